@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
+# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, OpenBLAS, Open MPI, Ninja, ccache)
+# and the pinned Python requirements in .venv. Idempotent and quiet when already done.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  cmake ninja-build ccache g++ python3-venv
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libabsl-dev libflatbuffers-dev flatbuffers-compiler
+  libopenblas-dev openmpi-bin libopenmpi-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+venv="$root/.venv"
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$root/requirements.txt" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python requirements into .venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
+  echo "$want" >"$stamp"
+fi
