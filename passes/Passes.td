@@ -18,4 +18,63 @@ def MoeRefineShapes : Pass<"moe-refine-shapes", "mlir::func::FuncOp"> {
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeFuseElementwise : Pass<"moe-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Group chains of float32 elementwise ops into fused regions";
+  let description = [{
+    Moves maximal chains of float32 elementwise ops (arithmetic, exp, tanh,
+    erf, sigmoid, relu, gelu, ...) into `moe.fused_elementwise` regions that
+    the runtime executes as one step, without materialising the values
+    between them. A group holds ops of one result shape (operands may
+    broadcast); a value used outside the group becomes a result of the fused
+    op. Scalar float constants used by the group move into its body. A group
+    ends where a value of it is used by an op outside it, so that the fused
+    op, placed at the group's last member, dominates every use.
+  }];
+}
+
+def MoeBoundShapes : Pass<"moe-bound-shapes", "mlir::func::FuncOp"> {
+  let summary = "Compute the largest shape of every value for memory planning";
+  let description = [{
+    Shapes are bounded-dynamic: the token count is dynamic (`?`) in the IR and
+    bounded at compile time by `max-tokens`; data-dependent sizes (NonZero,
+    TopK with a run-time k, reshapes to run-time shapes) are bounded by their
+    inputs. The pass records the bounded shape of every op result as
+    `moe.bounds` (one `array<i64>` per result) and of every argument as the
+    argument attribute `moe.bound`, without changing any type or folding any
+    value: the plan keeps the `?` dimensions dynamic and the runtime computes
+    actual sizes, while memory is planned for these bounds.
+
+    A dimension whose bound cannot be derived (an Expand to a shape computed
+    from data, say) is an error naming the op.
+
+    Example: with `max-tokens=256`, `moe.mat_mul %x, %w : (tensor<?x16xf32>,
+    tensor<16x32xf32>) -> tensor<?x32xf32>` gets `moe.bounds = [array<i64:
+    256, 32>]`.
+  }];
+  let options = [
+    Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"256",
+           "Upper bound of every dynamic graph input dimension">,
+  ];
+}
+
+def MoePlanMemory : Pass<"moe-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Assign arena offsets to activations by liveness";
+  let description = [{
+    Plans the activation arena of a function whose values carry bounds
+    (`moe-bound-shapes`). Ops run in block order; a value is live from its
+    definition to its last use (graph inputs from the start, graph outputs to
+    the end). Buffers are placed greedily, largest first, at the lowest
+    64-byte-aligned offset that overlaps no buffer live at the same time.
+    Output 0 of an op that the runtime may run in place (elementwise ops,
+    softmax and norms over their first operand, views such as reshape) takes
+    the buffer of an operand that dies at the op when the two match element
+    for element. Constants are weights and take no arena space.
+
+    Results: every op gets `moe.offsets` (one arena offset per result, -1 for
+    a constant), every argument `moe.offset`, and the function
+    `moe.arena_size` (the planned peak) and `moe.naive_size` (the sum of all
+    buffers without reuse), so that the saving is visible.
+  }];
+}
+
 #endif // MOEC_PASSES_TD

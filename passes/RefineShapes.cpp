@@ -14,20 +14,28 @@ using namespace mlir;
 
 namespace {
 
-/// True when `refined` is a valid refinement of `current`: same element type
-/// and rank, and every static dimension of `current` kept.
-bool isRefinement(Type current, Type refined) {
+/// The join of the declared type `current` and the inferred type `inferred`:
+/// every dimension static in either stays static. Returns null when the join
+/// adds nothing or the two disagree (element type, rank or a static size),
+/// which leaves the declared type to the verifier.
+Type refineType(Type current, Type inferred) {
   auto from = dyn_cast<RankedTensorType>(current);
-  auto to = dyn_cast<RankedTensorType>(refined);
-  if (!from || !to || from == to)
-    return false;
-  if (from.getElementType() != to.getElementType() ||
+  auto to = dyn_cast<RankedTensorType>(inferred);
+  if (!from || !to || from == to ||
+      from.getElementType() != to.getElementType() ||
       from.getRank() != to.getRank())
-    return false;
-  for (auto [a, b] : llvm::zip(from.getShape(), to.getShape()))
-    if (!ShapedType::isDynamic(a) && a != b)
-      return false;
-  return true;
+    return {};
+  SmallVector<int64_t> shape;
+  bool changed = false;
+  for (auto [a, b] : llvm::zip(from.getShape(), to.getShape())) {
+    if (!ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b)
+      return {};
+    changed |= ShapedType::isDynamic(a) && !ShapedType::isDynamic(b);
+    shape.push_back(ShapedType::isDynamic(a) ? b : a);
+  }
+  if (!changed)
+    return {};
+  return from.clone(shape);
 }
 
 struct RefineShapesPass
@@ -36,23 +44,23 @@ struct RefineShapesPass
     func::FuncOp func = getOperation();
     func.walk([&](InferTypeOpInterface op) {
       SmallVector<Type> inferred;
-      if (failed(op.inferReturnTypes(
-              op->getContext(), op->getLoc(), op->getOperands(),
-              op->getAttrDictionary(), op->getPropertiesStorage(),
-              op->getRegions(), inferred)) ||
+      if (failed(op.inferReturnTypes(op->getContext(), std::nullopt,
+                                     op->getOperands(), op->getAttrDictionary(),
+                                     op->getPropertiesStorage(),
+                                     op->getRegions(), inferred)) ||
           inferred.size() != op->getNumResults())
         return;
       for (auto [result, type] : llvm::zip(op->getResults(), inferred))
-        if (isRefinement(result.getType(), type))
-          result.setType(type);
+        if (Type refined = refineType(result.getType(), type))
+          result.setType(refined);
     });
     // The function's declared results follow what is actually returned.
     Operation *terminator = func.getBody().back().getTerminator();
     auto type = func.getFunctionType();
     SmallVector<Type> results(terminator->getOperandTypes());
     if (results != SmallVector<Type>(type.getResults()))
-      func.setType(FunctionType::get(func.getContext(), type.getInputs(),
-                                     results));
+      func.setType(
+          FunctionType::get(func.getContext(), type.getInputs(), results));
   }
 };
 

@@ -11,6 +11,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev openmpi-bin libopenmpi-dev
+  libgtest-dev libgmock-dev zlib1g-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -9,22 +9,28 @@ from lit.llvm import llvm_config
 config.name = "MOEC"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test", ".py"]
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt", "lib"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moec_obj_root, "test")
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
-# Test-time Python (the project's .venv: onnx, onnxruntime, numpy).
+# Test-time Python (the project's .venv: onnx, onnxruntime, numpy). It
+# replaces lit's default %python, the interpreter lit itself runs in.
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moec_src", config.moec_src_root))
 config.substitutions.append(
     ("%gen_onnx", config.python_executable + " " +
      os.path.join(config.moec_src_root, "test", "lib", "gen_onnx.py")))
+# `%expect_exit N cmd...` succeeds only if cmd exits with status N.
+config.substitutions.append(
+    ("%expect_exit", config.python_executable + " " +
+     os.path.join(config.moec_src_root, "test", "lib", "expect_exit.py")))
 
 tools = ["moec-opt", "moec", "moe-run"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.moec_tools_dir, t))],
     [config.moec_tools_dir])
-llvm_config.with_environment("PATH", config.moec_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.moec_tools_dir, append_path=True)

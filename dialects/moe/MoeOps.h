@@ -3,6 +3,7 @@
 #ifndef MOEC_DIALECTS_MOE_MOEOPS_H
 #define MOEC_DIALECTS_MOE_MOEOPS_H
 
+#include "dialects/moe/GraphOpsCommon.h"
 #include "dialects/moe/MoeDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -6,5 +6,6 @@
 include "dialects/moe/MoeBase.td"
 include "dialects/moe/MoeGraphOps.td"
 include "dialects/moe/MoeSparseOps.td"
+include "dialects/moe/MoeFusedOps.td"
 
 #endif // MOE_OPS_TD

@@ -1,0 +1,88 @@
+//===- Model.h - a parsed and validated ONNX model --------------*- C++ -*-===//
+//
+// Loading reads the protobuf and checks everything the importer relies on
+// before any IR is built: IR version and opsets, names defined before use, an
+// acyclic graph, and initializers whose declared shape matches their data.
+// Models are untrusted input: every failure is one diagnostic naming the file
+// and the part of it at fault, never an assertion.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_ONNX_MODEL_H
+#define MOEC_COMPILER_ONNX_MODEL_H
+
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringMap.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moec::onnx_import {
+
+/// How messages name ONNX's default domain (spelled "" or "ai.onnx").
+constexpr llvm::StringLiteral kDefaultDomainName = "ai.onnx";
+/// onnxruntime's contrib domain, imported only for its MoE op.
+constexpr llvm::StringLiteral kMicrosoftDomain = "com.microsoft";
+/// The default-domain opsets moec imports.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+/// The ONNX IR versions moec reads (7 came with opset 13).
+constexpr int64_t kMinIrVersion = 7;
+constexpr int64_t kMaxIrVersion = 11;
+
+/// Returns `domain` with the default domain spelled "" however the model
+/// spells it.
+llvm::StringRef normalizeDomain(llvm::StringRef domain);
+
+/// Returns how messages name `domain` ("ai.onnx" for the default domain).
+llvm::StringRef getDomainDisplayName(llvm::StringRef domain);
+
+/// A parsed ONNX model whose structure has been validated.
+struct OnnxModel {
+  OnnxModel(llvm::StringRef path, mlir::Location loc) : path(path), loc(loc) {}
+
+  /// The model file as the user named it (what diagnostics print).
+  std::string path;
+  /// The real path of the directory holding the model; external data must
+  /// resolve inside it.
+  std::string directory;
+  /// Location of the model file as a whole.
+  mlir::Location loc;
+  /// The parsed model. Shared: dense_resource weights that reference its
+  /// inline raw_data keep it alive for as long as the IR needs them.
+  std::shared_ptr<const onnx::ModelProto> proto;
+  /// Opset version by normalised domain.
+  llvm::StringMap<int64_t> opsets;
+  /// Indices of the graph's nodes in a topological order (the file's own
+  /// order where it already is one).
+  std::vector<int> nodeOrder;
+
+  const onnx::GraphProto &getGraph() const { return proto->graph(); }
+
+  /// Returns the opset version the model imports for `domain`, 0 if none.
+  int64_t getOpsetVersion(llvm::StringRef domain) const;
+
+  /// Returns the location of node `index`: the file wrapped in
+  /// "node 'name' (OpType)" (or "node #index (OpType)" for unnamed nodes).
+  mlir::Location getNodeLoc(int index) const;
+
+  /// Returns the location of `what` (for example "initializer 'w'").
+  mlir::Location getSubjectLoc(const llvm::Twine &what) const;
+};
+
+/// Reads the ONNX model at `path` and validates it. Reports one error through
+/// the context's diagnostics and returns failure if the file cannot be read,
+/// is not a valid ONNX model, or is one moec cannot take in: IR version or
+/// opsets out of range, unknown domains, undefined or duplicate names, cycles,
+/// malformed initializers or external data outside the model's directory.
+/// Whether each op is supported is not checked here (`moec check` reports it).
+mlir::FailureOr<std::unique_ptr<OnnxModel>>
+loadOnnxModel(mlir::MLIRContext *context, llvm::StringRef path);
+
+} // namespace moec::onnx_import
+
+#endif // MOEC_COMPILER_ONNX_MODEL_H

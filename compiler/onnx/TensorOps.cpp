@@ -1,0 +1,108 @@
+//===- TensorOps.cpp - Constant, Cast and Identity imports ----------------===//
+//
+// Constant-19 and -21, Cast-19 and -21 and CastLike-19 and -21 only add the
+// float8/int4 types and Cast's `saturate` (which only affects float8), so
+// every version in range imports alike.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/onnx/OpImport.h"
+#include "compiler/onnx/Tensors.h"
+
+#include "dialects/moe/MoeOps.h"
+
+using namespace mlir;
+using namespace moec::onnx_import;
+
+/// Constant holds its value in exactly one of several attributes; each
+/// becomes a `moe.constant`. A large `value` tensor was already read as a
+/// dense_resource weight when the attributes were converted.
+static LogicalResult importConstant(NodeImporter &node) {
+  NamedAttrList &attrs = node.getAttributes();
+  if (attrs.getAttrs().size() != 1)
+    return node.emitError() << "needs exactly one value attribute, not "
+                            << attrs.getAttrs().size();
+  NamedAttribute attr = *attrs.begin();
+  StringRef name = attr.getName().getValue();
+  Builder b(node.getContext());
+  auto wrongType = [&](StringRef expected) {
+    return node.emitAttributeError(name)
+           << "has the wrong type (" << node.getAttributeTypeName(name)
+           << "); expected " << expected;
+  };
+  ElementsAttr value;
+  if (name == "value") {
+    value = dyn_cast<ElementsAttr>(attr.getValue());
+    if (!value)
+      return wrongType("TENSOR");
+  } else if (name == "value_float" || name == "value_int") {
+    bool isFloat = name == "value_float";
+    Type type = isFloat ? Type(b.getF32Type()) : Type(b.getI64Type());
+    auto scalar = RankedTensorType::get({}, type);
+    if (auto f = dyn_cast<FloatAttr>(attr.getValue()); f && isFloat)
+      value = DenseElementsAttr::get(scalar, f.getValue());
+    else if (auto i = dyn_cast<IntegerAttr>(attr.getValue()); i && !isFloat)
+      value = DenseElementsAttr::get(scalar, i.getValue());
+    else
+      return wrongType(isFloat ? "FLOAT" : "INT");
+  } else if (name == "value_floats") {
+    auto floats = dyn_cast<DenseF32ArrayAttr>(attr.getValue());
+    if (!floats)
+      return wrongType("FLOATS");
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({floats.size()}, b.getF32Type()),
+        floats.asArrayRef());
+  } else if (name == "value_ints") {
+    auto ints = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!ints)
+      return wrongType("INTS");
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({ints.size()}, b.getI64Type()),
+        ints.asArrayRef());
+  } else if (name == "value_string") {
+    return node.emitAttributeError(name)
+           << "string constants are not supported";
+  } else {
+    return node.emitAttributeError(name) << "is not an attribute of Constant";
+  }
+  Value result = moec::moe::ConstantOp::create(node.getBuilder(), node.getLoc(),
+                                               value.getType(), value);
+  return node.setResults(result);
+}
+
+/// Cast's `to` names an ONNX data type; the op takes the element type.
+static LogicalResult importCast(NodeImporter &node) {
+  NamedAttrList &attrs = node.getAttributes();
+  auto to = dyn_cast_or_null<IntegerAttr>(attrs.get("to"));
+  if (!to)
+    return node.emitAttributeError("to")
+           << (attrs.get("to") ? "has the wrong type; expected INT"
+                               : "is missing");
+  Type elementType = convertDataType(node.getContext(), to.getInt());
+  if (!elementType)
+    return node.emitAttributeError("to")
+           << "unsupported element type " << getDataTypeName(to.getInt());
+  attrs.set("to", TypeAttr::get(elementType));
+  return importGeneric(node);
+}
+
+/// Identity creates no op: its output is its input.
+static LogicalResult importIdentity(NodeImporter &node) {
+  SmallVectorImpl<Value> &operands = node.getOperands();
+  if (operands.size() != 1 || !operands[0])
+    return node.emitError() << "takes exactly 1 input";
+  if (!node.getAttributes().empty())
+    return node.emitAttributeError(node.getAttributes().begin()->getName())
+           << "is not an attribute of Identity";
+  return node.setResults(operands[0]);
+}
+
+void moec::onnx_import::populateTensorImports(OpImportTable &table) {
+  for (int64_t version : {13, 19, 21}) {
+    table.onOp("Constant", version, importConstant, "moe.constant");
+    table.onOp("Cast", version, importCast);
+  }
+  table.onOpGeneric("CastLike", {15, 19, 21});
+  for (int64_t version : {13, 14, 16, 19, 21})
+    table.onOp("Identity", version, importIdentity, StringRef());
+}

@@ -1,0 +1,81 @@
+//===- Tensors.h - ONNX tensors to elements attributes ----------*- C++ -*-===//
+//
+// Initializers and tensor attributes become ElementsAttrs. Small tensors (the
+// shapes, axes and indices that canonicalisation folds) are copied into dense
+// elements; weights become dense_resource blobs that reference the model's
+// memory: inline raw_data inside the parsed protobuf, external data inside a
+// memory-mapped file. The blob's deleter holds a share of that memory, so
+// importing a model copies none of its weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_ONNX_TENSORS_H
+#define MOEC_COMPILER_ONNX_TENSORS_H
+
+#include "mlir/IR/BuiltinAttributeInterfaces.h"
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <memory>
+#include <string>
+
+namespace llvm {
+class MemoryBuffer;
+} // namespace llvm
+
+namespace onnx {
+class TensorProto;
+} // namespace onnx
+
+namespace moec::onnx_import {
+
+struct OnnxModel;
+
+/// Tensors with more elements than this are imported as dense_resource
+/// weights; smaller ones as dense elements that folders can read.
+constexpr int64_t kMaxDenseElements = 64;
+
+/// Returns the name of ONNX TensorProto data type `dataType` ("FLOAT16").
+std::string getDataTypeName(int32_t dataType);
+
+/// Returns the element type of ONNX data type `dataType`, or a null type when
+/// moec does not support it (strings, complex numbers, 8- and 4-bit floats).
+mlir::Type convertDataType(mlir::MLIRContext *context, int32_t dataType);
+
+/// Reads the tensors of one model; maps each external data file once.
+class TensorReader {
+public:
+  explicit TensorReader(const OnnxModel &model);
+  ~TensorReader();
+
+  /// Checks everything about `tensor` that can be checked without reading its
+  /// data: element type, dimensions, that the data holds exactly the declared
+  /// number of bytes, and that external data lies inside the model's
+  /// directory and within its file. Reports one error at `loc` on failure.
+  mlir::LogicalResult validate(const onnx::TensorProto &tensor,
+                               mlir::Location loc);
+
+  /// Converts `tensor` to an elements attribute; weights become a
+  /// dense_resource blob named after `resourceName` that references the
+  /// model's memory. Reports one error at `loc` on failure.
+  mlir::FailureOr<mlir::ElementsAttr> read(const onnx::TensorProto &tensor,
+                                           mlir::Location loc,
+                                           llvm::StringRef resourceName);
+
+private:
+  struct Layout;
+  mlir::FailureOr<Layout> getLayout(const onnx::TensorProto &tensor,
+                                    mlir::Location loc);
+  mlir::FailureOr<std::string> resolveExternalFile(llvm::StringRef location,
+                                                   mlir::Location loc);
+  mlir::FailureOr<std::shared_ptr<llvm::MemoryBuffer>>
+  mapFile(llvm::StringRef path, mlir::Location loc);
+
+  const OnnxModel &model;
+  llvm::StringMap<std::shared_ptr<llvm::MemoryBuffer>> mappedFiles;
+};
+
+} // namespace moec::onnx_import
+
+#endif // MOEC_COMPILER_ONNX_TENSORS_H

@@ -1,0 +1,45 @@
+//===- CompilePipeline.h - from imported IR to a plan -----------*- C++ -*-===//
+//
+// The pass pipeline `moec compile` runs between the importer and the plan
+// emitter, and the compile report (`moec compile --report`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_PLAN_COMPILEPIPELINE_H
+#define MOEC_COMPILER_PLAN_COMPILEPIPELINE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+
+namespace moec::plan {
+
+struct CompileOptions {
+  /// Upper bound of every dynamic graph input dimension.
+  int64_t maxTokens = 256;
+  /// Stop after simplification (for `--emit mlir`): no fusion, bounds or
+  /// memory plan.
+  bool simplifyOnly = false;
+};
+
+/// Adds the passes that take an imported module to a planned one:
+/// canonicalisation and shape refinement, then (unless simplifyOnly) fusion,
+/// shape bounds and the memory plan.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
+
+/// Op counts of `module` by op name, for the report.
+llvm::StringMap<int64_t> countOps(mlir::ModuleOp module);
+
+/// Writes the compile report of a planned `module` as JSON to `path`:
+/// memory plan (peak arena, naive sum of intermediates, weights), op counts
+/// before (`opsBefore`) and after compilation, steps.
+mlir::LogicalResult writeReport(mlir::ModuleOp module,
+                                const llvm::StringMap<int64_t> &opsBefore,
+                                llvm::StringRef path);
+
+} // namespace moec::plan
+
+#endif // MOEC_COMPILER_PLAN_COMPILEPIPELINE_H

@@ -1,0 +1,700 @@
+//===- PlanEmitter.cpp - moe dialect to plan.bin --------------------------===//
+
+#include "compiler/plan/PlanEmitter.h"
+
+#include "dialects/moe/MoeOps.h"
+
+#include "moert/plan_writer.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cstring>
+#include <optional>
+
+using namespace mlir;
+namespace fb = moert::fb;
+
+namespace moec::plan {
+namespace {
+
+std::optional<moert::DType> getDType(Type type) {
+  if (type.isF32())
+    return moert::DType::F32;
+  if (type.isF16())
+    return moert::DType::F16;
+  if (type.isBF16())
+    return moert::DType::BF16;
+  if (type.isSignlessInteger(64))
+    return moert::DType::I64;
+  if (type.isSignlessInteger(32))
+    return moert::DType::I32;
+  if (type.isSignlessInteger(1))
+    return moert::DType::Bool;
+  return std::nullopt;
+}
+
+/// A step's name for diagnostics and stats: the ONNX node name the importer
+/// put into the location, else the op name.
+std::string getStepName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto name = dyn_cast<NameLoc>(inner))
+        return name.getName().str();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return op->getName().getStringRef().str();
+}
+
+/// Emits one function. Tensors are numbered in the writer as values are
+/// visited; every op result that lives in the arena carries its planned
+/// offset.
+class Emitter {
+public:
+  Emitter(func::FuncOp func)
+      : func(func), writer({moert::Backend::Cpu, 1}, "moec 0.1"),
+        schedule(writer.schedule(0)) {}
+
+  LogicalResult emit(StringRef path) {
+    if (failed(emitSignature()))
+      return failure();
+    for (Operation &op : func.getBody().front())
+      if (failed(emitOp(&op)))
+        return failure();
+    auto arenaSize = func->getAttrOfType<IntegerAttr>("moe.arena_size");
+    if (!arenaSize)
+      return func.emitError("no memory plan; run moe-plan-memory first");
+    schedule.setArenaSize(arenaSize.getInt());
+    absl::Status status = writer.write(path.str());
+    if (!status.ok())
+      return func.emitError("cannot write plan '")
+             << path << "': " << status.ToString();
+    return success();
+  }
+
+private:
+  func::FuncOp func;
+  moert::PlanWriter writer;
+  moert::ScheduleBuilder &schedule;
+  llvm::DenseMap<Value, int32_t> tensorIds;
+  llvm::StringMap<int> symbols;
+  /// Bytes that back dense constants until the plan is written.
+  std::vector<std::vector<char>> constantBytes;
+
+  std::string getArgName(BlockArgument arg) {
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "moe.name"))
+      return name.str();
+    return "arg" + std::to_string(arg.getArgNumber());
+  }
+
+  LogicalResult emitSignature() {
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      auto bound =
+          func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), "moe.bound");
+      auto offset =
+          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "moe.offset");
+      if (!bound || !offset)
+        return func.emitError("argument #")
+               << arg.getArgNumber()
+               << " has no bound or offset; run moe-bound-shapes and "
+                  "moe-plan-memory first";
+      std::string name = getArgName(arg);
+      auto dimParams =
+          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+      std::vector<moert::PlanDim> dims;
+      for (auto [index, size] : llvm::enumerate(type.getShape())) {
+        if (!ShapedType::isDynamic(size)) {
+          dims.emplace_back(size);
+          continue;
+        }
+        // Dimensions sharing an ONNX dim_param share one symbol, so that the
+        // runtime checks they agree; an unnamed one gets its own.
+        std::string symbol;
+        if (dimParams && index < dimParams.size())
+          if (auto param = dyn_cast<StringAttr>(dimParams[index]))
+            symbol = param.str();
+        if (symbol.empty())
+          symbol = name + "." + std::to_string(index);
+        auto it = symbols.find(symbol);
+        if (it == symbols.end())
+          it = symbols
+                   .insert({symbol, writer.addSymbol(symbol, 1,
+                                                     bound.asArrayRef()[index])})
+                   .first;
+        dims.push_back(moert::PlanDim::symbol(it->second));
+      }
+      FailureOr<int32_t> id =
+          addArenaTensor(arg, name, dims, offset.getInt(), func);
+      if (failed(id))
+        return failure();
+      schedule.addInput(*id);
+    }
+    return success();
+  }
+
+  FailureOr<int32_t> addArenaTensor(Value value, StringRef name,
+                                    std::vector<moert::PlanDim> dims,
+                                    int64_t offset, Operation *where) {
+    auto type = cast<RankedTensorType>(value.getType());
+    std::optional<moert::DType> dtype = getDType(type.getElementType());
+    if (!dtype)
+      return where->emitError("element type ")
+             << type.getElementType()
+             << " has no runtime representation (f32, f16, bf16, i64, i32 "
+                "and i1 do)";
+    int32_t id = schedule.addTensor(name.str(), *dtype, std::move(dims),
+                                    static_cast<uint64_t>(offset));
+    tensorIds[value] = id;
+    return id;
+  }
+
+  LogicalResult emitResultTensors(Operation *op) {
+    auto bounds = op->getAttrOfType<ArrayAttr>("moe.bounds");
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("moe.offsets");
+    if (!bounds || !offsets || bounds.size() != op->getNumResults() ||
+        offsets.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitError("no bounds or offsets; run moe-bound-shapes and "
+                           "moe-plan-memory first");
+    std::string base = getStepName(op);
+    for (OpResult result : op->getResults()) {
+      unsigned index = result.getResultNumber();
+      auto type = cast<RankedTensorType>(result.getType());
+      auto bound = dyn_cast<DenseI64ArrayAttr>(bounds[index]);
+      if (!bound || bound.size() != type.getRank())
+        return op->emitError("malformed moe.bounds for result #") << index;
+      std::vector<moert::PlanDim> dims;
+      for (auto [size, max] : llvm::zip(type.getShape(), bound.asArrayRef()))
+        dims.push_back(ShapedType::isDynamic(size)
+                           ? moert::PlanDim::dynamic(max)
+                           : moert::PlanDim(size));
+      std::string name =
+          op->getNumResults() == 1 ? base : base + ":" + std::to_string(index);
+      if (failed(addArenaTensor(result, name, std::move(dims),
+                                offsets.asArrayRef()[index], op)))
+        return failure();
+    }
+    return success();
+  }
+
+  LogicalResult emitConstant(moe::ConstantOp op) {
+    auto type = cast<RankedTensorType>(op.getType());
+    std::optional<moert::DType> dtype = getDType(type.getElementType());
+    if (!dtype)
+      return op.emitError("constant of element type ")
+             << type.getElementType() << " has no runtime representation";
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    std::string name = getStepName(op);
+    int32_t id;
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(op.getValue())) {
+      AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+      if (!blob)
+        return op.emitError("weight '")
+               << resource.getRawHandle().getKey() << "' has no data";
+      ArrayRef<char> data = blob->getData();
+      // The blob references the model's mapped memory, which outlives the
+      // write: no copy.
+      id = schedule.addWeightRef(name, *dtype, shape, data.data(), data.size());
+    } else if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue())) {
+      std::vector<char> bytes = getBytes(dense, *dtype);
+      id = schedule.addWeightRef(name, *dtype, shape, bytes.data(),
+                                 bytes.size());
+      constantBytes.push_back(std::move(bytes));
+    } else {
+      return op.emitError("unsupported constant attribute ") << op.getValue();
+    }
+    tensorIds[op.getResult()] = id;
+    return success();
+  }
+
+  /// The little-endian bytes of `dense` as the runtime stores `dtype` (splats
+  /// expanded, bools one byte each).
+  static std::vector<char> getBytes(DenseElementsAttr dense,
+                                    moert::DType dtype) {
+    int64_t count = dense.getNumElements();
+    size_t width = moert::dtypeSize(dtype);
+    std::vector<char> bytes(count * width);
+    if (dtype == moert::DType::Bool) {
+      int64_t i = 0;
+      for (bool value : dense.getValues<bool>())
+        bytes[i++] = value ? 1 : 0;
+      return bytes;
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat()) {
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(bytes.data() + i * width, raw.data(), width);
+    } else {
+      std::memcpy(bytes.data(), raw.data(), bytes.size());
+    }
+    return bytes;
+  }
+
+  FailureOr<int32_t> lookup(Operation *op, Value value) {
+    auto it = tensorIds.find(value);
+    if (it == tensorIds.end())
+      return op->emitError("operand is not a planned tensor");
+    return it->second;
+  }
+
+  LogicalResult emitOp(Operation *op) {
+    if (auto constant = dyn_cast<moe::ConstantOp>(op))
+      return emitConstant(constant);
+    if (auto ret = dyn_cast<func::ReturnOp>(op))
+      return emitReturn(ret);
+
+    std::optional<fb::OpKind> kind = getOpKind(op);
+    if (!kind)
+      return op->emitError("'")
+             << op->getName()
+             << "' has no runtime step yet; it cannot be part of a plan";
+    std::vector<int32_t> inputs;
+    if (failed(collectInputs(op, inputs)))
+      return failure();
+    if (failed(emitResultTensors(op)))
+      return failure();
+    std::vector<int32_t> outputs;
+    for (Value result : op->getResults())
+      outputs.push_back(tensorIds[result]);
+    FailureOr<fb::AttrsUnion> attrs = getAttrs(op);
+    if (failed(attrs))
+      return failure();
+    schedule.addStep(*kind, getStepName(op), std::move(inputs),
+                     std::move(outputs), std::move(*attrs));
+    return success();
+  }
+
+  /// The step's inputs in ONNX order; an absent optional operand is -1.
+  LogicalResult collectInputs(Operation *op, std::vector<int32_t> &inputs) {
+    auto segments =
+        op->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+    if (segments) {
+      unsigned next = 0;
+      for (int32_t size : segments.asArrayRef()) {
+        if (size == 0)
+          inputs.push_back(-1);
+        for (int32_t i = 0; i < size; ++i) {
+          FailureOr<int32_t> id = lookup(op, op->getOperand(next++));
+          if (failed(id))
+            return failure();
+          inputs.push_back(*id);
+        }
+      }
+      return success();
+    }
+    for (Value operand : op->getOperands()) {
+      FailureOr<int32_t> id = lookup(op, operand);
+      if (failed(id))
+        return failure();
+      inputs.push_back(*id);
+    }
+    return success();
+  }
+
+  LogicalResult emitReturn(func::ReturnOp ret) {
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      FailureOr<int32_t> id = lookup(ret, value);
+      if (failed(id))
+        return failure();
+      // The output takes the graph's name for it.
+      if (auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
+        schedule.tensor(*id).name = name.str();
+      schedule.addOutput(*id);
+    }
+    return success();
+  }
+
+  static std::optional<fb::OpKind> getOpKind(Operation *op) {
+    return llvm::TypeSwitch<Operation *, std::optional<fb::OpKind>>(op)
+        .Case([](moe::AddOp) { return fb::OpKind::Add; })
+        .Case([](moe::SubOp) { return fb::OpKind::Sub; })
+        .Case([](moe::MulOp) { return fb::OpKind::Mul; })
+        .Case([](moe::DivOp) { return fb::OpKind::Div; })
+        .Case([](moe::PowOp) { return fb::OpKind::Pow; })
+        .Case([](moe::ModOp) { return fb::OpKind::Mod; })
+        .Case([](moe::MinOp) { return fb::OpKind::Min; })
+        .Case([](moe::MaxOp) { return fb::OpKind::Max; })
+        .Case([](moe::SumOp) { return fb::OpKind::Sum; })
+        .Case([](moe::SqrtOp) { return fb::OpKind::Sqrt; })
+        .Case([](moe::ReciprocalOp) { return fb::OpKind::Reciprocal; })
+        .Case([](moe::NegOp) { return fb::OpKind::Neg; })
+        .Case([](moe::AbsOp) { return fb::OpKind::Abs; })
+        .Case([](moe::ExpOp) { return fb::OpKind::Exp; })
+        .Case([](moe::LogOp) { return fb::OpKind::Log; })
+        .Case([](moe::TanhOp) { return fb::OpKind::Tanh; })
+        .Case([](moe::ErfOp) { return fb::OpKind::Erf; })
+        .Case([](moe::SigmoidOp) { return fb::OpKind::Sigmoid; })
+        .Case([](moe::ReluOp) { return fb::OpKind::Relu; })
+        .Case([](moe::GeluOp) { return fb::OpKind::Gelu; })
+        .Case([](moe::SinOp) { return fb::OpKind::Sin; })
+        .Case([](moe::CosOp) { return fb::OpKind::Cos; })
+        .Case([](moe::FloorOp) { return fb::OpKind::Floor; })
+        .Case([](moe::CeilOp) { return fb::OpKind::Ceil; })
+        .Case([](moe::SoftplusOp) { return fb::OpKind::Softplus; })
+        .Case([](moe::EqualOp) { return fb::OpKind::Equal; })
+        .Case([](moe::LessOp) { return fb::OpKind::Less; })
+        .Case([](moe::LessOrEqualOp) { return fb::OpKind::LessOrEqual; })
+        .Case([](moe::GreaterOp) { return fb::OpKind::Greater; })
+        .Case([](moe::GreaterOrEqualOp) {
+          return fb::OpKind::GreaterOrEqual;
+        })
+        .Case([](moe::NotOp) { return fb::OpKind::Not; })
+        .Case([](moe::AndOp) { return fb::OpKind::And; })
+        .Case([](moe::OrOp) { return fb::OpKind::Or; })
+        .Case([](moe::WhereOp) { return fb::OpKind::Where; })
+        .Case([](moe::ClipOp) { return fb::OpKind::Clip; })
+        .Case([](moe::CastOp) { return fb::OpKind::Cast; })
+        .Case([](moe::CastLikeOp) { return fb::OpKind::CastLike; })
+        .Case([](moe::SoftmaxOp) { return fb::OpKind::Softmax; })
+        .Case([](moe::LogSoftmaxOp) { return fb::OpKind::LogSoftmax; })
+        .Case([](moe::MatMulOp) { return fb::OpKind::MatMul; })
+        .Case([](moe::GemmOp) { return fb::OpKind::Gemm; })
+        .Case([](moe::EinsumOp) { return fb::OpKind::Einsum; })
+        .Case([](moe::TopKOp) { return fb::OpKind::TopK; })
+        .Case([](moe::ArgMaxOp) { return fb::OpKind::ArgMax; })
+        .Case([](moe::ReduceSumOp) { return fb::OpKind::ReduceSum; })
+        .Case([](moe::ReduceMeanOp) { return fb::OpKind::ReduceMean; })
+        .Case([](moe::ReduceMaxOp) { return fb::OpKind::ReduceMax; })
+        .Case([](moe::ReduceMinOp) { return fb::OpKind::ReduceMin; })
+        .Case([](moe::CumSumOp) { return fb::OpKind::CumSum; })
+        .Case([](moe::ReshapeOp) { return fb::OpKind::Reshape; })
+        .Case([](moe::FlattenOp) { return fb::OpKind::Flatten; })
+        .Case([](moe::TransposeOp) { return fb::OpKind::Transpose; })
+        .Case([](moe::SqueezeOp) { return fb::OpKind::Squeeze; })
+        .Case([](moe::UnsqueezeOp) { return fb::OpKind::Unsqueeze; })
+        .Case([](moe::ConcatOp) { return fb::OpKind::Concat; })
+        .Case([](moe::SplitOp) { return fb::OpKind::Split; })
+        .Case([](moe::SliceOp) { return fb::OpKind::Slice; })
+        .Case([](moe::GatherOp) { return fb::OpKind::Gather; })
+        .Case([](moe::GatherElementsOp) { return fb::OpKind::GatherElements; })
+        .Case([](moe::GatherNDOp) { return fb::OpKind::GatherND; })
+        .Case([](moe::ScatterElementsOp) {
+          return fb::OpKind::ScatterElements;
+        })
+        .Case([](moe::ScatterNDOp) { return fb::OpKind::ScatterND; })
+        .Case([](moe::OneHotOp) { return fb::OpKind::OneHot; })
+        .Case([](moe::NonZeroOp) { return fb::OpKind::NonZero; })
+        .Case([](moe::ExpandOp) { return fb::OpKind::Expand; })
+        .Case([](moe::TileOp) { return fb::OpKind::Tile; })
+        .Case([](moe::ShapeOp) { return fb::OpKind::Shape; })
+        .Case([](moe::DimOp) { return fb::OpKind::Dim; })
+        .Case([](moe::SizeOp) { return fb::OpKind::Size; })
+        .Case([](moe::ConstantOfShapeOp) {
+          return fb::OpKind::ConstantOfShape;
+        })
+        .Case([](moe::IdentityOp) { return fb::OpKind::Identity; })
+        .Case([](moe::RangeOp) { return fb::OpKind::Range; })
+        .Case([](moe::TriluOp) { return fb::OpKind::Trilu; })
+        .Case([](moe::LayerNormalizationOp) {
+          return fb::OpKind::LayerNormalization;
+        })
+        .Case([](moe::SimplifiedLayerNormalizationOp) {
+          return fb::OpKind::SimplifiedLayerNormalization;
+        })
+        .Case([](moe::FusedElementwiseOp) {
+          return fb::OpKind::FusedElementwise;
+        })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+
+  static fb::AttrsUnion axisAttrs(int64_t axis) {
+    fb::AxisAttrsT attrs;
+    attrs.axis = axis;
+    return moert::attrs(std::move(attrs));
+  }
+
+  static fb::AttrsUnion normAttrs(int64_t axis, float epsilon) {
+    fb::NormAttrsT attrs;
+    attrs.axis = axis;
+    attrs.epsilon = epsilon;
+    return moert::attrs(std::move(attrs));
+  }
+
+  template <typename OpT> static fb::AttrsUnion reduceAttrs(OpT op) {
+    fb::ReduceAttrsT attrs;
+    attrs.keepdims = op.getKeepdims() != 0;
+    attrs.noop_with_empty_axes = op.getNoopWithEmptyAxes() != 0;
+    return moert::attrs(std::move(attrs));
+  }
+
+  static FailureOr<fb::ScatterReduction> getReduction(Operation *op,
+                                                      StringRef name) {
+    auto reduction = llvm::StringSwitch<std::optional<fb::ScatterReduction>>(
+                         name)
+                         .Case("none", fb::ScatterReduction::None)
+                         .Case("add", fb::ScatterReduction::Add)
+                         .Case("mul", fb::ScatterReduction::Mul)
+                         .Case("max", fb::ScatterReduction::Max)
+                         .Case("min", fb::ScatterReduction::Min)
+                         .Default(std::nullopt);
+    if (!reduction)
+      return op->emitError("unknown reduction '") << name << "'";
+    return *reduction;
+  }
+
+  FailureOr<fb::AttrsUnion> getAttrs(Operation *op) {
+    using Result = FailureOr<fb::AttrsUnion>;
+    auto none = [](Operation *) -> Result { return fb::AttrsUnion(); };
+    return llvm::TypeSwitch<Operation *, Result>(op)
+        .Case<moe::SoftmaxOp, moe::LogSoftmaxOp>(
+            [](auto op) -> Result { return axisAttrs(op.getAxisAttr().getInt()); })
+        .Case<moe::FlattenOp, moe::GatherOp, moe::GatherElementsOp,
+              moe::OneHotOp>(
+            [](auto op) -> Result { return axisAttrs(op.getAxisAttr().getInt()); })
+        .Case([](moe::ConcatOp op) -> Result {
+          return axisAttrs(op.getAxisAttr().getInt());
+        })
+        .Case([](moe::GemmOp op) -> Result {
+          fb::GemmAttrsT attrs;
+          attrs.alpha = op.getAlpha().convertToFloat();
+          attrs.beta = op.getBeta().convertToFloat();
+          attrs.trans_a = op.getTransA() != 0;
+          attrs.trans_b = op.getTransB() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::EinsumOp op) -> Result {
+          fb::EinsumAttrsT attrs;
+          attrs.equation = op.getEquation().str();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::TopKOp op) -> Result {
+          fb::TopKAttrsT attrs;
+          attrs.axis = op.getAxisAttr().getInt();
+          attrs.largest = op.getLargest() != 0;
+          attrs.sorted = op.getSorted() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ArgMaxOp op) -> Result {
+          fb::ArgMaxAttrsT attrs;
+          attrs.axis = op.getAxisAttr().getInt();
+          attrs.keepdims = op.getKeepdims() != 0;
+          attrs.select_last_index = op.getSelectLastIndex() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case<moe::ReduceSumOp, moe::ReduceMeanOp, moe::ReduceMaxOp,
+              moe::ReduceMinOp>(
+            [](auto op) -> Result { return reduceAttrs(op); })
+        .Case([](moe::CumSumOp op) -> Result {
+          fb::CumSumAttrsT attrs;
+          attrs.exclusive = op.getExclusive() != 0;
+          attrs.reverse = op.getReverse() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ReshapeOp op) -> Result {
+          fb::ReshapeAttrsT attrs;
+          attrs.allowzero = op.getAllowzero() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::TransposeOp op) -> Result {
+          fb::TransposeAttrsT attrs;
+          if (auto perm = op.getPermAttr())
+            attrs.perm.assign(perm.asArrayRef().begin(),
+                              perm.asArrayRef().end());
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::SplitOp op) -> Result {
+          fb::SplitAttrsT attrs;
+          attrs.axis = op.getAxisAttr().getInt();
+          if (auto count = op.getNumOutputsAttr())
+            attrs.num_outputs = count.getInt();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::GatherNDOp op) -> Result {
+          fb::GatherNDAttrsT attrs;
+          attrs.batch_dims = op.getBatchDimsAttr().getInt();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ScatterElementsOp op) -> Result {
+          FailureOr<fb::ScatterReduction> reduction =
+              getReduction(op, op.getReduction());
+          if (failed(reduction))
+            return failure();
+          fb::ScatterAttrsT attrs;
+          attrs.axis = op.getAxisAttr().getInt();
+          attrs.reduction = *reduction;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ScatterNDOp op) -> Result {
+          FailureOr<fb::ScatterReduction> reduction =
+              getReduction(op, op.getReduction());
+          if (failed(reduction))
+            return failure();
+          fb::ScatterAttrsT attrs;
+          attrs.reduction = *reduction;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::CastOp op) -> Result {
+          std::optional<moert::DType> to = getDType(op.getTo());
+          if (!to)
+            return op.emitError("cast to ")
+                   << op.getTo() << " has no runtime representation";
+          fb::CastAttrsT attrs;
+          attrs.to = static_cast<fb::DType>(*to);
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::TriluOp op) -> Result {
+          fb::TriluAttrsT attrs;
+          attrs.upper = op.getUpper() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ModOp op) -> Result {
+          fb::ModAttrsT attrs;
+          attrs.fmod = op.getFmod() != 0;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::LayerNormalizationOp op) -> Result {
+          return normAttrs(op.getAxisAttr().getInt(),
+                           op.getEpsilon().convertToFloat());
+        })
+        .Case([](moe::SimplifiedLayerNormalizationOp op) -> Result {
+          return normAttrs(op.getAxisAttr().getInt(),
+                           op.getEpsilon().convertToFloat());
+        })
+        .Case([](moe::GeluOp op) -> Result {
+          fb::GeluAttrsT attrs;
+          attrs.approximate = op.getApproximate() == "tanh"
+                                  ? fb::GeluApproximation::Tanh
+                                  : fb::GeluApproximation::None;
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::ConstantOfShapeOp op) -> Result {
+          return getConstantOfShapeAttrs(op);
+        })
+        .Case([](moe::ShapeOp op) -> Result {
+          fb::ShapeAttrsT attrs;
+          attrs.start = op.getStartAttr().getInt();
+          if (auto end = op.getEndAttr())
+            attrs.end = end.getInt();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::DimOp op) -> Result {
+          return axisAttrs(op.getIndexAttr().getInt());
+        })
+        .Case([](moe::FusedElementwiseOp op) -> Result {
+          return getProgram(op);
+        })
+        .Default(none);
+  }
+
+  static FailureOr<fb::AttrsUnion>
+  getConstantOfShapeAttrs(moe::ConstantOfShapeOp op) {
+    fb::ConstantOfShapeAttrsT attrs;
+    Type elementType = op.getType().getElementType();
+    std::optional<moert::DType> dtype = getDType(elementType);
+    if (!dtype)
+      return op.emitError("constant_of_shape of element type ")
+             << elementType << " has no runtime representation";
+    attrs.dtype = static_cast<fb::DType>(*dtype);
+    if (auto value = op.getValueAttr()) {
+      auto dense = dyn_cast<DenseElementsAttr>(value);
+      if (!dense || dense.getNumElements() != 1)
+        return op.emitError("constant_of_shape value must be one element");
+      if (isa<FloatType>(elementType))
+        attrs.float_value =
+            (*dense.getValues<APFloat>().begin()).convertToFloat();
+      else
+        attrs.int_value = (*dense.getValues<APInt>().begin()).getSExtValue();
+    }
+    return moert::attrs(std::move(attrs));
+  }
+
+  /// Translates a fused region into a register program: one register per
+  /// body value, inputs first.
+  static FailureOr<fb::AttrsUnion> getProgram(moe::FusedElementwiseOp op) {
+    fb::FusedElementwiseAttrsT attrs;
+    llvm::DenseMap<Value, uint8_t> registers;
+    Block &body = op.getBody().front();
+    auto allocate = [&](Value value) -> FailureOr<uint8_t> {
+      if (registers.size() >= 255)
+        return op.emitError("fused region needs more than 255 registers");
+      uint8_t reg = registers.size();
+      registers[value] = reg;
+      return reg;
+    };
+    for (BlockArgument arg : body.getArguments()) {
+      FailureOr<uint8_t> reg = allocate(arg);
+      if (failed(reg))
+        return failure();
+      attrs.program.emplace_back(fb::ExprOp::Input, *reg,
+                                 static_cast<uint8_t>(arg.getArgNumber()), 0,
+                                 0.0f);
+    }
+    for (Operation &inner : body.without_terminator()) {
+      if (auto constant = dyn_cast<moe::ConstantOp>(inner)) {
+        auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+        if (!dense || !dense.isSplat() ||
+            !dense.getElementType().isF32())
+          return inner.emitError("fused constants must be f32 splats");
+        FailureOr<uint8_t> reg = allocate(constant.getResult());
+        if (failed(reg))
+          return failure();
+        attrs.program.emplace_back(
+            fb::ExprOp::Const, *reg, 0, 0,
+            dense.getSplatValue<APFloat>().convertToFloat());
+        continue;
+      }
+      std::optional<fb::ExprOp> expr = getExprOp(&inner);
+      if (!expr)
+        return inner.emitError("op cannot be part of a fused program");
+      uint8_t a = registers.lookup(inner.getOperand(0));
+      uint8_t b = inner.getNumOperands() > 1
+                      ? registers.lookup(inner.getOperand(1))
+                      : 0;
+      FailureOr<uint8_t> reg = allocate(inner.getResult(0));
+      if (failed(reg))
+        return failure();
+      attrs.program.emplace_back(*expr, *reg, a, b, 0.0f);
+    }
+    attrs.num_registers = registers.size();
+    for (Value value : body.getTerminator()->getOperands())
+      attrs.results.push_back(registers.lookup(value));
+    return moert::attrs(std::move(attrs));
+  }
+
+  static std::optional<fb::ExprOp> getExprOp(Operation *op) {
+    return llvm::TypeSwitch<Operation *, std::optional<fb::ExprOp>>(op)
+        .Case([](moe::AddOp) { return fb::ExprOp::Add; })
+        .Case([](moe::SubOp) { return fb::ExprOp::Sub; })
+        .Case([](moe::MulOp) { return fb::ExprOp::Mul; })
+        .Case([](moe::DivOp) { return fb::ExprOp::Div; })
+        .Case([](moe::PowOp) { return fb::ExprOp::Pow; })
+        .Case([](moe::MaxOp) { return fb::ExprOp::Max; })
+        .Case([](moe::MinOp) { return fb::ExprOp::Min; })
+        .Case([](moe::NegOp) { return fb::ExprOp::Neg; })
+        .Case([](moe::AbsOp) { return fb::ExprOp::Abs; })
+        .Case([](moe::ExpOp) { return fb::ExprOp::Exp; })
+        .Case([](moe::LogOp) { return fb::ExprOp::Log; })
+        .Case([](moe::SqrtOp) { return fb::ExprOp::Sqrt; })
+        .Case([](moe::ReciprocalOp) { return fb::ExprOp::Reciprocal; })
+        .Case([](moe::TanhOp) { return fb::ExprOp::Tanh; })
+        .Case([](moe::ErfOp) { return fb::ExprOp::Erf; })
+        .Case([](moe::SigmoidOp) { return fb::ExprOp::Sigmoid; })
+        .Case([](moe::ReluOp) { return fb::ExprOp::Relu; })
+        .Case([](moe::GeluOp op) {
+          return op.getApproximate() == "tanh" ? fb::ExprOp::GeluTanh
+                                               : fb::ExprOp::Gelu;
+        })
+        .Case([](moe::SinOp) { return fb::ExprOp::Sin; })
+        .Case([](moe::CosOp) { return fb::ExprOp::Cos; })
+        .Case([](moe::FloorOp) { return fb::ExprOp::Floor; })
+        .Case([](moe::CeilOp) { return fb::ExprOp::Ceil; })
+        .Case([](moe::SoftplusOp) { return fb::ExprOp::Softplus; })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+};
+
+} // namespace
+
+LogicalResult emitPlan(func::FuncOp func, StringRef path) {
+  return Emitter(func).emit(path);
+}
+
+} // namespace moec::plan

@@ -1,0 +1,213 @@
+//===- BoundShapes.cpp - largest shapes for memory planning ---------------===//
+//
+// Bounds every dynamic dimension. The function is cloned, its dynamic argument
+// dimensions are replaced by their bound, and type inference runs forward over
+// the clone; where inference still leaves a dimension dynamic (data-dependent
+// sizes), a per-op rule bounds it from the op's operands. Nothing is folded, so
+// the clone's ops correspond one to one to the original's, and the bounds are
+// copied back as attributes while the original types stay dynamic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+namespace moec {
+#define GEN_PASS_DEF_MOEBOUNDSHAPES
+#include "passes/Passes.h.inc"
+} // namespace moec
+
+using namespace mlir;
+using namespace moec;
+
+namespace {
+
+/// The sizes a shape-vector operand denotes on the bounded clone: constants,
+/// and dimensions of (now bounded) tensors; dynamic where neither.
+SmallVector<int64_t> getBoundedSizes(Value shape) {
+  SmallVector<int64_t> sizes;
+  if (std::optional<SmallVector<moe::ShapeEntry>> entries =
+          moe::getShapeEntries(shape))
+    for (const moe::ShapeEntry &entry : *entries)
+      sizes.push_back(entry.getSize());
+  return sizes;
+}
+
+/// Bounds dimension `dim` of a result of `op` (TopK's and Split's results
+/// share their rules), whose
+/// operands already have static (bounded) types, when inference leaves it
+/// dynamic because it depends on values. Returns -1 when no sound bound is
+/// known.
+int64_t boundDataDependentDim(Operation *op, int64_t dim) {
+  if (op->getNumOperands() == 0)
+    return -1;
+  auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!input || !input.hasStaticShape())
+    return -1;
+  // Dimensions of these ops are sizes of a part of, or a rearrangement of,
+  // their first operand, so its element count bounds every one of them.
+  if (isa<moe::NonZeroOp, moe::ReshapeOp, moe::FlattenOp, moe::SqueezeOp,
+          moe::UnsqueezeOp, moe::IdentityOp>(op))
+    return input.getNumElements();
+  // These keep the input's rank and take at most its size in every
+  // dimension (TopK: k <= size along the axis).
+  if (isa<moe::SliceOp, moe::TopKOp, moe::SplitOp>(op))
+    return dim < input.getRank() ? input.getDimSize(dim) : -1;
+  // Sizes computed from the token count: the shape arithmetic evaluated at
+  // the bound.
+  if (auto tile = dyn_cast<moe::TileOp>(op)) {
+    SmallVector<int64_t> repeats = getBoundedSizes(tile.getRepeats());
+    if (dim >= input.getRank() || dim >= static_cast<int64_t>(repeats.size()) ||
+        repeats[dim] < 0)
+      return -1;
+    return input.getDimSize(dim) * repeats[dim];
+  }
+  if (auto constant = dyn_cast<moe::ConstantOfShapeOp>(op)) {
+    SmallVector<int64_t> shape = getBoundedSizes(constant.getInput());
+    return dim < static_cast<int64_t>(shape.size()) && shape[dim] >= 0
+               ? shape[dim]
+               : -1;
+  }
+  if (auto expand = dyn_cast<moe::ExpandOp>(op)) {
+    SmallVector<int64_t> shape = getBoundedSizes(expand.getShape());
+    int64_t rank = std::max<int64_t>(shape.size(), input.getRank());
+    int64_t fromShape = dim - (rank - static_cast<int64_t>(shape.size()));
+    int64_t fromInput = dim - (rank - input.getRank());
+    int64_t size = fromInput >= 0 ? input.getDimSize(fromInput) : 1;
+    if (fromShape >= 0) {
+      if (shape[fromShape] < 0)
+        return -1;
+      size = std::max(size, shape[fromShape]);
+    }
+    return size;
+  }
+  if (auto range = dyn_cast<moe::RangeOp>(op)) {
+    std::optional<int64_t> start = moe::getConstantInt(range.getStart());
+    std::optional<int64_t> delta = moe::getConstantInt(range.getDelta());
+    SmallVector<int64_t> limit = getBoundedSizes(range.getLimit());
+    if (!start || !delta || *delta == 0 || limit.size() != 1 || limit[0] < 0)
+      return -1;
+    int64_t span = *delta > 0 ? limit[0] - *start : *start - limit[0];
+    int64_t step = *delta > 0 ? *delta : -*delta;
+    return std::max<int64_t>(0, (span + step - 1) / step);
+  }
+  return -1;
+}
+
+struct BoundShapesPass
+    : public moec::impl::MoeBoundShapesBase<BoundShapesPass> {
+  using MoeBoundShapesBase::MoeBoundShapesBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (maxTokens < 1) {
+      func.emitError("moe-bound-shapes: max-tokens must be at least 1, not ")
+          << maxTokens;
+      return signalPassFailure();
+    }
+    if (failed(boundFunction(func)))
+      signalPassFailure();
+  }
+
+  LogicalResult boundFunction(func::FuncOp func) {
+    OwningOpRef<func::FuncOp> clone(func.clone());
+    Builder builder(func.getContext());
+
+    // Arguments: every dynamic dimension takes the token bound.
+    for (auto [original, bounded] :
+         llvm::zip(func.getArguments(), clone->getArguments())) {
+      auto type = dyn_cast<RankedTensorType>(original.getType());
+      if (!type)
+        return func.emitError("argument #")
+               << original.getArgNumber() << " is not a ranked tensor";
+      SmallVector<int64_t> shape(type.getShape());
+      for (int64_t &size : shape)
+        if (ShapedType::isDynamic(size))
+          size = maxTokens;
+      bounded.setType(type.clone(shape));
+      func.setArgAttr(original.getArgNumber(), "moe.bound",
+                      builder.getDenseI64ArrayAttr(shape));
+    }
+
+    return boundBlock(func.getBody().front(), clone->getBody().front());
+  }
+
+  /// Bounds the results of the ops of `original` by inference over their
+  /// counterparts in `bounded` (the clone), in order.
+  LogicalResult boundBlock(Block &original, Block &bounded) {
+    Builder builder(original.getParentOp()->getContext());
+    for (auto [originalOp, boundedOp] : llvm::zip(original, bounded)) {
+      Operation *op = &boundedOp;
+      if (op->getNumResults() == 0)
+        continue;
+      SmallVector<Type> types;
+      if (failed(inferBoundedTypes(&originalOp, op, types)))
+        return failure();
+
+      SmallVector<Attribute> bounds;
+      for (auto [index, result] : llvm::enumerate(op->getResults())) {
+        auto type = dyn_cast<RankedTensorType>(types[index]);
+        if (!type)
+          return originalOp.emitError("result #")
+                 << index << " is not a ranked tensor";
+        SmallVector<int64_t> shape(type.getShape());
+        auto declared =
+            cast<RankedTensorType>(originalOp.getResult(index).getType());
+        for (auto [dim, size] : llvm::enumerate(shape)) {
+          // A size the IR already knows statically stays: the bound of a
+          // static dimension is the dimension.
+          if (dim < static_cast<size_t>(declared.getRank()) &&
+              !declared.isDynamicDim(dim))
+            size = declared.getDimSize(dim);
+          if (!ShapedType::isDynamic(size))
+            continue;
+          size = boundDataDependentDim(op, dim);
+          if (size < 0)
+            return originalOp.emitError("cannot bound dimension ")
+                   << dim << " of result #" << index
+                   << ": its size depends on values the compiler cannot "
+                      "see; moec bounds only sizes derived from the token "
+                      "count or from an operand's size";
+        }
+        result.setType(type.clone(shape));
+        bounds.push_back(builder.getDenseI64ArrayAttr(shape));
+      }
+      originalOp.setAttr("moe.bounds", builder.getArrayAttr(bounds));
+    }
+    return success();
+  }
+
+  /// The types of `op`'s results (in the clone) given its bounded operands:
+  /// by type inference, or through the body of a fused region.
+  LogicalResult inferBoundedTypes(Operation *original, Operation *op,
+                                  SmallVectorImpl<Type> &types) {
+    if (auto fused = dyn_cast<moe::FusedElementwiseOp>(op)) {
+      Block &body = fused.getBody().front();
+      for (auto [arg, input] : llvm::zip(body.getArguments(), fused.getInputs()))
+        arg.setType(input.getType());
+      auto originalFused = cast<moe::FusedElementwiseOp>(original);
+      if (failed(boundBlock(originalFused.getBody().front(), body)))
+        return failure();
+      llvm::append_range(types, body.getTerminator()->getOperandTypes());
+      return success();
+    }
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(infer.inferReturnTypes(
+              op->getContext(), op->getLoc(), op->getOperands(),
+              op->getAttrDictionary(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
+        return failure(); // Inference reported why, at the op.
+      return success();
+    }
+    llvm::append_range(types, op->getResultTypes());
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,63 @@
+//===- format.h - moec plan file layout constants ---------------*- C++ -*-===//
+//
+// The fixed binary layout around the program FlatBuffer: file header, section
+// table, alignment rules. docs/plan-format.md is the specification; this header
+// is shared by the plan writer and the loader so that both agree on it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_FORMAT_H
+#define MOERT_FORMAT_H
+
+#include <cstdint>
+
+namespace moert {
+
+/// The eight magic bytes that open every plan file.
+inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
+
+/// Format version written by this library. A reader accepts a file whose major
+/// version equals its own and whose minor version is at most its own.
+inline constexpr uint16_t kFormatVersionMajor = 1;
+inline constexpr uint16_t kFormatVersionMinor = 0;
+
+inline constexpr uint32_t kFileHeaderSize = 64;
+inline constexpr uint32_t kSectionEntrySize = 32;
+/// Upper bound on sections so that a corrupt count cannot make a reader loop.
+inline constexpr uint32_t kMaxSections = 4096;
+/// Weight sections start at multiples of this, so that they can be mmapped.
+inline constexpr uint64_t kWeightSectionAlignment = 4096;
+/// The program section starts at a multiple of this (FlatBuffers alignment).
+inline constexpr uint64_t kProgramSectionAlignment = 16;
+/// Arena tensors and weights are placed at multiples of this by the writer.
+inline constexpr uint64_t kTensorAlignment = 64;
+/// Largest tensor rank a plan may use.
+inline constexpr int kMaxRank = 8;
+
+/// What a section holds.
+enum class SectionKind : uint32_t {
+  Program = 1, ///< The program FlatBuffer (schema/plan.fbs); exactly one.
+  Weights = 2, ///< Raw little-endian tensor data referenced by the program.
+};
+
+/// The backend a plan was compiled for.
+enum class Backend : uint32_t {
+  Cpu = 1,
+  Cuda = 2,
+};
+
+/// Target requirements recorded in the file header.
+struct TargetRequirements {
+  Backend backend = Backend::Cpu;
+  /// Number of device schedules in the program; at least 1.
+  uint32_t deviceCount = 1;
+  /// Minimum CUDA compute capability times ten (90 for sm_90); 0 when none.
+  uint32_t cudaArch = 0;
+};
+
+/// Returns "cpu", "cuda" or "unknown".
+const char *backendName(Backend backend);
+
+} // namespace moert
+
+#endif // MOERT_FORMAT_H

@@ -1,0 +1,209 @@
+//===- moert.h - The moec runtime: load and run plans -----------*- C++ -*-===//
+//
+// Umbrella header of the moec runtime (library `moert`). It has no LLVM/MLIR
+// dependency. Typical use:
+//
+//   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
+//                          moert::Plan::load("plan.bin"));
+//   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
+//                          moert::Session::create(*plan, {/*threads=*/4}));
+//   MOERT_RETURN_IF_ERROR(session->setInput("input_ids", moert::DType::I64,
+//                                          {1, 16}, ids.data(), ids.size() *
+//                                          8));
+//   MOERT_RETURN_IF_ERROR(session->run());
+//   MOERT_ASSIGN_OR_RETURN(moert::TensorData logits,
+//   session->output("logits"));
+//
+// Errors are absl::Status values; the caller owns what `load`/`create` return.
+// A plan is immutable once loaded and may be shared by several sessions; a
+// session must not outlive its plan and is not thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_MOERT_H
+#define MOERT_MOERT_H
+
+#include "moert/format.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+/// Returns the status of `expr` from the enclosing function unless it is OK.
+#define MOERT_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                         \
+    ::absl::Status moert_status_ = (expr);                                     \
+    if (!moert_status_.ok())                                                   \
+      return moert_status_;                                                    \
+  } while (false)
+
+#define MOERT_CONCAT_IMPL_(a, b) a##b
+#define MOERT_CONCAT_(a, b) MOERT_CONCAT_IMPL_(a, b)
+
+/// Evaluates `expr` (an absl::StatusOr); returns its status on error, else
+/// moves its value into `lhs` (a declaration or an lvalue).
+#define MOERT_ASSIGN_OR_RETURN(lhs, expr)                                      \
+  MOERT_ASSIGN_OR_RETURN_IMPL_(MOERT_CONCAT_(moert_statusor_, __LINE__), lhs,  \
+                               expr)
+#define MOERT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                           \
+  auto tmp = (expr);                                                           \
+  if (!tmp.ok())                                                               \
+    return tmp.status();                                                       \
+  lhs = std::move(tmp).value()
+
+namespace moert {
+
+/// Element types; the values match `moert.fb.DType` in the plan schema.
+enum class DType : uint8_t {
+  F32 = 1,
+  F16 = 2,
+  BF16 = 3,
+  I64 = 4,
+  I32 = 5,
+  Bool = 6, ///< One byte per element, 0 or 1.
+};
+
+/// "f32", "f16", "bf16", "i64", "i32", "bool" ("invalid" otherwise).
+const char *dtypeName(DType dtype);
+/// Bytes per element (0 for an invalid value).
+size_t dtypeSize(DType dtype);
+
+/// One dimension of a declared tensor.
+struct DimDesc {
+  enum class Kind : uint8_t { Static, Symbolic, Dynamic };
+  Kind kind = Kind::Static;
+  /// The size (Static) or the largest allowed size (Symbolic, Dynamic).
+  int64_t bound = 0;
+  /// The symbol's name (Symbolic only).
+  std::string symbol;
+};
+
+/// A graph input or output as declared by the plan.
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<DimDesc> dims;
+  /// For integer inputs: the compiler's advice for generated values, [lo, hi).
+  bool hasValueRange = false;
+  int64_t valueLo = 0;
+  int64_t valueHi = 0;
+};
+
+/// A symbolic dimension size (the token count, typically).
+struct SymbolDesc {
+  std::string name;
+  int64_t min = 0;
+  int64_t max = 0;
+};
+
+struct LoadOptions {
+  /// Verify the CRC-32 of every section (weights included). The header, the
+  /// section table and the program are always checked.
+  bool verifyWeightChecksums = true;
+};
+
+/// A loaded and fully validated plan. Immutable.
+class Plan {
+public:
+  /// Maps the file read-only and validates it (docs/plan-format.md lists the
+  /// checks). Errors name the file and the offending field.
+  static absl::StatusOr<std::unique_ptr<Plan>>
+  load(const std::string &path, const LoadOptions &options = {});
+  /// Like `load`, from a copy of `size` bytes at `data`.
+  static absl::StatusOr<std::unique_ptr<Plan>>
+  loadFromMemory(const void *data, size_t size,
+                 const LoadOptions &options = {});
+
+  ~Plan();
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+
+  /// Accessors; `device` must be in [0, numDevices()).
+  const TargetRequirements &target() const;
+  uint16_t versionMajor() const;
+  uint16_t versionMinor() const;
+  const std::string &producer() const;
+  const std::vector<SymbolDesc> &symbols() const;
+  int numDevices() const;
+  const std::vector<TensorDesc> &inputs(int device = 0) const;
+  const std::vector<TensorDesc> &outputs(int device = 0) const;
+  size_t numSteps(int device = 0) const;
+  uint64_t arenaSize(int device = 0) const;
+
+  struct Impl;
+  const Impl &impl() const { return *impl_; }
+
+private:
+  explicit Plan(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SessionOptions {
+  /// Worker threads for kernels and BLAS; 0 picks the hardware concurrency.
+  int threads = 0;
+  /// The device schedule to execute.
+  int device = 0;
+  /// Record per-step times (a clock read per step).
+  bool collectStats = true;
+};
+
+/// Accumulated timing of one step over the runs since the last reset.
+struct StepStats {
+  std::string name;
+  std::string op;
+  uint64_t calls = 0;
+  double totalSeconds = 0;
+};
+
+/// A view of a tensor inside a session; valid until the next `run`.
+struct TensorData {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
+
+/// Executes one device schedule of a plan on the CPU backend.
+class Session {
+public:
+  /// Allocates the activation arena and the thread pool. Fails when the plan
+  /// needs a backend other than the CPU.
+  static absl::StatusOr<std::unique_ptr<Session>>
+  create(const Plan &plan, const SessionOptions &options = {});
+
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  /// Copies the value of graph input `name`. Checks dtype, rank, static sizes,
+  /// bounds and that `bytes` matches the shape. Symbolic sizes are checked for
+  /// agreement across inputs by `run`.
+  absl::Status setInput(std::string_view name, DType dtype,
+                        const std::vector<int64_t> &shape, const void *data,
+                        size_t bytes);
+  /// Runs every step. Needs every input set; inputs stay set across runs.
+  absl::Status run();
+  /// The value of graph output `name` after a successful `run`.
+  absl::StatusOr<TensorData> output(std::string_view name) const;
+
+  /// Per-step timings, one entry per step in schedule order.
+  std::vector<StepStats> stepStats() const;
+  void resetStats();
+  int threads() const;
+
+  struct Impl;
+
+private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace moert
+
+#endif // MOERT_MOERT_H

@@ -1,0 +1,155 @@
+//===- plan_writer.h - Building moec plan files -----------------*- C++ -*-===//
+//
+// The plan writer (library `moert_plan_writer`, pure C++, no LLVM): what the
+// compiler's plan emission and the runtime's tests use to write plan files.
+// It lays out the header, section table, program FlatBuffer and 4096-aligned
+// weight sections, and computes every checksum. Typical use:
+//
+//   moert::PlanWriter writer({moert::Backend::Cpu, /*deviceCount=*/1});
+//   int tokens = writer.addSymbol("T", 1, 512);
+//   moert::ScheduleBuilder &s = writer.schedule(0);
+//   int32_t x = s.addTensor("x", moert::DType::F32,
+//                           {moert::PlanDim::symbol(tokens), 64});
+//   int32_t w = s.addWeightRef("w", moert::DType::F32, {64, 64}, data, bytes);
+//   int32_t y = s.addTensor("y", moert::DType::F32,
+//                           {moert::PlanDim::symbol(tokens), 64});
+//   s.addInput(x);
+//   s.addStep(moert::fb::OpKind::MatMul, "proj", {x, w}, {y});
+//   s.addOutput(y);
+//   MOERT_RETURN_IF_ERROR(writer.write("plan.bin"));
+//
+// Attributes are the FlatBuffers object-API tables of runtime/schema/plan.fbs
+// (moert::fb::GemmAttrsT, ...), passed through `moert::attrs(...)`. The
+// writer records the first misuse (bad symbol, weight size mismatch, ...) and
+// reports it from `write`; the loader validates everything else.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_PLAN_WRITER_H
+#define MOERT_PLAN_WRITER_H
+
+#include "moert/format.h"
+#include "moert/moert.h"
+#include "moert/plan_generated.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moert {
+
+/// A dimension as written into a plan.
+struct PlanDim {
+  DimDesc::Kind kind = DimDesc::Kind::Static;
+  /// The size (Static) or largest size (Dynamic); filled in from the symbol's
+  /// max for Symbolic.
+  int64_t bound = 0;
+  int symbolIndex = -1;
+
+  PlanDim(int64_t size) : bound(size) {}
+  static PlanDim symbol(int index) {
+    PlanDim dim(0);
+    dim.kind = DimDesc::Kind::Symbolic;
+    dim.symbolIndex = index;
+    return dim;
+  }
+  static PlanDim dynamic(int64_t bound) {
+    PlanDim dim(bound);
+    dim.kind = DimDesc::Kind::Dynamic;
+    return dim;
+  }
+};
+
+/// Wraps an object-API attribute table (fb::AxisAttrsT, ...) for `addStep`.
+template <typename T> fb::AttrsUnion attrs(T table) {
+  fb::AttrsUnion u;
+  u.Set(std::move(table));
+  return u;
+}
+
+class PlanWriter;
+
+/// Builds the schedule of one device.
+class ScheduleBuilder {
+public:
+  /// Lets `addTensor` choose: offset after every earlier arena tensor (no
+  /// reuse), size of the bounded shape.
+  static constexpr uint64_t kAuto = ~uint64_t{0};
+
+  /// Adds an arena tensor and returns its id. Explicit offsets and sizes are
+  /// the compiler's memory plan; the loader checks that live tensors never
+  /// share bytes.
+  int32_t addTensor(std::string name, DType dtype, std::vector<PlanDim> dims,
+                    uint64_t offset = kAuto, uint64_t size = kAuto);
+  /// Adds a weight, copying `bytes` bytes from `data` into weight section
+  /// `section` (-1: the default section, created on first use).
+  int32_t addWeight(std::string name, DType dtype, std::vector<int64_t> shape,
+                    const void *data, size_t bytes, int section = -1);
+  /// Like addWeight without a copy: `data` is read by `write`/`serialize`
+  /// and must stay valid until then (a memory-mapped model file, say).
+  int32_t addWeightRef(std::string name, DType dtype,
+                       std::vector<int64_t> shape, const void *data,
+                       size_t bytes, int section = -1);
+  /// Declares graph inputs and outputs, in signature order.
+  void addInput(int32_t tensor);
+  void addOutput(int32_t tensor);
+  /// Advises tools that generate integer values for `tensor` (a graph input)
+  /// to draw them from [lo, hi), e.g. [0, vocab) for token ids.
+  void setValueRange(int32_t tensor, int64_t lo, int64_t hi);
+  /// Appends a step; -1 in `inputs` omits an optional input. Returns its index.
+  int addStep(fb::OpKind op, std::string name, std::vector<int32_t> inputs,
+              std::vector<int32_t> outputs, fb::AttrsUnion attrs = {});
+  /// Sets the arena size; by default the end of the last arena tensor.
+  void setArenaSize(uint64_t bytes);
+
+  /// The tensor table entry (object API), for edits the helpers lack.
+  fb::TensorT &tensor(int32_t id);
+  size_t numTensors() const;
+
+private:
+  friend class PlanWriter;
+  ScheduleBuilder(PlanWriter &writer, fb::ScheduleT &schedule)
+      : writer_(writer), schedule_(schedule) {}
+  int32_t addWeightImpl(std::string name, DType dtype,
+                        std::vector<int64_t> shape, const void *data,
+                        size_t bytes, int section, bool copy);
+
+  PlanWriter &writer_;
+  fb::ScheduleT &schedule_;
+  uint64_t autoEnd_ = 0;
+  uint64_t arenaSize_ = 0;
+  bool arenaSizeSet_ = false;
+};
+
+class PlanWriter {
+public:
+  explicit PlanWriter(TargetRequirements target = {},
+                      std::string producer = "moert");
+  ~PlanWriter();
+  PlanWriter(const PlanWriter &) = delete;
+  PlanWriter &operator=(const PlanWriter &) = delete;
+
+  /// Declares a symbolic dimension size in [min, max]; returns its index.
+  int addSymbol(std::string name, int64_t min, int64_t max);
+  /// Adds a weight section (e.g. one shard per device); returns its index
+  /// for `addWeight`.
+  int addWeightSection();
+  /// The schedule of `device` (< target.deviceCount).
+  ScheduleBuilder &schedule(int device = 0);
+
+  /// Writes the plan file, streaming weights from their sources.
+  absl::Status write(const std::string &path);
+  /// The plan file's bytes.
+  absl::StatusOr<std::vector<uint8_t>> serialize();
+
+  struct Impl;
+
+private:
+  friend class ScheduleBuilder;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace moert
+
+#endif // MOERT_PLAN_WRITER_H

@@ -1,0 +1,51 @@
+//===- format.cpp - Names and sizes shared by the writer and the runtime --===//
+
+#include "moert/moert.h"
+
+namespace moert {
+
+const char *backendName(Backend backend) {
+  switch (backend) {
+  case Backend::Cpu:
+    return "cpu";
+  case Backend::Cuda:
+    return "cuda";
+  }
+  return "unknown";
+}
+
+const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::Bool:
+    return "bool";
+  }
+  return "invalid";
+}
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I64:
+    return 8;
+  case DType::Bool:
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace moert

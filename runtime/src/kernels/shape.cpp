@@ -1,0 +1,877 @@
+//===- shape.cpp - Shape manipulation and data movement kernels -----------===//
+//
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity (copies, or nothing when the
+// plan runs them in place), Transpose, Concat, Split, Slice, Expand, Tile,
+// Shape, Size, ConstantOfShape, Range, Trilu, OneHot, NonZero. Data movement
+// dispatches on the element size only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/common.h"
+
+#include "absl/strings/str_join.h"
+
+#include <vector>
+
+namespace moert::detail {
+namespace {
+
+/// Output `o` gets `shape` and a copy of input 0's bytes (a view change).
+absl::Status copyAs(KernelContext &ctx, const Shape &shape) {
+  const Tensor &in = ctx.in(0);
+  if (shape.numel() != in.numel())
+    return ctx.error("cannot view ", in.shape.str(), " (", in.numel(),
+                     " elements) as ", shape.str());
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  copyBytes(out->data, in.data, in.bytes());
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity
+//===----------------------------------------------------------------------===//
+
+absl::Status reshapeKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  std::vector<int64_t> spec;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "shape", spec));
+  if (spec.size() > static_cast<size_t>(kMaxRank))
+    return ctx.error("shape has ", spec.size(), " dims; at most ", kMaxRank,
+                     " are supported");
+  bool allowZero = ctx.attrs<fb::ReshapeAttrs>()->allowzero();
+  Shape shape;
+  int inferred = -1;
+  int64_t known = 1;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    int64_t size = spec[d];
+    if (size == 0 && !allowZero) {
+      if (static_cast<int>(d) >= in.shape.rank)
+        return ctx.error("shape dim ", d, " is 0 (copy) but the input has ",
+                         "rank ", in.shape.rank);
+      size = in.shape[d];
+    } else if (size == -1) {
+      if (inferred >= 0)
+        return ctx.error("shape ", absl::StrJoin(spec, ","),
+                         " has more than one -1");
+      inferred = static_cast<int>(d);
+      shape.push(1);
+      continue;
+    } else if (size < 0) {
+      return ctx.error("shape dim ", d, " is ", size);
+    }
+    if (!checkedMul(known, size, known))
+      return ctx.error("shape ", absl::StrJoin(spec, ","), " overflows");
+    shape.push(size);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || in.numel() % known != 0)
+      return ctx.error("cannot infer the -1 dim of shape ",
+                       absl::StrJoin(spec, ","), " for ", in.numel(),
+                       " elements");
+    shape[inferred] = in.numel() / known;
+  }
+  return copyAs(ctx, shape);
+}
+
+absl::Status validateReshape(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  return check.outMatchesIn(0, 0);
+}
+
+absl::Status flattenKernel(KernelContext &ctx) {
+  const Shape &in = ctx.in(0).shape;
+  int64_t axis = ctx.attrs<fb::AxisAttrs>()->axis();
+  if (axis < 0)
+    axis += in.rank;
+  if (axis < 0 || axis > in.rank)
+    return ctx.error("axis ", ctx.attrs<fb::AxisAttrs>()->axis(),
+                     " is out of range for rank ", in.rank);
+  int a = static_cast<int>(axis);
+  return copyAs(ctx, Shape{in.span(0, a), in.span(a, in.rank)});
+}
+
+absl::Status validateFlatten(const StepCheck &check) {
+  int rank = check.in(0).rank;
+  int64_t axis = check.attrs<fb::AxisAttrs>()->axis();
+  if (axis < -rank || axis > rank)
+    return check.error("axis ", axis, " is out of range for rank ", rank);
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, 2);
+}
+
+absl::Status squeezeKernel(KernelContext &ctx) {
+  const Shape &in = ctx.in(0).shape;
+  std::vector<int64_t> axes;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
+  MOERT_RETURN_IF_ERROR(normalizeAxes(ctx, axes, in.rank, "axis"));
+  bool drop[kMaxRank] = {};
+  for (int64_t axis : axes) {
+    if (in[axis] != 1)
+      return ctx.error("cannot squeeze axis ", axis, " of size ", in[axis],
+                       " in ", in.str());
+    drop[axis] = true;
+  }
+  Shape shape;
+  for (int d = 0; d < in.rank; ++d)
+    if (!(axes.empty() ? in[d] == 1 : drop[d]))
+      shape.push(in[d]);
+  return copyAs(ctx, shape);
+}
+
+absl::Status unsqueezeKernel(KernelContext &ctx) {
+  const Shape &in = ctx.in(0).shape;
+  std::vector<int64_t> axes;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
+  int rank = in.rank + static_cast<int>(axes.size());
+  if (rank > kMaxRank)
+    return ctx.error("result rank ", rank, " exceeds ", kMaxRank);
+  MOERT_RETURN_IF_ERROR(normalizeAxes(ctx, axes, rank, "axis"));
+  bool insert[kMaxRank] = {};
+  for (int64_t axis : axes)
+    insert[axis] = true;
+  Shape shape;
+  for (int d = 0, k = 0; d < rank; ++d)
+    shape.push(insert[d] ? 1 : in[k++]);
+  return copyAs(ctx, shape);
+}
+
+absl::Status validateAxesView(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  return check.outMatchesIn(0, 0);
+}
+
+absl::Status identityKernel(KernelContext &ctx) {
+  return copyAs(ctx, ctx.in(0).shape);
+}
+
+absl::Status validateIdentity(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, check.in(0).rank);
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose, Slice: strided copies
+//===----------------------------------------------------------------------===//
+
+/// out[i0..in] = in[offset + sum(i_d * strides[d])] over `shape`, in parallel
+/// over rows of the innermost dimension.
+void stridedCopy(ThreadPool &pool, size_t elementSize, const Shape &shape,
+                 const int64_t *strides, int64_t offset, const uint8_t *src,
+                 uint8_t *dst) {
+  int rank = shape.rank;
+  if (shape.numel() == 0)
+    return;
+  if (rank == 0) {
+    std::memcpy(dst, src + offset * elementSize, elementSize);
+    return;
+  }
+  int64_t inner = shape[rank - 1];
+  int64_t innerStride = strides[rank - 1];
+  int64_t rows = shape.numel() / inner;
+  dispatchBySize(elementSize, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = reinterpret_cast<const T *>(src) + offset;
+    T *out = reinterpret_cast<T *>(dst);
+    pool.parallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / inner),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t row = begin; row < end; ++row) {
+                         int64_t base = 0, rest = row;
+                         for (int d = rank - 2; d >= 0; --d) {
+                           base += (rest % shape[d]) * strides[d];
+                           rest /= shape[d];
+                         }
+                         const T *p = in + base;
+                         T *q = out + row * inner;
+                         if (innerStride == 1)
+                           std::copy(p, p + inner, q);
+                         else
+                           for (int64_t i = 0; i < inner; ++i)
+                             q[i] = p[i * innerStride];
+                       }
+                     });
+  });
+}
+
+/// The permutation (empty attribute: reversed dims), checked for `rank`.
+bool transposePerm(const fb::TransposeAttrs *attrs, int rank, int *perm) {
+  const auto *values = attrs->perm();
+  if (!values || values->size() == 0) {
+    for (int d = 0; d < rank; ++d)
+      perm[d] = rank - 1 - d;
+    return true;
+  }
+  if (static_cast<int>(values->size()) != rank)
+    return false;
+  bool seen[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d) {
+    int64_t p = values->Get(d);
+    if (p < 0 || p >= rank || seen[p])
+      return false;
+    seen[p] = true;
+    perm[d] = static_cast<int>(p);
+  }
+  return true;
+}
+
+absl::Status transposeKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  int perm[kMaxRank];
+  if (!transposePerm(ctx.attrs<fb::TransposeAttrs>(), in.shape.rank, perm))
+    return ctx.error("perm is not a permutation of ", in.shape.rank, " dims");
+  int64_t inStrides[kMaxRank], strides[kMaxRank];
+  contiguousStrides(in.shape, inStrides);
+  Shape shape;
+  for (int d = 0; d < in.shape.rank; ++d) {
+    shape.push(in.shape[perm[d]]);
+    strides[d] = inStrides[perm[d]];
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  stridedCopy(ctx.pool(), dtypeSize(in.dtype), shape, strides, 0, in.data,
+              out->data);
+  return absl::OkStatus();
+}
+
+absl::Status validateTranspose(const StepCheck &check) {
+  int perm[kMaxRank];
+  int rank = check.in(0).rank;
+  if (!transposePerm(check.attrs<fb::TransposeAttrs>(), rank, perm))
+    return check.error("perm is not a permutation of ", rank, " dims");
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, rank);
+}
+
+absl::Status sliceKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  int rank = in.shape.rank;
+  std::vector<int64_t> starts, ends, axes, steps;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "starts", starts));
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 2, "ends", ends));
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 3, "axes", axes));
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 4, "steps", steps));
+  if (ends.size() != starts.size() ||
+      (ctx.has(3) && axes.size() != starts.size()) ||
+      (ctx.has(4) && steps.size() != starts.size()))
+    return ctx.error("starts, ends, axes and steps differ in length");
+  if (!ctx.has(3))
+    for (size_t k = 0; k < starts.size(); ++k)
+      axes.push_back(static_cast<int64_t>(k));
+  MOERT_RETURN_IF_ERROR(normalizeAxes(ctx, axes, rank, "axis"));
+  int64_t begin[kMaxRank], step[kMaxRank];
+  Shape shape = in.shape;
+  for (int d = 0; d < rank; ++d) {
+    begin[d] = 0;
+    step[d] = 1;
+  }
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int d = static_cast<int>(axes[k]);
+    int64_t dim = in.shape[d];
+    int64_t s = starts[k], e = ends[k];
+    int64_t st = ctx.has(4) ? steps[k] : 1;
+    if (st == 0)
+      return ctx.error("step of axis ", d, " is 0");
+    // A step longer than the dim selects at most one element either way.
+    st = std::clamp<int64_t>(st, -dim - 1, dim + 1);
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    int64_t count;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    begin[d] = s;
+    step[d] = st;
+    shape[d] = count;
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  int64_t inStrides[kMaxRank], strides[kMaxRank];
+  contiguousStrides(in.shape, inStrides);
+  int64_t offset = 0;
+  for (int d = 0; d < rank; ++d) {
+    offset += begin[d] * inStrides[d];
+    strides[d] = step[d] * inStrides[d];
+  }
+  if (out->numel() > 0)
+    stridedCopy(ctx.pool(), dtypeSize(in.dtype), shape, strides, offset,
+                in.data, out->data);
+  return absl::OkStatus();
+}
+
+absl::Status validateSlice(const StepCheck &check) {
+  for (int i = 1; i < 5; ++i) {
+    MOERT_RETURN_IF_ERROR(check.inType(i, kIndexTypes));
+    MOERT_RETURN_IF_ERROR(check.inRank(i, 1));
+  }
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, check.in(0).rank);
+}
+
+//===----------------------------------------------------------------------===//
+// Concat, Split
+//===----------------------------------------------------------------------===//
+
+absl::Status concatKernel(KernelContext &ctx) {
+  const Tensor &first = ctx.in(0);
+  int rank = first.shape.rank;
+  MOERT_ASSIGN_OR_RETURN(int axis,
+                         ctx.axis(ctx.attrs<fb::AxisAttrs>()->axis(), rank));
+  Shape shape = first.shape;
+  shape[axis] = 0;
+  for (int i = 0; i < ctx.numInputs(); ++i) {
+    const Shape &s = ctx.in(i).shape;
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && s[d] != first.shape[d])
+        return ctx.error("input ", i, " of shape ", s.str(),
+                         " does not match input 0 of shape ", first.shape.str(),
+                         " outside axis ", axis);
+    shape[axis] += s[axis];
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  size_t elementSize = dtypeSize(first.dtype);
+  int64_t outer = shape.span(0, axis);
+  int64_t innerBytes = shape.span(axis + 1, rank) * elementSize;
+  int64_t rowBytes = shape[axis] * innerBytes;
+  int64_t column = 0;
+  for (int i = 0; i < ctx.numInputs(); ++i) {
+    const Tensor &t = ctx.in(i);
+    int64_t bytes = t.shape[axis] * innerBytes;
+    for (int64_t o = 0; o < outer && bytes > 0; ++o)
+      std::memcpy(out->data + o * rowBytes + column, t.data + o * bytes, bytes);
+    column += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateConcat(const StepCheck &check) {
+  int rank = check.in(0).rank;
+  MOERT_RETURN_IF_ERROR(
+      check.axis(check.attrs<fb::AxisAttrs>()->axis(), rank).status());
+  for (int i = 1; i < check.numInputs(); ++i) {
+    MOERT_RETURN_IF_ERROR(check.sameInTypes(0, i));
+    MOERT_RETURN_IF_ERROR(check.inRank(i, rank));
+  }
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, rank);
+}
+
+absl::Status splitKernel(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::SplitAttrs>();
+  const Tensor &in = ctx.in(0);
+  int rank = in.shape.rank;
+  MOERT_ASSIGN_OR_RETURN(int axis, ctx.axis(attrs->axis(), rank));
+  int parts = ctx.numOutputs();
+  int64_t dim = in.shape[axis];
+  std::vector<int64_t> sizes;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "split", sizes));
+  if (ctx.has(1)) {
+    if (static_cast<int>(sizes.size()) != parts)
+      return ctx.error("split has ", sizes.size(), " sizes for ", parts,
+                       " outputs");
+    int64_t total = 0;
+    for (int64_t size : sizes) {
+      if (size < 0 || __builtin_add_overflow(total, size, &total))
+        return ctx.error("split sizes ", absl::StrJoin(sizes, ","),
+                         " are invalid");
+    }
+    if (total != dim)
+      return ctx.error("split sizes ", absl::StrJoin(sizes, ","), " sum to ",
+                       total, ", not the axis size ", dim);
+  } else {
+    // Equal parts of ceil(dim / parts), the last one smaller (opset 18).
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int p = 0; p < parts; ++p)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * p)));
+  }
+  size_t elementSize = dtypeSize(in.dtype);
+  int64_t outer = in.shape.span(0, axis);
+  int64_t innerBytes = in.shape.span(axis + 1, rank) * elementSize;
+  int64_t rowBytes = dim * innerBytes;
+  int64_t column = 0;
+  for (int p = 0; p < parts; ++p) {
+    Shape shape = in.shape;
+    shape[axis] = sizes[p];
+    MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(p, shape));
+    int64_t bytes = sizes[p] * innerBytes;
+    for (int64_t o = 0; o < outer && bytes > 0; ++o)
+      std::memcpy(out->data + o * bytes, in.data + o * rowBytes + column,
+                  bytes);
+    column += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateSplit(const StepCheck &check) {
+  const auto *attrs = check.attrs<fb::SplitAttrs>();
+  int rank = check.in(0).rank;
+  MOERT_RETURN_IF_ERROR(check.axis(attrs->axis(), rank).status());
+  if (attrs->num_outputs() != 0 && attrs->num_outputs() != check.numOutputs())
+    return check.error("num_outputs is ", attrs->num_outputs(), " but the ",
+                       "step has ", check.numOutputs(), " outputs");
+  if (attrs->num_outputs() != 0 && check.has(1))
+    return check.error("num_outputs and the split input are exclusive");
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  for (int o = 0; o < check.numOutputs(); ++o) {
+    MOERT_RETURN_IF_ERROR(check.outMatchesIn(o, 0));
+    MOERT_RETURN_IF_ERROR(check.outRank(o, rank));
+  }
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Expand, Tile
+//===----------------------------------------------------------------------===//
+
+absl::Status expandKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  std::vector<int64_t> dims;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "shape", dims));
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    return ctx.error("shape has ", dims.size(), " dims; at most ", kMaxRank);
+  Shape target;
+  for (int64_t d : dims) {
+    if (d < 0)
+      return ctx.error("shape ", absl::StrJoin(dims, ","),
+                       " has a negative dim");
+    target.push(d);
+  }
+  Shape shape;
+  const Shape *shapes[] = {&in.shape, &target};
+  MOERT_RETURN_IF_ERROR(broadcastOrError(ctx, shapes, 2, shape));
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  const Shape *src[] = {&in.shape};
+  BroadcastLoop loop(shape, src, 1);
+  int64_t stride = loop.innerStride(0);
+  dispatchBySize(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    T *y = out->as<T>();
+    ctx.pool().parallelFor(
+        shape.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+          loop.forEachRun(b, e, [&](int64_t o, const int64_t *offs, int64_t n) {
+            for (int64_t i = 0; i < n; ++i)
+              y[o + i] = x[offs[0] + i * stride];
+          });
+        });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateExpand(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  return check.outMatchesIn(0, 0);
+}
+
+absl::Status tileKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  int rank = in.shape.rank;
+  std::vector<int64_t> repeats;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "repeats", repeats));
+  if (static_cast<int>(repeats.size()) != rank)
+    return ctx.error("repeats has ", repeats.size(), " values for rank ", rank);
+  Shape shape;
+  for (int d = 0; d < rank; ++d) {
+    int64_t size;
+    if (!checkedMul(in.shape[d], repeats[d], size))
+      return ctx.error("repeats ", absl::StrJoin(repeats, ","),
+                       " are invalid for ", in.shape.str());
+    shape.push(size);
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  if (out->numel() == 0)
+    return absl::OkStatus();
+  if (rank == 0) {
+    copyBytes(out->data, in.data, in.bytes());
+    return absl::OkStatus();
+  }
+  int64_t strides[kMaxRank];
+  contiguousStrides(in.shape, strides);
+  int64_t inner = shape[rank - 1], innerIn = in.shape[rank - 1];
+  int64_t rows = shape.numel() / inner;
+  dispatchBySize(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    T *y = out->as<T>();
+    ctx.pool().parallelFor(
+        rows, std::max<int64_t>(1, kElementwiseGrain / inner),
+        [&](int64_t b, int64_t e) {
+          for (int64_t row = b; row < e; ++row) {
+            int64_t base = 0, rest = row;
+            for (int d = rank - 2; d >= 0; --d) {
+              base += (rest % shape[d]) % in.shape[d] * strides[d];
+              rest /= shape[d];
+            }
+            T *q = y + row * inner;
+            for (int64_t i = 0; i < inner; ++i)
+              q[i] = x[base + i % innerIn];
+          }
+        });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateTile(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, check.in(0).rank);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape, Size, ConstantOfShape, Range
+//===----------------------------------------------------------------------===//
+
+absl::Status shapeKernel(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::ShapeAttrs>();
+  const Shape &in = ctx.in(0).shape;
+  auto clampIndex = [&](int64_t i) {
+    if (i < 0)
+      i += in.rank;
+    return std::clamp<int64_t>(i, 0, in.rank);
+  };
+  int64_t start = clampIndex(attrs->start()), end = clampIndex(attrs->end());
+  int64_t count = std::max<int64_t>(0, end - start);
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{count}));
+  for (int64_t i = 0; i < count; ++i)
+    out->as<int64_t>()[i] = in[static_cast<int>(start + i)];
+  return absl::OkStatus();
+}
+
+absl::Status validateShape(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::I64)));
+  return check.outRank(0, 1);
+}
+
+absl::Status dimKernel(KernelContext &ctx) {
+  const Shape &in = ctx.in(0).shape;
+  int64_t axis = ctx.attrs<fb::AxisAttrs>()->axis();
+  if (axis < 0)
+    axis += in.rank;
+  if (axis < 0 || axis >= in.rank)
+    return ctx.error(absl::StrCat("dimension ", ctx.attrs<fb::AxisAttrs>()->axis(),
+                                  " is out of range for an input of rank ",
+                                  in.rank));
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{}));
+  *out->as<int64_t>() = in[static_cast<int>(axis)];
+  return absl::OkStatus();
+}
+
+absl::Status validateDim(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::I64)));
+  return check.outRank(0, 0);
+}
+
+absl::Status sizeKernel(KernelContext &ctx) {
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{}));
+  *out->as<int64_t>() = ctx.in(0).numel();
+  return absl::OkStatus();
+}
+
+absl::Status validateSize(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::I64)));
+  return check.outRank(0, 0);
+}
+
+absl::Status constantOfShapeKernel(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::ConstantOfShapeAttrs>();
+  std::vector<int64_t> dims;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 0, "shape", dims));
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    return ctx.error("shape has ", dims.size(), " dims; at most ", kMaxRank);
+  Shape shape;
+  for (int64_t d : dims) {
+    if (d < 0)
+      return ctx.error("shape ", absl::StrJoin(dims, ","),
+                       " has a negative dim");
+    shape.push(d);
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  int64_t n = out->numel();
+  switch (out->dtype) {
+  case DType::F32:
+    std::fill_n(out->as<float>(), n, attrs->float_value());
+    break;
+  case DType::I64:
+    std::fill_n(out->as<int64_t>(), n, attrs->int_value());
+    break;
+  case DType::I32:
+    std::fill_n(out->as<int32_t>(), n,
+                static_cast<int32_t>(attrs->int_value()));
+    break;
+  case DType::Bool:
+    std::fill_n(out->as<uint8_t>(), n, attrs->int_value() != 0);
+    break;
+  default:
+    return ctx.error("unsupported dtype ", dtypeName(out->dtype));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateConstantOfShape(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(0, 1));
+  auto dtype =
+      static_cast<DType>(check.attrs<fb::ConstantOfShapeAttrs>()->dtype());
+  DTypeSet allowed = kNumericTypes | bit(DType::Bool);
+  if (!(allowed & bit(dtype)))
+    return check.error("value dtype ", static_cast<int>(dtype),
+                       " is not one of ", dtypeSetName(allowed));
+  return check.outType(0, bit(dtype));
+}
+
+absl::Status rangeKernel(KernelContext &ctx) {
+  for (int i = 0; i < 3; ++i)
+    if (ctx.in(i).numel() != 1)
+      return ctx.error("input ", i, " must have one element; it has shape ",
+                       ctx.in(i).shape.str());
+  absl::Status status;
+  dispatchNumeric(ctx.in(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T start = ctx.in(0).as<const T>()[0];
+    T limit = ctx.in(1).as<const T>()[0];
+    T delta = ctx.in(2).as<const T>()[0];
+    if (delta == 0) {
+      status = ctx.error("delta is 0");
+      return;
+    }
+    int64_t count;
+    if constexpr (std::is_floating_point_v<T>) {
+      double n = std::ceil((double(limit) - double(start)) / double(delta));
+      if (!(n < 9.0e18)) {
+        status = ctx.error("the range has too many elements");
+        return;
+      }
+      count = n > 0 ? static_cast<int64_t>(n) : 0;
+    } else {
+      __int128 span = static_cast<__int128>(limit) - start;
+      __int128 n =
+          span / delta + (span % delta != 0 && (span > 0) == (delta > 0));
+      count = n > 0 ? (n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n)) : 0;
+    }
+    auto allocated = ctx.allocate(0, Shape{count});
+    if (!allocated.ok()) {
+      status = allocated.status();
+      return;
+    }
+    T *out = (*allocated)->as<T>();
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = wrapAdd(start, wrapMul(static_cast<T>(i), delta));
+  });
+  return status;
+}
+
+absl::Status validateRange(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kNumericTypes));
+  for (int i = 0; i < 3; ++i) {
+    MOERT_RETURN_IF_ERROR(check.sameInTypes(0, i));
+    MOERT_RETURN_IF_ERROR(check.inScalar(i));
+  }
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu, OneHot, NonZero
+//===----------------------------------------------------------------------===//
+
+absl::Status triluKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  int64_t k = 0;
+  if (ctx.has(1)) {
+    MOERT_ASSIGN_OR_RETURN(k, scalarInput(ctx, 1, "k"));
+  }
+  bool upper = ctx.attrs<fb::TriluAttrs>()->upper();
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, in.shape));
+  int rank = in.shape.rank;
+  int64_t rows = in.shape[rank - 2], cols = in.shape[rank - 1];
+  int64_t matrices = in.shape.span(0, rank - 2);
+  dispatchBySize(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    T *y = out->as<T>();
+    for (int64_t m = 0; m < matrices; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          int64_t at = (m * rows + i) * cols + j;
+          // Keep j - i >= k (upper) or j - i <= k (lower); k may be huge.
+          __int128 diagonal = static_cast<__int128>(j) - i;
+          bool keep = upper ? diagonal >= k : diagonal <= k;
+          y[at] = keep ? x[at] : T{};
+        }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateTrilu(const StepCheck &check) {
+  if (check.in(0).rank < 2)
+    return check.error("input must have rank >= 2");
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inScalar(1));
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, check.in(0).rank);
+}
+
+absl::Status oneHotKernel(KernelContext &ctx) {
+  const Tensor &indices = ctx.in(0);
+  const Tensor &values = ctx.in(2);
+  if (values.numel() != 2)
+    return ctx.error("values must have 2 elements (off, on); it has shape ",
+                     values.shape.str());
+  double rawDepth = 0;
+  dispatchNumeric(ctx.in(1).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (ctx.in(1).numel() == 1)
+      rawDepth = static_cast<double>(ctx.in(1).as<const T>()[0]);
+  });
+  if (ctx.in(1).numel() != 1 || !(rawDepth >= 1) || rawDepth > 1e15)
+    return ctx.error("depth must be one value >= 1");
+  int64_t depth = static_cast<int64_t>(rawDepth);
+  int rank = indices.shape.rank + 1;
+  MOERT_ASSIGN_OR_RETURN(int axis,
+                         ctx.axis(ctx.attrs<fb::AxisAttrs>()->axis(), rank));
+  Shape shape;
+  for (int d = 0, k = 0; d < rank; ++d)
+    shape.push(d == axis ? depth : indices.shape[k++]);
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  int64_t outer = indices.shape.span(0, axis);
+  int64_t inner = indices.shape.span(axis, indices.shape.rank);
+  dispatchBySize(values.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T off = values.as<const T>()[0], on = values.as<const T>()[1];
+    T *y = out->as<T>();
+    std::fill_n(y, out->numel(), off);
+    dispatchNumeric(indices.dtype, [&](auto itag) {
+      using I = decltype(itag);
+      const I *x = indices.as<const I>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double raw = static_cast<double>(x[o * inner + i]);
+          if (std::isnan(raw))
+            continue;
+          if (raw < 0)
+            raw += depth;
+          if (raw < 0 || raw >= depth)
+            continue; // Out of range: all off (onnxruntime).
+          int64_t index = static_cast<int64_t>(raw);
+          y[(o * depth + index) * inner + i] = on;
+        }
+    });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateOneHot(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kNumericTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(1, kNumericTypes));
+  MOERT_RETURN_IF_ERROR(check.inScalar(1));
+  MOERT_RETURN_IF_ERROR(check.inRank(2, 1));
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 2));
+  int rank = check.in(0).rank + 1;
+  MOERT_RETURN_IF_ERROR(
+      check.axis(check.attrs<fb::AxisAttrs>()->axis(), rank).status());
+  return check.outRank(0, rank);
+}
+
+absl::Status nonZeroKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  // A scalar counts as a one-element vector (onnxruntime).
+  Shape inShape = in.shape.rank == 0 ? Shape{1} : in.shape;
+  int64_t n = in.numel();
+  std::vector<int64_t> hits;
+  auto collect = [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i] != T(0))
+        hits.push_back(i);
+  };
+  if (in.dtype == DType::Bool)
+    collect(uint8_t{});
+  else
+    dispatchNumeric(in.dtype, collect);
+  int64_t count = static_cast<int64_t>(hits.size());
+  MOERT_ASSIGN_OR_RETURN(Tensor * out,
+                         ctx.allocate(0, Shape{inShape.rank, count}));
+  int64_t strides[kMaxRank];
+  contiguousStrides(inShape, strides);
+  int64_t *y = out->as<int64_t>();
+  for (int64_t h = 0; h < count; ++h) {
+    int64_t rest = hits[h];
+    for (int d = 0; d < inShape.rank; ++d) {
+      y[d * count + h] = rest / strides[d];
+      rest %= strides[d];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateNonZero(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kNumericTypes | bit(DType::Bool)));
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::I64)));
+  return check.outRank(0, 2);
+}
+
+} // namespace
+
+void registerShapeOps(OpRegistry &r) {
+  auto view = [&](fb::OpKind kind, OpDef def) {
+    def.inPlaceInputs = kInPlaceFirst;
+    r.add(kind, def);
+  };
+  view(fb::OpKind::Reshape, makeOp("Reshape", 2, 2, validateReshape,
+                                   reshapeKernel, fb::Attrs::ReshapeAttrs));
+  view(fb::OpKind::Flatten, makeOp("Flatten", 1, 1, validateFlatten,
+                                   flattenKernel, fb::Attrs::AxisAttrs));
+  OpDef squeeze = makeOp("Squeeze", 1, 2, validateAxesView, squeezeKernel);
+  squeeze.optionalInputs = 0b10;
+  view(fb::OpKind::Squeeze, squeeze);
+  view(fb::OpKind::Unsqueeze,
+       makeOp("Unsqueeze", 2, 2, validateAxesView, unsqueezeKernel));
+  view(fb::OpKind::Identity,
+       makeOp("Identity", 1, 1, validateIdentity, identityKernel));
+  r.add(fb::OpKind::Transpose,
+        makeOp("Transpose", 1, 1, validateTranspose, transposeKernel,
+               fb::Attrs::TransposeAttrs));
+  OpDef slice = makeOp("Slice", 3, 5, validateSlice, sliceKernel);
+  slice.optionalInputs = 0b11000;
+  r.add(fb::OpKind::Slice, slice);
+  r.add(fb::OpKind::Concat, makeOp("Concat", 1, kVariadic, validateConcat,
+                                   concatKernel, fb::Attrs::AxisAttrs));
+  OpDef split =
+      makeOp("Split", 1, 2, validateSplit, splitKernel, fb::Attrs::SplitAttrs);
+  split.optionalInputs = 0b10;
+  split.maxOutputs = kVariadic;
+  r.add(fb::OpKind::Split, split);
+  r.add(fb::OpKind::Expand,
+        makeOp("Expand", 2, 2, validateExpand, expandKernel));
+  r.add(fb::OpKind::Tile, makeOp("Tile", 2, 2, validateTile, tileKernel));
+  r.add(fb::OpKind::Shape, makeOp("Shape", 1, 1, validateShape, shapeKernel,
+                                  fb::Attrs::ShapeAttrs));
+  r.add(fb::OpKind::Dim, makeOp("Dim", 1, 1, validateDim, dimKernel,
+                                fb::Attrs::AxisAttrs));
+  r.add(fb::OpKind::Size, makeOp("Size", 1, 1, validateSize, sizeKernel));
+  r.add(fb::OpKind::ConstantOfShape,
+        makeOp("ConstantOfShape", 1, 1, validateConstantOfShape,
+               constantOfShapeKernel, fb::Attrs::ConstantOfShapeAttrs));
+  r.add(fb::OpKind::Range, makeOp("Range", 3, 3, validateRange, rangeKernel));
+  OpDef trilu =
+      makeOp("Trilu", 1, 2, validateTrilu, triluKernel, fb::Attrs::TriluAttrs);
+  trilu.optionalInputs = 0b10;
+  trilu.inPlaceInputs = kInPlaceFirst;
+  r.add(fb::OpKind::Trilu, trilu);
+  r.add(fb::OpKind::OneHot, makeOp("OneHot", 3, 3, validateOneHot, oneHotKernel,
+                                   fb::Attrs::AxisAttrs));
+  r.add(fb::OpKind::NonZero,
+        makeOp("NonZero", 1, 1, validateNonZero, nonZeroKernel));
+}
+
+} // namespace moert::detail

@@ -1,0 +1,722 @@
+//===- plan.cpp - Plan loading and validation -----------------------------===//
+//
+// Loading never trusts the file: the header, the section table, every section
+// checksum, the FlatBuffer (its Verifier) and then every id, offset, size,
+// dtype, rank, arity and attribute of the program are checked before anything
+// is used, so that a corrupt or hostile plan gives an error, not a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops.h"
+#include "plan_file.h"
+
+#include "absl/strings/str_format.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <set>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_set>
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "plan files are little-endian and mapped in place");
+
+namespace moert {
+
+using detail::DimInfo;
+using detail::ScheduleInfo;
+using detail::StepInfo;
+using detail::TensorInfo;
+
+Plan::Impl::~Impl() {
+  if (mapping)
+    ::munmap(mapping, mappingSize);
+  std::free(ownedCopy);
+}
+
+namespace {
+
+/// Limits that keep a hostile plan from making the loader allocate or loop
+/// without bound.
+constexpr uint32_t kMaxDevices = 4096;
+constexpr uint64_t kMaxDimBound = uint64_t{1} << 40;
+constexpr uint64_t kMaxArenaSize = uint64_t{1} << 48;
+
+/// Builds load errors, all prefixed with the plan's source.
+class Diag {
+public:
+  explicit Diag(std::string prefix) : prefix_(std::move(prefix)) {}
+  template <typename... Args> absl::Status invalid(const Args &...args) const {
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, ": ", args...));
+  }
+  template <typename... Args> absl::Status dataLoss(const Args &...args) const {
+    return absl::DataLossError(absl::StrCat(prefix_, ": ", args...));
+  }
+  template <typename... Args>
+  absl::Status unsupported(const Args &...args) const {
+    return absl::FailedPreconditionError(absl::StrCat(prefix_, ": ", args...));
+  }
+  /// Prefixes an error returned by a step validator.
+  absl::Status wrap(const absl::Status &status) const {
+    if (status.ok())
+      return status;
+    return absl::Status(status.code(),
+                        absl::StrCat(prefix_, ": ", status.message()));
+  }
+  Diag nested(absl::string_view what) const {
+    return Diag(absl::StrCat(prefix_, ": ", what));
+  }
+
+private:
+  std::string prefix_;
+};
+
+std::string hex32(uint32_t value) { return absl::StrFormat("0x%08x", value); }
+
+absl::string_view str(const flatbuffers::String *s) {
+  return s ? absl::string_view(s->c_str(), s->size()) : absl::string_view();
+}
+
+bool overflowsAdd(uint64_t a, uint64_t b, uint64_t limit) {
+  uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) || sum > limit;
+}
+
+/// The file-level structure: header, section table, checksums, program.
+struct Layout {
+  std::vector<detail::SectionEntry> sections;
+  const fb::Program *program = nullptr;
+};
+
+absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
+                            const LoadOptions &options, Plan::Impl &impl,
+                            Layout &layout) {
+  if (size < kFileHeaderSize)
+    return diag.invalid("file is ", size, " bytes, smaller than the ",
+                        kFileHeaderSize, "-byte plan header (truncated?)");
+  detail::FileHeader header = detail::decodeHeader(data);
+  if (std::memcmp(header.magic, kPlanMagic, sizeof(kPlanMagic)) != 0)
+    return diag.invalid("not a moec plan (bad magic bytes)");
+  if (header.versionMajor != kFormatVersionMajor ||
+      header.versionMinor > kFormatVersionMinor)
+    return diag.unsupported(
+        "plan format version ", header.versionMajor, ".", header.versionMinor,
+        " is not supported; this runtime reads version ", kFormatVersionMajor,
+        ".0 to ", kFormatVersionMajor, ".", kFormatVersionMinor);
+  if (header.headerSize != kFileHeaderSize ||
+      header.sectionTableOffset != kFileHeaderSize)
+    return diag.invalid("header size ", header.headerSize,
+                        " and section table offset ", header.sectionTableOffset,
+                        " must both be ", kFileHeaderSize);
+  if (header.fileSize != size)
+    return diag.invalid("header records a file size of ", header.fileSize,
+                        " bytes but the file has ", size, " (truncated?)");
+  if (header.sectionCount == 0 || header.sectionCount > kMaxSections)
+    return diag.invalid("section count ", header.sectionCount,
+                        " is not in [1, ", kMaxSections, "]");
+  uint64_t tableEnd =
+      kFileHeaderSize + uint64_t{header.sectionCount} * kSectionEntrySize;
+  if (tableEnd > size)
+    return diag.invalid("section table of ", header.sectionCount,
+                        " entries ends at byte ", tableEnd,
+                        ", past the end of the file (", size, " bytes)");
+  if (header.flags != 0 || !header.reservedZero)
+    return diag.invalid("header flags and reserved bytes must be zero");
+  uint32_t crc = detail::headerChecksum(data, data + kFileHeaderSize,
+                                        tableEnd - kFileHeaderSize);
+  if (crc != header.checksum)
+    return diag.dataLoss("header checksum mismatch (stored ",
+                         hex32(header.checksum), ", computed ", hex32(crc),
+                         "): the header or section table is corrupt");
+  if (header.backend != static_cast<uint32_t>(Backend::Cpu) &&
+      header.backend != static_cast<uint32_t>(Backend::Cuda))
+    return diag.invalid("unknown target backend ", header.backend);
+  if (header.deviceCount == 0 || header.deviceCount > kMaxDevices)
+    return diag.invalid("device count ", header.deviceCount, " is not in [1, ",
+                        kMaxDevices, "]");
+  impl.versionMajor = header.versionMajor;
+  impl.versionMinor = header.versionMinor;
+  impl.target.backend = static_cast<Backend>(header.backend);
+  impl.target.deviceCount = header.deviceCount;
+  impl.target.cudaArch = header.cudaArch;
+
+  // Sections: known kinds, inside the file past the table, aligned, disjoint.
+  const fb::Program *program = nullptr;
+  std::vector<std::pair<uint64_t, uint32_t>> byOffset;
+  for (uint32_t i = 0; i < header.sectionCount; ++i) {
+    detail::SectionEntry entry = detail::decodeSection(
+        data + kFileHeaderSize + uint64_t{i} * kSectionEntrySize);
+    Diag sdiag = diag.nested(absl::StrCat("section ", i));
+    if (entry.kind != static_cast<uint32_t>(SectionKind::Program) &&
+        entry.kind != static_cast<uint32_t>(SectionKind::Weights))
+      return sdiag.invalid("unknown section kind ", entry.kind);
+    if (entry.flags != 0 || entry.reserved != 0)
+      return sdiag.invalid("flags and reserved fields must be zero");
+    if (entry.offset < tableEnd || overflowsAdd(entry.offset, entry.size, size))
+      return sdiag.invalid("bytes [", entry.offset, ", +", entry.size,
+                           ") are not inside the file after the section table "
+                           "(bytes [",
+                           tableEnd, ", ", size, "))");
+    bool isProgram = entry.kind == static_cast<uint32_t>(SectionKind::Program);
+    uint64_t alignment =
+        isProgram ? kProgramSectionAlignment : kWeightSectionAlignment;
+    if (entry.offset % alignment != 0)
+      return sdiag.invalid("offset ", entry.offset, " is not a multiple of ",
+                           alignment);
+    bool checked = isProgram || options.verifyWeightChecksums;
+    if (checked) {
+      uint32_t sum = detail::crc32(0, data + entry.offset, entry.size);
+      if (sum != entry.checksum)
+        return sdiag.dataLoss(
+            isProgram ? "program" : "weights", " checksum mismatch (stored ",
+            hex32(entry.checksum), ", computed ", hex32(sum), ")");
+    }
+    if (isProgram) {
+      if (program)
+        return sdiag.invalid("a second program section");
+      if (entry.size < 8 || entry.size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+        return sdiag.invalid("program size ", entry.size,
+                             " is not in [8, 2 GiB)");
+      const uint8_t *buffer = data + entry.offset;
+      if (!fb::ProgramBufferHasIdentifier(buffer))
+        return sdiag.invalid("program lacks the FlatBuffer identifier '",
+                             fb::ProgramIdentifier(), "'");
+      flatbuffers::Verifier::Options vopts;
+      vopts.max_depth = 16;
+      vopts.max_tables = 1u << 26;
+      flatbuffers::Verifier verifier(buffer, entry.size, vopts);
+      if (!fb::VerifyProgramBuffer(verifier))
+        return sdiag.invalid("program FlatBuffer fails verification");
+      program = fb::GetProgram(buffer);
+    }
+    byOffset.emplace_back(entry.offset, i);
+    layout.sections.push_back(entry);
+  }
+  if (!program)
+    return diag.invalid("no program section");
+  // Sections are disjoint and every byte outside them is zero padding, so
+  // that no byte of the file escapes a check.
+  std::sort(byOffset.begin(), byOffset.end());
+  uint64_t covered = tableEnd;
+  for (size_t k = 0; k < byOffset.size(); ++k) {
+    const detail::SectionEntry &entry = layout.sections[byOffset[k].second];
+    if (entry.offset < covered)
+      return diag.invalid("section ", byOffset[k].second,
+                          " overlaps the section before it");
+    if (!std::all_of(data + covered, data + entry.offset,
+                     [](uint8_t byte) { return byte == 0; }))
+      return diag.dataLoss("padding before section ", byOffset[k].second,
+                           " is not zero");
+    covered = entry.offset + entry.size;
+  }
+  if (!std::all_of(data + covered, data + size,
+                   [](uint8_t byte) { return byte == 0; }))
+    return diag.dataLoss("padding after the last section is not zero");
+  layout.program = program;
+  return absl::OkStatus();
+}
+
+/// Describes a declared shape for diagnostics: "[4, <=128]".
+std::string describeDims(const TensorInfo &info) {
+  std::string out = "[";
+  for (int d = 0; d < info.rank; ++d)
+    absl::StrAppend(&out, d ? ", " : "",
+                    info.dims[d].kind == fb::DimKind::Static ? "" : "<=",
+                    info.dims[d].bound);
+  return out + "]";
+}
+
+absl::Status validateTensor(const Diag &diag, const fb::Tensor &tensor,
+                            const Plan::Impl &impl, const Layout &layout,
+                            uint64_t arenaSize, TensorInfo &info) {
+  info.name = str(tensor.name());
+  auto dtype = static_cast<DType>(tensor.dtype());
+  if (dtypeSize(dtype) == 0)
+    return diag.invalid("unknown dtype ", static_cast<int>(tensor.dtype()));
+  info.dtype = dtype;
+  const auto *dims = tensor.dims();
+  size_t rank = dims ? dims->size() : 0;
+  if (rank > static_cast<size_t>(kMaxRank))
+    return diag.invalid("rank ", rank, " exceeds the maximum ", kMaxRank);
+  info.rank = static_cast<int>(rank);
+  int64_t maxElements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const fb::Dim *dim = dims->Get(d);
+    DimInfo &out = info.dims[d];
+    out.bound = dim->bound();
+    out.kind = dim->kind();
+    out.symbol = -1;
+    if (out.bound < 0 || static_cast<uint64_t>(out.bound) > kMaxDimBound)
+      return diag.invalid("dim ", d, " has size or bound ", out.bound,
+                          ", outside [0, 2^40]");
+    switch (dim->kind()) {
+    case fb::DimKind::Static:
+    case fb::DimKind::Dynamic:
+      break;
+    case fb::DimKind::Symbolic: {
+      int32_t symbol = dim->symbol();
+      if (symbol < 0 || static_cast<size_t>(symbol) >= impl.symbols.size())
+        return diag.invalid("dim ", d, " names symbol ", symbol, " but the ",
+                            "program has ", impl.symbols.size(), " symbols");
+      if (out.bound != impl.symbols[symbol].max)
+        return diag.invalid("dim ", d, " has bound ", out.bound,
+                            " but its symbol '", impl.symbols[symbol].name,
+                            "' has max ", impl.symbols[symbol].max);
+      out.symbol = symbol;
+      break;
+    }
+    default:
+      return diag.invalid("dim ", d, " has unknown kind ",
+                          static_cast<int>(dim->kind()));
+    }
+    if (!detail::checkedMul(maxElements, out.bound, maxElements))
+      return diag.invalid("element count of ", describeDims(info),
+                          " overflows");
+  }
+  int64_t elementSize = static_cast<int64_t>(dtypeSize(dtype));
+  int64_t maxBytes;
+  if (!detail::checkedMul(maxElements, elementSize, maxBytes))
+    return diag.invalid("byte size of ", describeDims(info), " overflows");
+  info.offset = tensor.offset();
+  info.size = tensor.size();
+  if (info.offset % elementSize != 0)
+    return diag.invalid("offset ", info.offset, " is not a multiple of the ",
+                        elementSize, "-byte element size");
+  if (const fb::ValueRange *range = tensor.value_range())
+    if (range->lo() >= range->hi())
+      return diag.invalid("value range [", range->lo(), ", ", range->hi(),
+                          ") is empty");
+  switch (tensor.storage()) {
+  case fb::Storage::Arena:
+    if (info.size < static_cast<uint64_t>(maxBytes))
+      return diag.invalid("planned size ", info.size, " bytes is less than ",
+                          maxBytes, " bytes needed by ", dtypeName(dtype), " ",
+                          describeDims(info));
+    if (overflowsAdd(info.offset, info.size, arenaSize))
+      return diag.invalid("arena bytes [", info.offset, ", +", info.size,
+                          ") exceed the arena size ", arenaSize);
+    return absl::OkStatus();
+  case fb::Storage::Weight: {
+    info.isWeight = true;
+    for (int d = 0; d < info.rank; ++d)
+      if (info.dims[d].kind != fb::DimKind::Static)
+        return diag.invalid("weights must have static shapes; dim ", d,
+                            " is not");
+    if (info.size != static_cast<uint64_t>(maxBytes))
+      return diag.invalid("weight size ", info.size, " bytes differs from ",
+                          maxBytes, " bytes of ", dtypeName(dtype), " ",
+                          describeDims(info));
+    uint32_t section = tensor.section();
+    if (section >= layout.sections.size() ||
+        layout.sections[section].kind !=
+            static_cast<uint32_t>(SectionKind::Weights))
+      return diag.invalid("section ", section, " is not a weight section");
+    const detail::SectionEntry &entry = layout.sections[section];
+    if (overflowsAdd(info.offset, info.size, entry.size))
+      return diag.invalid("bytes [", info.offset, ", +", info.size,
+                          ") exceed weight section ", section, " (", entry.size,
+                          " bytes)");
+    info.weightData = impl.data + entry.offset + info.offset;
+    return absl::OkStatus();
+  }
+  }
+  return diag.invalid("unknown storage ", static_cast<int>(tensor.storage()));
+}
+
+/// Checks the step's arity, tensor ids (defined before use, produced once),
+/// attribute table and op-specific rules; records producers and last uses.
+absl::Status validateStep(const Diag &diag, ScheduleInfo &schedule,
+                          const fb::Step &fbStep, int index, StepInfo &step) {
+  step.fb = &fbStep;
+  step.op = fbStep.op();
+  step.index = index;
+  step.name = str(fbStep.name());
+  step.def = detail::findOp(step.op);
+  if (!step.def)
+    return diag.invalid("step ", index, " '", step.name, "': unknown op kind ",
+                        static_cast<int>(step.op),
+                        " (the plan needs a newer runtime)");
+  const detail::OpDef &def = *step.def;
+  step.label =
+      absl::StrCat("step ", index, " '", step.name, "' (", def.name, ")");
+  auto error = [&](const auto &...args) {
+    return diag.invalid(step.label, ": ", args...);
+  };
+  size_t numTensors = schedule.tensors.size();
+  if (const auto *ids = fbStep.inputs())
+    step.inputs.assign(ids->begin(), ids->end());
+  if (const auto *ids = fbStep.outputs())
+    step.outputs.assign(ids->begin(), ids->end());
+  int numInputs = static_cast<int>(step.inputs.size());
+  int numOutputs = static_cast<int>(step.outputs.size());
+  if (numInputs < def.minInputs || numInputs > def.maxInputs)
+    return error("has ", numInputs, " inputs; expected ", def.minInputs,
+                 def.maxInputs == detail::kVariadic
+                     ? " or more"
+                     : absl::StrCat(" to ", def.maxInputs));
+  if (numOutputs < def.minOutputs || numOutputs > def.maxOutputs)
+    return error("has ", numOutputs, " outputs; expected ", def.minOutputs,
+                 def.maxOutputs == detail::kVariadic
+                     ? " or more"
+                     : absl::StrCat(" to ", def.maxOutputs));
+  for (int i = 0; i < numInputs; ++i) {
+    int32_t id = step.inputs[i];
+    if (id == -1) {
+      if (i >= 32 || !(def.optionalInputs & (1u << i)))
+        return error("input ", i, " is required but omitted");
+      continue;
+    }
+    if (id < 0 || static_cast<size_t>(id) >= numTensors)
+      return error("input ", i, " names tensor ", id, " but the schedule has ",
+                   numTensors);
+    TensorInfo &tensor = schedule.tensors[id];
+    if (!tensor.isWeight && !tensor.isGraphInput && tensor.producer < 0)
+      return error("input ", i, " '", tensor.name,
+                   "' is used before any step produces it");
+  }
+  for (int o = 0; o < numOutputs; ++o) {
+    int32_t id = step.outputs[o];
+    if (id < 0 || static_cast<size_t>(id) >= numTensors)
+      return error("output ", o, " names tensor ", id, " but the schedule has ",
+                   numTensors);
+    TensorInfo &tensor = schedule.tensors[id];
+    if (tensor.isWeight || tensor.isGraphInput || tensor.producer >= 0)
+      return error("output ", o, " '", tensor.name, "' is ",
+                   tensor.isWeight ? "a weight"
+                   : tensor.isGraphInput
+                       ? "a graph input"
+                       : "already produced by an earlier step",
+                   "; every output must be a fresh arena tensor");
+    tensor.producer = index;
+  }
+  if (fbStep.attrs_type() != def.attrs)
+    return error(
+        "expects ",
+        def.attrs == fb::Attrs::NONE
+            ? std::string("no attributes")
+            : absl::StrCat(fb::EnumNameAttrs(def.attrs), " attributes"),
+        ", found ",
+        fbStep.attrs_type() == fb::Attrs::NONE
+            ? std::string("none")
+            : absl::StrCat(fb::EnumNameAttrs(fbStep.attrs_type())));
+  if (def.attrs != fb::Attrs::NONE && !fbStep.attrs())
+    return error("attribute table is missing");
+  MOERT_RETURN_IF_ERROR(
+      diag.wrap(def.validate(detail::StepCheck(schedule, step))));
+  for (int32_t id : step.inputs)
+    if (id >= 0)
+      schedule.tensors[id].lastUse = index;
+  return absl::OkStatus();
+}
+
+/// Checks the memory plan: two arena tensors that are live at the same time
+/// never share bytes, except an in-place step output that takes exactly the
+/// slot of an input read for the last time by that step.
+absl::Status validateArena(const Diag &diag, const ScheduleInfo &schedule) {
+  int numSteps = static_cast<int>(schedule.steps.size());
+  auto lifetimeEnd = [&](const TensorInfo &t) {
+    return t.isGraphOutput ? numSteps : std::max(t.lastUse, t.producer);
+  };
+  // Tensors that become live at step s (index s + 1; graph inputs at -1) and
+  // tensors whose last step is s.
+  std::vector<std::vector<uint32_t>> starts(numSteps + 1), ends(numSteps + 2);
+  for (uint32_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &t = schedule.tensors[id];
+    if (t.isWeight || t.size == 0 || (!t.isGraphInput && t.producer < 0))
+      continue;
+    int start = t.isGraphInput ? -1 : t.producer;
+    starts[start + 1].push_back(id);
+    ends[lifetimeEnd(t) + 1].push_back(id);
+  }
+  std::multimap<uint64_t, uint32_t> live;
+  auto describe = [&](uint32_t id) {
+    const TensorInfo &t = schedule.tensors[id];
+    return absl::StrCat("tensor ", id, " '", t.name, "' (bytes [", t.offset,
+                        ", ", t.offset + t.size, "), live from ",
+                        t.isGraphInput ? std::string("the start")
+                                       : absl::StrCat("step ", t.producer),
+                        " to ",
+                        t.isGraphOutput ? std::string("the end")
+                                        : absl::StrCat("step ", lifetimeEnd(t)),
+                        ")");
+  };
+  for (int s = -1; s < numSteps; ++s) {
+    const StepInfo *step = s >= 0 ? &schedule.steps[s] : nullptr;
+    for (uint32_t id : starts[s + 1]) {
+      const TensorInfo &t = schedule.tensors[id];
+      uint64_t end = t.offset + t.size;
+      auto conflict = [&](uint32_t other) -> absl::Status {
+        const TensorInfo &u = schedule.tensors[other];
+        if (step && u.offset == t.offset && lifetimeEnd(u) == s &&
+            step->outputs[0] == static_cast<int32_t>(id))
+          for (size_t p = 0; p < step->inputs.size() && p < 32; ++p)
+            if (step->inputs[p] == static_cast<int32_t>(other) &&
+                (step->def->inPlaceInputs >> p & 1))
+              return absl::OkStatus();
+        return diag.invalid("memory plan overlaps live tensors: ",
+                            describe(other), " and ", describe(id));
+      };
+      // Live intervals are disjoint but for in-place pairs at one offset, so
+      // only the intervals starting in [offset, end) and those at the
+      // greatest offset below can reach this one.
+      auto it = live.lower_bound(t.offset);
+      for (auto j = it; j != live.end() && j->first < end; ++j)
+        MOERT_RETURN_IF_ERROR(conflict(j->second));
+      if (it != live.begin()) {
+        uint64_t below = std::prev(it)->first;
+        for (auto j = live.lower_bound(below); j != it; ++j)
+          if (below + schedule.tensors[j->second].size > t.offset)
+            MOERT_RETURN_IF_ERROR(conflict(j->second));
+      }
+      live.emplace(t.offset, id);
+    }
+    for (uint32_t id : ends[s + 1]) {
+      auto range = live.equal_range(schedule.tensors[id].offset);
+      for (auto j = range.first; j != range.second; ++j)
+        if (j->second == id) {
+          live.erase(j);
+          break;
+        }
+    }
+  }
+  return absl::OkStatus();
+}
+
+TensorDesc describeTensor(const Plan::Impl &impl, const fb::Tensor &tensor,
+                          const TensorInfo &info) {
+  TensorDesc desc;
+  desc.name = std::string(info.name);
+  desc.dtype = info.dtype;
+  for (int d = 0; d < info.rank; ++d) {
+    DimDesc dim;
+    dim.bound = info.dims[d].bound;
+    switch (info.dims[d].kind) {
+    case fb::DimKind::Symbolic:
+      dim.kind = DimDesc::Kind::Symbolic;
+      dim.symbol = impl.symbols[info.dims[d].symbol].name;
+      break;
+    case fb::DimKind::Dynamic:
+      dim.kind = DimDesc::Kind::Dynamic;
+      break;
+    default:
+      dim.kind = DimDesc::Kind::Static;
+      break;
+    }
+    desc.dims.push_back(std::move(dim));
+  }
+  if (const fb::ValueRange *range = tensor.value_range()) {
+    desc.hasValueRange = true;
+    desc.valueLo = range->lo();
+    desc.valueHi = range->hi();
+  }
+  return desc;
+}
+
+absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
+                              const Layout &layout, const fb::Schedule &fbSched,
+                              ScheduleInfo &schedule) {
+  schedule.arenaSize = fbSched.arena_size();
+  if (schedule.arenaSize > kMaxArenaSize)
+    return diag.invalid("arena size ", schedule.arenaSize,
+                        " bytes exceeds the limit of 2^48");
+  const auto *tensors = fbSched.tensors();
+  size_t numTensors = tensors ? tensors->size() : 0;
+  if (numTensors > static_cast<size_t>(INT32_MAX))
+    return diag.invalid("too many tensors");
+  schedule.tensors.resize(numTensors);
+  for (size_t id = 0; id < numTensors; ++id) {
+    const fb::Tensor *tensor = tensors->Get(id);
+    Diag tdiag = diag.nested(
+        absl::StrCat("tensor ", id, " '", str(tensor->name()), "'"));
+    MOERT_RETURN_IF_ERROR(validateTensor(tdiag, *tensor, impl, layout,
+                                         schedule.arenaSize,
+                                         schedule.tensors[id]));
+  }
+
+  // Graph inputs live in the arena and have unique, non-empty names.
+  auto checkSignature = [&](const flatbuffers::Vector<uint32_t> *ids,
+                            const char *what, std::vector<uint32_t> &out,
+                            bool isInput) -> absl::Status {
+    std::set<std::string> names;
+    std::unordered_set<uint32_t> seen;
+    size_t count = ids ? ids->size() : 0;
+    for (size_t k = 0; k < count; ++k) {
+      uint32_t id = ids->Get(k);
+      if (id >= numTensors)
+        return diag.invalid(what, " ", k, " names tensor ", id,
+                            " but the schedule has ", numTensors);
+      TensorInfo &info = schedule.tensors[id];
+      if (info.name.empty())
+        return diag.invalid(what, " ", k, " (tensor ", id, ") has no name");
+      if (!names.insert(std::string(info.name)).second ||
+          !seen.insert(id).second)
+        return diag.invalid(what, " name '", info.name, "' appears twice");
+      if (isInput) {
+        if (info.isWeight)
+          return diag.invalid(what, " '", info.name, "' is a weight");
+        info.isGraphInput = true;
+      } else {
+        info.isGraphOutput = true;
+      }
+      out.push_back(id);
+    }
+    return absl::OkStatus();
+  };
+  MOERT_RETURN_IF_ERROR(
+      checkSignature(fbSched.inputs(), "input", schedule.inputs, true));
+  MOERT_RETURN_IF_ERROR(
+      checkSignature(fbSched.outputs(), "output", schedule.outputs, false));
+
+  const auto *steps = fbSched.steps();
+  size_t numSteps = steps ? steps->size() : 0;
+  if (numSteps > static_cast<size_t>(INT32_MAX) - 2)
+    return diag.invalid("too many steps");
+  schedule.steps.resize(numSteps);
+  for (size_t s = 0; s < numSteps; ++s)
+    MOERT_RETURN_IF_ERROR(validateStep(diag, schedule, *steps->Get(s),
+                                       static_cast<int>(s), schedule.steps[s]));
+  for (uint32_t id : schedule.outputs) {
+    const TensorInfo &info = schedule.tensors[id];
+    if (!info.isWeight && !info.isGraphInput && info.producer < 0)
+      return diag.invalid("output '", info.name, "' is produced by no step");
+  }
+  MOERT_RETURN_IF_ERROR(validateArena(diag, schedule));
+
+  for (uint32_t id : schedule.inputs)
+    schedule.inputDescs.push_back(
+        describeTensor(impl, *tensors->Get(id), schedule.tensors[id]));
+  for (uint32_t id : schedule.outputs)
+    schedule.outputDescs.push_back(
+        describeTensor(impl, *tensors->Get(id), schedule.tensors[id]));
+  return absl::OkStatus();
+}
+
+absl::Status validateProgram(const Diag &diag, const Layout &layout,
+                             Plan::Impl &impl) {
+  const fb::Program &program = *layout.program;
+  impl.producer = std::string(str(program.producer()));
+  if (const auto *symbols = program.symbols()) {
+    std::set<std::string> names;
+    for (size_t i = 0; i < symbols->size(); ++i) {
+      const fb::Symbol *symbol = symbols->Get(i);
+      absl::string_view name = str(symbol->name());
+      if (name.empty() || !names.insert(std::string(name)).second)
+        return diag.invalid("symbol ", i, " has an empty or repeated name '",
+                            name, "'");
+      if (symbol->min() < 0 || symbol->min() > symbol->max() ||
+          static_cast<uint64_t>(symbol->max()) > kMaxDimBound)
+        return diag.invalid("symbol '", name, "' has range [", symbol->min(),
+                            ", ", symbol->max(), "]");
+      impl.symbols.push_back({std::string(name), symbol->min(), symbol->max()});
+    }
+  }
+  const auto *schedules = program.schedules();
+  size_t count = schedules ? schedules->size() : 0;
+  if (count != impl.target.deviceCount)
+    return diag.invalid("program has ", count, " schedules but the header ",
+                        "declares ", impl.target.deviceCount, " devices");
+  impl.schedules.resize(count);
+  for (size_t i = 0; i < count; ++i)
+    MOERT_RETURN_IF_ERROR(
+        validateSchedule(diag.nested(absl::StrCat("schedule ", i)), impl,
+                         layout, *schedules->Get(i), impl.schedules[i]));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Plan::Impl>>
+validate(std::unique_ptr<Plan::Impl> impl, const LoadOptions &options) {
+  Diag diag(impl->source);
+  Layout layout;
+  MOERT_RETURN_IF_ERROR(
+      validateHeader(diag, impl->data, impl->size, options, *impl, layout));
+  MOERT_RETURN_IF_ERROR(validateProgram(diag, layout, *impl));
+  return impl;
+}
+
+} // namespace
+
+Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Plan::~Plan() = default;
+
+absl::StatusOr<std::unique_ptr<Plan>> Plan::load(const std::string &path,
+                                                 const LoadOptions &options) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file"));
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size > 0) {
+    void *mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapping == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": cannot map: ", std::strerror(err)));
+    }
+    impl->mapping = mapping;
+    impl->mappingSize = size;
+    impl->data = static_cast<const uint8_t *>(mapping);
+  }
+  ::close(fd);
+  impl->size = size;
+  MOERT_ASSIGN_OR_RETURN(impl, validate(std::move(impl), options));
+  return std::unique_ptr<Plan>(new Plan(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Plan>>
+Plan::loadFromMemory(const void *data, size_t size,
+                     const LoadOptions &options) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = "<memory>";
+  // The copy keeps weight sections at their 4096-byte alignment.
+  size_t rounded =
+      detail::alignTo(std::max<size_t>(size, 1), kWeightSectionAlignment);
+  impl->ownedCopy = static_cast<uint8_t *>(
+      std::aligned_alloc(kWeightSectionAlignment, rounded));
+  if (!impl->ownedCopy)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", size, " bytes for a plan copy"));
+  if (size)
+    std::memcpy(impl->ownedCopy, data, size);
+  impl->data = impl->ownedCopy;
+  impl->size = size;
+  MOERT_ASSIGN_OR_RETURN(impl, validate(std::move(impl), options));
+  return std::unique_ptr<Plan>(new Plan(std::move(impl)));
+}
+
+const TargetRequirements &Plan::target() const { return impl_->target; }
+uint16_t Plan::versionMajor() const { return impl_->versionMajor; }
+uint16_t Plan::versionMinor() const { return impl_->versionMinor; }
+const std::string &Plan::producer() const { return impl_->producer; }
+const std::vector<SymbolDesc> &Plan::symbols() const { return impl_->symbols; }
+int Plan::numDevices() const {
+  return static_cast<int>(impl_->schedules.size());
+}
+const std::vector<TensorDesc> &Plan::inputs(int device) const {
+  return impl_->schedules.at(device).inputDescs;
+}
+const std::vector<TensorDesc> &Plan::outputs(int device) const {
+  return impl_->schedules.at(device).outputDescs;
+}
+size_t Plan::numSteps(int device) const {
+  return impl_->schedules.at(device).steps.size();
+}
+uint64_t Plan::arenaSize(int device) const {
+  return impl_->schedules.at(device).arenaSize;
+}
+
+} // namespace moert

@@ -1,0 +1,71 @@
+//===- plan_file.h - Encoding of the plan file header -----------*- C++ -*-===//
+//
+// Byte-level encoding of the fixed file header and the section table
+// (docs/plan-format.md, "File layout"), shared by the writer and the loader.
+// Every field is little-endian; nothing here trusts its input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_SRC_PLAN_FILE_H
+#define MOERT_SRC_PLAN_FILE_H
+
+#include "moert/format.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moert::detail {
+
+/// The decoded fixed file header.
+struct FileHeader {
+  char magic[8];
+  uint16_t versionMajor;
+  uint16_t versionMinor;
+  uint32_t headerSize;
+  uint64_t fileSize;
+  uint32_t sectionCount;
+  uint32_t sectionTableOffset;
+  uint32_t backend;
+  uint32_t deviceCount;
+  uint32_t cudaArch;
+  uint32_t flags;
+  uint32_t checksum;
+  /// True when the 12 reserved bytes at the end are all zero.
+  bool reservedZero;
+};
+
+/// One decoded section table entry.
+struct SectionEntry {
+  uint32_t kind;
+  uint32_t flags;
+  uint64_t offset;
+  uint64_t size;
+  uint32_t checksum;
+  uint32_t reserved;
+};
+
+/// Byte offset of the header checksum field, zeroed while checksumming.
+inline constexpr size_t kHeaderChecksumOffset = 48;
+
+void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
+FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);
+void encodeSection(const SectionEntry &entry, uint8_t out[kSectionEntrySize]);
+SectionEntry decodeSection(const uint8_t in[kSectionEntrySize]);
+
+/// CRC-32 (zlib polynomial) of `size` bytes, continuing from `crc` (0 to
+/// start).
+uint32_t crc32(uint32_t crc, const void *data, size_t size);
+
+/// The header checksum: CRC-32 of the 64 header bytes with the checksum field
+/// taken as zero, followed by the section table bytes.
+uint32_t headerChecksum(const uint8_t header[kFileHeaderSize],
+                        const uint8_t *sectionTable, size_t sectionTableSize);
+
+/// Rounds `value` up to a multiple of `alignment` (a power of two).
+constexpr uint64_t alignTo(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+} // namespace moert::detail
+
+#endif // MOERT_SRC_PLAN_FILE_H

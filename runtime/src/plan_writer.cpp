@@ -1,0 +1,434 @@
+//===- plan_writer.cpp - Building moec plan files -------------------------===//
+
+#include "moert/plan_writer.h"
+
+#include "plan_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace moert {
+
+namespace {
+
+/// Where a weight's bytes come from until the plan is written.
+struct WeightSource {
+  const void *data = nullptr;
+  std::vector<uint8_t> copy;
+  size_t bytes = 0;
+};
+
+struct WeightSection {
+  struct Placement {
+    int device;
+    int32_t tensor;
+    uint64_t offset;
+  };
+  /// Each weight and where its bytes go, in placement order.
+  std::vector<Placement> weights;
+  uint64_t size = 0;
+};
+
+/// Receives the file's bytes in order; `patch` rewrites earlier bytes.
+class Sink {
+public:
+  virtual ~Sink() = default;
+  virtual absl::Status append(const void *data, size_t size) = 0;
+  virtual absl::Status patch(uint64_t offset, const void *data,
+                             size_t size) = 0;
+  absl::Status pad(uint64_t &position, uint64_t target) {
+    static const uint8_t zeros[4096] = {};
+    while (position < target) {
+      size_t n = static_cast<size_t>(
+          std::min<uint64_t>(target - position, sizeof(zeros)));
+      MOERT_RETURN_IF_ERROR(append(zeros, n));
+      position += n;
+    }
+    return absl::OkStatus();
+  }
+};
+
+class VectorSink : public Sink {
+public:
+  std::vector<uint8_t> bytes;
+  absl::Status append(const void *data, size_t size) override {
+    const auto *p = static_cast<const uint8_t *>(data);
+    bytes.insert(bytes.end(), p, p + size);
+    return absl::OkStatus();
+  }
+  absl::Status patch(uint64_t offset, const void *data, size_t size) override {
+    std::memcpy(bytes.data() + offset, data, size);
+    return absl::OkStatus();
+  }
+};
+
+class FileSink : public Sink {
+public:
+  FileSink(std::string path, std::FILE *file)
+      : path_(std::move(path)), file_(file) {}
+  ~FileSink() override {
+    if (file_)
+      std::fclose(file_);
+  }
+  absl::Status append(const void *data, size_t size) override {
+    if (std::fwrite(data, 1, size, file_) != size)
+      return failure("write");
+    return absl::OkStatus();
+  }
+  absl::Status patch(uint64_t offset, const void *data, size_t size) override {
+    if (::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0)
+      return failure("seek");
+    MOERT_RETURN_IF_ERROR(append(data, size));
+    if (std::fseek(file_, 0, SEEK_END) != 0)
+      return failure("seek");
+    return absl::OkStatus();
+  }
+  absl::Status close() {
+    std::FILE *file = file_;
+    file_ = nullptr;
+    if (std::fclose(file) != 0)
+      return failure("close");
+    return absl::OkStatus();
+  }
+
+private:
+  absl::Status failure(const char *what) {
+    return absl::InternalError(
+        absl::StrCat(path_, ": cannot ", what, ": ", std::strerror(errno)));
+  }
+  std::string path_;
+  std::FILE *file_;
+};
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
+  return n;
+}
+
+} // namespace
+
+struct PlanWriter::Impl {
+  TargetRequirements target;
+  fb::ProgramT program;
+  std::vector<std::unique_ptr<ScheduleBuilder>> builders;
+  std::vector<WeightSection> sections;
+  /// Per schedule, per weight tensor id: its bytes.
+  std::vector<std::map<int32_t, WeightSource>> sources;
+  int defaultSection = -1;
+  /// The first misuse of the builder API, reported by write/serialize.
+  absl::Status firstError;
+
+  void fail(absl::Status status) {
+    if (firstError.ok())
+      firstError = std::move(status);
+  }
+  absl::Status emit(Sink &sink);
+};
+
+PlanWriter::PlanWriter(TargetRequirements target, std::string producer)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->target = target;
+  impl_->program.producer = std::move(producer);
+  uint32_t devices = target.deviceCount ? target.deviceCount : 1;
+  impl_->sources.resize(devices);
+  for (uint32_t d = 0; d < devices; ++d) {
+    impl_->program.schedules.push_back(std::make_unique<fb::ScheduleT>());
+    impl_->builders.push_back(std::unique_ptr<ScheduleBuilder>(
+        new ScheduleBuilder(*this, *impl_->program.schedules.back())));
+  }
+  if (target.deviceCount == 0)
+    impl_->fail(absl::InvalidArgumentError("device count must be at least 1"));
+}
+
+PlanWriter::~PlanWriter() = default;
+
+int PlanWriter::addSymbol(std::string name, int64_t min, int64_t max) {
+  if (min < 0 || min > max)
+    impl_->fail(absl::InvalidArgumentError(absl::StrCat(
+        "symbol '", name, "' has an invalid range [", min, ", ", max, "]")));
+  auto symbol = std::make_unique<fb::SymbolT>();
+  symbol->name = std::move(name);
+  symbol->min = min;
+  symbol->max = max;
+  impl_->program.symbols.push_back(std::move(symbol));
+  return static_cast<int>(impl_->program.symbols.size()) - 1;
+}
+
+int PlanWriter::addWeightSection() {
+  impl_->sections.emplace_back();
+  return static_cast<int>(impl_->sections.size()) - 1;
+}
+
+ScheduleBuilder &PlanWriter::schedule(int device) {
+  if (device < 0 || static_cast<size_t>(device) >= impl_->builders.size()) {
+    impl_->fail(absl::InvalidArgumentError(
+        absl::StrCat("schedule ", device, " does not exist")));
+    device = 0;
+  }
+  return *impl_->builders[device];
+}
+
+int32_t ScheduleBuilder::addTensor(std::string name, DType dtype,
+                                   std::vector<PlanDim> dims, uint64_t offset,
+                                   uint64_t size) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  auto tensor = std::make_unique<fb::TensorT>();
+  int64_t elements = 1;
+  bool overflow = false;
+  for (const PlanDim &dim : dims) {
+    fb::Dim out;
+    switch (dim.kind) {
+    case DimDesc::Kind::Static:
+      out = fb::Dim(dim.bound, -1, fb::DimKind::Static);
+      break;
+    case DimDesc::Kind::Dynamic:
+      out = fb::Dim(dim.bound, -1, fb::DimKind::Dynamic);
+      break;
+    case DimDesc::Kind::Symbolic: {
+      if (dim.symbolIndex < 0 ||
+          static_cast<size_t>(dim.symbolIndex) >= w.program.symbols.size()) {
+        w.fail(absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", name, "' names unknown symbol ", dim.symbolIndex)));
+        break;
+      }
+      out = fb::Dim(w.program.symbols[dim.symbolIndex]->max, dim.symbolIndex,
+                    fb::DimKind::Symbolic);
+      break;
+    }
+    }
+    overflow |= out.bound() < 0 ||
+                __builtin_mul_overflow(elements, out.bound(), &elements);
+    tensor->dims.push_back(out);
+  }
+  uint64_t bytes = 0;
+  overflow |= __builtin_mul_overflow(static_cast<uint64_t>(elements),
+                                     dtypeSize(dtype), &bytes);
+  if (overflow)
+    w.fail(absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' has an invalid or huge shape")));
+  if (size == kAuto)
+    size = bytes;
+  if (offset == kAuto) {
+    offset = detail::alignTo(autoEnd_, kTensorAlignment);
+    autoEnd_ = offset + size;
+  } else {
+    autoEnd_ = std::max(autoEnd_, offset + size);
+  }
+  tensor->name = std::move(name);
+  tensor->dtype = static_cast<fb::DType>(dtype);
+  tensor->storage = fb::Storage::Arena;
+  tensor->offset = offset;
+  tensor->size = size;
+  schedule_.tensors.push_back(std::move(tensor));
+  return static_cast<int32_t>(schedule_.tensors.size()) - 1;
+}
+
+int32_t ScheduleBuilder::addWeightImpl(std::string name, DType dtype,
+                                       std::vector<int64_t> shape,
+                                       const void *data, size_t bytes,
+                                       int section, bool copy) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  int64_t elements = elementCount(shape);
+  if (elements < 0 || static_cast<uint64_t>(elements) * dtypeSize(dtype) !=
+                          static_cast<uint64_t>(bytes))
+    w.fail(absl::InvalidArgumentError(absl::StrCat(
+        "weight '", name, "' has ", bytes, " bytes, which does not match its ",
+        dtypeName(dtype), " shape")));
+  if (section < 0) {
+    if (w.defaultSection < 0)
+      w.defaultSection = writer_.addWeightSection();
+    section = w.defaultSection;
+  }
+  if (static_cast<size_t>(section) >= w.sections.size()) {
+    w.fail(absl::InvalidArgumentError(absl::StrCat(
+        "weight '", name, "' names unknown weight section ", section)));
+    section = 0;
+    if (w.sections.empty())
+      writer_.addWeightSection();
+  }
+  auto tensor = std::make_unique<fb::TensorT>();
+  for (int64_t d : shape)
+    tensor->dims.push_back(fb::Dim(d, -1, fb::DimKind::Static));
+  tensor->name = std::move(name);
+  tensor->dtype = static_cast<fb::DType>(dtype);
+  tensor->storage = fb::Storage::Weight;
+  WeightSection &target = w.sections[section];
+  uint64_t offset = detail::alignTo(target.size, kTensorAlignment);
+  tensor->offset = offset;
+  tensor->size = bytes;
+  // Section indices in the file count the program section first.
+  tensor->section = static_cast<uint32_t>(section) + 1;
+  target.size = offset + bytes;
+  schedule_.tensors.push_back(std::move(tensor));
+  int32_t id = static_cast<int32_t>(schedule_.tensors.size()) - 1;
+  int device = 0;
+  while (w.builders[device].get() != this)
+    ++device;
+  target.weights.push_back({device, id, offset});
+  WeightSource &source = w.sources[device][id];
+  source.bytes = bytes;
+  if (copy) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    source.copy.assign(p, p + bytes);
+  } else {
+    source.data = data;
+  }
+  return id;
+}
+
+int32_t ScheduleBuilder::addWeight(std::string name, DType dtype,
+                                   std::vector<int64_t> shape, const void *data,
+                                   size_t bytes, int section) {
+  return addWeightImpl(std::move(name), dtype, std::move(shape), data, bytes,
+                       section, /*copy=*/true);
+}
+
+int32_t ScheduleBuilder::addWeightRef(std::string name, DType dtype,
+                                      std::vector<int64_t> shape,
+                                      const void *data, size_t bytes,
+                                      int section) {
+  return addWeightImpl(std::move(name), dtype, std::move(shape), data, bytes,
+                       section, /*copy=*/false);
+}
+
+fb::TensorT &ScheduleBuilder::tensor(int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= schedule_.tensors.size()) {
+    writer_.impl_->fail(absl::InvalidArgumentError(
+        absl::StrCat("tensor id ", id, " does not exist")));
+    static fb::TensorT scratch;
+    scratch = fb::TensorT();
+    return scratch;
+  }
+  return *schedule_.tensors[id];
+}
+
+size_t ScheduleBuilder::numTensors() const { return schedule_.tensors.size(); }
+
+void ScheduleBuilder::addInput(int32_t id) {
+  tensor(id);
+  schedule_.inputs.push_back(static_cast<uint32_t>(id));
+}
+
+void ScheduleBuilder::addOutput(int32_t id) {
+  tensor(id);
+  schedule_.outputs.push_back(static_cast<uint32_t>(id));
+}
+
+void ScheduleBuilder::setValueRange(int32_t id, int64_t lo, int64_t hi) {
+  tensor(id).value_range = std::make_unique<fb::ValueRange>(lo, hi);
+}
+
+int ScheduleBuilder::addStep(fb::OpKind op, std::string name,
+                             std::vector<int32_t> inputs,
+                             std::vector<int32_t> outputs,
+                             fb::AttrsUnion attrs) {
+  auto step = std::make_unique<fb::StepT>();
+  step->op = op;
+  step->name = std::move(name);
+  step->inputs = std::move(inputs);
+  step->outputs = std::move(outputs);
+  step->attrs = std::move(attrs);
+  schedule_.steps.push_back(std::move(step));
+  return static_cast<int>(schedule_.steps.size()) - 1;
+}
+
+void ScheduleBuilder::setArenaSize(uint64_t bytes) {
+  arenaSize_ = bytes;
+  arenaSizeSet_ = true;
+}
+
+absl::Status PlanWriter::Impl::emit(Sink &sink) {
+  MOERT_RETURN_IF_ERROR(firstError);
+  for (size_t d = 0; d < builders.size(); ++d) {
+    const ScheduleBuilder &b = *builders[d];
+    program.schedules[d]->arena_size =
+        b.arenaSizeSet_ ? b.arenaSize_ : b.autoEnd_;
+  }
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(fb::Program::Pack(fbb, &program), fb::ProgramIdentifier());
+
+  // Layout: header, table, program, then each weight section page-aligned.
+  uint32_t sectionCount = 1 + static_cast<uint32_t>(sections.size());
+  uint64_t tableEnd =
+      kFileHeaderSize + uint64_t{sectionCount} * kSectionEntrySize;
+  std::vector<detail::SectionEntry> entries(sectionCount);
+  entries[0].kind = static_cast<uint32_t>(SectionKind::Program);
+  entries[0].offset = detail::alignTo(tableEnd, kProgramSectionAlignment);
+  entries[0].size = fbb.GetSize();
+  entries[0].checksum = detail::crc32(0, fbb.GetBufferPointer(), fbb.GetSize());
+  uint64_t end = entries[0].offset + entries[0].size;
+  for (size_t k = 0; k < sections.size(); ++k) {
+    detail::SectionEntry &entry = entries[k + 1];
+    entry.kind = static_cast<uint32_t>(SectionKind::Weights);
+    entry.offset = detail::alignTo(end, kWeightSectionAlignment);
+    entry.size = sections[k].size;
+    end = entry.offset + entry.size;
+  }
+
+  // Header and table are written last, once the weight checksums are known.
+  uint64_t position = 0;
+  MOERT_RETURN_IF_ERROR(sink.pad(position, entries[0].offset));
+  MOERT_RETURN_IF_ERROR(sink.append(fbb.GetBufferPointer(), fbb.GetSize()));
+  position += fbb.GetSize();
+  for (size_t k = 0; k < sections.size(); ++k) {
+    detail::SectionEntry &entry = entries[k + 1];
+    MOERT_RETURN_IF_ERROR(sink.pad(position, entry.offset));
+    uint32_t crc = 0;
+    for (const WeightSection::Placement &weight : sections[k].weights) {
+      uint64_t before = position;
+      MOERT_RETURN_IF_ERROR(sink.pad(position, entry.offset + weight.offset));
+      static const uint8_t zeros[kTensorAlignment] = {};
+      crc = detail::crc32(crc, zeros, position - before);
+      const WeightSource &source = sources[weight.device].at(weight.tensor);
+      const void *data = source.data ? source.data : source.copy.data();
+      MOERT_RETURN_IF_ERROR(sink.append(data, source.bytes));
+      crc = detail::crc32(crc, data, source.bytes);
+      position += source.bytes;
+    }
+    entry.checksum = crc;
+  }
+
+  std::vector<uint8_t> table(tableEnd - kFileHeaderSize);
+  for (uint32_t i = 0; i < sectionCount; ++i)
+    detail::encodeSection(entries[i], table.data() + i * kSectionEntrySize);
+  detail::FileHeader header{};
+  std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
+  header.versionMajor = kFormatVersionMajor;
+  header.versionMinor = kFormatVersionMinor;
+  header.headerSize = kFileHeaderSize;
+  header.fileSize = position;
+  header.sectionCount = sectionCount;
+  header.sectionTableOffset = kFileHeaderSize;
+  header.backend = static_cast<uint32_t>(target.backend);
+  header.deviceCount = target.deviceCount;
+  header.cudaArch = target.cudaArch;
+  uint8_t bytes[kFileHeaderSize];
+  detail::encodeHeader(header, bytes);
+  header.checksum = detail::headerChecksum(bytes, table.data(), table.size());
+  detail::encodeHeader(header, bytes);
+  MOERT_RETURN_IF_ERROR(sink.patch(0, bytes, sizeof(bytes)));
+  return sink.patch(kFileHeaderSize, table.data(), table.size());
+}
+
+absl::Status PlanWriter::write(const std::string &path) {
+  std::FILE *file = std::fopen(path.c_str(), "wb");
+  if (!file)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  FileSink sink(path, file);
+  MOERT_RETURN_IF_ERROR(impl_->emit(sink));
+  return sink.close();
+}
+
+absl::StatusOr<std::vector<uint8_t>> PlanWriter::serialize() {
+  VectorSink sink;
+  MOERT_RETURN_IF_ERROR(impl_->emit(sink));
+  return std::move(sink.bytes);
+}
+
+} // namespace moert

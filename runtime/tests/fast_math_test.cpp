@@ -1,0 +1,49 @@
+//===- fast_math_test.cpp - Vectorisable math functions -------------------===//
+
+#include "kernels/fast_math.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <limits>
+
+namespace moert::detail {
+namespace {
+
+/// Distance in units in the last place between two finite floats of one
+/// sign.
+int64_t ulps(float a, float b) {
+  return std::llabs(int64_t{floatToBits(a)} - int64_t{floatToBits(b)});
+}
+
+TEST(FastMath, ExpIsWithinTwoUlpsEverywhere) {
+  int64_t worst = 0;
+  // Every 61st float bit pattern with a finite, non-overflowing exp.
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 61) {
+    float x = bitsToFloat(static_cast<int32_t>(bits));
+    if (!(x > -104.0f && x < 88.7f))
+      continue;
+    float expected = static_cast<float>(std::exp(static_cast<double>(x)));
+    worst = std::max(worst, ulps(fastExp(x), expected));
+  }
+  EXPECT_LE(worst, 2);
+}
+
+TEST(FastMath, ExpLimitsAndSpecialValues) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fastExp(0.0f), 1.0f);
+  EXPECT_EQ(fastExp(-kInf), 0.0f);
+  EXPECT_EQ(fastExp(kInf), kInf);
+  EXPECT_EQ(fastExp(89.0f), kInf);
+  EXPECT_EQ(fastExp(-120.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(fastExp(std::nanf(""))));
+  // A subnormal result keeps its precision.
+  float tiny = fastExp(-100.0f);
+  EXPECT_LE(ulps(tiny, static_cast<float>(std::exp(-100.0))), 1);
+  EXPECT_EQ(fastSigmoid(-200.0f), 0.0f);
+  EXPECT_EQ(fastSigmoid(200.0f), 1.0f);
+  EXPECT_FLOAT_EQ(fastSigmoid(0.0f), 0.5f);
+}
+
+} // namespace
+} // namespace moert::detail

@@ -1,0 +1,100 @@
+//===- test_util.cpp - Helpers for the runtime's unit tests ---------------===//
+
+#include "test_util.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+#include <random>
+
+namespace moert::testing {
+
+absl::StatusOr<std::vector<Value>>
+runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
+        const std::vector<Out> &outputs, fb::AttrsUnion attrs, int threads) {
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  std::vector<int32_t> ins, outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      ins.push_back(-1);
+      continue;
+    }
+    std::vector<PlanDim> dims(inputs[i]->shape.begin(), inputs[i]->shape.end());
+    int32_t id = s.addTensor(absl::StrCat("in", i), inputs[i]->dtype, dims);
+    s.addInput(id);
+    ins.push_back(id);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    int32_t id =
+        s.addTensor(absl::StrCat("out", o), outputs[o].dtype, outputs[o].dims);
+    s.addOutput(id);
+    outs.push_back(id);
+  }
+  s.addStep(op, "step", ins, outs, std::move(attrs));
+  MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, writer.serialize());
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                         Plan::loadFromMemory(bytes.data(), bytes.size()));
+  SessionOptions options;
+  options.threads = threads;
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                         Session::create(*plan, options));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i])
+      MOERT_RETURN_IF_ERROR(session->setInput(
+          absl::StrCat("in", i), inputs[i]->dtype, inputs[i]->shape,
+          inputs[i]->bytes.data(), inputs[i]->bytes.size()));
+  MOERT_RETURN_IF_ERROR(session->run());
+  std::vector<Value> results;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    MOERT_ASSIGN_OR_RETURN(TensorData data,
+                           session->output(absl::StrCat("out", o)));
+    Value v;
+    v.dtype = data.dtype;
+    v.shape = data.shape;
+    const auto *p = static_cast<const uint8_t *>(data.data);
+    v.bytes.assign(p, p + data.bytes);
+    results.push_back(std::move(v));
+  }
+  return results;
+}
+
+Value run1(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
+           const Out &output, fb::AttrsUnion attrs, int threads) {
+  auto result = runStep(op, inputs, {output}, std::move(attrs), threads);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok())
+    return Value();
+  return std::move((*result)[0]);
+}
+
+void expectNear(const Value &actual, const std::vector<int64_t> &shape,
+                const std::vector<float> &expected, float tolerance) {
+  ASSERT_EQ(actual.shape, shape);
+  ASSERT_EQ(actual.dtype, DType::F32);
+  std::vector<float> values = actual.as<float>();
+  ASSERT_EQ(values.size(), expected.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(values[i])) << "at " << i;
+      continue;
+    }
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(values[i], expected[i]) << "at " << i;
+      continue;
+    }
+    float bound = tolerance * std::max(1.0f, std::fabs(expected[i]));
+    EXPECT_NEAR(values[i], expected[i], bound) << "at " << i;
+  }
+}
+
+std::vector<float> randomFloats(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> out(count);
+  for (float &v : out)
+    v = dist(rng);
+  return out;
+}
+
+} // namespace moert::testing

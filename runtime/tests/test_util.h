@@ -1,0 +1,107 @@
+//===- test_util.h - Helpers for the runtime's unit tests -------*- C++ -*-===//
+//
+// `runStep` builds a one-step plan with the plan writer, loads it, binds the
+// inputs and runs it: every kernel test goes through the loader's validation
+// and the session's shape checks like a compiled plan does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_TESTS_TEST_UTIL_H
+#define MOERT_TESTS_TEST_UTIL_H
+
+#include "moert/moert.h"
+#include "moert/plan_writer.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moert::testing {
+
+/// A host tensor value.
+struct Value {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  template <typename T>
+  static Value of(DType dtype, std::vector<int64_t> shape,
+                  const std::vector<T> &values) {
+    Value v;
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    v.bytes.resize(values.size() * sizeof(T));
+    if (!values.empty())
+      std::memcpy(v.bytes.data(), values.data(), v.bytes.size());
+    return v;
+  }
+  template <typename T> std::vector<T> as() const {
+    std::vector<T> out(bytes.size() / sizeof(T));
+    if (!out.empty())
+      std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+inline Value f32(std::vector<int64_t> shape, const std::vector<float> &v) {
+  return Value::of(DType::F32, std::move(shape), v);
+}
+inline Value i64(std::vector<int64_t> shape, const std::vector<int64_t> &v) {
+  return Value::of(DType::I64, std::move(shape), v);
+}
+inline Value i32(std::vector<int64_t> shape, const std::vector<int32_t> &v) {
+  return Value::of(DType::I32, std::move(shape), v);
+}
+inline Value boolean(std::vector<int64_t> shape,
+                     const std::vector<uint8_t> &v) {
+  return Value::of(DType::Bool, std::move(shape), v);
+}
+
+/// A declared step output.
+struct Out {
+  DType dtype;
+  std::vector<PlanDim> dims;
+};
+
+/// Runs one step of `op`; std::nullopt inputs are omitted (-1).
+absl::StatusOr<std::vector<Value>>
+runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
+        const std::vector<Out> &outputs, fb::AttrsUnion attrs = {},
+        int threads = 2);
+
+/// Like runStep, returning the single output; fails the test on error.
+Value run1(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
+           const Out &output, fb::AttrsUnion attrs = {}, int threads = 2);
+
+/// Expects `actual` to equal `expected` within `tolerance` (relative and
+/// absolute), element by element, and the shapes to match.
+void expectNear(const Value &actual, const std::vector<int64_t> &shape,
+                const std::vector<float> &expected, float tolerance = 1e-5f);
+
+/// Deterministic pseudo-random floats in [-1, 1).
+std::vector<float> randomFloats(size_t count, uint32_t seed);
+
+/// Matches an absl::Status whose message contains `substring`.
+MATCHER_P(StatusHas, substring, "") {
+  if (arg.ok()) {
+    *result_listener << "status is OK";
+    return false;
+  }
+  std::string message(arg.message());
+  *result_listener << "message: " << message;
+  return message.find(substring) != std::string::npos;
+}
+
+} // namespace moert::testing
+
+#endif // MOERT_TESTS_TEST_UTIL_H

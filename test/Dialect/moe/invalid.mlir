@@ -1,0 +1,696 @@
+// RUN: moec-opt %s --split-input-file --verify-diagnostics
+
+// Tests that operands must broadcast: numpy broadcasting only stretches size-1
+// dimensions, so 3 against 4 is a malformed model.
+func.func @add_not_broadcastable(%a: tensor<3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{shapes [3] and [4] are not broadcastable: sizes 3 and 4 differ in dimension 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.add %a, %b : (tensor<3xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that binary operands share an element type: ONNX has no implicit
+// promotion, the exporter must insert a Cast.
+func.func @add_mixed_types(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+2 {{operands have different element types: 'f32' and 'f16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a declared result type must agree with the inferred one: static
+// sizes may refine dynamic ones but never contradict them.
+func.func @result_contradicts_inference(%a: tensor<?x16xf32>) {
+  // expected-error @+2 {{'moe.relu' op inferred type(s) 'tensor<?x16xf32>' are incompatible with return type(s) of operation 'tensor<?x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.relu %a : (tensor<?x16xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that moe.dim names an existing dimension.
+func.func @dim_out_of_range(%a: tensor<?x16xf32>) {
+  // expected-error @+1 {{dimension index 2 is out of range for a tensor of rank 2}}
+  %0 = moe.dim %a, 2 : tensor<?x16xf32>
+  return
+}
+
+// -----
+
+// Tests that a transpose permutation is a permutation: a repeated or missing
+// dimension has no meaning.
+func.func @transpose_not_permutation(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'perm' [0, 0] is not a permutation of [0, 2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.transpose %a {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that a transpose permutation names every dimension once.
+func.func @transpose_perm_length(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'perm' has 3 entries but the input has rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.transpose %a {perm = array<i64: 0, 1, 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that the softmax axis exists.
+func.func @softmax_axis(%a: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.softmax' op attribute 'axis' = 2 is out of range for rank 2 (expected [-2, 2))}}
+  %0 = moe.softmax %a {axis = 2 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction flags are booleans: ONNX defines only 0 and 1.
+func.func @reduce_keepdims(%a: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.reduce_sum' op attribute 'keepdims' must be 0 or 1, got 2}}
+  %0 = moe.reduce_sum %a {keepdims = 2 : i64} : (tensor<?x8xf32>) -> tensor<1x1xf32>
+  return
+}
+
+// -----
+
+// Tests that a reduction axis appears once: reducing a dimension twice is a
+// malformed model.
+func.func @reduce_repeated_axis(%a: tensor<?x8xf32>) {
+  %axes = moe.constant dense<[1, -1]> : tensor<2xi64>
+  // expected-error @+2 {{axis -1 is repeated in 'axes'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reduce_mean %a, %axes : (tensor<?x8xf32>, tensor<2xi64>) -> tensor<?x1xf32>
+  return
+}
+
+// -----
+
+// Tests that a reduction axis exists.
+func.func @reduce_axis_range(%a: tensor<?x8xf32>) {
+  %axes = moe.constant dense<[2]> : tensor<1xi64>
+  // expected-error @+2 {{axis 2 is out of range for rank 2 (expected [-2, 2))}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reduce_max %a, %axes : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a non-constant axes list without keepdims has a static length,
+// which the result rank depends on.
+func.func @reduce_unknown_rank(%a: tensor<?x8xf32>, %axes: tensor<?xi64>) {
+  // expected-error @+2 {{cannot infer the result rank}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reduce_min %a, %axes {keepdims = 0 : i64} : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that Gelu's approximation is one ONNX defines.
+func.func @gelu_approximate(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'moe.gelu' op attribute 'approximate' must be "none" or "tanh", got "fast"}}
+  %0 = moe.gelu %a {approximate = "fast"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a float Mod uses fmod = 1, as ONNX requires: the integer
+// (Python) remainder is not defined on floats.
+func.func @mod_float_fmod(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'moe.mod' op requires 'fmod' = 1 for floating-point operands}}
+  %0 = moe.mod %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that fmod is a boolean.
+func.func @mod_fmod_range(%a: tensor<4xi64>) {
+  // expected-error @+1 {{'moe.mod' op attribute 'fmod' must be 0 or 1, got 3}}
+  %0 = moe.mod %a, %a {fmod = 3 : i64} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+// Tests that clip bounds have the input's element type.
+func.func @clip_bound_type(%a: tensor<4xf32>, %lo: tensor<f16>) {
+  // expected-error @+1 {{'moe.clip' op bound 'min' has element type 'f16' but the input has 'f32'}}
+  %0 = moe.clip %a min %lo : (tensor<4xf32>, tensor<f16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that clip bounds are scalars.
+func.func @clip_bound_scalar(%a: tensor<4xf32>, %hi: tensor<4xf32>) {
+  // expected-error @+1 {{'moe.clip' op bound 'max' must be a scalar, got 'tensor<4xf32>'}}
+  %0 = moe.clip %a max %hi : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that ArgMax's tie-breaking flag is a boolean.
+func.func @arg_max_flag(%a: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.arg_max' op attribute 'select_last_index' must be 0 or 1, got -1}}
+  %0 = moe.arg_max %a {select_last_index = -1 : i64} : (tensor<?x8xf32>) -> tensor<1x8xi64>
+  return
+}
+
+// -----
+
+// Tests that ArgMax's axis exists.
+func.func @arg_max_axis(%a: tensor<?x8xf32>) {
+  // expected-error @+2 {{axis -3 is out of range for rank 2 (expected [-2, 2))}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.arg_max %a {axis = -3 : i64} : (tensor<?x8xf32>) -> tensor<1x8xi64>
+  return
+}
+
+// -----
+
+// Tests that CumSum's axis is a single value.
+func.func @cum_sum_axis(%a: tensor<?x8xi64>, %axis: tensor<2xi64>) {
+  // expected-error @+1 {{'moe.cum_sum' op operand 'axis' must be a scalar, got 'tensor<2xi64>'}}
+  %0 = moe.cum_sum %a, %axis : (tensor<?x8xi64>, tensor<2xi64>) -> tensor<?x8xi64>
+  return
+}
+
+// -----
+
+// Tests that a constant CumSum axis exists.
+func.func @cum_sum_axis_range(%a: tensor<?x8xi64>) {
+  %axis = moe.constant dense<2> : tensor<i64>
+  // expected-error @+1 {{'moe.cum_sum' op attribute 'axis' = 2 is out of range for rank 2 (expected [-2, 2))}}
+  %0 = moe.cum_sum %a, %axis : (tensor<?x8xi64>, tensor<i64>) -> tensor<?x8xi64>
+  return
+}
+
+// -----
+
+// Tests that TopK cannot select more elements than the axis has.
+func.func @top_k_too_large(%a: tensor<?x8xf32>) {
+  %k = moe.constant dense<9> : tensor<1xi64>
+  // expected-error @+2 {{k = 9 is out of range for axis size 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.top_k %a, %k : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x9xf32>, tensor<?x9xi64>)
+  return
+}
+
+// -----
+
+// Tests that TopK's k is the 1-element tensor ONNX specifies.
+func.func @top_k_k_shape(%a: tensor<?x8xf32>, %k: tensor<2xi64>) {
+  // expected-error @+2 {{operand 'k' must be a 1-element 1-D tensor, got 'tensor<2xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.top_k %a, %k : (tensor<?x8xf32>, tensor<2xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>)
+  return
+}
+
+// -----
+
+// Tests that TopK's flags are booleans.
+func.func @top_k_flag(%a: tensor<?x8xf32>, %k: tensor<1xi64>) {
+  // expected-error @+1 {{'moe.top_k' op attribute 'largest' must be 0 or 1, got 2}}
+  %0:2 = moe.top_k %a, %k {largest = 2 : i64} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>)
+  return
+}
+
+// -----
+
+// Tests that the statistics type of a layer normalisation is a float type.
+func.func @layer_norm_stash_type(%x: tensor<?x64xf32>, %g: tensor<64xf32>) {
+  // expected-error @+2 {{'stash_type' 7 is not a float type (expected 1, 10, 11 or 16)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = moe.layer_normalization %x, %g {stash_type = 7 : i64} : (tensor<?x64xf32>, tensor<64xf32>) -> (tensor<?x64xf32>, tensor<?x1xf32>, tensor<?x1xf32>)
+  return
+}
+
+// -----
+
+// Tests that the scale covers the normalised dimensions.
+func.func @layer_norm_scale_shape(%x: tensor<?x64xf32>, %g: tensor<32xf32>) {
+  // expected-error @+2 {{operand 'scale' of shape [32] does not broadcast to the normalised shape [64]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.simplified_layer_normalization %x, %g : (tensor<?x64xf32>, tensor<32xf32>) -> (tensor<?x64xf32>, tensor<?x1xf32>)
+  return
+}
+
+// -----
+
+// Tests that MatMul's contracting dimensions agree.
+func.func @mat_mul_contracting(%a: tensor<?x64xf32>, %b: tensor<32x16xf32>) {
+  // expected-error @+2 {{contracting dimensions differ: [?, 64] x [32, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.mat_mul %a, %b : (tensor<?x64xf32>, tensor<32x16xf32>) -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+// Tests that Gemm works on matrices only, as ONNX defines it.
+func.func @gemm_rank(%a: tensor<2x?x64xf32>, %b: tensor<64x16xf32>) {
+  // expected-error @+2 {{operands 'a' and 'b' must be 2-D}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.gemm %a, %b : (tensor<2x?x64xf32>, tensor<64x16xf32>) -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+// Tests that Gemm's transpose flags are booleans.
+func.func @gemm_trans_flag(%a: tensor<16x64xf32>, %b: tensor<64x16xf32>) {
+  // expected-error @+2 {{attribute 'transA' must be 0 or 1, got 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.gemm %a, %b {transA = 2 : i64} : (tensor<16x64xf32>, tensor<64x16xf32>) -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+// Tests that einsum terms hold letters and at most one ellipsis.
+func.func @einsum_bad_term(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{einsum term 'i1' is malformed at '1': expected letters and at most one '...'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.einsum %a {equation = "i1->i"} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that the equation has one term per operand.
+func.func @einsum_term_count(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{einsum equation 'ij,jk->ik' has 2 input terms but the op has 1 operands}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.einsum %a {equation = "ij,jk->ik"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a term has one letter per operand dimension.
+func.func @einsum_term_rank(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{einsum term 'ijk' has 3 letters but its operand has rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.einsum %a {equation = "ijk->i"} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that one letter denotes one size everywhere.
+func.func @einsum_letter_sizes(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{einsum letter 'j' has sizes 3 and 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.einsum %a, %b {equation = "ij,jk->ik"} : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that output letters come from the inputs.
+func.func @einsum_output_letter(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{einsum output letter 'z' does not appear in any input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.einsum %a {equation = "ij->iz"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that Reshape infers at most one dimension.
+func.func @reshape_two_inferred(%a: tensor<4x16xf32>) {
+  %s = moe.constant dense<[-1, -1]> : tensor<2xi64>
+  // expected-error @+2 {{shape has more than one -1 entry}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<4x16xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that Reshape keeps the element count.
+func.func @reshape_count(%a: tensor<4x16xf32>) {
+  %s = moe.constant dense<[8, 16]> : tensor<2xi64>
+  // expected-error @+2 {{cannot reshape 'tensor<4x16xf32>' into [8, 16]: element counts 64 and 128 differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<4x16xf32>, tensor<2xi64>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that an inferred Reshape dimension divides the element count.
+func.func @reshape_indivisible(%a: tensor<4x16xf32>) {
+  %s = moe.constant dense<[-1, 5]> : tensor<2xi64>
+  // expected-error @+2 {{64 elements do not divide by 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<4x16xf32>, tensor<2xi64>) -> tensor<?x5xf32>
+  return
+}
+
+// -----
+
+// Tests that a 0 (copy) entry refers to an input dimension.
+func.func @reshape_copy_out_of_range(%a: tensor<64xf32>) {
+  %s = moe.constant dense<[8, 0]> : tensor<2xi64>
+  // expected-error @+2 {{shape entry 1 is 0 (copy) but the input has rank 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<64xf32>, tensor<2xi64>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that Reshape sizes are -1, 0 or positive.
+func.func @reshape_negative(%a: tensor<64xf32>) {
+  %s = moe.constant dense<[-2, 32]> : tensor<2xi64>
+  // expected-error @+2 {{shape entry 0 is -2 (expected -1, 0 or a positive size)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<64xf32>, tensor<2xi64>) -> tensor<2x32xf32>
+  return
+}
+
+// -----
+
+// Tests that a shape operand has a static length: it gives the result rank.
+func.func @reshape_unknown_rank(%a: tensor<64xf32>, %s: tensor<?xi64>) {
+  // expected-error @+2 {{operand 'shape' must have a static number of elements}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.reshape %a, %s : (tensor<64xf32>, tensor<?xi64>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that Flatten's axis is within [-rank, rank].
+func.func @flatten_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 3 is out of range for rank 2 (expected [-2, 2])}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.flatten %a {axis = 3 : i64} : (tensor<2x3xf32>) -> tensor<6x1xf32>
+  return
+}
+
+// -----
+
+// Tests that Squeeze only removes size-1 dimensions.
+func.func @squeeze_non_unit(%a: tensor<?x4xf32>) {
+  %axes = moe.constant dense<1> : tensor<1xi64>
+  // expected-error @+2 {{cannot squeeze dimension 1 of size 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.squeeze %a, %axes : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that Unsqueeze inserts each dimension once.
+func.func @unsqueeze_repeated(%a: tensor<4xf32>) {
+  %axes = moe.constant dense<[0, -3]> : tensor<2xi64>
+  // expected-error @+2 {{axis -3 is repeated in 'axes'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.unsqueeze %a, %axes : (tensor<4xf32>, tensor<2xi64>) -> tensor<1x1x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Concat joins tensors of one rank.
+func.func @concat_rank(%a: tensor<4xi64>, %b: tensor<1x4xi64>) {
+  // expected-error @+2 {{input 1 has type 'tensor<1x4xi64>' but input 0 has 'tensor<4xi64>' (expected the same rank and element type)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.concat %a, %b {axis = 0 : i64} : (tensor<4xi64>, tensor<1x4xi64>) -> tensor<5xi64>
+  return
+}
+
+// -----
+
+// Tests that Concat's non-axis dimensions agree.
+func.func @concat_sizes(%a: tensor<2x4xf32>, %b: tensor<2x5xf32>) {
+  // expected-error @+2 {{input 1 has size 5 in dimension 1 but input 0 has 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.concat %a, %b {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2x5xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Concat has an input.
+func.func @concat_empty() {
+  // expected-error @+2 {{requires at least one input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.concat {axis = 0 : i64} : () -> tensor<0xi64>
+  return
+}
+
+// -----
+
+// Tests that split sizes cover the split dimension exactly.
+func.func @split_sizes(%a: tensor<?x128xf32>) {
+  %s = moe.constant dense<[64, 32]> : tensor<2xi64>
+  // expected-error @+2 {{split sizes [64, 32] add up to 96 but dimension 1 has size 128}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.split %a, %s {axis = 1 : i64} : (tensor<?x128xf32>, tensor<2xi64>) -> (tensor<?x64xf32>, tensor<?x32xf32>)
+  return
+}
+
+// -----
+
+// Tests that Split knows its number of results without looking at them.
+func.func @split_count(%a: tensor<?x128xf32>) {
+  // expected-error @+2 {{requires a 'split' operand or a 'num_outputs' attribute to know the number of results}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.split %a {axis = 1 : i64} : (tensor<?x128xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>)
+  return
+}
+
+// -----
+
+// Tests that Split takes sizes or a count, not both, as ONNX requires.
+func.func @split_both(%a: tensor<?x128xf32>, %s: tensor<2xi64>) {
+  // expected-error @+2 {{'split' and 'num_outputs' must not both be given}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.split %a, %s {axis = 1 : i64, num_outputs = 2 : i64} : (tensor<?x128xf32>, tensor<2xi64>) -> (tensor<?x?xf32>, tensor<?x?xf32>)
+  return
+}
+
+// -----
+
+// Tests that a slice step is not zero, which would never advance.
+func.func @slice_zero_step(%a: tensor<8xf32>) {
+  %start = moe.constant dense<0> : tensor<1xi64>
+  %end = moe.constant dense<8> : tensor<1xi64>
+  %step = moe.constant dense<0> : tensor<1xi64>
+  // expected-error @+2 {{slice steps must not be 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.slice %a, %start, %end steps %step : (tensor<8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that Slice's parameter vectors have one length.
+func.func @slice_lengths(%a: tensor<8x8xf32>, %s: tensor<2xi64>, %e: tensor<1xi64>) {
+  // expected-error @+2 {{operand 'ends' has 1 elements but 'starts' has 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.slice %a, %s, %e : (tensor<8x8xf32>, tensor<2xi64>, tensor<1xi64>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that Expand's target shape broadcasts with the input.
+func.func @expand_not_broadcastable(%a: tensor<3x4xf32>) {
+  %s = moe.constant dense<[2, 4]> : tensor<2xi64>
+  // expected-error @+2 {{shapes [3, 4] and [2, 4] are not broadcastable}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.expand %a, %s : (tensor<3x4xf32>, tensor<2xi64>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Tile has one repeat count per dimension.
+func.func @tile_repeats(%a: tensor<3x4xf32>) {
+  %r = moe.constant dense<[2]> : tensor<1xi64>
+  // expected-error @+2 {{'repeats' has 1 elements but the input has rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.tile %a, %r : (tensor<3x4xf32>, tensor<1xi64>) -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Trilu's triangle selector is a boolean.
+func.func @trilu_upper(%a: tensor<4x4xf32>) {
+  // expected-error @+1 {{'moe.trilu' op attribute 'upper' must be 0 or 1, got 2}}
+  %0 = moe.trilu %a {upper = 2 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Trilu works on matrices.
+func.func @trilu_rank(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'moe.trilu' op requires an input of rank >= 2, got 'tensor<4xf32>'}}
+  %0 = moe.trilu %a : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that the Gather axis exists.
+func.func @gather_axis(%a: tensor<?x64xf32>, %i: tensor<?xi64>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2 (expected [-2, 2))}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.gather %a, %i {axis = 2 : i64} : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that GatherElements indexes with a tensor of the data's rank.
+func.func @gather_elements_rank(%a: tensor<?x8xf32>, %i: tensor<?xi64>) {
+  // expected-error @+2 {{'indices' has rank 1 but 'data' has rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.gather_elements %a, %i {axis = 1 : i64} : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that GatherND's index tuples fit the data.
+func.func @gather_nd_depth(%a: tensor<4x8xf32>, %i: tensor<?x3xi64>) {
+  // expected-error @+2 {{index tuples of length 3 cannot index 2 non-batch dimensions}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.gather_nd %a, %i : (tensor<4x8xf32>, tensor<?x3xi64>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that the scatter reduction is one ONNX defines.
+func.func @scatter_elements_reduction(%a: tensor<?x64xf32>, %i: tensor<?x64xi64>) {
+  // expected-error @+1 {{'moe.scatter_elements' op attribute 'reduction' must be one of none, add, mul, max, min; got "sub"}}
+  %0 = moe.scatter_elements %a, %i, %a {reduction = "sub"} : (tensor<?x64xf32>, tensor<?x64xi64>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that ScatterElements' indices and updates correspond one to one.
+func.func @scatter_elements_shapes(%a: tensor<8x64xf32>, %i: tensor<2x64xi64>, %u: tensor<3x64xf32>) {
+  // expected-error @+1 {{'moe.scatter_elements' op 'indices' 'tensor<2x64xi64>' and 'updates' 'tensor<3x64xf32>' must have the same shape}}
+  %0 = moe.scatter_elements %a, %i, %u : (tensor<8x64xf32>, tensor<2x64xi64>, tensor<3x64xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that ScatterND's updates have the slices' shape.
+func.func @scatter_nd_updates(%a: tensor<8x16xf32>, %i: tensor<?x1xi64>, %u: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.scatter_nd' op 'updates' has shape [?, 8] but expected [?, 16]}}
+  %0 = moe.scatter_nd %a, %i, %u : (tensor<8x16xf32>, tensor<?x1xi64>, tensor<?x8xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter updates have the data's element type.
+func.func @scatter_nd_type(%a: tensor<8x16xf32>, %i: tensor<?x1xi64>, %u: tensor<?x16xf16>) {
+  // expected-error @+1 {{'moe.scatter_nd' op 'updates' has element type 'f16' but 'data' has 'f32'}}
+  %0 = moe.scatter_nd %a, %i, %u : (tensor<8x16xf32>, tensor<?x1xi64>, tensor<?x16xf16>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that OneHot's values are the [off, on] pair.
+func.func @one_hot_values(%i: tensor<?xi64>, %d: tensor<i64>, %v: tensor<3xf32>) {
+  // expected-error @+2 {{operand 'values' must be a 2-element 1-D tensor [off, on], got 'tensor<3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.one_hot %i, %d, %v : (tensor<?xi64>, tensor<i64>, tensor<3xf32>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that Range advances.
+func.func @range_zero_delta(%a: tensor<i64>) {
+  %zero = moe.constant dense<0> : tensor<i64>
+  // expected-error @+2 {{'delta' must not be zero}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.range %a, %a, %zero : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return
+}
+
+// -----
+
+// Tests that Range's operands share one type.
+func.func @range_types(%a: tensor<i64>, %b: tensor<i32>) {
+  // expected-error @+2 {{operand 'limit' has element type 'i32' but the input has 'i64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.range %a, %b, %a : (tensor<i64>, tensor<i32>, tensor<i64>) -> tensor<?xi64>
+  return
+}
+
+// -----
+
+// Tests that ConstantOfShape's value is a single element.
+func.func @constant_of_shape_value(%s: tensor<2xi64>) {
+  // expected-error @+2 {{attribute 'value' must hold one element, got 'tensor<2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.constant_of_shape %s {value = dense<1.0> : tensor<2xf32>} : (tensor<2xi64>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that ConstantOfShape sizes are not negative.
+func.func @constant_of_shape_negative() {
+  %s = moe.constant dense<[2, -1]> : tensor<2xi64>
+  // expected-error @+2 {{operand 'input' has negative entry -1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.constant_of_shape %s : (tensor<2xi64>) -> tensor<2x?xf32>
+  return
+}
+
+// -----
+
+// Tests that Where's branches share an element type.
+func.func @where_types(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi64>) {
+  // expected-error @+2 {{operands have different element types: 'f32' and 'i64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.where %c, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that Sum has an operand.
+func.func @sum_empty() {
+  // expected-error @+2 {{expected at least one operand}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.sum : () -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that Cast targets an element type a graph tensor can hold.
+func.func @cast_to_index(%a: tensor<4xi64>) {
+  // expected-error @+1 {{'moe.cast' op attribute 'to' failed to satisfy constraint}}
+  %0 = moe.cast %a {to = index} : (tensor<4xi64>) -> tensor<4xindex>
+  return
+}

@@ -1,0 +1,692 @@
+#!/usr/bin/env python3
+"""Builds the small ONNX models the lit tests import, by name, at test time.
+
+    gen_onnx.py NAME OUT.onnx     write model NAME to OUT.onnx (and any
+                                  external data or symlinks next to it)
+    gen_onnx.py --list            list the model names
+
+Valid models are checked with onnx.checker before they are written. The
+malformed ones (truncated protobufs, external data escaping the model's
+directory, cycles, ...) are built field by field, since onnx.helper and the
+checker refuse to make them; each holds exactly one defect.
+"""
+
+import argparse
+import os
+import random
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# The IR version each opset came with (what exporters write).
+IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
+
+F32 = TensorProto.FLOAT
+I64 = TensorProto.INT64
+BOOL = TensorProto.BOOL
+
+MODELS = {}
+
+
+def model(name):
+    """Registers a builder: fn(out_path) -> ModelProto or None (wrote itself)."""
+
+    def register(fn):
+        MODELS[name] = fn
+        return fn
+
+    return register
+
+
+def value(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def make(nodes, inputs, outputs, initializers=(), opset=21, domains=(),
+         ir_version=None, check=True):
+    graph = helper.make_graph(nodes, "test", inputs, outputs,
+                              initializer=list(initializers))
+    opsets = [helper.make_opsetid("", opset)]
+    opsets += [helper.make_opsetid(d, v) for d, v in domains]
+    m = helper.make_model(graph, opset_imports=opsets,
+                          producer_name="gen_onnx.py")
+    m.ir_version = ir_version or IR_VERSION.get(opset, 10)
+    return validate(m) if check else m
+
+
+def validate(m):
+    """Strict shape inference (every node must be valid; it also fills in
+    the output shapes left open), then the checker."""
+    m = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    del m.graph.value_info[:]
+    onnx.checker.check_model(m)
+    return m
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def node(op, inputs, outputs, name=None, domain=None, **attrs):
+    return helper.make_node(op, inputs, outputs, name=name or outputs[0],
+                            domain=domain, **attrs)
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def external(tensor_name, dims, location, offset=None, length=None,
+             elem=F32):
+    """An initializer whose data lives in an external file."""
+    t = TensorProto()
+    t.name = tensor_name
+    t.data_type = elem
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL
+    entries = [("location", location)]
+    if offset is not None:
+        entries.append(("offset", str(offset)))
+    if length is not None:
+        entries.append(("length", str(length)))
+    for key, val in entries:
+        e = t.external_data.add()
+        e.key, e.value = key, val
+    return t
+
+
+def matmul_model(weight, opset=17, check=True):
+    """y = x @ w for an initializer `w` of shape [4, 8]."""
+    return make([node("MatMul", ["x", "w"], ["y"], name="mm")],
+                [value("x", F32, ["tokens", 4])],
+                [value("y", F32, ["tokens", 8])], [weight], opset=opset,
+                check=check)
+
+
+# ----------------------------------------------------------------------------
+# Valid models: one per op family, opset upgrades, signatures, weights.
+# ----------------------------------------------------------------------------
+
+
+@model("elementwise")
+def _(out):
+    # Float ops on x [T, 4] and y [4]; integer and bool ops on their own
+    # inputs. Every result is a graph output so nothing is dead.
+    f = ["x", "y"]
+    nodes = [
+        node("Add", f, ["add"]), node("Sub", f, ["sub"]),
+        node("Mul", f, ["mul"]), node("Div", f, ["div"]),
+        node("Pow", f, ["pow"]),
+        node("Mod", ["i", "j"], ["mod"], fmod=0),
+        node("Max", ["x", "y", "x"], ["max"]), node("Min", f, ["min"]),
+        node("Sum", ["x", "y", "x"], ["sum"]),
+        node("Neg", ["x"], ["neg"]), node("Abs", ["x"], ["abs"]),
+        node("Exp", ["x"], ["exp"]), node("Log", ["x"], ["log"]),
+        node("Sqrt", ["x"], ["sqrt"]),
+        node("Reciprocal", ["x"], ["reciprocal"]),
+        node("Tanh", ["x"], ["tanh"]), node("Erf", ["x"], ["erf"]),
+        node("Sin", ["x"], ["sin"]), node("Cos", ["x"], ["cos"]),
+        node("Floor", ["x"], ["floor"]), node("Ceil", ["x"], ["ceil"]),
+        node("Sigmoid", ["x"], ["sigmoid"]), node("Relu", ["x"], ["relu"]),
+        node("Softplus", ["x"], ["softplus"]),
+        node("Gelu", ["x"], ["gelu"], approximate="tanh"),
+        node("Clip", ["x", "lo", "hi"], ["clip"]),
+        # Clip without `min`: the empty name leaves an optional operand out.
+        node("Clip", ["x", "", "hi"], ["clip_max"]),
+    ]
+    outputs = [n.output[0] for n in nodes]
+    elem = {"mod": I64}
+    return make(nodes,
+                [value("x", F32, ["tokens", 4]), value("y", F32, [4]),
+                 value("i", I64, ["tokens", 4]), value("j", I64, [4])],
+                [value(o, elem.get(o, F32), None) for o in outputs],
+                [const("lo", np.float32(-1)), const("hi", np.float32(1))])
+
+
+@model("logic")
+def _(out):
+    nodes = [
+        node("Equal", ["x", "y"], ["eq"]), node("Less", ["x", "y"], ["lt"]),
+        node("LessOrEqual", ["x", "y"], ["le"]),
+        node("Greater", ["x", "y"], ["gt"]),
+        node("GreaterOrEqual", ["x", "y"], ["ge"]),
+        node("And", ["eq", "lt"], ["and"]), node("Or", ["gt", "ge"], ["or"]),
+        node("Not", ["le"], ["not"]),
+        node("Where", ["and", "x", "y"], ["where"]),
+    ]
+    return make(nodes, [value("x", F32, ["tokens", 4]), value("y", F32, [4])],
+                [value("or", BOOL, None), value("not", BOOL, None),
+                 value("where", F32, None)])
+
+
+@model("neural_net")
+def _(out):
+    nodes = [
+        node("MatMul", ["x", "w"], ["mm"]),
+        node("Gemm", ["x", "wt", "b"], ["gemm"], transB=1, alpha=0.5),
+        node("Einsum", ["x", "w"], ["einsum"], equation="tk,kn->tn"),
+        node("Softmax", ["mm"], ["softmax"], axis=-1),
+        node("LogSoftmax", ["mm"], ["log_softmax"], axis=1),
+        # Only Y is used; Mean and InvStdDev are still results of the op.
+        node("LayerNormalization", ["x", "gamma", "beta"], ["ln"],
+             axis=-1, epsilon=1e-5),
+    ]
+    rng = np.random.default_rng(0)
+    inits = [const("w", rng.standard_normal((4, 8), np.float32)),
+             const("wt", rng.standard_normal((8, 4), np.float32)),
+             const("b", np.zeros(8, np.float32)),
+             const("gamma", np.ones(4, np.float32)),
+             const("beta", np.zeros(4, np.float32))]
+    outs = ["gemm", "einsum", "softmax", "log_softmax", "ln"]
+    return make(nodes, [value("x", F32, ["tokens", 4])],
+                [value(o, F32, None) for o in outs], inits)
+
+
+@model("rms_norm")
+def _(out):
+    # onnxruntime's RMSNorm, registered in the default domain; not an ONNX
+    # op, so onnx.checker does not know it.
+    n = node("SimplifiedLayerNormalization", ["x", "gamma"], ["y"],
+             axis=-1, epsilon=1e-6)
+    return make([n], [value("x", F32, ["tokens", 4])], [value("y", F32, None)],
+                [const("gamma", np.ones(4, np.float32))], opset=17,
+                check=False)
+
+
+@model("shape")
+def _(out):
+    nodes = [
+        node("Reshape", ["x", "shape"], ["reshape"]),
+        node("Transpose", ["x"], ["transpose"], perm=[1, 0]),
+        node("Unsqueeze", ["x", "axes0"], ["unsqueeze"]),
+        node("Squeeze", ["unsqueeze", "axes0"], ["squeeze"]),
+        node("Flatten", ["unsqueeze"], ["flatten"], axis=1),
+        node("Concat", ["x", "x"], ["concat"], axis=1),
+        node("Split", ["x"], ["split_a", "split_b"], axis=1, num_outputs=2),
+        node("Split", ["x", "sizes"], ["split_c", "split_d"], axis=1),
+        node("Slice", ["x", "starts", "ends", "axes1"], ["slice"]),
+        # Steps without axes: the empty name leaves `axes` out.
+        node("Slice", ["x", "starts", "ends", "", "steps"], ["slice_steps"]),
+        node("Expand", ["y", "expand_shape"], ["expand"]),
+        node("Tile", ["x", "repeats"], ["tile"]),
+        node("Trilu", ["square"], ["trilu"], upper=0),
+        node("Shape", ["x"], ["shape_of"]),
+        node("Size", ["x"], ["size"]),
+        node("Range", ["zero", "limit", "one"], ["range"]),
+        node("ConstantOfShape", ["shape_of"], ["zeros"],
+             value=helper.make_tensor("value", F32, [1], [0.0])),
+    ]
+    inits = [const("shape", np.array([-1, 2, 2], np.int64)),
+             const("axes0", np.array([0], np.int64)),
+             const("axes1", np.array([1], np.int64)),
+             const("sizes", np.array([1, 3], np.int64)),
+             const("starts", np.array([1], np.int64)),
+             const("ends", np.array([3], np.int64)),
+             const("steps", np.array([2], np.int64)),
+             const("expand_shape", np.array([3, 4], np.int64)),
+             const("repeats", np.array([1, 2], np.int64)),
+             const("zero", np.int64(0)), const("one", np.int64(1)),
+             const("limit", np.int64(5))]
+    outs = [n.output for n in nodes if n.op_type not in ("Unsqueeze",)]
+    outs = [o for group in outs for o in group]
+    elem = {"shape_of": I64, "size": I64, "range": I64}
+    return make(nodes,
+                [value("x", F32, ["tokens", 4]), value("y", F32, [4]),
+                 value("square", F32, [4, 4])],
+                [value(o, elem.get(o, F32), None) for o in outs], inits)
+
+
+@model("indexing")
+def _(out):
+    nodes = [
+        node("Gather", ["table", "ids"], ["gather"], axis=0),
+        node("GatherElements", ["x", "idx"], ["gather_elements"], axis=1),
+        node("GatherND", ["x", "nd"], ["gather_nd"], batch_dims=0),
+        node("ScatterND", ["x", "nd", "rows"], ["scatter_nd"],
+             reduction="add"),
+        node("ScatterElements", ["x", "idx", "upd"], ["scatter_elements"],
+             axis=1, reduction="add"),
+        node("TopK", ["x", "k"], ["topk_values", "topk_indices"], axis=-1),
+        node("ArgMax", ["x"], ["argmax"], axis=1, keepdims=0),
+        node("OneHot", ["topk_indices", "depth", "onoff"], ["onehot"],
+             axis=-1),
+        node("NonZero", ["mask"], ["nonzero"]),
+        node("CumSum", ["x", "axis"], ["cumsum"]),
+    ]
+    inits = [const("table", np.arange(32, dtype=np.float32).reshape(8, 4)),
+             const("nd", np.array([[0], [1]], np.int64)),
+             const("rows", np.ones((2, 4), np.float32)),
+             const("k", np.array([2], np.int64)),
+             const("depth", np.int64(4)),
+             const("onoff", np.array([0, 1], np.int64)),
+             const("axis", np.int64(1))]
+    outs = {"gather": F32, "gather_elements": F32, "gather_nd": F32,
+            "scatter_nd": F32, "scatter_elements": F32, "topk_values": F32,
+            "argmax": I64, "onehot": I64, "nonzero": I64, "cumsum": F32}
+    return make(nodes,
+                [value("x", F32, [3, 4]), value("ids", I64, ["tokens"]),
+                 value("idx", I64, [3, 2]), value("upd", F32, [3, 2]),
+                 value("mask", BOOL, ["tokens", 4])],
+                [value(o, e, None) for o, e in outs.items()], inits)
+
+
+def reductions(opset):
+    """Each reduction with axes; at 13 the non-Sum ones carry an attribute."""
+    as_attr = opset < 18
+    nodes = [node("ReduceSum", ["x", "axes"], ["sum"], keepdims=0)]
+    for op in ("ReduceMean", "ReduceMax", "ReduceMin"):
+        out = op[len("Reduce"):].lower()
+        if as_attr:
+            nodes.append(node(op, ["x"], [out], axes=[-1], keepdims=1))
+        else:
+            nodes.append(node(op, ["x", "axes"], [out], keepdims=1))
+    # No axes: reduce over everything in both forms.
+    nodes.append(node("ReduceMean", ["x"], ["mean_all"], keepdims=0))
+    outs = ["sum", "mean", "max", "min", "mean_all"]
+    return make(nodes, [value("x", F32, ["tokens", 8])],
+                [value(o, F32, None) for o in outs],
+                [const("axes", np.array([-1], np.int64))], opset=opset)
+
+
+@model("reductions_13")
+def _(out):
+    return reductions(13)
+
+
+@model("reductions_18")
+def _(out):
+    return reductions(18)
+
+
+def splits(opset):
+    nodes = [node("Split", ["x"], ["a", "b"], axis=1)]
+    if opset >= 18:
+        nodes[0].attribute.append(helper.make_attribute("num_outputs", 2))
+    nodes.append(node("Split", ["x", "sizes"], ["c", "d"], axis=1))
+    return make(nodes, [value("x", F32, ["tokens", 8])],
+                [value(o, F32, None) for o in "abcd"],
+                [const("sizes", np.array([3, 5], np.int64))], opset=opset)
+
+
+@model("split_13")
+def _(out):
+    return splits(13)
+
+
+@model("split_18")
+def _(out):
+    return splits(18)
+
+
+@model("tensor")
+def _(out):
+    big = np.arange(100, dtype=np.float32)
+    nodes = [
+        node("Constant", [], ["c_tensor"],
+             value=numpy_helper.from_array(np.array([1, 2], np.int64))),
+        # A large Constant is a weight: a dense_resource blob.
+        node("Constant", [], ["c_big"], value=numpy_helper.from_array(big)),
+        node("Constant", [], ["c_float"], value_float=0.5),
+        node("Constant", [], ["c_floats"], value_floats=[1.0, 2.0]),
+        node("Constant", [], ["c_int"], value_int=7),
+        node("Constant", [], ["c_ints"], value_ints=[3, 4, 5]),
+        node("Cast", ["x"], ["cast"], to=TensorProto.FLOAT16),
+        node("CastLike", ["c_ints", "x"], ["cast_like"]),
+        # Identity creates no op: its output is its input.
+        node("Identity", ["x"], ["identity"]),
+    ]
+    outs = {"c_tensor": I64, "c_big": F32, "c_float": F32, "c_floats": F32,
+            "c_int": I64, "c_ints": I64, "cast": TensorProto.FLOAT16,
+            "cast_like": F32, "identity": F32}
+    return make(nodes, [value("x", F32, ["tokens", 4])],
+                [value(o, e, None) for o, e in outs.items()])
+
+
+@model("signature")
+def _(out):
+    # Symbolic, anonymous and static dimensions; an output named like an
+    # input's dimension; a weight listed as a graph input too (older
+    # exporters): it is imported as the constant, not an argument.
+    x = helper.make_tensor_value_info("x", F32, ["batch", None, 4])
+    w = helper.make_tensor_value_info("w", F32, [4, 2])
+    nodes = [node("MatMul", ["x", "w"], ["y"])]
+    return make(nodes, [x, w], [value("y", F32, ["batch", "seq", 2])],
+                [const("w", np.ones((4, 2), np.float32))])
+
+
+@model("unsorted")
+def _(out):
+    # Nodes listed consumers first: imported in a topological order.
+    nodes = [node("Mul", ["b", "b"], ["c"]), node("Neg", ["a"], ["b"]),
+             node("Abs", ["x"], ["a"])]
+    # Valid ONNX, but onnx.checker wants nodes sorted.
+    return make(nodes, [value("x", F32, [4])], [value("c", F32, [4])],
+                check=False)
+
+
+@model("weights")
+def _(out):
+    # Small initializers stay dense elements; large ones (> 64 elements)
+    # become dense_resource blobs, whether in raw_data or in a typed field.
+    rng = np.random.default_rng(0)
+    raw = const("w_raw", rng.standard_normal((16, 8), np.float32))
+    typed = helper.make_tensor("w_typed", F32, [8, 16],
+                               np.arange(128, dtype=np.float32).tolist())
+    half = const("w_half", np.arange(128, dtype=np.float16).reshape(16, 8))
+    mask = const("mask", np.array([True, False, True, True]))
+    shape = const("shape", np.array([-1, 16], np.int64))
+    nodes = [
+        node("MatMul", ["x", "w_raw"], ["h"]),
+        node("MatMul", ["h", "w_typed"], ["y"]),
+        node("Cast", ["w_half"], ["w_half_f32"], to=F32),
+        node("MatMul", ["x", "w_half_f32"], ["z"]),
+        node("Reshape", ["y", "shape"], ["y2"]),
+        node("Not", ["mask"], ["m"]),
+    ]
+    return make(nodes, [value("x", F32, ["tokens", 16])],
+                [value("y2", F32, None), value("z", F32, None),
+                 value("m", BOOL, None)], [raw, typed, half, mask, shape])
+
+
+@model("external")
+def _(out):
+    # Weights in an external file, written by onnx's own external-data
+    # helper; the second tensor sits at a non-zero offset.
+    w1 = const("w1", np.arange(32, dtype=np.float32).reshape(4, 8) / 4)
+    w2 = const("w2", np.full((8, 16), 0.5, np.float32))
+    nodes = [node("MatMul", ["x", "w1"], ["h"]),
+             node("MatMul", ["h", "w2"], ["y"])]
+    m = make(nodes, [value("x", F32, ["tokens", 4])], [value("y", F32, None)],
+             [w1, w2])
+    onnx.save_model(m, out, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin",
+                    size_threshold=0)
+    onnx.checker.check_model(out)
+    return None
+
+
+@model("large_inline")
+def _(out):
+    # 80 MiB of inline raw_data: above protobuf's default 64 MiB limit.
+    w = const("w", np.zeros((5 * 1024 * 1024, 4), np.float32))
+    n = node("Gather", ["w", "ids"], ["y"], axis=0)
+    return make([n], [value("ids", I64, ["tokens"])],
+                [value("y", F32, ["tokens", 4])], [w])
+
+
+@model("big_external")
+def _(out):
+    # Four 50 MiB weights in one sparse external file (zero pages cost no
+    # disk): importing them must map, not read or copy, the file.
+    rows, cols = 3584, 3584
+    size = rows * cols * 4
+    location = "big.bin"
+    with open(os.path.join(os.path.dirname(out), location), "wb") as f:
+        f.truncate(4 * size)
+    inits = [external(f"w{i}", [rows, cols], location, offset=i * size,
+                      length=size) for i in range(4)]
+    nodes, prev = [], "x"
+    for i in range(4):
+        nodes.append(node("MatMul", [prev, f"w{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+    return make(nodes, [value("x", F32, ["tokens", cols])],
+                [value(prev, F32, None)], inits, check=False)
+
+
+# ----------------------------------------------------------------------------
+# Malformed models: each holds one defect.
+# ----------------------------------------------------------------------------
+
+
+def small_valid():
+    return make([node("Relu", ["x"], ["y"], name="relu")],
+                [value("x", F32, ["tokens", 4])],
+                [value("y", F32, ["tokens", 4])])
+
+
+@model("truncated")
+def _(out):
+    data = matmul_model(const("w", np.ones((4, 8), np.float32)))
+    data = data.SerializeToString()
+    write_bytes(out, data[: len(data) // 2])
+
+
+@model("corrupt")
+def _(out):
+    rng = random.Random(1234)
+    write_bytes(out, bytes(rng.randrange(256) for _ in range(4096)))
+
+
+@model("external_missing")
+def _(out):
+    return matmul_model(external("w", [4, 8], "weights.bin"), check=False)
+
+
+@model("external_dotdot")
+def _(out):
+    # The file exists one level up: only the path check stands in the way.
+    write_bytes(os.path.join(os.path.dirname(out), "..", "outside.bin"),
+                bytes(128))
+    return matmul_model(external("w", [4, 8], "../outside.bin"), check=False)
+
+
+@model("external_absolute")
+def _(out):
+    path = os.path.abspath(os.path.join(os.path.dirname(out), "weights.bin"))
+    write_bytes(path, bytes(128))
+    return matmul_model(external("w", [4, 8], path), check=False)
+
+
+@model("external_symlink")
+def _(out):
+    # weights.bin is a symlink inside the directory to a file outside it.
+    directory = os.path.dirname(os.path.abspath(out))
+    target = os.path.join(directory, "..", "outside.bin")
+    write_bytes(target, bytes(128))
+    link = os.path.join(directory, "weights.bin")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.join("..", "outside.bin"), link)
+    return matmul_model(external("w", [4, 8], "weights.bin"), check=False)
+
+
+@model("external_past_end")
+def _(out):
+    write_bytes(os.path.join(os.path.dirname(out), "weights.bin"), bytes(160))
+    return matmul_model(external("w", [4, 8], "weights.bin", offset=64,
+                                 length=128), check=False)
+
+
+@model("external_length")
+def _(out):
+    write_bytes(os.path.join(os.path.dirname(out), "weights.bin"), bytes(256))
+    return matmul_model(external("w", [4, 8], "weights.bin", length=64),
+                        check=False)
+
+
+@model("raw_size")
+def _(out):
+    w = TensorProto(name="w", data_type=F32, dims=[4, 8], raw_data=bytes(12))
+    return matmul_model(w, check=False)
+
+
+@model("typed_size")
+def _(out):
+    w = helper.make_tensor("w", F32, [4, 8], [1.0] * 31)
+    return matmul_model(w, check=False)
+
+
+@model("dims_overflow")
+def _(out):
+    w = TensorProto(name="w", data_type=F32, dims=[2**40, 2**40])
+    return matmul_model(w, check=False)
+
+
+@model("negative_dim")
+def _(out):
+    w = TensorProto(name="w", data_type=F32, dims=[4, -8])
+    return matmul_model(w, check=False)
+
+
+@model("string_initializer")
+def _(out):
+    w = helper.make_tensor("w", TensorProto.STRING, [1], [b"x"])
+    return matmul_model(w, check=False)
+
+
+@model("unsupported_op")
+def _(out):
+    nodes = [node("Constant", [], ["w"], name="w",
+                  value=numpy_helper.from_array(
+                      np.ones((1, 1, 3, 3), np.float32))),
+             node("Conv", ["x", "w"], ["y"], name="conv")]
+    return make(nodes, [value("x", F32, [1, 1, 4, 4])],
+                [value("y", F32, None)])
+
+
+@model("gelu_17")
+def _(out):
+    # Gelu came with opset 20: at 17 it is not an op yet.
+    n = node("Gelu", ["x"], ["y"], name="gelu")
+    return make([n], [value("x", F32, ["tokens", 4])],
+                [value("y", F32, ["tokens", 4])], opset=17, check=False)
+
+
+@model("unsupported_domain")
+def _(out):
+    m = small_valid()
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    return m
+
+
+@model("opset_12")
+def _(out):
+    m = small_valid()
+    m.opset_import[0].version = 12
+    return m
+
+
+@model("opset_22")
+def _(out):
+    m = small_valid()
+    m.opset_import[0].version = 22
+    return m
+
+
+@model("no_default_opset")
+def _(out):
+    m = small_valid()
+    m.opset_import[0].domain = "com.microsoft"
+    return m
+
+
+@model("ir_version")
+def _(out):
+    m = small_valid()
+    m.ir_version = 12
+    return m
+
+
+@model("cycle")
+def _(out):
+    # b = Neg(a), a = Abs(b): neither can be computed first.
+    nodes = [node("Abs", ["b"], ["a"], name="abs"),
+             node("Neg", ["a"], ["b"], name="neg"),
+             node("Add", ["x", "b"], ["y"], name="add")]
+    return make(nodes, [value("x", F32, [4])], [value("y", F32, [4])],
+                check=False)
+
+
+@model("undefined_input")
+def _(out):
+    m = small_valid()
+    m.graph.node[0].input[0] = "nowhere"
+    return m
+
+
+@model("duplicate_output")
+def _(out):
+    m = small_valid()
+    m.graph.node.append(node("Abs", ["x"], ["y"], name="abs"))
+    return m
+
+
+@model("input_without_shape")
+def _(out):
+    m = small_valid()
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    return m
+
+
+@model("attribute_type")
+def _(out):
+    # Softmax's axis as a FLOAT instead of an INT.
+    n = node("Softmax", ["x"], ["y"], name="softmax", axis=1.0)
+    return make([n], [value("x", F32, ["tokens", 4])],
+                [value("y", F32, None)], check=False)
+
+
+@model("attribute_unknown")
+def _(out):
+    n = node("Softmax", ["x"], ["y"], name="softmax", temperature=2.0)
+    return make([n], [value("x", F32, ["tokens", 4])],
+                [value("y", F32, None)], check=False)
+
+
+@model("graph_attribute")
+def _(out):
+    # A GRAPH attribute on an op that takes none.
+    body = helper.make_graph([], "body", [], [])
+    n = node("Relu", ["x"], ["y"], name="relu", body=body)
+    return make([n], [value("x", F32, ["tokens", 4])],
+                [value("y", F32, None)], check=False)
+
+
+@model("shape_mismatch")
+def _(out):
+    # [T, 4] @ [5, 8]: the contraction dimensions disagree.
+    n = node("MatMul", ["x", "w"], ["y"], name="mm")
+    return make([n], [value("x", F32, ["tokens", 4])],
+                [value("y", F32, None)],
+                [const("w", np.ones((5, 8), np.float32))], check=False)
+
+
+@model("output_type")
+def _(out):
+    m = small_valid()
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    return m
+
+
+@model("constant_string")
+def _(out):
+    n = node("Constant", [], ["y"], name="c", value_string="hello")
+    return make([n], [], [value("y", F32, None)], check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", nargs="?", help="model to build")
+    parser.add_argument("out", nargs="?", help="where to write it")
+    parser.add_argument("--list", action="store_true", help="list the models")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(sorted(MODELS)))
+        return 0
+    if not args.name or not args.out:
+        parser.error("NAME and OUT are required")
+    if args.name not in MODELS:
+        parser.error(f"unknown model '{args.name}' (see --list)")
+    directory = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(directory, exist_ok=True)
+    m = MODELS[args.name](args.out)
+    if m is not None:
+        write_bytes(args.out, m.SerializeToString())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

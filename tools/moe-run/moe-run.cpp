@@ -1,0 +1,387 @@
+//===- moe-run.cpp - Run a moec plan on the CPU ---------------------------===//
+//
+//   moe-run PLAN [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
+//                [--tokens N] [--dim SYMBOL=N] [--seed N] [--bench N]
+//                [--warmup N] [--stats FILE.json]
+//
+// Inputs not given with --input are generated: seeded, uniform in [-1, 1)
+// for floats, in the plan's value range [lo, hi) for integers (or [0, 2)
+// when the plan has none), 0/1 for bools; symbolic dims take --dim, else
+// --tokens, else the symbol's bound. Every output is written as
+// DIR/NAME.npy (characters outside [A-Za-z0-9._-] in NAME become '_').
+//
+//===----------------------------------------------------------------------===//
+
+#include "moert/moert.h"
+#include "moert/npy.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: moe-run PLAN [options]
+
+Runs a plan written by `moec compile` on the CPU.
+
+options:
+  --input NAME=FILE.npy  value of graph input NAME (repeatable); inputs not
+                         given are generated from --seed
+  --output-dir DIR       where each output NAME is written as NAME.npy
+                         (default: the current directory)
+  --threads N            worker threads (default: all cores)
+  --tokens N             size of every symbolic dim of generated inputs
+                         (default: the symbol's bound)
+  --dim SYMBOL=N         size of one symbolic dim of generated inputs
+  --seed N               seed of generated inputs (default: 0)
+  --bench N              time N runs after the warm-up; print the median
+  --warmup N             warm-up runs before --bench (default: 1)
+  --stats FILE.json      write per-step times (of the timed runs) as JSON
+  --help                 print this help
+)";
+
+struct Options {
+  std::string plan;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string outputDir = ".";
+  int threads = 0;
+  int64_t tokens = -1;
+  std::map<std::string, int64_t> dims;
+  uint64_t seed = 0;
+  int bench = 0;
+  int warmup = 1;
+  std::string stats;
+};
+
+/// Parses argv; returns a message on a usage error, "" on success, "help"
+/// for --help.
+std::string parseArgs(int argc, char **argv, Options &options) {
+  auto integer = [](const std::string &text, int64_t min, int64_t &out) {
+    return absl::SimpleAtoi(text, &out) && out >= min;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      return "help";
+    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
+      if (!options.plan.empty())
+        return absl::StrCat("unexpected argument '", arg, "'");
+      options.plan = arg;
+      continue;
+    }
+    std::string name(arg);
+    std::string value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= argc)
+        return absl::StrCat(name, " needs a value");
+      value = argv[++i];
+    }
+    int64_t number = 0;
+    if (name == "--input" || name == "--dim") {
+      size_t sep = value.find('=');
+      if (sep == std::string::npos || sep == 0)
+        return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
+      std::string key = value.substr(0, sep), rest = value.substr(sep + 1);
+      if (name == "--input") {
+        options.inputs.emplace_back(key, rest);
+      } else {
+        if (!integer(rest, 0, number))
+          return absl::StrCat("--dim ", key, " needs a non-negative integer");
+        options.dims[key] = number;
+      }
+    } else if (name == "--output-dir") {
+      options.outputDir = value;
+    } else if (name == "--threads") {
+      if (!integer(value, 1, number) || number > 1024)
+        return "--threads needs an integer in [1, 1024]";
+      options.threads = static_cast<int>(number);
+    } else if (name == "--tokens") {
+      if (!integer(value, 0, number))
+        return "--tokens needs a non-negative integer";
+      options.tokens = number;
+    } else if (name == "--seed") {
+      if (!integer(value, 0, number))
+        return "--seed needs a non-negative integer";
+      options.seed = static_cast<uint64_t>(number);
+    } else if (name == "--bench") {
+      if (!integer(value, 1, number) || number > 1000000)
+        return "--bench needs a positive integer";
+      options.bench = static_cast<int>(number);
+    } else if (name == "--warmup") {
+      if (!integer(value, 0, number) || number > 1000000)
+        return "--warmup needs a non-negative integer";
+      options.warmup = static_cast<int>(number);
+    } else if (name == "--stats") {
+      options.stats = value;
+    } else {
+      return absl::StrCat("unknown option '", name, "'");
+    }
+  }
+  if (options.plan.empty())
+    return "no plan given";
+  return "";
+}
+
+/// The size a generated input takes for one declared dim.
+absl::StatusOr<int64_t> generatedDim(const moert::Plan &plan,
+                                     const moert::DimDesc &dim,
+                                     const Options &options) {
+  if (dim.kind != moert::DimDesc::Kind::Symbolic)
+    return dim.bound;
+  const moert::SymbolDesc *symbol = nullptr;
+  for (const moert::SymbolDesc &s : plan.symbols())
+    if (s.name == dim.symbol)
+      symbol = &s;
+  int64_t value = dim.bound;
+  std::string from = "its bound";
+  if (auto it = options.dims.find(dim.symbol); it != options.dims.end()) {
+    value = it->second;
+    from = absl::StrCat("--dim ", dim.symbol);
+  } else if (options.tokens >= 0) {
+    value = options.tokens;
+    from = "--tokens";
+  }
+  if (symbol && (value < symbol->min || value > symbol->max))
+    return absl::InvalidArgumentError(absl::StrCat(
+        from, " sets symbol '", dim.symbol, "' to ", value,
+        ", outside the plan's range [", symbol->min, ", ", symbol->max, "]"));
+  return value;
+}
+
+template <typename T>
+void fillIntegers(std::vector<uint8_t> &bytes, int64_t count, int64_t lo,
+                  int64_t hi, std::mt19937_64 &rng) {
+  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
+  bytes.resize(count * sizeof(T));
+  T *p = reinterpret_cast<T *>(bytes.data());
+  for (int64_t i = 0; i < count; ++i)
+    p[i] = static_cast<T>(dist(rng));
+}
+
+absl::Status generateInput(const moert::Plan &plan, moert::Session &session,
+                           const moert::TensorDesc &desc,
+                           const Options &options, std::mt19937_64 &rng) {
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (const moert::DimDesc &dim : desc.dims) {
+    MOERT_ASSIGN_OR_RETURN(int64_t size, generatedDim(plan, dim, options));
+    shape.push_back(size);
+    count *= size;
+  }
+  std::vector<uint8_t> bytes;
+  switch (desc.dtype) {
+  case moert::DType::F32: {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    bytes.resize(count * sizeof(float));
+    float *p = reinterpret_cast<float *>(bytes.data());
+    for (int64_t i = 0; i < count; ++i)
+      p[i] = dist(rng);
+    break;
+  }
+  case moert::DType::I64:
+  case moert::DType::I32: {
+    int64_t lo = desc.hasValueRange ? desc.valueLo : 0;
+    int64_t hi = desc.hasValueRange ? desc.valueHi : 2;
+    if (desc.dtype == moert::DType::I64)
+      fillIntegers<int64_t>(bytes, count, lo, hi, rng);
+    else
+      fillIntegers<int32_t>(bytes, count, lo, hi, rng);
+    break;
+  }
+  case moert::DType::Bool:
+    fillIntegers<uint8_t>(bytes, count, 0, 2, rng);
+    break;
+  default:
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot generate values for input '", desc.name, "' of dtype ",
+        moert::dtypeName(desc.dtype), "; pass it with --input"));
+  }
+  return session.setInput(desc.name, desc.dtype, shape, bytes.data(),
+                          bytes.size());
+}
+
+/// Maps an output name to a file name.
+std::string fileNameFor(const std::string &name) {
+  std::string out = name;
+  for (char &c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
+        c != '-')
+      c = '_';
+  if (out.empty() || out == "." || out == "..")
+    out = "_" + out;
+  return out + ".npy";
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    else if (static_cast<unsigned char>(c) < 0x20)
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    else
+      out.push_back(c);
+  }
+  return out + "\"";
+}
+
+absl::Status writeStats(const std::string &path, const Options &options,
+                        const moert::Session &session, int runs,
+                        double medianMs) {
+  std::string json = absl::StrCat(
+      "{\n  \"plan\": ", jsonString(options.plan),
+      ",\n  \"threads\": ", session.threads(), ",\n  \"runs\": ", runs,
+      ",\n  \"median_ms\": ", absl::StrFormat("%.6f", medianMs),
+      ",\n  \"steps\": [");
+  std::vector<moert::StepStats> stats = session.stepStats();
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const moert::StepStats &s = stats[i];
+    double total = s.totalSeconds * 1e3;
+    absl::StrAppend(
+        &json, i ? "," : "", "\n    {\"index\": ", i,
+        ", \"name\": ", jsonString(s.name), ", \"op\": ", jsonString(s.op),
+        ", \"calls\": ", s.calls,
+        ", \"total_ms\": ", absl::StrFormat("%.6f", total), ", \"mean_ms\": ",
+        absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0), "}");
+  }
+  absl::StrAppend(&json, "\n  ]\n}\n");
+  std::ofstream file(path);
+  file << json;
+  file.close();
+  if (!file)
+    return absl::InternalError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
+}
+
+absl::Status runMain(const Options &options) {
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
+                         moert::Plan::load(options.plan));
+  if (plan->numDevices() != 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        options.plan, ": the plan has ", plan->numDevices(),
+        " device schedules; moe-run executes single-device plans"));
+  for (const auto &[name, value] : options.dims) {
+    bool known = false;
+    for (const moert::SymbolDesc &s : plan->symbols())
+      known |= s.name == name;
+    if (!known)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dim names unknown symbol '", name, "'"));
+  }
+  moert::SessionOptions sessionOptions;
+  sessionOptions.threads = options.threads;
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
+                         moert::Session::create(*plan, sessionOptions));
+
+  std::set<std::string> given;
+  for (const auto &[name, path] : options.inputs) {
+    if (!given.insert(name).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", name, "' is given twice"));
+    MOERT_ASSIGN_OR_RETURN(moert::npy::Array array, moert::npy::read(path));
+    absl::Status status = session->setInput(
+        name, array.dtype, array.shape, array.data.data(), array.data.size());
+    if (!status.ok())
+      return absl::Status(status.code(),
+                          absl::StrCat(path, ": ", status.message()));
+  }
+  std::mt19937_64 rng(options.seed);
+  for (const moert::TensorDesc &desc : plan->inputs())
+    if (!given.count(desc.name))
+      MOERT_RETURN_IF_ERROR(generateInput(*plan, *session, desc, options, rng));
+
+  // One run for the outputs (and the warm-up), then the timed runs.
+  using Clock = std::chrono::steady_clock;
+  int warmup = options.bench ? std::max(options.warmup, 1) : 1;
+  for (int i = 0; i < warmup; ++i)
+    MOERT_RETURN_IF_ERROR(session->run());
+  double medianMs = 0;
+  int runs = 1;
+  if (options.bench) {
+    session->resetStats();
+    std::vector<double> times;
+    for (int i = 0; i < options.bench; ++i) {
+      Clock::time_point start = Clock::now();
+      MOERT_RETURN_IF_ERROR(session->run());
+      times.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - start)
+              .count());
+    }
+    std::sort(times.begin(), times.end());
+    size_t n = times.size();
+    medianMs = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+    runs = options.bench;
+    std::printf("moe-run: median %.3f ms over %d runs (min %.3f, max %.3f, "
+                "%d threads)\n",
+                medianMs, runs, times.front(), times.back(),
+                session->threads());
+  } else {
+    double total = 0;
+    for (const moert::StepStats &s : session->stepStats())
+      total += s.totalSeconds;
+    medianMs = total * 1e3;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.outputDir, ec);
+  if (ec)
+    return absl::NotFoundError(absl::StrCat(
+        options.outputDir, ": cannot create directory: ", ec.message()));
+  std::set<std::string> files;
+  for (const moert::TensorDesc &desc : plan->outputs()) {
+    MOERT_ASSIGN_OR_RETURN(moert::TensorData data, session->output(desc.name));
+    std::string file = fileNameFor(desc.name);
+    if (!files.insert(file).second)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs '", desc.name, "' and another map to the file ", file));
+    std::string path =
+        (std::filesystem::path(options.outputDir) / file).string();
+    MOERT_RETURN_IF_ERROR(
+        moert::npy::write(path, data.dtype, data.shape, data.data, data.bytes));
+    std::printf("output %s: %s [%s] -> %s\n", desc.name.c_str(),
+                moert::dtypeName(data.dtype),
+                absl::StrJoin(data.shape, ", ").c_str(), path.c_str());
+  }
+  if (!options.stats.empty())
+    MOERT_RETURN_IF_ERROR(
+        writeStats(options.stats, options, *session, runs, medianMs));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  std::string problem = parseArgs(argc, argv, options);
+  if (problem == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!problem.empty()) {
+    std::fprintf(stderr, "moe-run: %s\n%s", problem.c_str(), kUsage);
+    return 2;
+  }
+  absl::Status status = runMain(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "moe-run: error: %s\n",
+                 std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

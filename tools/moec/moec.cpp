@@ -1,0 +1,327 @@
+//===- moec.cpp - the moec compiler driver --------------------------------===//
+//
+//   moec check MODEL [--json]       which ops of a model moec imports
+//   moec ops [--json]               every ONNX op version moec imports
+//   moec compile MODEL -o OUT [--emit plan|mlir|planned-mlir] [--max-tokens N]
+//                [--report FILE.json] [--emit-weights] [--import-only]
+//
+// Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
+// op or fails to compile, 2 on a usage error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/InitAll.h"
+#include "compiler/onnx/Diagnostics.h"
+#include "compiler/onnx/Import.h"
+#include "compiler/plan/CompilePipeline.h"
+#include "compiler/plan/PlanEmitter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace onnx_import = moec::onnx_import;
+
+namespace {
+enum ExitCode { kSuccess = 0, kFailure = 1, kUsageError = 2 };
+} // namespace
+
+static cl::SubCommand checkCommand(
+    "check", "Report every (domain, op type, opset) a model uses and whether "
+             "moec imports it; exit 1 if any is unsupported");
+static cl::SubCommand opsCommand("ops",
+                                 "List every ONNX op version moec imports");
+static cl::SubCommand compileCommand("compile", "Compile an ONNX model");
+
+static cl::OptionCategory moecCategory("moec options");
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"),
+                                      cl::sub(checkCommand),
+                                      cl::sub(compileCommand),
+                                      cl::cat(moecCategory));
+static cl::opt<bool> json("json", cl::desc("Print JSON instead of a table"),
+                          cl::sub(checkCommand), cl::sub(opsCommand),
+                          cl::cat(moecCategory));
+static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
+                                       cl::value_desc("path"), cl::init("-"),
+                                       cl::sub(compileCommand),
+                                       cl::cat(moecCategory));
+static cl::opt<std::string> emitKind(
+    "emit",
+    cl::desc("What to emit: plan (the plan file moe-run executes), mlir "
+             "(the imported, simplified IR) or planned-mlir (the IR after "
+             "fusion, shape bounds and memory planning)"),
+    cl::value_desc("plan|mlir|planned-mlir"), cl::init("plan"),
+    cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<std::string>
+    reportPath("report",
+               cl::desc("Write a JSON compile report (memory plan, op "
+                        "counts) to this file"),
+               cl::value_desc("FILE.json"), cl::init(""),
+               cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<uint64_t>
+    maxTokens("max-tokens",
+              cl::desc("Upper bound of the token dimension buffers are "
+                       "planned for"),
+              cl::value_desc("N"), cl::init(256), cl::sub(compileCommand),
+              cl::cat(moecCategory));
+static cl::opt<bool>
+    importOnly("import-only",
+               cl::desc("Stop after the import: print the IR exactly as the "
+                        "ONNX frontend built it"),
+               cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<bool>
+    emitWeights("emit-weights",
+                cl::desc("Print weights in the IR instead of eliding them"),
+                cl::sub(compileCommand), cl::cat(moecCategory));
+
+/// Reports a usage error the way cl does and returns its exit code.
+static int usageError(const llvm::Twine &message) {
+  llvm::errs() << "moec: " << message << "\n";
+  return kUsageError;
+}
+
+/// Creates a context with moec's dialects whose diagnostics print as
+/// `<file>: error: <subject>: <message>`.
+static void configureContext(MLIRContext &context) {
+  DialectRegistry registry;
+  moec::registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  // One line per error: the op a verifier complains about is named by its
+  // location already.
+  context.printOpOnDiagnostic(false);
+}
+
+//===----------------------------------------------------------------------===//
+// moec check
+//===----------------------------------------------------------------------===//
+
+static void printCoverageJson(const onnx_import::ModelCoverage &coverage,
+                              bool allSupported) {
+  llvm::json::Object opsets;
+  for (const auto &[domain, version] : coverage.opsets)
+    opsets[domain] = version;
+  llvm::json::Array ops;
+  for (const onnx_import::OpCoverage &op : coverage.ops)
+    ops.push_back(llvm::json::Object{
+        {"domain", op.domain},
+        {"op_type", op.opType},
+        {"opset", op.opset},
+        {"version", op.sinceVersion ? llvm::json::Value(op.sinceVersion)
+                                    : llvm::json::Value(nullptr)},
+        {"nodes", op.numNodes},
+        {"supported", op.supported}});
+  llvm::json::Object root{{"model", modelPath.getValue()},
+                          {"ir_version", coverage.irVersion},
+                          {"opset_import", std::move(opsets)},
+                          {"nodes", coverage.numNodes},
+                          {"ops", std::move(ops)},
+                          {"supported", allSupported}};
+  llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
+               << "\n";
+}
+
+static void printCoverageTable(const onnx_import::ModelCoverage &coverage,
+                               int64_t numUnsupported) {
+  llvm::raw_ostream &os = llvm::outs();
+  os << modelPath << ": ir_version " << coverage.irVersion << ", opsets ";
+  llvm::interleaveComma(coverage.opsets, os, [&](const auto &opset) {
+    os << opset.first << " " << opset.second;
+  });
+  os << ", " << coverage.numNodes << " nodes\n";
+  size_t domainWidth = 6, opWidth = 2;
+  for (const onnx_import::OpCoverage &op : coverage.ops) {
+    domainWidth = std::max(domainWidth, op.domain.size());
+    opWidth = std::max(opWidth, op.opType.size());
+  }
+  os << llvm::left_justify("domain", domainWidth) << "  "
+     << llvm::left_justify("op", opWidth) << "  opset  version  nodes  "
+     << "status\n";
+  for (const onnx_import::OpCoverage &op : coverage.ops) {
+    os << llvm::left_justify(op.domain, domainWidth) << "  "
+       << llvm::left_justify(op.opType, opWidth) << "  "
+       << llvm::right_justify(std::to_string(op.opset), 5) << "  "
+       << llvm::right_justify(
+              op.sinceVersion ? std::to_string(op.sinceVersion) : "-", 7)
+       << "  " << llvm::right_justify(std::to_string(op.numNodes), 5) << "  "
+       << (op.supported ? "supported" : "unsupported") << "\n";
+  }
+  if (numUnsupported)
+    os << numUnsupported << " of " << coverage.ops.size()
+       << " op types unsupported\n";
+  else
+    os << "all " << coverage.ops.size() << " op types supported\n";
+}
+
+static int runCheck() {
+  MLIRContext context;
+  configureContext(context);
+  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
+                                                  "moec");
+  FailureOr<onnx_import::ModelCoverage> coverage =
+      onnx_import::checkOnnxModel(&context, modelPath);
+  if (failed(coverage))
+    return kFailure;
+  int64_t numUnsupported =
+      llvm::count_if(coverage->ops, [](const onnx_import::OpCoverage &op) {
+        return !op.supported;
+      });
+  if (json)
+    printCoverageJson(*coverage, numUnsupported == 0);
+  else
+    printCoverageTable(*coverage, numUnsupported);
+  return numUnsupported ? kFailure : kSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// moec ops
+//===----------------------------------------------------------------------===//
+
+static int runOps() {
+  MLIRContext context;
+  configureContext(context);
+  std::vector<onnx_import::SupportedOp> ops =
+      onnx_import::getSupportedOps(&context);
+  if (json) {
+    llvm::json::Array array;
+    for (const onnx_import::SupportedOp &op : ops)
+      array.push_back(llvm::json::Object{
+          {"domain", op.domain},
+          {"op_type", op.opType},
+          {"since_version", op.sinceVersion},
+          {"first_opset", op.firstOpset},
+          {"last_opset", op.lastOpset == INT64_MAX
+                             ? llvm::json::Value(nullptr)
+                             : llvm::json::Value(op.lastOpset)},
+          {"target", op.targetOp},
+          {"available", op.available}});
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(array)))
+                 << "\n";
+    return kSuccess;
+  }
+  size_t opWidth = 2;
+  for (const onnx_import::SupportedOp &op : ops)
+    opWidth = std::max(opWidth, op.domain.size() + 1 + op.opType.size());
+  llvm::raw_ostream &os = llvm::outs();
+  os << llvm::left_justify("op", opWidth) << "  version  opsets  becomes\n";
+  for (const onnx_import::SupportedOp &op : ops) {
+    std::string opsets = std::to_string(op.firstOpset);
+    if (op.lastOpset == INT64_MAX)
+      opsets += "+";
+    else if (op.lastOpset != op.firstOpset)
+      opsets += "-" + std::to_string(op.lastOpset);
+    os << llvm::left_justify(op.domain + "." + op.opType, opWidth) << "  "
+       << llvm::right_justify(std::to_string(op.sinceVersion), 7) << "  "
+       << llvm::left_justify(opsets, 6) << "  "
+       << (op.targetOp.empty() ? "(no op)" : op.targetOp)
+       << (op.available ? "" : " (not in the dialect)") << "\n";
+  }
+  return kSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// moec compile
+//===----------------------------------------------------------------------===//
+
+static int runCompile() {
+  if (emitKind != "plan" && emitKind != "mlir" && emitKind != "planned-mlir")
+    return usageError("--emit must be plan, mlir or planned-mlir, not '" +
+                      emitKind + "'");
+  if (maxTokens == 0 || maxTokens > uint64_t(INT64_MAX))
+    return usageError("--max-tokens must be a positive integer");
+  if (emitKind == "plan" && outputPath == "-")
+    return usageError("a plan is a binary file: name it with -o FILE");
+  if (emitKind != "mlir" && importOnly)
+    return usageError("--import-only needs --emit mlir");
+  if (emitKind == "mlir" && !reportPath.empty())
+    return usageError("--report describes a planned model; it needs "
+                      "--emit plan or planned-mlir");
+
+  MLIRContext context;
+  configureContext(context);
+  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
+                                                  "moec");
+  OwningOpRef<ModuleOp> module =
+      onnx_import::importOnnxModel(&context, modelPath);
+  if (!module)
+    return kFailure;
+  (*module)->setAttr("moe.max_tokens",
+                     Builder(&context).getI64IntegerAttr(maxTokens));
+
+  if (!importOnly) {
+    llvm::StringMap<int64_t> opsBefore = moec::plan::countOps(*module);
+    PassManager pm(&context);
+    moec::plan::CompileOptions options;
+    options.maxTokens = static_cast<int64_t>(maxTokens);
+    options.simplifyOnly = emitKind == "mlir";
+    moec::plan::buildCompilePipeline(pm, options);
+    if (failed(pm.run(*module)))
+      return kFailure;
+    if (!reportPath.empty() &&
+        failed(moec::plan::writeReport(*module, opsBefore, reportPath)))
+      return kFailure;
+  }
+
+  if (emitKind == "plan") {
+    auto func = module->lookupSymbol<func::FuncOp>("main");
+    if (!func || failed(moec::plan::emitPlan(func, outputPath)))
+      return kFailure;
+    return kSuccess;
+  }
+
+  std::string errorMessage;
+  auto output = openOutputFile(outputPath, &errorMessage);
+  if (!output) {
+    llvm::errs() << "moec: error: " << errorMessage << "\n";
+    return kFailure;
+  }
+  OpPrintingFlags flags;
+  // Weights print as hex in the file's resource section: gigabytes of text
+  // for a real model. Without --emit-weights the module is printed in local
+  // scope, which leaves that section out without reading the weights (the
+  // printer's own elision hex-encodes each blob before it drops it, paging in
+  // every weight); `dense_resource<name>` still names each one.
+  if (!emitWeights)
+    flags.useLocalScope();
+  module->print(output->os(), flags);
+  output->os() << "\n";
+  output->keep();
+  return kSuccess;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "moec " MOEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
+  });
+  cl::HideUnrelatedOptions(moecCategory);
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "moec: ahead-of-time compiler for Mixture-of-Experts models\n",
+          &llvm::errs()))
+    return kUsageError;
+  if (checkCommand)
+    return runCheck();
+  if (opsCommand)
+    return runOps();
+  if (compileCommand)
+    return runCompile();
+  llvm::errs() << "moec: no command given; see 'moec --help'\n";
+  return kUsageError;
+}
