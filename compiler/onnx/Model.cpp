@@ -5,6 +5,7 @@
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Tensors.h"
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
@@ -145,7 +146,8 @@ ModelValidator::validateValueType(const onnx::ValueInfoProto &value,
     return emitError(loc) << "is not a tensor (sequences, maps and optionals "
                              "are not supported)";
   const onnx::TypeProto::Tensor &type = value.type().tensor_type();
-  if (!convertDataType(loc->getContext(), type.elem_type()))
+  int64_t elementSize = getDataTypeSize(type.elem_type());
+  if (!elementSize)
     return emitError(loc) << "has unsupported element type "
                           << getDataTypeName(type.elem_type());
   if (!type.has_shape()) {
@@ -154,10 +156,16 @@ ModelValidator::validateValueType(const onnx::ValueInfoProto &value,
                                "graph input";
     return success();
   }
-  for (auto [i, dim] : llvm::enumerate(type.shape().dim()))
+  SmallVector<int64_t> shape;
+  for (auto [i, dim] : llvm::enumerate(type.shape().dim())) {
     if (dim.has_dim_value() && dim.dim_value() < 0)
       return emitError(loc)
              << "dimension " << i << " is negative (" << dim.dim_value() << ")";
+    shape.push_back(dim.has_dim_value() ? dim.dim_value()
+                                        : ShapedType::kDynamic);
+  }
+  if (!getStaticByteSize(shape, elementSize))
+    return emitError(loc) << "has a shape whose size overflows 64 bits";
   return success();
 }
 

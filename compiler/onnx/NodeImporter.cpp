@@ -3,6 +3,7 @@
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/GraphImporter.h"
 #include "compiler/onnx/OpImport.h"
+#include "compiler/onnx/Tensors.h"
 
 #include "dialects/moe/MoeOps.h"
 
@@ -238,8 +239,19 @@ LogicalResult NodeImporter::createOp(StringRef opName) {
     op->erase();
     op = resized;
   }
-  for (auto [result, type] : llvm::zip(op->getResults(), types))
-    result.setType(type);
+  for (auto [i, type] : llvm::enumerate(types)) {
+    // Later stages size buffers from these types: a shape whose size does
+    // not fit in 64 bits (a ConstantOfShape of [2^40, 2^40]) stops here.
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (tensor && !getStaticByteSize(
+                      tensor.getShape(),
+                      llvm::divideCeil(tensor.getElementTypeBitWidth(), 8))) {
+      emitError() << "result #" << i << " of " << opName << " would be " << type
+                  << ", whose size overflows 64 bits";
+      return fail();
+    }
+    op->getResult(i).setType(type);
+  }
   if (failed(mlir::verify(op)))
     return fail();
   return setResults(op->getResults());

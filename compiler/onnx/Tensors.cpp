@@ -58,6 +58,11 @@ std::string moec::onnx_import::getDataTypeName(int32_t dataType) {
   return "data type " + std::to_string(dataType);
 }
 
+int64_t moec::onnx_import::getDataTypeSize(int32_t dataType) {
+  const DataTypeInfo *info = lookupDataType(dataType);
+  return info ? info->size : 0;
+}
+
 Type moec::onnx_import::convertDataType(MLIRContext *context,
                                         int32_t dataType) {
   Builder b(context);
@@ -91,6 +96,16 @@ Type moec::onnx_import::convertDataType(MLIRContext *context,
   default:
     return Type();
   }
+}
+
+std::optional<int64_t>
+moec::onnx_import::getStaticByteSize(ArrayRef<int64_t> shape,
+                                     int64_t elementSize) {
+  int64_t size = elementSize;
+  for (int64_t dim : shape)
+    if (!ShapedType::isDynamic(dim) && llvm::MulOverflow(size, dim, size))
+      return std::nullopt;
+  return size;
 }
 
 /// Formats dims as "[2, 3]" for messages.
@@ -170,25 +185,20 @@ TensorReader::getLayout(const TensorProto &tensor, Location loc) {
   if (tensor.has_segment())
     return emitError(loc) << "segmented tensors are not supported";
 
-  // The element count and byte size are computed with overflow checks: a
-  // malicious file can declare dims whose product does not fit in 64 bits.
-  int64_t numElements = 1;
-  for (auto [i, dim] : llvm::enumerate(tensor.dims())) {
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  for (auto [i, dim] : llvm::enumerate(dims))
     if (dim < 0)
       return emitError(loc) << "dims[" << i << "] is negative (" << dim << ")";
-    if (llvm::MulOverflow(numElements, int64_t(dim), numElements))
-      return emitError(loc) << "element count of dims " << formatDims(tensor)
-                            << " overflows 64 bits";
-  }
-  int64_t elementSize = lookupDataType(layout.dataType)->size;
-  if (llvm::MulOverflow(numElements, elementSize, layout.byteSize))
-    return emitError(loc) << "byte size of dims " << formatDims(tensor)
-                          << " of " << getDataTypeName(layout.dataType)
+  int64_t elementSize = getDataTypeSize(layout.dataType);
+  std::optional<int64_t> numElements = getStaticByteSize(dims, 1);
+  std::optional<int64_t> byteSize = getStaticByteSize(dims, elementSize);
+  if (!numElements || !byteSize)
+    return emitError(loc) << "size of dims " << formatDims(tensor) << " of "
+                          << getDataTypeName(layout.dataType)
                           << " overflows 64 bits";
-  layout.numElements = numElements;
-  layout.type = RankedTensorType::get(
-      SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()),
-      elementType);
+  layout.byteSize = *byteSize;
+  layout.numElements = *numElements;
+  layout.type = RankedTensorType::get(dims, elementType);
 
   if (tensor.data_location() == TensorProto::EXTERNAL) {
     if (tensor.has_raw_data() || getTotalTypedValues(tensor))
@@ -258,9 +268,10 @@ TensorReader::getLayout(const TensorProto &tensor, Location loc) {
   if (getTotalTypedValues(tensor) != count)
     return emitError(loc) << "holds " << getDataTypeName(layout.dataType)
                           << " data in a typed field other than " << field;
-  if (count != numElements)
+  if (count != layout.numElements)
     return emitError(loc) << field << " holds " << count << " values but dims "
-                          << formatDims(tensor) << " need " << numElements;
+                          << formatDims(tensor) << " need "
+                          << layout.numElements;
   layout.source = Layout::Source::Typed;
   return layout;
 }
@@ -364,7 +375,7 @@ convertTypedValues(const TensorProto &tensor, int32_t dataType,
       llvm::support::endian::write32le(&bytes[i * 4], uint32_t(value));
     return bytes;
   }
-  unsigned elementSize = lookupDataType(dataType)->size;
+  int64_t elementSize = getDataTypeSize(dataType);
   for (auto [i, value] : llvm::enumerate(tensor.int32_data())) {
     if (elementSize == 1)
       bytes[i] = char(dataType == TensorProto::BOOL ? value != 0 : value);

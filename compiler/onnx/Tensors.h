@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace llvm {
@@ -39,9 +40,19 @@ constexpr int64_t kMaxDenseElements = 64;
 /// Returns the name of ONNX TensorProto data type `dataType` ("FLOAT16").
 std::string getDataTypeName(int32_t dataType);
 
+/// Returns the size in bytes of one element of ONNX data type `dataType`, or
+/// 0 when moec does not support the type.
+int64_t getDataTypeSize(int32_t dataType);
+
 /// Returns the element type of ONNX data type `dataType`, or a null type when
 /// moec does not support it (strings, complex numbers, 8- and 4-bit floats).
 mlir::Type convertDataType(mlir::MLIRContext *context, int32_t dataType);
+
+/// Returns the byte size of a tensor of `shape` with `elementSize`-byte
+/// elements, counting dynamic dimensions as 1, or std::nullopt if it does
+/// not fit in 64 bits (a malicious file can declare such dims).
+std::optional<int64_t> getStaticByteSize(llvm::ArrayRef<int64_t> shape,
+                                         int64_t elementSize);
 
 /// Reads the tensors of one model; maps each external data file once.
 class TensorReader {

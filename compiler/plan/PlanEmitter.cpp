@@ -40,6 +40,16 @@ std::optional<moert::DType> getDType(Type type) {
   return std::nullopt;
 }
 
+/// The quoted ONNX name in an importer location name ("node 'x' (Op)",
+/// "initializer 'w'"), or the whole name.
+std::string getOnnxName(StringRef locationName) {
+  size_t open = locationName.find('\'');
+  size_t close = locationName.rfind('\'');
+  if (open != StringRef::npos && close > open)
+    return locationName.slice(open + 1, close).str();
+  return locationName.str();
+}
+
 /// A step's name for diagnostics and stats: the ONNX node name the importer
 /// put into the location, else the op name.
 std::string getStepName(Operation *op) {
@@ -47,9 +57,9 @@ std::string getStepName(Operation *op) {
   if (auto fused = dyn_cast<FusedLoc>(loc))
     for (Location inner : fused.getLocations())
       if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
+        return getOnnxName(name.getName());
   if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
+    return getOnnxName(name.getName());
   return op->getName().getStringRef().str();
 }
 

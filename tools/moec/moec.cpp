@@ -2,6 +2,7 @@
 //
 //   moec check MODEL [--json]       which ops of a model moec imports
 //   moec ops [--json]               every ONNX op version moec imports
+//   moec inspect PLAN [--json]      what a plan file holds
 //   moec compile MODEL -o OUT [--emit plan|mlir|planned-mlir] [--max-tokens N]
 //                [--report FILE.json] [--emit-weights] [--import-only]
 //
@@ -15,6 +16,7 @@
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "moert/inspect.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -46,6 +48,8 @@ static cl::SubCommand checkCommand(
 static cl::SubCommand opsCommand("ops",
                                  "List every ONNX op version moec imports");
 static cl::SubCommand compileCommand("compile", "Compile an ONNX model");
+static cl::SubCommand inspectCommand(
+    "inspect", "Print a plan file: symbols, memory plan, tensors and steps");
 
 static cl::OptionCategory moecCategory("moec options");
 
@@ -54,9 +58,13 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::sub(checkCommand),
                                       cl::sub(compileCommand),
                                       cl::cat(moecCategory));
+static cl::opt<std::string> planPath(cl::Positional, cl::Required,
+                                     cl::desc("<plan.bin>"),
+                                     cl::sub(inspectCommand),
+                                     cl::cat(moecCategory));
 static cl::opt<bool> json("json", cl::desc("Print JSON instead of a table"),
                           cl::sub(checkCommand), cl::sub(opsCommand),
-                          cl::cat(moecCategory));
+                          cl::sub(inspectCommand), cl::cat(moecCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("path"), cl::init("-"),
                                        cl::sub(compileCommand),
@@ -305,6 +313,25 @@ static int runCompile() {
   return kSuccess;
 }
 
+//===----------------------------------------------------------------------===//
+// moec inspect
+//===----------------------------------------------------------------------===//
+
+static int runInspect() {
+  // The runtime's loader validates the whole file first, so a corrupt plan is
+  // reported instead of printed.
+  absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
+      moert::Plan::load(planPath);
+  if (!plan.ok()) {
+    llvm::errs() << "moec: error: " << std::string(plan.status().message())
+                 << "\n";
+    return kFailure;
+  }
+  llvm::outs() << (json ? moert::describePlanJson(**plan)
+                        : moert::describePlanText(**plan));
+  return kSuccess;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
@@ -322,6 +349,8 @@ int main(int argc, char **argv) {
     return runOps();
   if (compileCommand)
     return runCompile();
+  if (inspectCommand)
+    return runInspect();
   llvm::errs() << "moec: no command given; see 'moec --help'\n";
   return kUsageError;
 }

@@ -1,0 +1,25 @@
+//===- inspect.h - Human- and tool-readable dumps of a plan -----*- C++ -*-===//
+//
+// What `moec inspect PLAN` prints: the header, the symbols, and per device the
+// memory plan, the tensors (weights and arena buffers) and the steps.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_INSPECT_H
+#define MOERT_INSPECT_H
+
+#include "moert/moert.h"
+
+#include <string>
+
+namespace moert {
+
+/// Describes a loaded (hence validated) plan as aligned text for a human.
+std::string describePlanText(const Plan &plan);
+
+/// Describes a loaded plan as one JSON object for tools.
+std::string describePlanJson(const Plan &plan);
+
+} // namespace moert
+
+#endif // MOERT_INSPECT_H

@@ -1,0 +1,148 @@
+//===- inspect.cpp - Human- and tool-readable dumps of a plan -------------===//
+
+#include "moert/inspect.h"
+
+#include "plan_impl.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace moert {
+namespace {
+
+using detail::ScheduleInfo;
+using detail::TensorInfo;
+
+/// "[?<=64, 16]": static sizes, and bounds of symbolic (named) and dynamic
+/// dimensions.
+std::string shapeText(const Plan &plan, const TensorInfo &t) {
+  std::vector<std::string> dims;
+  for (int d = 0; d < t.rank; ++d) {
+    const detail::DimInfo &dim = t.dims[d];
+    switch (dim.kind) {
+    case fb::DimKind::Static:
+      dims.push_back(absl::StrCat(dim.bound));
+      break;
+    case fb::DimKind::Symbolic:
+      dims.push_back(absl::StrCat(plan.symbols()[dim.symbol].name,
+                                  "<=", dim.bound));
+      break;
+    default:
+      dims.push_back(absl::StrCat("?<=", dim.bound));
+    }
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+std::string jsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    else if (static_cast<unsigned char>(c) < 0x20)
+      absl::StrAppendFormat(&out, "\\u%04x", c);
+    else
+      out.push_back(c);
+  }
+  return out + "\"";
+}
+
+std::string idList(const std::vector<int32_t> &ids) {
+  return absl::StrJoin(ids, ", ");
+}
+
+uint64_t weightBytes(const ScheduleInfo &s) {
+  uint64_t bytes = 0;
+  for (const TensorInfo &t : s.tensors)
+    bytes += t.isWeight ? t.size : 0;
+  return bytes;
+}
+
+} // namespace
+
+std::string describePlanText(const Plan &plan) {
+  const Plan::Impl &impl = plan.impl();
+  std::string out = absl::StrFormat(
+      "plan %s: format %d.%d, producer '%s', backend %s, %d device(s)\n",
+      impl.source, impl.versionMajor, impl.versionMinor, impl.producer,
+      backendName(impl.target.backend), plan.numDevices());
+  for (const SymbolDesc &symbol : impl.symbols)
+    absl::StrAppendFormat(&out, "symbol %s in [%d, %d]\n", symbol.name,
+                          symbol.min, symbol.max);
+  for (size_t d = 0; d < impl.schedules.size(); ++d) {
+    const ScheduleInfo &s = impl.schedules[d];
+    absl::StrAppendFormat(
+        &out,
+        "\ndevice %d: %d steps, %d tensors, arena %d bytes, weights %d "
+        "bytes\n",
+        d, s.steps.size(), s.tensors.size(), s.arenaSize, weightBytes(s));
+    absl::StrAppend(&out, "\ntensors:\n");
+    for (size_t i = 0; i < s.tensors.size(); ++i) {
+      const TensorInfo &t = s.tensors[i];
+      std::string role = t.isWeight        ? "weight"
+                         : t.isGraphInput  ? "input"
+                         : t.isGraphOutput ? "output"
+                                           : "arena";
+      absl::StrAppendFormat(&out, "  %4d %-6s %-4s %-24s @%-10d %10d B  %s\n",
+                            i, role, dtypeName(t.dtype), shapeText(plan, t),
+                            t.offset, t.size, t.name);
+    }
+    absl::StrAppend(&out, "\nsteps:\n");
+    for (const detail::StepInfo &step : s.steps)
+      absl::StrAppendFormat(&out, "  %4d %-28s (%s) -> (%s)  %s\n", step.index,
+                            fb::EnumNameOpKind(step.op), idList(step.inputs),
+                            idList(step.outputs), step.name);
+  }
+  return out;
+}
+
+std::string describePlanJson(const Plan &plan) {
+  const Plan::Impl &impl = plan.impl();
+  std::string out = absl::StrFormat(
+      "{\"format\": \"%d.%d\", \"producer\": %s, \"backend\": \"%s\", "
+      "\"devices\": %d, \"symbols\": [",
+      impl.versionMajor, impl.versionMinor, jsonString(impl.producer),
+      backendName(impl.target.backend), plan.numDevices());
+  for (size_t i = 0; i < impl.symbols.size(); ++i)
+    absl::StrAppendFormat(&out, "%s{\"name\": %s, \"min\": %d, \"max\": %d}",
+                          i ? ", " : "", jsonString(impl.symbols[i].name),
+                          impl.symbols[i].min, impl.symbols[i].max);
+  absl::StrAppend(&out, "], \"schedules\": [");
+  for (size_t d = 0; d < impl.schedules.size(); ++d) {
+    const ScheduleInfo &s = impl.schedules[d];
+    absl::StrAppendFormat(&out,
+                          "%s{\"arena_bytes\": %d, \"weight_bytes\": %d, "
+                          "\"tensors\": [",
+                          d ? ", " : "", s.arenaSize, weightBytes(s));
+    for (size_t i = 0; i < s.tensors.size(); ++i) {
+      const TensorInfo &t = s.tensors[i];
+      std::vector<std::string> dims;
+      for (int k = 0; k < t.rank; ++k)
+        dims.push_back(absl::StrFormat(
+            "{\"bound\": %d, \"kind\": \"%s\"}", t.dims[k].bound,
+            fb::EnumNameDimKind(t.dims[k].kind)));
+      absl::StrAppendFormat(
+          &out,
+          "%s{\"id\": %d, \"name\": %s, \"dtype\": \"%s\", \"dims\": [%s], "
+          "\"storage\": \"%s\", \"offset\": %d, \"bytes\": %d, \"input\": "
+          "%s, \"output\": %s}",
+          i ? ", " : "", i, jsonString(t.name), dtypeName(t.dtype),
+          absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena",
+          t.offset, t.size, t.isGraphInput ? "true" : "false",
+          t.isGraphOutput ? "true" : "false");
+    }
+    absl::StrAppend(&out, "], \"steps\": [");
+    for (const detail::StepInfo &step : s.steps)
+      absl::StrAppendFormat(
+          &out, "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
+                "\"outputs\": [%s]}",
+          step.index ? ", " : "", fb::EnumNameOpKind(step.op),
+          jsonString(step.name), idList(step.inputs), idList(step.outputs));
+    absl::StrAppend(&out, "]}");
+  }
+  absl::StrAppend(&out, "]}\n");
+  return out;
+}
+
+} // namespace moert
