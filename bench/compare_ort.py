@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""moe-run against onnxruntime (CPU, same thread count) on the same ONNX files.
+
+For each model and token count: compiles once with moec (--max-tokens = the
+largest count), times `moe-run --bench` (median) and onnxruntime (median of the
+same number of runs after a warm-up) on the same random inputs, and prints
+
+  ratio      onnxruntime time / moe-run time (> 1: moe-run is faster)
+  bw_frac    roofline by bytes: (weight bytes + input/output bytes) / measured
+             memory bandwidth, over moe-run's time
+  gemm_frac  roofline by FLOPs: MatMul/Gemm FLOPs of the static-shape graph
+             (onnx shape inference at that token count; ops whose shapes
+             depend on data, like per-expert loops, are not counted) / the
+             measured BLAS SGEMM rate, over moe-run's time
+
+Bandwidth is measured with a large numpy copy, the GEMM rate with a 2048^3
+float32 numpy matmul, both with the same thread count. This is a benchmark,
+never a test: run it by hand (see bench/README.md).
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper, shape_inference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+from e2e import make_inputs  # noqa: E402
+
+
+def measure_bandwidth():
+    src = np.ones(64 * 1024 * 1024, dtype=np.float32)  # 256 MiB
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.nbytes / best  # read + write
+
+
+def measure_gemm(n=2048):
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = a.copy()
+    a @ b
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def static_flops(model, feeds):
+    """MatMul/Gemm FLOPs of `model` with its inputs fixed to `feeds`' shapes."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for value in model.graph.input:
+        if value.name in feeds:
+            dims = value.type.tensor_type.shape.dim
+            for dim, size in zip(dims, feeds[value.name].shape):
+                dim.Clear()
+                dim.dim_value = size
+    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    shapes = {}
+    for value in list(inferred.graph.value_info) + list(
+            inferred.graph.input) + list(inferred.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    for init in inferred.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    flops = 0
+    for node in inferred.graph.node:
+        if node.op_type not in ("MatMul", "Gemm"):
+            continue
+        a, b = shapes.get(node.input[0]), shapes.get(node.input[1])
+        out = shapes.get(node.output[0])
+        if not a or not b or not out:
+            continue
+        k = a[-1] if node.op_type == "MatMul" else (
+            a[0] if any(x.name == "transA" and x.i for x in node.attribute)
+            else a[-1])
+        flops += 2 * int(np.prod(out)) * k
+    return flops
+
+
+def weight_bytes(model):
+    return sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--tokens", default="1,16,256")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--int-high", type=int, default=16)
+    args = parser.parse_args()
+    tokens = [int(t) for t in args.tokens.split(",")]
+    moec = os.path.join(args.build, "bin", "moec")
+    moe_run = os.path.join(args.build, "bin", "moe-run")
+
+    bandwidth = measure_bandwidth()
+    gemm = measure_gemm()
+    print(f"machine: {args.threads} threads, memory bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s (numpy copy), SGEMM "
+          f"{gemm / 1e9:.1f} GFLOP/s (numpy 2048^3)")
+    print(f"{'model':34} {'tokens':>6} {'moe-run ms':>10} {'ort ms':>9} "
+          f"{'ratio':>6} {'bw_frac':>8} {'gemm_frac':>9}")
+    work = tempfile.mkdtemp(prefix="moec-bench-")
+    for path in args.models:
+        model = onnx.load(path)
+        name = os.path.splitext(os.path.basename(path))[0]
+        plan = os.path.join(work, name + ".bin")
+        subprocess.run([moec, "compile", path, "-o", plan,
+                        f"--max-tokens={max(tokens)}"], check=True)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(path, options,
+                                       providers=["CPUExecutionProvider"])
+        wbytes = weight_bytes(model)
+        for t in tokens:
+            rng = np.random.default_rng([0, t])
+            feeds = make_inputs(model, t, 1, args.int_high, rng)
+            cmd = [moe_run, plan, f"--threads={args.threads}",
+                   f"--bench={args.runs}", "--warmup=3",
+                   "--output-dir", work]
+            for input_name, value in feeds.items():
+                file = os.path.join(work, f"{name}_{input_name}_{t}.npy")
+                np.save(file, value)
+                cmd += ["--input", f"{input_name}={file}"]
+            out = subprocess.run(cmd, check=True, capture_output=True,
+                                 text=True).stdout
+            ours = float(re.search(r"median ([0-9.]+) ms", out).group(1)) / 1e3
+            for _ in range(3):
+                session.run(None, feeds)
+            times = []
+            for _ in range(args.runs):
+                start = time.perf_counter()
+                session.run(None, feeds)
+                times.append(time.perf_counter() - start)
+            theirs = float(np.median(times))
+            io = sum(v.nbytes for v in feeds.values())
+            bw_frac = (wbytes + io) / bandwidth / ours
+            flops = static_flops(model, feeds)
+            gemm_frac = flops / gemm / ours if flops else float("nan")
+            print(f"{name:34} {t:>6} {ours * 1e3:>10.3f} {theirs * 1e3:>9.3f} "
+                  f"{theirs / ours:>6.2f} {bw_frac:>8.3f} {gemm_frac:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
