@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace moec {
 #define GEN_PASS_DEF_MOEBOUNDSHAPES
@@ -37,6 +38,33 @@ SmallVector<int64_t> getBoundedSizes(Value shape) {
     for (const moe::ShapeEntry &entry : *entries)
       sizes.push_back(entry.getSize());
   return sizes;
+}
+
+/// Bounds the result of a reshape on the bounded clone when its bounded input
+/// and shape disagree on the element count: each dimension is at most the
+/// bound of its shape entry (0 copies the input's dimension unless
+/// allowzero; -1 is at most the input's element count).
+LogicalResult boundReshape(moe::ReshapeOp reshape,
+                           SmallVectorImpl<Type> &types) {
+  auto input = dyn_cast<RankedTensorType>(reshape.getData().getType());
+  if (!input || !input.hasStaticShape())
+    return failure();
+  SmallVector<int64_t> shape = getBoundedSizes(reshape.getShape());
+  if (shape.empty() && !moe::getShapeEntries(reshape.getShape()))
+    return failure();
+  for (auto [index, size] : llvm::enumerate(shape)) {
+    if (size == 0 && reshape.getAllowzero() == 0) {
+      if (static_cast<int64_t>(index) >= input.getRank())
+        return failure();
+      size = input.getDimSize(index);
+    } else if (size == -1) {
+      size = input.getNumElements();
+    } else if (size < 0) {
+      return failure();
+    }
+  }
+  types.assign({RankedTensorType::get(shape, input.getElementType())});
+  return success();
 }
 
 /// Bounds dimension `dim` of a result of `op` (TopK's and Split's results
@@ -108,18 +136,44 @@ struct BoundShapesPass
     func::FuncOp func = getOperation();
     if (maxTokens < 1) {
       func.emitError("moe-bound-shapes: max-tokens must be at least 1, not ")
-          << maxTokens;
+          << maxTokens.getValue();
       return signalPassFailure();
+    }
+    for (const std::string &entry : dimBounds) {
+      auto [name, value] = StringRef(entry).split('=');
+      int64_t bound = 0;
+      if (name.empty() || value.getAsInteger(10, bound) || bound < 1) {
+        func.emitError("moe-bound-shapes: dim-bounds entry '")
+            << entry << "' is not NAME=N with N >= 1";
+        return signalPassFailure();
+      }
+      namedBounds[name] = bound;
     }
     if (failed(boundFunction(func)))
       signalPassFailure();
+  }
+
+  /// Bounds of named (ONNX dim_param) dimensions from `dim-bounds`.
+  llvm::StringMap<int64_t> namedBounds;
+
+  /// The bound of dynamic dimension `dim` of argument `index`: its name's
+  /// entry in `dim-bounds`, else max-tokens.
+  int64_t getArgumentBound(func::FuncOp func, unsigned index, int64_t dim) {
+    if (auto names = func.getArgAttrOfType<ArrayAttr>(index, "moe.dim_params"))
+      if (dim < static_cast<int64_t>(names.size()))
+        if (auto name = dyn_cast<StringAttr>(names[dim])) {
+          auto it = namedBounds.find(name.getValue());
+          if (it != namedBounds.end())
+            return it->second;
+        }
+    return maxTokens;
   }
 
   LogicalResult boundFunction(func::FuncOp func) {
     OwningOpRef<func::FuncOp> clone(func.clone());
     Builder builder(func.getContext());
 
-    // Arguments: every dynamic dimension takes the token bound.
+    // Arguments: every dynamic dimension takes its bound.
     for (auto [original, bounded] :
          llvm::zip(func.getArguments(), clone->getArguments())) {
       auto type = dyn_cast<RankedTensorType>(original.getType());
@@ -127,9 +181,9 @@ struct BoundShapesPass
         return func.emitError("argument #")
                << original.getArgNumber() << " is not a ranked tensor";
       SmallVector<int64_t> shape(type.getShape());
-      for (int64_t &size : shape)
+      for (auto [dim, size] : llvm::enumerate(shape))
         if (ShapedType::isDynamic(size))
-          size = maxTokens;
+          size = getArgumentBound(func, original.getArgNumber(), dim);
       bounded.setType(type.clone(shape));
       func.setArgAttr(original.getArgNumber(), "moe.bound",
                       builder.getDenseI64ArrayAttr(shape));
@@ -198,12 +252,25 @@ struct BoundShapesPass
       return success();
     }
     if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      if (failed(infer.inferReturnTypes(
-              op->getContext(), op->getLoc(), op->getOperands(),
-              op->getAttrDictionary(), op->getPropertiesStorage(),
-              op->getRegions(), types)))
-        return failure(); // Inference reported why, at the op.
-      return success();
+      // A reshape may see bounds whose products disagree (a [B, S, H] input
+      // flattened to B*S rows and restored from rows bounded separately);
+      // its bound then comes from the shape operand, without diagnostics.
+      auto reshape = dyn_cast<moe::ReshapeOp>(op);
+      std::optional<Location> loc;
+      if (!reshape)
+        loc = op->getLoc();
+      if (succeeded(infer.inferReturnTypes(
+              op->getContext(), loc, op->getOperands(), op->getAttrDictionary(),
+              op->getPropertiesStorage(), op->getRegions(), types)))
+        return success();
+      if (reshape && succeeded(boundReshape(reshape, types)))
+        return success();
+      if (reshape) // Let inference say why, at the op.
+        (void)infer.inferReturnTypes(op->getContext(), op->getLoc(),
+                                     op->getOperands(), op->getAttrDictionary(),
+                                     op->getPropertiesStorage(),
+                                     op->getRegions(), types);
+      return failure();
     }
     llvm::append_range(types, op->getResultTypes());
     return success();

@@ -18,6 +18,24 @@ def MoeRefineShapes : Pass<"moe-refine-shapes", "mlir::func::FuncOp"> {
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeFuseNorms : Pass<"moe-fuse-norms", "mlir::func::FuncOp"> {
+  let summary = "Recognise decomposed RMSNorm and fuse it into one op";
+  let description = [{
+    Exporters decompose RMSNorm into a reduction and its elementwise producer
+    and consumers: `x * (1 / sqrt(mean(x^2, -1) + eps)) [* w]` (also with
+    `reciprocal` or a division by the square root). This pass matches those
+    forms on float32 tensors and replaces them with one
+    `moe.simplified_layer_normalization` (ONNX `SimplifiedLayerNormalization`
+    semantics: `x / sqrt(mean(x^2) + eps) * scale` over the last axis), which
+    the runtime computes in one pass per row instead of six steps and five
+    buffers. Without a trailing weight the scale is a splat of ones. Every
+    matched intermediate must have no other use.
+
+    Example: the six ops above with `eps = 1e-6` become
+    `moe.simplified_layer_normalization %x, %w {axis = -1, epsilon = 1e-6}`.
+  }];
+}
+
 def MoeFuseElementwise : Pass<"moe-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Group chains of float32 elementwise ops into fused regions";
   let description = [{
@@ -36,7 +54,8 @@ def MoeBoundShapes : Pass<"moe-bound-shapes", "mlir::func::FuncOp"> {
   let summary = "Compute the largest shape of every value for memory planning";
   let description = [{
     Shapes are bounded-dynamic: the token count is dynamic (`?`) in the IR and
-    bounded at compile time by `max-tokens`; data-dependent sizes (NonZero,
+    bounded at compile time by `max-tokens` (or, for a named dimension such
+    as `batch`, by its `dim-bounds` entry); data-dependent sizes (NonZero,
     TopK with a run-time k, reshapes to run-time shapes) are bounded by their
     inputs. The pass records the bounded shape of every op result as
     `moe.bounds` (one `array<i64>` per result) and of every argument as the
@@ -54,6 +73,9 @@ def MoeBoundShapes : Pass<"moe-bound-shapes", "mlir::func::FuncOp"> {
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"256",
            "Upper bound of every dynamic graph input dimension">,
+    ListOption<"dimBounds", "dim-bounds", "std::string",
+               "NAME=N: bound of the dynamic input dimensions named NAME "
+               "(ONNX dim_param), overriding max-tokens">,
   ];
 }
 

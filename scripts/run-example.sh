@@ -21,7 +21,7 @@ echo "== moec check $(basename "$model")"
 "$build/bin/moec" check "$model"
 
 echo "== moec compile $(basename "$model") -o $out/plan.bin"
-"$build/bin/moec" compile "$model" -o "$out/plan.bin" --max-tokens 64 \
+"$build/bin/moec" compile "$model" -o "$out/plan.bin" --max-tokens 64 --bound batch=1 \
   --report "$out/report.json"
 "$root/.venv/bin/python" - "$out/report.json" <<'PY'
 import json, sys

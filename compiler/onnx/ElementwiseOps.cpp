@@ -49,6 +49,7 @@ void moec::onnx_import::populateElementwiseImports(OpImportTable &table) {
   table.onOpGeneric("Cos", {7});
   table.onOpGeneric("Floor", {13});
   table.onOpGeneric("Ceil", {13});
+  table.onOpGeneric("Sign", {13});
   table.onOpGeneric("Clip", {13});
 
   // Activations.

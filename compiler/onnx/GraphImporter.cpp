@@ -164,7 +164,6 @@ LogicalResult GraphImporter::importOutputs() {
 }
 
 OwningOpRef<ModuleOp> GraphImporter::import() {
-  context->loadDialect<moec::moe::MoeDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module = ModuleOp::create(model.loc);
   if (failed(checkSupport()) || failed(importSignature(*module)))
     return nullptr;

@@ -45,20 +45,21 @@ static LogicalResult importConstant(NodeImporter &node) {
       value = DenseElementsAttr::get(scalar, i.getValue());
     else
       return wrongType(isFloat ? "FLOAT" : "INT");
-  } else if (name == "value_floats") {
-    auto floats = dyn_cast<DenseF32ArrayAttr>(attr.getValue());
-    if (!floats)
-      return wrongType("FLOATS");
-    value = DenseElementsAttr::get(
-        RankedTensorType::get({floats.size()}, b.getF32Type()),
-        floats.asArrayRef());
-  } else if (name == "value_ints") {
-    auto ints = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    if (!ints)
-      return wrongType("INTS");
-    value = DenseElementsAttr::get(
-        RankedTensorType::get({ints.size()}, b.getI64Type()),
-        ints.asArrayRef());
+  } else if (name == "value_floats" || name == "value_ints") {
+    // A list becomes a 1-D tensor of it.
+    auto toTensor = [](auto array, Type elementType) {
+      return DenseElementsAttr::get(
+          RankedTensorType::get({array.size()}, elementType),
+          array.asArrayRef());
+    };
+    if (auto floats = dyn_cast<DenseF32ArrayAttr>(attr.getValue());
+        floats && name == "value_floats")
+      value = toTensor(floats, b.getF32Type());
+    else if (auto ints = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+             ints && name == "value_ints")
+      value = toTensor(ints, b.getI64Type());
+    else
+      return wrongType(name == "value_floats" ? "FLOATS" : "INTS");
   } else if (name == "value_string") {
     return node.emitAttributeError(name)
            << "string constants are not supported";

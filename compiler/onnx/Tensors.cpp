@@ -429,9 +429,10 @@ FailureOr<ElementsAttr> TensorReader::read(const TensorProto &tensor,
     return cast<ElementsAttr>(
         DenseElementsAttr::getFromRawBuffer(layout->type, bytes));
 
-  // A weight: reference the bytes where they are. The blob claims its
-  // element type's alignment, which external data at an odd offset may not
-  // have; only then is a copy made.
+  // A weight: reference the bytes where they are. Only values that had to be
+  // converted (narrow types widened in typed fields) and external data at an
+  // offset that breaks the element type's alignment, which the blob claims,
+  // are copied.
   size_t alignment = bytes.size() / layout->numElements;
   AsmResourceBlob blob;
   if (converted || !llvm::isAddrAligned(llvm::Align(alignment), bytes.data())) {

@@ -23,10 +23,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createCSEPass());
   if (options.simplifyOnly)
     return;
+  funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
   funcPM.addPass(createCanonicalizerPass());
-  funcPM.addPass(createMoeBoundShapes({options.maxTokens}));
+  MoeBoundShapesOptions bounds;
+  bounds.maxTokens = options.maxTokens;
+  bounds.dimBounds.assign(options.dimBounds.begin(), options.dimBounds.end());
+  funcPM.addPass(createMoeBoundShapes(bounds));
   funcPM.addPass(createMoePlanMemory());
 }
 

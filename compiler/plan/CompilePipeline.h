@@ -13,12 +13,16 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace moec::plan {
 
 struct CompileOptions {
   /// Upper bound of every dynamic graph input dimension.
   int64_t maxTokens = 256;
+  /// NAME=N bounds of named (ONNX dim_param) input dimensions.
+  std::vector<std::string> dimBounds;
   /// Stop after simplification (for `--emit mlir`): no fusion, bounds or
   /// memory plan.
   bool simplifyOnly = false;

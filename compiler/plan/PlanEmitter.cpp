@@ -412,6 +412,11 @@ private:
         .Case([](moe::FusedElementwiseOp) {
           return fb::OpKind::FusedElementwise;
         })
+        .Case([](moe::RouterOp) { return fb::OpKind::Router; })
+        .Case([](moe::DispatchOp) { return fb::OpKind::Dispatch; })
+        .Case([](moe::ExpertsOp) { return fb::OpKind::Experts; })
+        .Case([](moe::SharedExpertOp) { return fb::OpKind::SharedExpert; })
+        .Case([](moe::CombineOp) { return fb::OpKind::Combine; })
         .Default([](Operation *) { return std::nullopt; });
   }
 
@@ -591,7 +596,78 @@ private:
         .Case([](moe::FusedElementwiseOp op) -> Result {
           return getProgram(op);
         })
+        .Case([](moe::RouterOp op) -> Result { return getRouterAttrs(op); })
+        .Case([](moe::DispatchOp op) -> Result {
+          fb::DispatchAttrsT attrs;
+          attrs.num_experts = op.getNumExpertsAttr().getInt();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case<moe::ExpertsOp, moe::SharedExpertOp>(
+            [](auto op) -> Result { return getFfnAttrs(op); })
         .Default(none);
+  }
+
+  static fb::AttrsUnion getRouterAttrs(moe::RouterOp op) {
+    fb::RouterAttrsT attrs;
+    attrs.score_function = op.getScoreFunction() == moe::ScoreFunction::Sigmoid
+                               ? fb::ScoreFunction::Sigmoid
+                               : fb::ScoreFunction::Softmax;
+    attrs.top_k = op.getTopKAttr().getInt();
+    attrs.score_after_topk = op.getScoreAfterTopk();
+    attrs.normalize = op.getNormalize();
+    attrs.routed_scaling_factor =
+        op.getRoutedScalingFactorAttr().getValue().convertToFloat();
+    attrs.n_group = op.getNGroupAttr().getInt();
+    attrs.topk_group = op.getTopkGroupAttr().getInt();
+    // The plan spells "no capacity" as 0.
+    if (IntegerAttr capacity = op.getCapacityAttr())
+      attrs.capacity = capacity.getInt();
+    return moert::attrs(std::move(attrs));
+  }
+
+  static fb::Activation getActivation(moe::Activation activation) {
+    switch (activation) {
+    case moe::Activation::Relu:
+      return fb::Activation::Relu;
+    case moe::Activation::Gelu:
+      return fb::Activation::Gelu;
+    case moe::Activation::GeluTanh:
+      return fb::Activation::GeluTanh;
+    case moe::Activation::Silu:
+      return fb::Activation::Silu;
+    case moe::Activation::Identity:
+      return fb::Activation::Identity;
+    case moe::Activation::SiluGlu:
+      return fb::Activation::SiluGlu;
+    case moe::Activation::GeluGlu:
+      return fb::Activation::GeluGlu;
+    case moe::Activation::GeluTanhGlu:
+      return fb::Activation::GeluTanhGlu;
+    case moe::Activation::ClampedSwiglu:
+      return fb::Activation::ClampedSwiglu;
+    }
+    llvm_unreachable("unknown activation");
+  }
+
+  /// The expert network of moe.experts and moe.shared_expert.
+  template <typename OpT> static fb::AttrsUnion getFfnAttrs(OpT op) {
+    fb::FfnAttrsT attrs;
+    attrs.activation = getActivation(op.getActivation());
+    attrs.weight_layout = op.getWeightLayout() == moe::WeightLayout::InOut
+                              ? fb::WeightLayout::InOut
+                              : fb::WeightLayout::OutIn;
+    if (std::optional<moe::GluLayout> glu = op.getGluLayout())
+      attrs.glu_layout = *glu == moe::GluLayout::Interleaved
+                             ? fb::GluLayout::Interleaved
+                             : fb::GluLayout::Concatenated;
+    if (FloatAttr alpha = op.getAlphaAttr())
+      attrs.alpha = alpha.getValue().convertToFloat();
+    if (FloatAttr beta = op.getBetaAttr())
+      attrs.beta = beta.getValue().convertToFloat();
+    // The plan spells "no clamping" as limit 0.
+    if (FloatAttr limit = op.getLimitAttr())
+      attrs.limit = limit.getValue().convertToFloat();
+    return moert::attrs(std::move(attrs));
   }
 
   static FailureOr<fb::AttrsUnion>

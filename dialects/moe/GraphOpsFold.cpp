@@ -472,6 +472,27 @@ OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
       });
 }
 
+OpFoldResult SignOp::fold(FoldAdaptor adaptor) {
+  return foldArithmetic(
+      adaptor.getInput(), getType(),
+      [](ArrayRef<APInt> x, bool isUnsigned) -> std::optional<APInt> {
+        APInt sign(x[0].getBitWidth(), 0);
+        if (isUnsigned ? !x[0].isZero() : x[0].isStrictlyPositive())
+          sign = 1;
+        else if (!isUnsigned && x[0].isNegative())
+          sign = APInt::getAllOnes(x[0].getBitWidth());
+        return sign;
+      },
+      [](ArrayRef<APFloat> x) -> std::optional<APFloat> {
+        if (x[0].isNaN() || x[0].isZero())
+          return x[0];
+        APFloat one(x[0].getSemantics(), 1);
+        if (x[0].isNegative())
+          one.changeSign();
+        return one;
+      });
+}
+
 OpFoldResult ReluOp::fold(FoldAdaptor adaptor) {
   return foldArithmetic(
       adaptor.getInput(), getType(),

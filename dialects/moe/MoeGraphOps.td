@@ -361,6 +361,8 @@ def Moe_CeilOp : Moe_UnaryOp<"ceil", "Ceil", Moe_FloatTensor,
                              "the smallest integer not below x">;
 def Moe_SoftplusOp : Moe_UnaryOp<"softplus", "Softplus", Moe_FloatTensor,
                                  "`log(exp(x) + 1)`">;
+def Moe_SignOp : Moe_UnaryOp<"sign", "Sign", Moe_NumericTensor,
+                             "the sign (-1, 0 or 1)">;
 def Moe_NotOp : Moe_UnaryOp<"not", "Not", Moe_BoolTensor, "the logical negation">;
 
 def Moe_GeluOp : Moe_GraphOp<"gelu", [],

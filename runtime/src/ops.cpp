@@ -21,8 +21,6 @@ std::string dtypeSetName(DTypeSet set) {
   return absl::StrJoin(names, ", ");
 }
 
-namespace {
-
 std::string declaredShape(const TensorInfo &info) {
   std::vector<std::string> dims;
   for (int i = 0; i < info.rank; ++i) {
@@ -33,8 +31,6 @@ std::string declaredShape(const TensorInfo &info) {
   }
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
-
-} // namespace
 
 absl::Status StepCheck::inType(int i, DTypeSet allowed) const {
   if (!has(i) || (allowed & bit(in(i).dtype)))
@@ -158,6 +154,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerNormalizationOps(r);
     registerShapeOps(r);
     registerIndexingOps(r);
+    registerMoeOps(r);
     return r;
   }();
   return registry.find(kind);

@@ -81,6 +81,18 @@ private:
   const ScheduleInfo &schedule_;
 };
 
+/// The declared shape of a tensor for diagnostics: "[<=32, 8]".
+std::string declaredShape(const TensorInfo &info);
+
+/// Counters of one MoE step (Router, Experts), kept by the session while it
+/// collects stats and summed over runs.
+struct MoeCounters {
+  /// Assignments each expert received.
+  std::vector<uint64_t> expertLoad;
+  /// Assignments dropped because their expert was at capacity.
+  uint64_t dropped = 0;
+};
+
 /// Run-time view of one step over the actual tensors.
 class KernelContext : public StepView {
 public:
@@ -91,6 +103,9 @@ public:
 
   const Tensor &in(int i) const { return tensors_[step_.inputs[i]]; }
   ThreadPool &pool() const { return pool_; }
+  /// The step's MoE counters while the session collects stats, else null.
+  MoeCounters *moeCounters() const { return moeCounters_; }
+  void setMoeCounters(MoeCounters *counters) { moeCounters_ = counters; }
 
   /// Gives output `o` the shape `shape` after checking it against the plan:
   /// same rank, static dims equal, symbolic dims equal to their symbol's
@@ -103,6 +118,7 @@ private:
   Tensor *tensors_;
   const int64_t *symbolValues_;
   ThreadPool &pool_;
+  MoeCounters *moeCounters_ = nullptr;
 };
 
 using ValidateFn = absl::Status (*)(const StepCheck &);
@@ -154,6 +170,7 @@ void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
 void registerIndexingOps(OpRegistry &registry);
+void registerMoeOps(OpRegistry &registry);
 
 } // namespace moert::detail
 

@@ -39,6 +39,7 @@ struct Session::Impl {
   bool hasRun = false;
   std::vector<uint64_t> calls;
   std::vector<double> seconds;
+  std::vector<detail::MoeCounters> moeCounters;
 
   Impl(const Plan::Impl &plan, const ScheduleInfo &schedule, int threads,
        bool collectStats)
@@ -110,6 +111,7 @@ Session::create(const Plan &plan, const SessionOptions &options) {
   impl->symbolValues.assign(planImpl.symbols.size(), -1);
   impl->calls.assign(schedule.steps.size(), 0);
   impl->seconds.assign(schedule.steps.size(), 0);
+  impl->moeCounters.resize(schedule.steps.size());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -215,6 +217,8 @@ absl::Status Session::run() {
   for (const StepInfo &step : s.schedule.steps) {
     KernelContext ctx(step, s.schedule, s.tensors.data(), s.symbolValues.data(),
                       s.pool);
+    if (s.collectStats)
+      ctx.setMoeCounters(&s.moeCounters[step.index]);
     Clock::time_point start;
     if (s.collectStats)
       start = Clock::now();
@@ -258,6 +262,8 @@ std::vector<StepStats> Session::stepStats() const {
     entry.op = step.def->name;
     entry.calls = s.calls[step.index];
     entry.totalSeconds = s.seconds[step.index];
+    entry.expertLoad = s.moeCounters[step.index].expertLoad;
+    entry.droppedAssignments = s.moeCounters[step.index].dropped;
     stats.push_back(std::move(entry));
   }
   return stats;
@@ -266,6 +272,8 @@ std::vector<StepStats> Session::stepStats() const {
 void Session::resetStats() {
   std::fill(impl_->calls.begin(), impl_->calls.end(), 0);
   std::fill(impl_->seconds.begin(), impl_->seconds.end(), 0);
+  std::fill(impl_->moeCounters.begin(), impl_->moeCounters.end(),
+            detail::MoeCounters());
 }
 
 } // namespace moert

@@ -443,3 +443,17 @@ func.func @large_dense_not_folded() -> tensor<1025xi8> {
   %0 = moe.neg %w : (tensor<1025xi8>) -> tensor<1025xi8>
   return %0 : tensor<1025xi8>
 }
+
+// -----
+
+// Tests that Sign folds on constants, for integers and floats alike.
+// CHECK-LABEL: func.func @fold_sign
+func.func @fold_sign() -> (tensor<3xi64>, tensor<3xf32>) {
+  // CHECK-DAG: moe.constant dense<[-1, 0, 1]> : tensor<3xi64>
+  // CHECK-DAG: moe.constant dense<[-1.000000e+00, 0.000000e+00, 1.000000e+00]> : tensor<3xf32>
+  %i = moe.constant dense<[-7, 0, 3]> : tensor<3xi64>
+  %f = moe.constant dense<[-2.5, 0.0, 0.25]> : tensor<3xf32>
+  %0 = moe.sign %i : (tensor<3xi64>) -> tensor<3xi64>
+  %1 = moe.sign %f : (tensor<3xf32>) -> tensor<3xf32>
+  return %0, %1 : tensor<3xi64>, tensor<3xf32>
+}

@@ -55,3 +55,14 @@ func.func @unbounded(%n: tensor<i64>) -> tensor<?xi64> {
   %0 = moe.range %zero, %n, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
   return %0 : tensor<?xi64>
 }
+
+// -----
+
+// Tests that a named dimension takes its dim-bounds entry and the others
+// max-tokens, so a whole model's batch need not be planned at the token bound.
+// RUN: moec-opt %s --split-input-file --verify-diagnostics --moe-bound-shapes="max-tokens=64 dim-bounds=batch=2" | FileCheck %s --check-prefix=NAMED
+// NAMED-LABEL: func.func @named
+// NAMED-SAME: moe.bound = array<i64: 2, 64>
+func.func @named(%ids: tensor<?x?xi64> {moe.dim_params = ["batch", "seq"]}) -> tensor<?x?xi64> {
+  return %ids : tensor<?x?xi64>
+}

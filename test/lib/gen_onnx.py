@@ -291,16 +291,6 @@ def reductions(opset):
                 [const("axes", np.array([-1], np.int64))], opset=opset)
 
 
-@model("reductions_13")
-def _(out):
-    return reductions(13)
-
-
-@model("reductions_18")
-def _(out):
-    return reductions(18)
-
-
 def splits(opset):
     nodes = [node("Split", ["x"], ["a", "b"], axis=1)]
     if opset >= 18:
@@ -311,14 +301,10 @@ def splits(opset):
                 [const("sizes", np.array([3, 5], np.int64))], opset=opset)
 
 
-@model("split_13")
-def _(out):
-    return splits(13)
-
-
-@model("split_18")
-def _(out):
-    return splits(18)
+# The same graphs at opset 13 (attribute forms) and 18 (input forms).
+for _opset in (13, 18):
+    model(f"reductions_{_opset}")(lambda out, v=_opset: reductions(v))
+    model(f"split_{_opset}")(lambda out, v=_opset: splits(v))
 
 
 @model("tensor")
@@ -406,6 +392,18 @@ def _(out):
                     size_threshold=0)
     onnx.checker.check_model(out)
     return None
+
+
+@model("external_unaligned")
+def _(out):
+    # 100 floats at offset 2 of their file: not 4-byte aligned in the mapping.
+    data = np.arange(100, dtype=np.float32)
+    write_bytes(os.path.join(os.path.dirname(out), "weights.bin"),
+                bytes(2) + data.tobytes())
+    w = external("w", [100], "weights.bin", offset=2, length=400)
+    n = node("Mul", ["x", "w"], ["y"])
+    return make([n], [value("x", F32, [100])], [value("y", F32, [100])], [w],
+                check=False)
 
 
 @model("large_inline")
@@ -652,6 +650,23 @@ def _(out):
     return make([n], [value("x", F32, ["tokens", 4])],
                 [value("y", F32, None)],
                 [const("w", np.ones((5, 8), np.float32))], check=False)
+
+
+@model("input_overflow")
+def _(out):
+    m = small_valid()
+    for dim in m.graph.input[0].type.tensor_type.shape.dim:
+        dim.dim_value = 2**62
+    return m
+
+
+@model("result_overflow")
+def _(out):
+    # A [2^40, 2^40] ConstantOfShape: a type no buffer could be planned for.
+    nodes = [node("ConstantOfShape", ["shape"], ["y"], name="zeros")]
+    return make(nodes, [], [value("y", F32, None)],
+                [const("shape", np.array([2**40, 2**40], np.int64))],
+                check=False)
 
 
 @model("output_type")

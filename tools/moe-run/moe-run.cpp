@@ -48,7 +48,8 @@ options:
   --seed N               seed of generated inputs (default: 0)
   --bench N              time N runs after the warm-up; print the median
   --warmup N             warm-up runs before --bench (default: 1)
-  --stats FILE.json      write per-step times (of the timed runs) as JSON
+  --stats FILE.json      write per-step times (of the timed runs) as JSON,
+                         with each MoE layer's tokens per expert
   --help                 print this help
 )";
 
@@ -241,6 +242,23 @@ std::string jsonString(std::string_view text) {
   return out + "\"";
 }
 
+/// The routing of a MoE step (Router, Experts): tokens each expert received
+/// over the runs, their imbalance (the largest load over the mean; null when
+/// nothing was routed) and the assignments dropped for capacity.
+void appendExpertLoad(std::string &json, const moert::StepStats &s) {
+  uint64_t total = 0, max = 0;
+  for (uint64_t load : s.expertLoad) {
+    total += load;
+    max = std::max(max, load);
+  }
+  std::string imbalance =
+      total ? absl::StrFormat("%.4f", double(max) * s.expertLoad.size() / total)
+            : "null";
+  absl::StrAppend(
+      &json, ", \"expert_load\": [", absl::StrJoin(s.expertLoad, ", "),
+      "], \"imbalance\": ", imbalance, ", \"dropped\": ", s.droppedAssignments);
+}
+
 absl::Status writeStats(const std::string &path, const Options &options,
                         const moert::Session &session, int runs,
                         double medianMs) {
@@ -253,12 +271,15 @@ absl::Status writeStats(const std::string &path, const Options &options,
   for (size_t i = 0; i < stats.size(); ++i) {
     const moert::StepStats &s = stats[i];
     double total = s.totalSeconds * 1e3;
-    absl::StrAppend(
-        &json, i ? "," : "", "\n    {\"index\": ", i,
-        ", \"name\": ", jsonString(s.name), ", \"op\": ", jsonString(s.op),
-        ", \"calls\": ", s.calls,
-        ", \"total_ms\": ", absl::StrFormat("%.6f", total), ", \"mean_ms\": ",
-        absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0), "}");
+    absl::StrAppend(&json, i ? "," : "", "\n    {\"index\": ", i,
+                    ", \"name\": ", jsonString(s.name),
+                    ", \"op\": ", jsonString(s.op), ", \"calls\": ", s.calls,
+                    ", \"total_ms\": ", absl::StrFormat("%.6f", total),
+                    ", \"mean_ms\": ",
+                    absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0));
+    if (!s.expertLoad.empty())
+      appendExpertLoad(json, s);
+    absl::StrAppend(&json, "}");
   }
   absl::StrAppend(&json, "\n  ]\n}\n");
   std::ofstream file(path);

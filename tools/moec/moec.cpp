@@ -76,6 +76,13 @@ static cl::opt<std::string> emitKind(
              "fusion, shape bounds and memory planning)"),
     cl::value_desc("plan|mlir|planned-mlir"), cl::init("plan"),
     cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::list<std::string>
+    dimBounds("bound",
+              cl::desc("Bound of the dynamic input dimensions named NAME "
+                       "(ONNX dim_param), e.g. --bound batch=1; others take "
+                       "--max-tokens"),
+              cl::value_desc("NAME=N"), cl::sub(compileCommand),
+              cl::cat(moecCategory));
 static cl::opt<std::string>
     reportPath("report",
                cl::desc("Write a JSON compile report (memory plan, op "
@@ -277,6 +284,7 @@ static int runCompile() {
     PassManager pm(&context);
     moec::plan::CompileOptions options;
     options.maxTokens = static_cast<int64_t>(maxTokens);
+    options.dimBounds.assign(dimBounds.begin(), dimBounds.end());
     options.simplifyOnly = emitKind == "mlir";
     moec::plan::buildCompilePipeline(pm, options);
     if (failed(pm.run(*module)))

@@ -159,6 +159,13 @@ struct StepStats {
   std::string op;
   uint64_t calls = 0;
   double totalSeconds = 0;
+  /// MoE routing of Router and Experts steps (empty for other steps): the
+  /// assignments (token, expert) each expert received, summed over the runs.
+  /// Their imbalance is the largest entry over the mean.
+  std::vector<uint64_t> expertLoad;
+  /// Router steps with a capacity: assignments dropped because their expert
+  /// was full, summed over the runs.
+  uint64_t droppedAssignments = 0;
 };
 
 /// A view of a tensor inside a session; valid until the next `run`.

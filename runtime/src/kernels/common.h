@@ -15,6 +15,18 @@ namespace moert::detail {
 /// Elements per parallel task of cheap elementwise work.
 inline constexpr int64_t kElementwiseGrain = 1 << 15;
 
+/// Grain for row-wise work: about `kElementwiseGrain` elements per task.
+inline int64_t rowGrain(int64_t rowLength) {
+  return std::max<int64_t>(1,
+                           kElementwiseGrain / std::max<int64_t>(1, rowLength));
+}
+
+/// C[m, n] = alpha * op(A) op(B) + beta * C, row-major, through OpenBLAS
+/// (matmul.cpp). Every size and leading dimension must fit in 32 bits.
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc);
+
 /// Builds an OpDef; fields beyond these are set on the result.
 inline OpDef makeOp(const char *name, int minInputs, int maxInputs,
                     ValidateFn validate, KernelFn kernel,

@@ -12,12 +12,6 @@ namespace moert::detail {
 
 void configureBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
-namespace {
-
-/// BLAS takes 32-bit sizes.
-bool fitsBlas(int64_t value) { return value <= INT32_MAX; }
-
-/// C[m, n] = alpha * op(A) op(B) + beta * C, row-major.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc) {
@@ -36,6 +30,11 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
 }
+
+namespace {
+
+/// BLAS takes 32-bit sizes.
+bool fitsBlas(int64_t value) { return value <= INT32_MAX; }
 
 //===----------------------------------------------------------------------===//
 // MatMul (numpy matmul semantics)

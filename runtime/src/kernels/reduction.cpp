@@ -18,12 +18,6 @@ AxisSplit splitAt(const Shape &shape, int axis) {
   return {shape.span(0, axis), shape[axis], shape.span(axis + 1, shape.rank)};
 }
 
-/// Grain for row-wise work: about `kElementwiseGrain` elements per task.
-int64_t rowGrain(int64_t rowLength) {
-  return std::max<int64_t>(1,
-                           kElementwiseGrain / std::max<int64_t>(1, rowLength));
-}
-
 //===----------------------------------------------------------------------===//
 // ReduceSum / ReduceMean / ReduceMax / ReduceMin
 //===----------------------------------------------------------------------===//

@@ -74,6 +74,8 @@ func.func @unary(%x: tensor<?x16xf32>, %i: tensor<4xi64>, %b: tensor<4xi1>) {
   %16 = moe.gelu %x {approximate = "tanh"} : (tensor<?x16xf32>) -> tensor<?x16xf32>
   // CHECK: moe.gelu %{{.*}} : (tensor<?x16xf32>) -> tensor<?x16xf32>
   %17 = moe.gelu %x : (tensor<?x16xf32>) -> tensor<?x16xf32>
+  // CHECK: moe.sign %{{.*}} : (tensor<?x16xf32>) -> tensor<?x16xf32>
+  %18 = moe.sign %x : (tensor<?x16xf32>) -> tensor<?x16xf32>
   return
 }
 

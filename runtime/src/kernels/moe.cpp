@@ -1,0 +1,1024 @@
+//===- moe.cpp - Router, Dispatch, Experts, SharedExpert, Combine ---------===//
+//
+// The sparse Mixture-of-Experts steps, with the semantics of the moe dialect's
+// ops of the same names (dialects/moe/MoeSparseOps.td, docs/plan-format.md):
+//
+//   Router -> Dispatch -> Experts -> Combine      (+ SharedExpert)
+//
+// Expert networks run as grouped GEMMs through OpenBLAS over only the rows
+// each expert received, with the weights in their exported layout (the layout
+// is the GEMM's transpose flag) and biases fused into the GEMMs. Two regimes:
+//
+//  * Few rows per expert (decoding): the step is bound by reading the active
+//    experts' weights once. Each such expert is split into column blocks of
+//    its weight matrices, and the thread pool runs the blocks of all experts
+//    at once, each block a GEMM small enough that OpenBLAS runs it on the
+//    calling thread. Every thread streams disjoint weights.
+//  * Many rows per expert (prefill): GEMM throughput matters. Experts run one
+//    after the other in row chunks, each GEMM threaded by OpenBLAS.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/common.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace moert::detail {
+namespace {
+
+/// Reusable per-thread scratch: grows to the largest request of its slot and
+/// is kept across steps and runs, so that no step allocates once warm. A
+/// pointer stays valid until the same thread asks the same slot again.
+enum class Scratch { Step, Task, Aux, Count };
+template <typename T> T *scratch(Scratch slot, size_t count) {
+  thread_local std::vector<T> buffers[static_cast<int>(Scratch::Count)];
+  std::vector<T> &buffer = buffers[static_cast<int>(slot)];
+  if (buffer.size() < count)
+    buffer.resize(count);
+  return buffer.data();
+}
+
+/// The declared static size of dimension `d` of `info`, or -1.
+int64_t staticDim(const TensorInfo &info, int d) {
+  return d < info.rank && info.dims[d].kind == fb::DimKind::Static
+             ? info.dims[d].bound
+             : -1;
+}
+
+/// The declared shape of `info` when every dimension is static.
+bool staticShape(const TensorInfo &info, Shape &shape) {
+  shape = Shape();
+  for (int d = 0; d < info.rank; ++d) {
+    if (info.dims[d].kind != fb::DimKind::Static)
+      return false;
+    shape.push(info.dims[d].bound);
+  }
+  return true;
+}
+
+/// Adds the expert loads of one step execution to the session's counters
+/// (when it collects them).
+void countLoads(const KernelContext &ctx, int64_t numExperts,
+                const int64_t *load, int64_t dropped) {
+  MoeCounters *counters = ctx.moeCounters();
+  if (!counters)
+    return;
+  if (counters->expertLoad.size() != static_cast<size_t>(numExperts))
+    counters->expertLoad.assign(numExperts, 0);
+  for (int64_t e = 0; e < numExperts; ++e)
+    counters->expertLoad[e] += static_cast<uint64_t>(load[e]);
+  counters->dropped += static_cast<uint64_t>(dropped);
+}
+
+//===----------------------------------------------------------------------===//
+// Router
+//===----------------------------------------------------------------------===//
+
+/// Ranking of selection scores: larger first, NaN above every number (as
+/// TopK ranks it). Equal scores keep the order in which they were offered.
+inline bool ranksAbove(float a, float b) { return a > b || (a != a && b == b); }
+
+/// Keeps the `k` best of the candidates offered in increasing index order:
+/// `ids`/`values` hold `count` entries sorted best first. A candidate equal to
+/// a kept one ranks below it, so ties go to the lower index.
+inline void offer(float value, int64_t id, int64_t k, int64_t &count,
+                  float *values, int64_t *ids) {
+  if (count == k && !ranksAbove(value, values[k - 1]))
+    return;
+  int64_t pos = count < k ? count++ : k - 1;
+  for (; pos > 0 && ranksAbove(value, values[pos - 1]); --pos) {
+    values[pos] = values[pos - 1];
+    ids[pos] = ids[pos - 1];
+  }
+  values[pos] = value;
+  ids[pos] = id;
+}
+
+/// The router's attributes, read once per step.
+struct RouterParams {
+  int64_t experts;
+  int64_t topK;
+  bool sigmoid;
+  bool afterTopK;
+  bool normalize;
+  float scale;
+  int64_t groups;
+  int64_t keptGroups;
+};
+
+/// Per-task scratch of the router.
+struct RouterScratch {
+  float *scores, *biased, *groupScores, *chosen; // [E], [E], [groups], [k]
+  int64_t *keptGroups;                           // [groups]
+  uint8_t *eligible;                             // [E]
+};
+
+/// Routes one token: logits `l` [E] -> weights `w` [k] and indices `idx`
+/// [k].
+void routeToken(const RouterParams &p, const float *l, const float *bias,
+                const RouterScratch &work, float *w, int64_t *idx) {
+  const int64_t E = p.experts, k = p.topK;
+  // 1. Scores (with after_topk the logits themselves; the softmax over the
+  //    chosen k comes in step 5).
+  float *s = work.scores;
+  if (p.afterTopK) {
+    std::copy(l, l + E, s);
+  } else if (p.sigmoid) {
+    for (int64_t e = 0; e < E; ++e)
+      s[e] = sigmoid(l[e]);
+  } else {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t e = 0; e < E; ++e)
+      max = std::max(max, l[e]);
+    for (int64_t e = 0; e < E; ++e)
+      s[e] = fastExp(l[e] - max);
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e)
+      sum += s[e];
+    float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < E; ++e)
+      s[e] *= inv;
+  }
+  // 2. Selection scores: the bias steers the choice, never the weights.
+  const float *c = s;
+  if (bias) {
+    float *biased = work.biased;
+    for (int64_t e = 0; e < E; ++e)
+      biased[e] = s[e] + bias[e];
+    c = biased;
+  }
+  // 3. Grouped selection: a group scores by the sum of its two best experts;
+  //    only the experts of the best `keptGroups` groups stay eligible.
+  bool grouped = p.groups > 1;
+  if (grouped) {
+    int64_t size = E / p.groups;
+    uint8_t *eligible = work.eligible;
+    int64_t kept = 0;
+    for (int64_t g = 0; g < p.groups; ++g) {
+      float best[2];
+      int64_t bestIds[2], count = 0;
+      for (int64_t e = g * size; e < (g + 1) * size; ++e)
+        offer(c[e], e, 2, count, best, bestIds);
+      offer(best[0] + best[1], g, p.keptGroups, kept, work.groupScores,
+            work.keptGroups);
+    }
+    std::fill(eligible, eligible + E, 0);
+    for (int64_t i = 0; i < kept; ++i) {
+      int64_t g = work.keptGroups[i];
+      std::fill(eligible + g * size, eligible + (g + 1) * size, 1);
+    }
+  }
+  // 4. The k best eligible experts, best first, ties to the lower index.
+  int64_t count = 0;
+  for (int64_t e = 0; e < E; ++e)
+    if (!grouped || work.eligible[e])
+      offer(c[e], e, k, count, work.chosen, idx);
+  // 5-7. Weights from the unbiased scores, softmax over the k, renormalised,
+  //      scaled.
+  for (int64_t j = 0; j < k; ++j)
+    w[j] = s[idx[j]];
+  if (p.afterTopK) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < k; ++j)
+      max = std::max(max, w[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      w[j] = fastExp(w[j] - max);
+      sum += w[j];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      w[j] = static_cast<float>(w[j] / sum);
+  }
+  if (p.normalize) {
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j)
+      sum += w[j];
+    for (int64_t j = 0; j < k; ++j)
+      w[j] = static_cast<float>(w[j] / (sum + 1e-20));
+  }
+  if (p.scale != 1.0f)
+    for (int64_t j = 0; j < k; ++j)
+      w[j] *= p.scale;
+}
+
+absl::Status routerKernel(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::RouterAttrs>();
+  const Tensor &logits = ctx.in(0);
+  int rank = logits.shape.rank;
+  RouterParams p;
+  p.experts = logits.shape[rank - 1];
+  p.topK = attrs->top_k();
+  p.sigmoid = attrs->score_function() == fb::ScoreFunction::Sigmoid;
+  p.afterTopK = attrs->score_after_topk();
+  p.normalize = attrs->normalize();
+  p.scale = attrs->routed_scaling_factor();
+  p.groups = attrs->n_group();
+  p.keptGroups = attrs->topk_group();
+  if (p.topK > p.experts || p.experts % p.groups != 0)
+    return ctx.error("logits of shape ", logits.shape.str(),
+                     " do not fit top_k ", p.topK, " and ", p.groups,
+                     " groups");
+  const float *bias = nullptr;
+  if (ctx.has(1)) {
+    const Tensor &b = ctx.in(1);
+    if (b.shape != Shape{p.experts})
+      return ctx.error("bias has shape ", b.shape.str(), "; expected [",
+                       p.experts, "]");
+    bias = b.as<const float>();
+  }
+  Shape shape = logits.shape;
+  shape[rank - 1] = p.topK;
+  MOERT_ASSIGN_OR_RETURN(Tensor * weights, ctx.allocate(0, shape));
+  MOERT_ASSIGN_OR_RETURN(Tensor * indices, ctx.allocate(1, shape));
+  const int64_t E = p.experts, k = p.topK;
+  int64_t tokens = logits.shape.span(0, rank - 1);
+  const float *l = logits.as<const float>();
+  float *w = weights->as<float>();
+  int64_t *idx = indices->as<int64_t>();
+
+  // One fused pass over the tokens.
+  ctx.pool().parallelFor(
+      tokens, std::max<int64_t>(1, kElementwiseGrain / (8 * E)),
+      [&](int64_t begin, int64_t end) {
+        RouterScratch work;
+        work.scores = scratch<float>(Scratch::Task, 2 * E + p.groups + k);
+        work.biased = work.scores + E;
+        work.groupScores = work.biased + E;
+        work.chosen = work.groupScores + p.groups;
+        work.keptGroups = scratch<int64_t>(Scratch::Task, p.groups);
+        work.eligible = scratch<uint8_t>(Scratch::Task, E);
+        for (int64_t t = begin; t < end; ++t)
+          routeToken(p, l + t * E, bias, work, w + t * k, idx + t * k);
+      });
+
+  // Capacity, per sequence: first choices in token order, then second
+  // choices, and so on; an assignment to a full expert becomes -1. The loads
+  // are counted here too, for the stats.
+  int64_t capacity = attrs->capacity();
+  MoeCounters *counters = ctx.moeCounters();
+  if (capacity == 0 && !counters)
+    return absl::OkStatus();
+  int64_t sequences = rank == 3 ? logits.shape[0] : 1;
+  int64_t length = sequences ? tokens / sequences : 0;
+  int64_t *load = scratch<int64_t>(Scratch::Step, 2 * E);
+  int64_t *total = load + E;
+  std::fill(total, total + E, 0);
+  int64_t dropped = 0;
+  for (int64_t b = 0; b < sequences; ++b) {
+    std::fill(load, load + E, 0);
+    int64_t *seq = idx + b * length * k;
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < length; ++t) {
+        int64_t &e = seq[t * k + j];
+        if (capacity && load[e] >= capacity) {
+          e = -1;
+          ++dropped;
+        } else {
+          ++load[e];
+        }
+      }
+    for (int64_t e = 0; e < E; ++e)
+      total[e] += load[e];
+  }
+  countLoads(ctx, E, total, dropped);
+  return absl::OkStatus();
+}
+
+absl::Status validateRouter(const StepCheck &check) {
+  const auto *attrs = check.attrs<fb::RouterAttrs>();
+  MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(1, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.outType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.outType(1, bit(DType::I64)));
+  int rank = check.in(0).rank;
+  if (rank != 2 && rank != 3)
+    return check.error("logits have rank ", rank,
+                       "; expected 2 ([T, E]) or 3 ([B, S, E])");
+  MOERT_RETURN_IF_ERROR(check.outRank(0, rank));
+  MOERT_RETURN_IF_ERROR(check.outRank(1, rank));
+  int64_t experts = staticDim(check.in(0), rank - 1);
+  if (experts < 1)
+    return check.error("logits are declared ", declaredShape(check.in(0)),
+                       "; the expert count (last dimension) must be static "
+                       "and positive");
+  if (check.has(1) &&
+      (check.in(1).rank != 1 || staticDim(check.in(1), 0) != experts))
+    return check.error("bias is declared ", declaredShape(check.in(1)),
+                       "; expected [", experts, "]");
+  if (attrs->score_function() != fb::ScoreFunction::Softmax &&
+      attrs->score_function() != fb::ScoreFunction::Sigmoid)
+    return check.error("unknown score function ",
+                       static_cast<int>(attrs->score_function()));
+  int64_t k = attrs->top_k();
+  if (k < 1 || k > experts)
+    return check.error("top_k ", k, " is not in [1, ", experts, "]");
+  for (int o = 0; o < 2; ++o)
+    if (staticDim(check.out(o), rank - 1) != k)
+      return check.error("output ", o, " is declared ",
+                         declaredShape(check.out(o)), "; its last dimension ",
+                         "must be top_k = ", k);
+  int64_t groups = attrs->n_group(), kept = attrs->topk_group();
+  if (groups < 1 || experts % groups != 0)
+    return check.error("n_group ", groups, " does not divide the ", experts,
+                       " experts");
+  if (kept < 1 || kept > groups)
+    return check.error("topk_group ", kept, " is not in [1, ", groups, "]");
+  if (groups > 1 && experts / groups < 2)
+    return check.error("groups of ", experts / groups,
+                       " expert(s); a group scores by its best two");
+  if (groups > 1 && kept * (experts / groups) < k)
+    return check.error("the ", kept, " kept groups of ", experts / groups,
+                       " experts hold fewer than top_k = ", k);
+  if (attrs->score_after_topk() &&
+      (attrs->score_function() != fb::ScoreFunction::Softmax ||
+       attrs->normalize()))
+    return check.error("score_after_topk needs softmax scores and no "
+                       "normalize");
+  float scale = attrs->routed_scaling_factor();
+  if (!(scale > 0) || !std::isfinite(scale))
+    return check.error("routed_scaling_factor ", scale,
+                       " must be positive and finite");
+  if (attrs->capacity() < 0)
+    return check.error("capacity ", attrs->capacity(),
+                       " is negative (0 means unlimited)");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+absl::Status dispatchKernel(KernelContext &ctx) {
+  const Tensor &tokens = ctx.in(0);
+  const Tensor &indices = ctx.in(1);
+  int64_t E = ctx.attrs<fb::DispatchAttrs>()->num_experts();
+  int64_t T = tokens.shape[0], H = tokens.shape[1], k = indices.shape[1];
+  if (indices.shape[0] != T)
+    return ctx.error("indices of shape ", indices.shape.str(),
+                     " do not match tokens of shape ", tokens.shape.str());
+  int64_t rows = T * k;
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{rows, H}));
+  MOERT_ASSIGN_OR_RETURN(Tensor * offsetsOut, ctx.allocate(1, Shape{E + 1}));
+  MOERT_ASSIGN_OR_RETURN(Tensor * sourceOut, ctx.allocate(2, Shape{rows}));
+  const int64_t *idx = indices.as<const int64_t>();
+  int64_t *offsets = offsetsOut->as<int64_t>();
+  int64_t *source = sourceOut->as<int64_t>();
+
+  // Counting sort by expert, stable in assignment order (t, then j).
+  std::fill(offsets, offsets + E + 1, 0);
+  for (int64_t a = 0; a < rows; ++a) {
+    int64_t e = idx[a];
+    if (e < -1 || e >= E)
+      return ctx.error("expert index ", e, " at position ", a,
+                       " is out of range [-1, ", E, ")");
+    if (e >= 0)
+      ++offsets[e + 1];
+  }
+  for (int64_t e = 0; e < E; ++e)
+    offsets[e + 1] += offsets[e];
+  int64_t *cursor = scratch<int64_t>(Scratch::Step, E);
+  std::copy(offsets, offsets + E, cursor);
+  for (int64_t a = 0; a < rows; ++a)
+    if (idx[a] >= 0)
+      source[cursor[idx[a]]++] = a;
+  std::fill(source + offsets[E], source + rows, -1);
+
+  // The row copies, in parallel; padding rows are zeroed.
+  const float *x = tokens.as<const float>();
+  float *y = out->as<float>();
+  ctx.pool().parallelFor(rows, rowGrain(H), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (source[r] >= 0)
+        std::copy(x + source[r] / k * H, x + (source[r] / k + 1) * H,
+                  y + r * H);
+      else
+        std::fill(y + r * H, y + (r + 1) * H, 0.0f);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateDispatch(const StepCheck &check) {
+  int64_t E = check.attrs<fb::DispatchAttrs>()->num_experts();
+  MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(0, 2));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 2));
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  MOERT_RETURN_IF_ERROR(check.outType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.outType(2, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.outRank(0, 2));
+  MOERT_RETURN_IF_ERROR(check.outRank(1, 1));
+  MOERT_RETURN_IF_ERROR(check.outRank(2, 1));
+  if (E < 1)
+    return check.error("num_experts ", E, " must be positive");
+  if (staticDim(check.out(1), 0) != E + 1)
+    return check.error("offsets are declared ", declaredShape(check.out(1)),
+                       "; expected [", E + 1, "] (num_experts + 1)");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Expert networks (Experts and SharedExpert)
+//===----------------------------------------------------------------------===//
+
+/// The weights of an expert network, in input order from the step's first
+/// weight input.
+enum Slot { kW1, kB1, kW3, kB3, kW2, kB2, kNumSlots };
+constexpr const char *kSlotNames[kNumSlots] = {"w1", "b1", "w3",
+                                               "b3", "w2", "b2"};
+
+bool isGated(fb::Activation activation) {
+  return activation >= fb::Activation::SiluGlu;
+}
+
+/// Sizes of an expert network, derived from its weights.
+struct FfnSizes {
+  int64_t experts = 1; ///< E; 1 for a shared expert.
+  int64_t hidden = 0;  ///< H.
+  int64_t inter = 0;   ///< F.
+  int64_t w1Out = 0;   ///< F, or 2F when w1 holds the gate and up halves.
+};
+
+/// Checks the shapes of an expert network's weights (`shapes[slot]`, null
+/// when absent) against its layout and derives its sizes. `lead` is 1 when
+/// every weight has a leading expert dimension; rows have `hidden` elements.
+absl::Status resolveFfn(const StepView &view, const fb::FfnAttrs &attrs,
+                        const Shape *const shapes[kNumSlots], int lead,
+                        int64_t hidden, FfnSizes &sizes) {
+  bool inOut = attrs.weight_layout() == fb::WeightLayout::InOut;
+  const Shape &w1 = *shapes[kW1];
+  sizes.experts = lead ? w1[0] : 1;
+  sizes.w1Out = w1[lead + (inOut ? 1 : 0)];
+  int64_t in = w1[lead + (inOut ? 0 : 1)];
+  bool fused = isGated(attrs.activation()) && !shapes[kW3];
+  sizes.inter = fused ? sizes.w1Out / 2 : sizes.w1Out;
+  sizes.hidden = hidden;
+  if (lead && sizes.experts < 1)
+    return view.error("w1 of shape ", w1.str(), " has no experts");
+  if (in != hidden)
+    return view.error("w1 of shape ", w1.str(), " takes rows of ", in,
+                      " elements; the tokens have ", hidden);
+  if (fused && sizes.w1Out % 2)
+    return view.error("w1 of shape ", w1.str(),
+                      " must have an even output size (gate and up halves)");
+  if (sizes.w1Out > INT32_MAX || hidden > INT32_MAX)
+    return view.error("weight dimensions exceed 2^31");
+
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    Shape shape;
+    if (lead)
+      shape.push(sizes.experts);
+    shape.push(inOut ? rows : cols);
+    shape.push(inOut ? cols : rows);
+    return shape;
+  };
+  auto vector = [&](int64_t size) {
+    Shape shape;
+    if (lead)
+      shape.push(sizes.experts);
+    shape.push(size);
+    return shape;
+  };
+  const char *e = lead ? "E, " : "";
+  const char *layout = inOut ? "in_out" : "out_in";
+  struct Expected {
+    Slot slot;
+    Shape shape;
+    std::string meaning;
+  } expected[] = {
+      {kB1, vector(sizes.w1Out), absl::StrCat("[", e, fused ? "2F" : "F", "]")},
+      {kW3, matrix(hidden, sizes.inter),
+       absl::StrCat("[", e, inOut ? "H, F" : "F, H", "] with layout ", layout)},
+      {kB3, vector(sizes.inter), absl::StrCat("[", e, "F]")},
+      {kW2, matrix(sizes.inter, hidden),
+       absl::StrCat("[", e, inOut ? "F, H" : "H, F", "] with layout ", layout)},
+      {kB2, vector(hidden), absl::StrCat("[", e, "H]")},
+  };
+  for (const Expected &want : expected) {
+    const Shape *actual = shapes[want.slot];
+    if (actual && *actual != want.shape)
+      return view.error(kSlotNames[want.slot], " has shape ", actual->str(),
+                        "; expected ", want.shape.str(), " (", want.meaning,
+                        ")");
+  }
+  return absl::OkStatus();
+}
+
+/// Load-time checks of an expert network: dtypes, ranks, attributes, and
+/// the shapes when they are declared static.
+absl::Status validateFfn(const StepCheck &check, int first, int lead) {
+  const auto *attrs = check.attrs<fb::FfnAttrs>();
+  MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inRank(0, 2));
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  MOERT_RETURN_IF_ERROR(check.outRank(0, 2));
+  for (int slot = 0; slot < kNumSlots; ++slot) {
+    int i = first + slot;
+    MOERT_RETURN_IF_ERROR(check.inType(i, kFloatTypes));
+    bool isBias = slot == kB1 || slot == kB3 || slot == kB2;
+    if (check.has(i) && check.in(i).rank != lead + (isBias ? 1 : 2))
+      return check.error(kSlotNames[slot], " has rank ", check.in(i).rank,
+                         "; expected ", lead + (isBias ? 1 : 2));
+  }
+
+  fb::Activation activation = attrs->activation();
+  if (activation > fb::Activation::MAX)
+    return check.error("unknown activation ", static_cast<int>(activation));
+  if (attrs->weight_layout() > fb::WeightLayout::MAX)
+    return check.error("unknown weight layout ",
+                       static_cast<int>(attrs->weight_layout()));
+  if (attrs->glu_layout() > fb::GluLayout::MAX)
+    return check.error("unknown glu layout ",
+                       static_cast<int>(attrs->glu_layout()));
+  bool gated = isGated(activation);
+  bool hasW3 = check.has(first + kW3);
+  if (hasW3 && !gated)
+    return check.error("w3 needs a gated activation, not ",
+                       fb::EnumNameActivation(activation));
+  if (check.has(first + kB3) && !hasW3)
+    return check.error("b3 needs w3");
+  bool fused = gated && !hasW3;
+  if (fused != (attrs->glu_layout() != fb::GluLayout::None))
+    return check.error(fused ? "a fused gate/up projection (a gated "
+                               "activation without w3) needs a glu layout"
+                             : "a glu layout applies only to a fused gate/up "
+                               "projection (a gated activation without w3)");
+  float alpha = attrs->alpha(), beta = attrs->beta(), limit = attrs->limit();
+  if (activation == fb::Activation::ClampedSwiglu) {
+    if (!std::isfinite(alpha) || !std::isfinite(beta) ||
+        !std::isfinite(limit) || limit < 0)
+      return check.error("clamped_swiglu needs finite alpha and beta and a "
+                         "finite non-negative limit (0: none)");
+  } else if (alpha != 1.0f || beta != 0.0f || limit != 0.0f) {
+    return check.error("alpha, beta and limit apply only to clamped_swiglu");
+  }
+
+  Shape storage[kNumSlots], tokens;
+  const Shape *shapes[kNumSlots] = {};
+  for (int slot = 0; slot < kNumSlots; ++slot)
+    if (check.has(first + slot)) {
+      if (!staticShape(check.in(first + slot), storage[slot]))
+        return absl::OkStatus(); // Checked at run time.
+      shapes[slot] = &storage[slot];
+    }
+  int64_t hidden = staticDim(check.in(0), 1);
+  if (hidden < 0)
+    return absl::OkStatus();
+  FfnSizes sizes;
+  return resolveFfn(check, *attrs, shapes, lead, hidden, sizes);
+}
+
+/// An expert network resolved against the actual tensors of a step.
+struct Ffn {
+  fb::Activation activation;
+  bool inOut, gated, fused, interleaved;
+  float alpha, beta, limit;
+  FfnSizes sizes;
+  const float *data[kNumSlots] = {};
+  int64_t stride[kNumSlots] = {};
+
+  /// Expert `e`'s matrix or bias in `slot`, or null when absent.
+  const float *at(Slot slot, int64_t e) const {
+    return data[slot] ? data[slot] + e * stride[slot] : nullptr;
+  }
+};
+
+absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
+                        int64_t hidden, Ffn &ffn) {
+  const auto *attrs = ctx.attrs<fb::FfnAttrs>();
+  const Shape *shapes[kNumSlots] = {};
+  for (int slot = 0; slot < kNumSlots; ++slot)
+    if (ctx.has(first + slot)) {
+      const Tensor &t = ctx.in(first + slot);
+      shapes[slot] = &t.shape;
+      ffn.data[slot] = t.as<const float>();
+      ffn.stride[slot] = lead ? t.shape.span(1, t.shape.rank) : 0;
+    }
+  MOERT_RETURN_IF_ERROR(
+      resolveFfn(ctx, *attrs, shapes, lead, hidden, ffn.sizes));
+  ffn.activation = attrs->activation();
+  ffn.inOut = attrs->weight_layout() == fb::WeightLayout::InOut;
+  ffn.gated = isGated(ffn.activation);
+  ffn.fused = ffn.gated && !ffn.data[kW3];
+  ffn.interleaved = attrs->glu_layout() == fb::GluLayout::Interleaved;
+  ffn.alpha = attrs->alpha();
+  ffn.beta = attrs->beta();
+  ffn.limit = attrs->limit();
+  return absl::OkStatus();
+}
+
+/// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] +
+/// bias[c0 : c0 + m], for a matrix W with `out` outputs stored as [K, out]
+/// (`inOut`) or [out, K]. The layout is the GEMM's transpose flag, and the
+/// bias is the GEMM's C operand: weights are never copied.
+void project(const float *x, int64_t n, int64_t K, const float *w, int64_t out,
+             bool inOut, int64_t c0, int64_t m, const float *bias, float *c,
+             int64_t ldc) {
+  if (bias)
+    for (int64_t r = 0; r < n; ++r)
+      std::copy(bias + c0, bias + c0 + m, c + r * ldc);
+  sgemm(false, !inOut, n, m, K, 1.0f, x, K, inOut ? w + c0 : w + c0 * K,
+        inOut ? out : K, bias ? 1.0f : 0.0f, c, ldc);
+}
+
+/// a[r, i] = act(g[r, i * step]) for rows [r0, r1) and i in [0, m)
+/// (non-gated; `a` may be `g`).
+template <typename Fn>
+void activateRows(int64_t r0, int64_t r1, int64_t m, const float *g,
+                  int64_t ldg, float *a, int64_t lda, Fn fn) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *gr = g + r * ldg;
+    float *ar = a + r * lda;
+    for (int64_t i = 0; i < m; ++i)
+      ar[i] = fn(gr[i]);
+  }
+}
+
+/// a[r, i] = act(g[r, i * step], u[r, i * step]) (gated).
+template <typename Fn>
+void gateRows(int64_t r0, int64_t r1, int64_t m, const float *g, const float *u,
+              int64_t ld, int64_t step, float *a, int64_t lda, Fn fn) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *gr = g + r * ld, *ur = u + r * ld;
+    float *ar = a + r * lda;
+    for (int64_t i = 0; i < m; ++i)
+      ar[i] = fn(gr[i * step], ur[i * step]);
+  }
+}
+
+/// The activation of rows [r0, r1): from the first projection's output
+/// (g, and u for gated activations, each with leading dimension ld and
+/// element step `step`) into a[r, 0 : m].
+void activate(const Ffn &f, int64_t r0, int64_t r1, int64_t m, const float *g,
+              const float *u, int64_t ld, int64_t step, float *a, int64_t lda) {
+  auto relu = [](float x) { return x < 0 ? 0.0f : x; };
+  auto silu = [](float x) { return x * sigmoid(x); };
+  auto identity = [](float x) { return x; };
+  auto glu = [&](auto act) {
+    gateRows(r0, r1, m, g, u, ld, step, a, lda,
+             [act](float gate, float up) { return act(gate) * up; });
+  };
+  switch (f.activation) {
+  case fb::Activation::Relu:
+    return activateRows(r0, r1, m, g, ld, a, lda, relu);
+  case fb::Activation::Gelu:
+    return activateRows(r0, r1, m, g, ld, a, lda, gelu);
+  case fb::Activation::GeluTanh:
+    return activateRows(r0, r1, m, g, ld, a, lda, geluTanh);
+  case fb::Activation::Silu:
+    return activateRows(r0, r1, m, g, ld, a, lda, silu);
+  case fb::Activation::Identity:
+    return activateRows(r0, r1, m, g, ld, a, lda, identity);
+  case fb::Activation::SiluGlu:
+    return glu(silu);
+  case fb::Activation::GeluGlu:
+    return glu(gelu);
+  case fb::Activation::GeluTanhGlu:
+    return glu(geluTanh);
+  case fb::Activation::ClampedSwiglu: {
+    float alpha = f.alpha, beta = f.beta;
+    // limit 0: no clamping.
+    float limit =
+        f.limit > 0 ? f.limit : std::numeric_limits<float>::infinity();
+    return gateRows(r0, r1, m, g, u, ld, step, a, lda,
+                    [=](float gate, float up) {
+                      gate = std::min(gate, limit);
+                      up = std::max(std::min(up, limit), -limit);
+                      return gate * sigmoid(alpha * gate) * (up + beta);
+                    });
+  }
+  }
+}
+
+/// Expert `e`'s first projection and activation for rows x[n, H] and the
+/// intermediate columns [f0, f0 + m): writes a[n, m] (leading dimension
+/// lda).
+void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
+                int64_t m, float *a, int64_t lda) {
+  const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
+  const float *w1 = f.at(kW1, e), *b1 = f.at(kB1, e);
+  const float *g = a, *u = nullptr;
+  int64_t ld = lda, step = 1;
+  if (!f.gated) {
+    project(x, n, H, w1, W1, f.inOut, f0, m, b1, a, lda);
+  } else {
+    float *buffer = scratch<float>(Scratch::Task, 2 * n * m);
+    if (f.fused && f.interleaved) {
+      // Gate and up alternate: one GEMM over outputs [2 f0, 2 (f0 + m)).
+      project(x, n, H, w1, W1, f.inOut, 2 * f0, 2 * m, b1, buffer, 2 * m);
+      g = buffer;
+      u = buffer + 1;
+      ld = 2 * m;
+      step = 2;
+    } else {
+      // Gate and up from w1's two halves, or from w1 and w3.
+      project(x, n, H, w1, W1, f.inOut, f0, m, b1, buffer, m);
+      if (f.fused)
+        project(x, n, H, w1, W1, f.inOut, F + f0, m, b1, buffer + n * m, m);
+      else
+        project(x, n, H, f.at(kW3, e), F, f.inOut, f0, m, f.at(kB3, e),
+                buffer + n * m, m);
+      g = buffer;
+      u = buffer + n * m;
+      ld = m;
+    }
+  }
+  activate(f, 0, n, m, g, u, ld, step, a, lda);
+}
+
+/// Rows per expert up to which a step is bound by reading the weights: a
+/// GEMM over n rows does 2n flops per weight element (4 bytes), below the
+/// flop/byte balance of CPUs up to about 16 rows.
+constexpr int64_t kNarrowRows = 16;
+/// The largest M*N*K that OpenBLAS (0.3.x: SMP_THRESHOLD_MIN *
+/// GEMM_MULTITHREAD_THRESHOLD) runs on the calling thread: column blocks of
+/// narrow experts target it, so that pool threads never wait on BLAS threads.
+constexpr int64_t kSerialGemmWork = 65536 * 4;
+/// Rows per GEMM of a wide expert: keeps the scratch bounded while the GEMMs
+/// stay large enough for full BLAS throughput.
+constexpr int64_t kWideChunkRows = 256;
+
+/// Columns per block of a narrow GEMM over n rows, K inner elements and
+/// `total` columns (`width` GEMM columns per block column).
+int64_t blockColumns(int64_t n, int64_t K, int64_t total, int64_t width) {
+  int64_t cols = kSerialGemmWork / std::max<int64_t>(1, n * K * width);
+  cols = std::max<int64_t>(16, cols / 16 * 16);
+  return std::min(cols, std::max<int64_t>(total, 1));
+}
+
+/// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
+/// same rows of y, for every expert.
+void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
+                const int64_t *offsets, float *y) {
+  const int64_t E = f.sizes.experts, H = f.sizes.hidden, F = f.sizes.inter;
+
+  // Narrow experts: column blocks of every one of them at once, in two
+  // phases (the second projection needs all F activations of a row). Their
+  // activations go to `a`, expert after expert.
+  struct Block {
+    int64_t expert, col, cols, aOffset;
+  };
+  std::vector<Block> first, second;
+  int64_t aSize = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t n = offsets[e + 1] - offsets[e];
+    if (n == 0 || n > kNarrowRows)
+      continue;
+    int64_t cols = blockColumns(n, H, F, f.gated ? 2 : 1);
+    for (int64_t c = 0; c < F; c += cols)
+      first.push_back({e, c, std::min(cols, F - c), aSize});
+    cols = blockColumns(n, F, H, 1);
+    for (int64_t c = 0; c < H; c += cols)
+      second.push_back({e, c, std::min(cols, H - c), aSize});
+    aSize += n * F;
+  }
+  float *a = scratch<float>(Scratch::Step, aSize);
+  pool.parallelFor(static_cast<int64_t>(first.size()), 1,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const Block &b = first[i];
+                       int64_t r0 = offsets[b.expert];
+                       int64_t n = offsets[b.expert + 1] - r0;
+                       firstLayer(f, b.expert, x + r0 * H, n, b.col, b.cols,
+                                  a + b.aOffset + b.col, F);
+                     }
+                   });
+  pool.parallelFor(
+      static_cast<int64_t>(second.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const Block &b = second[i];
+          int64_t r0 = offsets[b.expert];
+          int64_t n = offsets[b.expert + 1] - r0;
+          project(a + b.aOffset, n, F, f.at(kW2, b.expert), H, f.inOut, b.col,
+                  b.cols, f.at(kB2, b.expert), y + r0 * H + b.col, H);
+        }
+      });
+
+  // Wide experts: one at a time, BLAS-threaded GEMMs over row chunks. They
+  // come last, and the activation runs on this thread: OpenBLAS's workers
+  // spin for a while after each GEMM, and pool threads competing with them
+  // for the cores were measured to cost a third of the time.
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t rows = offsets[e + 1] - offsets[e];
+    if (rows <= kNarrowRows)
+      continue;
+    for (int64_t r0 = offsets[e]; r0 < offsets[e + 1]; r0 += kWideChunkRows) {
+      int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r0);
+      float *hidden = scratch<float>(Scratch::Step, n * F);
+      firstLayer(f, e, x + r0 * H, n, 0, F, hidden, F);
+      project(hidden, n, F, f.at(kW2, e), H, f.inOut, 0, H, f.at(kB2, e),
+              y + r0 * H, H);
+    }
+  }
+}
+
+absl::Status expertsKernel(KernelContext &ctx) {
+  const Tensor &tokens = ctx.in(0);
+  const Tensor &offsetsIn = ctx.in(1);
+  int64_t N = tokens.shape[0], H = tokens.shape[1];
+  Ffn f;
+  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 2, /*lead=*/1, H, f));
+  int64_t E = f.sizes.experts;
+  if (offsetsIn.shape != Shape{E + 1})
+    return ctx.error("offsets have shape ", offsetsIn.shape.str(),
+                     "; expected [", E + 1, "] for ", E, " experts");
+  const int64_t *offsets = offsetsIn.as<const int64_t>();
+  if (offsets[0] != 0)
+    return ctx.error("offsets[0] is ", offsets[0], "; expected 0");
+  for (int64_t e = 0; e < E; ++e)
+    if (offsets[e + 1] < offsets[e] || offsets[e + 1] > N)
+      return ctx.error("offsets[", e + 1, "] = ", offsets[e + 1],
+                       " is not in [offsets[", e, "] = ", offsets[e], ", ", N,
+                       "] (the rows)");
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, tokens.shape));
+  float *y = out->as<float>();
+  runExperts(ctx.pool(), f, tokens.as<const float>(), offsets, y);
+  std::fill(y + offsets[E] * H, y + N * H, 0.0f);
+
+  if (ctx.moeCounters()) {
+    int64_t *load = scratch<int64_t>(Scratch::Step, E);
+    for (int64_t e = 0; e < E; ++e)
+      load[e] = offsets[e + 1] - offsets[e];
+    countLoads(ctx, E, load, 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateExperts(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  MOERT_RETURN_IF_ERROR(validateFfn(check, 2, /*lead=*/1));
+  int64_t experts = staticDim(check.in(2), 0);
+  int64_t offsets = staticDim(check.in(1), 0);
+  if (experts >= 0 && offsets >= 0 && offsets != experts + 1)
+    return check.error("offsets are declared ", declaredShape(check.in(1)),
+                       "; expected [", experts + 1, "] for ", experts,
+                       " experts");
+  return absl::OkStatus();
+}
+
+absl::Status sharedExpertKernel(KernelContext &ctx) {
+  const Tensor &tokens = ctx.in(0);
+  int64_t T = tokens.shape[0], H = tokens.shape[1];
+  Ffn f;
+  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 1, /*lead=*/0, H, f));
+  const float *x = tokens.as<const float>();
+  // The gate's per-token factor, computed before the output is written.
+  float *gate = nullptr;
+  if (ctx.has(7)) {
+    const Tensor &g = ctx.in(7);
+    if (g.numel() != H ||
+        !(g.shape.rank == 1 || g.shape[0] == 1 || g.shape[1] == 1))
+      return ctx.error("gate has shape ", g.shape.str(), "; expected [", H,
+                       "], [", H, ", 1] or [1, ", H, "]");
+    gate = scratch<float>(Scratch::Aux, T);
+    const float *gv = g.as<const float>();
+    ctx.pool().parallelFor(T, rowGrain(H), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        double dot = 0;
+        for (int64_t h = 0; h < H; ++h)
+          dot += double(x[t * H + h]) * gv[h];
+        gate[t] = sigmoid(static_cast<float>(dot));
+      }
+    });
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, tokens.shape));
+  float *y = out->as<float>();
+  int64_t offsets[2] = {0, T};
+  runExperts(ctx.pool(), f, x, offsets, y);
+  if (gate)
+    ctx.pool().parallelFor(T, rowGrain(H), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        for (int64_t h = 0; h < H; ++h)
+          y[t * H + h] *= gate[t];
+    });
+  return absl::OkStatus();
+}
+
+absl::Status validateSharedExpert(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(7, kFloatTypes));
+  if (check.has(7) && check.in(7).rank != 1 && check.in(7).rank != 2)
+    return check.error("gate has rank ", check.in(7).rank,
+                       "; expected 1 ([H]) or 2 ([H, 1] or [1, H])");
+  return validateFfn(check, 1, /*lead=*/0);
+}
+
+//===----------------------------------------------------------------------===//
+// Combine
+//===----------------------------------------------------------------------===//
+
+absl::Status combineKernel(KernelContext &ctx) {
+  const Tensor &outputs = ctx.in(0);
+  const Tensor &sourceIn = ctx.in(1);
+  const Tensor &weightsIn = ctx.in(2);
+  int64_t N = outputs.shape[0], H = outputs.shape[1];
+  int64_t T = weightsIn.shape[0], k = weightsIn.shape[1];
+  if (sourceIn.shape != Shape{N})
+    return ctx.error("source has shape ", sourceIn.shape.str(), "; expected [",
+                     N, "] (a row of the expert outputs)");
+  const float *passthrough = nullptr;
+  const int64_t *indices = nullptr;
+  if (ctx.has(3) != ctx.has(4))
+    return ctx.error("passthrough and indices must be given together");
+  if (ctx.has(3)) {
+    if (ctx.in(3).shape != Shape{T, H} || ctx.in(4).shape != Shape{T, k})
+      return ctx.error("passthrough of shape ", ctx.in(3).shape.str(),
+                       " and indices of shape ", ctx.in(4).shape.str(),
+                       " do not match [", T, ", ", H, "] and [", T, ", ", k,
+                       "]");
+    passthrough = ctx.in(3).as<const float>();
+    indices = ctx.in(4).as<const int64_t>();
+  }
+  // The inverse of `source`: the row of each assignment, or -1.
+  int64_t *row = scratch<int64_t>(Scratch::Step, T * k);
+  std::fill(row, row + T * k, -1);
+  const int64_t *source = sourceIn.as<const int64_t>();
+  for (int64_t r = 0; r < N; ++r) {
+    int64_t a = source[r];
+    if (a == -1)
+      continue;
+    if (a < 0 || a >= T * k)
+      return ctx.error("source[", r, "] = ", a, " is out of range [-1, ", T * k,
+                       ")");
+    if (row[a] >= 0)
+      return ctx.error("source[", r, "] repeats assignment ", a, " of source[",
+                       row[a], "]");
+    row[a] = r;
+  }
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{T, H}));
+  const float *y = outputs.as<const float>();
+  const float *w = weightsIn.as<const float>();
+  float *o = out->as<float>();
+  // Each token sums its k contributions in order: no races, deterministic.
+  ctx.pool().parallelFor(T, rowGrain(k * H), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float *ot = o + t * H;
+      std::fill(ot, ot + H, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        float wj = w[t * k + j];
+        if (int64_t r = row[t * k + j]; r >= 0)
+          for (int64_t h = 0; h < H; ++h)
+            ot[h] += wj * y[r * H + h];
+        if (indices && indices[t * k + j] == -1)
+          for (int64_t h = 0; h < H; ++h)
+            ot[h] += wj * passthrough[t * H + h];
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status validateCombine(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inType(2, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(3, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inType(4, bit(DType::I64)));
+  MOERT_RETURN_IF_ERROR(check.inRank(0, 2));
+  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  MOERT_RETURN_IF_ERROR(check.inRank(2, 2));
+  MOERT_RETURN_IF_ERROR(check.inRank(3, 2));
+  MOERT_RETURN_IF_ERROR(check.inRank(4, 2));
+  if (check.has(3) != check.has(4))
+    return check.error("passthrough and indices must be given together");
+  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  return check.outRank(0, 2);
+}
+
+} // namespace
+
+void registerMoeOps(OpRegistry &r) {
+  OpDef router = makeOp("Router", 1, 2, validateRouter, routerKernel,
+                        fb::Attrs::RouterAttrs);
+  router.optionalInputs = 0b10;
+  router.minOutputs = router.maxOutputs = 2;
+  r.add(fb::OpKind::Router, router);
+
+  OpDef dispatch = makeOp("Dispatch", 2, 2, validateDispatch, dispatchKernel,
+                          fb::Attrs::DispatchAttrs);
+  dispatch.minOutputs = dispatch.maxOutputs = 3;
+  r.add(fb::OpKind::Dispatch, dispatch);
+
+  // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?
+  OpDef experts = makeOp("Experts", 7, 8, validateExperts, expertsKernel,
+                         fb::Attrs::FfnAttrs);
+  experts.optionalInputs = 0b10111000;
+  // Each expert reads its rows before writing the same rows.
+  experts.inPlaceInputs = kInPlaceFirst;
+  r.add(fb::OpKind::Experts, experts);
+
+  // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?
+  OpDef shared = makeOp("SharedExpert", 6, 8, validateSharedExpert,
+                        sharedExpertKernel, fb::Attrs::FfnAttrs);
+  shared.optionalInputs = 0b11011100;
+  r.add(fb::OpKind::SharedExpert, shared);
+
+  // expert_outputs, source, weights, passthrough?, indices?
+  OpDef combine = makeOp("Combine", 3, 5, validateCombine, combineKernel);
+  combine.optionalInputs = 0b11000;
+  r.add(fb::OpKind::Combine, combine);
+}
+
+} // namespace moert::detail
