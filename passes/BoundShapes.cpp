@@ -128,6 +128,42 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
   return -1;
 }
 
+/// The bound of a broadcasting elementwise op's result whose operands'
+/// bounds disagree in a dimension that is dynamic in the IR: at run time the
+/// output size there is the operands' common non-1 size, so the largest
+/// operand bound bounds it.
+LogicalResult boundBroadcast(Operation *original, Operation *op,
+                             SmallVectorImpl<Type> &types) {
+  if (!isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
+           moe::ModOp, moe::MinOp, moe::MaxOp, moe::SumOp, moe::WhereOp,
+           moe::EqualOp, moe::LessOp, moe::LessOrEqualOp, moe::GreaterOp,
+           moe::GreaterOrEqualOp, moe::AndOp, moe::OrOp>(op) ||
+      op->getNumResults() != 1)
+    return failure();
+  auto declared = cast<RankedTensorType>(original->getResult(0).getType());
+  int64_t rank = declared.getRank();
+  SmallVector<int64_t> shape(rank, 1);
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > rank)
+      return failure();
+    int64_t offset = rank - type.getRank();
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      int64_t size = type.getDimSize(d);
+      int64_t &out = shape[offset + d];
+      if (size == 1 || size == out)
+        continue;
+      // Sizes that disagree are only acceptable where the IR says the size
+      // is not known yet (a dynamic dimension), never for static ones.
+      if (out != 1 && !declared.isDynamicDim(offset + d))
+        return failure();
+      out = std::max(out, size);
+    }
+  }
+  types.push_back(RankedTensorType::get(shape, declared.getElementType()));
+  return success();
+}
+
 struct BoundShapesPass
     : public moec::impl::MoeBoundShapesBase<BoundShapesPass> {
   using MoeBoundShapesBase::MoeBoundShapesBase;
@@ -252,24 +288,42 @@ struct BoundShapesPass
       return success();
     }
     if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      // A reshape may see bounds whose products disagree (a [B, S, H] input
-      // flattened to B*S rows and restored from rows bounded separately);
-      // its bound then comes from the shape operand, without diagnostics.
-      auto reshape = dyn_cast<moe::ReshapeOp>(op);
-      std::optional<Location> loc;
-      if (!reshape)
-        loc = op->getLoc();
+      // Bounds of values that are equal at run time can differ when they were
+      // derived differently: a reshape restoring [B, S, H] from rows bounded
+      // as B*S, or an elementwise op whose operands' token dimensions were
+      // bounded through different paths. Inference then fails without
+      // diagnostics and the op's own bound rule applies; only when there is
+      // none does inference, run again, say why at the op.
       if (succeeded(infer.inferReturnTypes(
-              op->getContext(), loc, op->getOperands(), op->getAttrDictionary(),
-              op->getPropertiesStorage(), op->getRegions(), types)))
+              op->getContext(), std::nullopt, op->getOperands(),
+              op->getAttrDictionary(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
         return success();
-      if (reshape && succeeded(boundReshape(reshape, types)))
+      types.clear();
+      if (auto reshape = dyn_cast<moe::ReshapeOp>(op))
+        if (succeeded(boundReshape(reshape, types)))
+          return success();
+      types.clear();
+      if (succeeded(boundBroadcast(original, op, types)))
         return success();
-      if (reshape) // Let inference say why, at the op.
-        (void)infer.inferReturnTypes(op->getContext(), op->getLoc(),
-                                     op->getOperands(), op->getAttrDictionary(),
-                                     op->getPropertiesStorage(),
-                                     op->getRegions(), types);
+      types.clear();
+      if (isa<moe::ExpandOp>(op)) {
+        // Expand broadcasts too: each dimension by its own rule.
+        auto declared = cast<RankedTensorType>(original->getResult(0).getType());
+        SmallVector<int64_t> shape;
+        for (int64_t d = 0; d < declared.getRank(); ++d)
+          shape.push_back(declared.isDynamicDim(d) ? boundDataDependentDim(op, d)
+                                                   : declared.getDimSize(d));
+        if (llvm::all_of(shape, [](int64_t size) { return size >= 0; })) {
+          types.push_back(declared.clone(shape));
+          return success();
+        }
+      }
+      types.clear();
+      (void)infer.inferReturnTypes(op->getContext(), op->getLoc(),
+                                   op->getOperands(), op->getAttrDictionary(),
+                                   op->getPropertiesStorage(), op->getRegions(),
+                                   types);
       return failure();
     }
     llvm::append_range(types, op->getResultTypes());

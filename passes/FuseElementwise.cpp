@@ -131,6 +131,12 @@ struct FuseElementwisePass
         outputs.push_back(op->getResult(0));
     }
 
+    // The runtime's programs take at most this many inputs
+    // (docs/plan-format.md); a wider group stays unfused.
+    constexpr size_t kMaxProgramInputs = 32;
+    if (inputs.size() > kMaxProgramInputs)
+      return;
+
     Operation *last = group.members.back();
     OpBuilder builder(last);
     SmallVector<Type> outputTypes;

@@ -18,6 +18,33 @@ def MoeRefineShapes : Pass<"moe-refine-shapes", "mlir::func::FuncOp"> {
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the per-expert loop form of a MoE layer into sparse ops";
+  let description = [{
+    Recognises the MoE layer form that TorchScript exports for Mixtral-style
+    blocks: router `MatMul -> Softmax -> TopK [-> ReduceSum, Div]`, the
+    expert mask `OneHot -> Transpose`, and per expert `e` a block
+    `NonZero(mask[e]) -> Gather(tokens) -> SwiGLU MLP -> Mul(weight) ->
+    ScatterElements` whose results are accumulated into a zero `[T, H]`
+    tensor. The final accumulator is replaced by
+
+    ```
+    moe.router (softmax, top-k, normalize iff the export renormalised)
+      -> moe.dispatch -> moe.experts silu_glu (stacked [E, ...] weights)
+      -> moe.combine
+    ```
+
+    which computes exactly the same sums. Experts pruned from the export get
+    zero weights, as they contributed nothing. Every `moe.top_k` that does not
+    head such a loop gets a remark naming the first condition that failed;
+    the graph then stays generic (correct, only slower).
+
+    The per-expert weights are copied into stacked constants, which is only
+    done for layers up to 64 MiB of expert weights (a remark says so above).
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeFuseNorms : Pass<"moe-fuse-norms", "mlir::func::FuncOp"> {
   let summary = "Recognise decomposed RMSNorm and fuse it into one op";
   let description = [{

@@ -57,11 +57,12 @@ InPlace getInPlaceKind(Operation *op) {
           moe::TanhOp, moe::ErfOp, moe::SigmoidOp, moe::ReluOp, moe::GeluOp,
           moe::SinOp, moe::CosOp, moe::FloorOp, moe::CeilOp, moe::SoftplusOp,
           moe::AndOp, moe::OrOp, moe::NotOp, moe::WhereOp, moe::ClipOp,
+          moe::SignOp,
           moe::FusedElementwiseOp>(op))
     return InPlace::Elementwise;
   if (isa<moe::SoftmaxOp, moe::LogSoftmaxOp, moe::LayerNormalizationOp,
           moe::SimplifiedLayerNormalizationOp, moe::TriluOp,
-          moe::ScatterElementsOp, moe::ScatterNDOp>(op))
+          moe::ScatterElementsOp, moe::ScatterNDOp, moe::ExpertsOp>(op))
     return InPlace::SameShapeAsFirst;
   if (isa<moe::ReshapeOp, moe::FlattenOp, moe::SqueezeOp, moe::UnsqueezeOp,
           moe::IdentityOp>(op))

@@ -23,6 +23,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createCSEPass());
   if (options.simplifyOnly)
     return;
+  funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
@@ -47,7 +48,7 @@ llvm::StringMap<int64_t> countOps(ModuleOp module) {
 static llvm::json::Object toJson(const llvm::StringMap<int64_t> &counts) {
   llvm::json::Object object;
   for (const auto &entry : counts)
-    object[entry.getKey()] = entry.getValue();
+    object[entry.getKey().str()] = entry.getValue();
   return object;
 }
 

@@ -343,6 +343,7 @@ private:
         .Case([](moe::ErfOp) { return fb::OpKind::Erf; })
         .Case([](moe::SigmoidOp) { return fb::OpKind::Sigmoid; })
         .Case([](moe::ReluOp) { return fb::OpKind::Relu; })
+        .Case([](moe::SignOp) { return fb::OpKind::Sign; })
         .Case([](moe::GeluOp) { return fb::OpKind::Gelu; })
         .Case([](moe::SinOp) { return fb::OpKind::Sin; })
         .Case([](moe::CosOp) { return fb::OpKind::Cos; })

@@ -134,6 +134,8 @@ TEST(Elementwise, UnaryFunctionsMatchTheirDefinitions) {
       {OpKind::Erf, [](float v) { return std::erf(v); }},
       {OpKind::Sigmoid, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }},
       {OpKind::Relu, [](float v) { return v > 0 ? v : 0.0f; }},
+      {OpKind::Sign,
+       [](float v) { return v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f; }},
       {OpKind::Neg, [](float v) { return -v; }},
       {OpKind::Abs, [](float v) { return std::fabs(v); }},
       {OpKind::Sin, [](float v) { return std::sin(v); }},
@@ -175,13 +177,15 @@ TEST(Elementwise, UnaryFunctionsMatchTheirDefinitions) {
   expectNear(t, {8}, expected, 2e-3f);
 }
 
-TEST(Elementwise, IntegerNegAbsRelu) {
+TEST(Elementwise, IntegerNegAbsReluSign) {
   Value neg = run1(OpKind::Neg, {i64({3}, {1, -2, 0})}, {DType::I64, {3}});
   EXPECT_EQ(neg.as<int64_t>(), (std::vector<int64_t>{-1, 2, 0}));
   Value abs = run1(OpKind::Abs, {i32({3}, {1, -2, 0})}, {DType::I32, {3}});
   EXPECT_EQ(abs.as<int32_t>(), (std::vector<int32_t>{1, 2, 0}));
   Value relu = run1(OpKind::Relu, {i32({3}, {1, -2, 0})}, {DType::I32, {3}});
   EXPECT_EQ(relu.as<int32_t>(), (std::vector<int32_t>{1, 0, 0}));
+  Value sign = run1(OpKind::Sign, {i64({3}, {7, -2, 0})}, {DType::I64, {3}});
+  EXPECT_EQ(sign.as<int64_t>(), (std::vector<int64_t>{1, -1, 0}));
 }
 
 TEST(Elementwise, FloatOnlyOpsRejectIntegersAtLoad) {

@@ -683,6 +683,14 @@ TEST(Experts, ColumnBlocksOfLargeNarrowExperts) {
   w3.inOut = true;
   w3.init(/*experts=*/2, /*hidden=*/272, /*inter=*/136, 17);
   checkExperts(w3, {9, 2}, 0, 18, /*threads=*/2);
+  // Rows too long for serial column blocks: 16 rows run as a wide expert
+  // next to a narrow one.
+  Network longRows;
+  longRows.activation = fb::Activation::Gelu;
+  longRows.separateUp = false;
+  longRows.biases = true;
+  longRows.init(/*experts=*/2, /*hidden=*/1040, /*inter=*/48, 19);
+  checkExperts(longRows, {16, 1}, 1, 20, /*threads=*/2);
 }
 
 TEST(Experts, InPlaceOverTheTokens) {

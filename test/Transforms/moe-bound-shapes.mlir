@@ -66,3 +66,16 @@ func.func @unbounded(%n: tensor<i64>) -> tensor<?xi64> {
 func.func @named(%ids: tensor<?x?xi64> {moe.dim_params = ["batch", "seq"]}) -> tensor<?x?xi64> {
   return %ids : tensor<?x?xi64>
 }
+
+// -----
+
+// Tests that a reshape whose bounded input and shape disagree on the element
+// count (rows of a [B, S, H] input restored from a separately bounded token
+// count) is bounded by its shape entries instead of failing inference.
+// CHECK-LABEL: func.func @restore
+func.func @restore(%x: tensor<?x?x8xf32>, %rows: tensor<?x8xf32>) -> tensor<?x?x8xf32> {
+  %shape = moe.shape %x : (tensor<?x?x8xf32>) -> tensor<3xi64>
+  // CHECK: moe.reshape {{.*}} {moe.bounds = [array<i64: 64, 64, 8>]}
+  %0 = moe.reshape %rows, %shape : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}

@@ -245,7 +245,8 @@ enum class Unary {
   Softplus,
   Neg,
   Abs,
-  Relu
+  Relu,
+  Sign
 };
 
 template <Unary kOp, typename T> T unary(T x) {
@@ -286,6 +287,9 @@ template <Unary kOp, typename T> T unary(T x) {
     return x < 0 ? wrapSub(T(0), x) : x;
   case Unary::Relu:
     return x < 0 ? T(0) : x;
+  case Unary::Sign:
+    // x != x keeps NaN as NaN (ONNX leaves it to the float semantics).
+    return x > 0 ? T(1) : x < 0 ? T(-1) : x;
   default:
     return x;
   }
@@ -689,6 +693,8 @@ void registerElementwiseOps(OpRegistry &r) {
   unaryOp(fb::OpKind::Abs, "Abs", validateUnary<kN>, unaryKernel<Unary::Abs>);
   unaryOp(fb::OpKind::Relu, "Relu", validateUnary<kN>,
           unaryKernel<Unary::Relu>);
+  unaryOp(fb::OpKind::Sign, "Sign", validateUnary<kN>,
+          unaryKernel<Unary::Sign>);
   OpDef geluDef =
       makeOp("Gelu", 1, 1, validateGelu, geluKernel, fb::Attrs::GeluAttrs);
   geluDef.inPlaceInputs = kInPlaceAny;

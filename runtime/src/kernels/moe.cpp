@@ -13,7 +13,8 @@
 //    experts' weights once. Each such expert is split into column blocks of
 //    its weight matrices, and the thread pool runs the blocks of all experts
 //    at once, each block a GEMM small enough that OpenBLAS runs it on the
-//    calling thread. Every thread streams disjoint weights.
+//    calling thread. Every thread streams disjoint weights. (Experts whose
+//    rows are too long for such blocks count as wide.)
 //  * Many rows per expert (prefill): GEMM throughput matters. Experts run one
 //    after the other in row chunks, each GEMM threaded by OpenBLAS.
 //
@@ -413,7 +414,8 @@ absl::Status validateDispatch(const StepCheck &check) {
   MOERT_RETURN_IF_ERROR(check.outRank(2, 1));
   if (E < 1)
     return check.error("num_experts ", E, " must be positive");
-  if (staticDim(check.out(1), 0) != E + 1)
+  // (Compared as dim - 1: E comes from the file and may be huge.)
+  if (staticDim(check.out(1), 0) - 1 != E)
     return check.error("offsets are declared ", declaredShape(check.out(1)),
                        "; expected [", E + 1, "] (num_experts + 1)");
   return absl::OkStatus();
@@ -734,8 +736,11 @@ void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
 constexpr int64_t kNarrowRows = 16;
 /// The largest M*N*K that OpenBLAS (0.3.x: SMP_THRESHOLD_MIN *
 /// GEMM_MULTITHREAD_THRESHOLD) runs on the calling thread: column blocks of
-/// narrow experts target it, so that pool threads never wait on BLAS threads.
+/// narrow experts stay below it, so that pool threads never start BLAS
+/// threads.
 constexpr int64_t kSerialGemmWork = 65536 * 4;
+/// The fewest columns per block worth a GEMM call.
+constexpr int64_t kMinBlockColumns = 16;
 /// Rows per GEMM of a wide expert: keeps the scratch bounded while the GEMMs
 /// stay large enough for full BLAS throughput.
 constexpr int64_t kWideChunkRows = 256;
@@ -744,8 +749,17 @@ constexpr int64_t kWideChunkRows = 256;
 /// `total` columns (`width` GEMM columns per block column).
 int64_t blockColumns(int64_t n, int64_t K, int64_t total, int64_t width) {
   int64_t cols = kSerialGemmWork / std::max<int64_t>(1, n * K * width);
-  cols = std::max<int64_t>(16, cols / 16 * 16);
+  cols = std::max(kMinBlockColumns, cols / kMinBlockColumns * kMinBlockColumns);
   return std::min(cols, std::max<int64_t>(total, 1));
+}
+
+/// Whether an expert with n rows runs as column blocks on the pool: few rows,
+/// and blocks of both projections small enough for serial GEMMs.
+bool isNarrow(const Ffn &f, int64_t n) {
+  int64_t width = f.gated ? 2 : 1;
+  return n <= kNarrowRows &&
+         n * f.sizes.hidden * width * kMinBlockColumns <= kSerialGemmWork &&
+         n * f.sizes.inter * kMinBlockColumns <= kSerialGemmWork;
 }
 
 /// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
@@ -764,7 +778,7 @@ void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
   int64_t aSize = 0;
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = offsets[e + 1] - offsets[e];
-    if (n == 0 || n > kNarrowRows)
+    if (n == 0 || !isNarrow(f, n))
       continue;
     int64_t cols = blockColumns(n, H, F, f.gated ? 2 : 1);
     for (int64_t c = 0; c < F; c += cols)
@@ -802,7 +816,7 @@ void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
   // for the cores were measured to cost a third of the time.
   for (int64_t e = 0; e < E; ++e) {
     int64_t rows = offsets[e + 1] - offsets[e];
-    if (rows <= kNarrowRows)
+    if (rows == 0 || isNarrow(f, rows))
       continue;
     for (int64_t r0 = offsets[e]; r0 < offsets[e + 1]; r0 += kWideChunkRows) {
       int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r0);
