@@ -104,6 +104,8 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--int-high", type=int, default=16)
+    parser.add_argument("--bound", action="append", default=None,
+                        help="moec --bound NAME=N (default: batch=1)")
     args = parser.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
     moec = os.path.join(args.build, "bin", "moec")
@@ -121,8 +123,10 @@ def main():
         model = onnx.load(path)
         name = os.path.splitext(os.path.basename(path))[0]
         plan = os.path.join(work, name + ".bin")
+        bounds = [f"--bound={b}" for b in (args.bound or ["batch=1"])]
         subprocess.run([moec, "compile", path, "-o", plan,
-                        f"--max-tokens={max(tokens)}"], check=True)
+                        f"--max-tokens={max(tokens)}"] + bounds, check=True,
+                       stderr=subprocess.DEVNULL)
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
         options.inter_op_num_threads = 1
