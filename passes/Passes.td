@@ -45,6 +45,34 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeDetectDenseExperts
+    : Pass<"moe-detect-dense-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the dense (GPT-OSS) form of a MoE layer into sparse ops";
+  let description = [{
+    Recognises the dense MoE form that GPT-OSS exports: router
+    `TopK(logits) -> Softmax over k -> ScatterElements` into a zero `[T, E]`
+    routing matrix; every expert on every token with stacked 3-D weights
+    (`Tile -> Reshape [E, T, H] -> MatMul w1 [E, H, 2F] + b1`, interleaved
+    gate/up slices, clamped SwiGLU, `MatMul w2 [E, F, H] + b2`); and the
+    combine `ReduceSum over E (Y * unsqueeze(transpose(routing)))`, the
+    token dimension optionally split alike on both sides. The sum is
+    replaced by
+
+    ```
+    moe.router (softmax after_topk) -> moe.dispatch
+      -> moe.experts clamped_swiglu (glu interleaved, biases, layout in_out)
+      -> moe.combine [-> moe.reshape to the layer's output shape]
+    ```
+
+    which computes the same sums while running each token through only its
+    k experts. The 3-D weights are used as exported (no copies); the
+    `[E, 1, N]` biases are reshaped to `[E, N]`. Every `moe.top_k` that does
+    not head such a layer gets a remark naming the first condition that
+    failed; the graph then stays generic (correct, only slower).
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeFuseNorms : Pass<"moe-fuse-norms", "mlir::func::FuncOp"> {
   let summary = "Recognise decomposed RMSNorm and fuse it into one op";
   let description = [{

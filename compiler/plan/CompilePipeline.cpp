@@ -24,6 +24,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.simplifyOnly)
     return;
   funcPM.addPass(createMoeDetectExperts());
+  funcPM.addPass(createMoeDetectDenseExperts());
   funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
@@ -50,6 +51,120 @@ static llvm::json::Object toJson(const llvm::StringMap<int64_t> &counts) {
   for (const auto &entry : counts)
     object[entry.getKey().str()] = entry.getValue();
   return object;
+}
+
+/// One routed MoE layer of a compiled module: a `moe.router`, the
+/// `moe.experts` its dispatched rows run through and the `moe.shared_expert`s
+/// on the same tokens.
+struct MoeLayerInfo {
+  moe::RouterOp router;
+  moe::ExpertsOp experts;
+  int64_t numExperts = 0;
+  int64_t sharedExperts = 0;
+};
+
+static SmallVector<MoeLayerInfo> collectMoeLayers(ModuleOp module) {
+  SmallVector<MoeLayerInfo> layers;
+  module.walk([&](moe::RouterOp router) {
+    MoeLayerInfo info;
+    info.router = router;
+    for (Operation *user : router.getIndices().getUsers()) {
+      auto dispatch = dyn_cast<moe::DispatchOp>(user);
+      if (!dispatch)
+        continue;
+      info.numExperts = dispatch.getNumExperts();
+      for (Operation *rowsUser : dispatch.getRows().getUsers())
+        if (auto experts = dyn_cast<moe::ExpertsOp>(rowsUser))
+          info.experts = experts;
+      for (Operation *tokensUser : dispatch.getTokens().getUsers())
+        info.sharedExperts += isa<moe::SharedExpertOp>(tokensUser);
+    }
+    layers.push_back(info);
+  });
+  return layers;
+}
+
+/// A static dimension as JSON: null when dynamic.
+static llvm::json::Value dimToJson(int64_t dim) {
+  return ShapedType::isDynamic(dim) ? llvm::json::Value(nullptr)
+                                    : llvm::json::Value(dim);
+}
+
+static int64_t hiddenSize(MoeLayerInfo layer) {
+  if (!layer.experts)
+    return ShapedType::kDynamic;
+  return cast<RankedTensorType>(layer.experts.getOutput().getType())
+      .getDimSize(1);
+}
+
+static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
+  llvm::json::Array array;
+  for (MoeLayerInfo layer : layers) {
+    moe::RouterOp router = layer.router;
+    std::optional<uint64_t> capacity = router.getCapacity();
+    llvm::json::Object object{
+        {"experts", layer.numExperts},
+        {"top_k", router.getTopKAttr().getInt()},
+        {"score", stringifyEnum(router.getScoreFunction()).str()},
+        {"topk_before_softmax", router.getScoreAfterTopk()},
+        {"normalize", router.getNormalize()},
+        {"scale", router.getRoutedScalingFactorAttr().getValueAsDouble()},
+        {"groups", router.getNGroupAttr().getInt()},
+        {"topk_groups", router.getTopkGroupAttr().getInt()},
+        {"selection_bias", static_cast<bool>(router.getBias())},
+        {"capacity", capacity ? llvm::json::Value(int64_t(*capacity))
+                              : llvm::json::Value(nullptr)},
+        {"shared_experts", layer.sharedExperts},
+        {"activation",
+         layer.experts ? llvm::json::Value(
+                             stringifyEnum(layer.experts.getActivation()).str())
+                       : llvm::json::Value(nullptr)},
+        {"hidden", dimToJson(hiddenSize(layer))},
+        {"ffn", layer.experts ? dimToJson(layer.experts.getInterSize())
+                              : llvm::json::Value(nullptr)}};
+    array.push_back(std::move(object));
+  }
+  return array;
+}
+
+void printMoeLayers(ModuleOp module, llvm::raw_ostream &os) {
+  SmallVector<MoeLayerInfo> layers = collectMoeLayers(module);
+  if (layers.empty()) {
+    os << "moec: no MoE layer detected (the model runs through generic ops; "
+          "see the remarks)\n";
+    return;
+  }
+  auto dim = [](int64_t value) -> std::string {
+    return ShapedType::isDynamic(value) ? "?" : std::to_string(value);
+  };
+  os << llvm::formatv("moec: {0} MoE layer(s)\n", layers.size());
+  os << llvm::formatv("{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}"
+                      "{8,-5}{9,-9}{10,-7}{11,-7}{12,-7}{13}\n",
+                      "layer", "experts", "top_k", "score", "topk_first",
+                      "normalize", "scale", "groups", "bias", "capacity",
+                      "shared", "hidden", "ffn", "activation");
+  for (auto [index, layer] : llvm::enumerate(layers)) {
+    moe::RouterOp router = layer.router;
+    std::optional<uint64_t> capacity = router.getCapacity();
+    os << llvm::formatv(
+        "{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}{8,-5}{9,-9}"
+        "{10,-7}{11,-7}{12,-7}{13}\n",
+        index, layer.numExperts, router.getTopKAttr().getInt(),
+        stringifyEnum(router.getScoreFunction()),
+        router.getScoreAfterTopk() ? "yes" : "no",
+        router.getNormalize() ? "yes" : "no",
+        llvm::formatv("{0}",
+                      router.getRoutedScalingFactorAttr().getValueAsDouble())
+            .str(),
+        llvm::formatv("{0}/{1}", router.getTopkGroupAttr().getInt(),
+                      router.getNGroupAttr().getInt())
+            .str(),
+        router.getBias() ? "yes" : "no",
+        capacity ? std::to_string(*capacity) : "-", layer.sharedExperts,
+        dim(hiddenSize(layer)),
+        layer.experts ? dim(layer.experts.getInterSize()) : "?",
+        layer.experts ? stringifyEnum(layer.experts.getActivation()) : "?");
+  }
 }
 
 LogicalResult writeReport(ModuleOp module,
@@ -91,7 +206,8 @@ LogicalResult writeReport(ModuleOp module,
       {"steps", numSteps},
       {"fused_elementwise_steps", numFused},
       {"ops_before", toJson(opsBefore)},
-      {"ops_after", toJson(countOps(module))}};
+      {"ops_after", toJson(countOps(module))},
+      {"moe_layers", moeLayersToJson(collectMoeLayers(module))}};
 
   std::string error;
   auto output = openOutputFile(path, &error);

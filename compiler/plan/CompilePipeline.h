@@ -37,9 +37,15 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 /// Op counts of `module` by op name, for the report.
 llvm::StringMap<int64_t> countOps(mlir::ModuleOp module);
 
+/// Prints the detected MoE layers of a compiled `module` (router, experts
+/// and shared experts of each) as a table to `os`, for `moec compile
+/// --verbose`; the same fields are the report's "moe_layers".
+void printMoeLayers(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 /// Writes the compile report of a planned `module` as JSON to `path`:
 /// memory plan (peak arena, naive sum of intermediates, weights), op counts
-/// before (`opsBefore`) and after compilation, steps.
+/// before (`opsBefore`) and after compilation, steps, and per MoE layer
+/// the gate and expert configuration ("moe_layers").
 mlir::LogicalResult writeReport(mlir::ModuleOp module,
                                 const llvm::StringMap<int64_t> &opsBefore,
                                 llvm::StringRef path);

@@ -262,11 +262,12 @@ func.func @pruned_expert(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 
 // -----
 
-// Tests that sigmoid scores (DeepSeek-V3 style) are a near-miss that stays
-// generic with a remark.
+// Tests that sigmoid scores chosen directly by top-k and renormalised give a
+// sigmoid router.
 // CHECK-LABEL: func.func @sigmoid_scores
-// CHECK-NOT: moe.router
-// CHECK: moe.scatter_elements
+// CHECK: moe.router %{{.*}} top 2 sigmoid normalize : tensor<?x2xf32>
+// CHECK: moe.experts silu_glu
+// CHECK-NOT: moe.scatter_elements
 func.func @sigmoid_scores(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %wr = moe.constant dense<0.5> : tensor<4x2xf32>
   %k = moe.constant dense<2> : tensor<1xi64>
@@ -281,7 +282,6 @@ func.func @sigmoid_scores(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %kk = moe.constant dense<2> : tensor<1xi64>
   %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
   %scores = moe.sigmoid %logits : (tensor<?x2xf32>) -> tensor<?x2xf32>
-  // expected-remark @+1 {{MoE per-expert loop not detected: top-k input is not a softmax}}
   %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
   %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
   %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
@@ -354,6 +354,101 @@ func.func @sigmoid_scores(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %e1acc : tensor<?x4xf32>
 }
+
+// Tests that scores other than a softmax or sigmoid (here tanh) are a
+// near-miss that stays generic with a remark.
+// CHECK-LABEL: func.func @tanh_scores
+// CHECK-NOT: moe.router
+// CHECK: moe.scatter_elements
+func.func @tanh_scores(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.tanh %logits : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  // expected-remark @+1 {{MoE per-expert loop not detected: top-k input is neither a softmax nor sigmoid scores with an optional selection bias}}
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0id = moe.constant dense<0> : tensor<i64>
+  %e0w1 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %e0w3 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e0w2 = moe.constant dense<0.3> : tensor<8x4xf32>
+  %e0sel = moe.gather %mask, %e0id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e0bool = moe.cast %e0sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e0nz = moe.non_zero %e0bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e0nzt = moe.transpose %e0nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e0split:2 = moe.split %e0nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e0slot = moe.squeeze %e0split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0tok = moe.squeeze %e0split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0g = moe.gather %xu, %e0tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e0in = moe.reshape %e0g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e0h = moe.mat_mul %e0in, %e0w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0sig = moe.sigmoid %e0h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0silu = moe.mul %e0h, %e0sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0up = moe.mat_mul %e0in, %e0w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0act = moe.mul %e0silu, %e0up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0y = moe.mat_mul %e0act, %e0w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e0tk = moe.mul %e0tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0flat = moe.add %e0slot, %e0tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e0rw = moe.gather %wflat, %e0flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e0yw = moe.mul %e0y, %e0rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e0t1 = moe.unsqueeze %e0tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e0ys = moe.shape %e0yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0idx = moe.expand %e0t1, %e0ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e0as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0z = moe.constant_of_shape %e0as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0sc = moe.scatter_elements %e0z, %e0idx, %e0yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e0acc = moe.add %acc, %e0sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %e0acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %e1acc : tensor<?x4xf32>
+}
+
+// -----
 
 // -----
 
@@ -448,4 +543,744 @@ func.func @relu_gate(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
   %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %e1acc : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a sigmoid-gated SwiGLU MLP on the router's tokens added to the
+// routed output (Qwen2-MoE's shared expert) becomes a gated moe.shared_expert
+// and that its generic ops are erased.
+// CHECK-LABEL: func.func @gated_shared_expert
+// CHECK-SAME: (%[[X:.*]]: tensor<?x4xf32>)
+// CHECK: %[[ROUTED:.*]] = moe.combine
+// CHECK-DAG: %[[G:.*]] = moe.constant dense<2.500000e-01> : tensor<4x1xf32>
+// CHECK-DAG: %[[SW1:.*]] = moe.constant dense<0.699999988> : tensor<4x6xf32>
+// CHECK-DAG: %[[SW3:.*]] = moe.constant dense<8.000000e-01> : tensor<4x6xf32>
+// CHECK-DAG: %[[SW2:.*]] = moe.constant dense<0.899999976> : tensor<6x4xf32>
+// CHECK: %[[SHARED:.*]] = moe.shared_expert silu_glu %[[X]] : tensor<?x4xf32> w1 %[[SW1]] : tensor<4x6xf32> w3 %[[SW3]] : tensor<4x6xf32> w2 %[[SW2]] : tensor<6x4xf32> gate %[[G]] : tensor<4x1xf32> layout in_out
+// CHECK: %[[OUT:.*]] = moe.add %[[ROUTED]], %[[SHARED]]
+// CHECK-NOT: moe.sigmoid
+// CHECK: return %[[OUT]]
+func.func @gated_shared_expert(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x, %sw1 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sup = moe.mat_mul %x, %sw3 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x6xf32>, tensor<6x4xf32>) -> tensor<?x4xf32>
+  %sg = moe.constant dense<0.25> : tensor<4x1xf32>
+  %sgl = moe.mat_mul %x, %sg : (tensor<?x4xf32>, tensor<4x1xf32>) -> tensor<?x1xf32>
+  %sgs = moe.sigmoid %sgl : (tensor<?x1xf32>) -> tensor<?x1xf32>
+  %sgy = moe.mul %sgs, %sy : (tensor<?x1xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %out = moe.add %e1acc, %sgy : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that an ungated SwiGLU MLP on the router's tokens added to the
+// routed output (DeepSeek's shared experts) becomes a moe.shared_expert
+// without a gate, whichever side of the addition it is on.
+// CHECK-LABEL: func.func @plain_shared_expert
+// CHECK-SAME: (%[[X:.*]]: tensor<?x4xf32>)
+// CHECK: %[[ROUTED:.*]] = moe.combine
+// CHECK: %[[SHARED:.*]] = moe.shared_expert silu_glu %[[X]] : tensor<?x4xf32> w1 %{{.*}} : tensor<4x6xf32> w3 %{{.*}} : tensor<4x6xf32> w2 %{{.*}} : tensor<6x4xf32> layout in_out
+// CHECK: %[[OUT:.*]] = moe.add %[[SHARED]], %[[ROUTED]]
+// CHECK: return %[[OUT]]
+func.func @plain_shared_expert(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x, %sw1 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sup = moe.mat_mul %x, %sw3 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x6xf32>, tensor<6x4xf32>) -> tensor<?x4xf32>
+  %out = moe.add %sy, %e1acc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that an MLP added to the routed output but computed on other rows
+// than the router's tokens is a near-miss: it stays generic with a remark.
+// CHECK-LABEL: func.func @shared_expert_other_tokens
+// CHECK: moe.combine
+// CHECK-NOT: moe.shared_expert
+// CHECK: moe.mat_mul %{{.*}}, %{{.*}} : (tensor<?x6xf32>, tensor<6x4xf32>)
+func.func @shared_expert_other_tokens(%x: tensor<?x4xf32>, %y: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %y, %sw1 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sup = moe.mat_mul %y, %sw3 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x6xf32>, tensor<6x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @+1 {{MoE shared expert not detected in the MLP added to the routed experts' output: it is not an f32 SwiGLU MLP on the router's tokens}}
+  %out = moe.add %e1acc, %sy : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a shared expert whose sigmoid gate is not a [H, 1] projection
+// of the tokens (here one gate value per hidden unit) is a near-miss: it
+// stays generic with a remark.
+// CHECK-LABEL: func.func @shared_expert_wide_gate
+// CHECK: moe.combine
+// CHECK-NOT: moe.shared_expert
+// CHECK: moe.sigmoid %{{.*}} : (tensor<?x4xf32>)
+func.func @shared_expert_wide_gate(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x, %sw1 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sup = moe.mat_mul %x, %sw3 : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x6xf32>, tensor<6x4xf32>) -> tensor<?x4xf32>
+  %sg = moe.constant dense<0.25> : tensor<4x4xf32>
+  %sgl = moe.mat_mul %x, %sg : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %sgs = moe.sigmoid %sgl : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sgy = moe.mul %sgs, %sy : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @+1 {{MoE shared expert not detected in the MLP added to the routed experts' output: its gate is not sigmoid(tokens @ w) with a constant f32 [H, 1] weight w}}
+  %out = moe.add %e1acc, %sgy : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that the DeepSeek-V3 gate (sigmoid scores, a selection-only bias,
+// top-2-sum group scores keeping the best group, the weights gathered from the
+// unbiased scores, renormalised with 1e-20 and scaled) and its [E, T, k]
+// expert mask become one router, and that the ungated shared expert on the
+// [B, S, H] input becomes a moe.shared_expert on the flattened tokens.
+// CHECK-LABEL: func.func @deepseek_v3
+// CHECK-SAME: (%[[X3:.*]]: tensor<?x?x4xf32>)
+// CHECK: %[[X:.*]] = moe.reshape %[[X3]]
+// CHECK: %[[LOGITS:.*]] = moe.mat_mul %[[X]]
+// CHECK: %[[BIAS:.*]] = moe.constant dense<[1.000000e-01, 2.000000e-01, 3.000000e-01, 4.000000e-01]> : tensor<4xf32>
+// CHECK: %[[W:.*]], %[[I:.*]] = moe.router %[[LOGITS]] bias %[[BIAS]] top 2 sigmoid groups 2 keep 1 normalize scale 2.500000e+00 : tensor<?x4xf32>, tensor<4xf32>
+// CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %[[X]], %[[I]] experts 4
+// CHECK: %[[Y:.*]] = moe.experts silu_glu %[[ROWS]], %[[OFF]]
+// CHECK: %[[ROUTED:.*]] = moe.combine %[[Y]], %[[SRC]], %[[W]]
+// CHECK: %[[ROUTED3:.*]] = moe.reshape %[[ROUTED]]
+// CHECK: %[[SHARED:.*]] = moe.shared_expert silu_glu %[[X]] : tensor<?x4xf32> w1 %{{.*}} : tensor<4x6xf32> w3 %{{.*}} : tensor<4x6xf32> w2 %{{.*}} : tensor<6x4xf32> layout in_out
+// CHECK: %[[SHARED3:.*]] = moe.reshape %[[SHARED]], %{{.*}} : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+// CHECK: %[[OUT:.*]] = moe.add %[[ROUTED3]], %[[SHARED3]]
+// CHECK-NOT: moe.top_k
+// CHECK-NOT: moe.where
+// CHECK: return %[[OUT]]
+func.func @deepseek_v3(%x3: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %wr = moe.constant dense<0.5> : tensor<4x4xf32>
+  %bias = moe.constant dense<[[0.1, 0.2, 0.3, 0.4]]> : tensor<1x4xf32>
+  %grouped = moe.constant dense<[-1, 2, 2]> : tensor<3xi64>
+  %repeat = moe.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m = moe.constant dense<1> : tensor<1xi64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %zero = moe.constant dense<0.0> : tensor<f32>
+  %one = moe.constant dense<1.0> : tensor<f32>
+  %eps = moe.constant dense<1.0e-20> : tensor<f32>
+  %scale = moe.constant dense<2.5> : tensor<f32>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %x = moe.reshape %x3, %rows : (tensor<?x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %scores = moe.sigmoid %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %choice = moe.add %scores, %bias : (tensor<?x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+  %byGroup = moe.reshape %choice, %grouped : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %best, %bestIdx = moe.top_k %byGroup, %k : (tensor<?x2x2xf32>, tensor<1xi64>) -> (tensor<?x2x2xf32>, tensor<?x2x2xi64>)
+  %groupScores = moe.reduce_sum %best, %last {keepdims = 0 : i64} : (tensor<?x2x2xf32>, tensor<1xi64>) -> tensor<?x2xf32>
+  %topGroups, %topGroupIdx = moe.top_k %groupScores, %m {sorted = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x1xf32>, tensor<?x1xi64>)
+  %gsShape = moe.shape %groupScores : (tensor<?x2xf32>) -> tensor<2xi64>
+  %gzeros = moe.constant_of_shape %gsShape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %idxShape = moe.shape %topGroupIdx : (tensor<?x1xi64>) -> tensor<2xi64>
+  %gones = moe.expand %one, %idxShape : (tensor<f32>, tensor<2xi64>) -> tensor<?x1xf32>
+  %groupMask = moe.scatter_elements %gzeros, %topGroupIdx, %gones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x1xi64>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %gm3 = moe.unsqueeze %groupMask, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %em3 = moe.expand %gm3, %repeat : (tensor<?x2x1xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %expertMask = moe.reshape %em3, %rows : (tensor<?x2x2xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %keep = moe.cast %expertMask {to = i1} : (tensor<?x4xf32>) -> tensor<?x4xi1>
+  %drop = moe.not %keep : (tensor<?x4xi1>) -> tensor<?x4xi1>
+  %masked = moe.where %drop, %zero, %choice : (tensor<?x4xi1>, tensor<f32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %masked, %k {sorted = 0 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %chosen = moe.gather_elements %scores, %indices {axis = 1 : i64} : (tensor<?x4xf32>, tensor<?x2xi64>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %chosen, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %denom = moe.add %sum, %eps : (tensor<?x1xf32>, tensor<f32>) -> tensor<?x1xf32>
+  %norm = moe.div %chosen, %denom : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %weights = moe.mul %norm, %scale : (tensor<?x2xf32>, tensor<f32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x4xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 0, 1>} : (tensor<?x2x4xi64>) -> tensor<4x?x2xi64>
+  %wflat = moe.flatten %weights {axis = 2 : i64} : (tensor<?x2xf32>) -> tensor<?x1xf32>
+  %acc = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %acc {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<4x?x2xi64>, tensor<i64>) -> tensor<?x2xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<?x2xi64>) -> tensor<?x2xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<?x2xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1tok = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1slot = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tk = moe.mul %e1tok, %k : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1rw1 = moe.reshape %e1rw, %last : (tensor<?x1xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %e1in = moe.gather %x, %e1tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1rwc = moe.unsqueeze %e1rw1, %last : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rwc : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %zeros : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %zeros, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %shape3 = moe.shape %x3 : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %routed = moe.reshape %e1acc, %shape3 : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x3, %sw1 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sup = moe.mat_mul %x3, %sw3 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
+  %out = moe.add %routed, %sy : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that grouped selection filling dropped experts with -inf is exact
+// without a selection bias: a group's experts stay eligible only in the kept
+// groups.
+// CHECK-LABEL: func.func @deepseek_no_bias_inf_fill
+// CHECK: moe.router %{{.*}} top 2 sigmoid groups 2 keep 1 normalize scale 2.500000e+00 : tensor<?x4xf32>
+// CHECK-NOT: moe.where
+func.func @deepseek_no_bias_inf_fill(%x3: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %wr = moe.constant dense<0.5> : tensor<4x4xf32>
+  %grouped = moe.constant dense<[-1, 2, 2]> : tensor<3xi64>
+  %repeat = moe.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m = moe.constant dense<1> : tensor<1xi64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %zero = moe.constant dense<0xFF800000> : tensor<f32>
+  %one = moe.constant dense<1.0> : tensor<f32>
+  %eps = moe.constant dense<1.0e-20> : tensor<f32>
+  %scale = moe.constant dense<2.5> : tensor<f32>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %x = moe.reshape %x3, %rows : (tensor<?x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %scores = moe.sigmoid %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %byGroup = moe.reshape %scores, %grouped : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %best, %bestIdx = moe.top_k %byGroup, %k : (tensor<?x2x2xf32>, tensor<1xi64>) -> (tensor<?x2x2xf32>, tensor<?x2x2xi64>)
+  %groupScores = moe.reduce_sum %best, %last {keepdims = 0 : i64} : (tensor<?x2x2xf32>, tensor<1xi64>) -> tensor<?x2xf32>
+  %topGroups, %topGroupIdx = moe.top_k %groupScores, %m {sorted = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x1xf32>, tensor<?x1xi64>)
+  %gsShape = moe.shape %groupScores : (tensor<?x2xf32>) -> tensor<2xi64>
+  %gzeros = moe.constant_of_shape %gsShape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %idxShape = moe.shape %topGroupIdx : (tensor<?x1xi64>) -> tensor<2xi64>
+  %gones = moe.expand %one, %idxShape : (tensor<f32>, tensor<2xi64>) -> tensor<?x1xf32>
+  %groupMask = moe.scatter_elements %gzeros, %topGroupIdx, %gones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x1xi64>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %gm3 = moe.unsqueeze %groupMask, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %em3 = moe.expand %gm3, %repeat : (tensor<?x2x1xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %expertMask = moe.reshape %em3, %rows : (tensor<?x2x2xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %keep = moe.cast %expertMask {to = i1} : (tensor<?x4xf32>) -> tensor<?x4xi1>
+  %drop = moe.not %keep : (tensor<?x4xi1>) -> tensor<?x4xi1>
+  %masked = moe.where %drop, %zero, %scores : (tensor<?x4xi1>, tensor<f32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %masked, %k {sorted = 0 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %chosen = moe.gather_elements %scores, %indices {axis = 1 : i64} : (tensor<?x4xf32>, tensor<?x2xi64>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %chosen, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %denom = moe.add %sum, %eps : (tensor<?x1xf32>, tensor<f32>) -> tensor<?x1xf32>
+  %norm = moe.div %chosen, %denom : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %weights = moe.mul %norm, %scale : (tensor<?x2xf32>, tensor<f32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x4xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 0, 1>} : (tensor<?x2x4xi64>) -> tensor<4x?x2xi64>
+  %wflat = moe.flatten %weights {axis = 2 : i64} : (tensor<?x2xf32>) -> tensor<?x1xf32>
+  %acc = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %acc {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<4x?x2xi64>, tensor<i64>) -> tensor<?x2xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<?x2xi64>) -> tensor<?x2xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<?x2xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1tok = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1slot = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tk = moe.mul %e1tok, %k : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1rw1 = moe.reshape %e1rw, %last : (tensor<?x1xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %e1in = moe.gather %x, %e1tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1rwc = moe.unsqueeze %e1rw1, %last : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rwc : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %zeros : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %zeros, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %shape3 = moe.shape %x3 : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %routed = moe.reshape %e1acc, %shape3 : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x3, %sw1 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sup = moe.mat_mul %x3, %sw3 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
+  %out = moe.add %routed, %sy : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that grouped selection filling dropped experts with 0 is a near-miss
+// when a selection bias entry is negative: a dropped expert's 0 could beat a
+// kept expert's negative choice score.
+// CHECK-LABEL: func.func @deepseek_negative_bias
+// CHECK-NOT: moe.router
+// CHECK: moe.where
+func.func @deepseek_negative_bias(%x3: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %wr = moe.constant dense<0.5> : tensor<4x4xf32>
+  %bias = moe.constant dense<[[0.1, -0.2, 0.3, 0.4]]> : tensor<1x4xf32>
+  %grouped = moe.constant dense<[-1, 2, 2]> : tensor<3xi64>
+  %repeat = moe.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m = moe.constant dense<1> : tensor<1xi64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %zero = moe.constant dense<0.0> : tensor<f32>
+  %one = moe.constant dense<1.0> : tensor<f32>
+  %eps = moe.constant dense<1.0e-20> : tensor<f32>
+  %scale = moe.constant dense<2.5> : tensor<f32>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %x = moe.reshape %x3, %rows : (tensor<?x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %scores = moe.sigmoid %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %choice = moe.add %scores, %bias : (tensor<?x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+  %byGroup = moe.reshape %choice, %grouped : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %best, %bestIdx = moe.top_k %byGroup, %k : (tensor<?x2x2xf32>, tensor<1xi64>) -> (tensor<?x2x2xf32>, tensor<?x2x2xi64>)
+  %groupScores = moe.reduce_sum %best, %last {keepdims = 0 : i64} : (tensor<?x2x2xf32>, tensor<1xi64>) -> tensor<?x2xf32>
+  %topGroups, %topGroupIdx = moe.top_k %groupScores, %m {sorted = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x1xf32>, tensor<?x1xi64>)
+  %gsShape = moe.shape %groupScores : (tensor<?x2xf32>) -> tensor<2xi64>
+  %gzeros = moe.constant_of_shape %gsShape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %idxShape = moe.shape %topGroupIdx : (tensor<?x1xi64>) -> tensor<2xi64>
+  %gones = moe.expand %one, %idxShape : (tensor<f32>, tensor<2xi64>) -> tensor<?x1xf32>
+  %groupMask = moe.scatter_elements %gzeros, %topGroupIdx, %gones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x1xi64>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %gm3 = moe.unsqueeze %groupMask, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %em3 = moe.expand %gm3, %repeat : (tensor<?x2x1xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %expertMask = moe.reshape %em3, %rows : (tensor<?x2x2xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %keep = moe.cast %expertMask {to = i1} : (tensor<?x4xf32>) -> tensor<?x4xi1>
+  %drop = moe.not %keep : (tensor<?x4xi1>) -> tensor<?x4xi1>
+  %masked = moe.where %drop, %zero, %choice : (tensor<?x4xi1>, tensor<f32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @+1 {{MoE per-expert loop not detected: grouped selection sets masked experts to 0, not below every selection bias, so they could still be chosen}}
+  %values, %indices = moe.top_k %masked, %k {sorted = 0 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %chosen = moe.gather_elements %scores, %indices {axis = 1 : i64} : (tensor<?x4xf32>, tensor<?x2xi64>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %chosen, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %denom = moe.add %sum, %eps : (tensor<?x1xf32>, tensor<f32>) -> tensor<?x1xf32>
+  %norm = moe.div %chosen, %denom : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %weights = moe.mul %norm, %scale : (tensor<?x2xf32>, tensor<f32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x4xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 0, 1>} : (tensor<?x2x4xi64>) -> tensor<4x?x2xi64>
+  %wflat = moe.flatten %weights {axis = 2 : i64} : (tensor<?x2xf32>) -> tensor<?x1xf32>
+  %acc = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %acc {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<4x?x2xi64>, tensor<i64>) -> tensor<?x2xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<?x2xi64>) -> tensor<?x2xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<?x2xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1tok = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1slot = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tk = moe.mul %e1tok, %k : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1rw1 = moe.reshape %e1rw, %last : (tensor<?x1xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %e1in = moe.gather %x, %e1tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1rwc = moe.unsqueeze %e1rw1, %last : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rwc : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %zeros : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %zeros, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %shape3 = moe.shape %x3 : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %routed = moe.reshape %e1acc, %shape3 : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x3, %sw1 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sup = moe.mat_mul %x3, %sw3 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
+  %out = moe.add %routed, %sy : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that keeping the groups with the smallest scores is a near-miss
+// naming the grouped selection.
+// CHECK-LABEL: func.func @deepseek_smallest_groups
+// CHECK-NOT: moe.router
+// CHECK: moe.where
+func.func @deepseek_smallest_groups(%x3: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %wr = moe.constant dense<0.5> : tensor<4x4xf32>
+  %bias = moe.constant dense<[[0.1, 0.2, 0.3, 0.4]]> : tensor<1x4xf32>
+  %grouped = moe.constant dense<[-1, 2, 2]> : tensor<3xi64>
+  %repeat = moe.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m = moe.constant dense<1> : tensor<1xi64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %zero = moe.constant dense<0.0> : tensor<f32>
+  %one = moe.constant dense<1.0> : tensor<f32>
+  %eps = moe.constant dense<1.0e-20> : tensor<f32>
+  %scale = moe.constant dense<2.5> : tensor<f32>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %x = moe.reshape %x3, %rows : (tensor<?x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %scores = moe.sigmoid %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %choice = moe.add %scores, %bias : (tensor<?x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+  %byGroup = moe.reshape %choice, %grouped : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %best, %bestIdx = moe.top_k %byGroup, %k : (tensor<?x2x2xf32>, tensor<1xi64>) -> (tensor<?x2x2xf32>, tensor<?x2x2xi64>)
+  %groupScores = moe.reduce_sum %best, %last {keepdims = 0 : i64} : (tensor<?x2x2xf32>, tensor<1xi64>) -> tensor<?x2xf32>
+  %topGroups, %topGroupIdx = moe.top_k %groupScores, %m {largest = 0 : i64, sorted = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x1xf32>, tensor<?x1xi64>)
+  %gsShape = moe.shape %groupScores : (tensor<?x2xf32>) -> tensor<2xi64>
+  %gzeros = moe.constant_of_shape %gsShape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %idxShape = moe.shape %topGroupIdx : (tensor<?x1xi64>) -> tensor<2xi64>
+  %gones = moe.expand %one, %idxShape : (tensor<f32>, tensor<2xi64>) -> tensor<?x1xf32>
+  %groupMask = moe.scatter_elements %gzeros, %topGroupIdx, %gones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x1xi64>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %gm3 = moe.unsqueeze %groupMask, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %em3 = moe.expand %gm3, %repeat : (tensor<?x2x1xf32>, tensor<3xi64>) -> tensor<?x2x2xf32>
+  %expertMask = moe.reshape %em3, %rows : (tensor<?x2x2xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %keep = moe.cast %expertMask {to = i1} : (tensor<?x4xf32>) -> tensor<?x4xi1>
+  %drop = moe.not %keep : (tensor<?x4xi1>) -> tensor<?x4xi1>
+  %masked = moe.where %drop, %zero, %choice : (tensor<?x4xi1>, tensor<f32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @+1 {{MoE per-expert loop not detected: grouped selection: the kept groups are not the top-m of the group scores}}
+  %values, %indices = moe.top_k %masked, %k {sorted = 0 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %chosen = moe.gather_elements %scores, %indices {axis = 1 : i64} : (tensor<?x4xf32>, tensor<?x2xi64>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %chosen, %last : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %denom = moe.add %sum, %eps : (tensor<?x1xf32>, tensor<f32>) -> tensor<?x1xf32>
+  %norm = moe.div %chosen, %denom : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %weights = moe.mul %norm, %scale : (tensor<?x2xf32>, tensor<f32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x4xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 0, 1>} : (tensor<?x2x4xi64>) -> tensor<4x?x2xi64>
+  %wflat = moe.flatten %weights {axis = 2 : i64} : (tensor<?x2xf32>) -> tensor<?x1xf32>
+  %acc = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %acc {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<4x?x2xi64>, tensor<i64>) -> tensor<?x2xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<?x2xi64>) -> tensor<?x2xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<?x2xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1tok = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1slot = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tk = moe.mul %e1tok, %k : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1rw1 = moe.reshape %e1rw, %last : (tensor<?x1xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %e1in = moe.gather %x, %e1tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1rwc = moe.unsqueeze %e1rw1, %last : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rwc : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %zeros : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %zeros, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %shape3 = moe.shape %x3 : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %routed = moe.reshape %e1acc, %shape3 : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %sw1 = moe.constant dense<0.7> : tensor<4x6xf32>
+  %sw3 = moe.constant dense<0.8> : tensor<4x6xf32>
+  %sw2 = moe.constant dense<0.9> : tensor<6x4xf32>
+  %sh = moe.mat_mul %x3, %sw1 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %ssig = moe.sigmoid %sh : (tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %ssilu = moe.mul %sh, %ssig : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sup = moe.mat_mul %x3, %sw3 : (tensor<?x?x4xf32>, tensor<4x6xf32>) -> tensor<?x?x6xf32>
+  %sact = moe.mul %ssilu, %sup : (tensor<?x?x6xf32>, tensor<?x?x6xf32>) -> tensor<?x?x6xf32>
+  %sy = moe.mat_mul %sact, %sw2 : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
+  %out = moe.add %routed, %sy : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
 }

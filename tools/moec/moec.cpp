@@ -4,7 +4,8 @@
 //   moec ops [--json]               every ONNX op version moec imports
 //   moec inspect PLAN [--json]      what a plan file holds
 //   moec compile MODEL -o OUT [--emit plan|mlir|planned-mlir] [--max-tokens N]
-//                [--report FILE.json] [--emit-weights] [--import-only]
+//                [--report FILE.json] [--verbose] [--emit-weights]
+//                [--import-only]
 //
 // Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
 // op or fails to compile, 2 on a usage error.
@@ -100,6 +101,11 @@ static cl::opt<bool>
                cl::desc("Stop after the import: print the IR exactly as the "
                         "ONNX frontend built it"),
                cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<bool>
+    verbose("verbose",
+            cl::desc("Print the detected MoE layers (gate and expert "
+                     "configuration) as a table on stderr"),
+            cl::sub(compileCommand), cl::cat(moecCategory));
 static cl::opt<bool>
     emitWeights("emit-weights",
                 cl::desc("Print weights in the IR instead of eliding them"),
@@ -267,6 +273,9 @@ static int runCompile() {
   if (emitKind == "mlir" && !reportPath.empty())
     return usageError("--report describes a planned model; it needs "
                       "--emit plan or planned-mlir");
+  if (emitKind == "mlir" && verbose)
+    return usageError("--verbose lists the MoE layers of a planned model; it "
+                      "needs --emit plan or planned-mlir");
 
   MLIRContext context;
   configureContext(context);
@@ -289,6 +298,8 @@ static int runCompile() {
     moec::plan::buildCompilePipeline(pm, options);
     if (failed(pm.run(*module)))
       return kFailure;
+    if (verbose)
+      moec::plan::printMoeLayers(*module, llvm::errs());
     if (!reportPath.empty() &&
         failed(moec::plan::writeReport(*module, opsBefore, reportPath)))
       return kFailure;
