@@ -34,8 +34,13 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
       -> moe.combine
     ```
 
-    which computes exactly the same sums. Experts pruned from the export get
-    zero weights, as they contributed nothing. Every `moe.top_k` that does not
+    which computes exactly the same sums. The gate variants of other loop-form
+    exports map onto router attributes: sigmoid scores, the selection-only
+    correction bias, grouped top-k with routed scaling (DeepSeek-V3), and no
+    renormalisation (Qwen2-MoE); a SwiGLU MLP over the same tokens added to
+    the combined output, optionally sigmoid-gated, becomes
+    `moe.shared_expert`. Experts pruned from the export get zero weights, as
+    they contributed nothing. Every `moe.top_k` that does not
     head such a loop gets a remark naming the first condition that failed;
     the graph then stays generic (correct, only slower).
 
