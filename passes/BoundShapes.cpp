@@ -279,7 +279,8 @@ struct BoundShapesPass
                                   SmallVectorImpl<Type> &types) {
     if (auto fused = dyn_cast<moe::FusedElementwiseOp>(op)) {
       Block &body = fused.getBody().front();
-      for (auto [arg, input] : llvm::zip(body.getArguments(), fused.getInputs()))
+      for (auto [arg, input] :
+           llvm::zip(body.getArguments(), fused.getInputs()))
         arg.setType(input.getType());
       auto originalFused = cast<moe::FusedElementwiseOp>(original);
       if (failed(boundBlock(originalFused.getBody().front(), body)))
@@ -309,11 +310,13 @@ struct BoundShapesPass
       types.clear();
       if (isa<moe::ExpandOp>(op)) {
         // Expand broadcasts too: each dimension by its own rule.
-        auto declared = cast<RankedTensorType>(original->getResult(0).getType());
+        auto declared =
+            cast<RankedTensorType>(original->getResult(0).getType());
         SmallVector<int64_t> shape;
         for (int64_t d = 0; d < declared.getRank(); ++d)
-          shape.push_back(declared.isDynamicDim(d) ? boundDataDependentDim(op, d)
-                                                   : declared.getDimSize(d));
+          shape.push_back(declared.isDynamicDim(d)
+                              ? boundDataDependentDim(op, d)
+                              : declared.getDimSize(d));
         if (llvm::all_of(shape, [](int64_t size) { return size >= 0; })) {
           types.push_back(declared.clone(shape));
           return success();

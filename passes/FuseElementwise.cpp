@@ -47,8 +47,7 @@ bool isScalarConstant(Value value) {
   if (!constant)
     return false;
   auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
-  return elements && elements.isSplat() &&
-         elements.getElementType().isF32();
+  return elements && elements.isSplat() && elements.getElementType().isF32();
 }
 
 struct Group {

@@ -64,8 +64,7 @@ bool matchRootMeanSquare(Value root, RmsNorm &norm) {
     return false;
   }
   auto mean = meanValue.getDefiningOp<moe::ReduceMeanOp>();
-  if (!mean || !mean->hasOneUse() || mean.getKeepdims() != 1 ||
-      !mean.getAxes())
+  if (!mean || !mean->hasOneUse() || mean.getKeepdims() != 1 || !mean.getAxes())
     return false;
   auto rank = cast<RankedTensorType>(mean.getData().getType()).getRank();
   std::optional<SmallVector<int64_t>> axes =
@@ -146,8 +145,7 @@ struct FuseNormsPass : public moec::impl::MoeFuseNormsBase<FuseNormsPass> {
     auto type = dyn_cast<RankedTensorType>(norm.x.getType());
     Value normalized = norm.normalize->getResult(0);
     if (!type || !isF32(norm.x) || type.getRank() == 0 ||
-        type.isDynamicDim(type.getRank() - 1) ||
-        normalized.getType() != type)
+        type.isDynamicDim(type.getRank() - 1) || normalized.getType() != type)
       return;
     int64_t hidden = type.getDimSize(type.getRank() - 1);
     auto scaleType = RankedTensorType::get({hidden}, type.getElementType());
@@ -168,8 +166,8 @@ struct FuseNormsPass : public moec::impl::MoeFuseNormsBase<FuseNormsPass> {
     OpBuilder builder(last);
     Location loc = last->getLoc();
     if (!scale)
-      scale = moe::ConstantOp::create(
-          builder, loc, DenseElementsAttr::get(scaleType, 1.0f));
+      scale = moe::ConstantOp::create(builder, loc,
+                                      DenseElementsAttr::get(scaleType, 1.0f));
     // The weight must be defined before the new op, which replaces `last`.
     if (Operation *def = scale.getDefiningOp())
       if (def->getBlock() == last->getBlock() && last->isBeforeInBlock(def))

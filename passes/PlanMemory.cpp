@@ -57,8 +57,7 @@ InPlace getInPlaceKind(Operation *op) {
           moe::TanhOp, moe::ErfOp, moe::SigmoidOp, moe::ReluOp, moe::GeluOp,
           moe::SinOp, moe::CosOp, moe::FloorOp, moe::CeilOp, moe::SoftplusOp,
           moe::AndOp, moe::OrOp, moe::NotOp, moe::WhereOp, moe::ClipOp,
-          moe::SignOp,
-          moe::FusedElementwiseOp>(op))
+          moe::SignOp, moe::FusedElementwiseOp>(op))
     return InPlace::Elementwise;
   if (isa<moe::SoftmaxOp, moe::LogSoftmaxOp, moe::LayerNormalizationOp,
           moe::SimplifiedLayerNormalizationOp, moe::TriluOp,
@@ -83,17 +82,15 @@ bool canOverwrite(Operation *op, InPlace kind, unsigned index, Value operand,
     // With several tensor operands, dynamic sizes could broadcast at run time
     // (a `?` that is 1 against one that is not); only static shapes are
     // certain to match.
-    unsigned numTensors = llvm::count_if(op->getOperandTypes(), [](Type t) {
-      return isa<RankedTensorType>(t);
-    });
+    unsigned numTensors = llvm::count_if(
+        op->getOperandTypes(), [](Type t) { return isa<RankedTensorType>(t); });
     return numTensors == 1 || type.hasStaticShape();
   }
   case InPlace::SameShapeAsFirst:
     return index == 0 && operand.getType() == type;
   case InPlace::View:
-    return index == 0 &&
-           cast<ShapedType>(operand.getType()).getElementType() ==
-               type.getElementType();
+    return index == 0 && cast<ShapedType>(operand.getType()).getElementType() ==
+                             type.getElementType();
   }
   return false;
 }
@@ -117,8 +114,8 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
     auto getBound = [&](Value value) -> FailureOr<uint64_t> {
       ArrayRef<int64_t> shape;
       if (auto arg = dyn_cast<BlockArgument>(value)) {
-        auto bound = func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
-                                                              "moe.bound");
+        auto bound = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            arg.getArgNumber(), "moe.bound");
         if (!bound)
           return failure();
         shape = bound.asArrayRef();
@@ -131,8 +128,8 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
           return failure();
         shape = cast<DenseI64ArrayAttr>(bounds[index]).asArrayRef();
       }
-      uint64_t bytes = getElementBytes(
-          cast<ShapedType>(value.getType()).getElementType());
+      uint64_t bytes =
+          getElementBytes(cast<ShapedType>(value.getType()).getElementType());
       for (int64_t size : shape)
         bytes *= static_cast<uint64_t>(size);
       return llvm::alignTo(std::max<uint64_t>(bytes, 1), kAlignment);
@@ -141,8 +138,8 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
     auto lastUse = [&](Value value) {
       int64_t last = -1;
       for (Operation *user : value.getUsers())
-        last = std::max(last, stepIndex.lookup(body.findAncestorOpInBlock(
-                                  *user)));
+        last =
+            std::max(last, stepIndex.lookup(body.findAncestorOpInBlock(*user)));
       return last;
     };
 
@@ -162,7 +159,8 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
     for (BlockArgument arg : func.getArguments())
       if (failed(addBuffer(arg, -1))) {
         func.emitError("argument #")
-            << arg.getArgNumber() << " has no bound; run moe-bound-shapes first";
+            << arg.getArgNumber()
+            << " has no bound; run moe-bound-shapes first";
         return signalPassFailure();
       }
 
@@ -185,8 +183,7 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
             if (it == bufferOf.end() || failed(size) ||
                 buffers[it->second].end != index ||
                 buffers[it->second].size < *size ||
-                !canOverwrite(&op, kind, use.getOperandNumber(), operand,
-                              type))
+                !canOverwrite(&op, kind, use.getOperandNumber(), operand, type))
               continue;
             reuse = operand;
             break;
@@ -211,18 +208,17 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
 
     for (BlockArgument arg : func.getArguments())
       func.setArgAttr(arg.getArgNumber(), "moe.offset",
-                      builder.getI64IntegerAttr(
-                          buffers[bufferOf[arg]].offset));
+                      builder.getI64IntegerAttr(buffers[bufferOf[arg]].offset));
     for (Operation &op : body) {
       if (op.getNumResults() == 0)
         continue;
       SmallVector<int64_t> offsets;
       for (OpResult result : op.getResults()) {
         auto it = bufferOf.find(result);
-        offsets.push_back(it == bufferOf.end()
-                              ? -1
-                              : static_cast<int64_t>(
-                                    buffers[it->second].offset));
+        offsets.push_back(
+            it == bufferOf.end()
+                ? -1
+                : static_cast<int64_t>(buffers[it->second].offset));
       }
       op.setAttr("moe.offsets", builder.getDenseI64ArrayAttr(offsets));
     }

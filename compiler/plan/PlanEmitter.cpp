@@ -99,8 +99,8 @@ private:
   std::vector<std::vector<char>> constantBytes;
 
   std::string getArgName(BlockArgument arg) {
-    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      "moe.name"))
+    if (auto name =
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "moe.name"))
       return name.str();
     return "arg" + std::to_string(arg.getArgNumber());
   }
@@ -108,8 +108,8 @@ private:
   LogicalResult emitSignature() {
     for (BlockArgument arg : func.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
-      auto bound =
-          func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), "moe.bound");
+      auto bound = func.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                            "moe.bound");
       auto offset =
           func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "moe.offset");
       if (!bound || !offset)
@@ -118,8 +118,8 @@ private:
                << " has no bound or offset; run moe-bound-shapes and "
                   "moe-plan-memory first";
       std::string name = getArgName(arg);
-      auto dimParams =
-          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+      auto dimParams = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(),
+                                                        "moe.dim_params");
       std::vector<moert::PlanDim> dims;
       for (auto [index, size] : llvm::enumerate(type.getShape())) {
         if (!ShapedType::isDynamic(size)) {
@@ -137,8 +137,8 @@ private:
         auto it = symbols.find(symbol);
         if (it == symbols.end())
           it = symbols
-                   .insert({symbol, writer.addSymbol(symbol, 1,
-                                                     bound.asArrayRef()[index])})
+                   .insert({symbol, writer.addSymbol(
+                                        symbol, 1, bound.asArrayRef()[index])})
                    .first;
         dims.push_back(moert::PlanDim::symbol(it->second));
       }
@@ -284,8 +284,7 @@ private:
 
   /// The step's inputs in ONNX order; an absent optional operand is -1.
   LogicalResult collectInputs(Operation *op, std::vector<int32_t> &inputs) {
-    auto segments =
-        op->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+    auto segments = op->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
     if (segments) {
       unsigned next = 0;
       for (int32_t size : segments.asArrayRef()) {
@@ -354,9 +353,7 @@ private:
         .Case([](moe::LessOp) { return fb::OpKind::Less; })
         .Case([](moe::LessOrEqualOp) { return fb::OpKind::LessOrEqual; })
         .Case([](moe::GreaterOp) { return fb::OpKind::Greater; })
-        .Case([](moe::GreaterOrEqualOp) {
-          return fb::OpKind::GreaterOrEqual;
-        })
+        .Case([](moe::GreaterOrEqualOp) { return fb::OpKind::GreaterOrEqual; })
         .Case([](moe::NotOp) { return fb::OpKind::Not; })
         .Case([](moe::AndOp) { return fb::OpKind::And; })
         .Case([](moe::OrOp) { return fb::OpKind::Or; })
@@ -387,9 +384,8 @@ private:
         .Case([](moe::GatherOp) { return fb::OpKind::Gather; })
         .Case([](moe::GatherElementsOp) { return fb::OpKind::GatherElements; })
         .Case([](moe::GatherNDOp) { return fb::OpKind::GatherND; })
-        .Case([](moe::ScatterElementsOp) {
-          return fb::OpKind::ScatterElements;
-        })
+        .Case(
+            [](moe::ScatterElementsOp) { return fb::OpKind::ScatterElements; })
         .Case([](moe::ScatterNDOp) { return fb::OpKind::ScatterND; })
         .Case([](moe::OneHotOp) { return fb::OpKind::OneHot; })
         .Case([](moe::NonZeroOp) { return fb::OpKind::NonZero; })
@@ -398,9 +394,8 @@ private:
         .Case([](moe::ShapeOp) { return fb::OpKind::Shape; })
         .Case([](moe::DimOp) { return fb::OpKind::Dim; })
         .Case([](moe::SizeOp) { return fb::OpKind::Size; })
-        .Case([](moe::ConstantOfShapeOp) {
-          return fb::OpKind::ConstantOfShape;
-        })
+        .Case(
+            [](moe::ConstantOfShapeOp) { return fb::OpKind::ConstantOfShape; })
         .Case([](moe::IdentityOp) { return fb::OpKind::Identity; })
         .Case([](moe::RangeOp) { return fb::OpKind::Range; })
         .Case([](moe::TriluOp) { return fb::OpKind::Trilu; })
@@ -443,14 +438,14 @@ private:
 
   static FailureOr<fb::ScatterReduction> getReduction(Operation *op,
                                                       StringRef name) {
-    auto reduction = llvm::StringSwitch<std::optional<fb::ScatterReduction>>(
-                         name)
-                         .Case("none", fb::ScatterReduction::None)
-                         .Case("add", fb::ScatterReduction::Add)
-                         .Case("mul", fb::ScatterReduction::Mul)
-                         .Case("max", fb::ScatterReduction::Max)
-                         .Case("min", fb::ScatterReduction::Min)
-                         .Default(std::nullopt);
+    auto reduction =
+        llvm::StringSwitch<std::optional<fb::ScatterReduction>>(name)
+            .Case("none", fb::ScatterReduction::None)
+            .Case("add", fb::ScatterReduction::Add)
+            .Case("mul", fb::ScatterReduction::Mul)
+            .Case("max", fb::ScatterReduction::Max)
+            .Case("min", fb::ScatterReduction::Min)
+            .Default(std::nullopt);
     if (!reduction)
       return op->emitError("unknown reduction '") << name << "'";
     return *reduction;
@@ -460,11 +455,13 @@ private:
     using Result = FailureOr<fb::AttrsUnion>;
     auto none = [](Operation *) -> Result { return fb::AttrsUnion(); };
     return llvm::TypeSwitch<Operation *, Result>(op)
-        .Case<moe::SoftmaxOp, moe::LogSoftmaxOp>(
-            [](auto op) -> Result { return axisAttrs(op.getAxisAttr().getInt()); })
+        .Case<moe::SoftmaxOp, moe::LogSoftmaxOp>([](auto op) -> Result {
+          return axisAttrs(op.getAxisAttr().getInt());
+        })
         .Case<moe::FlattenOp, moe::GatherOp, moe::GatherElementsOp,
-              moe::OneHotOp>(
-            [](auto op) -> Result { return axisAttrs(op.getAxisAttr().getInt()); })
+              moe::OneHotOp>([](auto op) -> Result {
+          return axisAttrs(op.getAxisAttr().getInt());
+        })
         .Case([](moe::ConcatOp op) -> Result {
           return axisAttrs(op.getAxisAttr().getInt());
         })
@@ -594,9 +591,8 @@ private:
         .Case([](moe::DimOp op) -> Result {
           return axisAttrs(op.getIndexAttr().getInt());
         })
-        .Case([](moe::FusedElementwiseOp op) -> Result {
-          return getProgram(op);
-        })
+        .Case(
+            [](moe::FusedElementwiseOp op) -> Result { return getProgram(op); })
         .Case([](moe::RouterOp op) -> Result { return getRouterAttrs(op); })
         .Case([](moe::DispatchOp op) -> Result {
           fb::DispatchAttrsT attrs;
@@ -717,8 +713,7 @@ private:
     for (Operation &inner : body.without_terminator()) {
       if (auto constant = dyn_cast<moe::ConstantOp>(inner)) {
         auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-        if (!dense || !dense.isSplat() ||
-            !dense.getElementType().isF32())
+        if (!dense || !dense.isSplat() || !dense.getElementType().isF32())
           return inner.emitError("fused constants must be f32 splats");
         FailureOr<uint8_t> reg = allocate(constant.getResult());
         if (failed(reg))

@@ -17,8 +17,7 @@ LogicalResult FusedElementwiseOp::verify() {
       return emitOpError("input #")
              << index << " has type " << input.getType()
              << " but the body argument has type " << arg.getType();
-  auto yield = dyn_cast_or_null<YieldOp>(
-      body.empty() ? nullptr : &body.back());
+  auto yield = dyn_cast_or_null<YieldOp>(body.empty() ? nullptr : &body.back());
   if (!yield)
     return emitOpError("body must end with moe.yield");
   if (yield.getValues().getTypes() != getOutputs().getTypes())

@@ -1103,8 +1103,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
     return failure();
   // Starts and ends are often sizes of other tensors (`x[:, :seq]`), so they
   // are read as shape entries: constants, or static dimension sizes.
-  auto getKnownValues = [](Value value)
-      -> std::optional<SmallVector<std::optional<int64_t>>> {
+  auto getKnownValues =
+      [](Value value) -> std::optional<SmallVector<std::optional<int64_t>>> {
     std::optional<SmallVector<ShapeEntry>> entries = getShapeEntries(value);
     if (!entries)
       return std::nullopt;

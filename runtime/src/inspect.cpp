@@ -25,8 +25,8 @@ std::string shapeText(const Plan &plan, const TensorInfo &t) {
       dims.push_back(absl::StrCat(dim.bound));
       break;
     case fb::DimKind::Symbolic:
-      dims.push_back(absl::StrCat(plan.symbols()[dim.symbol].name,
-                                  "<=", dim.bound));
+      dims.push_back(
+          absl::StrCat(plan.symbols()[dim.symbol].name, "<=", dim.bound));
       break;
     default:
       dims.push_back(absl::StrCat("?<=", dim.bound));
@@ -119,24 +119,25 @@ std::string describePlanJson(const Plan &plan) {
       const TensorInfo &t = s.tensors[i];
       std::vector<std::string> dims;
       for (int k = 0; k < t.rank; ++k)
-        dims.push_back(absl::StrFormat(
-            "{\"bound\": %d, \"kind\": \"%s\"}", t.dims[k].bound,
-            fb::EnumNameDimKind(t.dims[k].kind)));
+        dims.push_back(absl::StrFormat("{\"bound\": %d, \"kind\": \"%s\"}",
+                                       t.dims[k].bound,
+                                       fb::EnumNameDimKind(t.dims[k].kind)));
       absl::StrAppendFormat(
           &out,
           "%s{\"id\": %d, \"name\": %s, \"dtype\": \"%s\", \"dims\": [%s], "
           "\"storage\": \"%s\", \"offset\": %d, \"bytes\": %d, \"input\": "
           "%s, \"output\": %s}",
           i ? ", " : "", i, jsonString(t.name), dtypeName(t.dtype),
-          absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena",
-          t.offset, t.size, t.isGraphInput ? "true" : "false",
+          absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena", t.offset,
+          t.size, t.isGraphInput ? "true" : "false",
           t.isGraphOutput ? "true" : "false");
     }
     absl::StrAppend(&out, "], \"steps\": [");
     for (const detail::StepInfo &step : s.steps)
       absl::StrAppendFormat(
-          &out, "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
-                "\"outputs\": [%s]}",
+          &out,
+          "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
+          "\"outputs\": [%s]}",
           step.index ? ", " : "", fb::EnumNameOpKind(step.op),
           jsonString(step.name), idList(step.inputs), idList(step.outputs));
     absl::StrAppend(&out, "]}");

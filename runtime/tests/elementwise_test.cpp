@@ -135,7 +135,9 @@ TEST(Elementwise, UnaryFunctionsMatchTheirDefinitions) {
       {OpKind::Sigmoid, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }},
       {OpKind::Relu, [](float v) { return v > 0 ? v : 0.0f; }},
       {OpKind::Sign,
-       [](float v) { return v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f; }},
+       [](float v) { return v > 0   ? 1.0f
+                            : v < 0 ? -1.0f
+                                    : 0.0f; }},
       {OpKind::Neg, [](float v) { return -v; }},
       {OpKind::Abs, [](float v) { return std::fabs(v); }},
       {OpKind::Sin, [](float v) { return std::sin(v); }},

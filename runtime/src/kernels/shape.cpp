@@ -557,9 +557,9 @@ absl::Status dimKernel(KernelContext &ctx) {
   if (axis < 0)
     axis += in.rank;
   if (axis < 0 || axis >= in.rank)
-    return ctx.error(absl::StrCat("dimension ", ctx.attrs<fb::AxisAttrs>()->axis(),
-                                  " is out of range for an input of rank ",
-                                  in.rank));
+    return ctx.error(
+        absl::StrCat("dimension ", ctx.attrs<fb::AxisAttrs>()->axis(),
+                     " is out of range for an input of rank ", in.rank));
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{}));
   *out->as<int64_t>() = in[static_cast<int>(axis)];
   return absl::OkStatus();
@@ -856,8 +856,8 @@ void registerShapeOps(OpRegistry &r) {
   r.add(fb::OpKind::Tile, makeOp("Tile", 2, 2, validateTile, tileKernel));
   r.add(fb::OpKind::Shape, makeOp("Shape", 1, 1, validateShape, shapeKernel,
                                   fb::Attrs::ShapeAttrs));
-  r.add(fb::OpKind::Dim, makeOp("Dim", 1, 1, validateDim, dimKernel,
-                                fb::Attrs::AxisAttrs));
+  r.add(fb::OpKind::Dim,
+        makeOp("Dim", 1, 1, validateDim, dimKernel, fb::Attrs::AxisAttrs));
   r.add(fb::OpKind::Size, makeOp("Size", 1, 1, validateSize, sizeKernel));
   r.add(fb::OpKind::ConstantOfShape,
         makeOp("ConstantOfShape", 1, 1, validateConstantOfShape,
