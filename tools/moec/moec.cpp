@@ -266,6 +266,13 @@ static int runCompile() {
                       emitKind + "'");
   if (maxTokens == 0 || maxTokens > uint64_t(INT64_MAX))
     return usageError("--max-tokens must be a positive integer");
+  for (const std::string &bound : dimBounds) {
+    auto [name, value] = llvm::StringRef(bound).split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size) || size < 1)
+      return usageError("--bound must be NAME=N with N >= 1, not '" + bound +
+                        "'");
+  }
   if (emitKind == "plan" && outputPath == "-")
     return usageError("a plan is a binary file: name it with -o FILE");
   if (emitKind != "mlir" && importOnly)
