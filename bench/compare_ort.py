@@ -13,7 +13,7 @@ same number of runs after a warm-up) on the same random inputs, and prints
              depend on data, like per-expert loops, are not counted) / the
              measured BLAS SGEMM rate, over moe-run's time
 
-Bandwidth is measured with a large numpy copy, the GEMM rate with a 2048^3
+Bandwidth is measured by summing a 1 GiB buffer on --threads threads, the GEMM rate with a 2048^3
 float32 numpy matmul, both with the same thread count. This is a benchmark,
 never a test: run it by hand (see bench/README.md).
 """
@@ -25,26 +25,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper, shape_inference
+from onnx import shape_inference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
 from e2e import make_inputs  # noqa: E402
 
 
-def measure_bandwidth():
-    src = np.ones(64 * 1024 * 1024, dtype=np.float32)  # 256 MiB
-    dst = np.empty_like(src)
+def measure_bandwidth(threads=1, mib=1024):
+    """Read bandwidth of `threads` threads summing disjoint slices of a buffer
+    of `mib` MiB (several times any last-level cache): the access pattern of
+    streaming weights. numpy releases the GIL in reductions, so the threads
+    run in parallel. Best of 5, in bytes per second."""
+    data = np.ones(mib * 256 * 1024, dtype=np.float32)
+    slices = np.array_split(data, threads)
     best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - start)
-    return 2 * src.nbytes / best  # read + write
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(5):
+            start = time.perf_counter()
+            list(pool.map(np.add.reduce, slices))
+            best = min(best, time.perf_counter() - start)
+    return data.nbytes / best
 
 
 def measure_gemm(n=2048):
@@ -93,29 +99,96 @@ def static_flops(model, feeds):
 
 
 def weight_bytes(model):
-    return sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    """Bytes of the initializers, from their declared shapes: works on a model
+    loaded without its external data."""
+    return sum(
+        int(np.prod(t.dims, dtype=np.int64)) *
+        onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for t in model.graph.initializer)
+
+
+def save_inputs(feeds, work, tag):
+    """Writes `feeds` as .npy files; returns the moe-run --input arguments."""
+    args = []
+    for input_name, value in feeds.items():
+        safe = "".join(c if c.isalnum() else "_" for c in input_name)
+        file = os.path.join(work, f"{tag}_{safe}.npy")
+        np.save(file, value)
+        args += ["--input", f"{input_name}={file}"]
+    return args
+
+
+def time_moe_run(moe_run, plan, feeds, threads, runs, work, tag, stats=None):
+    """Median seconds of `moe-run --bench` on `feeds`; writes its outputs to
+    work/tag (and --stats to `stats` when given)."""
+    out_dir = os.path.join(work, tag)
+    cmd = [moe_run, plan, f"--threads={threads}", f"--bench={runs}",
+           "--warmup=3", "--output-dir", out_dir]
+    cmd += save_inputs(feeds, work, tag)
+    if stats:
+        cmd += ["--stats", stats]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"median ([0-9.]+) ms", out).group(1)) / 1e3
+
+
+def ort_session(path, threads):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(path, options,
+                                providers=["CPUExecutionProvider"])
+
+
+def time_ort(session, feeds, runs):
+    """Median seconds of `runs` onnxruntime runs after 3 warm-up runs, and
+    the outputs."""
+    for _ in range(3):
+        outputs = session.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), outputs
+
+
+def add_common_arguments(parser, runs):
+    """The options every benchmark script takes."""
+    parser.add_argument("--tokens", default="1,16,256")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+
+
+def tools(build):
+    """Paths of moec and moe-run in a build folder."""
+    return (os.path.join(build, "bin", "moec"),
+            os.path.join(build, "bin", "moe-run"))
+
+
+def measure_machine(threads):
+    """Measures the two rooflines and prints them; returns (bandwidth in
+    bytes/s, SGEMM rate in FLOP/s)."""
+    bandwidth = measure_bandwidth(threads)
+    gemm = measure_gemm()
+    print(f"machine: {threads} threads, memory bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s (read), SGEMM "
+          f"{gemm / 1e9:.1f} GFLOP/s (numpy 2048^3)")
+    return bandwidth, gemm
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+")
-    parser.add_argument("--tokens", default="1,16,256")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    add_common_arguments(parser, runs=50)
     parser.add_argument("--int-high", type=int, default=16)
     parser.add_argument("--bound", action="append", default=None,
                         help="moec --bound NAME=N (default: batch=1)")
     args = parser.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
-    moec = os.path.join(args.build, "bin", "moec")
-    moe_run = os.path.join(args.build, "bin", "moe-run")
+    moec, moe_run = tools(args.build)
 
-    bandwidth = measure_bandwidth()
-    gemm = measure_gemm()
-    print(f"machine: {args.threads} threads, memory bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s (numpy copy), SGEMM "
-          f"{gemm / 1e9:.1f} GFLOP/s (numpy 2048^3)")
+    bandwidth, gemm = measure_machine(args.threads)
     print(f"{'model':34} {'tokens':>6} {'moe-run ms':>10} {'ort ms':>9} "
           f"{'ratio':>6} {'bw_frac':>8} {'gemm_frac':>9}")
     work = tempfile.mkdtemp(prefix="moec-bench-")
@@ -127,33 +200,14 @@ def main():
         subprocess.run([moec, "compile", path, "-o", plan,
                         f"--max-tokens={max(tokens)}"] + bounds, check=True,
                        stderr=subprocess.DEVNULL)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(path, options,
-                                       providers=["CPUExecutionProvider"])
+        session = ort_session(path, args.threads)
         wbytes = weight_bytes(model)
         for t in tokens:
             rng = np.random.default_rng([0, t])
             feeds = make_inputs(model, t, 1, args.int_high, rng)
-            cmd = [moe_run, plan, f"--threads={args.threads}",
-                   f"--bench={args.runs}", "--warmup=3",
-                   "--output-dir", work]
-            for input_name, value in feeds.items():
-                file = os.path.join(work, f"{name}_{input_name}_{t}.npy")
-                np.save(file, value)
-                cmd += ["--input", f"{input_name}={file}"]
-            out = subprocess.run(cmd, check=True, capture_output=True,
-                                 text=True).stdout
-            ours = float(re.search(r"median ([0-9.]+) ms", out).group(1)) / 1e3
-            for _ in range(3):
-                session.run(None, feeds)
-            times = []
-            for _ in range(args.runs):
-                start = time.perf_counter()
-                session.run(None, feeds)
-                times.append(time.perf_counter() - start)
-            theirs = float(np.median(times))
+            ours = time_moe_run(moe_run, plan, feeds, args.threads, args.runs,
+                                work, f"{name}_{t}")
+            theirs, _ = time_ort(session, feeds, args.runs)
             io = sum(v.nbytes for v in feeds.values())
             bw_frac = (wbytes + io) / bandwidth / ours
             flops = static_flops(model, feeds)

@@ -40,27 +40,6 @@ namespace {
 /// Why a match failed: the message of the remark.
 using Failure = std::string;
 
-/// The single user of `value` of type `OpTy`, or null when `value` has no
-/// such user or more than one.
-template <typename OpTy> OpTy getOnlyUserOf(Value value) {
-  OpTy found;
-  for (Operation *user : value.getUsers()) {
-    auto op = dyn_cast<OpTy>(user);
-    if (!op)
-      continue;
-    if (found && found != op)
-      return nullptr;
-    found = op;
-  }
-  return found;
-}
-
-/// The static shape of `value`'s ranked type, or an empty list.
-ArrayRef<int64_t> getShape(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type ? type.getShape() : ArrayRef<int64_t>();
-}
-
 /// A float weight constant of exactly `shape`, or null.
 moe::ConstantOp getWeight(Value value, ArrayRef<int64_t> shape) {
   auto constant = value.getDefiningOp<moe::ConstantOp>();
@@ -386,6 +365,17 @@ struct DetectDenseExpertsPass
     getOperation().walk([&](moe::TopKOp op) { candidates.push_back(op); });
     bool changed = false;
     for (moe::TopKOp topK : candidates) {
+      // The dense form takes the top-k of the logits and scatters the
+      // routing weights at its indices; other top-ks are routers of other
+      // forms (or no routers) and get no remark here.
+      bool candidate =
+          !topK.getInput().getDefiningOp<moe::SoftmaxOp>() &&
+          llvm::any_of(topK.getIndices().getUsers(), [&](Operation *user) {
+            auto scatter = dyn_cast<moe::ScatterElementsOp>(user);
+            return scatter && scatter.getIndices() == topK.getIndices();
+          });
+      if (!candidate)
+        continue;
       DenseMatcher matcher(topK);
       if (std::optional<Failure> failure = matcher.match()) {
         topK.emitRemark("MoE dense experts not detected: ") << *failure;
@@ -393,14 +383,8 @@ struct DetectDenseExpertsPass
       }
       changed |= succeeded(rewrite(matcher.layer));
     }
-    if (!changed)
-      return;
-    // The dense layer's ops are now dead; erase them so later passes and the
-    // plan never see them.
-    for (Block &block : getOperation().getBody())
-      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-        if (isOpTriviallyDead(&op))
-          op.erase();
+    if (changed)
+      eraseDeadOps(getOperation().getBody());
   }
 
   /// Drops the unit dimension of an `[E, 1, N]` bias.

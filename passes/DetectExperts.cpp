@@ -18,6 +18,8 @@
 
 #include "passes/Passes.h"
 
+#include "passes/MatchSupport.h"
+
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
 
@@ -45,12 +47,6 @@ using namespace moec;
 
 namespace {
 
-/// The most bytes of per-expert weights the pass copies into stacked
-/// constants. TODO: reference the per-expert blobs from `moe.experts` instead
-/// of stacking them, so that real models (GBs of experts) are never copied;
-/// until then larger layers stay generic with a remark.
-constexpr int64_t kMaxStackedBytes = 64 << 20;
-
 /// Why a match failed: the message of the remark.
 using Failure = std::string;
 
@@ -58,18 +54,6 @@ using Failure = std::string;
 bool isConstInt(Value value, int64_t expected) {
   std::optional<int64_t> actual = moe::getConstantInt(value);
   return actual && *actual == expected;
-}
-
-/// Whether `value` is a constant integer list equal to `expected`, where an
-/// entry may also be written relative to `rank` (a negative axis).
-bool isConstAxes(Value value, ArrayRef<int64_t> expected, int64_t rank) {
-  std::optional<SmallVector<int64_t>> actual = moe::getConstantInts(value);
-  if (!actual || actual->size() != expected.size())
-    return false;
-  for (auto [a, e] : llvm::zip(*actual, expected))
-    if (a != e && a + rank != e)
-      return false;
-  return true;
 }
 
 /// A ranked type of rank 2 whose second dimension is static `dim1`.
@@ -100,15 +84,6 @@ Value stripColumnReshapes(Value value) {
   }
 }
 
-/// The operand of a binary op that is not `known`, or null.
-template <typename OpTy> Value otherOperand(OpTy op, Value known) {
-  if (op.getLhs() == known)
-    return op.getRhs();
-  if (op.getRhs() == known)
-    return op.getLhs();
-  return nullptr;
-}
-
 /// Strips reshapes between `[n, cols]` matrices: element counts match, so
 /// the rows and their contents are unchanged.
 Value stripMatrixReshapes(Value value, int64_t cols) {
@@ -121,13 +96,47 @@ Value stripMatrixReshapes(Value value, int64_t cols) {
   return value;
 }
 
-/// Whether the 0-D value `count` is the number of rows of the matrix
-/// `tokens`: `dim(tokens, 0)`, or the product of the two leading dimensions
-/// of the rank-3 tensor `tokens` was reshaped from.
+/// Strips reshapes, squeezes and unsqueezes between one-element values of
+/// rank 0 or 1: they all hold the same single number.
+Value stripScalarReshapes(Value value) {
+  auto isScalar = [](Value v) {
+    ArrayRef<int64_t> shape = getShape(v);
+    return isa<RankedTensorType>(v.getType()) &&
+           (shape.empty() || shape == ArrayRef<int64_t>{1});
+  };
+  while (isScalar(value)) {
+    Operation *op = value.getDefiningOp();
+    if (!isa_and_nonnull<moe::ReshapeOp, moe::SqueezeOp, moe::UnsqueezeOp>(
+            op) ||
+        !isScalar(op->getOperand(0)))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// The index of the dimension of `source` that the one-element value `size`
+/// holds: `dim(source, i)` or `shape(source)[i:i + 1]`, through
+/// stripScalarReshapes. Nullopt when it is neither.
+std::optional<int64_t> getDimIndex(Value size, Value source) {
+  size = stripScalarReshapes(size);
+  if (auto dim = size.getDefiningOp<moe::DimOp>())
+    return dim.getInput() == source ? std::optional<int64_t>(dim.getIndex())
+                                    : std::nullopt;
+  auto shape = size.getDefiningOp<moe::ShapeOp>();
+  if (!shape || shape.getData() != source ||
+      getShape(size) != ArrayRef<int64_t>{1})
+    return std::nullopt;
+  return shape.getDimRange().first;
+}
+
+/// Whether the one-element value `count` is the number of rows of the
+/// matrix `tokens`: its dimension 0, or the product of the two leading
+/// dimensions of the rank-3 tensor `tokens` was reshaped from.
 bool isRowCountOf(Value count, Value tokens) {
-  if (auto dim = count.getDefiningOp<moe::DimOp>())
-    return dim.getInput() == tokens && dim.getIndex() == 0;
-  auto mul = count.getDefiningOp<moe::MulOp>();
+  if (getDimIndex(count, tokens) == 0)
+    return true;
+  auto mul = stripScalarReshapes(count).getDefiningOp<moe::MulOp>();
   auto reshape = tokens.getDefiningOp<moe::ReshapeOp>();
   if (!mul || !reshape)
     return false;
@@ -138,11 +147,9 @@ bool isRowCountOf(Value count, Value tokens) {
       ShapedType::isDynamic(tokensType.getDimSize(1)) ||
       sourceType.getDimSize(2) != tokensType.getDimSize(1))
     return false;
-  auto lhs = mul.getLhs().getDefiningOp<moe::DimOp>();
-  auto rhs = mul.getRhs().getDefiningOp<moe::DimOp>();
-  return lhs && rhs && lhs.getInput() == source && rhs.getInput() == source &&
-         ((lhs.getIndex() == 0 && rhs.getIndex() == 1) ||
-          (lhs.getIndex() == 1 && rhs.getIndex() == 0));
+  std::optional<int64_t> lhs = getDimIndex(mul.getLhs(), source);
+  std::optional<int64_t> rhs = getDimIndex(mul.getRhs(), source);
+  return lhs && rhs && *lhs + *rhs == 1 && *lhs * *rhs == 0;
 }
 
 /// Whether `value` is a `constant_of_shape` filled with float zeros.
@@ -226,46 +233,77 @@ bool isLargestOnLastAxis(moe::TopKOp op, int64_t rank) {
   return op.getLargest() == 1 && isLastAxis(op.getAxis(), rank);
 }
 
+/// A projection `x @ w` of rows `x`: a MatMul, or a Gemm without bias
+/// (`transB` set when `w` is stored `[out, in]`, as torch's Linear exports).
+struct Linear {
+  Value input;
+  /// The weight; null when it is not a float constant.
+  moe::ConstantOp weight;
+  bool transposed = false;
+};
+
+std::optional<Linear> matchLinear(Value output) {
+  if (auto matmul = output.getDefiningOp<moe::MatMulOp>())
+    return Linear{matmul.getA(), getWeight(matmul.getB()), false};
+  auto gemm = output.getDefiningOp<moe::GemmOp>();
+  if (!gemm || gemm.getTransA() != 0 || gemm.getC() ||
+      gemm.getAlpha().convertToFloat() != 1.0f)
+    return std::nullopt;
+  return Linear{gemm.getA(), getWeight(gemm.getB()), gemm.getTransB() != 0};
+}
+
 /// A SwiGLU feed-forward network `(silu(x @ w1) * (x @ w3)) @ w2` on rows
-/// `x`, with constant weights.
+/// `x`, with constant weights, all `[in, out]` or all `[out, in]`.
 struct SwiGlu {
   Value input;
   moe::ConstantOp w1, w3, w2;
+  moe::WeightLayout layout = moe::WeightLayout::InOut;
+
+  /// The FFN size when the weights are f32 of the layout's shapes for hidden
+  /// size `hidden`, else nullopt.
+  std::optional<int64_t> getFfnSize(int64_t hidden) {
+    auto w1Type = cast<RankedTensorType>(w1.getType());
+    if (w1Type.getRank() != 2)
+      return std::nullopt;
+    bool outIn = layout == moe::WeightLayout::OutIn;
+    int64_t ffn = w1Type.getDimSize(outIn ? 0 : 1);
+    auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
+      auto type = cast<RankedTensorType>(weight.getType());
+      ArrayRef<int64_t> shape = type.getShape();
+      return type.getElementType().isF32() &&
+             shape == (outIn ? ArrayRef<int64_t>{out, in}
+                             : ArrayRef<int64_t>{in, out});
+    };
+    if (!expect(w1, hidden, ffn) || !expect(w3, hidden, ffn) ||
+        !expect(w2, ffn, hidden))
+      return std::nullopt;
+    return ffn;
+  }
 };
 
 /// Matches `output` as a SwiGLU MLP with `silu(a) = a * sigmoid(a)`.
 std::optional<Failure> matchSwiGlu(Value output, SwiGlu &ffn) {
-  auto down = output.getDefiningOp<moe::MatMulOp>();
-  auto act = down ? down.getA().getDefiningOp<moe::MulOp>() : nullptr;
-  if (!act || !(ffn.w2 = getWeight(down.getB())))
+  std::optional<Linear> down = matchLinear(output);
+  if (!down || !down->weight)
     return Failure("the expert output is not a matmul by a down-projection "
                    "weight");
-  for (auto [siluValue, upValue] : {std::pair{act.getLhs(), act.getRhs()},
-                                    std::pair{act.getRhs(), act.getLhs()}}) {
-    auto silu = siluValue.getDefiningOp<moe::MulOp>();
-    auto up = upValue.getDefiningOp<moe::MulOp>()
-                  ? nullptr
-                  : upValue.getDefiningOp<moe::MatMulOp>();
-    if (!silu || !up)
-      continue;
-    Value gateValue;
-    for (auto [a, s] : {std::pair{silu.getLhs(), silu.getRhs()},
-                        std::pair{silu.getRhs(), silu.getLhs()}}) {
-      auto sigmoid = s.getDefiningOp<moe::SigmoidOp>();
-      if (sigmoid && sigmoid.getInput() == a)
-        gateValue = a;
-    }
-    auto gate = gateValue ? gateValue.getDefiningOp<moe::MatMulOp>() : nullptr;
-    if (!gate || gate.getA() != up.getA())
-      continue;
-    ffn.w1 = getWeight(gate.getB());
-    ffn.w3 = getWeight(up.getB());
-    if (!ffn.w1 || !ffn.w3)
-      return Failure("gate or up projection is not a constant weight");
-    ffn.input = gate.getA();
-    return std::nullopt;
-  }
-  return Failure("the activation is not SwiGLU (silu(x @ w1) * (x @ w3))");
+  std::optional<std::pair<Value, Value>> glu = matchSiluGlu(down->input);
+  std::optional<Linear> gate = glu ? matchLinear(glu->first) : std::nullopt;
+  std::optional<Linear> up = glu ? matchLinear(glu->second) : std::nullopt;
+  if (!gate || !up || gate->input != up->input)
+    return Failure("the activation is not SwiGLU (silu(x @ w1) * (x @ w3))");
+  if (!gate->weight || !up->weight)
+    return Failure("gate or up projection is not a constant weight");
+  if (gate->transposed != down->transposed ||
+      up->transposed != down->transposed)
+    return Failure("the projections mix [in, out] and [out, in] weights");
+  ffn.input = gate->input;
+  ffn.w1 = gate->weight;
+  ffn.w3 = up->weight;
+  ffn.w2 = down->weight;
+  ffn.layout =
+      down->transposed ? moe::WeightLayout::OutIn : moe::WeightLayout::InOut;
+  return std::nullopt;
 }
 
 /// A shared expert: a SwiGLU MLP on every token, optionally scaled by
@@ -276,22 +314,10 @@ struct SharedExpert {
   moe::ConstantOp gate;
 };
 
-/// Whether `ffn` is an f32 SwiGLU on `tokens` (`[..., H]`) with weights
-/// `[H, F]`, `[H, F]`, `[F, H]`.
+/// Whether `ffn` is an f32 SwiGLU on `tokens` (`[..., H]`).
 bool isSharedFfnOn(SwiGlu ffn, Value tokens) {
-  auto tokensType = cast<RankedTensorType>(tokens.getType());
-  int64_t hidden = tokensType.getShape().back();
-  auto w1 = cast<RankedTensorType>(ffn.w1.getType());
-  if (ffn.input != tokens || w1.getRank() != 2)
-    return false;
-  int64_t inter = w1.getDimSize(1);
-  auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
-    auto type = cast<RankedTensorType>(weight.getType());
-    return type.getShape() == ArrayRef<int64_t>{in, out} &&
-           type.getElementType().isF32();
-  };
-  return expect(ffn.w1, hidden, inter) && expect(ffn.w3, hidden, inter) &&
-         expect(ffn.w2, inter, hidden);
+  int64_t hidden = cast<RankedTensorType>(tokens.getType()).getShape().back();
+  return ffn.input == tokens && ffn.getFfnSize(hidden).has_value();
 }
 
 /// Matches `value` as a shared expert on `tokens`: the rows the routed
@@ -331,18 +357,17 @@ matchSharedExpert(Value value, Value tokens, std::optional<Failure> &nearMiss) {
   if (!isSharedFfnOn(shared.ffn, tokens) ||
       value.getType() != tokens.getType()) {
     nearMiss = "it is not an f32 SwiGLU MLP on the router's tokens with "
-               "weights [H, F], [H, F], [F, H]";
+               "weights [H, F], [H, F], [F, H] (or all transposed)";
     return std::nullopt;
   }
   return shared;
 }
 
-/// One expert's block of the loop: its SwiGLU weights (`[in, out]` each) and
-/// the accumulation step that adds its weighted output.
+/// One expert's block of the loop: its SwiGLU weights and the accumulation
+/// step that adds its weighted output to `previous`, giving `accumulated`.
 struct ExpertBlock {
   moe::ConstantOp w1, w3, w2;
-  moe::AddOp accumulate;
-  Value previous;
+  Value previous, accumulated;
 };
 
 /// A matched per-expert loop.
@@ -350,6 +375,8 @@ struct LoopLayer {
   moe::TopKOp topK;
   Value logits, tokens;
   int64_t numExperts = 0, topKValue = 0, hidden = 0, ffn = 0;
+  /// The layout every expert's weights share.
+  std::optional<moe::WeightLayout> layout;
   bool normalize = false;
   moe::ScoreFunction score = moe::ScoreFunction::Softmax;
   /// The selection-only bias (`[E]` floats), empty when absent.
@@ -364,7 +391,8 @@ struct LoopLayer {
   /// Blocks by expert index; experts pruned at export time are absent and
   /// get zero weights (their contribution was zero in the loop too).
   llvm::DenseMap<int64_t, ExpertBlock> experts;
-  moe::AddOp result;
+  /// The accumulator after the last expert: what the layer computes.
+  Value result;
 };
 
 /// The first user of `value` of type `OpTy` that `accept` admits.
@@ -380,6 +408,17 @@ OpTy findUser(Value value, Pred accept) {
 class LoopMatcher {
 public:
   explicit LoopMatcher(moe::TopKOp topK) { layer.topK = topK; }
+
+  /// Whether the top-k indices are one-hot encoded into an expert mask, the
+  /// mark of the loop form: other top-ks are no routers of this form and get
+  /// no remark.
+  bool isCandidate() {
+    ArrayRef<int64_t> shape = getShape(layer.topK.getInput());
+    if (shape.empty() || ShapedType::isDynamic(shape.back()))
+      return false;
+    layer.numExperts = shape.back();
+    return getOneHot(layer.topK.getIndices()) != nullptr;
+  }
 
   /// Matches the whole layer; on failure returns why.
   std::optional<Failure> match() {
@@ -427,25 +466,19 @@ private:
     if (layer.nGroup > 1 &&
         layer.topkGroup * (layer.numExperts / layer.nGroup) < *k)
       return Failure("the kept expert groups hold fewer than k experts");
-    auto matmul = logits.getDefiningOp<moe::MatMulOp>();
-    if (!matmul)
+    // The logits' rows are the tokens' rows: only the weights may differ.
+    std::optional<Linear> projection = matchLinear(logits);
+    if (!projection)
       return Failure("router logits are not a matmul of the tokens");
-    layer.tokens = matmul.getA();
+    layer.tokens = projection->input;
     layer.topKValue = *k;
     values = topK.getValues();
 
-    auto oneHot =
-        findUser<moe::OneHotOp>(topK.getIndices(), [&](moe::OneHotOp op) {
-          int64_t axis = static_cast<int64_t>(op.getAxis());
-          return (axis == -1 || axis == 2) &&
-                 isConstInt(op.getDepth(), layer.numExperts) &&
-                 moe::getConstantInts(op.getValues()) ==
-                     SmallVector<int64_t>{0, 1};
-        });
+    Value oneHot = getOneHot(topK.getIndices());
     if (!oneHot)
       return Failure("top-k indices are not one-hot encoded over E experts");
     auto transpose =
-        findUser<moe::TransposeOp>(oneHot.getOutput(), [](moe::TransposeOp op) {
+        findUser<moe::TransposeOp>(oneHot, [](moe::TransposeOp op) {
           return op.getPerm() && (*op.getPerm() == ArrayRef<int64_t>{2, 1, 0} ||
                                   *op.getPerm() == ArrayRef<int64_t>{2, 0, 1});
         });
@@ -454,6 +487,40 @@ private:
     layer.tokenFirst = *transpose.getPerm() == ArrayRef<int64_t>{2, 0, 1};
     mask = transpose.getOutput();
     return std::nullopt;
+  }
+
+  /// The `[T, k, E]` one-hot encoding of the top-k `indices`: a OneHot with
+  /// values {0, 1} (TorchScript), or `indices[..., None] == arange(E)`,
+  /// optionally cast (dynamo). Null when there is none.
+  Value getOneHot(Value indices) {
+    auto oneHot = findUser<moe::OneHotOp>(indices, [&](moe::OneHotOp op) {
+      return isAxis(op.getAxis(), 2, 3) &&
+             isConstInt(op.getDepth(), layer.numExperts) &&
+             moe::getConstantInts(op.getValues()) == SmallVector<int64_t>{0, 1};
+    });
+    if (oneHot)
+      return oneHot.getOutput();
+    SmallVector<int64_t> experts(layer.numExperts);
+    for (int64_t e = 0; e < layer.numExperts; ++e)
+      experts[e] = e;
+    for (Operation *user : indices.getUsers()) {
+      auto unsqueeze = dyn_cast<moe::UnsqueezeOp>(user);
+      if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {2}, 3))
+        continue;
+      auto equal =
+          findUser<moe::EqualOp>(unsqueeze.getOutput(), [&](moe::EqualOp op) {
+            Value range = otherOperand(op, unsqueeze.getOutput());
+            return range && getShape(range).size() == 1 &&
+                   moe::getConstantInts(range) == experts;
+          });
+      if (!equal)
+        continue;
+      if (auto cast = findUser<moe::CastOp>(equal.getOutput(),
+                                            [](moe::CastOp) { return true; }))
+        return cast.getOutput();
+      return equal.getOutput();
+    }
+    return nullptr;
   }
 
   /// Sigmoid scores `s` chosen by `c = s [+ bias]`, optionally restricted to
@@ -658,6 +725,14 @@ private:
         tokensType.isDynamicDim(1) || !tokensType.getElementType().isF32())
       return Failure("tokens are not an f32 [T, H] matrix with static H");
     layer.hidden = tokensType.getDimSize(1);
+    // transformers >= 4.57 loops over the experts hit:
+    // nonzero(mask.sum((-1, -2)) > 0), split into one index per expert hit
+    // at trace time, while each block's weights stay the traced expert's.
+    if (llvm::any_of(mask.getUsers(), llvm::IsaPred<moe::ReduceSumOp>))
+      return Failure("the loop runs over the experts hit at run time (a "
+                     "NonZero of the expert mask's sum), split into as many "
+                     "blocks as were hit at trace time: it is valid only "
+                     "for inputs that hit the same experts");
     for (Operation *user : mask.getUsers()) {
       auto gather = dyn_cast<moe::GatherOp>(user);
       std::optional<int64_t> expert =
@@ -678,15 +753,15 @@ private:
     return matchAccumulation();
   }
 
-  /// mask[e] -> Cast(bool) -> NonZero -> Transpose -> Split -> Squeeze gives
-  /// the (slot j, token t) pairs routed to expert e.
+  /// mask[e] [-> Cast(bool)] -> NonZero -> Transpose -> (Split | Slices) ->
+  /// Squeeze gives the (slot j, token t) pairs routed to expert e.
   std::optional<Failure> matchBlock(moe::GatherOp select, int64_t expert) {
-    auto cast = findUser<moe::CastOp>(select.getOutput(), [](moe::CastOp op) {
-      return op.getTo().isInteger(1);
-    });
-    auto nonZero = cast ? findUser<moe::NonZeroOp>(cast.getOutput(),
-                                                   [](auto) { return true; })
-                        : nullptr;
+    Value selected = select.getOutput();
+    if (auto cast = findUser<moe::CastOp>(
+            selected, [](moe::CastOp op) { return op.getTo().isInteger(1); }))
+      selected = cast.getOutput();
+    auto nonZero =
+        findUser<moe::NonZeroOp>(selected, [](auto) { return true; });
     auto transpose =
         nonZero
             ? findUser<moe::TransposeOp>(nonZero.getOutput(),
@@ -696,39 +771,98 @@ private:
                                                       ArrayRef<int64_t>{1, 0};
                                          })
             : nullptr;
-    auto split = transpose
-                     ? findUser<moe::SplitOp>(transpose.getOutput(),
-                                              [](moe::SplitOp op) {
-                                                return op.getAxis() == 1 &&
-                                                       op.getNumResults() == 2;
-                                              })
-                     : nullptr;
-    if (!split)
+    if (!transpose)
       return Failure("the routed (slot, token) pairs are not computed by "
                      "NonZero of the expert's mask");
-    auto squeezed = [](Value value) -> Value {
-      auto squeeze = findUser<moe::SqueezeOp>(value, [](moe::SqueezeOp op) {
-        return op.getAxes() && isConstAxes(op.getAxes(), {1}, 2);
-      });
-      return squeeze ? squeeze.getOutput() : nullptr;
-    };
-    Value slot = squeezed(split.getResult(layer.tokenFirst ? 1 : 0));
-    Value token = squeezed(split.getResult(layer.tokenFirst ? 0 : 1));
+    Value slot = getPairColumn(transpose.getOutput(), layer.tokenFirst ? 1 : 0);
+    Value token =
+        getPairColumn(transpose.getOutput(), layer.tokenFirst ? 0 : 1);
     if (!slot || !token)
       return Failure("slot or token indices are not squeezed to vectors");
 
-    // Accumulation: acc + scatter_elements(zeros_like(acc),
-    //                                      expand(unsqueeze(t, 1)), y).
-    moe::ScatterElementsOp scatter;
+    ExpertBlock block;
+    Value updates;
+    if (auto failure = matchScatter(token, block, updates))
+      return failure;
+
+    // The weighted output y * w[t, j]; an expand of the rows is harmless:
+    // every copy overwrites the same row with the same value.
+    if (auto expand = updates.getDefiningOp<moe::ExpandOp>())
+      if (isMatrixWithCols(expand.getInput(), layer.hidden) &&
+          isMatrixWithCols(expand.getOutput(), layer.hidden))
+        updates = expand.getInput();
+    auto scale = updates.getDefiningOp<moe::MulOp>();
+    if (!scale)
+      return Failure("the expert output is not scaled by its routing weight");
+    for (auto [output, factor] : {std::pair{scale.getLhs(), scale.getRhs()},
+                                  std::pair{scale.getRhs(), scale.getLhs()}}) {
+      std::optional<Failure> weightFailure =
+          matchRoutingWeight(stripColumnReshapes(factor), slot, token);
+      if (weightFailure)
+        continue;
+      if (auto failure = matchFfn(output, token, block))
+        return failure;
+      layer.experts[expert] = block;
+      return std::nullopt;
+    }
+    return Failure("the expert output is not scaled by the weight of its "
+                   "(token, slot) pair");
+  }
+
+  /// Column `column` of the `[N, 2]` pairs as an `[N]` vector: a result of a
+  /// Split in two columns (TorchScript) or a one-column Slice (dynamo),
+  /// squeezed.
+  static Value getPairColumn(Value pairs, int64_t column) {
+    Value piece;
+    if (auto split = findUser<moe::SplitOp>(pairs, [](moe::SplitOp op) {
+          return isAxis(op.getAxis(), 1, 2) && op.getNumResults() == 2;
+        }))
+      piece = split.getResult(column);
+    else if (auto slice = findUser<moe::SliceOp>(pairs, [&](moe::SliceOp op) {
+               return op.getAxes() && isConstAxes(op.getAxes(), {1}, 2) &&
+                      (!op.getSteps() || isConstInt(op.getSteps(), 1)) &&
+                      isConstInt(op.getStarts(), column) &&
+                      isConstInt(op.getEnds(), column + 1);
+             }))
+      piece = slice.getOutput();
+    if (!piece)
+      return nullptr;
+    auto squeeze = findUser<moe::SqueezeOp>(piece, [](moe::SqueezeOp op) {
+      return op.getAxes() && isConstAxes(op.getAxes(), {1}, 2);
+    });
+    return squeeze ? squeeze.getOutput() : nullptr;
+  }
+
+  /// The step adding the expert's weighted rows `updates` to the accumulator
+  /// at its tokens' rows (index_add), in either export form:
+  ///   acc + scatter_elements(zeros_like(acc), expand(unsqueeze(t, 1)), y)
+  ///   scatter_nd(acc, unsqueeze(t, 1), y, reduction = add)
+  std::optional<Failure> matchScatter(Value token, ExpertBlock &block,
+                                      Value &updates) {
     for (Operation *user : token.getUsers()) {
       auto unsqueeze = dyn_cast<moe::UnsqueezeOp>(user);
       if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {1}, 2))
         continue;
-      for (Operation *indexUser : unsqueeze.getOutput().getUsers()) {
+      Value index = unsqueeze.getOutput();
+      if (auto scatter =
+              findUser<moe::ScatterNDOp>(index, [&](moe::ScatterNDOp op) {
+                return op.getIndices() == index;
+              })) {
+        if (scatter.getReduction() != "add" ||
+            !isMatrixWithCols(scatter.getData(), layer.hidden) ||
+            !isMatrixWithCols(scatter.getUpdates(), layer.hidden))
+          return Failure("the scatter is not a row-wise add into the "
+                         "accumulator");
+        block.previous = scatter.getData();
+        block.accumulated = scatter.getOutput();
+        updates = scatter.getUpdates();
+        return std::nullopt;
+      }
+      for (Operation *indexUser : index.getUsers()) {
         auto expand = dyn_cast<moe::ExpandOp>(indexUser);
         if (!expand)
           continue;
-        scatter = findUser<moe::ScatterElementsOp>(
+        auto scatter = findUser<moe::ScatterElementsOp>(
             expand.getOutput(), [&](moe::ScatterElementsOp op) {
               auto shape = expand.getShape().getDefiningOp<moe::ShapeOp>();
               return op.getIndices() == expand.getOutput() && shape &&
@@ -736,14 +870,16 @@ private:
                      shape.getStart() == 0 && !shape.getEnd();
             });
         if (scatter)
-          break;
+          return matchScatterElements(scatter, block, updates);
       }
-      if (scatter)
-        break;
     }
-    if (!scatter)
-      return Failure("the expert output is not scattered to its tokens' rows "
-                     "(index_add)");
+    return Failure("the expert output is not scattered to its tokens' rows "
+                   "(index_add)");
+  }
+
+  std::optional<Failure> matchScatterElements(moe::ScatterElementsOp scatter,
+                                              ExpertBlock &block,
+                                              Value &updates) {
     if (scatter.getAxis() != 0 || scatter.getReduction() != "none")
       return Failure("the scatter is not a row-wise overwrite of zeros");
     auto zeros = getZeros(scatter.getData());
@@ -758,41 +894,20 @@ private:
     if (!previous || previous != zerosShape.getData() ||
         !isMatrixWithCols(add.getOutput(), layer.hidden))
       return Failure("the scattered output is not added to the accumulator");
-
-    // The weighted output: y * gather(flatten(unsqueeze(w, 2)), j + t * k),
-    // where expanding the rows is harmless: every copy overwrites the same
-    // row with the same value.
-    Value updates = scatter.getUpdates();
-    if (auto expand = updates.getDefiningOp<moe::ExpandOp>())
-      if (isMatrixWithCols(expand.getInput(), layer.hidden) &&
-          isMatrixWithCols(expand.getOutput(), layer.hidden))
-        updates = expand.getInput();
-    auto scale = updates.getDefiningOp<moe::MulOp>();
-    if (!scale)
-      return Failure("the expert output is not scaled by its routing weight");
-    for (auto [output, factor] : {std::pair{scale.getLhs(), scale.getRhs()},
-                                  std::pair{scale.getRhs(), scale.getLhs()}}) {
-      std::optional<Failure> weightFailure =
-          matchRoutingWeight(stripColumnReshapes(factor), slot, token);
-      if (weightFailure)
-        continue;
-      ExpertBlock block;
-      if (auto failure = matchFfn(output, token, block))
-        return failure;
-      block.accumulate = add;
-      block.previous = previous;
-      layer.experts[expert] = block;
-      return std::nullopt;
-    }
-    return Failure("the expert output is not scaled by the weight of its "
-                   "(token, slot) pair");
+    block.previous = previous;
+    block.accumulated = add.getOutput();
+    updates = scatter.getUpdates();
+    return std::nullopt;
   }
 
-  /// `gather(flatten(w), j + t * k)` is `w[t, j]` as a column, where the
-  /// flatten of `w` (`[T, k]`, or `[T, k, 1]` unsqueezed) to a `[T * k, 1]`
-  /// column keeps row-major order.
+  /// `w[t, j]` as a column: `gather(flatten(w), j + t * k)` (TorchScript),
+  /// where the flatten of `w` (`[T, k]`, or `[T, k, 1]` unsqueezed) to a
+  /// `[T * k, 1]` column keeps row-major order, or
+  /// `gather_nd(unsqueeze(w, 2), concat(t[:, None], j[:, None]))` (dynamo).
   std::optional<Failure> matchRoutingWeight(Value value, Value slot,
                                             Value token) {
+    if (auto gatherNd = value.getDefiningOp<moe::GatherNDOp>())
+      return matchRoutingWeightNd(gatherNd, slot, token);
     auto gather = value.getDefiningOp<moe::GatherOp>();
     if (!gather || gather.getAxis() != 0)
       return Failure("not a gather");
@@ -814,6 +929,26 @@ private:
     return matchWeights(routing);
   }
 
+  std::optional<Failure> matchRoutingWeightNd(moe::GatherNDOp gather,
+                                              Value slot, Value token) {
+    auto unsqueeze = gather.getData().getDefiningOp<moe::UnsqueezeOp>();
+    auto concat = gather.getIndices().getDefiningOp<moe::ConcatOp>();
+    if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {2}, 3) || !concat ||
+        gather.getBatchDims() != 0 || concat.getInputs().size() != 2 ||
+        !isAxis(concat.getAxis(), 1, 2) ||
+        !isMatrixWithCols(unsqueeze.getData(), layer.topKValue))
+      return Failure("not the weights gathered at (t, j)");
+    auto isColumnOf = [](Value column, Value vector) {
+      auto unsqueeze = column.getDefiningOp<moe::UnsqueezeOp>();
+      return unsqueeze && unsqueeze.getData() == vector &&
+             isConstAxes(unsqueeze.getAxes(), {1}, 2);
+    };
+    if (!isColumnOf(concat.getInputs()[0], token) ||
+        !isColumnOf(concat.getInputs()[1], slot))
+      return Failure("not the weights gathered at (t, j)");
+    return matchWeights(unsqueeze.getData());
+  }
+
   /// The SwiGLU MLP on the gathered tokens.
   std::optional<Failure> matchFfn(Value output, Value token,
                                   ExpertBlock &block) {
@@ -823,110 +958,485 @@ private:
     block.w1 = ffn.w1;
     block.w3 = ffn.w3;
     block.w2 = ffn.w2;
-    return matchExpertTokens(ffn.input, token, block);
-  }
-
-  /// The expert's input rows are `x[t]`:
-  /// `reshape(gather(unsqueeze(x, 0), t, axis = 1))` to `[N, H]`.
-  std::optional<Failure> matchExpertTokens(Value rows, Value token,
-                                           ExpertBlock &block) {
-    auto direct = rows.getDefiningOp<moe::GatherOp>();
-    auto reshape = rows.getDefiningOp<moe::ReshapeOp>();
-    auto gather =
-        reshape ? reshape.getData().getDefiningOp<moe::GatherOp>() : nullptr;
-    auto unsqueeze =
-        gather ? gather.getData().getDefiningOp<moe::UnsqueezeOp>() : nullptr;
-    bool gathersRows = direct ? direct.getData() == layer.tokens &&
-                                    direct.getAxis() == 0 &&
-                                    direct.getIndices() == token
-                              : unsqueeze && gather.getAxis() == 1 &&
-                                    gather.getIndices() == token &&
-                                    unsqueeze.getData() == layer.tokens &&
-                                    isConstAxes(unsqueeze.getAxes(), {0}, 3);
-    if (!gathersRows || !isMatrixWithCols(rows, layer.hidden))
+    if (!isGatheredRows(ffn.input, token))
       return Failure("the expert's input is not the router's tokens gathered "
                      "at its routed token indices");
-    auto w1 = cast<RankedTensorType>(block.w1.getType());
-    int64_t ffn = w1.getRank() == 2 ? w1.getDimSize(1) : ShapedType::kDynamic;
-    auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
-      auto type = cast<RankedTensorType>(weight.getType());
-      return type.getShape() == ArrayRef<int64_t>{in, out} &&
-             type.getElementType().isF32();
-    };
-    if (!expect(block.w1, layer.hidden, ffn) ||
-        !expect(block.w3, layer.hidden, ffn) ||
-        !expect(block.w2, ffn, layer.hidden) || (layer.ffn && layer.ffn != ffn))
-      return Failure("expert weights are not f32 [H, F], [H, F], [F, H] with "
-                     "one F for all experts");
-    layer.ffn = ffn;
+    std::optional<int64_t> size = ffn.getFfnSize(layer.hidden);
+    if (!size || (layer.ffn && layer.ffn != *size) ||
+        (layer.layout && *layer.layout != ffn.layout))
+      return Failure("expert weights are not f32 [H, F], [H, F], [F, H] (or "
+                     "all transposed) with one F and layout for all experts");
+    layer.ffn = *size;
+    layer.layout = ffn.layout;
     return std::nullopt;
+  }
+
+  /// Whether `rows` (`[N, H]`) are `x[t]`, x the router's tokens:
+  ///   gather(x, t) | reshape(gather(unsqueeze(x, 0), t, axis = 1))
+  ///   | gather_nd(x, t[:, None])
+  ///   | reshape(transpose(gather_nd(transpose(unsqueeze(x, 0), [1, 0, 2]),
+  ///                                 t[:, None]), [1, 0, 2]))
+  bool isGatheredRows(Value rows, Value token) {
+    if (!isMatrixWithCols(rows, layer.hidden))
+      return false;
+    Value x = layer.tokens;
+    auto isColumnOfToken = [&](Value column) {
+      auto unsqueeze = column.getDefiningOp<moe::UnsqueezeOp>();
+      return unsqueeze && unsqueeze.getData() == token &&
+             isConstAxes(unsqueeze.getAxes(), {1}, 2);
+    };
+    auto isTransposed3d = [](moe::TransposeOp op) {
+      return op && op.getPerm() && *op.getPerm() == ArrayRef<int64_t>{1, 0, 2};
+    };
+    auto isUnsqueezedTokens = [&](Value value) {
+      auto unsqueeze = value.getDefiningOp<moe::UnsqueezeOp>();
+      return unsqueeze && unsqueeze.getData() == x &&
+             isConstAxes(unsqueeze.getAxes(), {0}, 3);
+    };
+    if (auto gather = rows.getDefiningOp<moe::GatherOp>())
+      return gather.getData() == x && gather.getAxis() == 0 &&
+             gather.getIndices() == token;
+    if (auto gatherNd = rows.getDefiningOp<moe::GatherNDOp>())
+      return gatherNd.getData() == x && gatherNd.getBatchDims() == 0 &&
+             isColumnOfToken(gatherNd.getIndices());
+    auto reshape = rows.getDefiningOp<moe::ReshapeOp>();
+    if (!reshape)
+      return false;
+    // The reshape to [N, H] keeps the N gathered rows in order.
+    if (auto gather = reshape.getData().getDefiningOp<moe::GatherOp>())
+      return gather.getAxis() == 1 && gather.getIndices() == token &&
+             isUnsqueezedTokens(gather.getData());
+    auto outer = reshape.getData().getDefiningOp<moe::TransposeOp>();
+    auto gatherNd = isTransposed3d(outer)
+                        ? outer.getData().getDefiningOp<moe::GatherNDOp>()
+                        : nullptr;
+    auto inner = gatherNd ? gatherNd.getData().getDefiningOp<moe::TransposeOp>()
+                          : nullptr;
+    return isTransposed3d(inner) && gatherNd.getBatchDims() == 0 &&
+           isColumnOfToken(gatherNd.getIndices()) &&
+           isUnsqueezedTokens(inner.getData());
   }
 
   /// The blocks' additions form one chain from a zero [T, H] accumulator.
   std::optional<Failure> matchAccumulation() {
-    llvm::DenseMap<Value, moe::AddOp> next;
-    for (auto &[expert, block] : layer.experts)
-      if (!next.try_emplace(block.previous, block.accumulate).second)
+    llvm::DenseMap<Value, Value> next;
+    llvm::DenseSet<Value> accumulated;
+    for (auto &[expert, block] : layer.experts) {
+      if (!next.try_emplace(block.previous, block.accumulated).second)
         return Failure("two experts accumulate into the same value");
+      accumulated.insert(block.accumulated);
+    }
     Value start;
     for (auto &[expert, block] : layer.experts) {
-      bool chained = false;
-      for (auto &[other, otherBlock] : layer.experts)
-        chained |= otherBlock.accumulate.getOutput() == block.previous;
-      if (!chained) {
-        if (start)
-          return Failure("expert outputs are not accumulated in one chain");
-        start = block.previous;
-      }
+      if (accumulated.contains(block.previous))
+        continue;
+      if (start)
+        return Failure("expert outputs are not accumulated in one chain");
+      start = block.previous;
     }
-    auto zeros = start ? getZeros(start) : nullptr;
-    if (!zeros || !isMatrixWithCols(start, layer.hidden))
+    if (!start || !isMatrixWithCols(start, layer.hidden))
+      return Failure("the accumulator does not start from zeros");
+    Value shape;
+    if (auto zeros = getZeros(start)) {
+      shape = zeros.getInput();
+    } else if (auto expand = start.getDefiningOp<moe::ExpandOp>()) {
+      if (getShape(expand.getInput()).empty() &&
+          isConstFloat(expand.getInput(), 0.0f))
+        shape = expand.getShape();
+    }
+    if (!shape)
       return Failure("the accumulator does not start from zeros");
     bool rowsMatch = false;
-    if (auto shape = zeros.getInput().getDefiningOp<moe::ShapeOp>()) {
-      rowsMatch = shape.getData() == layer.tokens && shape.getStart() == 0 &&
-                  !shape.getEnd();
-    } else if (auto concat = zeros.getInput().getDefiningOp<moe::ConcatOp>()) {
-      auto rows = concat.getInputs().size() == 2
-                      ? concat.getInputs()[0].getDefiningOp<moe::UnsqueezeOp>()
-                      : nullptr;
-      rowsMatch = rows && isConstAxes(rows.getAxes(), {0}, 1) &&
-                  isRowCountOf(rows.getData(), layer.tokens) &&
+    if (auto shapeOf = shape.getDefiningOp<moe::ShapeOp>()) {
+      rowsMatch = shapeOf.getData() == layer.tokens &&
+                  shapeOf.getStart() == 0 && !shapeOf.getEnd();
+    } else if (auto concat = shape.getDefiningOp<moe::ConcatOp>()) {
+      rowsMatch = concat.getInputs().size() == 2 &&
+                  isRowCountOf(concat.getInputs()[0], layer.tokens) &&
                   isConstAxes(concat.getInputs()[1], {layer.hidden}, 0);
     }
     if (!rowsMatch)
       return Failure("the accumulator is not shaped like the tokens");
     Value value = start;
     for (size_t i = 0; i < layer.experts.size(); ++i)
-      value = next.lookup(value).getOutput();
-    layer.result = value.getDefiningOp<moe::AddOp>();
+      value = next.lookup(value);
+    layer.result = value;
     return std::nullopt;
   }
 };
 
-/// Stacks per-expert `[a, b]` weights into one `[E, a, b]` constant; pruned
-/// experts get zeros.
+/// Stacks per-expert `[a, b]` weights into one `[E, a, b]` `moe.stack` of
+/// the existing constants, so no weight is copied; pruned experts get a
+/// splat of zeros (their contribution was zero in the loop too).
 Value stackWeights(OpBuilder &builder, Location loc, LoopLayer &layer,
-                   moe::ConstantOp ExpertBlock::*member, StringRef name) {
+                   moe::ConstantOp ExpertBlock::*member) {
   auto type =
       cast<RankedTensorType>((layer.experts.begin()->second.*member).getType());
-  int64_t bytes = type.getNumElements() * 4;
-  std::vector<char> data(layer.numExperts * bytes, 0);
-  std::vector<char> storage;
-  for (auto &[expert, block] : layer.experts) {
-    std::optional<ArrayRef<char>> source =
-        getWeightBytes(block.*member, storage);
-    if (!source)
-      return nullptr;
-    std::copy(source->begin(), source->end(), data.begin() + expert * bytes);
+  Value zeros;
+  SmallVector<Value> slices;
+  for (int64_t expert = 0; expert < layer.numExperts; ++expert) {
+    auto it = layer.experts.find(expert);
+    if (it != layer.experts.end()) {
+      slices.push_back(it->second.*member);
+      continue;
+    }
+    if (!zeros)
+      zeros = moe::ConstantOp::create(
+          builder, loc,
+          DenseElementsAttr::get(type,
+                                 builder.getZeroAttr(type.getElementType())));
+    slices.push_back(zeros);
   }
-  auto stacked = RankedTensorType::get(
-      {layer.numExperts, type.getDimSize(0), type.getDimSize(1)},
-      type.getElementType());
-  auto attr = DenseResourceElementsAttr::get(
-      stacked, name,
-      HeapAsmResourceBlob::allocateAndCopyInferAlign(ArrayRef<char>(data)));
-  return moe::ConstantOp::create(builder, loc, attr);
+  return moe::StackOp::create(builder, loc, slices);
+}
+
+/// A matched Switch Transformers layer: top-1 routing with per-sequence
+/// capacity whose dropped tokens pass through, and ReLU MLP experts that
+/// overwrite their tokens' rows of a copy of the input.
+struct SwitchLayer {
+  moe::ArgMaxOp argMax;
+  /// `[B, S, E]` logits and the `[B, S, H]` tokens they project.
+  Value logits, tokens;
+  int64_t numExperts = 0, hidden = 0, ffn = 0, capacity = 0;
+  moe::WeightLayout layout = moe::WeightLayout::InOut;
+  /// Per expert: its `w1` and `w2`, indexed by expert.
+  SmallVector<moe::ConstantOp> w1, w2;
+  /// `max(scores) * rows`: the layer's output, replaced by the rewrite.
+  Value result;
+};
+
+/// Matches the Switch Transformers block rooted at `argMax`:
+///
+///   scores = softmax(x @ wr); e = argmax(scores); p = max(scores)
+///   keep = one_hot(e) * (cumsum(one_hot(e), seq) <= C)
+///   rows = x; for each e: rows[keep[..., e]] = relu(x[keep] @ w1) @ w2
+///   out = p[..., None] * rows
+///
+/// which is exactly router(top 1, capacity C) -> dispatch -> experts(relu)
+/// -> combine(passthrough x): a kept token gets p * FFN(x), a dropped one
+/// p * x.
+class SwitchMatcher {
+public:
+  explicit SwitchMatcher(moe::ArgMaxOp argMax) { layer.argMax = argMax; }
+
+  std::optional<Failure> match() {
+    if (auto failure = matchRouter())
+      return failure;
+    return matchExperts();
+  }
+
+  SwitchLayer layer;
+
+private:
+  Value scores, keep, weight;
+
+  std::optional<Failure> matchRouter() {
+    moe::ArgMaxOp argMax = layer.argMax;
+    auto softmax = argMax.getData().getDefiningOp<moe::SoftmaxOp>();
+    ArrayRef<int64_t> shape = getShape(argMax.getData());
+    if (!softmax)
+      return Failure("");
+    if (shape.size() != 3 || ShapedType::isDynamic(shape[2]) ||
+        !isAxis(static_cast<int64_t>(argMax.getAxis()), 2, 3) ||
+        !isAxis(static_cast<int64_t>(softmax.getAxis()), 2, 3) ||
+        argMax.getKeepdims() != 0 || argMax.getSelectLastIndex() != 0)
+      return Failure("arg-max is not the first largest softmax score over "
+                     "the experts of [B, S, E] logits");
+    scores = softmax.getOutput();
+    layer.logits = softmax.getInput();
+    layer.numExperts = shape[2];
+    std::optional<Linear> projection = matchLinear(layer.logits);
+    ArrayRef<int64_t> tokensShape =
+        projection ? getShape(projection->input) : ArrayRef<int64_t>();
+    if (!projection || tokensShape.size() != 3 ||
+        ShapedType::isDynamic(tokensShape[2]) ||
+        !getElementTypeOrSelf(projection->input.getType()).isF32())
+      return Failure("router logits are not a matmul of f32 [B, S, H] "
+                     "tokens");
+    layer.tokens = projection->input;
+    layer.hidden = tokensShape[2];
+
+    // keep = one_hot * cast(cumsum(one_hot, axis = 1) <= C).
+    auto oneHot =
+        findUser<moe::OneHotOp>(argMax.getOutput(), [&](moe::OneHotOp op) {
+          return isAxis(op.getAxis(), 2, 3) &&
+                 isConstInt(op.getDepth(), layer.numExperts) &&
+                 moe::getConstantInts(op.getValues()) ==
+                     SmallVector<int64_t>{0, 1};
+        });
+    auto cumSum = oneHot ? findUser<moe::CumSumOp>(
+                               oneHot.getOutput(),
+                               [](moe::CumSumOp op) {
+                                 std::optional<int64_t> axis =
+                                     moe::getConstantInt(op.getAxis());
+                                 return axis && isAxis(*axis, 1, 3) &&
+                                        !op.getExclusive() && !op.getReverse();
+                               })
+                         : nullptr;
+    auto within = cumSum ? findUser<moe::LessOrEqualOp>(
+                               cumSum.getOutput(),
+                               [&](moe::LessOrEqualOp op) {
+                                 return op.getLhs() == cumSum.getOutput();
+                               })
+                         : nullptr;
+    if (!within)
+      return Failure("the arg-max is not one-hot encoded and counted per "
+                     "sequence against a capacity");
+    std::optional<int64_t> capacity = moe::getConstantInt(within.getRhs());
+    if (!capacity || *capacity < 1)
+      return Failure("the capacity is not a positive constant");
+    layer.capacity = *capacity;
+    auto toInt =
+        findUser<moe::CastOp>(within.getOutput(), [](auto) { return true; });
+    auto masked = toInt ? findUser<moe::MulOp>(
+                              toInt.getOutput(),
+                              [&](moe::MulOp op) {
+                                return otherOperand(op, toInt.getOutput()) ==
+                                       oneHot.getOutput();
+                              })
+                        : nullptr;
+    if (!masked)
+      return Failure("the kept assignments are not the one-hot masked by "
+                     "the capacity test");
+    keep = masked.getOutput();
+    if (auto toBool = findUser<moe::CastOp>(
+            keep, [](moe::CastOp op) { return op.getTo().isInteger(1); }))
+      keep = toBool.getOutput();
+
+    // The weight: the largest score, as a [B, S, 1] column.
+    auto max = findUser<moe::ReduceMaxOp>(scores, [](moe::ReduceMaxOp op) {
+      return op.getAxes() && isConstAxes(op.getAxes(), {2}, 3) &&
+             op.getKeepdims() == 0;
+    });
+    auto column = max ? findUser<moe::UnsqueezeOp>(max.getOutput(),
+                                                   [](moe::UnsqueezeOp op) {
+                                                     return isConstAxes(
+                                                         op.getAxes(), {2}, 3);
+                                                   })
+                      : nullptr;
+    if (!column)
+      return Failure("the routing weight is not the largest score");
+    weight = column.getOutput();
+    return std::nullopt;
+  }
+
+  /// Every `gather(keep, e, axis = 2)` is one expert's block; the blocks
+  /// overwrite rows of a copy of the tokens, and the result is scaled by the
+  /// routing weight.
+  std::optional<Failure> matchExperts() {
+    layer.w1.assign(layer.numExperts, nullptr);
+    layer.w2.assign(layer.numExperts, nullptr);
+    llvm::DenseMap<Value, Value> next;
+    for (Operation *user : keep.getUsers()) {
+      auto gather = dyn_cast<moe::GatherOp>(user);
+      std::optional<int64_t> expert =
+          gather ? moe::getConstantInt(gather.getIndices()) : std::nullopt;
+      if (!gather || !isAxis(gather.getAxis(), 2, 3) || !expert ||
+          !getShape(gather.getIndices()).empty())
+        continue;
+      if (*expert < 0 || *expert >= layer.numExperts || layer.w1[*expert])
+        return Failure(llvm::formatv("expert {0} is selected out of range or "
+                                     "twice",
+                                     *expert));
+      Value previous, updated;
+      if (auto failure =
+              matchBlock(gather.getOutput(), *expert, previous, updated))
+        return Failure(llvm::formatv("expert {0}: {1}", *expert, *failure));
+      if (!next.try_emplace(previous, updated).second)
+        return Failure("two experts update the same rows");
+    }
+    // A token kept for an absent expert would keep its input row, which the
+    // sparse layer cannot express.
+    for (int64_t e = 0; e < layer.numExperts; ++e)
+      if (!layer.w1[e])
+        return Failure(llvm::formatv("expert {0} has no block", e));
+    Value rows = layer.tokens;
+    for (int64_t e = 0; e < layer.numExperts; ++e) {
+      rows = next.lookup(rows);
+      if (!rows)
+        return Failure("the experts do not update one copy of the tokens in "
+                       "a chain");
+    }
+    auto scale = findUser<moe::MulOp>(
+        rows, [&](moe::MulOp op) { return otherOperand(op, rows) == weight; });
+    if (!scale || scale.getType() != layer.tokens.getType())
+      return Failure("the updated rows are not scaled by the routing weight");
+    layer.result = scale.getOutput();
+    return std::nullopt;
+  }
+
+  /// rows' = scatter_nd(rows, nonzero(expand(sel[..., None], shape(rows))),
+  ///                    flatten(relu(gather_nd(x, nonzero(sel)) @ w1) @ w2)).
+  std::optional<Failure> matchBlock(Value selected, int64_t expert,
+                                    Value &previous, Value &updated) {
+    auto nonZero =
+        findUser<moe::NonZeroOp>(selected, [](auto) { return true; });
+    auto pairs = nonZero
+                     ? findUser<moe::TransposeOp>(
+                           nonZero.getOutput(),
+                           [](moe::TransposeOp op) {
+                             return op.getPerm() &&
+                                    *op.getPerm() == ArrayRef<int64_t>{1, 0};
+                           })
+                     : nullptr;
+    auto gather = pairs ? findUser<moe::GatherNDOp>(
+                              pairs.getOutput(),
+                              [&](moe::GatherNDOp op) {
+                                return op.getData() == layer.tokens &&
+                                       op.getIndices() == pairs.getOutput() &&
+                                       op.getBatchDims() == 0;
+                              })
+                        : nullptr;
+    if (!gather)
+      return Failure("the expert's input is not the tokens at NonZero of its "
+                     "kept mask");
+    moe::ScatterNDOp scatter;
+    Value output;
+    for (Operation *user : selected.getUsers()) {
+      auto unsqueeze = dyn_cast<moe::UnsqueezeOp>(user);
+      if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {2}, 3))
+        continue;
+      for (Operation *expandUser : unsqueeze.getOutput().getUsers()) {
+        auto expand = dyn_cast<moe::ExpandOp>(expandUser);
+        auto shape =
+            expand ? expand.getShape().getDefiningOp<moe::ShapeOp>() : nullptr;
+        auto elements =
+            expand ? findUser<moe::NonZeroOp>(expand.getOutput(),
+                                              [](auto) { return true; })
+                   : nullptr;
+        auto indices =
+            elements ? findUser<moe::TransposeOp>(
+                           elements.getOutput(),
+                           [](moe::TransposeOp op) {
+                             return op.getPerm() &&
+                                    *op.getPerm() == ArrayRef<int64_t>{1, 0};
+                           })
+                     : nullptr;
+        if (!shape || !indices || shape.getStart() != 0 || shape.getEnd())
+          continue;
+        scatter = findUser<moe::ScatterNDOp>(
+            indices.getOutput(), [&](moe::ScatterNDOp op) {
+              return op.getIndices() == indices.getOutput() &&
+                     op.getData() == shape.getData() &&
+                     op.getReduction() == "none";
+            });
+        if (!scatter)
+          continue;
+        // The updates are the flattened output, sliced to the number of
+        // scattered elements: all of it.
+        auto slice = scatter.getUpdates().getDefiningOp<moe::SliceOp>();
+        auto flat =
+            slice ? slice.getData().getDefiningOp<moe::ReshapeOp>() : nullptr;
+        auto count = slice ? stripScalarReshapes(slice.getEnds())
+                                 .getDefiningOp<moe::DimOp>()
+                           : nullptr;
+        if (!flat || !isConstInt(slice.getStarts(), 0) ||
+            (slice.getAxes() && !isConstAxes(slice.getAxes(), {0}, 1)) ||
+            (slice.getSteps() && !isConstInt(slice.getSteps(), 1)) || !count ||
+            count.getInput() != elements.getOutput() || count.getIndex() != 1 ||
+            !isConstAxes(flat.getShape(), {-1}, 0))
+          return Failure("the scattered values are not the expert's whole "
+                         "output, flattened");
+        output = flat.getData();
+        break;
+      }
+      if (scatter)
+        break;
+    }
+    if (!scatter)
+      return Failure("the expert output does not overwrite its tokens' rows");
+    previous = scatter.getData();
+    updated = scatter.getOutput();
+
+    std::optional<Linear> second = matchLinear(output);
+    auto relu = second ? second->input.getDefiningOp<moe::ReluOp>() : nullptr;
+    std::optional<Linear> first =
+        relu ? matchLinear(relu.getInput()) : std::nullopt;
+    if (!first || first->input != gather.getOutput() || !first->weight ||
+        !second->weight || first->transposed != second->transposed)
+      return Failure("the expert is not relu(x @ w1) @ w2 with constant "
+                     "weights of one layout");
+    moe::WeightLayout layout =
+        first->transposed ? moe::WeightLayout::OutIn : moe::WeightLayout::InOut;
+    ArrayRef<int64_t> w1 = getShape(first->weight);
+    int64_t ffn = first->transposed ? w1[0] : w1[1];
+    auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
+      ArrayRef<int64_t> shape = getShape(weight);
+      return weight.getType().getElementType().isF32() &&
+             shape == (first->transposed ? ArrayRef<int64_t>{out, in}
+                                         : ArrayRef<int64_t>{in, out});
+    };
+    bool firstExpert = llvm::all_of(layer.w1, [](auto w) { return !w; });
+    if (!expect(first->weight, layer.hidden, ffn) ||
+        !expect(second->weight, ffn, layer.hidden) ||
+        (!firstExpert && (ffn != layer.ffn || layout != layer.layout)))
+      return Failure("expert weights are not f32 [H, F], [F, H] (or both "
+                     "transposed) with one F and layout for all experts");
+    layer.ffn = ffn;
+    layer.layout = layout;
+    layer.w1[expert] = first->weight;
+    layer.w2[expert] = second->weight;
+    return std::nullopt;
+  }
+};
+
+/// Rewrites a matched Switch layer; the loop's ops die with the old output.
+LogicalResult rewriteSwitch(SwitchLayer &layer) {
+  Value result = layer.result;
+  OpBuilder builder(result.getDefiningOp());
+  Location loc = result.getLoc();
+  MLIRContext *context = builder.getContext();
+  auto stack = [&](ArrayRef<moe::ConstantOp> weights) -> Value {
+    SmallVector<Value> slices;
+    for (moe::ConstantOp weight : weights)
+      slices.push_back(weight);
+    return moe::StackOp::create(builder, loc, slices);
+  };
+  Value w1 = stack(layer.w1), w2 = stack(layer.w2);
+  auto shapeOf = [&](ArrayRef<int64_t> shape) -> Value {
+    auto type = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                      builder.getI64Type());
+    return moe::ConstantOp::create(builder, loc,
+                                   DenseElementsAttr::get(type, shape));
+  };
+  auto flatten = [&](Value value, int64_t cols) -> Value {
+    auto type = RankedTensorType::get(
+        {ShapedType::kDynamic, cols},
+        cast<RankedTensorType>(value.getType()).getElementType());
+    return moe::ReshapeOp::create(builder, loc, type, value,
+                                  shapeOf({-1, cols}));
+  };
+  // Capacity counts per sequence: the router keeps the [B, S, E] logits.
+  auto router = moe::RouterOp::create(
+      builder, loc, layer.logits, /*bias=*/Value(),
+      moe::ScoreFunctionAttr::get(context, moe::ScoreFunction::Softmax),
+      builder.getI64IntegerAttr(1), /*score_after_topk=*/nullptr,
+      /*normalize=*/nullptr, builder.getF32FloatAttr(1.0f),
+      builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(1),
+      builder.getI64IntegerAttr(layer.capacity));
+  Value tokens = flatten(layer.tokens, layer.hidden);
+  Value indices = flatten(router.getIndices(), 1);
+  Value weights = flatten(router.getWeights(), 1);
+  auto dispatch =
+      moe::DispatchOp::create(builder, loc, tokens, indices,
+                              builder.getI64IntegerAttr(layer.numExperts));
+  auto experts = moe::ExpertsOp::create(
+      builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
+      /*b1=*/Value(), /*w3=*/Value(), /*b3=*/Value(), w2, /*b2=*/Value(),
+      moe::ActivationAttr::get(context, moe::Activation::Relu),
+      moe::WeightLayoutAttr::get(context, layer.layout),
+      /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
+      /*limit=*/nullptr);
+  auto combine =
+      moe::CombineOp::create(builder, loc, experts.getOutput(),
+                             dispatch.getSource(), weights, tokens, indices);
+  Value shape = moe::ShapeOp::create(builder, loc, layer.tokens,
+                                     builder.getI64IntegerAttr(0),
+                                     /*end=*/nullptr);
+  Value output = moe::ReshapeOp::create(builder, loc, result.getType(),
+                                        combine.getOutput(), shape);
+  result.replaceAllUsesWith(output);
+  return success();
 }
 
 struct DetectExpertsPass
@@ -934,13 +1444,14 @@ struct DetectExpertsPass
   void runOnOperation() override {
     SmallVector<moe::TopKOp> candidates;
     getOperation().walk([&](moe::TopKOp op) { candidates.push_back(op); });
-    int layerIndex = 0;
     // Grouped selection's own top-ks are part of a layer, not near-misses:
     // remarks wait until every layer is matched.
     SmallVector<std::pair<moe::TopKOp, Failure>> nearMisses;
     llvm::DenseSet<Operation *> inLayer;
     for (moe::TopKOp topK : candidates) {
       LoopMatcher matcher(topK);
+      if (!matcher.isCandidate())
+        continue;
       std::optional<Failure> failure = matcher.match();
       for (moe::TopKOp groupTopK : matcher.layer.groupTopKs)
         inLayer.insert(groupTopK);
@@ -948,13 +1459,24 @@ struct DetectExpertsPass
         nearMisses.emplace_back(topK, *failure);
         continue;
       }
-      if (failed(rewrite(matcher.layer, layerIndex)))
-        continue;
-      ++layerIndex;
+      (void)rewrite(matcher.layer);
     }
     for (auto &[topK, failure] : nearMisses)
       if (!inLayer.contains(topK))
         topK.emitRemark("MoE per-expert loop not detected: ") << failure;
+    // Switch Transformers routes with an arg-max; one over anything but a
+    // softmax is no router (an empty failure), so it gets no remark.
+    SmallVector<moe::ArgMaxOp> argMaxes;
+    getOperation().walk([&](moe::ArgMaxOp op) { argMaxes.push_back(op); });
+    for (moe::ArgMaxOp argMax : argMaxes) {
+      SwitchMatcher matcher(argMax);
+      if (std::optional<Failure> failure = matcher.match()) {
+        if (!failure->empty())
+          argMax.emitRemark("MoE Switch layer not detected: ") << *failure;
+        continue;
+      }
+      (void)rewriteSwitch(matcher.layer);
+    }
     // The loop's ops are now dead; erase them so later passes and the plan
     // never see them.
     for (Block &block : getOperation().getBody())
@@ -963,32 +1485,13 @@ struct DetectExpertsPass
           op.erase();
   }
 
-  LogicalResult rewrite(LoopLayer &layer, int layerIndex) {
-    int64_t stackedBytes = layer.numExperts * 3 * layer.hidden * layer.ffn * 4;
-    if (stackedBytes > kMaxStackedBytes) {
-      layer.topK.emitRemark("MoE per-expert loop not rewritten: stacking its "
-                            "expert weights would copy ")
-          << stackedBytes << " bytes (limit " << kMaxStackedBytes << ")";
-      return failure();
-    }
-    moe::AddOp result = layer.result;
-    OpBuilder builder(result);
+  LogicalResult rewrite(LoopLayer &layer) {
+    Value result = layer.result;
+    OpBuilder builder(result.getDefiningOp());
     Location loc = result.getLoc();
-    std::string prefix = llvm::formatv("moe.layer{0}.", layerIndex).str();
-    Value w1 =
-        stackWeights(builder, loc, layer, &ExpertBlock::w1, prefix + "w1");
-    Value w3 =
-        stackWeights(builder, loc, layer, &ExpertBlock::w3, prefix + "w3");
-    Value w2 =
-        stackWeights(builder, loc, layer, &ExpertBlock::w2, prefix + "w2");
-    if (!w1 || !w3 || !w2) {
-      layer.topK.emitRemark("MoE per-expert loop not rewritten: an expert "
-                            "weight's data is not readable");
-      for (Value stacked : {w1, w3, w2})
-        if (stacked)
-          stacked.getDefiningOp()->erase();
-      return failure();
-    }
+    Value w1 = stackWeights(builder, loc, layer, &ExpertBlock::w1);
+    Value w3 = stackWeights(builder, loc, layer, &ExpertBlock::w3);
+    Value w2 = stackWeights(builder, loc, layer, &ExpertBlock::w2);
     MLIRContext *context = builder.getContext();
     Value bias;
     if (!layer.bias.empty())
@@ -1013,7 +1516,7 @@ struct DetectExpertsPass
         builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
         /*b1=*/Value(), w3, /*b3=*/Value(), w2, /*b2=*/Value(),
         moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
-        moe::WeightLayoutAttr::get(context, moe::WeightLayout::InOut),
+        moe::WeightLayoutAttr::get(context, *layer.layout),
         /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
         /*limit=*/nullptr);
     auto combine = moe::CombineOp::create(
@@ -1033,7 +1536,7 @@ struct DetectExpertsPass
         bias.getDefiningOp()->erase();
       return failure();
     }
-    result.getOutput().replaceAllUsesWith(combine.getOutput());
+    result.replaceAllUsesWith(combine.getOutput());
     rewriteSharedExperts(combine, layer.tokens);
     return success();
   }
@@ -1089,7 +1592,7 @@ struct DetectExpertsPass
           /*b1=*/Value(), shared->ffn.w3, /*b3=*/Value(), shared->ffn.w2,
           /*b2=*/Value(), shared->gate ? shared->gate.getOutput() : Value(),
           moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
-          moe::WeightLayoutAttr::get(context, moe::WeightLayout::InOut),
+          moe::WeightLayoutAttr::get(context, shared->ffn.layout),
           /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
           /*limit=*/nullptr);
       if (input != tokens) {

@@ -1,8 +1,9 @@
 //===- MatchSupport.h - helpers of the MoE pattern matchers -----*- C++ -*-===//
 //
 // Small predicates the MoE detection passes use to prove, op by op, that a
-// subgraph has the form they rewrite: constant axes, scalar constants and the
-// operands of commutative ops.
+// subgraph has the form they rewrite: constant axes, scalar constants, the
+// operands of commutative ops, the softmax router and the SwiGLU activation
+// several forms share, and the sparse layer they are all rewritten into.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,9 +11,13 @@
 #define MOEC_PASSES_MATCHSUPPORT_H
 
 #include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/MoeOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 
@@ -57,6 +62,238 @@ template <typename OpTy> mlir::Value otherOperand(OpTy op, mlir::Value known) {
   if (op.getRhs() == known)
     return op.getLhs();
   return nullptr;
+}
+
+/// The single user of `value` of type `OpTy`, or null when `value` has no
+/// such user or more than one.
+template <typename OpTy> OpTy getOnlyUserOf(mlir::Value value) {
+  OpTy found;
+  for (mlir::Operation *user : value.getUsers()) {
+    auto op = llvm::dyn_cast<OpTy>(user);
+    if (!op)
+      continue;
+    if (found && found != op)
+      return nullptr;
+    found = op;
+  }
+  return found;
+}
+
+/// The static shape of `value`'s ranked type, or an empty list.
+inline llvm::ArrayRef<int64_t> getShape(mlir::Value value) {
+  auto type = llvm::dyn_cast<mlir::RankedTensorType>(value.getType());
+  return type ? type.getShape() : llvm::ArrayRef<int64_t>();
+}
+
+/// Whether `value` is `reshape(source, [-1])`.
+inline bool isFlattenedVector(mlir::Value value, mlir::Value source) {
+  auto reshape = value.getDefiningOp<moe::ReshapeOp>();
+  return reshape && reshape.getData() == source &&
+         moe::getConstantInts(reshape.getShape()) ==
+             llvm::SmallVector<int64_t>{-1};
+}
+
+/// The `{in, out}` sizes of the matrices in the last two dimensions of a
+/// weight of `shape` stored in `layout`.
+inline std::pair<int64_t, int64_t> getMatrixInOut(llvm::ArrayRef<int64_t> shape,
+                                                  moe::WeightLayout layout) {
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (layout == moe::WeightLayout::OutIn)
+    return {cols, rows};
+  return {rows, cols};
+}
+
+/// Erases the ops of `body` that became dead, users first: what a detector
+/// leaves behind after replacing a layer, so that later passes and the plan
+/// never see it.
+inline void eraseDeadOps(mlir::Region &body) {
+  for (mlir::Block &block : body)
+    for (mlir::Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (mlir::isOpTriviallyDead(&op))
+        op.erase();
+}
+
+/// A softmax router over `[T, E]` logits projected from `[T, H]` tokens, in
+/// the two orders exporters produce: `softmax -> top_k [-> w / sum(w)]`
+/// (Mixtral) and `top_k(logits) -> softmax over k` (Granite, GPT-OSS).
+struct SoftmaxGate {
+  mlir::Value logits, tokens;
+  /// The `[T, k]` routing weights the experts' outputs are scaled by.
+  mlir::Value weights;
+  int64_t numExperts = 0, topK = 0, hidden = 0;
+  bool afterTopK = false, normalize = false;
+};
+
+/// Matches the softmax router headed by `topK`; returns why it is not one.
+inline std::optional<std::string> matchSoftmaxGate(moec::moe::TopKOp topK,
+                                                   SoftmaxGate &gate) {
+  using namespace mlir;
+  Value input = topK.getInput();
+  auto softmax = input.getDefiningOp<moe::SoftmaxOp>();
+  gate.afterTopK = !softmax;
+  gate.logits = softmax ? softmax.getInput() : input;
+  ArrayRef<int64_t> logitsShape = getShape(gate.logits);
+  if (logitsShape.size() != 2 || ShapedType::isDynamic(logitsShape[1]) ||
+      !getElementTypeOrSelf(input.getType()).isF32())
+    return std::string("top-k input is not f32 [T, E] logits or their "
+                       "softmax, with static E");
+  gate.numExperts = logitsShape[1];
+  if ((softmax && !isAxis(softmax.getAxis(), 1, 2)) ||
+      !isAxis(topK.getAxis(), 1, 2) || topK.getLargest() != 1)
+    return std::string("top-k does not take the largest entries over the "
+                       "experts");
+  std::optional<int64_t> k = moe::getConstantInt(topK.getK());
+  if (!k || *k < 1 || *k > gate.numExperts)
+    return std::string("top-k's k is not a constant in [1, E]");
+  gate.topK = *k;
+
+  Value values = topK.getValues();
+  gate.weights = values;
+  if (gate.afterTopK) {
+    auto overK = getOnlyUserOf<moe::SoftmaxOp>(values);
+    if (!overK || !values.hasOneUse() || !isAxis(overK.getAxis(), 1, 2))
+      return std::string("the top-k logits do not only feed a softmax over k");
+    gate.weights = overK.getOutput();
+  } else if (auto div = getOnlyUserOf<moe::DivOp>(values)) {
+    // Renormalisation: w / reduce_sum(w, -1, keepdims).
+    auto sum = div.getRhs().getDefiningOp<moe::ReduceSumOp>();
+    if (div.getLhs() != values || !sum || sum.getData() != values ||
+        sum.getKeepdims() != 1 || !sum.getAxes() ||
+        !isConstAxes(sum.getAxes(), {1}, 2))
+      return std::string("the top-k scores are divided by something other "
+                         "than their sum over k");
+    gate.normalize = true;
+    gate.weights = div.getOutput();
+  }
+
+  // The logits are a projection of the tokens, which ties the router's rows
+  // to the rows the experts run on.
+  Operation *projection = gate.logits.getDefiningOp();
+  auto gemm = dyn_cast_or_null<moe::GemmOp>(projection);
+  if (!(gemm && gemm.getTransA() == 0) &&
+      !isa_and_nonnull<moe::MatMulOp>(projection))
+    return std::string("the router logits are not a projection of the "
+                       "tokens");
+  gate.tokens = projection->getOperand(0);
+  ArrayRef<int64_t> tokensShape = getShape(gate.tokens);
+  if (tokensShape.size() != 2 || ShapedType::isDynamic(tokensShape[1]) ||
+      !getElementTypeOrSelf(gate.tokens.getType()).isF32())
+    return std::string("the tokens are not an f32 [T, H] matrix with static "
+                       "H");
+  gate.hidden = tokensShape[1];
+  return std::nullopt;
+}
+
+/// Matches `a = silu(g) * u` with `silu(g) = g * sigmoid(g)`, any operand
+/// order; returns {g, u}.
+inline std::optional<std::pair<mlir::Value, mlir::Value>>
+matchSiluGlu(mlir::Value a) {
+  auto product = a.getDefiningOp<moe::MulOp>();
+  if (!product)
+    return std::nullopt;
+  for (auto [siluValue, up] : {std::pair(product.getLhs(), product.getRhs()),
+                               std::pair(product.getRhs(), product.getLhs())}) {
+    auto silu = siluValue.getDefiningOp<moe::MulOp>();
+    if (!silu)
+      continue;
+    for (auto [gate, sigmoidValue] :
+         {std::pair(silu.getLhs(), silu.getRhs()),
+          std::pair(silu.getRhs(), silu.getLhs())}) {
+      auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
+      if (sigmoid && sigmoid.getInput() == gate)
+        return std::pair(gate, up);
+    }
+  }
+  return std::nullopt;
+}
+
+/// The fused `[..., 2F]` projection whose first half along the last axis is
+/// `gate` and whose second half is `up` (`glu concatenated`): two Slices or
+/// the two results of a Split in halves. Null when they are not.
+inline mlir::Value getConcatenatedGlu(mlir::Value gate, mlir::Value up) {
+  using namespace mlir;
+  ArrayRef<int64_t> shape = getShape(gate);
+  if (shape.empty() || getShape(up) != shape ||
+      ShapedType::isDynamic(shape.back()))
+    return nullptr;
+  int64_t rank = shape.size(), ffn = shape.back();
+  auto isHalf = [&](Value half, int64_t start) -> Value {
+    auto slice = half.getDefiningOp<moe::SliceOp>();
+    if (!slice || !slice.getAxes() ||
+        !isConstAxes(slice.getAxes(), {rank - 1}, rank) ||
+        (slice.getSteps() && moe::getConstantInt(slice.getSteps()) != 1) ||
+        moe::getConstantInt(slice.getStarts()) != start)
+      return nullptr;
+    std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
+    // The second half may end past 2F (a "to the end" slice).
+    if (!end || (*end != start + ffn && !(start == ffn && *end > 2 * ffn)))
+      return nullptr;
+    return slice.getData();
+  };
+  Value fused = isHalf(gate, 0);
+  if (fused && isHalf(up, ffn) == fused)
+    return getShape(fused).back() == 2 * ffn ? fused : nullptr;
+  auto split = gate.getDefiningOp<moe::SplitOp>();
+  if (!split || split->getNumResults() != 2 || split->getResult(0) != gate ||
+      split->getResult(1) != up || !isAxis(split.getAxis(), rank - 1, rank) ||
+      getShape(split.getInput()).back() != 2 * ffn)
+    return nullptr;
+  return split.getInput();
+}
+
+/// Replaces `result` (the `[T, H]` output of a matched layer) with
+/// `moe.router -> moe.dispatch -> moe.experts silu_glu (fused concatenated
+/// gate/up) -> moe.combine` for `gate`, built before `result`'s op. `w1` is
+/// the stacked `[E, 2F, H]` or `[E, H, 2F]` gate/up weight and `w2` the down
+/// projection, both in `layout`. Returns why nothing was replaced when the
+/// combined type differs from `result`'s; the built ops are then erased.
+inline std::optional<std::string>
+replaceWithSiluGluLayer(mlir::Value result, const SoftmaxGate &gate,
+                        mlir::Value w1, mlir::Value w2,
+                        moe::WeightLayout layout) {
+  using namespace mlir;
+  OpBuilder builder(result.getDefiningOp());
+  Location loc = result.getLoc();
+  MLIRContext *context = builder.getContext();
+  auto router = moe::RouterOp::create(
+      builder, loc, gate.logits, /*bias=*/Value(),
+      moe::ScoreFunctionAttr::get(context, moe::ScoreFunction::Softmax),
+      builder.getI64IntegerAttr(gate.topK),
+      gate.afterTopK ? builder.getUnitAttr() : nullptr,
+      gate.normalize ? builder.getUnitAttr() : nullptr,
+      builder.getF32FloatAttr(1.0f), builder.getI64IntegerAttr(1),
+      builder.getI64IntegerAttr(1), /*capacity=*/nullptr);
+  auto dispatch =
+      moe::DispatchOp::create(builder, loc, gate.tokens, router.getIndices(),
+                              builder.getI64IntegerAttr(gate.numExperts));
+  auto experts = moe::ExpertsOp::create(
+      builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
+      /*b1=*/Value(), /*w3=*/Value(), /*b3=*/Value(), w2, /*b2=*/Value(),
+      moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
+      moe::WeightLayoutAttr::get(context, layout),
+      moe::GluLayoutAttr::get(context, moe::GluLayout::Concatenated),
+      /*alpha=*/nullptr, /*beta=*/nullptr, /*limit=*/nullptr);
+  auto combine = moe::CombineOp::create(
+      builder, loc, experts.getOutput(), dispatch.getSource(),
+      router.getWeights(), /*passthrough=*/Value(), /*indices=*/Value());
+  if (combine.getType() == result.getType()) {
+    result.replaceAllUsesWith(combine.getOutput());
+    return std::nullopt;
+  }
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  os << "the combined output type " << combine.getType()
+     << " differs from the layer's " << result.getType();
+  // Erase what was built, users first, and the weight stacks that only it
+  // used, so the graph is left as it was.
+  SmallVector<Operation *> dead{combine, experts, dispatch, router};
+  for (Value weight : {w1, w2})
+    if (weight.getDefiningOp<moe::StackOp>())
+      dead.push_back(weight.getDefiningOp());
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
+  return message;
 }
 
 } // namespace moec

@@ -78,6 +78,70 @@ def MoeDetectDenseExperts
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeDetectStackedExperts
+    : Pass<"moe-detect-stacked-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the stacked-weight (transformers v5 batched_mm) MoE "
+                "form into sparse ops";
+  let description = [{
+    Recognises the MoE form transformers v5 exports for experts with stacked
+    weights (`gate_up_proj [E, 2F, H]`, `down_proj [E, H, F]`) and
+    `experts_implementation = "batched_mm"`: a softmax router (`softmax ->
+    top_k [-> renormalise]`, or `top_k -> softmax over k`); each token
+    repeated k times (`unsqueeze -> tile [1, k, 1] -> flatten`); per repeated
+    row `r = t * k + j` the weights of expert `indices[t, j]` gathered from
+    the stacked tensors (`gather(W, reshape(indices, [-1]))`) and applied as
+    a batched matrix-vector product; `silu(gate) * up` on the two halves of
+    the fused projection; the rows scaled by the flattened routing weights,
+    reshaped to `[T, k, H]` and summed over k. The sum is replaced by
+
+    ```
+    moe.router -> moe.dispatch
+      -> moe.experts silu_glu (glu concatenated, layout out_in)
+      -> moe.combine
+    ```
+
+    which computes the same sums. The stacked weights are used as exported
+    (`W[e] @ x` is `layout out_in`, `x @ W[e]` is `layout in_out`); nothing
+    is copied. Every `moe.top_k` that does not head such a layer gets a
+    remark naming the first condition that failed; the graph then stays
+    generic (correct, only slower).
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
+def MoeDetectParallelExperts
+    : Pass<"moe-detect-parallel-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the parallel-experts (Granite) MoE form into sparse "
+                "ops";
+  let description = [{
+    Recognises the "parallel experts" MoE form (GraniteMoE, JetMoE) as the
+    dynamo exporter writes it: a softmax router; the flattened top-k expert
+    ids sorted stably (`top_k(ids, k = len, largest = 0)`); each sorted
+    assignment's token (`perm / k`, also as the float floor/sign form) and
+    routing weight gathered; the gathered tokens split by the per-expert
+    assignment counts (`reduce_sum` of the one-hot routing mask, computed in
+    the graph); per expert a projection with its own `[2F, H]` (or `[H, 2F]`)
+    weight; the results concatenated, `silu(gate) * up` on their halves,
+    split alike for the per-expert output projections, concatenated, scaled
+    by the gathered weights and added into zeros at the tokens
+    (`scatter_nd` add). The result is replaced by
+
+    ```
+    moe.router -> moe.dispatch
+      -> moe.experts silu_glu (glu concatenated, weights moe.stack-ed)
+      -> moe.combine
+    ```
+
+    The per-expert weights are presented as one `[E, ...]` tensor with
+    `moe.stack`, which the plan stores without copying. A split whose sizes
+    are constants is a TorchScript trace that froze the trace input's
+    per-expert counts (wrong for any other input); it stays generic with a
+    remark saying so. Every other `moe.top_k` that does not head such a layer
+    gets a remark naming the first condition that failed.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeFuseNorms : Pass<"moe-fuse-norms", "mlir::func::FuncOp"> {
   let summary = "Recognise decomposed RMSNorm and fuse it into one op";
   let description = [{
@@ -157,6 +221,87 @@ def MoePlanMemory : Pass<"moe-plan-memory", "mlir::func::FuncOp"> {
     `moe.arena_size` (the planned peak) and `moe.naive_size` (the sum of all
     buffers without reuse), so that the saving is visible.
   }];
+}
+
+def MoePlaceExperts : Pass<"moe-place-experts", "mlir::ModuleOp"> {
+  let summary = "Place the routed experts of every MoE layer on devices";
+  let description = [{
+    Expert parallelism, step 1 (docs/expert-parallelism.md). For every
+    `moe.experts` op of `@main` (a MoE layer; layers are numbered in program
+    order), assigns its E experts to `devices` devices as slots: each slot
+    holds one expert's weights, device d owns the contiguous slot range
+    `[slot_begin[d], slot_begin[d + 1])`, and an expert may have several
+    slots (replicas). The result is the op's `moe.placement` attribute,
+    `{slot_begin = array<i64: ...>, slot_experts = array<i64: ...>}` (the
+    expert of each slot), and the module's `moe.devices`; the dense parts
+    stay replicated. `moe-insert-all-to-all` rewrites the layers from it.
+
+    - Default: balanced by parameter bytes. The experts of one layer are
+      equally large, so device d gets the contiguous block
+      `[E * d / N, E * (d + 1) / N)`.
+    - `routing-profile=FILE.json` (the JSON `moe-run --stats` writes): each
+      layer's `moe_layers[i].tokens_per_expert` is its expected load, and
+      experts are assigned greedily by decreasing load to the device with the
+      least load so far (longest processing time first); each device's slots
+      list its experts in increasing order.
+    - `replicate-hot=K` (needs a profile): the K most loaded experts of each
+      layer get a second slot on the least loaded device that does not hold
+      them; the load counted for the expert is split between its slots.
+
+    More devices than experts is allowed: the devices left without a slot
+    run no experts but still take part in every exchange. `devices=1`
+    changes nothing. Errors: `devices < 1`, an unreadable or malformed
+    profile (the message names the file and the field), `replicate-hot`
+    without a profile.
+  }];
+  let options = [
+    Option<"devices", "devices", "int64_t", /*default=*/"1",
+           "Number of devices (the expert-parallel degree)">,
+    Option<"routingProfile", "routing-profile", "std::string",
+           /*default=*/"\"\"",
+           "A `moe-run --stats` JSON whose per-layer tokens_per_expert "
+           "balance the expected load">,
+    Option<"replicateHot", "replicate-hot", "int64_t", /*default=*/"0",
+           "Give the K most loaded experts of each layer a second slot">,
+  ];
+}
+
+def MoeInsertAllToAll : Pass<"moe-insert-all-to-all", "mlir::ModuleOp"> {
+  let summary = "Clone @main per device and exchange tokens around the experts";
+  let description = [{
+    Expert parallelism, step 2 (docs/expert-parallelism.md). Given a module
+    whose layers carry `moe.placement` (`moe-place-experts`) and
+    `moe.devices = N > 1`, replaces `@main` by N functions `@main_d0` ..
+    `@main_dN-1`, each carrying `moe.device = d`: device d's schedule. Each
+    runs the whole graph on its share of the batch and, in every placed MoE
+    layer, exchanges token rows with the other devices:
+
+    ```
+    slots          = moe.assign_slots(indices)         (experts -> slots)
+    rows, off, src = moe.dispatch(x, slots) experts S  (rows by slot)
+    send           = per-device sums of the slot counts
+    cnt_recv, _    = moe.all_to_all(slot counts, [S_0, ..., S_N-1])
+    recv, rcnt     = moe.all_to_all(rows, send)
+    g, loff, perm  = moe.regroup(recv, cnt_recv[0 : N * S_d])
+    y              = moe.experts(g, loff, moe.shard(w, my slots) ...)
+    back           = moe.ungroup(y, perm)
+    out_rows, _    = moe.all_to_all(back, rcnt) like rows
+    out            = moe.combine(out_rows, src, ...)
+    ```
+
+    A device without slots skips regroup, experts and ungroup (it receives
+    no rows). With `micro-batches=M > 1` each layer's local tokens are split
+    into M contiguous chunks whose exchanges use `moe.all_to_all_start` /
+    `moe.all_to_all_wait`, software-pipelined so that chunk i + 1's dispatch
+    exchange is in flight while chunk i's experts run, and chunk i's return
+    exchange while chunk i + 1's experts run; the results are concatenated
+    and equal for every M. Without placement or with one device the module
+    is unchanged.
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Chunks per layer whose exchanges overlap the experts">,
+  ];
 }
 
 #endif // MOEC_PASSES_TD

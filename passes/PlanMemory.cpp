@@ -165,7 +165,11 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
       }
 
     for (Operation &op : body) {
-      if (op.getNumResults() == 0 || isa<moe::ConstantOp>(op))
+      // Constants, stacks of constants and their shards are weights, not
+      // arena tensors.
+      auto stack = dyn_cast<moe::StackOp>(op);
+      if (op.getNumResults() == 0 || isa<moe::ConstantOp, moe::ShardOp>(op) ||
+          (stack && stack.isWeight()))
         continue;
       int64_t index = stepIndex[&op];
       for (OpResult result : op.getResults()) {

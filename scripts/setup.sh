@@ -11,7 +11,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev openmpi-bin libopenmpi-dev
-  libgtest-dev libgmock-dev zlib1g-dev
+  libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -2,6 +2,8 @@
 
 #include "compiler/plan/CompilePipeline.h"
 
+#include "compiler/plan/PlanEmitter.h"
+
 #include "dialects/moe/MoeOps.h"
 #include "passes/Passes.h"
 
@@ -25,15 +27,28 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
     return;
   funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeDetectDenseExperts());
+  funcPM.addPass(createMoeDetectStackedExperts());
+  funcPM.addPass(createMoeDetectParallelExperts());
   funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
   funcPM.addPass(createCanonicalizerPass());
+  // Expert parallelism: with several devices @main becomes one function per
+  // device, each bounded and planned on its own below.
+  MoePlaceExpertsOptions placement;
+  placement.devices = options.devices;
+  placement.routingProfile = options.routingProfile;
+  placement.replicateHot = options.replicateHot;
+  pm.addPass(createMoePlaceExperts(placement));
+  MoeInsertAllToAllOptions exchange;
+  exchange.microBatches = options.microBatches;
+  pm.addPass(createMoeInsertAllToAll(exchange));
+  OpPassManager &devicePM = pm.nest<func::FuncOp>();
   MoeBoundShapesOptions bounds;
   bounds.maxTokens = options.maxTokens;
   bounds.dimBounds.assign(options.dimBounds.begin(), options.dimBounds.end());
-  funcPM.addPass(createMoeBoundShapes(bounds));
-  funcPM.addPass(createMoePlanMemory());
+  devicePM.addPass(createMoeBoundShapes(bounds));
+  devicePM.addPass(createMoePlanMemory());
 }
 
 llvm::StringMap<int64_t> countOps(ModuleOp module) {
@@ -63,25 +78,78 @@ struct MoeLayerInfo {
   int64_t sharedExperts = 0;
 };
 
+/// The first op of type OpTy that `value` flows into, through any ops (the
+/// slot assignment and micro-batch slices of expert parallelism).
+template <typename OpTy> static OpTy findUser(Value value) {
+  SmallVector<Value> worklist{value};
+  llvm::SmallPtrSet<Operation *, 16> visited;
+  while (!worklist.empty()) {
+    for (Operation *user : worklist.pop_back_val().getUsers()) {
+      if (auto op = dyn_cast<OpTy>(user))
+        return op;
+      if (visited.insert(user).second)
+        llvm::append_range(worklist, user->getResults());
+    }
+  }
+  return nullptr;
+}
+
+/// The layers of the function of device 0 (all devices run the same layers).
 static SmallVector<MoeLayerInfo> collectMoeLayers(ModuleOp module) {
   SmallVector<MoeLayerInfo> layers;
-  module.walk([&](moe::RouterOp router) {
+  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
+  if (failed(funcs))
+    return layers;
+  funcs->front().walk([&](moe::RouterOp router) {
     MoeLayerInfo info;
     info.router = router;
-    for (Operation *user : router.getIndices().getUsers()) {
-      auto dispatch = dyn_cast<moe::DispatchOp>(user);
-      if (!dispatch)
-        continue;
-      info.numExperts = dispatch.getNumExperts();
-      for (Operation *rowsUser : dispatch.getRows().getUsers())
-        if (auto experts = dyn_cast<moe::ExpertsOp>(rowsUser))
-          info.experts = experts;
-      for (Operation *tokensUser : dispatch.getTokens().getUsers())
+    info.numExperts = router.getLogits().getType().getShape().back();
+    if (auto dispatch = findUser<moe::DispatchOp>(router.getIndices())) {
+      Value tokens = dispatch.getTokens();
+      // A micro-batch dispatches a slice of the layer's tokens.
+      if (auto slice = tokens.getDefiningOp<moe::SliceOp>())
+        tokens = slice.getData();
+      for (Operation *tokensUser : tokens.getUsers())
         info.sharedExperts += isa<moe::SharedExpertOp>(tokensUser);
     }
+    info.experts = findUser<moe::ExpertsOp>(router.getIndices());
     layers.push_back(info);
   });
   return layers;
+}
+
+/// The slots and experts of each layer and the expert weight bytes that
+/// each device of an expert-parallel module holds.
+static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs) {
+  llvm::json::Array array;
+  for (auto [device, entry] : llvm::enumerate(funcs)) {
+    func::FuncOp func = entry;
+    llvm::json::Array layers;
+    int64_t expertBytes = 0;
+    func.walk([&](moe::ExpertsOp experts) {
+      SmallVector<int64_t> slotExperts;
+      if (auto shard = experts.getW1().getDefiningOp<moe::ShardOp>())
+        llvm::append_range(slotExperts, shard.getRows());
+      for (Value weight : experts->getOperands().drop_front(2)) {
+        auto type = cast<ShapedType>(weight.getType());
+        expertBytes += type.getNumElements() *
+                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      }
+      layers.push_back(
+          llvm::json::Object{{"slots", experts.getW1().getType().getDimSize(0)},
+                             {"experts", llvm::json::Array(slotExperts)}});
+    });
+    array.push_back(llvm::json::Object{
+        {"device", static_cast<int64_t>(device)},
+        {"layers", std::move(layers)},
+        {"expert_weight_bytes", expertBytes},
+        {"arena_bytes",
+         func->getAttrOfType<IntegerAttr>("moe.arena_size")
+             ? llvm::json::Value(
+                   func->getAttrOfType<IntegerAttr>("moe.arena_size").getInt())
+             : llvm::json::Value(nullptr)}});
+  }
+  return array;
 }
 
 /// A static dimension as JSON: null when dynamic.
@@ -170,9 +238,12 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os) {
 LogicalResult writeReport(ModuleOp module,
                           const llvm::StringMap<int64_t> &opsBefore,
                           StringRef path) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  if (!func)
-    return module.emitError("no @main function to report on");
+  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
+  if (failed(funcs))
+    return failure();
+  // Memory and steps are device 0's; with several devices, "devices" has
+  // each one's experts and arena.
+  func::FuncOp func = funcs->front();
   auto arena = func->getAttrOfType<IntegerAttr>("moe.arena_size");
   auto naive = func->getAttrOfType<IntegerAttr>("moe.naive_size");
   if (!arena || !naive)
@@ -181,6 +252,11 @@ LogicalResult writeReport(ModuleOp module,
   int64_t weightBytes = 0, numWeights = 0, numSteps = 0, numFused = 0;
   for (Operation &op : func.getBody().front()) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op)) {
+      // Whole expert weights of which the device stores only shards.
+      if (!op.use_empty() && llvm::all_of(op.getUsers(), [](Operation *user) {
+            return isa<moe::ShardOp>(user);
+          }))
+        continue;
       auto type = cast<ShapedType>(constant.getType());
       weightBytes += type.getNumElements() *
                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
@@ -208,6 +284,8 @@ LogicalResult writeReport(ModuleOp module,
       {"ops_before", toJson(opsBefore)},
       {"ops_after", toJson(countOps(module))},
       {"moe_layers", moeLayersToJson(collectMoeLayers(module))}};
+  if (funcs->size() > 1)
+    root["devices"] = devicesToJson(*funcs);
 
   std::string error;
   auto output = openOutputFile(path, &error);

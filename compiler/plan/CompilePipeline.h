@@ -23,6 +23,15 @@ struct CompileOptions {
   int64_t maxTokens = 256;
   /// NAME=N bounds of named (ONNX dim_param) input dimensions.
   std::vector<std::string> dimBounds;
+  /// Expert parallelism (docs/expert-parallelism.md): the number of
+  /// devices, a `moe-run --stats` JSON whose per-layer expert loads guide
+  /// the placement (empty: balance parameter bytes), how many of the most
+  /// loaded experts get a second slot, and the micro-batches per layer whose
+  /// exchanges overlap the experts.
+  int64_t devices = 1;
+  std::string routingProfile;
+  int64_t replicateHot = 0;
+  int64_t microBatches = 1;
   /// Stop after simplification (for `--emit mlir`): no fusion, bounds or
   /// memory plan.
   bool simplifyOnly = false;

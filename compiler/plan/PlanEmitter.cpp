@@ -63,16 +63,38 @@ std::string getStepName(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
-/// Emits one function. Tensors are numbered in the writer as values are
-/// visited; every op result that lives in the arena carries its planned
-/// offset.
+/// What the schedules of one plan share.
+struct PlanState {
+  explicit PlanState(uint32_t devices)
+      : writer({moert::Backend::Cpu, devices}, "moec 0.1"), devices(devices) {}
+  moert::PlanWriter writer;
+  uint32_t devices;
+  llvm::StringMap<int> symbols;
+  /// The largest value of each symbol, by index.
+  SmallVector<int64_t> symbolMax;
+  /// Per device, the weight section of its expert shards (-1 until its first
+  /// shard): a device that maps only its own pages reads no other device's
+  /// experts.
+  SmallVector<int> shardSections;
+  /// The weights written so far, keyed by their contents (a constant's
+  /// attribute, or the list of a stack's): the schedule and tensor that hold
+  /// them. A later schedule reading the same weight shares its bytes.
+  llvm::DenseMap<Attribute, std::pair<int, int32_t>> weights;
+  /// Bytes that back dense constants until the plan is written.
+  std::vector<std::vector<char>> constantBytes;
+};
+
+/// Emits one function as the schedule of `device`. Tensors are numbered in
+/// the writer as values are visited; every op result that lives in the arena
+/// carries its planned offset.
 class Emitter {
 public:
-  Emitter(func::FuncOp func)
-      : func(func), writer({moert::Backend::Cpu, 1}, "moec 0.1"),
-        schedule(writer.schedule(0)) {}
+  Emitter(func::FuncOp func, int device, PlanState &state)
+      : func(func), device(device), state(state), writer(state.writer),
+        schedule(writer.schedule(device)), symbols(state.symbols),
+        constantBytes(state.constantBytes) {}
 
-  LogicalResult emit(StringRef path) {
+  LogicalResult emit() {
     if (failed(emitSignature()))
       return failure();
     for (Operation &op : func.getBody().front())
@@ -82,21 +104,41 @@ public:
     if (!arenaSize)
       return func.emitError("no memory plan; run moe-plan-memory first");
     schedule.setArenaSize(arenaSize.getInt());
-    absl::Status status = writer.write(path.str());
-    if (!status.ok())
-      return func.emitError("cannot write plan '")
-             << path << "': " << status.ToString();
     return success();
   }
 
 private:
   func::FuncOp func;
-  moert::PlanWriter writer;
+  int device;
+  PlanState &state;
+  moert::PlanWriter &writer;
   moert::ScheduleBuilder &schedule;
   llvm::DenseMap<Value, int32_t> tensorIds;
-  llvm::StringMap<int> symbols;
-  /// Bytes that back dense constants until the plan is written.
-  std::vector<std::vector<char>> constantBytes;
+  llvm::StringMap<int> &symbols;
+  std::vector<std::vector<char>> &constantBytes;
+
+  /// Makes `result` name the weight `key` when an earlier schedule already
+  /// holds it: the file then stores its bytes once.
+  bool reuseWeight(Attribute key, Value result, StringRef name) {
+    auto it = state.weights.find(key);
+    if (it == state.weights.end() || it->second.first == device)
+      return false;
+    tensorIds[result] = schedule.addSharedWeight(name.str(), it->second.first,
+                                                 it->second.second);
+    return true;
+  }
+
+  void recordWeight(Attribute key, Value result) {
+    state.weights.try_emplace(key, device, tensorIds[result]);
+  }
+
+  /// The key of a stack of constants for `reuseWeight`.
+  static Attribute getStackKey(moe::StackOp op) {
+    SmallVector<Attribute> values;
+    for (Value input : op.getInputs())
+      values.push_back(input.getDefiningOp<moe::ConstantOp>().getValue());
+    return ArrayAttr::get(op.getContext(), values);
+  }
 
   std::string getArgName(BlockArgument arg) {
     if (auto name =
@@ -135,11 +177,12 @@ private:
         if (symbol.empty())
           symbol = name + "." + std::to_string(index);
         auto it = symbols.find(symbol);
-        if (it == symbols.end())
-          it = symbols
-                   .insert({symbol, writer.addSymbol(
-                                        symbol, 1, bound.asArrayRef()[index])})
-                   .first;
+        if (it == symbols.end()) {
+          int64_t max = bound.asArrayRef()[index];
+          it = symbols.insert({symbol, writer.addSymbol(symbol, 1, max)}).first;
+          state.symbolMax.resize(it->second + 1);
+          state.symbolMax[it->second] = max;
+        }
         dims.push_back(moert::PlanDim::symbol(it->second));
       }
       FailureOr<int32_t> id =
@@ -195,33 +238,160 @@ private:
     return success();
   }
 
+  /// Whether `op` is only read through stacks of constants or shards, which
+  /// carry its bytes themselves: the plan then needs no weight of its own.
+  static bool isOnlyStacked(Operation *op) {
+    return !op->use_empty() &&
+           llvm::all_of(op->getUsers(), [](Operation *user) {
+             auto stack = dyn_cast<moe::StackOp>(user);
+             return (stack && stack.isWeight()) || isa<moe::ShardOp>(user);
+           });
+  }
+
+  /// The bytes of constant `op` as the runtime stores them, referencing the
+  /// model's mapped memory where possible (kept alive in `constantBytes`
+  /// otherwise).
+  FailureOr<ArrayRef<char>> getConstantData(moe::ConstantOp op,
+                                            moert::DType dtype) {
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(op.getValue())) {
+      AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+      if (!blob)
+        return op.emitError("weight '")
+               << resource.getRawHandle().getKey() << "' has no data";
+      // The blob references the model's mapped memory, which outlives the
+      // write: no copy.
+      return blob->getData();
+    }
+    if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue())) {
+      constantBytes.push_back(getBytes(dense, dtype));
+      return ArrayRef<char>(constantBytes.back());
+    }
+    return op.emitError("unsupported constant attribute ") << op.getValue();
+  }
+
+  /// A stack of constants is one weight whose bytes are its inputs' bytes in
+  /// order, gathered from them while the plan is written.
+  LogicalResult emitWeightStack(moe::StackOp op) {
+    auto type = cast<RankedTensorType>(op.getType());
+    std::optional<moert::DType> dtype = getDType(type.getElementType());
+    if (!dtype)
+      return op.emitError("stack of element type ")
+             << type.getElementType() << " has no runtime representation";
+    if (isOnlyStacked(op))
+      return success();
+    Attribute key = getStackKey(op);
+    if (reuseWeight(key, op.getResult(), getStepName(op)))
+      return success();
+    std::vector<moert::WeightPiece> pieces;
+    for (Value input : op.getInputs()) {
+      FailureOr<moert::WeightPiece> piece =
+          getStackPiece(input.getDefiningOp<moe::ConstantOp>(), *dtype);
+      if (failed(piece))
+        return failure();
+      pieces.push_back(*piece);
+    }
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    tensorIds[op.getResult()] = schedule.addWeightPieces(
+        getStepName(op), *dtype, shape, std::move(pieces));
+    recordWeight(key, op.getResult());
+    return success();
+  }
+
+  /// The bytes of one input of a stack of constants.
+  FailureOr<moert::WeightPiece> getStackPiece(moe::ConstantOp constant,
+                                              moert::DType dtype) {
+    // A splat of zeros (an expert absent from the export) is written as
+    // zeros without expanding it.
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (dense && dense.isSplat() && dtype != moert::DType::Bool &&
+        llvm::all_of(dense.getRawData(), [](char c) { return c == 0; }))
+      return moert::WeightPiece{nullptr,
+                                static_cast<size_t>(dense.getNumElements()) *
+                                    moert::dtypeSize(dtype)};
+    FailureOr<ArrayRef<char>> data = getConstantData(constant, dtype);
+    if (failed(data))
+      return failure();
+    return moert::WeightPiece{data->data(), data->size()};
+  }
+
+  /// A device's shard of a stacked weight: the selected rows, each a
+  /// contiguous byte range of the weight (or one input of its stack),
+  /// gathered while the plan is written.
+  LogicalResult emitShard(moe::ShardOp op) {
+    auto type = cast<RankedTensorType>(op.getType());
+    std::optional<moert::DType> dtype = getDType(type.getElementType());
+    if (!dtype)
+      return op.emitError("shard of element type ")
+             << type.getElementType() << " has no runtime representation";
+    Operation *weight = op.getWeight().getDefiningOp();
+    std::vector<moert::WeightPiece> pieces;
+    if (auto constant = dyn_cast<moe::ConstantOp>(weight)) {
+      FailureOr<ArrayRef<char>> data = getConstantData(constant, *dtype);
+      if (failed(data))
+        return failure();
+      int64_t numRows = op.getWeight().getType().getDimSize(0);
+      size_t rowBytes = data->size() / numRows;
+      for (int64_t row : op.getRows())
+        pieces.push_back({data->data() + row * rowBytes, rowBytes});
+    } else {
+      auto stack = cast<moe::StackOp>(weight);
+      for (int64_t row : op.getRows()) {
+        FailureOr<moert::WeightPiece> piece = getStackPiece(
+            stack.getInputs()[row].getDefiningOp<moe::ConstantOp>(), *dtype);
+        if (failed(piece))
+          return failure();
+        pieces.push_back(*piece);
+      }
+    }
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    state.shardSections.resize(state.devices, -1);
+    int &section = state.shardSections[device];
+    if (section < 0)
+      section = writer.addWeightSection();
+    tensorIds[op.getResult()] = schedule.addWeightPieces(
+        getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device),
+        *dtype, shape, std::move(pieces), section);
+    return success();
+  }
+
+  /// ".w1", ".b2", ...: which weight of its moe.experts a shard is, so that
+  /// the shards of one layer have distinct names.
+  static std::string getShardRole(moe::ShardOp op) {
+    for (OpOperand &use : op->getUses()) {
+      auto experts = dyn_cast<moe::ExpertsOp>(use.getOwner());
+      if (!experts)
+        continue;
+      Value result = op.getResult();
+      for (auto [name, weight] :
+           {std::pair<const char *, Value>{".w1", experts.getW1()},
+            {".b1", experts.getB1()},
+            {".w3", experts.getW3()},
+            {".b3", experts.getB3()},
+            {".w2", experts.getW2()},
+            {".b2", experts.getB2()}})
+        if (weight == result)
+          return name;
+    }
+    return "";
+  }
+
   LogicalResult emitConstant(moe::ConstantOp op) {
+    if (isOnlyStacked(op))
+      return success();
     auto type = cast<RankedTensorType>(op.getType());
     std::optional<moert::DType> dtype = getDType(type.getElementType());
     if (!dtype)
       return op.emitError("constant of element type ")
              << type.getElementType() << " has no runtime representation";
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    std::string name = getStepName(op);
-    int32_t id;
-    if (auto resource = dyn_cast<DenseResourceElementsAttr>(op.getValue())) {
-      AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-      if (!blob)
-        return op.emitError("weight '")
-               << resource.getRawHandle().getKey() << "' has no data";
-      ArrayRef<char> data = blob->getData();
-      // The blob references the model's mapped memory, which outlives the
-      // write: no copy.
-      id = schedule.addWeightRef(name, *dtype, shape, data.data(), data.size());
-    } else if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue())) {
-      std::vector<char> bytes = getBytes(dense, *dtype);
-      id = schedule.addWeightRef(name, *dtype, shape, bytes.data(),
-                                 bytes.size());
-      constantBytes.push_back(std::move(bytes));
-    } else {
-      return op.emitError("unsupported constant attribute ") << op.getValue();
-    }
-    tensorIds[op.getResult()] = id;
+    if (reuseWeight(op.getValue(), op.getResult(), getStepName(op)))
+      return success();
+    FailureOr<ArrayRef<char>> data = getConstantData(op, *dtype);
+    if (failed(data))
+      return failure();
+    tensorIds[op.getResult()] = schedule.addWeightRef(
+        getStepName(op), *dtype, shape, data->data(), data->size());
+    recordWeight(op.getValue(), op.getResult());
     return success();
   }
 
@@ -258,6 +428,10 @@ private:
   LogicalResult emitOp(Operation *op) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op))
       return emitConstant(constant);
+    if (auto stack = dyn_cast<moe::StackOp>(op); stack && stack.isWeight())
+      return emitWeightStack(stack);
+    if (auto shard = dyn_cast<moe::ShardOp>(op))
+      return emitShard(shard);
     if (auto ret = dyn_cast<func::ReturnOp>(op))
       return emitReturn(ret);
 
@@ -269,7 +443,7 @@ private:
     std::vector<int32_t> inputs;
     if (failed(collectInputs(op, inputs)))
       return failure();
-    if (failed(emitResultTensors(op)))
+    if (op->getNumResults() > 0 && failed(emitResultTensors(op)))
       return failure();
     std::vector<int32_t> outputs;
     for (Value result : op->getResults())
@@ -316,9 +490,28 @@ private:
       // The output takes the graph's name for it.
       if (auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
         schedule.tensor(*id).name = name.str();
+      if (state.devices > 1)
+        markBatchOutput(index, schedule.tensor(*id));
       schedule.addOutput(*id);
     }
     return success();
+  }
+
+  /// Under expert parallelism the runtime concatenates the outputs whose
+  /// leading dimension is a symbol (the batch the devices split): an output
+  /// whose ONNX shape names an input's symbol there is declared with it.
+  void markBatchOutput(unsigned index, fb::TensorT &tensor) {
+    auto dimParams =
+        func.getResultAttrOfType<ArrayAttr>(index, "moe.dim_params");
+    if (!dimParams || dimParams.empty() || tensor.dims.empty() ||
+        tensor.dims.front().kind() != fb::DimKind::Dynamic)
+      return;
+    auto param = dyn_cast<StringAttr>(dimParams[0]);
+    auto it = param ? symbols.find(param.getValue()) : symbols.end();
+    if (it == symbols.end())
+      return;
+    tensor.dims.front() =
+        fb::Dim(state.symbolMax[it->second], it->second, fb::DimKind::Symbolic);
   }
 
   static std::optional<fb::OpKind> getOpKind(Operation *op) {
@@ -413,6 +606,12 @@ private:
         .Case([](moe::ExpertsOp) { return fb::OpKind::Experts; })
         .Case([](moe::SharedExpertOp) { return fb::OpKind::SharedExpert; })
         .Case([](moe::CombineOp) { return fb::OpKind::Combine; })
+        .Case([](moe::AssignSlotsOp) { return fb::OpKind::AssignSlots; })
+        .Case([](moe::AllToAllOp) { return fb::OpKind::AllToAll; })
+        .Case([](moe::AllToAllStartOp) { return fb::OpKind::AllToAllStart; })
+        .Case([](moe::AllToAllWaitOp) { return fb::OpKind::AllToAllWait; })
+        .Case([](moe::RegroupOp) { return fb::OpKind::Regroup; })
+        .Case([](moe::UngroupOp) { return fb::OpKind::Ungroup; })
         .Default([](Operation *) { return std::nullopt; });
   }
 
@@ -601,6 +800,25 @@ private:
         })
         .Case<moe::ExpertsOp, moe::SharedExpertOp>(
             [](auto op) -> Result { return getFfnAttrs(op); })
+        .Case([](moe::AssignSlotsOp op) -> Result {
+          fb::SlotAttrsT attrs;
+          ArrayRef<int64_t> offsets = op.getExpertSlotOffsets();
+          ArrayRef<int64_t> slots = op.getExpertSlots();
+          attrs.expert_slot_offsets.assign(offsets.begin(), offsets.end());
+          attrs.expert_slots.assign(slots.begin(), slots.end());
+          return moert::attrs(std::move(attrs));
+        })
+        .Case<moe::AllToAllOp, moe::AllToAllStartOp>([](auto op) -> Result {
+          fb::CollectiveAttrsT attrs;
+          attrs.num_devices = op.getNumDevicesAttr().getInt();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::RegroupOp op) -> Result {
+          fb::RegroupAttrsT attrs;
+          attrs.num_sources = op.getNumSourcesAttr().getInt();
+          attrs.num_slots = op.getNumSlotsAttr().getInt();
+          return moert::attrs(std::move(attrs));
+        })
         .Default(none);
   }
 
@@ -775,8 +993,64 @@ private:
 
 } // namespace
 
-LogicalResult emitPlan(func::FuncOp func, StringRef path) {
-  return Emitter(func).emit(path);
+/// Finalizes and writes the plan of `state`; errors are located at `where`.
+static LogicalResult writePlan(PlanState &state, Operation *where,
+                               StringRef path, const PlanFinalizer &finalize) {
+  if (finalize && failed(finalize(state.writer)))
+    return failure();
+  absl::Status status = state.writer.write(path.str());
+  if (!status.ok())
+    return where->emitError("cannot write plan '")
+           << path << "': " << status.ToString();
+  return success();
+}
+
+LogicalResult emitPlan(func::FuncOp func, StringRef path,
+                       const PlanFinalizer &finalize) {
+  PlanState state(1);
+  if (failed(Emitter(func, 0, state).emit()))
+    return failure();
+  return writePlan(state, func, path, finalize);
+}
+
+FailureOr<SmallVector<func::FuncOp>> getDeviceFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> devices;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto device = func->getAttrOfType<IntegerAttr>("moe.device");
+    if (!device)
+      continue;
+    int64_t index = device.getInt();
+    if (index < 0 || index >= static_cast<int64_t>(llvm::range_size(
+                                  module.getOps<func::FuncOp>())))
+      return func.emitError("moe.device ") << index << " is out of range";
+    if (devices.size() <= static_cast<size_t>(index))
+      devices.resize(index + 1);
+    if (devices[index])
+      return func.emitError("a second function for device ") << index;
+    devices[index] = func;
+  }
+  for (auto [index, func] : llvm::enumerate(devices))
+    if (!func)
+      return module.emitError("no function for device ") << index;
+  if (!devices.empty())
+    return devices;
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("no @main function");
+  devices.push_back(main);
+  return devices;
+}
+
+LogicalResult emitPlan(ModuleOp module, StringRef path,
+                       const PlanFinalizer &finalize) {
+  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
+  if (failed(funcs))
+    return failure();
+  PlanState state(funcs->size());
+  for (auto [device, func] : llvm::enumerate(*funcs))
+    if (failed(Emitter(func, device, state).emit()))
+      return failure();
+  return writePlan(state, module, path, finalize);
 }
 
 } // namespace moec::plan

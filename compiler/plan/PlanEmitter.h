@@ -11,15 +11,39 @@
 #define MOEC_COMPILER_PLAN_PLANEMITTER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
+#include <functional>
 #include <string>
+
+namespace moert {
+class PlanWriter;
+} // namespace moert
 
 namespace moec::plan {
 
+/// Completes a plan after every step is emitted and before it is written:
+/// the CUDA target (compiler/cuda) adds its kernels here. Reports its own
+/// errors.
+using PlanFinalizer = std::function<mlir::LogicalResult(moert::PlanWriter &)>;
+
 /// Writes the plan of `func` to `path`. Every unsupported op, type or missing
 /// planning attribute is reported as an error located at the op.
-mlir::LogicalResult emitPlan(mlir::func::FuncOp func, llvm::StringRef path);
+mlir::LogicalResult emitPlan(mlir::func::FuncOp func, llvm::StringRef path,
+                             const PlanFinalizer &finalize = {});
+
+/// The functions of `module` that become the plan's schedules, in device
+/// order: those carrying `moe.device = d` (expert parallelism,
+/// moe-insert-all-to-all), else @main alone. Reports malformed sets.
+mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>
+getDeviceFunctions(mlir::ModuleOp module);
+
+/// Writes the plan of `module`: one schedule per device function
+/// (getDeviceFunctions). Dense weights that several devices read are stored
+/// once; each device's expert shards are its own.
+mlir::LogicalResult emitPlan(mlir::ModuleOp module, llvm::StringRef path,
+                             const PlanFinalizer &finalize = {});
 
 } // namespace moec::plan
 

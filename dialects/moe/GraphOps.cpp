@@ -984,6 +984,35 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult StackOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(location, "requires at least one input");
+  FailureOr<RankedTensorType> first =
+      getRankedType(location, inputs.front(), "inputs");
+  if (failed(first))
+    return failure();
+  // One type for every input: each becomes one slice of the result.
+  for (auto [i, input] : llvm::enumerate(inputs.drop_front()))
+    if (input.getType() != *first)
+      return emitOptionalError(location, "input ", i + 1, " has type ",
+                               input.getType(), " but input 0 has ", *first,
+                               " (stacked inputs must have one type)");
+  SmallVector<int64_t> shape{static_cast<int64_t>(inputs.size())};
+  llvm::append_range(shape, first->getShape());
+  types.push_back(RankedTensorType::get(shape, first->getElementType()));
+  return success();
+}
+
+bool StackOp::isWeight() {
+  return llvm::all_of(getInputs(), [](Value input) {
+    return input.getDefiningOp<ConstantOp>() != nullptr;
+  });
+}
+
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> location,
                                         Adaptor adaptor,

@@ -1093,6 +1093,37 @@ void ConcatOp::getCanonicalizationPatterns(RewritePatternSet &results,
   results.add<FlattenConcat>(context);
 }
 
+namespace {
+
+/// Stack(a, b) of non-constants -> Concat(Unsqueeze(a, 0), Unsqueeze(b, 0))
+/// along axis 0: the runtime step that moves the rows. Stacks of constants
+/// stay: the plan stores them as one weight without a copy.
+struct StackToConcat : OpRewritePattern<StackOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(StackOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.isWeight())
+      return failure();
+    Location loc = op.getLoc();
+    auto axesType = RankedTensorType::get({1}, rewriter.getI64Type());
+    Value axes = ConstantOp::create(
+        rewriter, loc, DenseElementsAttr::get(axesType, int64_t{0}));
+    SmallVector<Value> slices;
+    for (Value input : op.getInputs())
+      slices.push_back(UnsqueezeOp::create(rewriter, loc, input, axes));
+    rewriter.replaceOpWithNewOp<ConcatOp>(op, op.getType(), slices,
+                                          rewriter.getI64IntegerAttr(0));
+    return success();
+  }
+};
+
+} // namespace
+
+void StackOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *context) {
+  results.add<StackToConcat>(context);
+}
+
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   auto type = getType();
   auto dataType = getData().getType();

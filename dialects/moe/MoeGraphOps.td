@@ -830,6 +830,37 @@ def Moe_ConcatOp : Moe_GraphOp<"concat"> {
   let hasCanonicalizer = 1;
 }
 
+def Moe_StackOp : Moe_GraphOp<"stack"> {
+  let summary = "Stacks same-typed tensors along a new leading dimension";
+  let description = [{
+    Joins N `inputs` of one type `tensor<d0 x ... x T>` into one
+    `tensor<N x d0 x ... x T>` whose slice `i` along the new leading
+    dimension is input `i`. Not an ONNX operator: the MoE detectors build it
+    to present per-expert weights as one stacked tensor without copying them.
+
+    A stack whose inputs are all `moe.constant`s is a weight: it never folds
+    into a new constant (the compiler would copy the model's weights) and the
+    plan writes it as one weight whose bytes are the inputs' bytes in order.
+    Any other stack canonicalises to `moe.concat` of the inputs unsqueezed at
+    axis 0.
+
+    Example:
+    ```mlir
+    %w = moe.stack %w0, %w1, %w2, %w3
+        : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>,
+           tensor<16x32xf32>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Moe_Tensor>:$inputs);
+  let results = (outs Moe_Tensor:$output);
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    /// Whether every input is a `moe.constant`: the stack is then a weight
+    /// the plan stores, not a step the runtime runs.
+    bool isWeight();
+  }];
+}
+
 def Moe_SplitOp : Moe_GraphOp<"split"> {
   let summary = "Splits a tensor into parts along an axis (ONNX Split, opset 18)";
   let description = [{

@@ -5,9 +5,10 @@
 //
 //   moe.router -> moe.dispatch -> moe.experts -> moe.combine
 //
-// (plus `moe.shared_expert` for always-active experts, and `moe.all_to_all`
-// around `moe.experts` under expert parallelism). The ops speak in these sizes,
-// which their verifiers keep consistent across operands:
+// (plus `moe.shared_expert` for always-active experts, and, under expert
+// parallelism, `moe.assign_slots` before the dispatch and `moe.all_to_all`,
+// `moe.regroup` and `moe.ungroup` around `moe.experts`). The ops speak in
+// these sizes, which their verifiers keep consistent across operands:
 //
 //   T  tokens (the leading dimension; dynamic `?` and bounded at compile time)
 //   E  routed experts          k  experts chosen per token
@@ -469,44 +470,252 @@ def Moe_SharedExpertOp : Moe_SparseOp<"shared_expert",
 }
 
 //===----------------------------------------------------------------------===//
-// moe.all_to_all
+// Expert parallelism: moe.all_to_all and the ops around it
 //===----------------------------------------------------------------------===//
+
+/// The operands, attributes and results of an all-to-all exchange, shared by
+/// `moe.all_to_all` and `moe.all_to_all_start`.
+defvar Moe_AllToAllArguments = (ins
+  Moe_Tensor:$data,
+  Moe_I64Tensor:$send_counts,
+  Optional<Moe_Tensor>:$rows_like,
+  StrAttr:$group,
+  I64Attr:$num_devices
+);
+defvar Moe_AllToAllResults = (outs Moe_Tensor:$received,
+                                   Moe_I64Tensor:$recv_counts);
+defvar Moe_AllToAllAssembly = [{
+  $data `,` $send_counts `group` $group `devices` $num_devices
+  (`like` $rows_like^)? attr-dict
+  `:` type($data) `,` type($send_counts) (`,` type($rows_like)^)?
+}];
+defvar Moe_AllToAllSemantics = [{
+    On each of the `num_devices` devices of the device group `group` (a mesh
+    axis name), `data` `[R, ...]` holds rows grouped by destination: the
+    first `send_counts[0]` rows go to device 0, the next `send_counts[1]` to
+    device 1, and so on (`send_counts` is `[num_devices]` i64; rows past
+    their sum are not sent). Every device receives into `received` the rows
+    sent to it, grouped by source device in device order, and in
+    `recv_counts` `[num_devices]` i64 how many came from each device. Rows
+    past the sum of `recv_counts` are unspecified.
+
+    `received` keeps the trailing dimensions and element type of `data`. Its
+    first dimension is the bound `num_devices * R` (every device may send all
+    its rows to one device), or `?` when R is dynamic, bounded by
+    `num_devices` times R's bound. With `like %t`, it is instead the leading
+    size of `%t`: the return exchange of expert parallelism sends every row
+    back to the device it came from, so a device receives exactly as many
+    rows as it dispatched (`%t` is its dispatched rows). Fewer rows than the
+    counts announce is a run-time error. Counts are exchanged with the data,
+    so no size is ever read back to the host.
+}];
 
 def Moe_AllToAllOp : Moe_SparseOp<"all_to_all"> {
   let summary = "Exchanges row blocks between the devices of a group";
-  let description = [{
-    The collective of expert parallelism. On each of the `num_devices`
-    devices of the device group `group` (a mesh axis name), `data` `[R, ...]`
-    holds rows grouped by destination: the first `send_counts[0]` rows go to
-    device 0, the next `send_counts[1]` to device 1, and so on (`send_counts`
-    is `[num_devices]` i64; rows past their sum are not sent). Every device
-    receives into `received` the rows sent to it, grouped by source device in
-    device order, and in `recv_counts` `[num_devices]` i64 how many came from
-    each device. Rows past the sum of `recv_counts` are unspecified.
+  let description = !strconcat([{
+    The collective of expert parallelism.
+  }], Moe_AllToAllSemantics, [{
 
-    `received` keeps the trailing dimensions and element type of `data`; its
-    first dimension is the bound `num_devices * R` (every device may send all
-    its rows to one device), or `?` when R is dynamic, bounded by R's bound.
-    Counts are exchanged with the data, so no size is ever read back to the
-    host.
+    Examples:
+    ```mlir
+    // Dispatch: rows grouped by destination device.
+    %recv, %counts = moe.all_to_all %rows, %send group "ep" devices 4
+                       : tensor<?x16xf32>, tensor<4xi64>
+    // Combine: every row goes back to the device that sent it.
+    %back, %n = moe.all_to_all %out, %counts group "ep" devices 4 like %rows
+                  : tensor<?x16xf32>, tensor<4xi64>, tensor<?x16xf32>
+    ```
+  }]);
+  let arguments = Moe_AllToAllArguments;
+  let results = Moe_AllToAllResults;
+  let assemblyFormat = Moe_AllToAllAssembly;
+}
+
+def Moe_AllToAllStartOp : Moe_Op<"all_to_all_start", [InferTypeOpAdaptor]> {
+  let summary = "Begins an all-to-all exchange that a later op completes";
+  let description = !strconcat([{
+    The first half of `moe.all_to_all`, for overlapping communication with
+    computation (micro-batches): it exchanges the counts (a small blocking
+    exchange) and begins the exchange of the rows; the
+    `moe.all_to_all_wait` that names the same four tensors completes it.
+    `received` must not be read, and `data` not written, before that wait.
+    The op has side effects: program order between a start, its wait and the
+    readers of `received` is part of the semantics, and passes must not move
+    them across each other. The exchange itself:
+  }], Moe_AllToAllSemantics, [{
 
     Example:
     ```mlir
-    %recv, %counts = moe.all_to_all %rows, %send group "ep" devices 4
-                       : tensor<?x16xf32>, tensor<4xi64>
+    %recv, %counts = moe.all_to_all_start %rows, %send group "ep" devices 2
+                       : tensor<?x16xf32>, tensor<2xi64>
+    // ... steps that do not touch %rows, %send, %recv or %counts ...
+    moe.all_to_all_wait %rows, %send, %recv, %counts
+        : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
+    ```
+  }]);
+  let arguments = Moe_AllToAllArguments;
+  let results = Moe_AllToAllResults;
+  let assemblyFormat = Moe_AllToAllAssembly;
+  let hasVerifier = 1;
+}
+
+def Moe_AllToAllWaitOp : Moe_Op<"all_to_all_wait"> {
+  let summary = "Completes the exchange of a moe.all_to_all_start";
+  let description = [{
+    Waits until the exchange begun by the `moe.all_to_all_start` that
+    produced `received` and `recv_counts` from `data`, `send_counts` (and
+    `like`, when the start has it) has completed; afterwards `received`
+    holds the rows. Naming all of the start's tensors keeps them alive (and
+    unwritten) until the exchange is done. Each start has exactly one wait,
+    after it in the same block.
+
+    Example:
+    ```mlir
+    moe.all_to_all_wait %rows, %send, %recv, %counts
+        : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
     ```
   }];
   let arguments = (ins
     Moe_Tensor:$data,
     Moe_I64Tensor:$send_counts,
-    StrAttr:$group,
-    I64Attr:$num_devices
+    Optional<Moe_Tensor>:$rows_like,
+    Moe_Tensor:$received,
+    Moe_I64Tensor:$recv_counts
   );
-  let results = (outs Moe_Tensor:$received, Moe_I64Tensor:$recv_counts);
   let assemblyFormat = [{
-    $data `,` $send_counts `group` $group `devices` $num_devices attr-dict
-    `:` type($data) `,` type($send_counts)
+    $data `,` $send_counts `,` $received `,` $recv_counts
+    (`like` $rows_like^)? attr-dict
+    `:` type($data) `,` type($send_counts) `,` type($received) `,`
+        type($recv_counts) (`,` type($rows_like)^)?
   }];
+  let hasVerifier = 1;
+}
+
+def Moe_AssignSlotsOp : Moe_SparseOp<"assign_slots"> {
+  let summary = "Maps each routed expert to one of the expert's slots";
+  let description = [{
+    Under expert parallelism an expert lives in one or more slots (a replica
+    per slot); slots are numbered globally and each device owns a contiguous
+    range of them. Expert `e`'s slots are `expert_slots[expert_slot_offsets[e]
+    .. expert_slot_offsets[e + 1])`. For router indices `indices` `[T, k]`,
+    the result `[T, k]` i64 is
+
+    ```
+    slots[t, j] = expert_slots[expert_slot_offsets[e] + t mod n_e]
+                  with e = indices[t, j], n_e = the number of e's slots
+    ```
+
+    so the tokens of a replicated expert are split between its replicas
+    round-robin by token row. -1 (a dropped assignment) stays -1; an index
+    outside `[-1, E)` is a run-time error. The verifier checks that the
+    offsets start at 0, never decrease, give every expert at least one slot
+    and end at the number of slots, and that slot numbers are non-negative
+    and each used once.
+
+    Example:
+    ```mlir
+    // 4 experts on 2 devices, expert 0 replicated: slots 0, 1 on device 0,
+    // slots 2, 3, 4 on device 1.
+    %slots = moe.assign_slots %indices offsets [0, 2, 3, 4, 5]
+               slots [0, 3, 1, 2, 4] : tensor<?x2xi64>
+    ```
+  }];
+  let arguments = (ins
+    Moe_I64Tensor:$indices,
+    DenseI64ArrayAttr:$expert_slot_offsets,
+    DenseI64ArrayAttr:$expert_slots
+  );
+  let results = (outs Moe_I64Tensor:$slots);
+  let assemblyFormat = [{
+    $indices `offsets` $expert_slot_offsets `slots` $expert_slots attr-dict
+    `:` type($indices)
+  }];
+}
+
+def Moe_RegroupOp : Moe_SparseOp<"regroup"> {
+  let summary = "Reorders received rows from source-major to slot-major";
+  let description = [{
+    After the dispatch exchange a device holds `received` `[R, H]`: the rows
+    from source device 0, then from device 1, ...; within each source block
+    the rows are ordered by local slot. `slot_counts` `[num_sources *
+    num_slots]` i64 says how many: entry `s * num_slots + j` is the number
+    of rows source `s` sent for local slot `j`. Results:
+
+    - `grouped` `[R, H]`: the same rows slot-major (all rows of local slot 0
+      from source 0, then from source 1, ..., then slot 1, ...), so that
+      `moe.experts` runs each slot's rows as one group;
+    - `offsets` `[num_slots + 1]` i64: slot `j` owns rows `[offsets[j],
+      offsets[j + 1])` (the `moe.experts` offsets);
+    - `perm` `[R]` i64: grouped row `r` is received row `perm[r]`; -1 past
+      the total, for `moe.ungroup`.
+
+    Counts that are negative or add up to more than R are a run-time error.
+
+    Example:
+    ```mlir
+    %g, %off, %perm = moe.regroup %recv, %counts sources 2 slots 4
+                        : tensor<?x16xf32>, tensor<8xi64>
+    ```
+  }];
+  let arguments = (ins
+    Moe_Tensor:$received,
+    Moe_I64Tensor:$slot_counts,
+    I64Attr:$num_sources,
+    I64Attr:$num_slots
+  );
+  let results = (outs
+    Moe_Tensor:$grouped,
+    Moe_I64Tensor:$offsets,
+    Moe_I64Tensor:$perm
+  );
+  let assemblyFormat = [{
+    $received `,` $slot_counts `sources` $num_sources `slots` $num_slots
+    attr-dict `:` type($received) `,` type($slot_counts)
+  }];
+}
+
+def Moe_UngroupOp : Moe_SparseOp<"ungroup"> {
+  let summary = "Undoes moe.regroup on the expert outputs";
+  let description = [{
+    Puts the rows of `grouped_out` `[R, H]` (the expert outputs of regrouped
+    rows) back into the received order: `out[perm[r]] = grouped_out[r]` for
+    every `r` with `perm[r] >= 0`, `perm` `[R]` being `moe.regroup`'s. The
+    rows of `out` that no `r` maps to are unspecified. The result has
+    `grouped_out`'s type.
+
+    Example:
+    ```mlir
+    %back = moe.ungroup %y, %perm : tensor<?x16xf32>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins Moe_Tensor:$grouped_out, Moe_I64Tensor:$perm);
+  let results = (outs Moe_Tensor:$out);
+  let assemblyFormat = [{
+    $grouped_out `,` $perm attr-dict `:` type($grouped_out) `,` type($perm)
+  }];
+}
+
+def Moe_ShardOp : Moe_SparseOp<"shard"> {
+  let summary = "The rows of a stacked weight that one device holds";
+  let description = [{
+    Selects rows `rows` of `weight` along its leading dimension, in that
+    order: `result[i] = weight[rows[i]]`. The operand is a weight (a
+    `moe.constant` or a `moe.stack` of constants) whose leading dimension
+    counts experts; the result is the stacked weight of the experts placed
+    on one device, one row per local slot. The op is a view for the plan
+    writer, not a computation: each selected row is a contiguous byte range
+    of the weight (or one input of the stack), and the plan stores the
+    device's shard as those ranges, without copying the model in memory.
+
+    Example:
+    ```mlir
+    // Experts 4..7 of 8 on the second of two devices.
+    %w1_local = moe.shard %w1 rows [4, 5, 6, 7] : tensor<8x32x16xf32>
+    ```
+  }];
+  let arguments = (ins Moe_Tensor:$weight, DenseI64ArrayAttr:$rows);
+  let results = (outs Moe_Tensor:$result);
+  let assemblyFormat = "$weight `rows` $rows attr-dict `:` type($weight)";
 }
 
 #endif // MOE_SPARSE_OPS_TD

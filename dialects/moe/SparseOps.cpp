@@ -535,36 +535,248 @@ LogicalResult SharedExpertOp::verify() {
 // AllToAllOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllToAllOp::inferReturnTypes(MLIRContext *context,
-                                           std::optional<Location> location,
-                                           Adaptor adaptor,
-                                           SmallVectorImpl<Type> &types) {
-  if (failed(
-          requireRanked(location, getOperationName(), adaptor.getOperands())))
+namespace {
+
+/// The result types of an all-to-all exchange (moe.all_to_all and
+/// moe.all_to_all_start).
+template <typename AdaptorT>
+LogicalResult inferAllToAllTypes(MLIRContext *context,
+                                 std::optional<Location> location,
+                                 StringRef opName, AdaptorT adaptor,
+                                 SmallVectorImpl<Type> &types) {
+  if (failed(requireRanked(location, opName, adaptor.getOperands())))
     return failure();
   auto data = cast<RankedTensorType>(adaptor.getData().getType());
   int64_t numDevices = sizeFromAttr(adaptor.getNumDevicesAttr());
   SmallVector<int64_t> shape(data.getShape());
-  // Every device may send all of its rows to this one.
-  if (!shape.empty())
-    shape.front() = mulSizes(shape.front(), numDevices);
+  if (!shape.empty()) {
+    if (Value like = adaptor.getRowsLike())
+      shape.front() = dimOrDynamic(cast<RankedTensorType>(like.getType()), 0);
+    else
+      // Every device may send all of its rows to this one.
+      shape.front() = mulSizes(shape.front(), numDevices);
+  }
   types.push_back(RankedTensorType::get(shape, data.getElementType()));
   types.push_back(
       RankedTensorType::get({numDevices}, IntegerType::get(context, 64)));
   return success();
 }
 
-LogicalResult AllToAllOp::verify() {
-  RankedTensorType data = getData().getType();
+/// The verifier of moe.all_to_all and moe.all_to_all_start.
+template <typename OpTy> LogicalResult verifyAllToAll(OpTy op) {
+  RankedTensorType data = op.getData().getType();
   if (data.getRank() < 1)
-    return emitOpError("expects data with a leading row dimension, got ")
+    return op.emitOpError("expects data with a leading row dimension, got ")
            << data;
-  int64_t numDevices = getNumDevicesAttr().getInt();
+  int64_t numDevices = op.getNumDevicesAttr().getInt();
   if (numDevices < 1)
-    return emitOpError("expects at least one device, got num_devices = ")
+    return op.emitOpError("expects at least one device, got num_devices = ")
            << numDevices;
-  if (getGroup().empty())
-    return emitOpError("expects a non-empty device group name");
-  return checkShape(*this, "send_counts", getSendCounts(), {numDevices},
+  if (op.getGroup().empty())
+    return op.emitOpError("expects a non-empty device group name");
+  if (Value like = op.getRowsLike())
+    if (cast<RankedTensorType>(like.getType()).getRank() < 1)
+      return op.emitOpError("expects `like` to have a leading row dimension, "
+                            "got ")
+             << like.getType();
+  return checkShape(op, "send_counts", op.getSendCounts(), {numDevices},
                     "[num_devices]");
+}
+
+/// One result of the type of `operand` (ranked operands only).
+LogicalResult inferTypeOf(std::optional<Location> location, StringRef opName,
+                          ValueRange operands, Value operand,
+                          SmallVectorImpl<Type> &types) {
+  if (failed(requireRanked(location, opName, operands)))
+    return failure();
+  types.push_back(operand.getType());
+  return success();
+}
+
+/// Fails unless `values` are non-negative, each at most once.
+LogicalResult checkDistinct(Operation *op, StringRef name,
+                            ArrayRef<int64_t> values) {
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t value : values) {
+    if (value < 0)
+      return op->emitOpError("expects non-negative ")
+             << name << ", got " << value;
+    if (!seen.insert(value).second)
+      return op->emitOpError("expects distinct ")
+             << name << ", got " << value << " twice";
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult AllToAllOp::inferReturnTypes(MLIRContext *context,
+                                           std::optional<Location> location,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  return inferAllToAllTypes(context, location, getOperationName(), adaptor,
+                            types);
+}
+
+LogicalResult AllToAllOp::verify() { return verifyAllToAll(*this); }
+
+//===----------------------------------------------------------------------===//
+// AllToAllStartOp / AllToAllWaitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllToAllStartOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  return inferAllToAllTypes(context, location, getOperationName(), adaptor,
+                            types);
+}
+
+LogicalResult AllToAllStartOp::verify() {
+  if (failed(verifyAllToAll(*this)))
+    return failure();
+  // Exactly one wait completes the exchange; a second would wait for an
+  // exchange that is no longer in flight, none would leave it running.
+  int waits = llvm::count_if(getReceived().getUsers(), [](Operation *user) {
+    return isa<AllToAllWaitOp>(user);
+  });
+  if (waits != 1)
+    return emitOpError("expects exactly one moe.all_to_all_wait on its "
+                       "received rows, found ")
+           << waits;
+  return success();
+}
+
+LogicalResult AllToAllWaitOp::verify() {
+  auto start = getReceived().getDefiningOp<AllToAllStartOp>();
+  if (!start || start.getRecvCounts() != getRecvCounts())
+    return emitOpError("expects `received` and `recv_counts` to be the "
+                       "results of one moe.all_to_all_start");
+  if (start.getData() != getData() ||
+      start.getSendCounts() != getSendCounts() ||
+      start.getRowsLike() != getRowsLike())
+    return emitOpError("expects `data`, `send_counts` and `like` to be the "
+                       "operands of the moe.all_to_all_start it completes");
+  if (start->getBlock() != (*this)->getBlock() ||
+      !start->isBeforeInBlock(*this))
+    return emitOpError("expects to follow its moe.all_to_all_start in the "
+                       "same block");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AssignSlotsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignSlotsOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  return inferTypeOf(location, getOperationName(), adaptor.getOperands(),
+                     adaptor.getIndices(), types);
+}
+
+LogicalResult AssignSlotsOp::verify() {
+  if (failed(checkRank(*this, "indices", getIndices(), 2, "[T, k]")))
+    return failure();
+  ArrayRef<int64_t> offsets = getExpertSlotOffsets();
+  ArrayRef<int64_t> slots = getExpertSlots();
+  if (offsets.size() < 2 || offsets.front() != 0)
+    return emitOpError("expects expert_slot_offsets of E + 1 >= 2 entries "
+                       "starting at 0");
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    if (offsets[e + 1] <= offsets[e])
+      return emitOpError("expects every expert to have a slot, but expert ")
+             << e << " has " << offsets[e + 1] - offsets[e];
+  if (offsets.back() != static_cast<int64_t>(slots.size()))
+    return emitOpError("expects expert_slot_offsets to end at the number of "
+                       "slots (")
+           << slots.size() << "), got " << offsets.back();
+  return checkDistinct(*this, "expert_slots", slots);
+}
+
+//===----------------------------------------------------------------------===//
+// RegroupOp / UngroupOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RegroupOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  if (failed(
+          requireRanked(location, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto received = cast<RankedTensorType>(adaptor.getReceived().getType());
+  Type i64 = IntegerType::get(context, 64);
+  types.push_back(received);
+  types.push_back(
+      RankedTensorType::get({sizeFromAttr(adaptor.getNumSlotsAttr(), 1)}, i64));
+  types.push_back(RankedTensorType::get({dimOrDynamic(received, 0)}, i64));
+  return success();
+}
+
+LogicalResult RegroupOp::verify() {
+  if (failed(checkRank(*this, "received", getReceived(), 2, "[R, H]")))
+    return failure();
+  int64_t sources = getNumSourcesAttr().getInt();
+  int64_t slots = getNumSlotsAttr().getInt();
+  if (sources < 1 || slots < 1)
+    return emitOpError("expects at least one source and one slot, got ")
+           << sources << " and " << slots;
+  return checkShape(*this, "slot_counts", getSlotCounts(),
+                    {mulSizes(sources, slots)}, "[num_sources * num_slots]");
+}
+
+LogicalResult UngroupOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferTypeOf(location, getOperationName(), adaptor.getOperands(),
+                     adaptor.getGroupedOut(), types);
+}
+
+LogicalResult UngroupOp::verify() {
+  if (failed(checkRank(*this, "grouped_out", getGroupedOut(), 2, "[R, H]")))
+    return failure();
+  return checkShape(*this, "perm", getPerm(),
+                    {getGroupedOut().getType().getDimSize(0)},
+                    "[R], R from grouped_out");
+}
+
+//===----------------------------------------------------------------------===//
+// ShardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  if (failed(
+          requireRanked(location, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto weight = cast<RankedTensorType>(adaptor.getWeight().getType());
+  SmallVector<int64_t> shape(weight.getShape());
+  if (!shape.empty())
+    shape.front() = static_cast<int64_t>(adaptor.getRows().size());
+  types.push_back(RankedTensorType::get(shape, weight.getElementType()));
+  return success();
+}
+
+LogicalResult ShardOp::verify() {
+  RankedTensorType weight = getWeight().getType();
+  if (weight.getRank() < 1 || weight.isDynamicDim(0))
+    return emitOpError("expects a weight with a static leading dimension, "
+                       "got ")
+           << weight;
+  Operation *def = getWeight().getDefiningOp();
+  auto stack = dyn_cast_or_null<StackOp>(def);
+  if (!isa_and_nonnull<ConstantOp>(def) && !(stack && stack.isWeight()))
+    return emitOpError("expects a constant weight (moe.constant or a "
+                       "moe.stack of constants)");
+  if (getRows().empty())
+    return emitOpError("expects at least one row");
+  for (int64_t row : getRows())
+    if (row < 0 || row >= weight.getDimSize(0))
+      return emitOpError("expects rows in [0, ")
+             << weight.getDimSize(0) << "), got " << row;
+  return checkDistinct(*this, "rows", getRows());
 }

@@ -155,6 +155,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerShapeOps(r);
     registerIndexingOps(r);
     registerMoeOps(r);
+    registerCollectiveOps(r);
     return r;
   }();
   return registry.find(kind);

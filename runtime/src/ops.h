@@ -10,6 +10,7 @@
 #ifndef MOERT_SRC_OPS_H
 #define MOERT_SRC_OPS_H
 
+#include "moert/comm.h"
 #include "plan_impl.h"
 #include "tensor.h"
 #include "thread_pool.h"
@@ -93,6 +94,15 @@ struct MoeCounters {
   uint64_t dropped = 0;
 };
 
+/// What the collective steps of a session share: the device's communicator,
+/// the exchanges in flight (by the index of their AllToAllStart step) and
+/// the traffic counters.
+struct CollectiveState {
+  Communicator *comm = nullptr;
+  std::vector<ExchangeId> inFlight;
+  CommStats stats;
+};
+
 /// Run-time view of one step over the actual tensors.
 class KernelContext : public StepView {
 public:
@@ -106,12 +116,26 @@ public:
   /// The step's MoE counters while the session collects stats, else null.
   MoeCounters *moeCounters() const { return moeCounters_; }
   void setMoeCounters(MoeCounters *counters) { moeCounters_ = counters; }
+  /// The session's collective state (multi-device sessions), else null.
+  CollectiveState *collectives() const { return collectives_; }
+  void setCollectives(CollectiveState *state) { collectives_ = state; }
 
   /// Gives output `o` the shape `shape` after checking it against the plan:
   /// same rank, static dims equal, symbolic dims equal to their symbol's
   /// value, dynamic dims within their bound. Returns the output tensor, whose
   /// data is its planned arena slot.
   absl::StatusOr<Tensor *> allocate(int o, const Shape &shape);
+  /// The plan's declaration of output `o`.
+  const TensorInfo &declared(int o) const {
+    return schedule_.tensors[step_.outputs[o]];
+  }
+  /// The planned size of dimension `d` of output `o`: its symbol's value
+  /// when symbolic, else its static size or bound.
+  int64_t plannedDim(int o, int d) const {
+    const DimInfo &dim = schedule_.tensors[step_.outputs[o]].dims[d];
+    return dim.kind == fb::DimKind::Symbolic ? symbolValues_[dim.symbol]
+                                             : dim.bound;
+  }
 
 private:
   const ScheduleInfo &schedule_;
@@ -119,6 +143,7 @@ private:
   const int64_t *symbolValues_;
   ThreadPool &pool_;
   MoeCounters *moeCounters_ = nullptr;
+  CollectiveState *collectives_ = nullptr;
 };
 
 using ValidateFn = absl::Status (*)(const StepCheck &);
@@ -171,6 +196,7 @@ void registerNormalizationOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
 void registerIndexingOps(OpRegistry &registry);
 void registerMoeOps(OpRegistry &registry);
+void registerCollectiveOps(OpRegistry &registry);
 
 } // namespace moert::detail
 

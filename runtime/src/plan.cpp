@@ -21,6 +21,7 @@
 #include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 #include <unordered_set>
 
@@ -95,8 +96,7 @@ struct Layout {
 };
 
 absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
-                            const LoadOptions &options, Plan::Impl &impl,
-                            Layout &layout) {
+                            Plan::Impl &impl, Layout &layout) {
   if (size < kFileHeaderSize)
     return diag.invalid("file is ", size, " bytes, smaller than the ",
                         kFileHeaderSize, "-byte plan header (truncated?)");
@@ -169,7 +169,9 @@ absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
     if (entry.offset % alignment != 0)
       return sdiag.invalid("offset ", entry.offset, " is not a multiple of ",
                            alignment);
-    bool checked = isProgram || options.verifyWeightChecksums;
+    // Weight sections are checked once the program says which ones the
+    // device uses (verifyWeightSections).
+    bool checked = isProgram;
     if (checked) {
       uint32_t sum = detail::crc32(0, data + entry.offset, entry.size);
       if (sum != entry.checksum)
@@ -318,6 +320,7 @@ absl::Status validateTensor(const Diag &diag, const fb::Tensor &tensor,
             static_cast<uint32_t>(SectionKind::Weights))
       return diag.invalid("section ", section, " is not a weight section");
     const detail::SectionEntry &entry = layout.sections[section];
+    info.section = section;
     if (overflowsAdd(info.offset, info.size, entry.size))
       return diag.invalid("bytes [", info.offset, ", +", info.size,
                           ") exceed weight section ", section, " (", entry.size,
@@ -412,6 +415,56 @@ absl::Status validateStep(const Diag &diag, ScheduleInfo &schedule,
   for (int32_t id : step.inputs)
     if (id >= 0)
       schedule.tensors[id].lastUse = index;
+  return absl::OkStatus();
+}
+
+/// Checks the collective steps against the whole schedule: their group size
+/// is the plan's device count, and every AllToAllStart is completed by one
+/// later AllToAllWait that names exactly the start's inputs then outputs,
+/// with no step in between reading the rows still in flight.
+absl::Status validateCollectives(const Diag &diag, ScheduleInfo &schedule,
+                                 uint32_t deviceCount) {
+  // The `received` tensor of each exchange in flight -> its start step.
+  std::map<int32_t, int> inFlight;
+  for (StepInfo &step : schedule.steps) {
+    auto error = [&](const auto &...args) {
+      return diag.invalid(step.label, ": ", args...);
+    };
+    int64_t devices = -1;
+    if (step.op == fb::OpKind::AllToAll || step.op == fb::OpKind::AllToAllStart)
+      devices = step.fb->attrs_as_CollectiveAttrs()->num_devices();
+    if (devices >= 0 && devices != deviceCount)
+      return error("exchanges with ", devices, " devices but the plan has ",
+                   deviceCount);
+    if (step.op == fb::OpKind::AllToAllWait) {
+      int32_t received = step.inputs[step.inputs.size() - 2];
+      auto it = inFlight.find(received);
+      if (it == inFlight.end())
+        return error("waits for '",
+                     received >= 0 ? schedule.tensors[received].name : "",
+                     "', which no earlier AllToAllStart is receiving");
+      const StepInfo &start = schedule.steps[it->second];
+      std::vector<int32_t> expected = start.inputs;
+      expected.insert(expected.end(), start.outputs.begin(),
+                      start.outputs.end());
+      if (step.inputs != expected)
+        return error("must name the inputs then the outputs of ", start.label,
+                     " (", expected.size(), " tensors)");
+      step.pairedStep = it->second;
+      inFlight.erase(it);
+      continue;
+    }
+    for (int32_t id : step.inputs)
+      if (auto it = inFlight.find(id); it != inFlight.end())
+        return error("reads '", schedule.tensors[id].name,
+                     "' before the AllToAllWait of ",
+                     schedule.steps[it->second].label);
+    if (step.op == fb::OpKind::AllToAllStart)
+      inFlight.emplace(step.outputs[0], step.index);
+  }
+  if (!inFlight.empty())
+    return diag.invalid(schedule.steps[inFlight.begin()->second].label,
+                        ": no AllToAllWait completes the exchange");
   return absl::OkStatus();
 }
 
@@ -586,6 +639,8 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
     if (!info.isWeight && !info.isGraphInput && info.producer < 0)
       return diag.invalid("output '", info.name, "' is produced by no step");
   }
+  MOERT_RETURN_IF_ERROR(
+      validateCollectives(diag, schedule, impl.target.deviceCount));
   MOERT_RETURN_IF_ERROR(validateArena(diag, schedule));
 
   for (uint32_t id : schedule.inputs)
@@ -629,13 +684,81 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
   return absl::OkStatus();
 }
 
+/// Checks how schedules share weights: two weight tensors (of any
+/// schedules) whose bytes overlap name exactly the same bytes, as a dense
+/// weight shared by every device does; a partial overlap is corruption.
+absl::Status validateWeightSharing(const Diag &diag, const Plan::Impl &impl) {
+  struct Range {
+    uint32_t section;
+    uint64_t offset, size;
+    size_t schedule;
+    absl::string_view name;
+  };
+  std::vector<Range> ranges;
+  for (size_t d = 0; d < impl.schedules.size(); ++d) {
+    for (const TensorInfo &t : impl.schedules[d].tensors)
+      if (t.isWeight && t.size)
+        ranges.push_back({t.section, t.offset, t.size, d, t.name});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) {
+    return std::tie(a.section, a.offset, a.size) <
+           std::tie(b.section, b.offset, b.size);
+  });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range &a = ranges[i - 1], &b = ranges[i];
+    if (a.section == b.section && b.offset < a.offset + a.size &&
+        (a.offset != b.offset || a.size != b.size))
+      return diag.invalid("weights '", a.name, "' (schedule ", a.schedule,
+                          ") and '", b.name, "' (schedule ", b.schedule,
+                          ") partly overlap in section ", a.section,
+                          " (bytes [", a.offset, ", +", a.size, ") and [",
+                          b.offset, ", +", b.size, "))");
+  }
+  return absl::OkStatus();
+}
+
+/// Checksums the weight sections that the schedules run here reference.
+absl::Status verifyWeightSections(const Diag &diag, const Layout &layout,
+                                  const Plan::Impl &impl,
+                                  const LoadOptions &options) {
+  if (!options.verifyWeightChecksums)
+    return absl::OkStatus();
+  std::vector<char> used(layout.sections.size(), 0);
+  for (size_t d = 0; d < impl.schedules.size(); ++d) {
+    if (options.device >= 0 && d != static_cast<size_t>(options.device))
+      continue;
+    for (const TensorInfo &t : impl.schedules[d].tensors)
+      if (t.isWeight)
+        used[t.section] = 1;
+  }
+  // Without a device every section is checked, referenced or not.
+  for (size_t i = 0; i < layout.sections.size(); ++i) {
+    const detail::SectionEntry &entry = layout.sections[i];
+    if (entry.kind != static_cast<uint32_t>(SectionKind::Weights) ||
+        (options.device >= 0 && !used[i]))
+      continue;
+    uint32_t sum = detail::crc32(0, impl.data + entry.offset, entry.size);
+    if (sum != entry.checksum)
+      return diag.nested(absl::StrCat("section ", i))
+          .dataLoss("weights checksum mismatch (stored ", hex32(entry.checksum),
+                    ", computed ", hex32(sum), ")");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Plan::Impl>>
 validate(std::unique_ptr<Plan::Impl> impl, const LoadOptions &options) {
   Diag diag(impl->source);
   Layout layout;
   MOERT_RETURN_IF_ERROR(
-      validateHeader(diag, impl->data, impl->size, options, *impl, layout));
+      validateHeader(diag, impl->data, impl->size, *impl, layout));
+  if (options.device >= static_cast<int>(impl->target.deviceCount))
+    return diag.invalid("device ", options.device,
+                        " is requested but the plan has ",
+                        impl->target.deviceCount, " device schedules");
   MOERT_RETURN_IF_ERROR(validateProgram(diag, layout, *impl));
+  MOERT_RETURN_IF_ERROR(validateWeightSharing(diag, *impl));
+  MOERT_RETURN_IF_ERROR(verifyWeightSections(diag, layout, *impl, options));
   return impl;
 }
 

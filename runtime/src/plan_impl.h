@@ -36,8 +36,10 @@ struct TensorInfo {
   uint64_t offset = 0;
   /// Planned maximum bytes (arena) or exact bytes (weights).
   uint64_t size = 0;
-  /// The bytes of a weight inside the loaded file.
+  /// The bytes of a weight inside the loaded file, in weight section
+  /// `section`.
   const uint8_t *weightData = nullptr;
+  uint32_t section = 0;
   bool isGraphInput = false;
   bool isGraphOutput = false;
   /// Index of the producing step; -1 for graph inputs and weights.
@@ -57,6 +59,8 @@ struct StepInfo {
   std::vector<int32_t> outputs;
   /// "step 3 'mlp/up' (MatMul)", the prefix of every diagnostic.
   std::string label;
+  /// AllToAllWait: the index of its AllToAllStart step.
+  int32_t pairedStep = -1;
 };
 
 struct ScheduleInfo {

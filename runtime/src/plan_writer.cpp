@@ -5,17 +5,48 @@
 #include "plan_file.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 namespace moert {
 
 namespace {
 
-/// Where a weight's bytes come from until the plan is written.
+/// Advises the kernel that the whole pages inside [data, data + size), just
+/// written to the plan, are not needed again: referenced weights are usually
+/// a memory-mapped model, which writing would otherwise leave resident in
+/// full. MADV_PAGEOUT never changes the memory's contents (anonymous pages
+/// without swap just stay), so any referenced buffer may be advised; failure
+/// is harmless. Small weights are not worth the call.
+void releasePages(const void *data, size_t size) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+  constexpr size_t kMinBytes = size_t{1} << 20;
+  long page = sysconf(_SC_PAGESIZE);
+  if (size < kMinBytes || page <= 0)
+    return;
+  auto address = reinterpret_cast<uintptr_t>(data);
+  uintptr_t mask = static_cast<uintptr_t>(page) - 1;
+  uintptr_t begin = (address + mask) & ~mask;
+  uintptr_t end = (address + size) & ~mask;
+  if (end > begin)
+    (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
+
+/// Where a weight's bytes come from until the plan is written: `copy`, or
+/// the referenced `pieces` in order.
 struct WeightSource {
-  const void *data = nullptr;
+  std::vector<WeightPiece> pieces;
   std::vector<uint8_t> copy;
   size_t bytes = 0;
 };
@@ -173,6 +204,10 @@ ScheduleBuilder &PlanWriter::schedule(int device) {
   return *impl_->builders[device];
 }
 
+int PlanWriter::numSchedules() const {
+  return static_cast<int>(impl_->builders.size());
+}
+
 int32_t ScheduleBuilder::addTensor(std::string name, DType dtype,
                                    std::vector<PlanDim> dims, uint64_t offset,
                                    uint64_t size) {
@@ -276,8 +311,24 @@ int32_t ScheduleBuilder::addWeightImpl(std::string name, DType dtype,
     const auto *p = static_cast<const uint8_t *>(data);
     source.copy.assign(p, p + bytes);
   } else {
-    source.data = data;
+    source.pieces.push_back({data, bytes});
   }
+  return id;
+}
+
+int32_t ScheduleBuilder::addWeightPieces(std::string name, DType dtype,
+                                         std::vector<int64_t> shape,
+                                         std::vector<WeightPiece> pieces,
+                                         int section) {
+  size_t bytes = 0;
+  for (const WeightPiece &piece : pieces)
+    bytes += piece.bytes;
+  int32_t id = addWeightImpl(std::move(name), dtype, std::move(shape), nullptr,
+                             bytes, section, /*copy=*/false);
+  int device = 0;
+  while (writer_.impl_->builders[device].get() != this)
+    ++device;
+  writer_.impl_->sources[device][id].pieces = std::move(pieces);
   return id;
 }
 
@@ -294,6 +345,35 @@ int32_t ScheduleBuilder::addWeightRef(std::string name, DType dtype,
                                       int section) {
   return addWeightImpl(std::move(name), dtype, std::move(shape), data, bytes,
                        section, /*copy=*/false);
+}
+
+int32_t ScheduleBuilder::addSharedWeight(std::string name, int ownerDevice,
+                                         int32_t ownerTensor) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  auto tensor = std::make_unique<fb::TensorT>();
+  tensor->name = std::move(name);
+  if (ownerDevice < 0 || static_cast<size_t>(ownerDevice) >= w.builders.size())
+    w.fail(absl::InvalidArgumentError(
+        absl::StrCat("shared weight '", tensor->name, "' names schedule ",
+                     ownerDevice, ", which does not exist")));
+  else if (!w.sources[ownerDevice].count(ownerTensor))
+    w.fail(absl::InvalidArgumentError(absl::StrCat(
+        "shared weight '", tensor->name, "' names tensor ", ownerTensor,
+        " of schedule ", ownerDevice, ", which is not a weight")));
+  else {
+    // Only the entry is copied; the section placement stays the owner's, so
+    // the bytes are written once.
+    const fb::TensorT &owner =
+        *w.program.schedules[ownerDevice]->tensors[ownerTensor];
+    tensor->dtype = owner.dtype;
+    tensor->dims = owner.dims;
+    tensor->storage = fb::Storage::Weight;
+    tensor->offset = owner.offset;
+    tensor->size = owner.size;
+    tensor->section = owner.section;
+  }
+  schedule_.tensors.push_back(std::move(tensor));
+  return static_cast<int32_t>(schedule_.tensors.size()) - 1;
 }
 
 fb::TensorT &ScheduleBuilder::tensor(int32_t id) {
@@ -335,6 +415,34 @@ int ScheduleBuilder::addStep(fb::OpKind op, std::string name,
   step->attrs = std::move(attrs);
   schedule_.steps.push_back(std::move(step));
   return static_cast<int>(schedule_.steps.size()) - 1;
+}
+
+fb::StepT &ScheduleBuilder::step(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= schedule_.steps.size()) {
+    writer_.impl_->fail(absl::InvalidArgumentError(
+        absl::StrCat("step ", index, " does not exist")));
+    // A placeholder keeps the caller's reference valid until `write` fails.
+    static fb::StepT scratch;
+    scratch = fb::StepT();
+    return scratch;
+  }
+  return *schedule_.steps[index];
+}
+
+size_t ScheduleBuilder::numSteps() const { return schedule_.steps.size(); }
+
+void PlanWriter::setCudaModule(uint32_t arch, std::string ptx,
+                               std::vector<std::string> kernels) {
+  if (ptx.empty() || ptx.find('\0') != std::string::npos)
+    impl_->fail(absl::InvalidArgumentError(
+        "the CUDA module's PTX must be non-empty text without NUL bytes"));
+  impl_->target.backend = Backend::Cuda;
+  impl_->target.cudaArch = arch;
+  auto module = std::make_unique<fb::CudaModuleT>();
+  module->arch = arch;
+  module->ptx = std::move(ptx);
+  module->kernels = std::move(kernels);
+  impl_->program.cuda_module = std::move(module);
 }
 
 void ScheduleBuilder::setArenaSize(uint64_t bytes) {
@@ -385,10 +493,27 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
       static const uint8_t zeros[kTensorAlignment] = {};
       crc = detail::crc32(crc, zeros, position - before);
       const WeightSource &source = sources[weight.device].at(weight.tensor);
-      const void *data = source.data ? source.data : source.copy.data();
-      MOERT_RETURN_IF_ERROR(sink.append(data, source.bytes));
-      crc = detail::crc32(crc, data, source.bytes);
-      position += source.bytes;
+      if (source.pieces.empty()) {
+        MOERT_RETURN_IF_ERROR(sink.append(source.copy.data(), source.bytes));
+        crc = detail::crc32(crc, source.copy.data(), source.bytes);
+        position += source.bytes;
+      }
+      for (const WeightPiece &piece : source.pieces) {
+        // A piece without data is zeros (an expert absent from the model).
+        uint64_t before = position;
+        if (!piece.data) {
+          MOERT_RETURN_IF_ERROR(sink.pad(position, position + piece.bytes));
+          for (uint64_t at = before; at < position; at += kTensorAlignment)
+            crc = detail::crc32(
+                crc, zeros,
+                std::min<uint64_t>(kTensorAlignment, position - at));
+          continue;
+        }
+        MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));
+        crc = detail::crc32(crc, piece.data, piece.bytes);
+        position += piece.bytes;
+        releasePages(piece.data, piece.bytes);
+      }
     }
     entry.checksum = crc;
   }

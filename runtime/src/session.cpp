@@ -3,9 +3,13 @@
 #include "ops.h"
 #include "plan_file.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -18,6 +22,74 @@ using detail::Shape;
 using detail::StepInfo;
 using detail::Tensor;
 using detail::TensorInfo;
+
+namespace {
+
+/// A test hook: MOERT_FAULT_INJECT=DEVICE:STEP:exit|stall makes device DEVICE
+/// exit (silently stop; under MPI, end the process) or stall (sleep past the
+/// communicators' timeout) before its step STEP, so that tests can check that
+/// the other devices fail cleanly within the timeout.
+struct FaultInjection {
+  int device = -1;
+  int64_t step = -1;
+  bool stall = false;
+
+  static FaultInjection fromEnvironment() {
+    FaultInjection fault;
+    const char *spec = std::getenv("MOERT_FAULT_INJECT");
+    if (!spec)
+      return fault;
+    std::vector<std::string> parts = absl::StrSplit(spec, ':');
+    int device;
+    int64_t step;
+    if (parts.size() == 3 && absl::SimpleAtoi(parts[0], &device) &&
+        absl::SimpleAtoi(parts[1], &step) &&
+        (parts[2] == "exit" || parts[2] == "stall")) {
+      fault.device = device;
+      fault.step = step;
+      fault.stall = parts[2] == "stall";
+    } else {
+      std::fprintf(stderr,
+                   "moert: ignoring MOERT_FAULT_INJECT='%s' (expected "
+                   "DEVICE:STEP:exit|stall)\n",
+                   spec);
+    }
+    return fault;
+  }
+
+  /// Acts before `step` of `device`; returns the device's error.
+  absl::Status inject(int device, const StepInfo &step,
+                      const Communicator *comm) const {
+    bool mpi = comm && std::string_view(comm->backend()) == "mpi";
+    std::fprintf(stderr, "moert: fault injection: device %d %s before %s\n",
+                 device, stall ? "stalls" : "exits", step.label.c_str());
+    std::fflush(stderr);
+    if (mpi && !stall)
+      std::_Exit(3);
+    if (stall) {
+      // Until the others have given up (an MPI rank is killed by their abort).
+      double seconds = comm ? comm->timeoutSeconds() + 2 : 0;
+      auto end = std::chrono::steady_clock::now() +
+                 std::chrono::duration<double>(seconds);
+      while (mpi || std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    absl::Status status = absl::AbortedError(
+        absl::StrCat("fault injected (MOERT_FAULT_INJECT): device ", device,
+                     stall ? " stalled" : " exited", " before ", step.label));
+    // Tells DeviceGroup not to warn the other devices: they must notice.
+    if (!stall)
+      status.SetPayload(kFaultExitPayload, absl::Cord("1"));
+    return status;
+  }
+};
+
+/// Steps whose time is communication.
+bool isCollective(fb::OpKind op) {
+  return op == fb::OpKind::AllToAll || op == fb::OpKind::AllToAllStart ||
+         op == fb::OpKind::AllToAllWait;
+}
+} // namespace
 
 struct Session::Impl {
   const Plan::Impl &plan;
@@ -40,6 +112,9 @@ struct Session::Impl {
   std::vector<uint64_t> calls;
   std::vector<double> seconds;
   std::vector<detail::MoeCounters> moeCounters;
+  detail::CollectiveState collectives;
+  int device = 0;
+  FaultInjection fault;
 
   Impl(const Plan::Impl &plan, const ScheduleInfo &schedule, int threads,
        bool collectStats)
@@ -82,6 +157,20 @@ Session::create(const Plan &plan, const SessionOptions &options) {
   if (threads <= 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
+  if (Communicator *comm = options.communicator) {
+    if (comm->size() != plan.numDevices() || comm->rank() != options.device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ", comm->backend(), " communicator is device ", comm->rank(),
+          " of ", comm->size(), " but the session runs device ", options.device,
+          " of the plan's ", plan.numDevices()));
+  } else {
+    for (const StepInfo &step : schedule.steps)
+      if (isCollective(step.op))
+        return absl::FailedPreconditionError(absl::StrCat(
+            planImpl.source, ": schedule ", options.device, " ", step.label,
+            " exchanges rows between devices; the session needs a "
+            "communicator (moe-run --devices N, or mpirun)"));
+  }
   auto impl =
       std::make_unique<Impl>(planImpl, schedule, threads, options.collectStats);
   detail::configureBlasThreads(threads);
@@ -112,6 +201,10 @@ Session::create(const Plan &plan, const SessionOptions &options) {
   impl->calls.assign(schedule.steps.size(), 0);
   impl->seconds.assign(schedule.steps.size(), 0);
   impl->moeCounters.resize(schedule.steps.size());
+  impl->collectives.comm = options.communicator;
+  impl->device = options.device;
+  impl->fault = FaultInjection::fromEnvironment();
+  impl->collectives.inFlight.assign(schedule.steps.size(), 0);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -155,7 +248,9 @@ absl::Status Session::setInput(std::string_view stdName, DType dtype,
                        ? absl::StrCat(" for symbol '",
                                       s.plan.symbols[dim.symbol].name, "'")
                        : std::string());
-    if (dim.kind == fb::DimKind::Symbolic &&
+    // A device of a multi-device plan gets a share of the batch, possibly
+    // empty; DeviceGroup checks the whole batch against the minimum.
+    if (dim.kind == fb::DimKind::Symbolic && s.plan.schedules.size() == 1 &&
         size < s.plan.symbols[dim.symbol].min)
       return error("dim ", d, " is ", size, "; symbol '",
                    s.plan.symbols[dim.symbol].name, "' is at least ",
@@ -219,6 +314,9 @@ absl::Status Session::run() {
                       s.pool);
     if (s.collectStats)
       ctx.setMoeCounters(&s.moeCounters[step.index]);
+    ctx.setCollectives(&s.collectives);
+    if (step.index == s.fault.step && s.device == s.fault.device)
+      return s.fault.inject(s.device, step, s.collectives.comm);
     Clock::time_point start;
     if (s.collectStats)
       start = Clock::now();
@@ -269,7 +367,17 @@ std::vector<StepStats> Session::stepStats() const {
   return stats;
 }
 
+CommStats Session::commStats() const {
+  const Impl &s = *impl_;
+  CommStats stats = s.collectives.stats;
+  for (const StepInfo &step : s.schedule.steps)
+    (isCollective(step.op) ? stats.commSeconds : stats.computeSeconds) +=
+        s.seconds[step.index];
+  return stats;
+}
+
 void Session::resetStats() {
+  impl_->collectives.stats = CommStats();
   std::fill(impl_->calls.begin(), impl_->calls.end(), 0);
   std::fill(impl_->seconds.begin(), impl_->seconds.end(), 0);
   std::fill(impl_->moeCounters.begin(), impl_->moeCounters.end(),

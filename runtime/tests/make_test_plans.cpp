@@ -6,9 +6,15 @@
 //                E[i][j] = i + j / 10 and W[i][j] = (i - j) / 4.
 //   cuda.plan    the same plan for the cuda backend.
 //   multi.plan   a plan with two device schedules.
+//   ep1.plan     one MoE layer on one device (ep_plans.h); input x [T <= 16,
+//                8], output 'out'.
+//   ep2.plan, ep4.plan  the same layer over 2 and 4 devices.
+//   ep2r.plan    over 2 devices with expert 0 replicated and the dispatch
+//                exchange overlapped (AllToAllStart/Wait).
 //
 //===----------------------------------------------------------------------===//
 
+#include "ep_plans.h"
 #include "moert/plan_writer.h"
 
 #include <cstdio>
@@ -50,6 +56,20 @@ absl::Status writeEmbed(const std::string &path, moert::Backend backend) {
   return writer.write(path);
 }
 
+absl::Status writeLayer(const std::string &path,
+                        const moert::testing::Placement *placement,
+                        bool overlap = false) {
+  MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                         moert::testing::writeMoeLayerPlan(placement, overlap));
+  std::FILE *file = std::fopen(path.c_str(), "wb");
+  bool ok =
+      file && std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  if (file)
+    ok &= std::fclose(file) == 0;
+  return ok ? absl::OkStatus()
+            : absl::InternalError(absl::StrCat(path, ": cannot write"));
+}
+
 absl::Status writeMulti(const std::string &path) {
   moert::PlanWriter writer({moert::Backend::Cpu, 2, 0});
   for (int d = 0; d < 2; ++d) {
@@ -71,10 +91,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::string dir = argv[1];
+  moert::testing::Placement twoDevices{{0, 2, 4}, {0, 1, 2, 3}};
+  moert::testing::Placement fourDevices{{0, 1, 2, 3, 4}, {0, 1, 2, 3}};
+  moert::testing::Placement replicated{{0, 1, 5}, {0, 1, 2, 3, 0}};
   for (absl::Status status :
        {writeEmbed(dir + "/embed.plan", moert::Backend::Cpu),
         writeEmbed(dir + "/cuda.plan", moert::Backend::Cuda),
-        writeMulti(dir + "/multi.plan")}) {
+        writeMulti(dir + "/multi.plan"), writeLayer(dir + "/ep1.plan", nullptr),
+        writeLayer(dir + "/ep2.plan", &twoDevices),
+        writeLayer(dir + "/ep4.plan", &fourDevices),
+        writeLayer(dir + "/ep2r.plan", &replicated, /*overlap=*/true)}) {
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
       return 1;

@@ -116,6 +116,8 @@ def main():
                 ["Gather", "Add", "MatMul", "Relu"] and
                 all(s["calls"] == 5 for s in data["steps"]) and
                 data["runs"] == 5, str(data))
+        r.check("stats of a plan without MoE layers list none",
+                data.get("moe_layers") == [], str(data))
     else:
         r.check("stats file written", False)
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moert/stats.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -973,6 +974,26 @@ TEST(MoeLayer, RouterDispatchExpertsCombineMatchTheDenseFormula) {
     EXPECT_EQ(stats[0].droppedAssignments, dropped);
     EXPECT_EQ(stats[2].expertLoad, load);
     EXPECT_TRUE(stats[1].expertLoad.empty());
+
+    // One layer; every assignment is kept by its expert or dropped.
+    std::vector<MoeLayerStats> layers = moeLayerStats(**plan, stats);
+    ASSERT_EQ(layers.size(), 1u);
+    const MoeLayerStats &layer = layers[0];
+    EXPECT_EQ(layer.name, "dispatch");
+    EXPECT_EQ(layer.router, 0);
+    EXPECT_EQ(layer.dispatch, 1);
+    EXPECT_EQ(layer.experts, 2);
+    EXPECT_EQ(layer.combine, 3);
+    EXPECT_EQ(layer.sharedExpert, -1);
+    EXPECT_EQ(layer.runs, 1u);
+    EXPECT_EQ(layer.tokensPerExpert, load);
+    EXPECT_EQ(layer.droppedAssignments, dropped);
+    EXPECT_EQ(layer.keptAssignments() + layer.droppedAssignments,
+              static_cast<uint64_t>(n * k));
+    EXPECT_EQ(layer.expertsSeconds, stats[2].totalSeconds);
+    uint64_t most = *std::max_element(load.begin(), load.end());
+    EXPECT_DOUBLE_EQ(layer.imbalance(),
+                     double(most) * E / double(layer.keptAssignments()));
     if (n == maxTokens) {
       EXPECT_GT(dropped, 0u); // 6 experts of capacity 5, 128 assignments.
     }

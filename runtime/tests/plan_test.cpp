@@ -480,6 +480,34 @@ TEST(Validation, WriterReportsMisuse) {
   EXPECT_THAT(symbols.serialize().status(), StatusHas("unknown symbol 3"));
 }
 
+TEST(Plan, WeightGatheredFromPieces) {
+  // A stacked [3, 2] weight from two referenced pieces around a zero piece
+  // (an expert absent from the model), read back through an Identity step.
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  float first[2] = {1.5f, -2.0f}, last[2] = {3.0f, 4.25f};
+  int32_t w = s.addWeightPieces(
+      "w", DType::F32, {3, 2},
+      {{first, sizeof(first)}, {nullptr, 8}, {last, sizeof(last)}});
+  int32_t y = s.addTensor("y", DType::F32, {3, 2});
+  s.addStep(OpKind::Identity, "copy", {w}, {y});
+  s.addOutput(y);
+  auto bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::unique_ptr<Plan> plan = load(*bytes);
+  ASSERT_TRUE(plan);
+  auto session = Session::create(*plan);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->run().ok());
+  auto out = (*session)->output("y");
+  ASSERT_TRUE(out.ok()) << out.status();
+  Value v;
+  v.shape = out->shape;
+  const auto *p = static_cast<const uint8_t *>(out->data);
+  v.bytes.assign(p, p + out->bytes);
+  expectNear(v, {3, 2}, {1.5f, -2.0f, 0.0f, 0.0f, 3.0f, 4.25f});
+}
+
 TEST(Plan, MultipleDeviceSchedules) {
   PlanWriter writer({Backend::Cpu, 2, 0});
   for (int d = 0; d < 2; ++d) {

@@ -457,3 +457,34 @@ func.func @fold_sign() -> (tensor<3xi64>, tensor<3xf32>) {
   %1 = moe.sign %f : (tensor<3xf32>) -> tensor<3xf32>
   return %0, %1 : tensor<3xi64>, tensor<3xf32>
 }
+
+// -----
+
+// Tests that a stack of constants is kept, not folded into a copied
+// constant: the plan writes it as one weight from its inputs' bytes.
+// CHECK-LABEL: func.func @stack_of_constants_kept
+// CHECK-DAG: %[[A:.*]] = moe.constant dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK-DAG: %[[B:.*]] = moe.constant dense<2.000000e+00> : tensor<2x3xf32>
+// CHECK: moe.stack %[[A]], %[[B]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2x3xf32>
+func.func @stack_of_constants_kept() -> tensor<2x2x3xf32> {
+  %a = moe.constant dense<1.0> : tensor<2x3xf32>
+  %b = moe.constant dense<2.0> : tensor<2x3xf32>
+  %0 = moe.stack %a, %b : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2x3xf32>
+  return %0 : tensor<2x2x3xf32>
+}
+
+// -----
+
+// Tests that a stack of computed tensors becomes the concat of the inputs
+// unsqueezed at axis 0, the step the runtime runs.
+// CHECK-LABEL: func.func @stack_to_concat
+// CHECK-SAME: (%[[X:.*]]: tensor<?x4xf32>, %[[Y:.*]]: tensor<?x4xf32>)
+// CHECK: %[[AXES:.*]] = moe.constant dense<0> : tensor<1xi64>
+// CHECK: %[[U0:.*]] = moe.unsqueeze %[[X]], %[[AXES]] : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+// CHECK: %[[U1:.*]] = moe.unsqueeze %[[Y]], %[[AXES]] : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+// CHECK: moe.concat %[[U0]], %[[U1]] {axis = 0 : i64} : (tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<2x?x4xf32>
+// CHECK-NOT: moe.stack
+func.func @stack_to_concat(%x: tensor<?x4xf32>, %y: tensor<?x4xf32>) -> tensor<2x?x4xf32> {
+  %0 = moe.stack %x, %y : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<2x?x4xf32>
+  return %0 : tensor<2x?x4xf32>
+}

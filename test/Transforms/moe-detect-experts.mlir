@@ -6,9 +6,9 @@
 // CHECK-LABEL: func.func @mixtral
 // CHECK-SAME: (%[[X:.*]]: tensor<?x4xf32>)
 // CHECK: %[[LOGITS:.*]] = moe.mat_mul %[[X]]
-// CHECK-DAG: %[[W1:.*]] = moe.constant dense_resource<{{.*}}> : tensor<2x4x8xf32>
-// CHECK-DAG: %[[W3:.*]] = moe.constant dense_resource<{{.*}}> : tensor<2x4x8xf32>
-// CHECK-DAG: %[[W2:.*]] = moe.constant dense_resource<{{.*}}> : tensor<2x8x4xf32>
+// CHECK-DAG: %[[W1:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-DAG: %[[W3:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-DAG: %[[W2:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
 // CHECK: %[[W:.*]], %[[I:.*]] = moe.router %[[LOGITS]] top 2 softmax normalize : tensor<?x2xf32>
 // CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %[[X]], %[[I]] experts 2
 // CHECK: %[[Y:.*]] = moe.experts silu_glu %[[ROWS]], %[[OFF]] : tensor<?x4xf32>, tensor<3xi64> w1 %[[W1]] : tensor<2x4x8xf32> w3 %[[W3]] : tensor<2x4x8xf32> w2 %[[W2]] : tensor<2x8x4xf32> layout in_out
@@ -1283,4 +1283,429 @@ func.func @deepseek_smallest_groups(%x3: tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   %sy = moe.mat_mul %sact, %sw2 : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
   %out = moe.add %routed, %sy : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that the dynamo export of the loop (Gemm with [out, in] weights, an
+// Equal one-hot, Slice columns, GatherND rows and weights, ScatterND add from
+// expanded zeros) becomes the same sparse layer, with out_in weights.
+// CHECK-LABEL: func.func @mixtral_dynamo
+// CHECK-SAME: (%[[X:.*]]: tensor<?x4xf32>)
+// CHECK: %[[LOGITS:.*]] = moe.gemm %[[X]]
+// CHECK-DAG: %[[W1:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-DAG: %[[W3:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-DAG: %[[W2:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[W:.*]], %[[I:.*]] = moe.router %[[LOGITS]] top 2 softmax normalize : tensor<?x2xf32>
+// CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %[[X]], %[[I]] experts 2
+// CHECK: %[[Y:.*]] = moe.experts silu_glu %[[ROWS]], %[[OFF]] : tensor<?x4xf32>, tensor<3xi64> w1 %[[W1]] : tensor<2x8x4xf32> w3 %[[W3]] : tensor<2x8x4xf32> w2 %[[W2]] : tensor<2x4x8xf32> layout out_in
+// CHECK: %[[OUT:.*]] = moe.combine %[[Y]], %[[SRC]], %[[W]]
+// CHECK-NOT: moe.scatter_nd
+// CHECK: return %[[OUT]]
+func.func @mixtral_dynamo(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<2x4xf32>
+  %w1_0 = moe.constant dense<0.1> : tensor<8x4xf32>
+  %w3_0 = moe.constant dense<0.2> : tensor<8x4xf32>
+  %w2_0 = moe.constant dense<0.3> : tensor<4x8xf32>
+  %w1_1 = moe.constant dense<0.4> : tensor<8x4xf32>
+  %w3_1 = moe.constant dense<0.5> : tensor<8x4xf32>
+  %w2_1 = moe.constant dense<0.6> : tensor<4x8xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %cm1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %range = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %zero = moe.constant dense<0.0> : tensor<f32>
+  %rowshape = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %logits = moe.gemm %x, %wr {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = 1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %cm1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %xs = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.expand %zero, %xs : (tensor<f32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %iu = moe.unsqueeze %indices, %cm1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?x2x1xi64>
+  %eq = moe.equal %iu, %range : (tensor<?x2x1xi64>, tensor<2xi64>) -> tensor<?x2x2xi1>
+  %onehot = moe.cast %eq {to = i64} : (tensor<?x2x2xi1>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xt = moe.transpose %xu {perm = array<i64: 1, 0, 2>} : (tensor<1x?x4xf32>) -> tensor<?x1x4xf32>
+  %sel0 = moe.gather %mask, %c0 : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %nz0 = moe.non_zero %sel0 : (tensor<2x?xi64>) -> tensor<2x?xi64>
+  %pairs0 = moe.transpose %nz0 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %js0 = moe.slice %pairs0, %c0v, %c1v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %j0 = moe.squeeze %js0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %ts0 = moe.slice %pairs0, %c1v, %c2v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %t0 = moe.squeeze %ts0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %tc0 = moe.unsqueeze %t0, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %g0 = moe.gather_nd %xt, %tc0 : (tensor<?x1x4xf32>, tensor<?x1xi64>) -> tensor<?x1x4xf32>
+  %gt0 = moe.transpose %g0 {perm = array<i64: 1, 0, 2>} : (tensor<?x1x4xf32>) -> tensor<1x?x4xf32>
+  %rows0 = moe.reshape %gt0, %rowshape {allowzero = 1 : i64} : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %h1_0 = moe.gemm %rows0, %w1_0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %sg0 = moe.sigmoid %h1_0 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %silu0 = moe.mul %h1_0, %sg0 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h3_0 = moe.gemm %rows0, %w3_0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %act0 = moe.mul %silu0, %h3_0 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y0 = moe.gemm %act0, %w2_0 {transB = 1 : i64} : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+  %jc0 = moe.unsqueeze %j0, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %ij0 = moe.concat %tc0, %jc0 {axis = -1 : i64} : (tensor<?x1xi64>, tensor<?x1xi64>) -> tensor<?x2xi64>
+  %wt0 = moe.gather_nd %w3d, %ij0 : (tensor<?x2x1xf32>, tensor<?x2xi64>) -> tensor<?x1xf32>
+  %yw0 = moe.mul %y0, %wt0 : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %acc0 = moe.scatter_nd %zeros, %tc0, %yw0 {reduction = "add"} : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sel1 = moe.gather %mask, %c1 : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %nz1 = moe.non_zero %sel1 : (tensor<2x?xi64>) -> tensor<2x?xi64>
+  %pairs1 = moe.transpose %nz1 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %js1 = moe.slice %pairs1, %c0v, %c1v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %j1 = moe.squeeze %js1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %ts1 = moe.slice %pairs1, %c1v, %c2v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %t1 = moe.squeeze %ts1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %tc1 = moe.unsqueeze %t1, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %g1 = moe.gather_nd %xt, %tc1 : (tensor<?x1x4xf32>, tensor<?x1xi64>) -> tensor<?x1x4xf32>
+  %gt1 = moe.transpose %g1 {perm = array<i64: 1, 0, 2>} : (tensor<?x1x4xf32>) -> tensor<1x?x4xf32>
+  %rows1 = moe.reshape %gt1, %rowshape {allowzero = 1 : i64} : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %h1_1 = moe.gemm %rows1, %w1_1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %sg1 = moe.sigmoid %h1_1 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %silu1 = moe.mul %h1_1, %sg1 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h3_1 = moe.gemm %rows1, %w3_1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %act1 = moe.mul %silu1, %h3_1 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.gemm %act1, %w2_1 {transB = 1 : i64} : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+  %jc1 = moe.unsqueeze %j1, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %ij1 = moe.concat %tc1, %jc1 {axis = -1 : i64} : (tensor<?x1xi64>, tensor<?x1xi64>) -> tensor<?x2xi64>
+  %wt1 = moe.gather_nd %w3d, %ij1 : (tensor<?x2x1xf32>, tensor<?x2xi64>) -> tensor<?x1xf32>
+  %yw1 = moe.mul %y1, %wt1 : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %acc1 = moe.scatter_nd %acc0, %tc1, %yw1 {reduction = "add"} : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %acc1 : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a dynamo loop whose second expert overwrites its rows (ScatterND
+// without reduction) rather than adding to them stays generic: a token routed
+// to both experts would lose the first one's output.
+// CHECK-LABEL: func.func @mixtral_dynamo_overwrite
+// CHECK-NOT: moe.router
+// CHECK: moe.scatter_nd
+func.func @mixtral_dynamo_overwrite(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<2x4xf32>
+  %w1_0 = moe.constant dense<0.1> : tensor<8x4xf32>
+  %w3_0 = moe.constant dense<0.2> : tensor<8x4xf32>
+  %w2_0 = moe.constant dense<0.3> : tensor<4x8xf32>
+  %w1_1 = moe.constant dense<0.4> : tensor<8x4xf32>
+  %w3_1 = moe.constant dense<0.5> : tensor<8x4xf32>
+  %w2_1 = moe.constant dense<0.6> : tensor<4x8xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %cm1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %range = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %zero = moe.constant dense<0.0> : tensor<f32>
+  %rowshape = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  // expected-remark @+3 {{MoE per-expert loop not detected: expert 1: the scatter is not a row-wise add into the accumulator}}
+  %logits = moe.gemm %x, %wr {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = 1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %cm1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %xs = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.expand %zero, %xs : (tensor<f32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %iu = moe.unsqueeze %indices, %cm1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?x2x1xi64>
+  %eq = moe.equal %iu, %range : (tensor<?x2x1xi64>, tensor<2xi64>) -> tensor<?x2x2xi1>
+  %onehot = moe.cast %eq {to = i64} : (tensor<?x2x2xi1>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xt = moe.transpose %xu {perm = array<i64: 1, 0, 2>} : (tensor<1x?x4xf32>) -> tensor<?x1x4xf32>
+  %sel0 = moe.gather %mask, %c0 : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %nz0 = moe.non_zero %sel0 : (tensor<2x?xi64>) -> tensor<2x?xi64>
+  %pairs0 = moe.transpose %nz0 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %js0 = moe.slice %pairs0, %c0v, %c1v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %j0 = moe.squeeze %js0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %ts0 = moe.slice %pairs0, %c1v, %c2v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %t0 = moe.squeeze %ts0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %tc0 = moe.unsqueeze %t0, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %g0 = moe.gather_nd %xt, %tc0 : (tensor<?x1x4xf32>, tensor<?x1xi64>) -> tensor<?x1x4xf32>
+  %gt0 = moe.transpose %g0 {perm = array<i64: 1, 0, 2>} : (tensor<?x1x4xf32>) -> tensor<1x?x4xf32>
+  %rows0 = moe.reshape %gt0, %rowshape {allowzero = 1 : i64} : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %h1_0 = moe.gemm %rows0, %w1_0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %sg0 = moe.sigmoid %h1_0 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %silu0 = moe.mul %h1_0, %sg0 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h3_0 = moe.gemm %rows0, %w3_0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %act0 = moe.mul %silu0, %h3_0 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y0 = moe.gemm %act0, %w2_0 {transB = 1 : i64} : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+  %jc0 = moe.unsqueeze %j0, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %ij0 = moe.concat %tc0, %jc0 {axis = -1 : i64} : (tensor<?x1xi64>, tensor<?x1xi64>) -> tensor<?x2xi64>
+  %wt0 = moe.gather_nd %w3d, %ij0 : (tensor<?x2x1xf32>, tensor<?x2xi64>) -> tensor<?x1xf32>
+  %yw0 = moe.mul %y0, %wt0 : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %acc0 = moe.scatter_nd %zeros, %tc0, %yw0 {reduction = "add"} : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sel1 = moe.gather %mask, %c1 : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %nz1 = moe.non_zero %sel1 : (tensor<2x?xi64>) -> tensor<2x?xi64>
+  %pairs1 = moe.transpose %nz1 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %js1 = moe.slice %pairs1, %c0v, %c1v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %j1 = moe.squeeze %js1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %ts1 = moe.slice %pairs1, %c1v, %c2v axes %c1v : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %t1 = moe.squeeze %ts1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %tc1 = moe.unsqueeze %t1, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %g1 = moe.gather_nd %xt, %tc1 : (tensor<?x1x4xf32>, tensor<?x1xi64>) -> tensor<?x1x4xf32>
+  %gt1 = moe.transpose %g1 {perm = array<i64: 1, 0, 2>} : (tensor<?x1x4xf32>) -> tensor<1x?x4xf32>
+  %rows1 = moe.reshape %gt1, %rowshape {allowzero = 1 : i64} : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %h1_1 = moe.gemm %rows1, %w1_1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %sg1 = moe.sigmoid %h1_1 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %silu1 = moe.mul %h1_1, %sg1 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %h3_1 = moe.gemm %rows1, %w3_1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<8x4xf32>) -> tensor<?x8xf32>
+  %act1 = moe.mul %silu1, %h3_1 : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.gemm %act1, %w2_1 {transB = 1 : i64} : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+  %jc1 = moe.unsqueeze %j1, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %ij1 = moe.concat %tc1, %jc1 {axis = -1 : i64} : (tensor<?x1xi64>, tensor<?x1xi64>) -> tensor<?x2xi64>
+  %wt1 = moe.gather_nd %w3d, %ij1 : (tensor<?x2x1xf32>, tensor<?x2xi64>) -> tensor<?x1xf32>
+  %yw1 = moe.mul %y1, %wt1 : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %acc1 = moe.scatter_nd %acc0, %tc1, %yw1 {reduction = "none"} : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %acc1 : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a Switch Transformers block (arg-max top-1, capacity counted per
+// sequence by CumSum + LessOrEqual, ReLU experts overwriting their tokens'
+// rows of a copy of the input, the result scaled by the largest score)
+// becomes router (capacity, on the [B, S, E] logits) -> dispatch -> experts
+// relu -> combine passing dropped tokens through.
+// CHECK-LABEL: func.func @switch
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x4xf32>)
+// CHECK: %[[LOGITS:.*]] = moe.mat_mul %[[X]]
+// CHECK-DAG: %[[W1:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-DAG: %[[W2:.*]] = moe.stack %{{.*}}, %{{.*}} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: %[[W:.*]], %[[I:.*]] = moe.router %[[LOGITS]] top 1 softmax capacity 4 : tensor<?x?x2xf32>
+// CHECK: %[[T:.*]] = moe.reshape %[[X]], %{{.*}} : (tensor<?x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+// CHECK: %[[I2:.*]] = moe.reshape %[[I]], %{{.*}} : (tensor<?x?x1xi64>, tensor<2xi64>) -> tensor<?x1xi64>
+// CHECK: %[[W2D:.*]] = moe.reshape %[[W]], %{{.*}} : (tensor<?x?x1xf32>, tensor<2xi64>) -> tensor<?x1xf32>
+// CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %[[T]], %[[I2]] experts 2
+// CHECK: %[[Y:.*]] = moe.experts relu %[[ROWS]], %[[OFF]] : tensor<?x4xf32>, tensor<3xi64> w1 %[[W1]] : tensor<2x4x8xf32> w2 %[[W2]] : tensor<2x8x4xf32> layout in_out
+// CHECK: %[[C:.*]] = moe.combine %[[Y]], %[[SRC]], %[[W2D]] passthrough %[[T]], %[[I2]]
+// CHECK: %[[SHAPE:.*]] = moe.shape %[[X]]
+// CHECK: %[[OUT:.*]] = moe.reshape %[[C]], %[[SHAPE]]
+// CHECK-NOT: moe.scatter_nd
+// CHECK: return %[[OUT]]
+func.func @switch(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %w1_0 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %w2_0 = moe.constant dense<0.2> : tensor<8x4xf32>
+  %w1_1 = moe.constant dense<0.3> : tensor<4x8xf32>
+  %w2_1 = moe.constant dense<0.4> : tensor<8x4xf32>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %seqaxis = moe.constant dense<-2> : tensor<i32>
+  %cap = moe.constant dense<4> : tensor<i64>
+  %cm1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x?x4xf32>, tensor<4x2xf32>) -> tensor<?x?x2xf32>
+  %scores = moe.softmax %logits : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+  %e = moe.arg_max %scores {axis = -1 : i64, keepdims = 0 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?xi64>
+  %onehot = moe.one_hot %e, %depth, %onoff : (tensor<?x?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x?x2xi64>
+  %pos = moe.cum_sum %onehot, %seqaxis : (tensor<?x?x2xi64>, tensor<i32>) -> tensor<?x?x2xi64>
+  %within = moe.less_or_equal %pos, %cap : (tensor<?x?x2xi64>, tensor<i64>) -> tensor<?x?x2xi1>
+  %wi = moe.cast %within {to = i64} : (tensor<?x?x2xi1>) -> tensor<?x?x2xi64>
+  %kept = moe.mul %onehot, %wi : (tensor<?x?x2xi64>, tensor<?x?x2xi64>) -> tensor<?x?x2xi64>
+  %p = moe.reduce_max %scores, %cm1 {keepdims = 0 : i64} : (tensor<?x?x2xf32>, tensor<1xi64>) -> tensor<?x?xf32>
+  %pc = moe.unsqueeze %p, %cm1 : (tensor<?x?xf32>, tensor<1xi64>) -> tensor<?x?x1xf32>
+  %keep = moe.cast %kept {to = i1} : (tensor<?x?x2xi64>) -> tensor<?x?x2xi1>
+  %sel0 = moe.gather %keep, %c0 {axis = 2 : i64} : (tensor<?x?x2xi1>, tensor<i64>) -> tensor<?x?xi1>
+  %nz0 = moe.non_zero %sel0 : (tensor<?x?xi1>) -> tensor<2x?xi64>
+  %pairs0 = moe.transpose %nz0 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %rows0 = moe.gather_nd %x, %pairs0 : (tensor<?x?x4xf32>, tensor<?x2xi64>) -> tensor<?x4xf32>
+  %h0 = moe.mat_mul %rows0, %w1_0 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %r0 = moe.relu %h0 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y0 = moe.mat_mul %r0, %w2_0 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %su0 = moe.unsqueeze %sel0, %c2v : (tensor<?x?xi1>, tensor<1xi64>) -> tensor<?x?x1xi1>
+  %sh0 = moe.shape %x : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %ex0 = moe.expand %su0, %sh0 : (tensor<?x?x1xi1>, tensor<3xi64>) -> tensor<?x?x4xi1>
+  %enz0 = moe.non_zero %ex0 : (tensor<?x?x4xi1>) -> tensor<3x?xi64>
+  %eidx0 = moe.transpose %enz0 {perm = array<i64: 1, 0>} : (tensor<3x?xi64>) -> tensor<?x3xi64>
+  %flat0 = moe.reshape %y0, %cm1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %n0 = moe.dim %enz0, 1 : tensor<3x?xi64>
+  %nv0 = moe.unsqueeze %n0, %c0v : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %upd0 = moe.slice %flat0, %c0v, %nv0 axes %c0v : (tensor<?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?xf32>
+  %acc0 = moe.scatter_nd %x, %eidx0, %upd0 : (tensor<?x?x4xf32>, tensor<?x3xi64>, tensor<?xf32>) -> tensor<?x?x4xf32>
+  %sel1 = moe.gather %keep, %c1 {axis = 2 : i64} : (tensor<?x?x2xi1>, tensor<i64>) -> tensor<?x?xi1>
+  %nz1 = moe.non_zero %sel1 : (tensor<?x?xi1>) -> tensor<2x?xi64>
+  %pairs1 = moe.transpose %nz1 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %rows1 = moe.gather_nd %x, %pairs1 : (tensor<?x?x4xf32>, tensor<?x2xi64>) -> tensor<?x4xf32>
+  %h1 = moe.mat_mul %rows1, %w1_1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %r1 = moe.relu %h1 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.mat_mul %r1, %w2_1 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %su1 = moe.unsqueeze %sel1, %c2v : (tensor<?x?xi1>, tensor<1xi64>) -> tensor<?x?x1xi1>
+  %sh1 = moe.shape %acc0 : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %ex1 = moe.expand %su1, %sh1 : (tensor<?x?x1xi1>, tensor<3xi64>) -> tensor<?x?x4xi1>
+  %enz1 = moe.non_zero %ex1 : (tensor<?x?x4xi1>) -> tensor<3x?xi64>
+  %eidx1 = moe.transpose %enz1 {perm = array<i64: 1, 0>} : (tensor<3x?xi64>) -> tensor<?x3xi64>
+  %flat1 = moe.reshape %y1, %cm1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %n1 = moe.dim %enz1, 1 : tensor<3x?xi64>
+  %nv1 = moe.unsqueeze %n1, %c0v : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %upd1 = moe.slice %flat1, %c0v, %nv1 axes %c0v : (tensor<?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?xf32>
+  %acc1 = moe.scatter_nd %acc0, %eidx1, %upd1 : (tensor<?x?x4xf32>, tensor<?x3xi64>, tensor<?xf32>) -> tensor<?x?x4xf32>
+  %out = moe.mul %pc, %acc1 : (tensor<?x?x1xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that a Switch block without expert 1's block stays generic: a token
+// kept for expert 1 keeps its input row, which the sparse layer cannot
+// express.
+// CHECK-LABEL: func.func @switch_missing_expert
+// CHECK-NOT: moe.router
+// CHECK: moe.scatter_nd
+func.func @switch_missing_expert(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %w1_0 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %w2_0 = moe.constant dense<0.2> : tensor<8x4xf32>
+  %w1_1 = moe.constant dense<0.3> : tensor<4x8xf32>
+  %w2_1 = moe.constant dense<0.4> : tensor<8x4xf32>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %seqaxis = moe.constant dense<-2> : tensor<i32>
+  %cap = moe.constant dense<4> : tensor<i64>
+  %cm1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x?x4xf32>, tensor<4x2xf32>) -> tensor<?x?x2xf32>
+  %scores = moe.softmax %logits : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+  // expected-remark @+1 {{MoE Switch layer not detected: expert 1 has no block}}
+  %e = moe.arg_max %scores {axis = -1 : i64, keepdims = 0 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?xi64>
+  %onehot = moe.one_hot %e, %depth, %onoff : (tensor<?x?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x?x2xi64>
+  %pos = moe.cum_sum %onehot, %seqaxis : (tensor<?x?x2xi64>, tensor<i32>) -> tensor<?x?x2xi64>
+  %within = moe.less_or_equal %pos, %cap : (tensor<?x?x2xi64>, tensor<i64>) -> tensor<?x?x2xi1>
+  %wi = moe.cast %within {to = i64} : (tensor<?x?x2xi1>) -> tensor<?x?x2xi64>
+  %kept = moe.mul %onehot, %wi : (tensor<?x?x2xi64>, tensor<?x?x2xi64>) -> tensor<?x?x2xi64>
+  %p = moe.reduce_max %scores, %cm1 {keepdims = 0 : i64} : (tensor<?x?x2xf32>, tensor<1xi64>) -> tensor<?x?xf32>
+  %pc = moe.unsqueeze %p, %cm1 : (tensor<?x?xf32>, tensor<1xi64>) -> tensor<?x?x1xf32>
+  %keep = moe.cast %kept {to = i1} : (tensor<?x?x2xi64>) -> tensor<?x?x2xi1>
+  %sel0 = moe.gather %keep, %c0 {axis = 2 : i64} : (tensor<?x?x2xi1>, tensor<i64>) -> tensor<?x?xi1>
+  %nz0 = moe.non_zero %sel0 : (tensor<?x?xi1>) -> tensor<2x?xi64>
+  %pairs0 = moe.transpose %nz0 {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %rows0 = moe.gather_nd %x, %pairs0 : (tensor<?x?x4xf32>, tensor<?x2xi64>) -> tensor<?x4xf32>
+  %h0 = moe.mat_mul %rows0, %w1_0 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %r0 = moe.relu %h0 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y0 = moe.mat_mul %r0, %w2_0 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %su0 = moe.unsqueeze %sel0, %c2v : (tensor<?x?xi1>, tensor<1xi64>) -> tensor<?x?x1xi1>
+  %sh0 = moe.shape %x : (tensor<?x?x4xf32>) -> tensor<3xi64>
+  %ex0 = moe.expand %su0, %sh0 : (tensor<?x?x1xi1>, tensor<3xi64>) -> tensor<?x?x4xi1>
+  %enz0 = moe.non_zero %ex0 : (tensor<?x?x4xi1>) -> tensor<3x?xi64>
+  %eidx0 = moe.transpose %enz0 {perm = array<i64: 1, 0>} : (tensor<3x?xi64>) -> tensor<?x3xi64>
+  %flat0 = moe.reshape %y0, %cm1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %n0 = moe.dim %enz0, 1 : tensor<3x?xi64>
+  %nv0 = moe.unsqueeze %n0, %c0v : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %upd0 = moe.slice %flat0, %c0v, %nv0 axes %c0v : (tensor<?xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?xf32>
+  %acc0 = moe.scatter_nd %x, %eidx0, %upd0 : (tensor<?x?x4xf32>, tensor<?x3xi64>, tensor<?xf32>) -> tensor<?x?x4xf32>
+  %out = moe.mul %pc, %acc0 : (tensor<?x?x1xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return %out : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Tests that a loop over the experts hit at run time (transformers 4.57's
+// nonzero(expert_mask.sum() > 0), here the mask's sum) stays generic with a
+// remark: its blocks are tied to the experts hit when it was traced.
+// CHECK-LABEL: func.func @mixtral_hit_loop
+// CHECK-NOT: moe.router
+// CHECK: moe.scatter_elements
+func.func @mixtral_hit_loop(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  // expected-remark @+1 {{MoE per-expert loop not detected: the loop runs over the experts hit at run time (a NonZero of the expert mask's sum), split into as many blocks as were hit at trace time: it is valid only for inputs that hit the same experts}}
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %hitaxes = moe.constant dense<[1, 2]> : tensor<2xi64>
+  %hits = moe.reduce_sum %mask, %hitaxes {keepdims = 0 : i64} : (tensor<2x2x?xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0id = moe.constant dense<0> : tensor<i64>
+  %e0w1 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %e0w3 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e0w2 = moe.constant dense<0.3> : tensor<8x4xf32>
+  %e0sel = moe.gather %mask, %e0id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e0bool = moe.cast %e0sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e0nz = moe.non_zero %e0bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e0nzt = moe.transpose %e0nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e0split:2 = moe.split %e0nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e0slot = moe.squeeze %e0split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0tok = moe.squeeze %e0split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0g = moe.gather %xu, %e0tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e0in = moe.reshape %e0g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e0h = moe.mat_mul %e0in, %e0w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0sig = moe.sigmoid %e0h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0silu = moe.mul %e0h, %e0sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0up = moe.mat_mul %e0in, %e0w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0act = moe.mul %e0silu, %e0up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0y = moe.mat_mul %e0act, %e0w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e0tk = moe.mul %e0tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0flat = moe.add %e0slot, %e0tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e0rw = moe.gather %wflat, %e0flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e0yw = moe.mul %e0y, %e0rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e0t1 = moe.unsqueeze %e0tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e0ys = moe.shape %e0yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0idx = moe.expand %e0t1, %e0ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e0as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0z = moe.constant_of_shape %e0as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0sc = moe.scatter_elements %e0z, %e0idx, %e0yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e0acc = moe.add %acc, %e0sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1sig = moe.sigmoid %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.mul %e1h, %e1sig : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %e0acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %e1acc : tensor<?x4xf32>
 }

@@ -67,3 +67,22 @@ func.func @constants(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = moe.add %x, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a stack of constants is a weight, not an arena tensor: it gets
+// no offset and no arena bytes (the plan stores it from its inputs' bytes),
+// so only the input (128 bytes) and the sum (256) are planned.
+// CHECK-LABEL: func.func @weight_stack
+// CHECK-SAME: moe.offset = 256
+// CHECK-SAME: moe.arena_size = 384
+// CHECK-SAME: moe.naive_size = 384
+func.func @weight_stack(%x: tensor<4x8xf32>) -> tensor<2x4x8xf32> {
+  %a = moe.constant dense<1.0> : tensor<4x8xf32>
+  %b = moe.constant dense<2.0> : tensor<4x8xf32>
+  // CHECK: moe.stack {{.*}}moe.offsets = array<i64: -1>
+  %w = moe.stack %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: moe.add {{.*}}moe.offsets = array<i64: 0>
+  %0 = moe.add %w, %x : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}

@@ -10,6 +10,21 @@ Shapes: a graph input's dynamic dimensions take the token count, except that
 when an input has two or more dynamic dimensions the first is the batch
 (--batch, default 1). Integer inputs (token ids) are uniform in [0, --int-high).
 
+Routing statistics (on by default, --no-check-stats turns them off): the
+compile report (moec --report) lists the detected MoE layers with their expert
+count, top_k and capacity; every run writes `moe-run --stats`, whose
+"moe_layers" must list the same layers, one count per expert, and account for
+every assignment: kept + dropped = routed tokens x top_k, with nothing dropped
+unless the layer has a capacity (then kept <= routed tokens x top_k).
+
+Expert parallelism (--devices N): the model is compiled with `--devices N`
+(plus any --compile-arg, e.g. --micro-batches) and run on N devices, as N
+threads of moe-run (`--devices N`) or, with --mpi, as N ranks of
+`mpirun -np N moe-run`. The outputs must match onnxruntime as above, and the
+per-device stats must account for every routed assignment: the rows the
+devices' experts ran add up to routed tokens x top_k summed over the layers
+(at most that with a capacity).
+
 Tolerance: float32 outputs must satisfy max|moe-run - ort| <= rtol * max(1,
 max|ort|) (default rtol 1e-5): a relative bound on the output's scale, since
 elementwise relative error is meaningless near zero. Integer and bool outputs
@@ -17,6 +32,7 @@ must be equal.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -66,6 +82,73 @@ def make_inputs(model, tokens, batch, int_high, rng):
     return feeds
 
 
+def routed_tokens(model, tokens, batch):
+    """Rows the routers see: the batch folds into the tokens when an input has
+    a batch dimension (see make_inputs)."""
+    for value in graph_inputs(model):
+        dims = value.type.tensor_type.shape.dim
+        if sum(not d.HasField("dim_value") for d in dims) >= 2:
+            return tokens * batch
+    return tokens
+
+
+def check_stats(report_layers, stats_path, routed):
+    """Compares the "moe_layers" of moe-run --stats with the compile report;
+    returns a list of failure messages."""
+    with open(stats_path) as f:
+        layers = json.load(f)["moe_layers"]
+    if len(layers) != len(report_layers):
+        return [f"moe-run --stats lists {len(layers)} MoE layer(s); the "
+                f"compile report detected {len(report_layers)}"]
+    failures = []
+    for i, (got, want) in enumerate(zip(layers, report_layers)):
+        where = f"layer {i} ({got['name']})"
+        before = len(failures)
+        counts = got["tokens_per_expert"]
+        if len(counts) != want["experts"]:
+            failures.append(f"{where}: {len(counts)} expert counts; the "
+                            f"report has {want['experts']} experts")
+            continue
+        expected = got["runs"] * routed * want["top_k"]
+        kept, dropped = sum(counts), got["dropped"]
+        if got["runs"] < 1:
+            failures.append(f"{where}: the layer never ran")
+        if kept + dropped != expected:
+            failures.append(f"{where}: kept {kept} + dropped {dropped} != "
+                            f"{got['runs']} run(s) x {routed} tokens x top_k "
+                            f"{want['top_k']} = {expected}")
+        if want["capacity"] is None and dropped:
+            failures.append(f"{where}: {dropped} assignment(s) dropped "
+                            f"without a capacity")
+        if len(failures) == before:
+            print(f"ok stats {where}: kept {kept} + dropped {dropped} = "
+                  f"{routed} tokens x top_k {want['top_k']}, imbalance "
+                  f"{got['imbalance']}")
+    return failures
+
+
+def check_device_stats(report_layers, stats_path, routed):
+    """Under expert parallelism every kept assignment runs on exactly one
+    device's experts: the devices' expert rows add up to the routed
+    assignments of all layers. Returns a list of failure messages."""
+    with open(stats_path) as f:
+        stats = json.load(f)
+    devices = stats.get("devices")
+    if not devices:
+        return ["moe-run --stats has no per-device section"]
+    rows = sum(d["expert_rows"] for d in devices)
+    expected = stats["runs"] * routed * sum(l["top_k"] for l in report_layers)
+    capacity = any(l["capacity"] is not None for l in report_layers)
+    if rows > expected or (rows != expected and not capacity):
+        return [f"the devices' experts ran {rows} rows; {stats['runs']} "
+                f"run(s) x {routed} tokens x top_k over the layers = "
+                f"{expected}"]
+    print(f"ok stats devices: {len(devices)} devices ran {rows} expert rows "
+          f"= {routed} tokens x top_k, per device "
+          f"{[d['expert_rows'] for d in devices]}")
+    return []
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -88,14 +171,32 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workdir")
+    parser.add_argument("--devices", type=int, default=1,
+                        help="compile and run for N devices (expert "
+                        "parallelism)")
+    parser.add_argument("--mpi", action="store_true",
+                        help="with --devices: run as N MPI ranks")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--compile-arg", dest="compile_args", action="append",
+                        default=[], help="extra moec compile argument "
+                        "(repeatable), e.g. --compile-arg=--micro-batches=2")
+    parser.add_argument("--no-check-stats", dest="check_stats",
+                        action="store_false",
+                        help="skip the routing statistics check")
     args = parser.parse_args()
 
     model = onnx.load(args.model)
     workdir = args.workdir or tempfile.mkdtemp(prefix="moec-e2e-")
     os.makedirs(workdir, exist_ok=True)
     plan = os.path.join(workdir, "plan.bin")
-    run([args.moec, "compile", args.model, "-o", plan,
-         f"--max-tokens={args.max_tokens}"])
+    report = os.path.join(workdir, "report.json")
+    compile_cmd = [args.moec, "compile", args.model, "-o", plan,
+                   f"--max-tokens={args.max_tokens}", "--report", report]
+    if args.devices > 1:
+        compile_cmd.append(f"--devices={args.devices}")
+    run(compile_cmd + args.compile_args)
+    with open(report) as f:
+        report_layers = json.load(f)["moe_layers"]
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
@@ -111,13 +212,30 @@ def main():
 
         step = os.path.join(workdir, f"t{tokens}")
         os.makedirs(step, exist_ok=True)
+        stats = os.path.join(step, "stats.json")
         cmd = [args.moe_run, plan, "--output-dir", step,
-               f"--threads={args.threads}"]
+               f"--threads={args.threads}", "--stats", stats]
+        if args.mpi:
+            # Open MPI refuses root without both variables; --oversubscribe
+            # lets N ranks share this machine's cores.
+            os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            cmd = [args.mpirun, "-np", str(args.devices), "--oversubscribe",
+                   "--bind-to", "none"] + cmd
+        elif args.devices > 1:
+            cmd.append(f"--devices={args.devices}")
         for name, value in feeds.items():
             path = os.path.join(step, f"in_{len(cmd)}.npy")
             np.save(path, value)
             cmd += ["--input", f"{name}={path}"]
         run(cmd)
+        if args.check_stats:
+            check = check_device_stats if args.devices > 1 else check_stats
+            for message in check(
+                    report_layers, stats,
+                    routed_tokens(model, tokens, args.batch)):
+                print(f"MISMATCH tokens={tokens} stats {message}")
+                failures += 1
 
         for name, want in zip(output_names, expected):
             safe = "".join(c if c.isalnum() or c in "._-" else "_"
@@ -145,7 +263,8 @@ def main():
                       f"{name}{list(want.shape)}: exact")
             failures += 0 if ok else 1
     if failures:
-        sys.exit(f"e2e: {failures} output(s) differ from onnxruntime")
+        sys.exit(f"e2e: {failures} output(s) or statistics differ from "
+                 f"onnxruntime and the compile report")
     print(f"e2e: {os.path.basename(args.model)} matches onnxruntime")
 
 

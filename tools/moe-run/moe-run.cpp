@@ -2,7 +2,9 @@
 //
 //   moe-run PLAN [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
 //                [--tokens N] [--dim SYMBOL=N] [--seed N] [--bench N]
-//                [--warmup N] [--stats FILE.json]
+//                [--warmup N] [--stats FILE.json] [--backend cpu|cuda]
+//                [--devices N] [--comm-timeout SECONDS]
+//   mpirun -np N moe-run PLAN [options]
 //
 // Inputs not given with --input are generated: seeded, uniform in [-1, 1)
 // for floats, in the plan's value range [lo, hi) for integers (or [0, 2)
@@ -12,8 +14,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "group_session.h"
+#include "moert/cuda.h"
 #include "moert/moert.h"
 #include "moert/npy.h"
+#include "moert/stats.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +55,13 @@ options:
   --warmup N             warm-up runs before --bench (default: 1)
   --stats FILE.json      write per-step times (of the timed runs) as JSON,
                          with each MoE layer's tokens per expert
+  --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
+                         from `moec compile --target cuda` on GPU 0
+  --devices N            run the N device schedules of a multi-device plan
+                         (`moec compile --devices N`) as N threads of this
+                         process; under `mpirun -np N`, each rank runs one
+  --comm-timeout SECONDS how long a device waits for the others in an
+                         exchange before failing (default: 60)
   --help                 print this help
 )";
 
@@ -64,6 +76,9 @@ struct Options {
   int bench = 0;
   int warmup = 1;
   std::string stats;
+  std::string backend = "cpu";
+  int devices = 0;
+  double commTimeout = 60;
 };
 
 /// Parses argv; returns a message on a usage error, "" on success, "help"
@@ -130,6 +145,19 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       options.warmup = static_cast<int>(number);
     } else if (name == "--stats") {
       options.stats = value;
+    } else if (name == "--devices") {
+      if (!integer(value, 1, number) || number > 4096)
+        return "--devices needs an integer in [1, 4096]";
+      options.devices = static_cast<int>(number);
+    } else if (name == "--comm-timeout") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
+        return "--comm-timeout needs a number of seconds in (0, 1e6]";
+      options.commTimeout = seconds;
+    } else if (name == "--backend") {
+      if (value != "cpu" && value != "cuda")
+        return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
+      options.backend = value;
     } else {
       return absl::StrCat("unknown option '", name, "'");
     }
@@ -175,7 +203,9 @@ void fillIntegers(std::vector<uint8_t> &bytes, int64_t count, int64_t lo,
     p[i] = static_cast<T>(dist(rng));
 }
 
-absl::Status generateInput(const moert::Plan &plan, moert::Session &session,
+/// `SessionT` is moert::Session or moert::CudaSession.
+template <typename SessionT>
+absl::Status generateInput(const moert::Plan &plan, SessionT &session,
                            const moert::TensorDesc &desc,
                            const Options &options, std::mt19937_64 &rng) {
   std::vector<int64_t> shape;
@@ -246,21 +276,54 @@ std::string jsonString(std::string_view text) {
 /// over the runs, their imbalance (the largest load over the mean; null when
 /// nothing was routed) and the assignments dropped for capacity.
 void appendExpertLoad(std::string &json, const moert::StepStats &s) {
-  uint64_t total = 0, max = 0;
-  for (uint64_t load : s.expertLoad) {
-    total += load;
-    max = std::max(max, load);
-  }
-  std::string imbalance =
-      total ? absl::StrFormat("%.4f", double(max) * s.expertLoad.size() / total)
-            : "null";
+  double ratio = moert::loadImbalance(s.expertLoad);
+  std::string imbalance = ratio ? absl::StrFormat("%.4f", ratio) : "null";
   absl::StrAppend(
       &json, ", \"expert_load\": [", absl::StrJoin(s.expertLoad, ", "),
       "], \"imbalance\": ", imbalance, ", \"dropped\": ", s.droppedAssignments);
 }
 
+/// A step index for JSON: null when the layer lacks the step.
+std::string stepIndex(int index) {
+  return index < 0 ? "null" : absl::StrCat(index);
+}
+
+/// The "moe_layers" array: per MoE layer (moert/stats.h), the tokens each
+/// expert computed and the assignments dropped for capacity, summed over the
+/// `runs` timed runs; the imbalance (largest load over the mean); and the
+/// mean time per run of the expert group (the Experts step) and of the whole
+/// layer.
+void appendMoeLayers(std::string &json, const moert::Plan &plan,
+                     const std::vector<moert::StepStats> &stats) {
+  std::vector<moert::MoeLayerStats> layers = moert::moeLayerStats(plan, stats);
+  absl::StrAppend(&json, ",\n  \"moe_layers\": [");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const moert::MoeLayerStats &l = layers[i];
+    double perRun = l.runs ? 1e3 / l.runs : 0.0;
+    double imbalance = l.imbalance();
+    absl::StrAppend(
+        &json, i ? "," : "", "\n    {\"name\": ", jsonString(l.name),
+        ", \"router_step\": ", stepIndex(l.router),
+        ", \"dispatch_step\": ", stepIndex(l.dispatch),
+        ", \"experts_step\": ", stepIndex(l.experts),
+        ", \"shared_expert_step\": ", stepIndex(l.sharedExpert),
+        ", \"combine_step\": ", stepIndex(l.combine), ", \"runs\": ", l.runs,
+        ",\n     \"tokens_per_expert\": [",
+        absl::StrJoin(l.tokensPerExpert, ", "),
+        "],\n     \"kept\": ", l.keptAssignments(),
+        ", \"dropped\": ", l.droppedAssignments, ", \"imbalance\": ",
+        imbalance ? absl::StrFormat("%.4f", imbalance) : "null",
+        ", \"experts_ms\": ",
+        absl::StrFormat("%.6f", l.expertsSeconds * perRun),
+        ", \"layer_ms\": ", absl::StrFormat("%.6f", l.layerSeconds * perRun),
+        "}");
+  }
+  absl::StrAppend(&json, layers.empty() ? "]" : "\n  ]");
+}
+
+template <typename SessionT>
 absl::Status writeStats(const std::string &path, const Options &options,
-                        const moert::Session &session, int runs,
+                        const moert::Plan &plan, SessionT &session, int runs,
                         double medianMs) {
   std::string json = absl::StrCat(
       "{\n  \"plan\": ", jsonString(options.plan),
@@ -281,7 +344,12 @@ absl::Status writeStats(const std::string &path, const Options &options,
       appendExpertLoad(json, s);
     absl::StrAppend(&json, "}");
   }
-  absl::StrAppend(&json, "\n  ]\n}\n");
+  absl::StrAppend(&json, "\n  ]");
+  appendMoeLayers(json, plan, stats);
+  MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, session));
+  absl::StrAppend(&json, "\n}\n");
+  if (!moe_run::reports(session))
+    return absl::OkStatus();
   std::ofstream file(path);
   file << json;
   file.close();
@@ -290,13 +358,61 @@ absl::Status writeStats(const std::string &path, const Options &options,
   return absl::OkStatus();
 }
 
+template <typename SessionT>
+absl::Status runSession(const Options &options, const moert::Plan &plan,
+                        SessionT &session);
+
+/// Under MPI a rank checksums only its own schedule's weight shards.
+moert::LoadOptions loadOptions() {
+  moert::LoadOptions options;
+  options.device = moert::mpiRank();
+  return options;
+}
+
+/// Runs a plan's device schedules: all in this process (--devices), or this
+/// MPI rank's one. Under MPI every rank generates the same seeded inputs and
+/// keeps its share; rank 0 gathers and writes the outputs and stats.
+absl::Status runDevices(const Options &options, const moert::Plan &plan,
+                        bool mpi) {
+  int devices = plan.numDevices();
+  if (options.backend != "cpu")
+    return absl::FailedPreconditionError(
+        "multi-device runs use the cpu backend");
+  if (mpi && options.devices > 0)
+    return absl::InvalidArgumentError(
+        "--devices runs the devices in-process; under mpirun each rank is "
+        "one device (drop --devices)");
+  if (!mpi && options.devices != devices)
+    return absl::InvalidArgumentError(
+        options.devices == 0
+            ? absl::StrCat(options.plan, ": the plan has ", devices,
+                           " device schedules; run it with --devices ", devices,
+                           " or mpirun -np ", devices)
+            : absl::StrCat("--devices ", options.devices, " but ", options.plan,
+                           " has ", devices, " device schedules"));
+  moert::DeviceGroupOptions groupOptions;
+  groupOptions.threadsPerDevice = options.threads;
+  groupOptions.comm.timeoutSeconds = options.commTimeout;
+  std::unique_ptr<moert::DeviceGroup> group;
+  if (mpi) {
+    MOERT_ASSIGN_OR_RETURN(group,
+                           moert::DeviceGroup::createMpi(plan, groupOptions));
+  } else {
+    MOERT_ASSIGN_OR_RETURN(group,
+                           moert::DeviceGroup::create(plan, groupOptions));
+  }
+  moe_run::GroupSession session(std::move(group), mpi ? "mpi" : "in-process");
+  return runSession(options, plan, session);
+}
+
 absl::Status runMain(const Options &options) {
+  // Without a GPU, say so before anything else.
+  if (options.backend == "cuda")
+    MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
-                         moert::Plan::load(options.plan));
-  if (plan->numDevices() != 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        options.plan, ": the plan has ", plan->numDevices(),
-        " device schedules; moe-run executes single-device plans"));
+                         moert::Plan::load(options.plan, loadOptions()));
+  bool mpi = moert::launchedByMpi();
+  bool multi = mpi || options.devices > 0 || plan->numDevices() > 1;
   for (const auto &[name, value] : options.dims) {
     bool known = false;
     for (const moert::SymbolDesc &s : plan->symbols())
@@ -305,10 +421,28 @@ absl::Status runMain(const Options &options) {
       return absl::InvalidArgumentError(
           absl::StrCat("--dim names unknown symbol '", name, "'"));
   }
+  if (multi)
+    return runDevices(options, *plan, mpi);
+  if (options.backend == "cuda") {
+    moert::CudaSessionOptions cudaOptions;
+    cudaOptions.threads = options.threads;
+    MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::CudaSession> session,
+                           moert::CudaSession::create(*plan, cudaOptions));
+    std::printf("moe-run: cuda backend on %s\n",
+                session->deviceDescription().c_str());
+    return runSession(options, *plan, *session);
+  }
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = options.threads;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
                          moert::Session::create(*plan, sessionOptions));
+  return runSession(options, *plan, *session);
+}
+
+/// Sets the inputs, runs (and times) the plan and writes the outputs.
+template <typename SessionT>
+absl::Status runSession(const Options &options, const moert::Plan &plan,
+                        SessionT &session) {
 
   std::set<std::string> given;
   for (const auto &[name, path] : options.inputs) {
@@ -316,30 +450,30 @@ absl::Status runMain(const Options &options) {
       return absl::InvalidArgumentError(
           absl::StrCat("input '", name, "' is given twice"));
     MOERT_ASSIGN_OR_RETURN(moert::npy::Array array, moert::npy::read(path));
-    absl::Status status = session->setInput(
+    absl::Status status = session.setInput(
         name, array.dtype, array.shape, array.data.data(), array.data.size());
     if (!status.ok())
       return absl::Status(status.code(),
                           absl::StrCat(path, ": ", status.message()));
   }
   std::mt19937_64 rng(options.seed);
-  for (const moert::TensorDesc &desc : plan->inputs())
+  for (const moert::TensorDesc &desc : plan.inputs())
     if (!given.count(desc.name))
-      MOERT_RETURN_IF_ERROR(generateInput(*plan, *session, desc, options, rng));
+      MOERT_RETURN_IF_ERROR(generateInput(plan, session, desc, options, rng));
 
   // One run for the outputs (and the warm-up), then the timed runs.
   using Clock = std::chrono::steady_clock;
   int warmup = options.bench ? std::max(options.warmup, 1) : 1;
   for (int i = 0; i < warmup; ++i)
-    MOERT_RETURN_IF_ERROR(session->run());
+    MOERT_RETURN_IF_ERROR(session.run());
   double medianMs = 0;
   int runs = 1;
   if (options.bench) {
-    session->resetStats();
+    session.resetStats();
     std::vector<double> times;
     for (int i = 0; i < options.bench; ++i) {
       Clock::time_point start = Clock::now();
-      MOERT_RETURN_IF_ERROR(session->run());
+      MOERT_RETURN_IF_ERROR(session.run());
       times.push_back(
           std::chrono::duration<double, std::milli>(Clock::now() - start)
               .count());
@@ -348,13 +482,14 @@ absl::Status runMain(const Options &options) {
     size_t n = times.size();
     medianMs = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
     runs = options.bench;
-    std::printf("moe-run: median %.3f ms over %d runs (min %.3f, max %.3f, "
-                "%d threads)\n",
-                medianMs, runs, times.front(), times.back(),
-                session->threads());
+    if (moe_run::reports(session))
+      std::printf("moe-run: median %.3f ms over %d runs (min %.3f, max %.3f, "
+                  "%d threads)\n",
+                  medianMs, runs, times.front(), times.back(),
+                  session.threads());
   } else {
     double total = 0;
-    for (const moert::StepStats &s : session->stepStats())
+    for (const moert::StepStats &s : session.stepStats())
       total += s.totalSeconds;
     medianMs = total * 1e3;
   }
@@ -365,8 +500,10 @@ absl::Status runMain(const Options &options) {
     return absl::NotFoundError(absl::StrCat(
         options.outputDir, ": cannot create directory: ", ec.message()));
   std::set<std::string> files;
-  for (const moert::TensorDesc &desc : plan->outputs()) {
-    MOERT_ASSIGN_OR_RETURN(moert::TensorData data, session->output(desc.name));
+  for (const moert::TensorDesc &desc : plan.outputs()) {
+    MOERT_ASSIGN_OR_RETURN(moert::TensorData data, session.output(desc.name));
+    if (!moe_run::reports(session))
+      continue;
     std::string file = fileNameFor(desc.name);
     if (!files.insert(file).second)
       return absl::InvalidArgumentError(absl::StrCat(
@@ -381,7 +518,7 @@ absl::Status runMain(const Options &options) {
   }
   if (!options.stats.empty())
     MOERT_RETURN_IF_ERROR(
-        writeStats(options.stats, options, *session, runs, medianMs));
+        writeStats(options.stats, options, plan, session, runs, medianMs));
   return absl::OkStatus();
 }
 
@@ -398,11 +535,25 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "moe-run: %s\n%s", problem.c_str(), kUsage);
     return 2;
   }
+  // Under mpirun every rank is one device of the plan.
+  bool mpi = moert::launchedByMpi() && moert::mpiSupported();
+  if (mpi) {
+    if (absl::Status status = moert::mpiInit(&argc, &argv); !status.ok()) {
+      std::fprintf(stderr, "moe-run: error: %s\n",
+                   std::string(status.message()).c_str());
+      return 1;
+    }
+  }
   absl::Status status = runMain(options);
   if (!status.ok()) {
     std::fprintf(stderr, "moe-run: error: %s\n",
                  std::string(status.message()).c_str());
+    std::fflush(stderr);
+    // A rank that fails alone would leave the others waiting: end them all.
+    if (mpi)
+      moert::mpiAbort(1);
     return 1;
   }
+  moert::mpiFinalize();
   return 0;
 }

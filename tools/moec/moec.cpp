@@ -5,7 +5,10 @@
 //   moec inspect PLAN [--json]      what a plan file holds
 //   moec compile MODEL -o OUT [--emit plan|mlir|planned-mlir] [--max-tokens N]
 //                [--report FILE.json] [--verbose] [--emit-weights]
-//                [--import-only]
+//                [--import-only] [--target cpu|cuda] [--cuda-arch sm_90]
+//                [--ptx-output FILE.ptx] [--cuda-source FILE.cu]
+//                [--devices N] [--micro-batches M]
+//                [--routing-profile FILE.json] [--replicate-hot K]
 //
 // Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
 // op or fails to compile, 2 on a usage error.
@@ -13,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InitAll.h"
+#include "compiler/cuda/CudaTarget.h"
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
@@ -110,6 +114,58 @@ static cl::opt<bool>
     emitWeights("emit-weights",
                 cl::desc("Print weights in the IR instead of eliding them"),
                 cl::sub(compileCommand), cl::cat(moecCategory));
+
+static cl::opt<std::string>
+    target("target",
+           cl::desc("The backend the plan is for: cpu, or cuda (generates "
+                    "the plan's CUDA kernels through NVRTC; docs/cuda.md)"),
+           cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::sub(compileCommand),
+           cl::cat(moecCategory));
+static cl::opt<std::string>
+    cudaArch("cuda-arch",
+             cl::desc("GPU architecture of --target cuda's kernels"),
+             cl::value_desc("sm_NN"), cl::init("sm_90"),
+             cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<std::string>
+    ptxOutput("ptx-output",
+              cl::desc("With --target cuda: also write the plan's PTX module "
+                       "to this file (e.g. for ptxas)"),
+              cl::value_desc("FILE.ptx"), cl::init(""), cl::sub(compileCommand),
+              cl::cat(moecCategory));
+
+static cl::opt<int64_t>
+    numDevices("devices",
+               cl::desc("Expert parallelism: compile one schedule per device, "
+                        "experts placed on the devices, dense parts "
+                        "data-parallel (docs/expert-parallelism.md)"),
+               cl::value_desc("N"), cl::init(1), cl::sub(compileCommand),
+               cl::cat(moecCategory));
+static cl::opt<std::string> routingProfile(
+    "routing-profile",
+    cl::desc("With --devices: place experts by the expected load in this "
+             "`moe-run --stats` JSON (moe_layers[i].tokens_per_expert) "
+             "instead of by parameter bytes"),
+    cl::value_desc("FILE.json"), cl::init(""), cl::sub(compileCommand),
+    cl::cat(moecCategory));
+static cl::opt<int64_t> replicateHot(
+    "replicate-hot",
+    cl::desc("With --routing-profile: give the K most loaded experts of each "
+             "layer a second slot on another device"),
+    cl::value_desc("K"), cl::init(0), cl::sub(compileCommand),
+    cl::cat(moecCategory));
+static cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("With --devices: split each MoE layer's tokens into M chunks "
+             "whose exchanges overlap the experts' compute"),
+    cl::value_desc("M"), cl::init(1), cl::sub(compileCommand),
+    cl::cat(moecCategory));
+
+static cl::opt<std::string>
+    cudaSource("cuda-source",
+               cl::desc("With --target cuda: also write the generated CUDA "
+                        "C++ the PTX was compiled from"),
+               cl::value_desc("FILE.cu"), cl::init(""), cl::sub(compileCommand),
+               cl::cat(moecCategory));
 
 /// Reports a usage error the way cl does and returns its exit code.
 static int usageError(const llvm::Twine &message) {
@@ -283,6 +339,41 @@ static int runCompile() {
   if (emitKind == "mlir" && verbose)
     return usageError("--verbose lists the MoE layers of a planned model; it "
                       "needs --emit plan or planned-mlir");
+  if (numDevices < 1)
+    return usageError("--devices must be at least 1, not " +
+                      llvm::Twine(numDevices.getValue()));
+  if (microBatches < 1)
+    return usageError("--micro-batches must be at least 1, not " +
+                      llvm::Twine(microBatches.getValue()));
+  if (replicateHot < 0)
+    return usageError("--replicate-hot must be at least 0, not " +
+                      llvm::Twine(replicateHot.getValue()));
+  if (replicateHot > 0 && routingProfile.empty())
+    return usageError("--replicate-hot needs --routing-profile: the profile "
+                      "says which experts are hot");
+  if (numDevices == 1 &&
+      (!routingProfile.empty() || microBatches.getNumOccurrences()))
+    return usageError("--routing-profile and --micro-batches need --devices "
+                      "N with N > 1");
+  if (numDevices > 1 && emitKind == "mlir")
+    return usageError("--devices places experts in the planned model; it "
+                      "needs --emit plan or planned-mlir");
+  if (target != "cpu" && target != "cuda")
+    return usageError("--target must be cpu or cuda, not '" + target + "'");
+  bool cudaTarget = target == "cuda";
+  if (!cudaTarget && (cudaArch.getNumOccurrences() || !ptxOutput.empty() ||
+                      !cudaSource.empty()))
+    return usageError(
+        "--cuda-arch, --ptx-output and --cuda-source need --target cuda");
+  if (cudaTarget && emitKind != "plan")
+    return usageError("--target cuda needs --emit plan");
+  uint32_t cudaArchValue = 0;
+  if (cudaTarget) {
+    llvm::Expected<uint32_t> arch = moec::cuda::parseCudaArch(cudaArch);
+    if (!arch)
+      return usageError(llvm::toString(arch.takeError()));
+    cudaArchValue = *arch;
+  }
 
   MLIRContext context;
   configureContext(context);
@@ -302,6 +393,10 @@ static int runCompile() {
     options.maxTokens = static_cast<int64_t>(maxTokens);
     options.dimBounds.assign(dimBounds.begin(), dimBounds.end());
     options.simplifyOnly = emitKind == "mlir";
+    options.devices = numDevices;
+    options.routingProfile = routingProfile;
+    options.replicateHot = replicateHot;
+    options.microBatches = microBatches;
     moec::plan::buildCompilePipeline(pm, options);
     if (failed(pm.run(*module)))
       return kFailure;
@@ -313,9 +408,33 @@ static int runCompile() {
   }
 
   if (emitKind == "plan") {
-    auto func = module->lookupSymbol<func::FuncOp>("main");
-    if (!func || failed(moec::plan::emitPlan(func, outputPath)))
+    FailureOr<SmallVector<func::FuncOp>> devices =
+        moec::plan::getDeviceFunctions(*module);
+    if (failed(devices))
       return kFailure;
+    func::FuncOp func = devices->front();
+    moec::cuda::CudaModuleInfo cudaModule;
+    moec::plan::PlanFinalizer finalize;
+    if (cudaTarget)
+      finalize = [&](moert::PlanWriter &writer) {
+        return moec::cuda::addCudaKernels(writer, cudaArchValue, func.getLoc(),
+                                          &cudaModule);
+      };
+    if (failed(moec::plan::emitPlan(*module, outputPath, finalize)))
+      return kFailure;
+    for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
+                              std::pair(&cudaSource, &cudaModule.source)}) {
+      if (path->empty())
+        continue;
+      std::string errorMessage;
+      auto file = openOutputFile(*path, &errorMessage);
+      if (!file) {
+        llvm::errs() << "moec: error: " << errorMessage << "\n";
+        return kFailure;
+      }
+      file->os() << *text;
+      file->keep();
+    }
     return kSuccess;
   }
 

@@ -59,6 +59,8 @@
 
 namespace moert {
 
+class Communicator;
+
 /// Element types; the values match `moert.fb.DType` in the plan schema.
 enum class DType : uint8_t {
   F32 = 1,
@@ -106,6 +108,11 @@ struct LoadOptions {
   /// Verify the CRC-32 of every section (weights included). The header, the
   /// section table and the program are always checked.
   bool verifyWeightChecksums = true;
+  /// The device whose schedule this process runs (an MPI rank), or -1 for
+  /// all. With a device, only the weight sections its schedule references
+  /// are checksummed, so that a device never reads another's weight shards
+  /// (the file is mapped, not read). Every schedule is still validated.
+  int device = -1;
 };
 
 /// A loaded and fully validated plan. Immutable.
@@ -151,6 +158,28 @@ struct SessionOptions {
   int device = 0;
   /// Record per-step times (a clock read per step).
   bool collectStats = true;
+  /// This device's endpoint of the device group, needed by multi-device
+  /// plans (their collective steps); its rank must be `device` and its size
+  /// the plan's device count. Not owned; must outlive the session.
+  Communicator *communicator = nullptr;
+};
+
+/// Traffic of one device's collective steps over the runs since the last
+/// reset. Rows are the token rows of the dispatch and combine exchanges (the
+/// rows of exchanged matrices) that crossed to or from other devices; rows a
+/// device sends to itself are `rowsKept`. Bytes count every exchange with
+/// other devices, the per-slot counts included.
+struct CommStats {
+  uint64_t exchanges = 0;
+  uint64_t rowsSent = 0;
+  uint64_t rowsReceived = 0;
+  uint64_t rowsKept = 0;
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  /// Time in collective steps (communication, including waiting for slower
+  /// devices) and in all other steps (compute); needs collectStats.
+  double commSeconds = 0;
+  double computeSeconds = 0;
 };
 
 /// Accumulated timing of one step over the runs since the last reset.
@@ -201,6 +230,8 @@ public:
 
   /// Per-step timings, one entry per step in schedule order.
   std::vector<StepStats> stepStats() const;
+  /// Traffic and communication time of the collective steps.
+  CommStats commStats() const;
   void resetStats();
   int threads() const;
 

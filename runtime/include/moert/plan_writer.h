@@ -61,6 +61,13 @@ struct PlanDim {
   }
 };
 
+/// A part of a weight's bytes, referenced until the plan is written; null
+/// `data` stands for `bytes` zero bytes.
+struct WeightPiece {
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
+
 /// Wraps an object-API attribute table (fb::AxisAttrsT, ...) for `addStep`.
 template <typename T> fb::AttrsUnion attrs(T table) {
   fb::AttrsUnion u;
@@ -91,6 +98,17 @@ public:
   int32_t addWeightRef(std::string name, DType dtype,
                        std::vector<int64_t> shape, const void *data,
                        size_t bytes, int section = -1);
+  /// Like addWeightRef for a weight whose bytes are `pieces` concatenated
+  /// (per-expert weights stacked into one), gathered while writing.
+  int32_t addWeightPieces(std::string name, DType dtype,
+                          std::vector<int64_t> shape,
+                          std::vector<WeightPiece> pieces, int section = -1);
+  /// Adds a weight that is the weight `ownerTensor` of schedule
+  /// `ownerDevice`'s: both tensor entries name the same bytes, which the file
+  /// holds once (a dense weight that every device of a multi-device plan
+  /// reads). `name` may differ from the owner's.
+  int32_t addSharedWeight(std::string name, int ownerDevice,
+                          int32_t ownerTensor);
   /// Declares graph inputs and outputs, in signature order.
   void addInput(int32_t tensor);
   void addOutput(int32_t tensor);
@@ -106,6 +124,9 @@ public:
   /// The tensor table entry (object API), for edits the helpers lack.
   fb::TensorT &tensor(int32_t id);
   size_t numTensors() const;
+  /// The step entry `index` (object API), e.g. to name its CUDA kernel.
+  fb::StepT &step(int index);
+  size_t numSteps() const;
 
 private:
   friend class PlanWriter;
@@ -137,6 +158,13 @@ public:
   int addWeightSection();
   /// The schedule of `device` (< target.deviceCount).
   ScheduleBuilder &schedule(int device = 0);
+  /// The number of schedules (the target's device count).
+  int numSchedules() const;
+  /// Makes the plan a CUDA plan for compute capability `arch` (90: sm_90)
+  /// that carries the compiler-generated `ptx` defining `kernels`
+  /// (docs/cuda.md); steps name their kernel through `step(i).kernel`.
+  void setCudaModule(uint32_t arch, std::string ptx,
+                     std::vector<std::string> kernels);
 
   /// Writes the plan file, streaming weights from their sources.
   absl::Status write(const std::string &path);

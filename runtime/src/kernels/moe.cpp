@@ -5,22 +5,24 @@
 //
 //   Router -> Dispatch -> Experts -> Combine      (+ SharedExpert)
 //
-// Expert networks run as grouped GEMMs through OpenBLAS over only the rows
-// each expert received, with the weights in their exported layout (the layout
-// is the GEMM's transpose flag) and biases fused into the GEMMs. Two regimes:
+// Expert networks run over only the rows each expert received, with the
+// weights in their exported layout and biases fused. Two regimes, chosen per
+// expert at run time from the rows it received (kNarrowRows):
 //
 //  * Few rows per expert (decoding): the step is bound by reading the active
 //    experts' weights once. Each such expert is split into column blocks of
 //    its weight matrices, and the thread pool runs the blocks of all experts
-//    at once, each block a GEMM small enough that OpenBLAS runs it on the
-//    calling thread. Every thread streams disjoint weights. (Experts whose
-//    rows are too long for such blocks count as wide.)
+//    at once, each a weight-streaming product (kernels/stream.h) with the
+//    activation applied to the block's outputs. Every weight element is read
+//    once, by one thread.
 //  * Many rows per expert (prefill): GEMM throughput matters. Experts run one
-//    after the other in row chunks, each GEMM threaded by OpenBLAS.
+//    after the other in row chunks, each GEMM threaded by OpenBLAS (the
+//    layout is the GEMM's transpose flag).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/common.h"
+#include "kernels/stream.h"
 
 #include <algorithm>
 #include <vector>
@@ -611,13 +613,31 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
   return absl::OkStatus();
 }
 
+/// Rows per expert up to which a step is bound by reading the weights: a
+/// product over n rows does 2n flops per weight element (4 bytes), below the
+/// flop/byte balance of CPUs up to about 16 rows. Such experts stream their
+/// weights in column blocks on all threads; more rows run as BLAS-threaded
+/// GEMMs. Measured with moe-run (AMD EPYC, AVX2, 2 threads, one MoE layer of
+/// 8 experts, top-2, H = 1024, F = 2816: 277 MB of weights), median ms of
+/// streamed blocks against the previous OpenBLAS column blocks (whose size
+/// OpenBLAS's threading threshold capped, sending more than 5 rows to the
+/// threaded GEMMs), [out, K] / [K, out] weights: 1 token 3.1 / 5.4 against
+/// 3.1 / 3.8 (both 23 GB/s at best, the memory's rate), 16 tokens 11.5 /
+/// 17.4 against 15.2 / 32.7, 32 tokens 15.0 / 25.0 against 30.5 / 28.8; at
+/// 48 tokens (about 12 rows per expert) 18.7 against 36.1, and at 64 (about
+/// 16) 40.3 against 38.2, where the threaded GEMM catches up.
+constexpr int64_t kNarrowRows = 16;
+
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] +
 /// bias[c0 : c0 + m], for a matrix W with `out` outputs stored as [K, out]
-/// (`inOut`) or [out, K]. The layout is the GEMM's transpose flag, and the
-/// bias is the GEMM's C operand: weights are never copied.
+/// (`inOut`) or [out, K]. Up to kNarrowRows rows stream the weights;
+/// otherwise the layout is the GEMM's transpose flag, and the bias is the
+/// GEMM's C operand: weights are never copied.
 void project(const float *x, int64_t n, int64_t K, const float *w, int64_t out,
              bool inOut, int64_t c0, int64_t m, const float *bias, float *c,
              int64_t ldc) {
+  if (n <= kNarrowRows)
+    return streamProject(x, n, K, w, out, inOut, c0, m, bias, c, ldc);
   if (bias)
     for (int64_t r = 0; r < n; ++r)
       std::copy(bias + c0, bias + c0 + m, c + r * ldc);
@@ -730,37 +750,14 @@ void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
   activate(f, 0, n, m, g, u, ld, step, a, lda);
 }
 
-/// Rows per expert up to which a step is bound by reading the weights: a
-/// GEMM over n rows does 2n flops per weight element (4 bytes), below the
-/// flop/byte balance of CPUs up to about 16 rows.
-constexpr int64_t kNarrowRows = 16;
-/// The largest M*N*K that OpenBLAS (0.3.x: SMP_THRESHOLD_MIN *
-/// GEMM_MULTITHREAD_THRESHOLD) runs on the calling thread: column blocks of
-/// narrow experts stay below it, so that pool threads never start BLAS
-/// threads.
-constexpr int64_t kSerialGemmWork = 65536 * 4;
-/// The fewest columns per block worth a GEMM call.
-constexpr int64_t kMinBlockColumns = 16;
+/// Columns per block of a narrow expert: 128 outputs of 1024 inputs are
+/// 512 KiB of weights, and in the [K, out] layout 512 contiguous bytes of
+/// each weight row; the k active experts of a decoding step still make
+/// several blocks per thread.
+constexpr int64_t kBlockColumns = 128;
 /// Rows per GEMM of a wide expert: keeps the scratch bounded while the GEMMs
 /// stay large enough for full BLAS throughput.
 constexpr int64_t kWideChunkRows = 256;
-
-/// Columns per block of a narrow GEMM over n rows, K inner elements and
-/// `total` columns (`width` GEMM columns per block column).
-int64_t blockColumns(int64_t n, int64_t K, int64_t total, int64_t width) {
-  int64_t cols = kSerialGemmWork / std::max<int64_t>(1, n * K * width);
-  cols = std::max(kMinBlockColumns, cols / kMinBlockColumns * kMinBlockColumns);
-  return std::min(cols, std::max<int64_t>(total, 1));
-}
-
-/// Whether an expert with n rows runs as column blocks on the pool: few rows,
-/// and blocks of both projections small enough for serial GEMMs.
-bool isNarrow(const Ffn &f, int64_t n) {
-  int64_t width = f.gated ? 2 : 1;
-  return n <= kNarrowRows &&
-         n * f.sizes.hidden * width * kMinBlockColumns <= kSerialGemmWork &&
-         n * f.sizes.inter * kMinBlockColumns <= kSerialGemmWork;
-}
 
 /// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
 /// same rows of y, for every expert.
@@ -778,14 +775,12 @@ void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
   int64_t aSize = 0;
   for (int64_t e = 0; e < E; ++e) {
     int64_t n = offsets[e + 1] - offsets[e];
-    if (n == 0 || !isNarrow(f, n))
+    if (n == 0 || n > kNarrowRows)
       continue;
-    int64_t cols = blockColumns(n, H, F, f.gated ? 2 : 1);
-    for (int64_t c = 0; c < F; c += cols)
-      first.push_back({e, c, std::min(cols, F - c), aSize});
-    cols = blockColumns(n, F, H, 1);
-    for (int64_t c = 0; c < H; c += cols)
-      second.push_back({e, c, std::min(cols, H - c), aSize});
+    for (int64_t c = 0; c < F; c += kBlockColumns)
+      first.push_back({e, c, std::min(kBlockColumns, F - c), aSize});
+    for (int64_t c = 0; c < H; c += kBlockColumns)
+      second.push_back({e, c, std::min(kBlockColumns, H - c), aSize});
     aSize += n * F;
   }
   float *a = scratch<float>(Scratch::Step, aSize);
@@ -816,7 +811,7 @@ void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
   // for the cores were measured to cost a third of the time.
   for (int64_t e = 0; e < E; ++e) {
     int64_t rows = offsets[e + 1] - offsets[e];
-    if (rows == 0 || isNarrow(f, rows))
+    if (rows <= kNarrowRows)
       continue;
     for (int64_t r0 = offsets[e]; r0 < offsets[e + 1]; r0 += kWideChunkRows) {
       int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r0);

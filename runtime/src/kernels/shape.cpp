@@ -63,7 +63,15 @@ absl::Status reshapeKernel(KernelContext &ctx) {
       return ctx.error("shape ", absl::StrJoin(spec, ","), " overflows");
     shape.push(size);
   }
-  if (inferred >= 0) {
+  if (inferred >= 0 && known == 0 && in.numel() == 0) {
+    // Any size fits 0 elements (a device whose share of the batch is
+    // empty): take the size the plan fixes for that dim, else 0.
+    const TensorInfo &out = ctx.declared(0);
+    shape[inferred] =
+        inferred < out.rank && out.dims[inferred].kind != fb::DimKind::Dynamic
+            ? ctx.plannedDim(0, inferred)
+            : 0;
+  } else if (inferred >= 0) {
     if (known == 0 || in.numel() % known != 0)
       return ctx.error("cannot infer the -1 dim of shape ",
                        absl::StrJoin(spec, ","), " for ", in.numel(),

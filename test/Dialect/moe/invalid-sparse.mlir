@@ -538,3 +538,101 @@ func.func @all_to_all_send_counts(%x: tensor<?x16xf32>, %send: tensor<2xi64>) {
   %recv, %counts = moe.all_to_all %x, %send group "ep" devices 4 : tensor<?x16xf32>, tensor<2xi64>
   return
 }
+
+// -----
+
+// Tests that a split exchange is completed exactly once: a start without a
+// wait would leave the exchange in flight.
+func.func @all_to_all_start_no_wait(%x: tensor<?x16xf32>, %send: tensor<2xi64>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expects exactly one moe.all_to_all_wait on its received rows, found 0}}
+  %recv, %counts = moe.all_to_all_start %x, %send group "ep" devices 2 : tensor<?x16xf32>, tensor<2xi64>
+  return %recv : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a wait names the tensors of the start it completes, so that the
+// memory plan keeps exactly those alive.
+func.func @all_to_all_wait_mismatch(%x: tensor<?x16xf32>, %y: tensor<?x16xf32>, %send: tensor<2xi64>) {
+  %recv, %counts = moe.all_to_all_start %x, %send group "ep" devices 2 : tensor<?x16xf32>, tensor<2xi64>
+  // expected-error @+1 {{expects `data`, `send_counts` and `like` to be the operands of the moe.all_to_all_start it completes}}
+  moe.all_to_all_wait %y, %send, %recv, %counts : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
+  return
+}
+
+// -----
+
+// Tests that a wait completes a start, not any received tensor.
+func.func @all_to_all_wait_no_start(%x: tensor<?x16xf32>, %send: tensor<2xi64>) {
+  %recv, %counts = moe.all_to_all %x, %send group "ep" devices 2 : tensor<?x16xf32>, tensor<2xi64>
+  // expected-error @+1 {{expects `received` and `recv_counts` to be the results of one moe.all_to_all_start}}
+  moe.all_to_all_wait %x, %send, %recv, %counts : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
+  return
+}
+
+// -----
+
+// Tests that every expert has a slot: tokens routed to a slotless expert
+// would have nowhere to go.
+func.func @assign_slots_empty_expert(%i: tensor<?x2xi64>) {
+  // expected-error @+1 {{expects every expert to have a slot, but expert 1 has 0}}
+  %s = moe.assign_slots %i offsets [0, 1, 1, 2] slots [0, 1] : tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Tests that the offsets cover exactly the slot list.
+func.func @assign_slots_offsets_end(%i: tensor<?x2xi64>) {
+  // expected-error @+1 {{expects expert_slot_offsets to end at the number of slots (3), got 2}}
+  %s = moe.assign_slots %i offsets [0, 1, 2] slots [0, 1, 2] : tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Tests that a slot holds one expert: a slot listed twice would receive two
+// experts' tokens.
+func.func @assign_slots_duplicate(%i: tensor<?x2xi64>) {
+  // expected-error @+1 {{expects distinct expert_slots, got 0 twice}}
+  %s = moe.assign_slots %i offsets [0, 1, 2] slots [0, 0] : tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Tests that regroup's counts hold one entry per source and local slot.
+func.func @regroup_counts(%recv: tensor<?x16xf32>, %counts: tensor<3xi64>) {
+  // expected-error @+1 {{expects slot_counts of shape [4] ([num_sources * num_slots]), got 'tensor<3xi64>'}}
+  %g, %off, %perm = moe.regroup %recv, %counts sources 2 slots 2 : tensor<?x16xf32>, tensor<3xi64>
+  return
+}
+
+// -----
+
+// Tests that ungroup's permutation has one entry per row.
+func.func @ungroup_perm(%y: tensor<8x16xf32>, %perm: tensor<4xi64>) {
+  // expected-error @+1 {{expects perm of shape [8] ([R], R from grouped_out), got 'tensor<4xi64>'}}
+  %out = moe.ungroup %y, %perm : tensor<8x16xf32>, tensor<4xi64>
+  return
+}
+
+// -----
+
+// Tests that a shard selects rows of a constant weight: shards are byte
+// ranges of the plan's weights, not computed tensors.
+func.func @shard_not_weight(%w: tensor<4x8xf32>) {
+  // expected-error @+1 {{expects a constant weight (moe.constant or a moe.stack of constants)}}
+  %s = moe.shard %w rows [0] : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that shard rows exist in the weight.
+func.func @shard_rows(%x: tensor<f32>) {
+  %w = moe.constant dense<1.0> : tensor<4x8xf32>
+  // expected-error @+1 {{expects rows in [0, 4), got 4}}
+  %s = moe.shard %w rows [1, 4] : tensor<4x8xf32>
+  return
+}

@@ -694,3 +694,33 @@ func.func @cast_to_index(%a: tensor<4xi64>) {
   %0 = moe.cast %a {to = index} : (tensor<4xi64>) -> tensor<4xindex>
   return
 }
+
+// -----
+
+// Tests that Stack's inputs have one type: each is one slice of the result.
+func.func @stack_types(%a: tensor<4x8xf32>, %b: tensor<4x9xf32>) {
+  // expected-error @+2 {{input 1 has type 'tensor<4x9xf32>' but input 0 has 'tensor<4x8xf32>' (stacked inputs must have one type)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.stack %a, %b : (tensor<4x8xf32>, tensor<4x9xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that Stack's leading dimension is the number of inputs.
+func.func @stack_count(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+2 {{'moe.stack' op inferred type(s) 'tensor<2x4x8xf32>' are incompatible with return type(s) of operation 'tensor<3x4x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.stack %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<3x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that Stack has an input.
+func.func @stack_empty() {
+  // expected-error @+2 {{requires at least one input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.stack : () -> tensor<0xf32>
+  return
+}

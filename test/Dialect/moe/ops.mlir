@@ -282,3 +282,13 @@ func.func @indexing(%x: tensor<?x64xf32>, %idx: tensor<?xi64>, %p: tensor<?x8xf3
   %6 = moe.non_zero %m : (tensor<?xi1>) -> tensor<1x?xi64>
   return
 }
+
+// -----
+
+// Tests that a stack of same-typed tensors round-trips.
+// CHECK-LABEL: func.func @stack
+func.func @stack(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>) -> tensor<2x16x32xf32> {
+  // CHECK: moe.stack %{{.*}}, %{{.*}} : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<2x16x32xf32>
+  %0 = moe.stack %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<2x16x32xf32>
+  return %0 : tensor<2x16x32xf32>
+}

@@ -236,3 +236,52 @@ func.func @mixtral_layer(%x: tensor<?x16xf32>, %logits: tensor<?x8xf32>, %w1: te
   %out = moe.combine %y, %source, %w : tensor<?x16xf32>, tensor<?xi64>, tensor<?x2xf32>
   return %out : tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that the return exchange takes its received row count from `like`
+// (the rows the device dispatched) instead of N times the sent rows.
+// CHECK-LABEL: func.func @all_to_all_like
+func.func @all_to_all_like(%back: tensor<?x16xf32>, %counts: tensor<2xi64>, %rows: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: moe.all_to_all %{{.*}}, %{{.*}} group "ep" devices 2 like %{{.*}} : tensor<?x16xf32>, tensor<2xi64>, tensor<8x16xf32>
+  %out, %n = moe.all_to_all %back, %counts group "ep" devices 2 like %rows : tensor<?x16xf32>, tensor<2xi64>, tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a split exchange round-trips: the start infers the types of
+// moe.all_to_all and the wait names the start's operands and results.
+// CHECK-LABEL: func.func @all_to_all_start_wait
+func.func @all_to_all_start_wait(%rows: tensor<?x16xf32>, %send: tensor<2xi64>) -> tensor<?x16xf32> {
+  // CHECK: %[[R:.*]], %[[C:.*]] = moe.all_to_all_start %[[D:.*]], %[[S:.*]] group "ep" devices 2 : tensor<?x16xf32>, tensor<2xi64>
+  // CHECK-NEXT: moe.all_to_all_wait %[[D]], %[[S]], %[[R]], %[[C]] : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
+  %recv, %counts = moe.all_to_all_start %rows, %send group "ep" devices 2 : tensor<?x16xf32>, tensor<2xi64>
+  moe.all_to_all_wait %rows, %send, %recv, %counts : tensor<?x16xf32>, tensor<2xi64>, tensor<?x16xf32>, tensor<2xi64>
+  return %recv : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests a device's side of an expert-parallel layer: slots, dispatch over
+// them, regroup of the received rows, experts on the device's shards and
+// ungroup, through their inferred types.
+// CHECK-LABEL: func.func @expert_parallel_layer
+func.func @expert_parallel_layer(%x: tensor<?x16xf32>, %i: tensor<?x2xi64>, %recv: tensor<?x16xf32>, %counts: tensor<4xi64>) -> (tensor<?x16xf32>, tensor<?x16xf32>) {
+  %w1 = moe.constant dense<1.0> : tensor<4x32x16xf32>
+  %w2 = moe.constant dense<1.0> : tensor<4x16x32xf32>
+  // CHECK: moe.assign_slots %{{.*}} offsets [0, 2, 3, 4, 5] slots [0, 3, 1, 2, 4] : tensor<?x2xi64>
+  %slots = moe.assign_slots %i offsets [0, 2, 3, 4, 5] slots [0, 3, 1, 2, 4] : tensor<?x2xi64>
+  // CHECK: moe.dispatch %{{.*}}, %{{.*}} experts 5
+  %rows, %offsets, %source = moe.dispatch %x, %slots experts 5 : tensor<?x16xf32>, tensor<?x2xi64>
+  // CHECK: moe.regroup %{{.*}}, %{{.*}} sources 2 slots 2 : tensor<?x16xf32>, tensor<4xi64>
+  %g, %loff, %perm = moe.regroup %recv, %counts sources 2 slots 2 : tensor<?x16xf32>, tensor<4xi64>
+  // CHECK: moe.shard %{{.*}} rows [0, 1] : tensor<4x32x16xf32>
+  %w1_local = moe.shard %w1 rows [0, 1] : tensor<4x32x16xf32>
+  %w2_local = moe.shard %w2 rows [0, 1] : tensor<4x16x32xf32>
+  %y = moe.experts silu %g, %loff : tensor<?x16xf32>, tensor<3xi64>
+         w1 %w1_local : tensor<2x32x16xf32> w2 %w2_local : tensor<2x16x32xf32> layout out_in
+  // CHECK: moe.ungroup %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<?xi64>
+  %back = moe.ungroup %y, %perm : tensor<?x16xf32>, tensor<?xi64>
+  return %rows, %back : tensor<?x16xf32>, tensor<?x16xf32>
+}

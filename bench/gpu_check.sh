@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The GPU check of the CUDA backend (docs/cuda.md; issue #6). One call of at
+# most 8 minutes on a lent H200, shaped by the device tool's METHOD.md:
+# correctness first (every zoo model, GPU against the CPU backend), then
+# timings (one MoE layer at 1/16/256/4096 tokens against its rooflines).
+#
+#   bash bench/gpu_check.sh --dry-run          check this machine; exit 1 with
+#                                              the reasons if it cannot run
+#   bash bench/gpu_check.sh --prepare DIR      on the build machine: build with
+#                                              CUDA, compile every zoo model for
+#                                              cpu and cuda, bundle moe-run and
+#                                              the libraries the GPU machine
+#                                              lacks (it has no LLVM or abseil)
+#   bash bench/gpu_check.sh [--bundle DIR]     on the GPU machine: the checks
+#
+# Environment: MOEC_BUILD_DIR (default build-gpu, configured with
+# -DMOERT_CUDA=ON), PYTHON (default python3). The bundle (default
+# bench/gpu-bundle, git-ignored) is small: plans of the tiny zoo models, one
+# binary, a few .so files; name it in the device tool's `carry`. The layer's
+# 22 GB of weights are made on the GPU.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build="${MOEC_BUILD_DIR:-$root/build-gpu}"
+python="${PYTHON:-python3}"
+mode=run
+bundle="$root/bench/gpu-bundle"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) mode=dry ;;
+    --prepare) mode=prepare; bundle="${2:?--prepare needs a directory}"; shift ;;
+    --bundle) bundle="${2:?--bundle needs a directory}"; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+say() { printf 'gpu_check: %s\n' "$*"; }
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1 ($2)"); }
+
+# The moe-run to use: the bundle's, else the build's (not for --prepare,
+# which makes the bundle from the build).
+moe_run=""
+if [ "$mode" != prepare ] && [ -x "$bundle/bin/moe-run" ]; then
+  moe_run="$bundle/bin/moe-run"
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+elif [ -x "$build/bin/moe-run" ]; then
+  moe_run="$build/bin/moe-run"
+fi
+
+# Whether a CUDA device is usable, asked the way the backend asks.
+gpu_status() {
+  if [ -n "$moe_run" ]; then
+    "$moe_run" /nonexistent.bin --backend cuda 2>&1 | head -1 || true
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>&1 | head -1
+  else
+    echo "no CUDA device: neither moe-run nor nvidia-smi is available"
+  fi
+}
+
+if [ "$mode" = prepare ]; then
+  need cmake "configures the build"
+  need ninja "builds"
+  need nvcc "compiles the CUDA backend"
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "cannot prepare; missing: ${missing[*]}"; exit 1
+  fi
+  if [ ! -f "$build/build.ninja" ]; then
+    cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+      -DMOERT_CUDA=ON -DPython3_EXECUTABLE="$(command -v "$python")" >/dev/null
+  fi
+  grep -q '^MOERT_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
+    { say "$build is configured with MOERT_CUDA=OFF"; exit 1; }
+  ninja -C "$build" moec moe-run
+  rm -rf "$bundle/plans" "$bundle/bin" "$bundle/lib"
+  mkdir -p "$bundle/plans" "$bundle/bin" "$bundle/lib"
+  # The zoo's valid models (the manifest's `any_input` entries).
+  models=$("$python" -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+print("\n".join(e["file"] for e in m["models"].values()
+                if e.get("validity") == "any_input"))' \
+    "$root/examples/zoo/manifest.json")
+  for model in $models; do
+    model="$root/$model"
+    name=$(basename "$model" .onnx)
+    "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cpu.bin" \
+      --max-tokens 64
+    "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
+      --max-tokens 64 --target cuda --cuda-arch sm_90
+  done
+  cp "$build/bin/moe-run" "$bundle/bin/"
+  # Shared libraries outside the CUDA toolkit and libc, which the GPU
+  # machine's image does not have (abseil, OpenBLAS, MPI, gfortran, ...).
+  ldd "$build/bin/moe-run" | awk '/=> \//{print $3}' |
+    grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda' |
+    while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+  du -sh "$bundle"
+  say "bundle ready in $bundle; on the GPU machine: bash bench/gpu_check.sh --bundle $bundle"
+  exit 0
+fi
+
+# --dry-run and the checks share the environment check.
+need "$python" "runs the comparisons"
+"$python" -c 'import numpy' 2>/dev/null || missing+=("numpy (for $python)")
+[ -n "$moe_run" ] || missing+=("moe-run (run --prepare, or build $build)")
+if [ -n "$moe_run" ] && "$moe_run" --help 2>&1 | grep -q -- '--backend'; then :
+elif [ -n "$moe_run" ]; then missing+=("a moe-run with --backend"); fi
+ls "$bundle"/plans/*.cuda.bin >/dev/null 2>&1 ||
+  missing+=("compiled plans in $bundle/plans (run --prepare)")
+gpu=$(gpu_status)
+case "$gpu" in
+  *"no CUDA device"*|*"failed"*|*"NVIDIA-SMI has failed"*|"")
+    missing+=("a GPU: ${gpu:-nvidia-smi printed nothing}") ;;
+esac
+has_torch=no
+"$python" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null &&
+  has_torch=yes
+say "moe-run: ${moe_run:-none}; GPU: ${gpu:-none}; PyTorch with CUDA: $has_torch"
+if [ ${#missing[@]} -gt 0 ]; then
+  say "cannot run the GPU check; missing:"
+  printf '  - %s\n' "${missing[@]}"
+  exit 1
+fi
+if [ "$mode" = dry ]; then
+  say "environment ok"
+  exit 0
+fi
+
+# 1. Correctness: every zoo model, cuda against cpu (about 1 minute).
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
+  --format=csv,noheader 2>/dev/null || true
+status=0
+timeout 240 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+  --moe-run "$moe_run" --tokens 1,7,32 || status=1
+# 2. Timing: the MoE layer's rooflines (about 3 minutes).
+if [ "$has_torch" = yes ]; then
+  timeout 240 "$python" "$root/bench/gpu_layer.py" || status=1
+else
+  say "PyTorch with CUDA is missing: no layer timings"
+fi
+exit $status

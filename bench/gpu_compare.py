@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""GPU check, part 1: every zoo plan on the CUDA backend against the CPU one.
+
+    python3 bench/gpu_compare.py --plans DIR --moe-run BIN [--tokens 1,7,32]
+
+DIR holds NAME.cpu.bin and NAME.cuda.bin per zoo model (bench/gpu_check.sh
+--prepare makes them). For each plan and token count, moe-run generates the
+same seeded inputs for both backends (inputs depend only on the plan's
+signature and --seed), and each output is compared as
+max|cuda - cpu| / max(1, max|cpu|) against the tolerance of its weights'
+dtype: 1e-4 for fp32 (IEEE kernels; summation order and libm ulps differ),
+2e-2 for bf16/fp16 weights (bf16 operands, fp32 accumulation). NaN never
+passes. Prints one row per (model, tokens) and exits 1 on any mismatch.
+"""
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+TOLERANCE = {"f32": 1e-4, "bf16": 2e-2, "f16": 2e-2}
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", required=True)
+    parser.add_argument("--moe-run", dest="moe_run", required=True)
+    parser.add_argument("--tokens", default="1,7,32")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--dtype", default="f32", choices=sorted(TOLERANCE))
+    args = parser.parse_args()
+    tolerance = TOLERANCE[args.dtype]
+    failures = 0
+    rows = 0
+    work = tempfile.mkdtemp(prefix="gpu-compare-")
+    for cpu_plan in sorted(glob.glob(os.path.join(args.plans, "*.cpu.bin"))):
+        name = os.path.basename(cpu_plan)[:-len(".cpu.bin")]
+        cuda_plan = os.path.join(args.plans, name + ".cuda.bin")
+        for tokens in [int(t) for t in args.tokens.split(",")]:
+            outs = {}
+            for backend, plan in (("cpu", cpu_plan), ("cuda", cuda_plan)):
+                out = os.path.join(work, name, str(tokens), backend)
+                os.makedirs(out, exist_ok=True)
+                code, log = run([args.moe_run, plan, "--backend", backend,
+                                 "--seed", str(args.seed), "--tokens",
+                                 str(tokens), "--output-dir", out])
+                if code != 0:
+                    print(f"FAIL {name} tokens={tokens} {backend}: exit "
+                          f"{code}\n{log}")
+                    failures += 1
+                    break
+                outs[backend] = out
+            rows += 1
+            if len(outs) != 2:
+                continue
+            worst = 0.0
+            for path in sorted(glob.glob(os.path.join(outs["cpu"], "*.npy"))):
+                want = np.load(path).astype(np.float64)
+                got = np.load(os.path.join(outs["cuda"],
+                                           os.path.basename(path)))
+                got = got.astype(np.float64)
+                if got.shape != want.shape or not np.all(np.isfinite(got)):
+                    worst = float("inf")
+                    break
+                if want.size:
+                    scale = max(1.0, float(np.max(np.abs(want))))
+                    worst = max(worst,
+                                float(np.max(np.abs(got - want))) / scale)
+            ok = worst <= tolerance
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {name:32s} tokens={tokens:<5d}"
+                  f" max rel err {worst:.3g} (tol {tolerance:g})")
+    print(f"gpu_compare: {rows} runs, {failures} failures")
+    sys.exit(1 if failures or rows == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()

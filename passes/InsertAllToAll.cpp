@@ -1,0 +1,410 @@
+//===- InsertAllToAll.cpp - per-device functions with token exchanges -----===//
+//
+// moe-insert-all-to-all: the communication half of expert parallelism. @main
+// becomes one function per device; in each, every placed MoE layer sends its
+// dispatched rows to the devices holding their experts, runs the local
+// experts on the rows it receives and sends the results back
+// (docs/expert-parallelism.md has the sequence and its invariants).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <numeric>
+
+namespace moec {
+#define GEN_PASS_DEF_MOEINSERTALLTOALL
+#include "passes/Passes.h.inc"
+} // namespace moec
+
+using namespace mlir;
+
+namespace moec {
+namespace {
+
+/// The device group every exchange of expert parallelism runs in.
+constexpr StringLiteral kGroup = "ep";
+
+/// One MoE layer as the detection passes leave it.
+struct Layer {
+  moe::DispatchOp dispatch;
+  moe::ExpertsOp experts;
+  moe::CombineOp combine;
+  ArrayRef<int64_t> slotBegin;
+  ArrayRef<int64_t> slotExperts;
+};
+
+/// The state of one micro-batch of a layer while its ops are created.
+struct Chunk {
+  Value tokens, slots, weights, passthrough, indices;
+  moe::DispatchOp dispatch;
+  /// Rows per destination device, and the counts of this device's slots from
+  /// every source.
+  Value send, slotCounts;
+  /// The dispatch exchange: received rows and rows per source.
+  Value received, recvCounts;
+  /// The expert outputs in received order, and the rows back home.
+  Value back, returned;
+  moe::AllToAllStartOp dispatchStart, returnStart;
+};
+
+/// Rewrites the layers of the function of device `device`.
+class LayerRewriter {
+public:
+  LayerRewriter(int64_t numDevices, int64_t device, int64_t microBatches)
+      : numDevices(numDevices), device(device), microBatches(microBatches) {}
+
+  LogicalResult rewrite(Layer &layer) {
+    moe::CombineOp combine = layer.combine;
+    OpBuilder b(combine);
+    loc = layer.experts.getLoc();
+    this->layer = &layer;
+    localWeights.clear();
+    numSlots = layer.slotExperts.size();
+    firstSlot = layer.slotBegin[device];
+    localSlots = layer.slotBegin[device + 1] - firstSlot;
+
+    // Expert e's slots, for AssignSlots.
+    int64_t numExperts = layer.experts.getW1().getType().getDimSize(0);
+    SmallVector<SmallVector<int64_t>> slotsOf(numExperts);
+    for (auto [slot, expert] : llvm::enumerate(layer.slotExperts))
+      slotsOf[expert].push_back(slot);
+    SmallVector<int64_t> offsets{0}, slotList;
+    for (ArrayRef<int64_t> list : slotsOf) {
+      llvm::append_range(slotList, list);
+      offsets.push_back(slotList.size());
+    }
+    // The slots are numbered over the whole token range of this device, so
+    // that replicas split the tokens evenly whatever the micro-batches.
+    Value slots = moe::AssignSlotsOp::create(
+        b, loc, layer.dispatch.getIndices(), b.getDenseI64ArrayAttr(offsets),
+        b.getDenseI64ArrayAttr(slotList));
+
+    SmallVector<Chunk> chunks(microBatches);
+    Value tokens = layer.dispatch.getTokens();
+    Value numTokens;
+    if (microBatches > 1)
+      numTokens = reshapeTo1(b, moe::DimOp::create(b, loc, tokens, 0));
+    for (int64_t c = 0; c < microBatches; ++c) {
+      Chunk &chunk = chunks[c];
+      chunk.tokens = tokens;
+      chunk.slots = slots;
+      chunk.weights = combine.getWeights();
+      chunk.passthrough = combine.getPassthrough();
+      chunk.indices = combine.getIndices();
+      if (microBatches > 1) {
+        // Rows [T * c / M, T * (c + 1) / M) of every per-token operand.
+        Value begin = chunkBoundary(b, numTokens, c);
+        Value end = chunkBoundary(b, numTokens, c + 1);
+        for (Value *value : {&chunk.tokens, &chunk.slots, &chunk.weights,
+                             &chunk.passthrough, &chunk.indices})
+          if (*value)
+            *value = moe::SliceOp::create(b, loc, *value, begin, end,
+                                          constant(b, {0}), Value());
+      }
+      dispatchLocally(b, chunk);
+    }
+
+    if (microBatches == 1) {
+      Chunk &chunk = chunks.front();
+      auto exchange = moe::AllToAllOp::create(
+          b, loc, chunk.dispatch.getRows(), chunk.send, Value(),
+          b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices));
+      chunk.received = exchange.getReceived();
+      chunk.recvCounts = exchange.getRecvCounts();
+      runExperts(b, chunk);
+      chunk.returned =
+          moe::AllToAllOp::create(
+              b, loc, chunk.back, chunk.recvCounts, chunk.dispatch.getRows(),
+              b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices))
+              .getReceived();
+      combine.getExpertOutputsMutable().assign(chunk.returned);
+      combine.getSourceMutable().assign(chunk.dispatch.getSource());
+    } else {
+      // Software pipeline: chunk c + 1's rows travel while chunk c's experts
+      // run, and chunk c's results travel back while chunk c + 1's run.
+      SmallVector<Value> outputs;
+      startDispatch(b, chunks[0]);
+      for (int64_t c = 0; c < microBatches; ++c) {
+        if (c + 1 < microBatches)
+          startDispatch(b, chunks[c + 1]);
+        wait(b, chunks[c].dispatchStart);
+        runExperts(b, chunks[c]);
+        startReturn(b, chunks[c]);
+        if (c > 0)
+          outputs.push_back(finish(b, combine, chunks[c - 1]));
+      }
+      outputs.push_back(finish(b, combine, chunks.back()));
+      Value output =
+          moe::ConcatOp::create(b, loc, outputs, b.getI64IntegerAttr(0));
+      combine.getOutput().replaceAllUsesWith(output);
+      combine.erase();
+    }
+
+    SmallVector<Value> weights(layer.experts->getOperands().drop_front(2));
+    layer.experts.erase();
+    layer.dispatch.erase();
+    for (Value weight : weights)
+      eraseIfDead(weight);
+    return success();
+  }
+
+private:
+  int64_t numDevices, device, microBatches;
+  Location loc = UnknownLoc();
+  Layer *layer = nullptr;
+  int64_t numSlots = 0, firstSlot = 0, localSlots = 0;
+  /// The device's part of each expert weight of the current layer.
+  llvm::DenseMap<Value, Value> localWeights;
+
+  Value constant(OpBuilder &b, ArrayRef<int64_t> values) {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getI64Type());
+    return moe::ConstantOp::create(b, loc, moe::getI64Elements(type, values));
+  }
+
+  /// `values[i]` for constant indices `indices`.
+  Value pick(OpBuilder &b, Value values, ArrayRef<int64_t> indices) {
+    return moe::GatherOp::create(b, loc, values, constant(b, indices),
+                                 b.getI64IntegerAttr(0));
+  }
+
+  Value reshapeTo1(OpBuilder &b, Value scalar) {
+    return moe::ReshapeOp::create(
+        b, loc, RankedTensorType::get({1}, b.getI64Type()), scalar,
+        constant(b, {1}), b.getI64IntegerAttr(0));
+  }
+
+  /// T * c / M as a [1] tensor.
+  Value chunkBoundary(OpBuilder &b, Value numTokens, int64_t c) {
+    Value scaled = moe::MulOp::create(b, loc, numTokens, constant(b, {c}));
+    return moe::DivOp::create(b, loc, scaled, constant(b, {microBatches}));
+  }
+
+  /// Dispatch over the slots, and the counts every exchange needs: the rows
+  /// for each device (slots of a device are contiguous, so they are sums of
+  /// consecutive slot counts) and, exchanged right away, the rows for each
+  /// of this device's slots from each source.
+  void dispatchLocally(OpBuilder &b, Chunk &chunk) {
+    chunk.dispatch = moe::DispatchOp::create(b, loc, chunk.tokens, chunk.slots,
+                                             b.getI64IntegerAttr(numSlots));
+    Value offsets = chunk.dispatch.getOffsets();
+    ArrayRef<int64_t> begin = layer->slotBegin;
+    chunk.send =
+        moe::SubOp::create(b, loc, pick(b, offsets, begin.drop_front()),
+                           pick(b, offsets, begin.drop_back()));
+    SmallVector<int64_t> bounds(numSlots + 1);
+    std::iota(bounds.begin(), bounds.end(), 0);
+    Value perSlot = moe::SubOp::create(
+        b, loc, pick(b, offsets, ArrayRef(bounds).drop_front()),
+        pick(b, offsets, ArrayRef(bounds).drop_back()));
+    SmallVector<int64_t> slotsPerDevice;
+    for (int64_t d = 0; d < numDevices; ++d)
+      slotsPerDevice.push_back(begin[d + 1] - begin[d]);
+    Value received =
+        moe::AllToAllOp::create(b, loc, perSlot, constant(b, slotsPerDevice),
+                                Value(), b.getStringAttr(kGroup),
+                                b.getI64IntegerAttr(numDevices))
+            .getReceived();
+    if (localSlots == 0)
+      return;
+    // The counts arrive source-major, S_d from each source.
+    SmallVector<int64_t> mine(numDevices * localSlots);
+    std::iota(mine.begin(), mine.end(), 0);
+    chunk.slotCounts = pick(b, received, mine);
+  }
+
+  /// Regroup, the local experts on their shards, and back to received order.
+  /// A device without slots receives no rows: what it sends back is empty.
+  void runExperts(OpBuilder &b, Chunk &chunk) {
+    if (localSlots == 0) {
+      chunk.back = chunk.received;
+      return;
+    }
+    auto regroup = moe::RegroupOp::create(
+        b, loc, chunk.received, chunk.slotCounts,
+        b.getI64IntegerAttr(numDevices), b.getI64IntegerAttr(localSlots));
+    IRMapping mapping;
+    mapping.map(layer->experts.getTokens(), regroup.getGrouped());
+    mapping.map(layer->experts.getOffsets(), regroup.getOffsets());
+    ArrayRef<int64_t> rows = layer->slotExperts.slice(firstSlot, localSlots);
+    for (Value weight : layer->experts->getOperands().drop_front(2)) {
+      if (mapping.contains(weight))
+        continue;
+      // Every micro-batch reads the same shard.
+      if (Value shard = localWeights.lookup(weight)) {
+        mapping.map(weight, shard);
+        continue;
+      }
+      // A constant weight is sharded in the plan file; one computed in the
+      // graph (a reshaped bias, say) is gathered at run time.
+      Operation *def = weight.getDefiningOp();
+      auto stack = dyn_cast_or_null<moe::StackOp>(def);
+      Value local;
+      if (isa_and_nonnull<moe::ConstantOp>(def) || (stack && stack.isWeight()))
+        local =
+            moe::ShardOp::create(b, loc, weight, b.getDenseI64ArrayAttr(rows));
+      else
+        local = pick(b, weight, rows);
+      mapping.map(weight, local);
+      localWeights[weight] = local;
+    }
+    Operation *experts = b.clone(*layer->experts, mapping);
+    experts->removeAttr("moe.placement");
+    chunk.back = moe::UngroupOp::create(b, loc, experts->getResult(0),
+                                        regroup.getPerm());
+  }
+
+  void startDispatch(OpBuilder &b, Chunk &chunk) {
+    chunk.dispatchStart = moe::AllToAllStartOp::create(
+        b, loc, chunk.dispatch.getRows(), chunk.send, Value(),
+        b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices));
+    chunk.received = chunk.dispatchStart.getReceived();
+    chunk.recvCounts = chunk.dispatchStart.getRecvCounts();
+  }
+
+  void startReturn(OpBuilder &b, Chunk &chunk) {
+    chunk.returnStart = moe::AllToAllStartOp::create(
+        b, loc, chunk.back, chunk.recvCounts, chunk.dispatch.getRows(),
+        b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices));
+    chunk.returned = chunk.returnStart.getReceived();
+  }
+
+  void wait(OpBuilder &b, moe::AllToAllStartOp start) {
+    moe::AllToAllWaitOp::create(b, loc, start.getData(), start.getSendCounts(),
+                                start.getRowsLike(), start.getReceived(),
+                                start.getRecvCounts());
+  }
+
+  /// Completes a chunk's return exchange and combines its rows.
+  Value finish(OpBuilder &b, moe::CombineOp combine, Chunk &chunk) {
+    wait(b, chunk.returnStart);
+    return moe::CombineOp::create(b, combine.getLoc(), chunk.returned,
+                                  chunk.dispatch.getSource(), chunk.weights,
+                                  chunk.passthrough, chunk.indices);
+  }
+
+  /// Erases the weight `value` when nothing reads it any more (the experts
+  /// now read shards), and the constants of a stack with it.
+  static void eraseIfDead(Value value) {
+    Operation *def = value.getDefiningOp();
+    if (!def || !def->use_empty() || !isa<moe::ConstantOp, moe::StackOp>(def))
+      return;
+    SmallVector<Value> operands(def->getOperands());
+    def->erase();
+    for (Value operand : operands)
+      eraseIfDead(operand);
+  }
+};
+
+/// The layer that `experts` belongs to, or failure (with a diagnostic) when
+/// the chain is not the plain dispatch -> experts -> combine.
+FailureOr<Layer> getLayer(moe::ExpertsOp experts) {
+  auto placement = experts->getAttrOfType<DictionaryAttr>("moe.placement");
+  auto slotBegin = placement ? placement.getAs<DenseI64ArrayAttr>("slot_begin")
+                             : DenseI64ArrayAttr();
+  auto slotExperts = placement
+                         ? placement.getAs<DenseI64ArrayAttr>("slot_experts")
+                         : DenseI64ArrayAttr();
+  if (!slotBegin || !slotExperts)
+    return experts.emitError("malformed moe.placement; expected "
+                             "{slot_begin, slot_experts} from "
+                             "moe-place-experts");
+  Layer layer;
+  layer.experts = experts;
+  layer.slotBegin = slotBegin.asArrayRef();
+  layer.slotExperts = slotExperts.asArrayRef();
+  int64_t numExperts = experts.getW1().getType().getDimSize(0);
+  if (layer.slotBegin.size() < 2 || layer.slotBegin.front() != 0 ||
+      layer.slotBegin.back() !=
+          static_cast<int64_t>(layer.slotExperts.size()) ||
+      !llvm::is_sorted(layer.slotBegin) ||
+      llvm::any_of(layer.slotExperts, [&](int64_t e) {
+        return e < 0 || ShapedType::isDynamic(numExperts) || e >= numExperts;
+      }))
+    return experts.emitError("inconsistent moe.placement: slot_begin must "
+                             "rise from 0 to the number of slots and "
+                             "slot_experts name experts in [0, ")
+           << numExperts << ")";
+  layer.dispatch = experts.getTokens().getDefiningOp<moe::DispatchOp>();
+  if (!layer.dispatch || layer.dispatch.getOffsets() != experts.getOffsets())
+    return experts.emitError("cannot distribute experts whose rows do not "
+                             "come from one moe.dispatch");
+  for (Operation *user : experts.getOutput().getUsers())
+    if (auto combine = dyn_cast<moe::CombineOp>(user))
+      if (combine.getSource() == layer.dispatch.getSource())
+        layer.combine = combine;
+  if (!layer.combine || !experts.getOutput().hasOneUse() ||
+      !layer.dispatch.getRows().hasOneUse() ||
+      !layer.dispatch.getOffsets().hasOneUse() ||
+      !layer.dispatch.getSource().hasOneUse())
+    return experts.emitError("cannot distribute experts whose dispatch or "
+                             "outputs have users besides one moe.combine");
+  return layer;
+}
+
+struct InsertAllToAllPass
+    : public impl::MoeInsertAllToAllBase<InsertAllToAllPass> {
+  using MoeInsertAllToAllBase::MoeInsertAllToAllBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (microBatches < 1) {
+      module.emitError("moe-insert-all-to-all: micro-batches must be at "
+                       "least 1, got ")
+          << microBatches.getValue();
+      return signalPassFailure();
+    }
+    auto devices = module->getAttrOfType<IntegerAttr>("moe.devices");
+    if (!devices || devices.getInt() <= 1)
+      return;
+    int64_t numDevices = devices.getInt();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("moe-insert-all-to-all: no @main function");
+      return signalPassFailure();
+    }
+
+    Builder builder(module.getContext());
+    Operation *insertAfter = main;
+    for (int64_t d = 0; d < numDevices; ++d) {
+      func::FuncOp clone = main.clone();
+      clone.setSymName(("main_d" + Twine(d)).str());
+      clone->setAttr("moe.device", builder.getI64IntegerAttr(d));
+      module.getBody()->getOperations().insertAfter(
+          Block::iterator(insertAfter), clone);
+      insertAfter = clone;
+
+      SmallVector<moe::ExpertsOp> placed;
+      clone.walk([&](moe::ExpertsOp op) {
+        if (op->hasAttr("moe.placement"))
+          placed.push_back(op);
+      });
+      LayerRewriter rewriter(numDevices, d, microBatches);
+      for (moe::ExpertsOp experts : placed) {
+        FailureOr<Layer> layer = getLayer(experts);
+        if (failed(layer))
+          return signalPassFailure();
+        if (static_cast<int64_t>(layer->slotBegin.size()) != numDevices + 1) {
+          experts.emitError("moe.placement is for ")
+              << layer->slotBegin.size() - 1 << " devices, the module for "
+              << numDevices;
+          return signalPassFailure();
+        }
+        if (failed(rewriter.rewrite(*layer)))
+          return signalPassFailure();
+      }
+    }
+    main.erase();
+  }
+};
+
+} // namespace
+} // namespace moec

@@ -1,0 +1,227 @@
+//===- PlaceExperts.cpp - assign routed experts to devices ----------------===//
+//
+// moe-place-experts: the placement half of expert parallelism. Every
+// `moe.experts` op of @main gets a `moe.placement` that maps the devices'
+// slots to experts; moe-insert-all-to-all then rewrites the layers from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace moec {
+#define GEN_PASS_DEF_MOEPLACEEXPERTS
+#include "passes/Passes.h.inc"
+} // namespace moec
+
+using namespace mlir;
+
+namespace moec {
+namespace {
+
+/// Where the slots of one layer live: `slotExperts[s]` is the expert of slot
+/// s; device d owns slots [slotBegin[d], slotBegin[d + 1]).
+struct Placement {
+  SmallVector<int64_t> slotExperts;
+  SmallVector<int64_t> slotBegin;
+};
+
+/// Contiguous blocks of near-equal size: balanced by parameter bytes, since
+/// the experts of one layer have equal sizes.
+Placement placeByBytes(int64_t numExperts, int64_t numDevices) {
+  Placement placement;
+  for (int64_t d = 0; d <= numDevices; ++d)
+    placement.slotBegin.push_back(numExperts * d / numDevices);
+  for (int64_t e = 0; e < numExperts; ++e)
+    placement.slotExperts.push_back(e);
+  return placement;
+}
+
+/// Longest processing time first over the expected `loads`, then
+/// `replicas` extra slots for the most loaded experts.
+Placement placeByLoad(ArrayRef<double> loads, int64_t numDevices,
+                      int64_t replicas) {
+  int64_t numExperts = loads.size();
+  SmallVector<int64_t> byLoad(numExperts);
+  std::iota(byLoad.begin(), byLoad.end(), 0);
+  // Ties keep expert order, so that equal loads give a deterministic result.
+  std::stable_sort(byLoad.begin(), byLoad.end(),
+                   [&](int64_t a, int64_t b) { return loads[a] > loads[b]; });
+
+  SmallVector<SmallVector<int64_t>> experts(numDevices);
+  SmallVector<double> deviceLoad(numDevices, 0.0);
+  SmallVector<int64_t> home(numExperts);
+  auto leastLoaded = [&](int64_t skip) {
+    int64_t best = -1;
+    for (int64_t d = 0; d < numDevices; ++d) {
+      if (d == skip)
+        continue;
+      // Equal loads: the device with fewer experts, so that experts without
+      // load (absent from the profile's runs) still spread out.
+      if (best < 0 || deviceLoad[d] < deviceLoad[best] ||
+          (deviceLoad[d] == deviceLoad[best] &&
+           experts[d].size() < experts[best].size()))
+        best = d;
+    }
+    return best;
+  };
+  for (int64_t e : byLoad) {
+    int64_t d = leastLoaded(-1);
+    experts[d].push_back(e);
+    deviceLoad[d] += loads[e];
+    home[e] = d;
+  }
+  for (int64_t i = 0; i < std::min(replicas, numExperts); ++i) {
+    int64_t e = byLoad[i];
+    int64_t d = leastLoaded(home[e]);
+    if (d < 0)
+      break;
+    // AssignSlots splits the expert's tokens evenly between its two slots.
+    experts[d].push_back(e);
+    deviceLoad[home[e]] -= loads[e] / 2;
+    deviceLoad[d] += loads[e] / 2;
+  }
+
+  Placement placement;
+  placement.slotBegin.push_back(0);
+  for (SmallVector<int64_t> &list : experts) {
+    llvm::sort(list);
+    llvm::append_range(placement.slotExperts, list);
+    placement.slotBegin.push_back(placement.slotExperts.size());
+  }
+  return placement;
+}
+
+/// The per-layer expert loads of a routing profile, by layer index.
+using Profile = SmallVector<SmallVector<double>>;
+
+/// Reads `path`: {"moe_layers": [{"tokens_per_expert": [n, ...]}, ...]}.
+/// Every error names the file and the field.
+FailureOr<Profile> readProfile(ModuleOp module, StringRef path) {
+  auto fail = [&](const Twine &message) {
+    module.emitError("routing profile '") << path << "': " << message;
+    return failure();
+  };
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return fail("cannot read: " + file.getError().message());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*file)->getBuffer());
+  if (!json)
+    return fail("not valid JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return fail("expected a JSON object at the top level");
+  const llvm::json::Array *layers = root->getArray("moe_layers");
+  if (!layers)
+    return fail("field 'moe_layers' is missing or not an array");
+  Profile profile;
+  for (auto [index, layer] : llvm::enumerate(*layers)) {
+    std::string field = "moe_layers[" + std::to_string(index) + "]";
+    const llvm::json::Object *object = layer.getAsObject();
+    if (!object)
+      return fail("field '" + field + "' is not an object");
+    const llvm::json::Array *counts = object->getArray("tokens_per_expert");
+    if (!counts)
+      return fail("field '" + field +
+                  ".tokens_per_expert' is missing or not an array");
+    SmallVector<double> &loads = profile.emplace_back();
+    for (auto [e, count] : llvm::enumerate(*counts)) {
+      std::optional<double> value = count.getAsNumber();
+      if (!value || *value < 0 || !std::isfinite(*value))
+        return fail("field '" + field + ".tokens_per_expert[" +
+                    std::to_string(e) + "]' is not a non-negative number");
+      loads.push_back(*value);
+    }
+  }
+  return profile;
+}
+
+struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
+  using MoePlaceExpertsBase::MoePlaceExpertsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (devices < 1) {
+      module.emitError("moe-place-experts: devices must be at least 1, got ")
+          << devices.getValue();
+      return signalPassFailure();
+    }
+    if (replicateHot < 0 || (replicateHot > 0 && routingProfile.empty())) {
+      module.emitError("moe-place-experts: replicate-hot needs a routing "
+                       "profile (which experts are hot) and a count >= 0, "
+                       "got ")
+          << replicateHot.getValue();
+      return signalPassFailure();
+    }
+    if (devices == 1)
+      return;
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("moe-place-experts: no @main function");
+      return signalPassFailure();
+    }
+    Profile profile;
+    if (!routingProfile.empty()) {
+      FailureOr<Profile> read = readProfile(module, routingProfile);
+      if (failed(read))
+        return signalPassFailure();
+      profile = std::move(*read);
+    }
+
+    SmallVector<moe::ExpertsOp> layers;
+    main.walk([&](moe::ExpertsOp op) { layers.push_back(op); });
+    if (!routingProfile.empty() && profile.size() != layers.size()) {
+      module.emitError("routing profile '")
+          << routingProfile.getValue() << "': field 'moe_layers' has "
+          << profile.size() << " entries; the model has " << layers.size()
+          << " MoE layers";
+      return signalPassFailure();
+    }
+
+    Builder builder(module.getContext());
+    for (auto [index, experts] : llvm::enumerate(layers)) {
+      int64_t numExperts = experts.getW1().getType().getDimSize(0);
+      if (ShapedType::isDynamic(numExperts)) {
+        experts.emitError("cannot place experts whose count is not static");
+        return signalPassFailure();
+      }
+      Placement placement;
+      if (profile.empty()) {
+        placement = placeByBytes(numExperts, devices);
+      } else {
+        if (static_cast<int64_t>(profile[index].size()) != numExperts) {
+          experts.emitError("routing profile '")
+              << routingProfile.getValue() << "': field 'moe_layers[" << index
+              << "].tokens_per_expert' has " << profile[index].size()
+              << " entries; layer " << index << " has " << numExperts
+              << " experts";
+          return signalPassFailure();
+        }
+        placement = placeByLoad(profile[index], devices, replicateHot);
+      }
+      experts->setAttr(
+          "moe.placement",
+          builder.getDictionaryAttr(
+              {builder.getNamedAttr("slot_begin", builder.getDenseI64ArrayAttr(
+                                                      placement.slotBegin)),
+               builder.getNamedAttr(
+                   "slot_experts",
+                   builder.getDenseI64ArrayAttr(placement.slotExperts))}));
+    }
+    module->setAttr("moe.devices", builder.getI64IntegerAttr(devices));
+  }
+};
+
+} // namespace
+} // namespace moec

@@ -1,0 +1,82 @@
+//===- cuda.h - The CUDA backend of the moec runtime ------------*- C++ -*-===//
+//
+// Executes one device schedule of a plan compiled with
+// `moec compile --target cuda` on an NVIDIA GPU (docs/cuda.md). The session
+// owns one device arena (a single cudaMalloc for the plan's activations), the
+// weights (uploaded once through pinned staging), a compute stream and a
+// cuBLAS handle. Steps with a GPU implementation run on the stream; the
+// others run on the host through the CPU kernels, with their operands moved
+// as needed, so that every plan runs and the CPU backend stays the
+// reference. Every CUDA error names the call and the step.
+//
+// A runtime built without CUDA (MOERT_CUDA=OFF) keeps this interface; its
+// functions then fail with a message that says so.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_CUDA_H
+#define MOERT_CUDA_H
+
+#include "moert/moert.h"
+
+namespace moert {
+
+/// Whether this runtime was built with the CUDA backend.
+bool cudaBackendBuilt();
+
+/// The number of usable CUDA devices; fails with "no CUDA device: <reason>"
+/// when there is none (no driver, no GPU, ...).
+absl::StatusOr<int> cudaDeviceCount();
+
+struct CudaSessionOptions {
+  /// The device schedule to execute.
+  int device = 0;
+  /// The CUDA device ordinal to run it on.
+  int gpu = 0;
+  /// Worker threads of the steps that run on the host; 0: all cores.
+  int threads = 0;
+  /// Record per-step times (CUDA events on the GPU, a clock on the host).
+  bool collectStats = true;
+};
+
+/// Executes one device schedule of a CUDA plan; the same contract as
+/// `Session` (not thread-safe, must not outlive its plan).
+class CudaSession {
+public:
+  /// Selects the GPU, checks its compute capability against the plan's,
+  /// allocates the arena, uploads the weights and loads the plan's kernels.
+  static absl::StatusOr<std::unique_ptr<CudaSession>>
+  create(const Plan &plan, const CudaSessionOptions &options = {});
+
+  ~CudaSession();
+  CudaSession(const CudaSession &) = delete;
+  CudaSession &operator=(const CudaSession &) = delete;
+
+  /// As `Session::setInput`.
+  absl::Status setInput(std::string_view name, DType dtype,
+                        const std::vector<int64_t> &shape, const void *data,
+                        size_t bytes);
+  /// Runs every step and copies the graph outputs back to the host.
+  absl::Status run();
+  /// The host copy of graph output `name` after a successful `run`.
+  absl::StatusOr<TensorData> output(std::string_view name) const;
+
+  /// Per-step timings; `op` is suffixed with "@cuda" or "@host" by where the
+  /// step ran.
+  std::vector<StepStats> stepStats() const;
+  void resetStats();
+  /// Host worker threads.
+  int threads() const;
+  /// "NVIDIA H200 (sm_90, 132 SMs)".
+  std::string deviceDescription() const;
+
+  struct Impl;
+
+private:
+  explicit CudaSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace moert
+
+#endif // MOERT_CUDA_H

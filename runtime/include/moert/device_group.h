@@ -1,0 +1,101 @@
+//===- device_group.h - Running a multi-device plan -------------*- C++ -*-===//
+//
+// A DeviceGroup runs every schedule of an expert-parallel plan: either all of
+// them in this process (one session and one thread per device, over an
+// in-process communicator) or this MPI rank's one. It applies the plan's
+// data-parallel rule (docs/expert-parallelism.md): an input whose dim 0 is
+// symbolic is split along dim 0 into contiguous near-equal parts (device d
+// gets rows [floor(B*d/N), floor(B*(d+1)/N)), possibly none); other inputs
+// are replicated. Outputs whose dim 0 is symbolic are concatenated in device
+// order; other outputs are device 0's.
+//
+//   MOERT_ASSIGN_OR_RETURN(auto group, moert::DeviceGroup::create(*plan, {}));
+//   MOERT_RETURN_IF_ERROR(group->setInput("x", DType::F32, {B, H}, x, bytes));
+//   MOERT_RETURN_IF_ERROR(group->run());
+//   MOERT_ASSIGN_OR_RETURN(moert::HostTensor y, group->output("y"));
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_DEVICE_GROUP_H
+#define MOERT_DEVICE_GROUP_H
+
+#include "moert/comm.h"
+#include "moert/moert.h"
+
+#include <string_view>
+
+namespace moert {
+
+/// A tensor value owned by the host.
+struct HostTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+/// What one device did over the runs since the last reset.
+struct DeviceStats {
+  int device = 0;
+  CommStats comm;
+  /// Rows the device's Experts steps computed (its experts' tokens).
+  uint64_t expertRows = 0;
+};
+
+struct DeviceGroupOptions {
+  /// Kernel threads of each device's session (0: all cores / devices).
+  int threadsPerDevice = 0;
+  bool collectStats = true;
+  CommOptions comm;
+};
+
+class DeviceGroup {
+public:
+  /// Runs all `plan.numDevices()` schedules in this process.
+  static absl::StatusOr<std::unique_ptr<DeviceGroup>>
+  create(const Plan &plan, const DeviceGroupOptions &options = {});
+  /// Runs the schedule of this MPI rank (after mpiInit); the world size must
+  /// be the plan's device count. Every call below is collective over the
+  /// ranks, which must make the same calls in the same order.
+  static absl::StatusOr<std::unique_ptr<DeviceGroup>>
+  createMpi(const Plan &plan, const DeviceGroupOptions &options = {});
+
+  ~DeviceGroup();
+  DeviceGroup(const DeviceGroup &) = delete;
+  DeviceGroup &operator=(const DeviceGroup &) = delete;
+
+  /// Sets graph input `name` from its whole value (every device's share).
+  absl::Status setInput(std::string_view name, DType dtype,
+                        const std::vector<int64_t> &shape, const void *data,
+                        size_t bytes);
+  /// Runs every local device. When one fails, the others fail promptly too
+  /// (or time out); the error lists each failed device's error, first
+  /// failure first.
+  absl::Status run();
+  /// The whole value of graph output `name` after a successful run; under
+  /// MPI, valid on rank 0 only (other ranks get an empty tensor).
+  absl::StatusOr<HostTensor> output(std::string_view name);
+  /// Every device's stats, in device order (rank 0 only under MPI).
+  absl::StatusOr<std::vector<DeviceStats>> deviceStats();
+  void resetStats();
+
+  int numDevices() const;
+  /// Whether this process reports results: always in-process, rank 0 under
+  /// MPI.
+  bool isRoot() const;
+  /// The sessions this process runs (all devices, or this rank's one).
+  std::vector<Session *> localSessions() const;
+
+  struct Impl;
+
+private:
+  explicit DeviceGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Whether `desc` is split along dim 0 across devices (its dim 0 is
+/// symbolic).
+bool splitsAcrossDevices(const TensorDesc &desc);
+
+} // namespace moert
+
+#endif // MOERT_DEVICE_GROUP_H

@@ -1,0 +1,691 @@
+//===- session.cpp - Executing a schedule on a CUDA device ----------------===//
+//
+// The CUDA session (moert/cuda.h). Tensors keep one slot in a host mirror of
+// the arena and one in the device arena, at the plan's offsets, with a flag
+// per tensor for where its current value is. A step with a GPU
+// implementation (today: the compiler-generated fused elementwise kernels)
+// runs on the compute stream and leaves its outputs on the device; any other
+// step runs the CPU kernel on the host mirror after its device-resident
+// inputs were copied back. The memory plan guarantees that live tensors
+// never share bytes, so the copies of one tensor never clobber another live
+// one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/launch.h"
+#include "kernels/common.h"
+#include "moert/cuda.h"
+#include "ops.h"
+#include "plan_file.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace moert {
+
+using detail::KernelContext;
+using detail::ScheduleInfo;
+using detail::Shape;
+using detail::StepInfo;
+using detail::Tensor;
+using detail::TensorInfo;
+
+namespace {
+
+/// "cudaMalloc failed: cudaErrorMemoryAllocation: out of memory", prefixed
+/// with where it happened (a step's label, or what the session was doing).
+absl::Status cudaCheck(cudaError_t error, const char *call,
+                       absl::string_view where) {
+  if (error == cudaSuccess)
+    return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(where, ": ", call,
+                                          " failed: ", cudaGetErrorName(error),
+                                          ": ", cudaGetErrorString(error)));
+}
+
+/// The cuBLAS entry points the backend uses, opened on first use: linking
+/// libcublas would cost every moe-run start (CPU runs included) the loading
+/// of a library of hundreds of megabytes.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
+  const char *(*statusString)(cublasStatus_t);
+};
+
+absl::StatusOr<const CublasApi *> loadCublas() {
+  static CublasApi api;
+  static const std::string failure = [] {
+    std::string errors;
+    void *library = nullptr;
+    for (const char *name : {
+#ifdef MOERT_CUBLAS_PATH
+             MOERT_CUBLAS_PATH,
+#endif
+             "libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+      library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (library)
+        break;
+      const char *error = dlerror();
+      absl::StrAppend(&errors, "; ", error ? error : name);
+    }
+    if (!library)
+      return absl::StrCat("cannot load cuBLAS", errors);
+    bool complete = true;
+    auto bind = [&](auto &fn, const char *symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(library, symbol));
+      complete &= fn != nullptr;
+    };
+    bind(api.create, "cublasCreate_v2");
+    bind(api.destroy, "cublasDestroy_v2");
+    bind(api.setStream, "cublasSetStream_v2");
+    bind(api.statusString, "cublasGetStatusString");
+    return complete ? std::string()
+                    : std::string("the loaded cuBLAS lacks an entry point");
+  }();
+  if (!failure.empty())
+    return absl::FailedPreconditionError(failure);
+  return &api;
+}
+
+absl::Status cublasCheck(cublasStatus_t status, const char *call,
+                         absl::string_view where) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return absl::OkStatus();
+  absl::StatusOr<const CublasApi *> api = loadCublas();
+  return absl::InternalError(absl::StrCat(
+      where, ": ", call,
+      " failed: ", api.ok() ? (*api)->statusString(status) : "(unknown)"));
+}
+
+#define MOERT_CUDA(call, where)                                                \
+  MOERT_RETURN_IF_ERROR(cudaCheck((call), #call, (where)))
+#define MOERT_CUBLAS(call, where)                                              \
+  MOERT_RETURN_IF_ERROR(cublasCheck((call), #call, (where)))
+
+/// Weight uploads go through two pinned buffers of this size, so that
+/// filling one overlaps the copy out of the other.
+constexpr size_t kStagingBytes = size_t(32) << 20;
+/// Device placement of each weight: 256 bytes, the alignment cudaMalloc
+/// gives and vectorised loads want.
+constexpr uint64_t kDeviceAlignment = 256;
+
+} // namespace
+
+bool cudaBackendBuilt() { return true; }
+
+absl::StatusOr<int> cudaDeviceCount() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError(); // Clears the sticky error for later calls.
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device: ", cudaGetErrorString(error)));
+  }
+  if (count == 0)
+    return absl::FailedPreconditionError(
+        "no CUDA device: the driver reports none");
+  return count;
+}
+
+struct CudaSession::Impl {
+  const Plan::Impl &plan;
+  const ScheduleInfo &schedule;
+  detail::ThreadPool pool;
+  int gpu = 0;
+  cudaDeviceProp props{};
+  bool collectStats = true;
+
+  uint8_t *hostArena = nullptr;
+  uint8_t *deviceArena = nullptr;
+  uint8_t *deviceWeights = nullptr;
+  /// Per tensor id: the weight's offset in deviceWeights.
+  std::vector<uint64_t> weightOffsets;
+  cudaStream_t stream = nullptr;
+  const CublasApi *cublas = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudaLibrary_t library = nullptr;
+  /// Per step: its generated kernel, or null when it runs on the host.
+  std::vector<cudaKernel_t> kernels;
+
+  std::vector<Tensor> tensors;
+  /// Per tensor id: whether the host mirror / device slot holds its value.
+  std::vector<uint8_t> onHost, onDevice;
+
+  struct Staged {
+    bool set = false;
+    Shape shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Staged> staged;
+  std::vector<int64_t> symbolValues;
+  bool hasRun = false;
+
+  std::vector<uint64_t> calls;
+  std::vector<double> seconds;
+  std::vector<detail::MoeCounters> moeCounters;
+  /// Per GPU step, the events around its last launch (stats only).
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
+
+  Impl(const Plan::Impl &plan, const ScheduleInfo &schedule, int threads)
+      : plan(plan), schedule(schedule), pool(threads) {}
+  ~Impl();
+
+  uint8_t *devicePtr(int32_t id) const {
+    const TensorInfo &info = schedule.tensors[id];
+    return info.isWeight ? deviceWeights + weightOffsets[id]
+                         : deviceArena + info.offset;
+  }
+  absl::Status uploadWeights();
+  absl::Status loadKernels();
+  absl::Status bindSymbols();
+  absl::Status toHost(const StepInfo &step);
+  absl::Status runOnDevice(const StepInfo &step, KernelContext &ctx);
+};
+
+CudaSession::Impl::~Impl() {
+  // Teardown cannot report errors; a failing call here leaves nothing to
+  // recover.
+  cudaSetDevice(gpu);
+  for (auto &[start, stop] : events) {
+    if (start)
+      cudaEventDestroy(start);
+    if (stop)
+      cudaEventDestroy(stop);
+  }
+  if (library)
+    cudaLibraryUnload(library);
+  if (blas)
+    cublas->destroy(blas);
+  if (stream)
+    cudaStreamDestroy(stream);
+  cudaFree(deviceWeights);
+  cudaFree(deviceArena);
+  std::free(hostArena);
+}
+
+absl::Status CudaSession::Impl::uploadWeights() {
+  // Several tensor entries may name the same bytes (a shared weight): each
+  // distinct (address, size) is uploaded once. The size is part of the key:
+  // an empty weight may share its address with the next one.
+  std::map<std::pair<const uint8_t *, uint64_t>, uint64_t> placed;
+  std::vector<std::pair<const uint8_t *, uint64_t>> uploads;
+  uint64_t total = 0;
+  weightOffsets.assign(schedule.tensors.size(), 0);
+  for (size_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &info = schedule.tensors[id];
+    if (!info.isWeight)
+      continue;
+    auto [it, inserted] =
+        placed.emplace(std::pair(info.weightData, info.size), total);
+    if (inserted) {
+      uploads.emplace_back(info.weightData, info.size);
+      total = detail::alignTo(total + info.size, kDeviceAlignment);
+    }
+    weightOffsets[id] = it->second;
+  }
+  if (total == 0)
+    return absl::OkStatus();
+  MOERT_CUDA(cudaMalloc(reinterpret_cast<void **>(&deviceWeights), total),
+             absl::StrCat("allocating ", total, " bytes of weights"));
+
+  uint8_t *staging = nullptr;
+  MOERT_CUDA(
+      cudaMallocHost(reinterpret_cast<void **>(&staging), 2 * kStagingBytes),
+      "allocating the pinned weight staging buffers");
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  // Frees the staging resources on every path out.
+  struct Cleanup {
+    uint8_t *&staging;
+    cudaEvent_t *done;
+    ~Cleanup() {
+      for (int b = 0; b < 2; ++b)
+        if (done[b])
+          cudaEventDestroy(done[b]);
+      cudaFreeHost(staging);
+    }
+  } cleanup{staging, done};
+  for (int b = 0; b < 2; ++b)
+    MOERT_CUDA(cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming),
+               "uploading weights");
+  int buffer = 0;
+  bool used[2] = {false, false};
+  for (const auto &[source, size] : uploads) {
+    uint64_t offset = placed[{source, size}];
+    for (uint64_t at = 0; at < size; at += kStagingBytes) {
+      size_t chunk =
+          static_cast<size_t>(std::min<uint64_t>(kStagingBytes, size - at));
+      uint8_t *slot = staging + buffer * kStagingBytes;
+      // The buffer's previous copy must have left it before it is refilled.
+      if (used[buffer])
+        MOERT_CUDA(cudaEventSynchronize(done[buffer]), "uploading weights");
+      std::memcpy(slot, source + at, chunk);
+      MOERT_CUDA(cudaMemcpyAsync(deviceWeights + offset + at, slot, chunk,
+                                 cudaMemcpyHostToDevice, stream),
+                 "uploading weights");
+      MOERT_CUDA(cudaEventRecord(done[buffer], stream), "uploading weights");
+      used[buffer] = true;
+      buffer ^= 1;
+    }
+  }
+  MOERT_CUDA(cudaStreamSynchronize(stream), "uploading weights");
+  return absl::OkStatus();
+}
+
+/// The program FlatBuffer of a loaded plan. The loader verified the header,
+/// the section table and the buffer, so this only locates it again.
+static const fb::Program *programOf(const Plan::Impl &plan) {
+  detail::FileHeader header = detail::decodeHeader(plan.data);
+  for (uint32_t s = 0; s < header.sectionCount; ++s) {
+    detail::SectionEntry entry = detail::decodeSection(
+        plan.data + header.sectionTableOffset + s * kSectionEntrySize);
+    if (entry.kind == static_cast<uint32_t>(SectionKind::Program))
+      return fb::GetProgram(plan.data + entry.offset);
+  }
+  return nullptr;
+}
+
+absl::Status CudaSession::Impl::loadKernels() {
+  kernels.assign(schedule.steps.size(), nullptr);
+  const fb::Program *program = programOf(plan);
+  const fb::CudaModule *module = program ? program->cuda_module() : nullptr;
+  auto invalid = [&](const auto &...why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(plan.source, ": CUDA module: ", why...));
+  };
+  if (!module) {
+    for (const StepInfo &step : schedule.steps)
+      if (step.fb->kernel() && step.fb->kernel()->size())
+        return invalid(step.label, " names a kernel, but there is no module");
+    return absl::OkStatus();
+  }
+  const flatbuffers::String *ptx = module->ptx();
+  // The driver reads the PTX as a C string: it must end at its size.
+  if (ptx->size() == 0 || std::strlen(ptx->c_str()) != ptx->size())
+    return invalid("the PTX is empty or contains a NUL byte");
+  if (module->arch() != plan.target.cudaArch)
+    return invalid("arch ", module->arch(), " differs from the header's ",
+                   plan.target.cudaArch);
+  std::map<std::string_view, int> names;
+  for (flatbuffers::uoffset_t k = 0; k < module->kernels()->size(); ++k) {
+    const flatbuffers::String *name = module->kernels()->Get(k);
+    if (!names.emplace(name->string_view(), k).second)
+      return invalid("kernel '", name->c_str(), "' is listed twice");
+  }
+  std::string where = absl::StrCat("loading the CUDA module of ", plan.source);
+  MOERT_CUDA(cudaLibraryLoadData(&library, ptx->c_str(), nullptr, nullptr, 0,
+                                 nullptr, nullptr, 0),
+             where);
+  for (const StepInfo &step : schedule.steps) {
+    const flatbuffers::String *name = step.fb->kernel();
+    if (!name || name->size() == 0)
+      continue;
+    if (step.op != fb::OpKind::FusedElementwise)
+      return invalid(step.label, " names kernel '", name->c_str(),
+                     "'; only FusedElementwise steps run generated kernels");
+    if (!names.count(name->string_view()))
+      return invalid(step.label, " names kernel '", name->c_str(),
+                     "', which the module does not list");
+    MOERT_CUDA(
+        cudaLibraryGetKernel(&kernels[step.index], library, name->c_str()),
+        step.label);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::Impl::bindSymbols() {
+  std::fill(symbolValues.begin(), symbolValues.end(), -1);
+  for (size_t k = 0; k < schedule.inputs.size(); ++k) {
+    const TensorInfo &info = schedule.tensors[schedule.inputs[k]];
+    if (!staged[k].set)
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", info.name, "' is not set"));
+    for (int d = 0; d < info.rank; ++d) {
+      if (info.dims[d].kind != fb::DimKind::Symbolic)
+        continue;
+      int64_t &value = symbolValues[info.dims[d].symbol];
+      if (value >= 0 && value != staged[k].shape[d])
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", info.name,
+                         "' disagrees with an earlier input on "
+                         "symbol '",
+                         plan.symbols[info.dims[d].symbol].name, "' (",
+                         staged[k].shape[d], " vs ", value, ")"));
+      value = staged[k].shape[d];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
+  bool copied = false;
+  for (int32_t id : step.inputs) {
+    if (id < 0 || onHost[id])
+      continue;
+    const Tensor &tensor = tensors[id];
+    MOERT_CUDA(cudaMemcpyAsync(tensor.data, devicePtr(id), tensor.bytes(),
+                               cudaMemcpyDeviceToHost, stream),
+               step.label);
+    onHost[id] = 1;
+    copied = true;
+  }
+  if (copied)
+    MOERT_CUDA(cudaStreamSynchronize(stream), step.label);
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::Impl::runOnDevice(const StepInfo &step,
+                                            KernelContext &ctx) {
+  // The output shape and its check against the plan, as on the CPU.
+  int count = ctx.numInputs();
+  const Shape *shapes[cuda::kFusedMaxOperands];
+  for (int i = 0; i < count; ++i)
+    shapes[i] = &ctx.in(i).shape;
+  Shape shape;
+  MOERT_RETURN_IF_ERROR(detail::broadcastOrError(ctx, shapes, count, shape));
+  for (int o = 0; o < ctx.numOutputs(); ++o)
+    MOERT_RETURN_IF_ERROR(ctx.allocate(o, shape).status());
+
+  cuda::FusedArgs args;
+  absl::Status planned = cuda::planFusedArgs(shape, shapes, count, args);
+  if (!planned.ok())
+    return ctx.error(planned.message());
+  for (int i = 0; i < count; ++i) {
+    int32_t id = step.inputs[i];
+    if (!onDevice[id]) {
+      MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
+                                 tensors[id].bytes(), cudaMemcpyHostToDevice,
+                                 stream),
+                 step.label);
+      onDevice[id] = 1;
+    }
+    args.inputs[i] = reinterpret_cast<const float *>(devicePtr(id));
+  }
+  for (int o = 0; o < ctx.numOutputs(); ++o)
+    args.outputs[o] = reinterpret_cast<float *>(devicePtr(step.outputs[o]));
+  if (args.numel > 0) {
+    unsigned grid = cuda::gridSize(args.numel, cuda::kFusedBlockSize,
+                                   props.multiProcessorCount);
+    void *params[] = {&args};
+    MOERT_CUDA(cudaLaunchKernel(
+                   reinterpret_cast<const void *>(kernels[step.index]),
+                   dim3(grid), dim3(cuda::kFusedBlockSize), params, 0, stream),
+               step.label);
+  }
+  return absl::OkStatus();
+}
+
+CudaSession::CudaSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaSession::~CudaSession() = default;
+
+absl::StatusOr<std::unique_ptr<CudaSession>>
+CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
+  const Plan::Impl &planImpl = plan.impl();
+  if (planImpl.target.backend != Backend::Cuda)
+    return absl::FailedPreconditionError(
+        absl::StrCat(planImpl.source, ": the plan targets the ",
+                     backendName(planImpl.target.backend),
+                     " backend; compile it with 'moec compile --target cuda'"));
+  // Collective steps need a device group (NCCL), which comes with the
+  // multi-GPU work (docs/cuda.md).
+  if (plan.numDevices() != 1)
+    return absl::UnimplementedError(absl::StrCat(
+        planImpl.source, ": the plan has ", plan.numDevices(),
+        " device schedules; the CUDA backend runs single-device plans"));
+  if (options.device < 0 || options.device >= plan.numDevices())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", options.device, " is not in [0, ", plan.numDevices(), ")"));
+  MOERT_ASSIGN_OR_RETURN(int gpus, cudaDeviceCount());
+  if (options.gpu < 0 || options.gpu >= gpus)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", options.gpu, " is not in [0, ", gpus, ")"));
+
+  int threads = options.threads;
+  if (threads <= 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  const ScheduleInfo &schedule = planImpl.schedules[options.device];
+  auto impl = std::make_unique<Impl>(planImpl, schedule, threads);
+  Impl &s = *impl;
+  s.gpu = options.gpu;
+  s.collectStats = options.collectStats;
+  detail::configureBlasThreads(threads);
+
+  MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
+  MOERT_CUDA(cudaGetDeviceProperties(&s.props, s.gpu),
+             "querying the CUDA device");
+  uint32_t capability = s.props.major * 10 + s.props.minor;
+  if (capability < planImpl.target.cudaArch)
+    return absl::FailedPreconditionError(absl::StrCat(
+        planImpl.source, ": the plan needs sm_", planImpl.target.cudaArch,
+        "; CUDA device ", s.gpu, " (", s.props.name, ") is sm_", capability));
+  MOERT_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
+             "creating the compute stream");
+  MOERT_ASSIGN_OR_RETURN(s.cublas, loadCublas());
+  MOERT_CUBLAS(s.cublas->create(&s.blas), "creating the cuBLAS handle");
+  MOERT_CUBLAS(s.cublas->setStream(s.blas, s.stream),
+               "creating the cuBLAS handle");
+
+  size_t arenaBytes =
+      detail::alignTo(std::max<uint64_t>(schedule.arenaSize, 1), 64);
+  s.hostArena = static_cast<uint8_t *>(std::aligned_alloc(64, arenaBytes));
+  if (!s.hostArena)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate the host arena of ", schedule.arenaSize, " bytes"));
+  MOERT_CUDA(
+      cudaMalloc(reinterpret_cast<void **>(&s.deviceArena), arenaBytes),
+      absl::StrCat("allocating the device arena of ", arenaBytes, " bytes"));
+  MOERT_RETURN_IF_ERROR(s.uploadWeights());
+  MOERT_RETURN_IF_ERROR(s.loadKernels());
+
+  s.tensors.resize(schedule.tensors.size());
+  s.onHost.assign(schedule.tensors.size(), 0);
+  s.onDevice.assign(schedule.tensors.size(), 0);
+  for (size_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &info = schedule.tensors[id];
+    Tensor &tensor = s.tensors[id];
+    tensor.dtype = info.dtype;
+    if (info.isWeight) {
+      tensor.data = const_cast<uint8_t *>(info.weightData);
+      tensor.shape.rank = info.rank;
+      for (int d = 0; d < info.rank; ++d)
+        tensor.shape[d] = info.dims[d].bound;
+      s.onHost[id] = s.onDevice[id] = 1;
+    } else {
+      tensor.data = s.hostArena + info.offset;
+    }
+  }
+  s.staged.resize(schedule.inputs.size());
+  s.symbolValues.assign(planImpl.symbols.size(), -1);
+  s.calls.assign(schedule.steps.size(), 0);
+  s.seconds.assign(schedule.steps.size(), 0);
+  s.moeCounters.resize(schedule.steps.size());
+  s.events.assign(schedule.steps.size(), {nullptr, nullptr});
+  if (s.collectStats)
+    for (const StepInfo &step : schedule.steps)
+      if (s.kernels[step.index]) {
+        MOERT_CUDA(cudaEventCreate(&s.events[step.index].first), step.label);
+        MOERT_CUDA(cudaEventCreate(&s.events[step.index].second), step.label);
+      }
+  return std::unique_ptr<CudaSession>(new CudaSession(std::move(impl)));
+}
+
+int CudaSession::threads() const { return impl_->pool.size(); }
+
+std::string CudaSession::deviceDescription() const {
+  const cudaDeviceProp &p = impl_->props;
+  return absl::StrCat(p.name, " (sm_", p.major * 10 + p.minor, ", ",
+                      p.multiProcessorCount, " SMs)");
+}
+
+absl::Status CudaSession::setInput(std::string_view stdName, DType dtype,
+                                   const std::vector<int64_t> &shape,
+                                   const void *data, size_t bytes) {
+  Impl &s = *impl_;
+  int index = -1;
+  for (size_t k = 0; k < s.schedule.inputDescs.size(); ++k)
+    if (s.schedule.inputDescs[k].name == stdName)
+      index = static_cast<int>(k);
+  if (index < 0)
+    return absl::NotFoundError(
+        absl::StrCat("unknown input '", std::string(stdName), "'"));
+  const TensorInfo &info = s.schedule.tensors[s.schedule.inputs[index]];
+  auto error = [&](const auto &...args) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", info.name, "': ", args...));
+  };
+  if (dtype != info.dtype)
+    return error("has dtype ", dtypeName(dtype), "; the plan expects ",
+                 dtypeName(info.dtype));
+  if (static_cast<int>(shape.size()) != info.rank)
+    return error("has rank ", shape.size(), "; the plan expects ", info.rank);
+  Shape actual;
+  for (int d = 0; d < info.rank; ++d) {
+    const detail::DimInfo &dim = info.dims[d];
+    int64_t lo = dim.kind == fb::DimKind::Symbolic
+                     ? s.plan.symbols[dim.symbol].min
+                 : dim.kind == fb::DimKind::Static ? dim.bound
+                                                   : 0;
+    if (shape[d] < lo || shape[d] > dim.bound)
+      return error("dim ", d, " is ", shape[d], "; the plan allows [", lo, ", ",
+                   dim.bound, "]");
+    actual.push(shape[d]);
+  }
+  size_t expected = static_cast<size_t>(actual.numel()) * dtypeSize(dtype);
+  if (bytes != expected)
+    return error("has ", bytes, " bytes; shape ", actual.str(), " of ",
+                 dtypeName(dtype), " needs ", expected);
+  Impl::Staged &staged = s.staged[index];
+  staged.shape = actual;
+  staged.bytes.assign(static_cast<const uint8_t *>(data),
+                      static_cast<const uint8_t *>(data) + bytes);
+  staged.set = true;
+  s.hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::run() {
+  Impl &s = *impl_;
+  s.hasRun = false;
+  MOERT_RETURN_IF_ERROR(s.bindSymbols());
+  MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
+  for (size_t id = 0; id < s.tensors.size(); ++id)
+    if (!s.schedule.tensors[id].isWeight)
+      s.onHost[id] = s.onDevice[id] = 0;
+  for (size_t k = 0; k < s.schedule.inputs.size(); ++k) {
+    uint32_t id = s.schedule.inputs[k];
+    s.tensors[id].shape = s.staged[k].shape;
+    if (!s.staged[k].bytes.empty())
+      std::memcpy(s.tensors[id].data, s.staged[k].bytes.data(),
+                  s.staged[k].bytes.size());
+    s.onHost[id] = 1;
+  }
+  using Clock = std::chrono::steady_clock;
+  std::vector<bool> timed(s.schedule.steps.size(), false);
+  for (const StepInfo &step : s.schedule.steps) {
+    KernelContext ctx(step, s.schedule, s.tensors.data(), s.symbolValues.data(),
+                      s.pool);
+    bool onDevice = s.kernels[step.index] != nullptr;
+    if (onDevice) {
+      auto [start, stop] = s.events[step.index];
+      if (start)
+        MOERT_CUDA(cudaEventRecord(start, s.stream), step.label);
+      MOERT_RETURN_IF_ERROR(s.runOnDevice(step, ctx));
+      if (stop)
+        MOERT_CUDA(cudaEventRecord(stop, s.stream), step.label);
+      timed[step.index] = start != nullptr;
+    } else {
+      MOERT_RETURN_IF_ERROR(s.toHost(step));
+      if (s.collectStats)
+        ctx.setMoeCounters(&s.moeCounters[step.index]);
+      Clock::time_point begin = Clock::now();
+      MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
+      if (s.collectStats)
+        s.seconds[step.index] +=
+            std::chrono::duration<double>(Clock::now() - begin).count();
+    }
+    for (int32_t id : step.outputs) {
+      s.onHost[id] = !onDevice;
+      s.onDevice[id] = onDevice;
+    }
+    if (s.collectStats)
+      ++s.calls[step.index];
+  }
+  for (uint32_t id : s.schedule.outputs)
+    if (!s.onHost[id]) {
+      MOERT_CUDA(cudaMemcpyAsync(s.tensors[id].data, s.devicePtr(id),
+                                 s.tensors[id].bytes(), cudaMemcpyDeviceToHost,
+                                 s.stream),
+                 absl::StrCat("copying output '", s.schedule.tensors[id].name,
+                              "' to the host"));
+      s.onHost[id] = 1;
+    }
+  MOERT_CUDA(cudaStreamSynchronize(s.stream), "finishing the run");
+  for (const StepInfo &step : s.schedule.steps)
+    if (timed[step.index]) {
+      float ms = 0;
+      MOERT_CUDA(cudaEventElapsedTime(&ms, s.events[step.index].first,
+                                      s.events[step.index].second),
+                 step.label);
+      s.seconds[step.index] += ms * 1e-3;
+    }
+  s.hasRun = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorData> CudaSession::output(std::string_view name) const {
+  const Impl &s = *impl_;
+  for (size_t k = 0; k < s.schedule.outputDescs.size(); ++k) {
+    if (s.schedule.outputDescs[k].name != name)
+      continue;
+    if (!s.hasRun)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "output '", std::string(name), "' is read before a successful run"));
+    const Tensor &tensor = s.tensors[s.schedule.outputs[k]];
+    TensorData out;
+    out.dtype = tensor.dtype;
+    out.shape.assign(tensor.shape.dims, tensor.shape.dims + tensor.shape.rank);
+    out.data = tensor.data;
+    out.bytes = tensor.bytes();
+    return out;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown output '", std::string(name), "'"));
+}
+
+std::vector<StepStats> CudaSession::stepStats() const {
+  const Impl &s = *impl_;
+  std::vector<StepStats> stats;
+  for (const StepInfo &step : s.schedule.steps) {
+    StepStats entry;
+    entry.name = std::string(step.name);
+    entry.op =
+        absl::StrCat(step.def->name, s.kernels[step.index] ? "@cuda" : "@host");
+    entry.calls = s.calls[step.index];
+    entry.totalSeconds = s.seconds[step.index];
+    entry.expertLoad = s.moeCounters[step.index].expertLoad;
+    entry.droppedAssignments = s.moeCounters[step.index].dropped;
+    stats.push_back(std::move(entry));
+  }
+  return stats;
+}
+
+void CudaSession::resetStats() {
+  std::fill(impl_->calls.begin(), impl_->calls.end(), 0);
+  std::fill(impl_->seconds.begin(), impl_->seconds.end(), 0);
+  std::fill(impl_->moeCounters.begin(), impl_->moeCounters.end(),
+            detail::MoeCounters());
+}
+
+} // namespace moert

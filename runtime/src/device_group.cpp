@@ -1,0 +1,365 @@
+//===- device_group.cpp - Running a multi-device plan ---------------------===//
+
+#include "moert/device_group.h"
+
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace moert {
+
+namespace {
+
+const TensorDesc *findDesc(const std::vector<TensorDesc> &descs,
+                           std::string_view name) {
+  for (const TensorDesc &desc : descs)
+    if (desc.name == name)
+      return &desc;
+  return nullptr;
+}
+
+/// Checks that every schedule has the signature of schedule 0.
+absl::Status checkSignatures(const Plan &plan) {
+  auto same = [](const std::vector<TensorDesc> &a,
+                 const std::vector<TensorDesc> &b) {
+    if (a.size() != b.size())
+      return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].name != b[i].name || a[i].dtype != b[i].dtype ||
+          a[i].dims.size() != b[i].dims.size() ||
+          (!a[i].dims.empty() && a[i].dims[0].kind != b[i].dims[0].kind))
+        return false;
+    return true;
+  };
+  for (int d = 1; d < plan.numDevices(); ++d)
+    if (!same(plan.inputs(d), plan.inputs(0)) ||
+        !same(plan.outputs(d), plan.outputs(0)))
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule ", d,
+                       " has other graph inputs or outputs than schedule 0; "
+                       "the devices of a plan share one signature"));
+  return absl::OkStatus();
+}
+
+/// A tensor as bytes: dtype, rank, dims, data (for the gather to rank 0).
+std::vector<uint8_t> serialize(const TensorData &t) {
+  std::vector<uint8_t> out(2 + 8 * t.shape.size() + t.bytes);
+  out[0] = static_cast<uint8_t>(t.dtype);
+  out[1] = static_cast<uint8_t>(t.shape.size());
+  if (!t.shape.empty())
+    std::memcpy(out.data() + 2, t.shape.data(), 8 * t.shape.size());
+  if (t.bytes)
+    std::memcpy(out.data() + 2 + 8 * t.shape.size(), t.data, t.bytes);
+  return out;
+}
+
+absl::StatusOr<TensorData> deserialize(const std::vector<uint8_t> &in,
+                                       std::vector<int64_t> &shapeStorage) {
+  if (in.size() < 2 || in.size() < 2 + 8 * size_t(in[1]))
+    return absl::DataLossError("a gathered output is truncated");
+  TensorData t;
+  t.dtype = static_cast<DType>(in[0]);
+  shapeStorage.resize(in[1]);
+  if (in[1])
+    std::memcpy(shapeStorage.data(), in.data() + 2, 8 * size_t(in[1]));
+  t.shape = shapeStorage;
+  t.data = in.data() + 2 + 8 * size_t(in[1]);
+  t.bytes = in.size() - 2 - 8 * size_t(in[1]);
+  return t;
+}
+
+/// The output `desc` from each device's part, in device order.
+absl::StatusOr<HostTensor> assemble(const TensorDesc &desc,
+                                    const std::vector<TensorData> &parts) {
+  HostTensor out;
+  const TensorData &first = parts[0];
+  out.dtype = first.dtype;
+  out.shape = first.shape;
+  if (!splitsAcrossDevices(desc)) {
+    auto *p = static_cast<const uint8_t *>(first.data);
+    out.bytes.assign(p, p + first.bytes);
+    return out;
+  }
+  for (size_t d = 0; d < parts.size(); ++d)
+    if (parts[d].shape.empty())
+      return absl::InternalError(absl::StrCat("output '", desc.name,
+                                              "' of device ", d,
+                                              " is a scalar; expected rows"));
+  // A device without rows contributes nothing, whatever sizes its other
+  // dims got from 0-element arithmetic: the trailing shape is the first
+  // non-empty part's.
+  size_t model = 0;
+  while (model + 1 < parts.size() && parts[model].shape[0] == 0)
+    ++model;
+  const TensorData &shaped = parts[model];
+  out.shape = shaped.shape;
+  out.shape[0] = 0;
+  for (size_t d = 0; d < parts.size(); ++d) {
+    const TensorData &part = parts[d];
+    if (part.dtype != first.dtype || part.shape.size() != first.shape.size() ||
+        (part.shape[0] != 0 &&
+         !std::equal(part.shape.begin() + 1, part.shape.end(),
+                     shaped.shape.begin() + 1)))
+      return absl::InternalError(absl::StrCat(
+          "output '", desc.name, "' of device ", d, " is ",
+          dtypeName(part.dtype), " [", absl::StrJoin(part.shape, ", "),
+          "], which does not stack with device ", model, "'s ",
+          dtypeName(shaped.dtype), " [", absl::StrJoin(shaped.shape, ", "),
+          "]"));
+    out.shape[0] += part.shape[0];
+    auto *p = static_cast<const uint8_t *>(part.data);
+    out.bytes.insert(out.bytes.end(), p, p + part.bytes);
+  }
+  return out;
+}
+
+/// The stats that travel to rank 0, as 8-byte words.
+constexpr size_t kStatWords = 10;
+std::vector<uint8_t> serialize(const DeviceStats &s) {
+  uint64_t words[kStatWords] = {uint64_t(s.device),
+                                s.comm.exchanges,
+                                s.comm.rowsSent,
+                                s.comm.rowsReceived,
+                                s.comm.rowsKept,
+                                s.comm.bytesSent,
+                                s.comm.bytesReceived,
+                                0,
+                                0,
+                                s.expertRows};
+  std::memcpy(&words[7], &s.comm.commSeconds, 8);
+  std::memcpy(&words[8], &s.comm.computeSeconds, 8);
+  std::vector<uint8_t> out(sizeof(words));
+  std::memcpy(out.data(), words, sizeof(words));
+  return out;
+}
+
+absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
+  uint64_t words[kStatWords];
+  if (in.size() != sizeof(words))
+    return absl::DataLossError("gathered device stats are malformed");
+  std::memcpy(words, in.data(), sizeof(words));
+  DeviceStats s;
+  s.device = static_cast<int>(words[0]);
+  s.comm.exchanges = words[1];
+  s.comm.rowsSent = words[2];
+  s.comm.rowsReceived = words[3];
+  s.comm.rowsKept = words[4];
+  s.comm.bytesSent = words[5];
+  s.comm.bytesReceived = words[6];
+  std::memcpy(&s.comm.commSeconds, &words[7], 8);
+  std::memcpy(&s.comm.computeSeconds, &words[8], 8);
+  s.expertRows = words[9];
+  return s;
+}
+
+} // namespace
+
+bool splitsAcrossDevices(const TensorDesc &desc) {
+  return !desc.dims.empty() && desc.dims[0].kind == DimDesc::Kind::Symbolic;
+}
+
+struct DeviceGroup::Impl {
+  const Plan &plan;
+  bool mpi = false;
+  /// The devices this process runs, with their endpoints and sessions.
+  std::vector<int> devices;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<Session>> sessions;
+
+  explicit Impl(const Plan &plan) : plan(plan) {}
+
+  absl::Status createSessions(const DeviceGroupOptions &options) {
+    int threads = options.threadsPerDevice;
+    if (threads <= 0)
+      threads = std::max<int>(1, std::thread::hardware_concurrency() /
+                                     plan.numDevices());
+    for (size_t i = 0; i < devices.size(); ++i) {
+      SessionOptions sessionOptions;
+      sessionOptions.threads = threads;
+      sessionOptions.device = devices[i];
+      sessionOptions.collectStats = options.collectStats;
+      sessionOptions.communicator = comms[i].get();
+      MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                             Session::create(plan, sessionOptions));
+      sessions.push_back(std::move(session));
+    }
+    return absl::OkStatus();
+  }
+
+  /// Rank 0's view of every device's `mine` (all of them in-process).
+  absl::StatusOr<std::vector<std::vector<uint8_t>>>
+  collect(std::vector<std::vector<uint8_t>> mine, absl::string_view what) {
+    if (!mpi)
+      return mine;
+    std::vector<std::vector<uint8_t>> all;
+    MOERT_RETURN_IF_ERROR(comms[0]->gather(mine[0], all, what));
+    return all;
+  }
+};
+
+DeviceGroup::DeviceGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceGroup::~DeviceGroup() = default;
+
+absl::StatusOr<std::unique_ptr<DeviceGroup>>
+DeviceGroup::create(const Plan &plan, const DeviceGroupOptions &options) {
+  MOERT_RETURN_IF_ERROR(checkSignatures(plan));
+  auto impl = std::make_unique<Impl>(plan);
+  impl->comms = createInProcessGroup(plan.numDevices(), options.comm);
+  for (int d = 0; d < plan.numDevices(); ++d)
+    impl->devices.push_back(d);
+  MOERT_RETURN_IF_ERROR(impl->createSessions(options));
+  return std::unique_ptr<DeviceGroup>(new DeviceGroup(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGroup>>
+DeviceGroup::createMpi(const Plan &plan, const DeviceGroupOptions &options) {
+  MOERT_RETURN_IF_ERROR(checkSignatures(plan));
+  auto impl = std::make_unique<Impl>(plan);
+  impl->mpi = true;
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                         createMpiCommunicator(options.comm));
+  if (comm->size() != plan.numDevices())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mpirun started ", comm->size(), " ranks but the plan has ",
+        plan.numDevices(), " device schedules; run it with mpirun -np ",
+        plan.numDevices()));
+  impl->devices.push_back(comm->rank());
+  impl->comms.push_back(std::move(comm));
+  MOERT_RETURN_IF_ERROR(impl->createSessions(options));
+  return std::unique_ptr<DeviceGroup>(new DeviceGroup(std::move(impl)));
+}
+
+int DeviceGroup::numDevices() const { return impl_->plan.numDevices(); }
+
+bool DeviceGroup::isRoot() const { return impl_->devices[0] == 0; }
+
+std::vector<Session *> DeviceGroup::localSessions() const {
+  std::vector<Session *> out;
+  for (const auto &session : impl_->sessions)
+    out.push_back(session.get());
+  return out;
+}
+
+absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
+                                   const std::vector<int64_t> &shape,
+                                   const void *data, size_t bytes) {
+  Impl &g = *impl_;
+  const TensorDesc *desc = findDesc(g.plan.inputs(0), name);
+  if (!desc || !splitsAcrossDevices(*desc) || shape.empty()) {
+    for (auto &session : g.sessions)
+      MOERT_RETURN_IF_ERROR(session->setInput(name, dtype, shape, data, bytes));
+    return absl::OkStatus();
+  }
+  // The whole batch must fit the symbol, which the shares alone cannot show.
+  int64_t rows = shape[0];
+  for (const SymbolDesc &symbol : g.plan.symbols())
+    if (symbol.name == desc->dims[0].symbol &&
+        (rows < symbol.min || rows > symbol.max))
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", absl::string_view(name.data(), name.size()),
+                       "': dim 0 is ", rows, "; symbol '", symbol.name,
+                       "' allows [", symbol.min, ", ", symbol.max, "]"));
+  size_t rowBytes = rows ? bytes / static_cast<size_t>(rows) : 0;
+  if (rowBytes * static_cast<size_t>(rows) != bytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", absl::string_view(name.data(), name.size()),
+                     "': ", bytes, " bytes do not split into ", rows, " rows"));
+  for (size_t i = 0; i < g.sessions.size(); ++i) {
+    auto [begin, end] = deviceRows(rows, g.devices[i], numDevices());
+    std::vector<int64_t> part = shape;
+    part[0] = end - begin;
+    MOERT_RETURN_IF_ERROR(g.sessions[i]->setInput(
+        name, dtype, part,
+        static_cast<const uint8_t *>(data) + begin * rowBytes,
+        (end - begin) * rowBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGroup::run() {
+  Impl &g = *impl_;
+  if (g.mpi)
+    return g.sessions[0]->run();
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  auto runDevice = [&](size_t i) {
+    absl::Status status = g.sessions[i]->run();
+    if (status.ok())
+      return;
+    if (!status.GetPayload(kFaultExitPayload))
+      g.comms[i]->abort(status);
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back(
+        absl::StrCat("device ", g.devices[i], ": ", status.message()));
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < g.sessions.size(); ++i)
+    threads.emplace_back(runDevice, i);
+  runDevice(0);
+  for (std::thread &thread : threads)
+    thread.join();
+  if (errors.empty())
+    return absl::OkStatus();
+  return absl::AbortedError(absl::StrJoin(errors, "\n  "));
+}
+
+absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
+  Impl &g = *impl_;
+  const TensorDesc *desc = findDesc(g.plan.outputs(0), name);
+  if (!desc)
+    return absl::NotFoundError(absl::StrCat(
+        "unknown output '", absl::string_view(name.data(), name.size()), "'"));
+  std::vector<std::vector<uint8_t>> mine;
+  for (auto &session : g.sessions) {
+    MOERT_ASSIGN_OR_RETURN(TensorData data, session->output(name));
+    mine.push_back(serialize(data));
+  }
+  MOERT_ASSIGN_OR_RETURN(
+      std::vector<std::vector<uint8_t>> all,
+      g.collect(std::move(mine),
+                absl::StrCat("gather of output '",
+                             absl::string_view(name.data(), name.size()),
+                             "'")));
+  if (!isRoot())
+    return HostTensor();
+  std::vector<std::vector<int64_t>> shapes(all.size());
+  std::vector<TensorData> parts;
+  for (size_t d = 0; d < all.size(); ++d) {
+    MOERT_ASSIGN_OR_RETURN(TensorData part, deserialize(all[d], shapes[d]));
+    parts.push_back(part);
+  }
+  return assemble(*desc, parts);
+}
+
+absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
+  Impl &g = *impl_;
+  std::vector<std::vector<uint8_t>> mine;
+  for (size_t i = 0; i < g.sessions.size(); ++i) {
+    DeviceStats stats;
+    stats.device = g.devices[i];
+    stats.comm = g.sessions[i]->commStats();
+    for (const StepStats &step : g.sessions[i]->stepStats())
+      if (step.op == "Experts")
+        for (uint64_t load : step.expertLoad)
+          stats.expertRows += load;
+    mine.push_back(serialize(stats));
+  }
+  MOERT_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> all,
+                         g.collect(std::move(mine), "gather of device stats"));
+  std::vector<DeviceStats> out;
+  for (const std::vector<uint8_t> &blob : all) {
+    MOERT_ASSIGN_OR_RETURN(DeviceStats stats, deserializeStats(blob));
+    out.push_back(stats);
+  }
+  return out;
+}
+
+void DeviceGroup::resetStats() {
+  for (auto &session : impl_->sessions)
+    session->resetStats();
+}
+
+} // namespace moert

@@ -1,0 +1,165 @@
+//===- stream.cpp - Weight-streaming products for few rows ----------------===//
+//
+// Register-tiled products over GCC/Clang vector extensions. On x86-64 the
+// entry points are cloned for x86-64-v3 (AVX2, FMA) and baseline SSE2, picked
+// once at load time by the dynamic linker (ifunc), so the library runs on any
+// x86-64 and uses 8-wide FMAs where the CPU has them.
+//
+// [out, K] weights: a tile computes R rows by C columns of the output in
+// registers over the whole inner dimension K (C contiguous weight rows), so
+// each weight element it loads is used R times from a register. Column tiles
+// are the outer loop and row tiles the inner one: the first row tile streams
+// the tile's weights from memory, the others find them in cache. [K, out]
+// weights: row by row of the weights, accumulating into the output block.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/stream.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOERT_MULTIVERSION                                                     \
+  __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MOERT_MULTIVERSION
+#endif
+#define MOERT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// The vector helpers below are always inlined, so the ABI of passing 32-byte
+// vectors by value, which GCC warns about when AVX is off, never applies.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace moert::detail {
+namespace {
+
+constexpr int kLanes = 8;
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+
+MOERT_ALWAYS_INLINE Vec load(const float *p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+MOERT_ALWAYS_INLINE void store(float *p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+MOERT_ALWAYS_INLINE float horizontalSum(Vec v) {
+  float s = 0;
+  for (int i = 0; i < kLanes; ++i)
+    s += v[i];
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// [out, K] weights: each output is a dot product of a row with a weight row.
+//===----------------------------------------------------------------------===//
+
+/// c[r, j] = dot(x[r, :], w[j, :]) + bias[j] for r < R, j < C; the C weight
+/// rows are C sequential streams.
+template <int R, int C>
+MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx, const float *w,
+                                 int64_t K, const float *bias, float *c,
+                                 int64_t ldc) {
+  Vec acc[R][C] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    Vec wv[C];
+    for (int j = 0; j < C; ++j)
+      wv[j] = load(w + j * K + k);
+    for (int r = 0; r < R; ++r) {
+      Vec xv = load(x + r * ldx + k);
+      for (int j = 0; j < C; ++j)
+        acc[r][j] += xv * wv[j];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) {
+      float s = horizontalSum(acc[r][j]);
+      for (int64_t t = k; t < K; ++t)
+        s += x[r * ldx + t] * w[j * K + t];
+      c[r * ldc + j] = bias ? s + bias[j] : s;
+    }
+}
+
+/// Rows [0, n) of one column tile of C columns (rows two at a time).
+template <int C>
+MOERT_ALWAYS_INLINE void dotColumns(const float *x, int64_t n, int64_t K,
+                                    const float *w, const float *bias, float *c,
+                                    int64_t ldc) {
+  int64_t r = 0;
+  for (; r + 2 <= n; r += 2)
+    dotTile<2, C>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+  if (r < n)
+    dotTile<1, C>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+}
+
+MOERT_MULTIVERSION
+void streamOutIn(const float *x, int64_t n, int64_t K, const float *w,
+                 int64_t c0, int64_t m, const float *bias, float *c,
+                 int64_t ldc) {
+  constexpr int C = 4;
+  int64_t j = 0;
+  for (; j + C <= m; j += C)
+    dotColumns<C>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+                  c + j, ldc);
+  for (; j < m; ++j)
+    dotColumns<1>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+                  c + j, ldc);
+}
+
+//===----------------------------------------------------------------------===//
+// [K, out] weights: each weight row scales a row of x into the outputs.
+//===----------------------------------------------------------------------===//
+
+/// Weight rows ahead of use to prefetch: consecutive rows are `out` floats
+/// apart (on another page, beyond what hardware prefetchers follow).
+constexpr int64_t kPrefetchRows = 8;
+
+/// Weight row by weight row: c[r, :] += x[r, k] * w[k, c0 : c0 + m] for
+/// every row r, with c (n x m, in L1) as the accumulator. Each weight row's
+/// segment is read once, contiguously: column tiles that each ran over all
+/// of K would fetch every weight row (a page each) once per tile.
+MOERT_MULTIVERSION
+void streamInOut(const float *x, int64_t n, int64_t K, const float *w,
+                 int64_t out, int64_t c0, int64_t m, const float *bias,
+                 float *c, int64_t ldc) {
+  for (int64_t r = 0; r < n; ++r) {
+    float *cr = c + r * ldc;
+    if (bias)
+      std::copy(bias + c0, bias + c0 + m, cr);
+    else
+      std::fill(cr, cr + m, 0.0f);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const float *wk = w + k * out + c0;
+    for (int64_t j = 0; j < m; j += 16)
+      __builtin_prefetch(wk + kPrefetchRows * out + j);
+    for (int64_t r = 0; r < n; ++r) {
+      float xs = x[r * K + k];
+      Vec xv = {xs, xs, xs, xs, xs, xs, xs, xs};
+      float *cr = c + r * ldc;
+      int64_t j = 0;
+      for (; j + kLanes <= m; j += kLanes)
+        store(cr + j, load(cr + j) + xv * load(wk + j));
+      for (; j < m; ++j)
+        cr[j] += xs * wk[j];
+    }
+  }
+}
+
+} // namespace
+
+void streamProject(const float *x, int64_t n, int64_t K, const float *w,
+                   int64_t out, bool inOut, int64_t c0, int64_t m,
+                   const float *bias, float *c, int64_t ldc) {
+  if (inOut)
+    streamInOut(x, n, K, w, out, c0, m, bias, c, ldc);
+  else
+    streamOutIn(x, n, K, w, c0, m, bias, c, ldc);
+}
+
+} // namespace moert::detail

@@ -1,0 +1,214 @@
+// RUN: moec-opt %s --split-input-file --moe-detect-stacked-experts -verify-diagnostics | FileCheck %s
+
+// Tests that the transformers v5 batched_mm form (softmax, top-2,
+// renormalised; tokens repeated k times; stacked [E, 2F, H] gate/up and
+// [E, H, F] down weights gathered per row and applied as W @ x) becomes
+// router -> dispatch -> experts -> combine over the stacked weights in place
+// (layout out_in, concatenated gate/up), and that the gathers are erased.
+// CHECK-LABEL: func.func @batched_mm
+// CHECK-SAME: (%[[X:.*]]: tensor<?x8xf32>)
+// CHECK-DAG: %[[WR:.*]] = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+// CHECK-DAG: %[[W13:.*]] = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+// CHECK-DAG: %[[W2:.*]] = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+// CHECK: %[[LOGITS:.*]] = moe.mat_mul %[[X]], %[[WR]]
+// CHECK: %[[W:.*]], %[[I:.*]] = moe.router %[[LOGITS]] top 2 softmax normalize : tensor<?x4xf32>
+// CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %[[X]], %[[I]] experts 4
+// CHECK: %[[Y:.*]] = moe.experts silu_glu %[[ROWS]], %[[OFF]] : tensor<?x8xf32>, tensor<5xi64> w1 %[[W13]] : tensor<4x8x8xf32> w2 %[[W2]] : tensor<4x8x4xf32> layout out_in glu concatenated
+// CHECK: %[[OUT:.*]] = moe.combine %[[Y]], %[[SRC]], %[[W]]
+// CHECK-NOT: moe.gather
+// CHECK-NOT: moe.top_k
+// CHECK: return %[[OUT]]
+func.func @batched_mm(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w13 = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %f = moe.constant dense<4> : tensor<1xi64>
+  %f2 = moe.constant dense<8> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %probs, %k : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %w = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g13 = moe.gather %w13, %if : (tensor<4x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g13, %xc : (tensor<?x8x8xf32>, tensor<?x8x1xf32>) -> tensor<?x8x1xf32>
+  %h = moe.squeeze %h3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %g = moe.slice %h, %c0, %f axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %u = moe.slice %h, %f, %f2 axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %sg = moe.sigmoid %g : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %silu = moe.mul %g, %sg : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = moe.mul %silu, %u : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x4xf32>, tensor<?xi64>) -> tensor<?x8x4xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x4xf32>, tensor<?x4x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that the row form (x @ W[e] with [E, H, 2F] / [E, F, H] weights,
+// layout in_out), a Split into gate and up, and the top-k-then-softmax gate
+// are detected too.
+// CHECK-LABEL: func.func @batched_mm_in_out
+// CHECK: moe.router %{{.*}} top 2 softmax after_topk : tensor<?x4xf32>
+// CHECK: moe.experts silu_glu {{.*}} w1 %{{.*}} : tensor<4x8x8xf32> w2 %{{.*}} : tensor<4x4x8xf32> layout in_out glu concatenated
+// CHECK-NOT: moe.gather
+func.func @batched_mm_in_out(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w13 = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x4x8xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %f = moe.constant dense<4> : tensor<1xi64>
+  %f2 = moe.constant dense<8> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %w = moe.softmax %values {axis = 1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g13 = moe.gather %w13, %if : (tensor<4x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+  %xc = moe.unsqueeze %xr, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %h3 = moe.mat_mul %xc, %g13 : (tensor<?x1x8xf32>, tensor<?x8x8xf32>) -> tensor<?x1x8xf32>
+  %h = moe.squeeze %h3, %c1 : (tensor<?x1x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %g, %u = moe.split %h {axis = -1 : i64, num_outputs = 2 : i64} : (tensor<?x8xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>)
+  %sg = moe.sigmoid %g : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %silu = moe.mul %g, %sg : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = moe.mul %silu, %u : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x4x8xf32>, tensor<?xi64>) -> tensor<?x4x8xf32>
+  %ac = moe.unsqueeze %a, %c1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x1x4xf32>
+  %y3 = moe.mat_mul %ac, %g2 : (tensor<?x1x4xf32>, tensor<?x4x8xf32>) -> tensor<?x1x8xf32>
+  %y = moe.squeeze %y3, %c1 : (tensor<?x1x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that tokens repeated as a block (torch.repeat: row t + j * T) rather
+// than interleaved (row t * k + j, matching the flattened top-k) stay generic
+// with a remark.
+// CHECK-LABEL: func.func @block_repeat
+// CHECK-NOT: moe.router
+// CHECK: moe.reduce_sum
+func.func @block_repeat(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w13 = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %f = moe.constant dense<4> : tensor<1xi64>
+  %f2 = moe.constant dense<8> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @below {{MoE stacked experts not detected: the experts' rows are not the router's tokens each repeated k times}}
+  %values, %indices = moe.top_k %probs, %k : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %w = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c0 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<1x?x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<1x?x8xf32>, tensor<3xi64>) -> tensor<1x?x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g13 = moe.gather %w13, %if : (tensor<4x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g13, %xc : (tensor<?x8x8xf32>, tensor<?x8x1xf32>) -> tensor<?x8x1xf32>
+  %h = moe.squeeze %h3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %g = moe.slice %h, %c0, %f axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %u = moe.slice %h, %f, %f2 axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %sg = moe.sigmoid %g : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %silu = moe.mul %g, %sg : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = moe.mul %silu, %u : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x4xf32>, tensor<?xi64>) -> tensor<?x8x4xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x4xf32>, tensor<?x4x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that SiLU applied to the second half of the fused projection (up and
+// gate swapped against the concatenated layout) stays generic with a remark.
+// CHECK-LABEL: func.func @swapped_halves
+// CHECK-NOT: moe.router
+// CHECK: moe.reduce_sum
+func.func @swapped_halves(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w13 = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %f = moe.constant dense<4> : tensor<1xi64>
+  %f2 = moe.constant dense<8> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // expected-remark @below {{MoE stacked experts not detected: gate and up are not the two halves of one fused projection of size 2F}}
+  %values, %indices = moe.top_k %probs, %k : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %w = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g13 = moe.gather %w13, %if : (tensor<4x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g13, %xc : (tensor<?x8x8xf32>, tensor<?x8x1xf32>) -> tensor<?x8x1xf32>
+  %h = moe.squeeze %h3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %g = moe.slice %h, %c0, %f axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %u = moe.slice %h, %f, %f2 axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %sg = moe.sigmoid %u : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %silu = moe.mul %u, %sg : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = moe.mul %silu, %g : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x4xf32>, tensor<?xi64>) -> tensor<?x8x4xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x4xf32>, tensor<?x4x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}

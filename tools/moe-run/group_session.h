@@ -1,0 +1,118 @@
+//===- group_session.h - moe-run's view of a multi-device run ---*- C++ -*-===//
+//
+// Presents a moert::DeviceGroup with the interface moe-run drives a single
+// session through (setInput, run, output, stats), plus the two hooks that
+// differ: whether this process reports (writes outputs and stats; rank 0
+// under MPI) and the per-device section of the --stats JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_RUN_GROUP_SESSION_H
+#define MOE_RUN_GROUP_SESSION_H
+
+#include "moert/device_group.h"
+
+#include "absl/strings/str_format.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace moe_run {
+
+class GroupSession {
+public:
+  GroupSession(std::unique_ptr<moert::DeviceGroup> group, std::string backend)
+      : group_(std::move(group)), backend_(std::move(backend)) {}
+
+  absl::Status setInput(std::string_view name, moert::DType dtype,
+                        const std::vector<int64_t> &shape, const void *data,
+                        size_t bytes) {
+    return group_->setInput(name, dtype, shape, data, bytes);
+  }
+  absl::Status run() { return group_->run(); }
+  void resetStats() { group_->resetStats(); }
+  /// This process's first device's steps (device 0 on the reporting one).
+  std::vector<moert::StepStats> stepStats() const {
+    return group_->localSessions()[0]->stepStats();
+  }
+  int threads() const { return group_->localSessions()[0]->threads(); }
+  /// Collective under MPI; the data is meaningful where `reports()`.
+  absl::StatusOr<moert::TensorData> output(const std::string &name) {
+    absl::StatusOr<moert::HostTensor> result = group_->output(name);
+    if (!result.ok())
+      return result.status();
+    moert::HostTensor &value = outputs_[name];
+    value = std::move(*result);
+    moert::TensorData view;
+    view.dtype = value.dtype;
+    view.shape = value.shape;
+    view.data = value.bytes.data();
+    view.bytes = value.bytes.size();
+    return view;
+  }
+  bool reports() const { return group_->isRoot(); }
+
+  /// Appends ",\n  \"devices\": [...]" and the group summary: per device the
+  /// rows and bytes it sent to and received from other devices, the rows it
+  /// kept, its time in collective steps vs the others, and its experts'
+  /// rows; then the load imbalance over devices (largest expert rows over
+  /// the mean). Collective under MPI.
+  absl::Status appendDevices(std::string &json) {
+    MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
+                           group_->deviceStats());
+    uint64_t total = 0, most = 0;
+    double comm = 0, compute = 0;
+    absl::StrAppend(&json, ",\n  \"devices\": [");
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const moert::DeviceStats &d = devices[i];
+      total += d.expertRows;
+      most = std::max(most, d.expertRows);
+      comm += d.comm.commSeconds;
+      compute += d.comm.computeSeconds;
+      absl::StrAppend(
+          &json, i ? "," : "", "\n    {\"device\": ", d.device,
+          ", \"exchanges\": ", d.comm.exchanges,
+          ", \"rows_sent\": ", d.comm.rowsSent,
+          ", \"rows_received\": ", d.comm.rowsReceived,
+          ", \"rows_kept\": ", d.comm.rowsKept,
+          ", \"bytes_sent\": ", d.comm.bytesSent,
+          ", \"bytes_received\": ", d.comm.bytesReceived,
+          ", \"comm_ms\": ", absl::StrFormat("%.6f", d.comm.commSeconds * 1e3),
+          ", \"compute_ms\": ",
+          absl::StrFormat("%.6f", d.comm.computeSeconds * 1e3),
+          ", \"expert_rows\": ", d.expertRows, "}");
+    }
+    std::string imbalance =
+        total ? absl::StrFormat("%.4f", double(most) * devices.size() / total)
+              : "null";
+    absl::StrAppend(
+        &json, "\n  ],\n  \"expert_parallel\": {\"devices\": ", devices.size(),
+        ", \"backend\": \"", backend_, "\", \"load_imbalance\": ", imbalance,
+        ", \"comm_fraction\": ",
+        comm + compute > 0 ? absl::StrFormat("%.4f", comm / (comm + compute))
+                           : "null",
+        "}");
+    return absl::OkStatus();
+  }
+
+private:
+  std::unique_ptr<moert::DeviceGroup> group_;
+  std::string backend_;
+  std::map<std::string, moert::HostTensor> outputs_;
+};
+
+/// The hooks for single sessions: they always report, without devices.
+template <typename SessionT> bool reports(const SessionT &) { return true; }
+inline bool reports(const GroupSession &session) { return session.reports(); }
+template <typename SessionT>
+absl::Status appendDevices(std::string &, SessionT &) {
+  return absl::OkStatus();
+}
+inline absl::Status appendDevices(std::string &json, GroupSession &session) {
+  return session.appendDevices(json);
+}
+
+} // namespace moe_run
+
+#endif // MOE_RUN_GROUP_SESSION_H
