@@ -404,16 +404,11 @@ struct DetectDenseExpertsPass
     OpBuilder builder(result);
     Location loc = result.getLoc();
     MLIRContext *context = builder.getContext();
-    auto router = moe::RouterOp::create(
-        builder, loc, layer.logits, /*bias=*/Value(),
-        moe::ScoreFunctionAttr::get(context, moe::ScoreFunction::Softmax),
-        builder.getI64IntegerAttr(layer.topKValue),
-        /*score_after_topk=*/builder.getUnitAttr(), /*normalize=*/nullptr,
-        builder.getF32FloatAttr(1.0f), builder.getI64IntegerAttr(1),
-        builder.getI64IntegerAttr(1), /*capacity=*/nullptr);
-    auto dispatch =
-        moe::DispatchOp::create(builder, loc, layer.tokens, router.getIndices(),
-                                builder.getI64IntegerAttr(layer.numExperts));
+    RouterConfig config;
+    config.topK = layer.topKValue;
+    config.afterTopK = true;
+    auto [router, dispatch] = createRouterAndDispatch(
+        builder, loc, layer.logits, config, layer.tokens, layer.numExperts);
     Value b1 = squeezeBias(builder, loc, layer.b1);
     Value b2 = squeezeBias(builder, loc, layer.b2);
     auto experts = moe::ExpertsOp::create(

@@ -1407,13 +1407,9 @@ LogicalResult rewriteSwitch(SwitchLayer &layer) {
                                   shapeOf({-1, cols}));
   };
   // Capacity counts per sequence: the router keeps the [B, S, E] logits.
-  auto router = moe::RouterOp::create(
-      builder, loc, layer.logits, /*bias=*/Value(),
-      moe::ScoreFunctionAttr::get(context, moe::ScoreFunction::Softmax),
-      builder.getI64IntegerAttr(1), /*score_after_topk=*/nullptr,
-      /*normalize=*/nullptr, builder.getF32FloatAttr(1.0f),
-      builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(1),
-      builder.getI64IntegerAttr(layer.capacity));
+  RouterConfig config;
+  config.capacity = layer.capacity;
+  moe::RouterOp router = createRouter(builder, loc, layer.logits, config);
   Value tokens = flatten(layer.tokens, layer.hidden);
   Value indices = flatten(router.getIndices(), 1);
   Value weights = flatten(router.getWeights(), 1);
@@ -1500,18 +1496,16 @@ struct DetectExpertsPass
           DenseElementsAttr::get(
               RankedTensorType::get({layer.numExperts}, builder.getF32Type()),
               ArrayRef<float>(layer.bias)));
-    auto router = moe::RouterOp::create(
-        builder, loc, layer.logits, bias,
-        moe::ScoreFunctionAttr::get(context, layer.score),
-        builder.getI64IntegerAttr(layer.topKValue),
-        /*score_after_topk=*/nullptr,
-        layer.normalize ? builder.getUnitAttr() : nullptr,
-        builder.getF32FloatAttr(layer.scale),
-        builder.getI64IntegerAttr(layer.nGroup),
-        builder.getI64IntegerAttr(layer.topkGroup), /*capacity=*/nullptr);
-    auto dispatch =
-        moe::DispatchOp::create(builder, loc, layer.tokens, router.getIndices(),
-                                builder.getI64IntegerAttr(layer.numExperts));
+    RouterConfig config;
+    config.topK = layer.topKValue;
+    config.score = layer.score;
+    config.normalize = layer.normalize;
+    config.scale = layer.scale;
+    config.nGroup = layer.nGroup;
+    config.topkGroup = layer.topkGroup;
+    config.bias = bias;
+    auto [router, dispatch] = createRouterAndDispatch(
+        builder, loc, layer.logits, config, layer.tokens, layer.numExperts);
     auto experts = moe::ExpertsOp::create(
         builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
         /*b1=*/Value(), w3, /*b3=*/Value(), w2, /*b2=*/Value(),

@@ -472,6 +472,20 @@ private:
   }
 };
 
+/// Whether `topK` looks like the router of a parallel-experts layer: its
+/// flattened indices are sorted by a second top-k. Only candidates that then
+/// fail to match get a remark: a top-k of some other purpose is not a
+/// near-miss.
+bool isParallelCandidate(moe::TopKOp topK) {
+  for (Operation *user : topK.getIndices().getUsers())
+    if (isa<moe::ReshapeOp, moe::FlattenOp>(user))
+      for (Operation *sortUser : user->getResult(0).getUsers())
+        if (auto sort = dyn_cast<moe::TopKOp>(sortUser))
+          if (sort.getInput() == user->getResult(0))
+            return true;
+  return false;
+}
+
 struct DetectParallelExpertsPass
     : public moec::impl::MoeDetectParallelExpertsBase<
           DetectParallelExpertsPass> {
@@ -483,6 +497,8 @@ struct DetectParallelExpertsPass
     bool changed = false;
     for (moe::TopKOp topK : candidates) {
       if (claimed.contains(topK))
+        continue;
+      if (!isParallelCandidate(topK))
         continue;
       ParallelMatcher matcher(topK);
       if (std::optional<Failure> failure = matcher.match()) {

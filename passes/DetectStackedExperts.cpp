@@ -209,6 +209,27 @@ private:
   }
 };
 
+/// Whether `topK` looks like the router of a stacked-weight layer: its
+/// indices, possibly reshaped, gather from a stacked `[E, a, b]` constant.
+/// Only candidates that then fail to match get a remark: a top-k of some
+/// other purpose is not a near-miss.
+bool isStackedCandidate(moe::TopKOp topK) {
+  SmallVector<Value> indices = {topK.getIndices()};
+  for (Operation *user : topK.getIndices().getUsers())
+    if (isa<moe::ReshapeOp, moe::FlattenOp>(user))
+      indices.push_back(user->getResult(0));
+  for (Value value : indices)
+    for (Operation *user : value.getUsers()) {
+      auto gather = dyn_cast<moe::GatherOp>(user);
+      auto constant =
+          gather ? gather.getData().getDefiningOp<moe::ConstantOp>() : nullptr;
+      if (constant && gather.getIndices() == value &&
+          constant.getType().getRank() == 3)
+        return true;
+    }
+  return false;
+}
+
 struct DetectStackedExpertsPass
     : public moec::impl::MoeDetectStackedExpertsBase<DetectStackedExpertsPass> {
   void runOnOperation() override {
@@ -216,6 +237,8 @@ struct DetectStackedExpertsPass
     getOperation().walk([&](moe::TopKOp op) { candidates.push_back(op); });
     bool changed = false;
     for (moe::TopKOp topK : candidates) {
+      if (!isStackedCandidate(topK))
+        continue;
       StackedMatcher matcher(topK);
       if (std::optional<Failure> failure = matcher.match()) {
         topK.emitRemark("MoE stacked experts not detected: ") << *failure;

@@ -241,6 +241,48 @@ inline mlir::Value getConcatenatedGlu(mlir::Value gate, mlir::Value up) {
   return split.getInput();
 }
 
+/// What a detected layer's moe.router computes besides its logits; the
+/// defaults are plain softmax top-1 routing without groups or capacity.
+struct RouterConfig {
+  int64_t topK = 1;
+  moe::ScoreFunction score = moe::ScoreFunction::Softmax;
+  bool afterTopK = false;
+  bool normalize = false;
+  float scale = 1.0f;
+  int64_t nGroup = 1, topkGroup = 1;
+  std::optional<int64_t> capacity;
+  /// An optional `[E]` selection bias.
+  mlir::Value bias;
+};
+
+/// Builds the moe.router of `logits` that `config` describes.
+inline moe::RouterOp createRouter(mlir::OpBuilder &builder, mlir::Location loc,
+                                  mlir::Value logits,
+                                  const RouterConfig &config) {
+  auto unitIf = [&](bool set) { return set ? builder.getUnitAttr() : nullptr; };
+  return moe::RouterOp::create(
+      builder, loc, logits, config.bias,
+      moe::ScoreFunctionAttr::get(builder.getContext(), config.score),
+      builder.getI64IntegerAttr(config.topK), unitIf(config.afterTopK),
+      unitIf(config.normalize), builder.getF32FloatAttr(config.scale),
+      builder.getI64IntegerAttr(config.nGroup),
+      builder.getI64IntegerAttr(config.topkGroup),
+      config.capacity ? builder.getI64IntegerAttr(*config.capacity) : nullptr);
+}
+
+/// Builds the moe.router of `logits` and the moe.dispatch of the `[T, H]`
+/// `tokens` to the `numExperts` experts it chooses.
+inline std::pair<moe::RouterOp, moe::DispatchOp>
+createRouterAndDispatch(mlir::OpBuilder &builder, mlir::Location loc,
+                        mlir::Value logits, const RouterConfig &config,
+                        mlir::Value tokens, int64_t numExperts) {
+  moe::RouterOp router = createRouter(builder, loc, logits, config);
+  auto dispatch =
+      moe::DispatchOp::create(builder, loc, tokens, router.getIndices(),
+                              builder.getI64IntegerAttr(numExperts));
+  return {router, dispatch};
+}
+
 /// Replaces `result` (the `[T, H]` output of a matched layer) with
 /// `moe.router -> moe.dispatch -> moe.experts silu_glu (fused concatenated
 /// gate/up) -> moe.combine` for `gate`, built before `result`'s op. `w1` is
@@ -255,17 +297,12 @@ replaceWithSiluGluLayer(mlir::Value result, const SoftmaxGate &gate,
   OpBuilder builder(result.getDefiningOp());
   Location loc = result.getLoc();
   MLIRContext *context = builder.getContext();
-  auto router = moe::RouterOp::create(
-      builder, loc, gate.logits, /*bias=*/Value(),
-      moe::ScoreFunctionAttr::get(context, moe::ScoreFunction::Softmax),
-      builder.getI64IntegerAttr(gate.topK),
-      gate.afterTopK ? builder.getUnitAttr() : nullptr,
-      gate.normalize ? builder.getUnitAttr() : nullptr,
-      builder.getF32FloatAttr(1.0f), builder.getI64IntegerAttr(1),
-      builder.getI64IntegerAttr(1), /*capacity=*/nullptr);
-  auto dispatch =
-      moe::DispatchOp::create(builder, loc, gate.tokens, router.getIndices(),
-                              builder.getI64IntegerAttr(gate.numExperts));
+  RouterConfig config;
+  config.topK = gate.topK;
+  config.afterTopK = gate.afterTopK;
+  config.normalize = gate.normalize;
+  auto [router, dispatch] = createRouterAndDispatch(
+      builder, loc, gate.logits, config, gate.tokens, gate.numExperts);
   auto experts = moe::ExpertsOp::create(
       builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
       /*b1=*/Value(), /*w3=*/Value(), /*b3=*/Value(), w2, /*b2=*/Value(),

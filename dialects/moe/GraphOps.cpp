@@ -936,19 +936,25 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The ranked type of the first of the variadic `inputs` of a concatenation
+/// or stack, which need at least one.
+static FailureOr<RankedTensorType>
+getFirstInputType(std::optional<Location> location, ValueRange inputs) {
+  if (inputs.empty())
+    return emitOptionalError(location, "requires at least one input");
+  return getRankedType(location, inputs.front(), "inputs");
+}
+
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
   ValueRange inputs = adaptor.getInputs();
-  if (inputs.empty())
-    return emitOptionalError(location, "requires at least one input");
-  if (!adaptor.getAxisAttr())
-    return emitOptionalError(location, "requires attribute 'axis'");
-  FailureOr<RankedTensorType> first =
-      getRankedType(location, inputs.front(), "inputs");
+  FailureOr<RankedTensorType> first = getFirstInputType(location, inputs);
   if (failed(first))
     return failure();
+  if (!adaptor.getAxisAttr())
+    return emitOptionalError(location, "requires attribute 'axis'");
   int64_t rank = first->getRank();
   FailureOr<int64_t> axis =
       normalizeAxis(location, "axis", adaptor.getAxisAttr().getInt(), rank);
@@ -989,10 +995,7 @@ LogicalResult StackOp::inferReturnTypes(MLIRContext *,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {
   ValueRange inputs = adaptor.getInputs();
-  if (inputs.empty())
-    return emitOptionalError(location, "requires at least one input");
-  FailureOr<RankedTensorType> first =
-      getRankedType(location, inputs.front(), "inputs");
+  FailureOr<RankedTensorType> first = getFirstInputType(location, inputs);
   if (failed(first))
     return failure();
   // One type for every input: each becomes one slice of the result.

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -54,18 +55,6 @@ int64_t sizeFromAttr(IntegerAttr attr, int64_t offset = 0) {
   if (value < 0 || value > std::numeric_limits<int64_t>::max() - offset)
     return kDynamic;
   return value + offset;
-}
-
-/// Formats a shape as `[8, ?, 16]`.
-std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::interleave(
-      shape,
-      [&](int64_t size) {
-        text += ShapedType::isDynamic(size) ? "?" : std::to_string(size);
-      },
-      [&] { text += ", "; });
-  return text + "]";
 }
 
 /// Fails with a diagnostic at `location` when an operand is not a ranked
@@ -112,6 +101,31 @@ LogicalResult checkElementType(Operation *op, StringRef name, Value value,
   return op->emitOpError("expects ")
          << name << " to have the element type of " << reference << " ("
          << elementType << "), got " << actual;
+}
+
+/// One result of the type of `operand` (ranked operands only).
+LogicalResult inferTypeOf(std::optional<Location> location, StringRef opName,
+                          ValueRange operands, Value operand,
+                          SmallVectorImpl<Type> &types) {
+  if (failed(requireRanked(location, opName, operands)))
+    return failure();
+  types.push_back(operand.getType());
+  return success();
+}
+
+/// Fails unless `values` are non-negative, each at most once.
+LogicalResult checkDistinct(Operation *op, StringRef name,
+                            ArrayRef<int64_t> values) {
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t value : values) {
+    if (value < 0)
+      return op->emitOpError("expects non-negative ")
+             << name << ", got " << value;
+    if (!seen.insert(value).second)
+      return op->emitOpError("expects distinct ")
+             << name << ", got " << value << " twice";
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -421,11 +435,8 @@ LogicalResult ExpertsOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> location,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
-  if (failed(
-          requireRanked(location, getOperationName(), adaptor.getOperands())))
-    return failure();
-  types.push_back(adaptor.getTokens().getType());
-  return success();
+  return inferTypeOf(location, getOperationName(), adaptor.getOperands(),
+                     adaptor.getTokens(), types);
 }
 
 LogicalResult ExpertsOp::verify() {
@@ -498,11 +509,8 @@ LogicalResult SharedExpertOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> location,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
-  if (failed(
-          requireRanked(location, getOperationName(), adaptor.getOperands())))
-    return failure();
-  types.push_back(adaptor.getTokens().getType());
-  return success();
+  return inferTypeOf(location, getOperationName(), adaptor.getOperands(),
+                     adaptor.getTokens(), types);
 }
 
 LogicalResult SharedExpertOp::verify() {
@@ -581,31 +589,6 @@ template <typename OpTy> LogicalResult verifyAllToAll(OpTy op) {
              << like.getType();
   return checkShape(op, "send_counts", op.getSendCounts(), {numDevices},
                     "[num_devices]");
-}
-
-/// One result of the type of `operand` (ranked operands only).
-LogicalResult inferTypeOf(std::optional<Location> location, StringRef opName,
-                          ValueRange operands, Value operand,
-                          SmallVectorImpl<Type> &types) {
-  if (failed(requireRanked(location, opName, operands)))
-    return failure();
-  types.push_back(operand.getType());
-  return success();
-}
-
-/// Fails unless `values` are non-negative, each at most once.
-LogicalResult checkDistinct(Operation *op, StringRef name,
-                            ArrayRef<int64_t> values) {
-  llvm::SmallDenseSet<int64_t> seen;
-  for (int64_t value : values) {
-    if (value < 0)
-      return op->emitOpError("expects non-negative ")
-             << name << ", got " << value;
-    if (!seen.insert(value).second)
-      return op->emitOpError("expects distinct ")
-             << name << ", got " << value << " twice";
-  }
-  return success();
 }
 
 } // namespace

@@ -133,12 +133,14 @@ std::vector<uint8_t> serialize(const DeviceStats &s) {
   std::memcpy(&words[8], &s.comm.computeSeconds, 8);
   std::vector<uint8_t> out(sizeof(words));
   std::memcpy(out.data(), words, sizeof(words));
+  std::vector<uint8_t> layers = serializeLayerStats(s.moeLayers);
+  out.insert(out.end(), layers.begin(), layers.end());
   return out;
 }
 
 absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
   uint64_t words[kStatWords];
-  if (in.size() != sizeof(words))
+  if (in.size() < sizeof(words))
     return absl::DataLossError("gathered device stats are malformed");
   std::memcpy(words, in.data(), sizeof(words));
   DeviceStats s;
@@ -152,6 +154,9 @@ absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
   std::memcpy(&s.comm.commSeconds, &words[7], 8);
   std::memcpy(&s.comm.computeSeconds, &words[8], 8);
   s.expertRows = words[9];
+  MOERT_ASSIGN_OR_RETURN(s.moeLayers,
+                         deserializeLayerStats(in.data() + sizeof(words),
+                                               in.size() - sizeof(words)));
   return s;
 }
 
@@ -341,10 +346,12 @@ absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
     DeviceStats stats;
     stats.device = g.devices[i];
     stats.comm = g.sessions[i]->commStats();
-    for (const StepStats &step : g.sessions[i]->stepStats())
+    std::vector<StepStats> steps = g.sessions[i]->stepStats();
+    for (const StepStats &step : steps)
       if (step.op == "Experts")
         for (uint64_t load : step.expertLoad)
           stats.expertRows += load;
+    stats.moeLayers = moeLayerStats(g.plan, steps, g.devices[i]);
     mine.push_back(serialize(stats));
   }
   MOERT_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> all,

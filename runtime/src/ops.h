@@ -170,6 +170,21 @@ struct OpDef {
   uint32_t inPlaceInputs = 0;
   ValidateFn validate = nullptr;
   KernelFn kernel = nullptr;
+
+  /// Chainable setters for the registration tables, as in
+  /// `r.add(kind, makeOp(...).withOutputs(2).withOptionalInputs(0b10))`.
+  OpDef &withOutputs(int count) {
+    minOutputs = maxOutputs = count;
+    return *this;
+  }
+  OpDef &withOptionalInputs(uint32_t mask) {
+    optionalInputs = mask;
+    return *this;
+  }
+  OpDef &withInPlaceInputs(uint32_t mask) {
+    inPlaceInputs = mask;
+    return *this;
+  }
 };
 
 /// The definition of `kind`, or nullptr for a value this runtime lacks.

@@ -9,6 +9,7 @@
 
 #include "ep_plans.h"
 #include "moert/device_group.h"
+#include "moert/stats.h"
 #include "test_util.h"
 
 #include "absl/strings/str_cat.h"
@@ -358,6 +359,43 @@ absl::StatusOr<HostTensor> runLayer(const std::vector<uint8_t> &bytes,
   return group->output("out");
 }
 
+/// The layer's stats merged over the devices (moert/stats.h) route the
+/// tokens as the 1-device plan does, slot by slot as placed.
+void expectSameLayerStats(const Placement &placement,
+                          const std::vector<DeviceStats> &reference,
+                          const std::vector<DeviceStats> &devices) {
+  ASSERT_EQ(reference.size(), 1u);
+  ASSERT_EQ(reference[0].moeLayers.size(), 1u);
+  const MoeLayerStats &one = reference[0].moeLayers[0];
+  std::vector<std::vector<MoeLayerStats>> parts;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    ASSERT_EQ(devices[d].moeLayers.size(), 1u);
+    const MoeLayerStats &part = devices[d].moeLayers[0];
+    EXPECT_GE(part.assignSlots, 0);
+    EXPECT_GE(part.dispatch, 0);
+    EXPECT_GE(part.combine, 0);
+    // The device's slots are its range of the placement.
+    std::vector<int64_t> slots(
+        placement.slotExpert.begin() + placement.slotBegin[d],
+        placement.slotExpert.begin() + placement.slotBegin[d + 1]);
+    EXPECT_EQ(part.slotExperts, slots) << "device " << d;
+    EXPECT_EQ(part.experts >= 0, !slots.empty()) << "device " << d;
+    parts.push_back(devices[d].moeLayers);
+  }
+  absl::StatusOr<std::vector<MoeLayerStats>> merged =
+      mergeDeviceLayerStats(parts);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->size(), 1u);
+  const MoeLayerStats &all = (*merged)[0];
+  EXPECT_EQ(all.tokensPerExpert, one.tokensPerExpert);
+  EXPECT_EQ(all.routedPerExpert, one.tokensPerExpert);
+  EXPECT_EQ(all.slotExperts, placement.slotExpert);
+  ASSERT_EQ(all.deviceRows.size(), devices.size());
+  for (size_t d = 0; d < devices.size(); ++d)
+    EXPECT_EQ(all.deviceRows[d], devices[d].expertRows);
+  EXPECT_EQ(all.runs, 1u);
+}
+
 void expectSameAsOneDevice(const Placement &placement, bool overlap) {
   std::vector<uint8_t> reference = writeLayer(nullptr);
   std::vector<uint8_t> split = writeLayer(&placement, overlap);
@@ -365,7 +403,8 @@ void expectSameAsOneDevice(const Placement &placement, bool overlap) {
   // One token leaves devices without rows; kMaxT fills the bound.
   for (int64_t tokens : {int64_t{1}, int64_t{5}, kMaxT}) {
     SCOPED_TRACE(absl::StrCat(N, " devices, ", tokens, " tokens"));
-    auto expected = runLayer(reference, tokens);
+    std::vector<DeviceStats> referenceStats;
+    auto expected = runLayer(reference, tokens, &referenceStats);
     std::vector<DeviceStats> stats;
     auto actual = runLayer(split, tokens, &stats);
     ASSERT_TRUE(expected.ok()) << expected.status();
@@ -389,6 +428,7 @@ void expectSameAsOneDevice(const Placement &placement, bool overlap) {
     }
     EXPECT_EQ(expertRows, uint64_t(tokens * kLayerTopK));
     EXPECT_EQ(sent, received);
+    expectSameLayerStats(placement, referenceStats, stats);
   }
 }
 
@@ -403,6 +443,43 @@ TEST(ExpertParallel, FourDevicesMatchOneDevice) {
 TEST(ExpertParallel, ReplicasAndOverlapMatchOneDevice) {
   // Expert 0 has a replica on device 1; device 0 holds one slot only.
   expectSameAsOneDevice({{0, 1, 5}, {0, 1, 2, 3, 0}}, /*overlap=*/true);
+}
+
+TEST(ExpertParallel, LayerStatsSurviveTheGatherOrFailCleanly) {
+  MoeLayerStats layer;
+  layer.name = "moe/0";
+  layer.router = 3;
+  layer.assignSlots = 4;
+  layer.steps = {3, 4, 5};
+  layer.runs = 2;
+  layer.tokensPerExpert = {1, 0, 7};
+  layer.slotExperts = {2, 0};
+  layer.tokensPerSlot = {7, 1};
+  layer.commSeconds = 0.25;
+  std::vector<uint8_t> bytes = serializeLayerStats({layer, layer});
+  auto back = deserializeLayerStats(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[1].name, "moe/0");
+  EXPECT_EQ((*back)[1].router, 3);
+  EXPECT_EQ((*back)[1].experts, -1);
+  EXPECT_EQ((*back)[1].steps, layer.steps);
+  EXPECT_EQ((*back)[1].tokensPerExpert, layer.tokensPerExpert);
+  EXPECT_EQ((*back)[1].slotExperts, layer.slotExperts);
+  EXPECT_EQ((*back)[1].commSeconds, 0.25);
+  // Every truncation, and trailing bytes, are errors.
+  for (size_t size = 0; size < bytes.size(); ++size)
+    EXPECT_THAT(deserializeLayerStats(bytes.data(), size).status(),
+                StatusHas("gathered MoE layer stats are malformed"));
+  bytes.push_back(0);
+  EXPECT_FALSE(deserializeLayerStats(bytes.data(), bytes.size()).ok());
+  // Devices must agree on the layers and experts.
+  MoeLayerStats fewer = layer;
+  fewer.tokensPerExpert = {1, 0};
+  EXPECT_THAT(mergeDeviceLayerStats({{layer}, {fewer}}).status(),
+              StatusHas("MoE layer 0 has 2 experts on device 1"));
+  EXPECT_THAT(mergeDeviceLayerStats({{layer}, {}}).status(),
+              StatusHas("device 1 has 0 MoE layers"));
 }
 
 TEST(ExpertParallel, InjectedExitTimesOutTheOthers) {

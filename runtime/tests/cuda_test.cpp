@@ -29,51 +29,45 @@ absl::Status plan(const Shape &out, std::vector<Shape> inputs,
                        args);
 }
 
+/// Expects the loop nest `shape` and each operand's `strides` along it.
+void expectLayout(const FusedArgs &args, std::vector<int64_t> shape,
+                  std::vector<std::vector<int64_t>> strides) {
+  ASSERT_EQ(args.rank, static_cast<int>(shape.size()));
+  ASSERT_EQ(args.num_inputs, static_cast<int>(strides.size()));
+  for (size_t d = 0; d < shape.size(); ++d)
+    EXPECT_EQ(args.shape[d], shape[d]) << "dim " << d;
+  for (size_t i = 0; i < strides.size(); ++i)
+    for (size_t d = 0; d < shape.size(); ++d)
+      EXPECT_EQ(args.strides[i][d], strides[i][d])
+          << "operand " << i << ", dim " << d;
+}
+
 TEST(CudaLaunch, SameShapeOperandsCollapseToOneDim) {
   FusedArgs args;
   ASSERT_TRUE(plan({4, 3, 5}, {{4, 3, 5}, {4, 3, 5}}, args).ok());
   EXPECT_EQ(args.numel, 60);
-  EXPECT_EQ(args.rank, 1);
-  EXPECT_EQ(args.num_inputs, 2);
-  EXPECT_EQ(args.shape[0], 60);
-  EXPECT_EQ(args.strides[0][0], 1);
-  EXPECT_EQ(args.strides[1][0], 1);
+  expectLayout(args, {60}, {{1}, {1}});
 }
 
 TEST(CudaLaunch, RowBroadcastKeepsTwoDims) {
   // x [T, H] * w [H]: w is re-read for every row.
   FusedArgs args;
   ASSERT_TRUE(plan({7, 16}, {{7, 16}, {16}}, args).ok());
-  EXPECT_EQ(args.rank, 2);
-  EXPECT_EQ(args.shape[0], 7);
-  EXPECT_EQ(args.shape[1], 16);
-  EXPECT_EQ(args.strides[0][0], 16);
-  EXPECT_EQ(args.strides[0][1], 1);
-  EXPECT_EQ(args.strides[1][0], 0);
-  EXPECT_EQ(args.strides[1][1], 1);
+  expectLayout(args, {7, 16}, {{16, 1}, {0, 1}});
 }
 
 TEST(CudaLaunch, ColumnBroadcastAndUnitDims) {
   // x [T, 1, H] * s [T, 1, 1]: the unit dim disappears, s is per row.
   FusedArgs args;
   ASSERT_TRUE(plan({5, 1, 8}, {{5, 1, 8}, {5, 1, 1}}, args).ok());
-  EXPECT_EQ(args.rank, 2);
-  EXPECT_EQ(args.shape[0], 5);
-  EXPECT_EQ(args.shape[1], 8);
-  EXPECT_EQ(args.strides[1][0], 1);
-  EXPECT_EQ(args.strides[1][1], 0);
+  expectLayout(args, {5, 8}, {{8, 1}, {1, 0}});
 }
 
 TEST(CudaLaunch, OuterBroadcastMergesWithContiguousInner) {
   // a [2, 3, 4] + b [3, 4]: b's two dims merge, and so do a's.
   FusedArgs args;
   ASSERT_TRUE(plan({2, 3, 4}, {{2, 3, 4}, {3, 4}}, args).ok());
-  EXPECT_EQ(args.rank, 2);
-  EXPECT_EQ(args.shape[0], 2);
-  EXPECT_EQ(args.shape[1], 12);
-  EXPECT_EQ(args.strides[0][0], 12);
-  EXPECT_EQ(args.strides[1][0], 0);
-  EXPECT_EQ(args.strides[1][1], 1);
+  expectLayout(args, {2, 12}, {{12, 1}, {0, 1}});
 }
 
 TEST(CudaLaunch, ScalarsAndEmptyTensors) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/stream.h"
 #include "moert/stats.h"
 #include "test_util.h"
 
@@ -694,6 +695,20 @@ TEST(Experts, ColumnBlocksOfLargeNarrowExperts) {
   checkExperts(longRows, {16, 1}, 1, 20, /*threads=*/2);
 }
 
+TEST(Experts, RowSplitsOfFewRowsWithInOutWeights) {
+  // [K, out] weights and up to 8 rows split along K into blocks of 64
+  // weight rows whose partial products are summed: several blocks and a
+  // short last one (150 = 64 + 64 + 22, 130 = 64 + 64 + 2), next to an
+  // expert of 9 rows that takes column blocks instead.
+  for (Network net : everyNetwork()) {
+    if (!net.inOut)
+      continue;
+    SCOPED_TRACE(describe(net));
+    net.init(/*experts=*/4, /*hidden=*/150, /*inter=*/130, 21);
+    checkExperts(net, {1, 8, 0, 9}, /*padding=*/1, 22, /*threads=*/3);
+  }
+}
+
 TEST(Experts, InPlaceOverTheTokens) {
   // The output takes the tokens' arena slot: narrow and wide experts, chunks.
   Network net;
@@ -812,6 +827,66 @@ TEST(SharedExpert, RejectsAGateOfTheWrongSize) {
                   .status(),
               StatusHas("gate has shape [2, 2]; expected [4], [4, 1] or "
                         "[1, 4]"));
+}
+
+//===----------------------------------------------------------------------===//
+// Weight-streaming products (kernels/stream.h)
+//===----------------------------------------------------------------------===//
+
+TEST(Stream, RowRangeIsThePartialProductOverTheRange) {
+  // Rows of x longer than K (a leading dimension), outputs that are and are
+  // not a multiple of the vector width, ranges with 4-row groups and a
+  // remainder, and an empty range (zeros).
+  const int64_t K = 37, ldx = 40;
+  for (int64_t n : {1, 3, 8})
+    for (int64_t out : {5, 8, 29})
+      for (auto [k0, k1] :
+           {std::pair<int64_t, int64_t>{0, 37}, {4, 11}, {10, 10}}) {
+        SCOPED_TRACE(absl::StrCat(n, " rows, ", out, " outputs, rows [", k0,
+                                  ", ", k1, ")"));
+        std::vector<float> x = randomFloats(n * ldx, 31);
+        std::vector<float> w = randomFloats(K * out, 32);
+        std::vector<float> c(n * out, NAN);
+        detail::streamRowRange(x.data(), n, ldx, w.data(), out, k0, k1,
+                               c.data());
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < out; ++j) {
+            double sum = 0;
+            for (int64_t k = k0; k < k1; ++k)
+              sum += double(x[r * ldx + k]) * w[k * out + j];
+            EXPECT_NEAR(c[r * out + j], sum, 1e-5) << r << ", " << j;
+          }
+      }
+}
+
+TEST(Stream, ProjectColumnBlocksOfBothLayouts) {
+  // A block of columns [3, 24) of a 29-output matrix, with and without a
+  // bias, into an output with a leading dimension; 5 rows (tiles of 2 and a
+  // remainder row), K not a multiple of the vector width.
+  const int64_t n = 5, K = 37, out = 29, c0 = 3, m = 21, ldc = 23;
+  std::vector<float> x = randomFloats(n * K, 33);
+  std::vector<float> w = randomFloats(K * out, 34);
+  std::vector<float> bias = randomFloats(out, 35);
+  for (bool inOut : {false, true})
+    for (bool withBias : {false, true}) {
+      SCOPED_TRACE(
+          absl::StrCat(inOut ? "in_out" : "out_in", withBias ? " bias" : ""));
+      std::vector<float> c(n * ldc, -1.0f);
+      detail::streamProject(x.data(), n, K, w.data(), out, inOut, c0, m,
+                            withBias ? bias.data() : nullptr, c.data(), ldc);
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t j = 0; j < m; ++j) {
+          double sum = withBias ? bias[c0 + j] : 0.0;
+          for (int64_t k = 0; k < K; ++k)
+            sum += double(x[r * K + k]) *
+                   (inOut ? w[k * out + c0 + j] : w[(c0 + j) * K + k]);
+          EXPECT_NEAR(c[r * ldc + j], sum, 1e-5) << r << ", " << j;
+        }
+        // Past the block, the output row is untouched.
+        EXPECT_EQ(c[r * ldc + m], -1.0f);
+        EXPECT_EQ(c[r * ldc + m + 1], -1.0f);
+      }
+    }
 }
 
 //===----------------------------------------------------------------------===//

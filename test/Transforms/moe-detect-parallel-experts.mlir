@@ -222,7 +222,6 @@ func.func @descending_sort(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %fi = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
   %n = moe.dim %fi, 0 : tensor<?xi64>
   %n1 = moe.reshape %n, %c1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
-  // expected-remark @below {{MoE parallel experts not detected: top-k input is not f32 [T, E] logits or their softmax, with static E}}
   %sorted, %perm = moe.top_k %fi, %n1 {axis = 0 : i64, largest = 1 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
   %pf = moe.cast %perm {to = f32} : (tensor<?xi64>) -> tensor<?xf32>
   %q = moe.div %pf, %kf : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
@@ -303,7 +302,6 @@ func.func @permuted_sizes(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %fi = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
   %n = moe.dim %fi, 0 : tensor<?xi64>
   %n1 = moe.reshape %n, %c1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
-  // expected-remark @below {{MoE parallel experts not detected: top-k input is not f32 [T, E] logits or their softmax, with static E}}
   %sorted, %perm = moe.top_k %fi, %n1 {axis = 0 : i64, largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
   %pf = moe.cast %perm {to = f32} : (tensor<?xi64>) -> tensor<?xf32>
   %q = moe.div %pf, %kf : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
@@ -385,7 +383,6 @@ func.func @no_accumulation(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %fi = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
   %n = moe.dim %fi, 0 : tensor<?xi64>
   %n1 = moe.reshape %n, %c1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
-  // expected-remark @below {{MoE parallel experts not detected: top-k input is not f32 [T, E] logits or their softmax, with static E}}
   %sorted, %perm = moe.top_k %fi, %n1 {axis = 0 : i64, largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
   %pf = moe.cast %perm {to = f32} : (tensor<?xi64>) -> tensor<?xf32>
   %q = moe.div %pf, %kf : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>

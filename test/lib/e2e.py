@@ -23,7 +23,8 @@ threads of moe-run (`--devices N`) or, with --mpi, as N ranks of
 `mpirun -np N moe-run`. The outputs must match onnxruntime as above, and the
 per-device stats must account for every routed assignment: the rows the
 devices' experts ran add up to routed tokens x top_k summed over the layers
-(at most that with a capacity).
+(at most that with a capacity), and the layers merged over the devices pass
+the single-device checks.
 
 Tolerance: float32 outputs must satisfy max|moe-run - ort| <= rtol * max(1,
 max|ort|) (default rtol 1e-5): a relative bound on the output's scale, since
@@ -117,6 +118,10 @@ def check_stats(report_layers, stats_path, routed):
             failures.append(f"{where}: kept {kept} + dropped {dropped} != "
                             f"{got['runs']} run(s) x {routed} tokens x top_k "
                             f"{want['top_k']} = {expected}")
+        routed_here = got.get("routed_per_expert")
+        if routed_here is not None and routed_here != counts:
+            failures.append(f"{where}: the experts computed {counts} but the "
+                            f"routers assigned {routed_here}")
         if want["capacity"] is None and dropped:
             failures.append(f"{where}: {dropped} assignment(s) dropped "
                             f"without a capacity")
@@ -230,12 +235,16 @@ def main():
             cmd += ["--input", f"{name}={path}"]
         run(cmd)
         if args.check_stats:
-            check = check_device_stats if args.devices > 1 else check_stats
-            for message in check(
-                    report_layers, stats,
-                    routed_tokens(model, tokens, args.batch)):
-                print(f"MISMATCH tokens={tokens} stats {message}")
-                failures += 1
+            # Multi-device runs merge their layers over the devices, which
+            # must add up like a single device's.
+            checks = [check_device_stats, check_stats] if args.devices > 1 \
+                else [check_stats]
+            for check in checks:
+                for message in check(
+                        report_layers, stats,
+                        routed_tokens(model, tokens, args.batch)):
+                    print(f"MISMATCH tokens={tokens} stats {message}")
+                    failures += 1
 
         for name, want in zip(output_names, expected):
             safe = "".join(c if c.isalnum() or c in "._-" else "_"

@@ -3,13 +3,18 @@
 real-size expert weights without committing them.
 
     gen_loop_moe.py OUT.onnx --hidden H --ffn F [--seed N] [--external]
+                    [--skew S]
 
 The graph is examples/zoo/mixtral_block.onnx's TorchScript export (router
 MatMul -> Softmax -> TopK -> renormalise -> OneHot; per expert NonZero ->
 Gather -> SwiGLU -> Mul -> index_add), whose shape arithmetic reads the hidden
 size from the input, with its weights replaced by random ones of hidden size H
 and FFN size F (8 experts, top-2). With --external the weights go to
-OUT.onnx.data, as large models store them.
+OUT.onnx.data, as large models store them. With --skew S the routing is
+skewed on purpose: the router columns of experts 0 and 1 become S * u and
+-S * u for one random unit direction u, so (for S well above the other
+logits) every token picks one of the two and they get half of all top-2
+assignments; tests of load-based placement use it.
 """
 
 import argparse
@@ -31,6 +36,7 @@ def main():
     parser.add_argument("--ffn", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--external", action="store_true")
+    parser.add_argument("--skew", type=float, default=0.0)
     args = parser.parse_args()
 
     model = onnx.load(TEMPLATE)
@@ -43,6 +49,11 @@ def main():
         shape = [sizes[dims[0]], sizes.get(dims[1], dims[1])]
         weights = rng.standard_normal(shape, dtype=np.float32)
         weights /= np.float32(np.sqrt(shape[0]))
+        if args.skew and dims[1] not in sizes:
+            direction = rng.standard_normal(shape[0]).astype(np.float32)
+            direction /= np.linalg.norm(direction)
+            weights[:, 0] = args.skew * direction
+            weights[:, 1] = -args.skew * direction
         graph.initializer[index].CopyFrom(
             numpy_helper.from_array(weights, init.name))
     for value in list(graph.input) + list(graph.output):

@@ -11,6 +11,7 @@
 #define MOE_RUN_GROUP_SESSION_H
 
 #include "moert/device_group.h"
+#include "stats_json.h"
 
 #include "absl/strings/str_format.h"
 
@@ -53,14 +54,21 @@ public:
   }
   bool reports() const { return group_->isRoot(); }
 
-  /// Appends ",\n  \"devices\": [...]" and the group summary: per device the
-  /// rows and bytes it sent to and received from other devices, the rows it
-  /// kept, its time in collective steps vs the others, and its experts'
-  /// rows; then the load imbalance over devices (largest expert rows over
-  /// the mean). Collective under MPI.
+  /// Appends the MoE layers merged over the devices ("moe_layers"),
+  /// ",\n  \"devices\": [...]" and the group summary: per device the rows
+  /// and bytes it sent to and received from other devices, the rows it
+  /// kept, its time in collective steps vs the others, its experts' rows and
+  /// its own MoE layers; then the load imbalance over devices (largest
+  /// expert rows over the mean). Collective under MPI.
   absl::Status appendDevices(std::string &json) {
     MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
                            group_->deviceStats());
+    std::vector<std::vector<moert::MoeLayerStats>> layers;
+    for (const moert::DeviceStats &d : devices)
+      layers.push_back(d.moeLayers);
+    MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
+                           moert::mergeDeviceLayerStats(layers));
+    appendMoeLayers(json, "moe_layers", merged, 2);
     uint64_t total = 0, most = 0;
     double comm = 0, compute = 0;
     absl::StrAppend(&json, ",\n  \"devices\": [");
@@ -81,7 +89,9 @@ public:
           ", \"comm_ms\": ", absl::StrFormat("%.6f", d.comm.commSeconds * 1e3),
           ", \"compute_ms\": ",
           absl::StrFormat("%.6f", d.comm.computeSeconds * 1e3),
-          ", \"expert_rows\": ", d.expertRows, "}");
+          ", \"expert_rows\": ", d.expertRows);
+      appendMoeLayers(json, "moe_layers", d.moeLayers, 6);
+      absl::StrAppend(&json, "}");
     }
     std::string imbalance =
         total ? absl::StrFormat("%.4f", double(most) * devices.size() / total)
@@ -105,11 +115,18 @@ private:
 /// The hooks for single sessions: they always report, without devices.
 template <typename SessionT> bool reports(const SessionT &) { return true; }
 inline bool reports(const GroupSession &session) { return session.reports(); }
+/// Appends the "moe_layers" of a single session's schedule (from its `steps`)
+/// or, for a group, the devices and the layers merged over them.
 template <typename SessionT>
-absl::Status appendDevices(std::string &, SessionT &) {
+absl::Status appendDevices(std::string &json, const moert::Plan &plan,
+                           const std::vector<moert::StepStats> &steps,
+                           SessionT &) {
+  appendMoeLayers(json, "moe_layers", moert::moeLayerStats(plan, steps), 2);
   return absl::OkStatus();
 }
-inline absl::Status appendDevices(std::string &json, GroupSession &session) {
+inline absl::Status appendDevices(std::string &json, const moert::Plan &,
+                                  const std::vector<moert::StepStats> &,
+                                  GroupSession &session) {
   return session.appendDevices(json);
 }
 

@@ -19,6 +19,7 @@
 #include "moert/moert.h"
 #include "moert/npy.h"
 #include "moert/stats.h"
+#include "stats_json.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -259,66 +260,17 @@ std::string fileNameFor(const std::string &name) {
   return out + ".npy";
 }
 
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      absl::StrAppend(&out, "\\", std::string(1, c));
-    else if (static_cast<unsigned char>(c) < 0x20)
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    else
-      out.push_back(c);
-  }
-  return out + "\"";
-}
+using moe_run::jsonRatio;
+using moe_run::jsonString;
 
 /// The routing of a MoE step (Router, Experts): tokens each expert received
 /// over the runs, their imbalance (the largest load over the mean; null when
 /// nothing was routed) and the assignments dropped for capacity.
 void appendExpertLoad(std::string &json, const moert::StepStats &s) {
-  double ratio = moert::loadImbalance(s.expertLoad);
-  std::string imbalance = ratio ? absl::StrFormat("%.4f", ratio) : "null";
   absl::StrAppend(
       &json, ", \"expert_load\": [", absl::StrJoin(s.expertLoad, ", "),
-      "], \"imbalance\": ", imbalance, ", \"dropped\": ", s.droppedAssignments);
-}
-
-/// A step index for JSON: null when the layer lacks the step.
-std::string stepIndex(int index) {
-  return index < 0 ? "null" : absl::StrCat(index);
-}
-
-/// The "moe_layers" array: per MoE layer (moert/stats.h), the tokens each
-/// expert computed and the assignments dropped for capacity, summed over the
-/// `runs` timed runs; the imbalance (largest load over the mean); and the
-/// mean time per run of the expert group (the Experts step) and of the whole
-/// layer.
-void appendMoeLayers(std::string &json, const moert::Plan &plan,
-                     const std::vector<moert::StepStats> &stats) {
-  std::vector<moert::MoeLayerStats> layers = moert::moeLayerStats(plan, stats);
-  absl::StrAppend(&json, ",\n  \"moe_layers\": [");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const moert::MoeLayerStats &l = layers[i];
-    double perRun = l.runs ? 1e3 / l.runs : 0.0;
-    double imbalance = l.imbalance();
-    absl::StrAppend(
-        &json, i ? "," : "", "\n    {\"name\": ", jsonString(l.name),
-        ", \"router_step\": ", stepIndex(l.router),
-        ", \"dispatch_step\": ", stepIndex(l.dispatch),
-        ", \"experts_step\": ", stepIndex(l.experts),
-        ", \"shared_expert_step\": ", stepIndex(l.sharedExpert),
-        ", \"combine_step\": ", stepIndex(l.combine), ", \"runs\": ", l.runs,
-        ",\n     \"tokens_per_expert\": [",
-        absl::StrJoin(l.tokensPerExpert, ", "),
-        "],\n     \"kept\": ", l.keptAssignments(),
-        ", \"dropped\": ", l.droppedAssignments, ", \"imbalance\": ",
-        imbalance ? absl::StrFormat("%.4f", imbalance) : "null",
-        ", \"experts_ms\": ",
-        absl::StrFormat("%.6f", l.expertsSeconds * perRun),
-        ", \"layer_ms\": ", absl::StrFormat("%.6f", l.layerSeconds * perRun),
-        "}");
-  }
-  absl::StrAppend(&json, layers.empty() ? "]" : "\n  ]");
+      "], \"imbalance\": ", jsonRatio(moert::loadImbalance(s.expertLoad)),
+      ", \"dropped\": ", s.droppedAssignments);
 }
 
 template <typename SessionT>
@@ -345,8 +297,8 @@ absl::Status writeStats(const std::string &path, const Options &options,
     absl::StrAppend(&json, "}");
   }
   absl::StrAppend(&json, "\n  ]");
-  appendMoeLayers(json, plan, stats);
-  MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, session));
+  // A multi-device run's layers come with its devices.
+  MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, plan, stats, session));
   absl::StrAppend(&json, "\n}\n");
   if (!moe_run::reports(session))
     return absl::OkStatus();

@@ -39,9 +39,10 @@ struct CudaSessionOptions {
   bool collectStats = true;
 };
 
-/// Executes one device schedule of a CUDA plan; the same contract as
-/// `Session` (not thread-safe, must not outlive its plan).
-class CudaSession {
+/// Executes one device schedule of a CUDA plan; inputs, outputs and stats
+/// as `Session` (SessionBase), except that each step's `op` in stepStats()
+/// is suffixed with "@cuda" or "@host" by where the step ran.
+class CudaSession : public SessionBase {
 public:
   /// Selects the GPU, checks its compute capability against the plan's,
   /// allocates the arena, uploads the weights and loads the plan's kernels.
@@ -49,24 +50,9 @@ public:
   create(const Plan &plan, const CudaSessionOptions &options = {});
 
   ~CudaSession();
-  CudaSession(const CudaSession &) = delete;
-  CudaSession &operator=(const CudaSession &) = delete;
 
-  /// As `Session::setInput`.
-  absl::Status setInput(std::string_view name, DType dtype,
-                        const std::vector<int64_t> &shape, const void *data,
-                        size_t bytes);
   /// Runs every step and copies the graph outputs back to the host.
   absl::Status run();
-  /// The host copy of graph output `name` after a successful `run`.
-  absl::StatusOr<TensorData> output(std::string_view name) const;
-
-  /// Per-step timings; `op` is suffixed with "@cuda" or "@host" by where the
-  /// step ran.
-  std::vector<StepStats> stepStats() const;
-  void resetStats();
-  /// Host worker threads.
-  int threads() const;
   /// "NVIDIA H200 (sm_90, 132 SMs)".
   std::string deviceDescription() const;
 

@@ -21,6 +21,7 @@
 
 #include "moert/comm.h"
 #include "moert/moert.h"
+#include "moert/stats.h"
 
 #include <string_view>
 
@@ -39,6 +40,8 @@ struct DeviceStats {
   CommStats comm;
   /// Rows the device's Experts steps computed (its experts' tokens).
   uint64_t expertRows = 0;
+  /// The MoE layers of the device's schedule (moert/stats.h).
+  std::vector<MoeLayerStats> moeLayers;
 };
 
 struct DeviceGroupOptions {

@@ -205,17 +205,17 @@ struct TensorData {
   size_t bytes = 0;
 };
 
-/// Executes one device schedule of a plan on the CPU backend.
-class Session {
-public:
-  /// Allocates the activation arena and the thread pool. Fails when the plan
-  /// needs a backend other than the CPU.
-  static absl::StatusOr<std::unique_ptr<Session>>
-  create(const Plan &plan, const SessionOptions &options = {});
+namespace detail {
+struct SessionState;
+} // namespace detail
 
-  ~Session();
-  Session(const Session &) = delete;
-  Session &operator=(const Session &) = delete;
+/// What the sessions of every backend share: one device schedule's inputs,
+/// outputs and per-step statistics. A session is not thread-safe and must
+/// not outlive its plan.
+class SessionBase {
+public:
+  SessionBase(const SessionBase &) = delete;
+  SessionBase &operator=(const SessionBase &) = delete;
 
   /// Copies the value of graph input `name`. Checks dtype, rank, static sizes,
   /// bounds and that `bytes` matches the shape. Symbolic sizes are checked for
@@ -223,17 +223,38 @@ public:
   absl::Status setInput(std::string_view name, DType dtype,
                         const std::vector<int64_t> &shape, const void *data,
                         size_t bytes);
-  /// Runs every step. Needs every input set; inputs stay set across runs.
-  absl::Status run();
-  /// The value of graph output `name` after a successful `run`.
+  /// The value of graph output `name` after a successful `run`, in host
+  /// memory.
   absl::StatusOr<TensorData> output(std::string_view name) const;
 
   /// Per-step timings, one entry per step in schedule order.
   std::vector<StepStats> stepStats() const;
+  void resetStats();
+  /// Worker threads of the steps that run on the host.
+  int threads() const;
+
+protected:
+  explicit SessionBase(detail::SessionState &state) : state_(state) {}
+  ~SessionBase() = default;
+
+private:
+  detail::SessionState &state_;
+};
+
+/// Executes one device schedule of a plan on the CPU backend.
+class Session : public SessionBase {
+public:
+  /// Allocates the activation arena and the thread pool. Fails when the plan
+  /// needs a backend other than the CPU.
+  static absl::StatusOr<std::unique_ptr<Session>>
+  create(const Plan &plan, const SessionOptions &options = {});
+
+  ~Session();
+
+  /// Runs every step. Needs every input set; inputs stay set across runs.
+  absl::Status run();
   /// Traffic and communication time of the collective steps.
   CommStats commStats() const;
-  void resetStats();
-  int threads() const;
 
   struct Impl;
 

@@ -37,6 +37,8 @@ const char *opKindName(OpKind kind) {
 struct Op {
   OpKind kind;
   int n;
+  /// The collective's sequence number, its key in Group::ops.
+  uint64_t seq;
   std::vector<char> posted;
   /// Counts: row src holds what src sends to each device.
   std::vector<int64_t> counts;
@@ -50,9 +52,14 @@ struct Op {
   /// Devices finished with the op; it is erased when all are.
   int finished = 0;
 
-  Op(OpKind kind, int n)
-      : kind(kind), n(n), posted(n, 0), send(n), sendBytes(n), sendOffsets(n),
-        readers(n, 0) {}
+  Op(OpKind kind, int n, uint64_t seq)
+      : kind(kind), n(n), seq(seq), posted(n, 0), send(n), sendBytes(n),
+        sendOffsets(n), readers(n, 0) {
+    if (kind == OpKind::Counts)
+      counts.assign(size_t(n) * n, 0);
+    if (kind == OpKind::Gather)
+      blobs.resize(n);
+  }
 };
 
 struct Group {
@@ -81,16 +88,13 @@ public:
                               absl::string_view what) override {
     Group &g = *group_;
     std::unique_lock<std::mutex> lock(g.mutex);
-    uint64_t seq = nextSeq_++;
-    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, seq, OpKind::Counts, what));
-    if (op->counts.empty())
-      op->counts.assign(size_t(g.n) * g.n, 0);
+    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, OpKind::Counts, what));
     std::copy(send, send + g.n, op->counts.begin() + size_t(rank_) * g.n);
     g.changed.notify_all();
-    MOERT_RETURN_IF_ERROR(awaitPosted(lock, seq, *op, what));
+    MOERT_RETURN_IF_ERROR(awaitPosted(lock, *op, what));
     for (int p = 0; p < g.n; ++p)
       recv[p] = op->counts[size_t(p) * g.n + rank_];
-    finish(seq, *op);
+    finish(*op);
     return absl::OkStatus();
   }
 
@@ -99,14 +103,13 @@ public:
     Group &g = *group_;
     MOERT_RETURN_IF_ERROR(comm::checkSpec(spec, g.n, what));
     std::unique_lock<std::mutex> lock(g.mutex);
-    uint64_t seq = nextSeq_++;
-    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, seq, OpKind::Data, what));
+    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, OpKind::Data, what));
     op->send[rank_] = static_cast<const uint8_t *>(spec.send);
     op->sendBytes[rank_] = spec.sendBytes;
     op->sendOffsets[rank_] = spec.sendOffsets;
     g.changed.notify_all();
-    pending_[seq] = Pending{std::move(spec), std::string(what)};
-    return seq;
+    pending_[op->seq] = Pending{std::move(spec), std::string(what)};
+    return op->seq;
   }
 
   absl::Status wait(ExchangeId id) override {
@@ -120,7 +123,7 @@ public:
     const std::string &what = pending.what;
     std::unique_lock<std::mutex> lock(g.mutex);
     Op &op = g.ops.at(id);
-    MOERT_RETURN_IF_ERROR(awaitPosted(lock, id, op, what));
+    MOERT_RETURN_IF_ERROR(awaitPosted(lock, op, what));
     // The sources' buffers stay valid until this device counts itself among
     // their readers, so the copies need no lock.
     for (int p = 0; p < g.n; ++p)
@@ -148,7 +151,7 @@ public:
     if (!done)
       return comm::timeoutError(what, g.timeout, rank_, "in-process",
                                 "to read this device's rows");
-    finish(id, op);
+    finish(op);
     return absl::OkStatus();
   }
 
@@ -157,19 +160,16 @@ public:
                       absl::string_view what) override {
     Group &g = *group_;
     std::unique_lock<std::mutex> lock(g.mutex);
-    uint64_t seq = nextSeq_++;
-    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, seq, OpKind::Gather, what));
-    if (op->blobs.empty())
-      op->blobs.resize(g.n);
+    MOERT_ASSIGN_OR_RETURN(Op * op, post(lock, OpKind::Gather, what));
     op->blobs[rank_] = mine;
     g.changed.notify_all();
     all.clear();
     if (rank_ == 0) {
-      MOERT_RETURN_IF_ERROR(awaitPosted(lock, seq, *op, what));
+      MOERT_RETURN_IF_ERROR(awaitPosted(lock, *op, what));
       all = std::move(op->blobs);
       op->blobs.assign(g.n, {});
     }
-    finish(seq, *op);
+    finish(*op);
     return absl::OkStatus();
   }
 
@@ -191,13 +191,15 @@ private:
     std::string what;
   };
 
-  /// Marks this device's part of collective `seq` posted, creating the op.
-  absl::StatusOr<Op *> post(std::unique_lock<std::mutex> &, uint64_t seq,
-                            OpKind kind, absl::string_view what) {
+  /// Marks this device's part of its next collective posted, creating the
+  /// op when this device is the first to reach it.
+  absl::StatusOr<Op *> post(std::unique_lock<std::mutex> &, OpKind kind,
+                            absl::string_view what) {
     Group &g = *group_;
+    uint64_t seq = nextSeq_++;
     if (g.failed)
       return g.failure;
-    Op &op = g.ops.try_emplace(seq, kind, g.n).first->second;
+    Op &op = g.ops.try_emplace(seq, kind, g.n, seq).first->second;
     if (op.kind != kind)
       return absl::InternalError(
           absl::StrCat(what, ": device ", rank_, " is at ", opKindName(kind),
@@ -208,8 +210,8 @@ private:
   }
 
   /// Waits until every device posted its part of `op`.
-  absl::Status awaitPosted(std::unique_lock<std::mutex> &lock, uint64_t seq,
-                           Op &op, absl::string_view what) {
+  absl::Status awaitPosted(std::unique_lock<std::mutex> &lock, Op &op,
+                           absl::string_view what) {
     Group &g = *group_;
     auto all = [&] {
       return std::all_of(op.posted.begin(), op.posted.end(),
@@ -225,15 +227,15 @@ private:
         if (!op.posted[p])
           missing.push_back(p);
       return comm::timeoutError(what, g.timeout, rank_, "in-process",
-                                comm::describeDevices(missing, seq));
+                                comm::describeDevices(missing, op.seq));
     }
     return absl::OkStatus();
   }
 
   /// Counts this device done with `op`; the last one erases it.
-  void finish(uint64_t seq, Op &op) {
+  void finish(Op &op) {
     if (++op.finished == group_->n)
-      group_->ops.erase(seq);
+      group_->ops.erase(uint64_t(op.seq)); // A copy: erase destroys `op`.
   }
 
   std::shared_ptr<Group> group_;

@@ -1,6 +1,7 @@
 //===- launch.cpp - Host-side launch planning of the CUDA backend ---------===//
 
 #include "cuda/launch.h"
+#include "broadcast_layout.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -19,48 +20,21 @@ absl::Status planFusedArgs(const detail::Shape &out,
   if (out.rank > kFusedMaxRank)
     return absl::InvalidArgumentError(
         absl::StrCat("output rank ", out.rank, " exceeds ", kFusedMaxRank));
-  // Per output dim (outer to inner): its size and each input's element
-  // stride along it, 0 where the input is broadcast.
-  int64_t sizes[kFusedMaxRank];
-  int64_t strides[kFusedMaxOperands][kFusedMaxRank];
   for (int i = 0; i < count; ++i) {
     const detail::Shape &in = *inputs[i];
     if (in.rank > out.rank)
       return absl::InvalidArgumentError(
           absl::StrCat("input ", i, " of shape ", in.str(),
                        " has a higher rank than the output ", out.str()));
-    int64_t stride = 1;
-    for (int d = out.rank - 1; d >= 0; --d) {
-      int k = d - (out.rank - in.rank);
-      int64_t size = k >= 0 ? in[k] : 1;
-      if (size != out[d] && size != 1)
+    for (int k = 0; k < in.rank; ++k)
+      if (in[k] != 1 && in[k] != out[k + out.rank - in.rank])
         return absl::InvalidArgumentError(
             absl::StrCat("input ", i, " of shape ", in.str(),
                          " does not broadcast to ", out.str()));
-      strides[i][d] = size == 1 ? 0 : stride;
-      stride *= size;
-    }
   }
-  // Drop size-1 dims, then merge dim d into its outer neighbour when every
-  // operand steps over the pair as over one dim.
-  int rank = 0;
-  for (int d = 0; d < out.rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = rank > 0;
-    for (int i = 0; merge && i < count; ++i)
-      merge = strides[i][rank - 1] == strides[i][d] * out[d];
-    if (merge) {
-      sizes[rank - 1] *= out[d];
-      for (int i = 0; i < count; ++i)
-        strides[i][rank - 1] = strides[i][d];
-      continue;
-    }
-    sizes[rank] = out[d];
-    for (int i = 0; i < count; ++i)
-      strides[i][rank] = strides[i][d];
-    ++rank;
-  }
+  int64_t sizes[kFusedMaxRank];
+  int64_t strides[kFusedMaxOperands][kMaxRank];
+  int rank = detail::collapseBroadcast(out, inputs, count, sizes, strides);
   std::memset(&args, 0, sizeof(args));
   args.numel = out.numel();
   args.rank = rank;

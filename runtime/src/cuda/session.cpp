@@ -15,11 +15,10 @@
 #include "cuda/launch.h"
 #include "kernels/common.h"
 #include "moert/cuda.h"
-#include "ops.h"
 #include "plan_file.h"
+#include "session_state.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -30,7 +29,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <thread>
 
 namespace moert {
 
@@ -140,13 +138,9 @@ absl::StatusOr<int> cudaDeviceCount() {
   return count;
 }
 
-struct CudaSession::Impl {
-  const Plan::Impl &plan;
-  const ScheduleInfo &schedule;
-  detail::ThreadPool pool;
+struct CudaSession::Impl : detail::SessionState {
   int gpu = 0;
   cudaDeviceProp props{};
-  bool collectStats = true;
 
   uint8_t *hostArena = nullptr;
   uint8_t *deviceArena = nullptr;
@@ -160,27 +154,13 @@ struct CudaSession::Impl {
   /// Per step: its generated kernel, or null when it runs on the host.
   std::vector<cudaKernel_t> kernels;
 
-  std::vector<Tensor> tensors;
   /// Per tensor id: whether the host mirror / device slot holds its value.
   std::vector<uint8_t> onHost, onDevice;
 
-  struct Staged {
-    bool set = false;
-    Shape shape;
-    std::vector<uint8_t> bytes;
-  };
-  std::vector<Staged> staged;
-  std::vector<int64_t> symbolValues;
-  bool hasRun = false;
-
-  std::vector<uint64_t> calls;
-  std::vector<double> seconds;
-  std::vector<detail::MoeCounters> moeCounters;
   /// Per GPU step, the events around its last launch (stats only).
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
 
-  Impl(const Plan::Impl &plan, const ScheduleInfo &schedule, int threads)
-      : plan(plan), schedule(schedule), pool(threads) {}
+  using SessionState::SessionState;
   ~Impl();
 
   uint8_t *devicePtr(int32_t id) const {
@@ -190,7 +170,6 @@ struct CudaSession::Impl {
   }
   absl::Status uploadWeights();
   absl::Status loadKernels();
-  absl::Status bindSymbols();
   absl::Status toHost(const StepInfo &step);
   absl::Status runOnDevice(const StepInfo &step, KernelContext &ctx);
 };
@@ -345,30 +324,6 @@ absl::Status CudaSession::Impl::loadKernels() {
   return absl::OkStatus();
 }
 
-absl::Status CudaSession::Impl::bindSymbols() {
-  std::fill(symbolValues.begin(), symbolValues.end(), -1);
-  for (size_t k = 0; k < schedule.inputs.size(); ++k) {
-    const TensorInfo &info = schedule.tensors[schedule.inputs[k]];
-    if (!staged[k].set)
-      return absl::FailedPreconditionError(
-          absl::StrCat("input '", info.name, "' is not set"));
-    for (int d = 0; d < info.rank; ++d) {
-      if (info.dims[d].kind != fb::DimKind::Symbolic)
-        continue;
-      int64_t &value = symbolValues[info.dims[d].symbol];
-      if (value >= 0 && value != staged[k].shape[d])
-        return absl::InvalidArgumentError(
-            absl::StrCat("input '", info.name,
-                         "' disagrees with an earlier input on "
-                         "symbol '",
-                         plan.symbols[info.dims[d].symbol].name, "' (",
-                         staged[k].shape[d], " vs ", value, ")"));
-      value = staged[k].shape[d];
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
   bool copied = false;
   for (int32_t id : step.inputs) {
@@ -427,39 +382,33 @@ absl::Status CudaSession::Impl::runOnDevice(const StepInfo &step,
   return absl::OkStatus();
 }
 
-CudaSession::CudaSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaSession::CudaSession(std::unique_ptr<Impl> impl)
+    : SessionBase(*impl), impl_(std::move(impl)) {}
 CudaSession::~CudaSession() = default;
 
 absl::StatusOr<std::unique_ptr<CudaSession>>
 CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   const Plan::Impl &planImpl = plan.impl();
-  if (planImpl.target.backend != Backend::Cuda)
-    return absl::FailedPreconditionError(
-        absl::StrCat(planImpl.source, ": the plan targets the ",
-                     backendName(planImpl.target.backend),
-                     " backend; compile it with 'moec compile --target cuda'"));
+  MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
+      plan, Backend::Cuda, "compile it with 'moec compile --target cuda'",
+      options.device));
   // Collective steps need a device group (NCCL), which comes with the
   // multi-GPU work (docs/cuda.md).
   if (plan.numDevices() != 1)
     return absl::UnimplementedError(absl::StrCat(
         planImpl.source, ": the plan has ", plan.numDevices(),
         " device schedules; the CUDA backend runs single-device plans"));
-  if (options.device < 0 || options.device >= plan.numDevices())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device ", options.device, " is not in [0, ", plan.numDevices(), ")"));
   MOERT_ASSIGN_OR_RETURN(int gpus, cudaDeviceCount());
   if (options.gpu < 0 || options.gpu >= gpus)
     return absl::InvalidArgumentError(absl::StrCat(
         "CUDA device ", options.gpu, " is not in [0, ", gpus, ")"));
 
-  int threads = options.threads;
-  if (threads <= 0)
-    threads = std::max(1u, std::thread::hardware_concurrency());
+  int threads = detail::sessionThreads(options.threads);
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
-  auto impl = std::make_unique<Impl>(planImpl, schedule, threads);
+  auto impl =
+      std::make_unique<Impl>(planImpl, schedule, threads, options.collectStats);
   Impl &s = *impl;
   s.gpu = options.gpu;
-  s.collectStats = options.collectStats;
   detail::configureBlasThreads(threads);
 
   MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
@@ -477,40 +426,26 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_CUBLAS(s.cublas->setStream(s.blas, s.stream),
                "creating the cuBLAS handle");
 
-  size_t arenaBytes =
-      detail::alignTo(std::max<uint64_t>(schedule.arenaSize, 1), 64);
-  s.hostArena = static_cast<uint8_t *>(std::aligned_alloc(64, arenaBytes));
+  s.hostArena = detail::allocateHostArena(schedule.arenaSize);
   if (!s.hostArena)
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot allocate the host arena of ", schedule.arenaSize, " bytes"));
+  size_t arenaBytes =
+      detail::alignTo(std::max<uint64_t>(schedule.arenaSize, 1), 64);
   MOERT_CUDA(
       cudaMalloc(reinterpret_cast<void **>(&s.deviceArena), arenaBytes),
       absl::StrCat("allocating the device arena of ", arenaBytes, " bytes"));
   MOERT_RETURN_IF_ERROR(s.uploadWeights());
   MOERT_RETURN_IF_ERROR(s.loadKernels());
 
-  s.tensors.resize(schedule.tensors.size());
+  s.initTensors(s.hostArena);
   s.onHost.assign(schedule.tensors.size(), 0);
   s.onDevice.assign(schedule.tensors.size(), 0);
-  for (size_t id = 0; id < schedule.tensors.size(); ++id) {
-    const TensorInfo &info = schedule.tensors[id];
-    Tensor &tensor = s.tensors[id];
-    tensor.dtype = info.dtype;
-    if (info.isWeight) {
-      tensor.data = const_cast<uint8_t *>(info.weightData);
-      tensor.shape.rank = info.rank;
-      for (int d = 0; d < info.rank; ++d)
-        tensor.shape[d] = info.dims[d].bound;
+  for (size_t id = 0; id < schedule.tensors.size(); ++id)
+    if (schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 1;
-    } else {
-      tensor.data = s.hostArena + info.offset;
-    }
-  }
-  s.staged.resize(schedule.inputs.size());
-  s.symbolValues.assign(planImpl.symbols.size(), -1);
-  s.calls.assign(schedule.steps.size(), 0);
-  s.seconds.assign(schedule.steps.size(), 0);
-  s.moeCounters.resize(schedule.steps.size());
+  for (const StepInfo &step : schedule.steps)
+    s.opSuffix[step.index] = s.kernels[step.index] ? "@cuda" : "@host";
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});
   if (s.collectStats)
     for (const StepInfo &step : schedule.steps)
@@ -521,58 +456,10 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   return std::unique_ptr<CudaSession>(new CudaSession(std::move(impl)));
 }
 
-int CudaSession::threads() const { return impl_->pool.size(); }
-
 std::string CudaSession::deviceDescription() const {
   const cudaDeviceProp &p = impl_->props;
   return absl::StrCat(p.name, " (sm_", p.major * 10 + p.minor, ", ",
                       p.multiProcessorCount, " SMs)");
-}
-
-absl::Status CudaSession::setInput(std::string_view stdName, DType dtype,
-                                   const std::vector<int64_t> &shape,
-                                   const void *data, size_t bytes) {
-  Impl &s = *impl_;
-  int index = -1;
-  for (size_t k = 0; k < s.schedule.inputDescs.size(); ++k)
-    if (s.schedule.inputDescs[k].name == stdName)
-      index = static_cast<int>(k);
-  if (index < 0)
-    return absl::NotFoundError(
-        absl::StrCat("unknown input '", std::string(stdName), "'"));
-  const TensorInfo &info = s.schedule.tensors[s.schedule.inputs[index]];
-  auto error = [&](const auto &...args) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input '", info.name, "': ", args...));
-  };
-  if (dtype != info.dtype)
-    return error("has dtype ", dtypeName(dtype), "; the plan expects ",
-                 dtypeName(info.dtype));
-  if (static_cast<int>(shape.size()) != info.rank)
-    return error("has rank ", shape.size(), "; the plan expects ", info.rank);
-  Shape actual;
-  for (int d = 0; d < info.rank; ++d) {
-    const detail::DimInfo &dim = info.dims[d];
-    int64_t lo = dim.kind == fb::DimKind::Symbolic
-                     ? s.plan.symbols[dim.symbol].min
-                 : dim.kind == fb::DimKind::Static ? dim.bound
-                                                   : 0;
-    if (shape[d] < lo || shape[d] > dim.bound)
-      return error("dim ", d, " is ", shape[d], "; the plan allows [", lo, ", ",
-                   dim.bound, "]");
-    actual.push(shape[d]);
-  }
-  size_t expected = static_cast<size_t>(actual.numel()) * dtypeSize(dtype);
-  if (bytes != expected)
-    return error("has ", bytes, " bytes; shape ", actual.str(), " of ",
-                 dtypeName(dtype), " needs ", expected);
-  Impl::Staged &staged = s.staged[index];
-  staged.shape = actual;
-  staged.bytes.assign(static_cast<const uint8_t *>(data),
-                      static_cast<const uint8_t *>(data) + bytes);
-  staged.set = true;
-  s.hasRun = false;
-  return absl::OkStatus();
 }
 
 absl::Status CudaSession::run() {
@@ -583,19 +470,13 @@ absl::Status CudaSession::run() {
   for (size_t id = 0; id < s.tensors.size(); ++id)
     if (!s.schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 0;
-  for (size_t k = 0; k < s.schedule.inputs.size(); ++k) {
-    uint32_t id = s.schedule.inputs[k];
-    s.tensors[id].shape = s.staged[k].shape;
-    if (!s.staged[k].bytes.empty())
-      std::memcpy(s.tensors[id].data, s.staged[k].bytes.data(),
-                  s.staged[k].bytes.size());
+  s.stageInputs();
+  for (uint32_t id : s.schedule.inputs)
     s.onHost[id] = 1;
-  }
   using Clock = std::chrono::steady_clock;
   std::vector<bool> timed(s.schedule.steps.size(), false);
   for (const StepInfo &step : s.schedule.steps) {
-    KernelContext ctx(step, s.schedule, s.tensors.data(), s.symbolValues.data(),
-                      s.pool);
+    KernelContext ctx = s.context(step);
     bool onDevice = s.kernels[step.index] != nullptr;
     if (onDevice) {
       auto [start, stop] = s.events[step.index];
@@ -607,8 +488,6 @@ absl::Status CudaSession::run() {
       timed[step.index] = start != nullptr;
     } else {
       MOERT_RETURN_IF_ERROR(s.toHost(step));
-      if (s.collectStats)
-        ctx.setMoeCounters(&s.moeCounters[step.index]);
       Clock::time_point begin = Clock::now();
       MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
       if (s.collectStats)
@@ -642,50 +521,6 @@ absl::Status CudaSession::run() {
     }
   s.hasRun = true;
   return absl::OkStatus();
-}
-
-absl::StatusOr<TensorData> CudaSession::output(std::string_view name) const {
-  const Impl &s = *impl_;
-  for (size_t k = 0; k < s.schedule.outputDescs.size(); ++k) {
-    if (s.schedule.outputDescs[k].name != name)
-      continue;
-    if (!s.hasRun)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "output '", std::string(name), "' is read before a successful run"));
-    const Tensor &tensor = s.tensors[s.schedule.outputs[k]];
-    TensorData out;
-    out.dtype = tensor.dtype;
-    out.shape.assign(tensor.shape.dims, tensor.shape.dims + tensor.shape.rank);
-    out.data = tensor.data;
-    out.bytes = tensor.bytes();
-    return out;
-  }
-  return absl::NotFoundError(
-      absl::StrCat("unknown output '", std::string(name), "'"));
-}
-
-std::vector<StepStats> CudaSession::stepStats() const {
-  const Impl &s = *impl_;
-  std::vector<StepStats> stats;
-  for (const StepInfo &step : s.schedule.steps) {
-    StepStats entry;
-    entry.name = std::string(step.name);
-    entry.op =
-        absl::StrCat(step.def->name, s.kernels[step.index] ? "@cuda" : "@host");
-    entry.calls = s.calls[step.index];
-    entry.totalSeconds = s.seconds[step.index];
-    entry.expertLoad = s.moeCounters[step.index].expertLoad;
-    entry.droppedAssignments = s.moeCounters[step.index].dropped;
-    stats.push_back(std::move(entry));
-  }
-  return stats;
-}
-
-void CudaSession::resetStats() {
-  std::fill(impl_->calls.begin(), impl_->calls.end(), 0);
-  std::fill(impl_->seconds.begin(), impl_->seconds.end(), 0);
-  std::fill(impl_->moeCounters.begin(), impl_->moeCounters.end(),
-            detail::MoeCounters());
 }
 
 } // namespace moert

@@ -1,5 +1,6 @@
 //===- broadcast.cpp - Broadcasting and operand helpers -------------------===//
 
+#include "broadcast_layout.h"
 #include "kernels/common.h"
 
 #include <algorithm>
@@ -9,43 +10,7 @@ namespace moert::detail {
 BroadcastLoop::BroadcastLoop(const Shape &out, const Shape *const *inputs,
                              int count)
     : count_(count) {
-  // Per operand strides over the output's dims: 0 where broadcast.
-  int64_t full[kMaxOperands][kMaxRank];
-  for (int i = 0; i < count; ++i) {
-    const Shape &in = *inputs[i];
-    int64_t stride = 1;
-    for (int d = out.rank - 1; d >= 0; --d) {
-      int id = d - (out.rank - in.rank);
-      if (id >= 0 && in[id] != 1) {
-        full[i][d] = stride;
-        stride *= in[id];
-      } else {
-        full[i][d] = 0;
-      }
-    }
-  }
-  // Collapse: drop size-1 dims, merge a dim into the next inner one when
-  // every operand's strides are contiguous across the two.
-  rank_ = 0;
-  for (int d = 0; d < out.rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    if (rank_ > 0) {
-      bool mergeable = true;
-      for (int i = 0; i < count && mergeable; ++i)
-        mergeable = strides_[i][rank_ - 1] == full[i][d] * out[d];
-      if (mergeable) {
-        dims_[rank_ - 1] *= out[d];
-        for (int i = 0; i < count; ++i)
-          strides_[i][rank_ - 1] = full[i][d];
-        continue;
-      }
-    }
-    dims_[rank_] = out[d];
-    for (int i = 0; i < count; ++i)
-      strides_[i][rank_] = full[i][d];
-    ++rank_;
-  }
+  rank_ = collapseBroadcast(out, inputs, count, dims_, strides_);
   if (rank_ == 0) {
     dims_[0] = 1;
     for (int i = 0; i < count; ++i)

@@ -345,25 +345,21 @@ void registerCollectiveOps(OpRegistry &r) {
   for (auto [kind, name, kernel] :
        {std::make_tuple(fb::OpKind::AllToAll, "AllToAll", &allToAllKernel),
         std::make_tuple(fb::OpKind::AllToAllStart, "AllToAllStart",
-                        &allToAllStartKernel)}) {
-    OpDef def = makeOp(name, 2, 3, validateAllToAll, kernel,
-                       fb::Attrs::CollectiveAttrs);
-    def.optionalInputs = 0b100;
-    def.minOutputs = def.maxOutputs = 2;
-    r.add(kind, def);
-  }
+                        &allToAllStartKernel)})
+    r.add(kind, makeOp(name, 2, 3, validateAllToAll, kernel,
+                       fb::Attrs::CollectiveAttrs)
+                    .withOptionalInputs(0b100)
+                    .withOutputs(2));
 
   // The start's inputs, then its outputs -> nothing.
-  OpDef wait =
-      makeOp("AllToAllWait", 4, 5, validateAllToAllWait, allToAllWaitKernel);
-  wait.optionalInputs = 0b100;
-  wait.minOutputs = wait.maxOutputs = 0;
-  r.add(fb::OpKind::AllToAllWait, wait);
+  r.add(fb::OpKind::AllToAllWait,
+        makeOp("AllToAllWait", 4, 5, validateAllToAllWait, allToAllWaitKernel)
+            .withOptionalInputs(0b100)
+            .withOutputs(0));
 
-  OpDef regroup = makeOp("Regroup", 2, 2, validateRegroup, regroupKernel,
-                         fb::Attrs::RegroupAttrs);
-  regroup.minOutputs = regroup.maxOutputs = 3;
-  r.add(fb::OpKind::Regroup, regroup);
+  r.add(fb::OpKind::Regroup, makeOp("Regroup", 2, 2, validateRegroup,
+                                    regroupKernel, fb::Attrs::RegroupAttrs)
+                                 .withOutputs(3));
 
   r.add(fb::OpKind::Ungroup,
         makeOp("Ungroup", 2, 2, validateUngroup, ungroupKernel));

@@ -25,6 +25,7 @@
 #include "kernels/stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace moert::detail {
@@ -33,7 +34,7 @@ namespace {
 /// Reusable per-thread scratch: grows to the largest request of its slot and
 /// is kept across steps and runs, so that no step allocates once warm. A
 /// pointer stays valid until the same thread asks the same slot again.
-enum class Scratch { Step, Task, Aux, Count };
+enum class Scratch { Step, Task, Aux, Partial, Count };
 template <typename T> T *scratch(Scratch slot, size_t count) {
   thread_local std::vector<T> buffers[static_cast<int>(Scratch::Count)];
   std::vector<T> &buffer = buffers[static_cast<int>(slot)];
@@ -755,72 +756,192 @@ void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
 /// each weight row; the k active experts of a decoding step still make
 /// several blocks per thread.
 constexpr int64_t kBlockColumns = 128;
-/// Rows per GEMM of a wide expert: keeps the scratch bounded while the GEMMs
-/// stay large enough for full BLAS throughput.
+/// Columns per block of a wide expert: a single-threaded GEMM whose B
+/// operand (the block of weights) OpenBLAS packs once for all the rows.
+constexpr int64_t kWideBlockColumns = 256;
+/// Rows per segment of a wide expert, and rows per round: keep the
+/// activations of a round (rows x F) and each GEMM's A operand bounded while
+/// the GEMMs stay large enough for full throughput.
 constexpr int64_t kWideChunkRows = 256;
+constexpr int64_t kRoundRows = 1024;
 
-/// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
-/// same rows of y, for every expert.
-void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
-                const int64_t *offsets, float *y) {
-  const int64_t E = f.sizes.experts, H = f.sizes.hidden, F = f.sizes.inter;
+/// Calls fn(i) for every i in [0, n) on the pool's threads, each taking the
+/// next item when done with the last: items differ in cost (rows per expert).
+template <typename Fn> void forEachItem(ThreadPool &pool, int64_t n, Fn fn) {
+  std::atomic<int64_t> next{0};
+  pool.parallelFor(std::min<int64_t>(pool.size(), n), 1, [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1)) < n;)
+      fn(i);
+  });
+}
 
-  // Narrow experts: column blocks of every one of them at once, in two
-  // phases (the second projection needs all F activations of a row). Their
-  // activations go to `a`, expert after expert.
-  struct Block {
-    int64_t expert, col, cols, aOffset;
-  };
-  std::vector<Block> first, second;
-  int64_t aSize = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t n = offsets[e + 1] - offsets[e];
-    if (n == 0 || n > kNarrowRows)
-      continue;
-    for (int64_t c = 0; c < F; c += kBlockColumns)
-      first.push_back({e, c, std::min(kBlockColumns, F - c), aSize});
-    for (int64_t c = 0; c < H; c += kBlockColumns)
-      second.push_back({e, c, std::min(kBlockColumns, H - c), aSize});
-    aSize += n * F;
-  }
-  float *a = scratch<float>(Scratch::Step, aSize);
-  pool.parallelFor(static_cast<int64_t>(first.size()), 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       const Block &b = first[i];
-                       int64_t r0 = offsets[b.expert];
-                       int64_t n = offsets[b.expert + 1] - r0;
-                       firstLayer(f, b.expert, x + r0 * H, n, b.col, b.cols,
-                                  a + b.aOffset + b.col, F);
-                     }
-                   });
-  pool.parallelFor(
-      static_cast<int64_t>(second.size()), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const Block &b = second[i];
-          int64_t r0 = offsets[b.expert];
-          int64_t n = offsets[b.expert + 1] - r0;
-          project(a + b.aOffset, n, F, f.at(kW2, b.expert), H, f.inOut, b.col,
-                  b.cols, f.at(kB2, b.expert), y + r0 * H + b.col, H);
-        }
-      });
+/// Rows [row, row + rows) of expert `expert`, with their activations at
+/// `aOffset` of a round's buffer.
+struct Segment {
+  int64_t expert, row, rows, aOffset;
+};
 
-  // Wide experts: one at a time, BLAS-threaded GEMMs over row chunks. They
-  // come last, and the activation runs on this thread: OpenBLAS's workers
-  // spin for a while after each GEMM, and pool threads competing with them
-  // for the cores were measured to cost a third of the time.
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t rows = offsets[e + 1] - offsets[e];
-    if (rows <= kNarrowRows)
-      continue;
-    for (int64_t r0 = offsets[e]; r0 < offsets[e + 1]; r0 += kWideChunkRows) {
-      int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r0);
-      float *hidden = scratch<float>(Scratch::Step, n * F);
-      firstLayer(f, e, x + r0 * H, n, 0, F, hidden, F);
-      project(hidden, n, F, f.at(kW2, e), H, f.inOut, 0, H, f.at(kB2, e),
-              y + r0 * H, H);
+/// Rows per expert up to which [K, out] weights (rows `out` floats apart)
+/// are split along K rather than into column blocks: each block of weight
+/// rows is then one sequential stream, where a column block reads a short
+/// segment of every weight row, a page apart. The partial products (rows x
+/// out per block) are summed afterwards, which costs rows / kPartRows of the
+/// weights' traffic.
+constexpr int64_t kSplitRows = 8;
+/// Weight rows per block of a split: 64 rows of 2816 outputs are 704 KiB.
+constexpr int64_t kPartRows = 64;
+
+/// c[r, :cols] = bias[:cols] + sum over p < count of parts[p][r, :cols]
+/// for r < n, where parts[p] = parts + p * n * cols.
+void sumParts(const float *parts, int64_t count, int64_t n, int64_t cols,
+              const float *bias, float *c, int64_t ldc) {
+  for (int64_t r = 0; r < n; ++r) {
+    float *cr = c + r * ldc;
+    if (bias)
+      std::copy(bias, bias + cols, cr);
+    else
+      std::fill(cr, cr + cols, 0.0f);
+    for (int64_t p = 0; p < count; ++p) {
+      const float *pr = parts + (p * n + r) * cols;
+      for (int64_t j = 0; j < cols; ++j)
+        cr[j] += pr[j];
     }
   }
+}
+
+/// Runs the segments of one round: a phase of blocks of the first
+/// projection and activation of every segment, then (it needs all F
+/// activations of a row) a phase of blocks of the second projection.
+/// Every block is one item for any thread: the experts run concurrently,
+/// and each weight block is read once by one thread. A block is a column
+/// block (a weight-streaming product or a single-threaded GEMM, with the
+/// activation applied while the block's outputs are in cache), or for
+/// split segments (kSplitRows) a range of weight rows whose partial products
+/// a third and a fourth phase sum, activate and write out.
+void runRound(ThreadPool &pool, const Ffn &f, const float *x,
+              const std::vector<Segment> &segments, int64_t aSize, float *y) {
+  const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
+  const int64_t up = f.data[kW3] ? F : 0; // w3's outputs.
+  struct Block {
+    int64_t segment;
+    Slot slot;         // The weights of a split block, else kNumSlots.
+    int64_t col, cols; // Columns, or weight rows of a split block.
+  };
+  std::vector<Block> first, second;
+  std::vector<int64_t> split, partOffset;
+  int64_t partSize = 0;
+  bool wide = false;
+  for (int64_t s = 0; s < static_cast<int64_t>(segments.size()); ++s) {
+    int64_t n = segments[s].rows;
+    partOffset.push_back(partSize);
+    if (f.inOut && n <= kSplitRows) {
+      split.push_back(s);
+      for (int64_t k = 0; k < H; k += kPartRows) {
+        first.push_back({s, kW1, k, std::min(kPartRows, H - k)});
+        if (up)
+          first.push_back({s, kW3, k, std::min(kPartRows, H - k)});
+      }
+      for (int64_t k = 0; k < F; k += kPartRows)
+        second.push_back({s, kW2, k, std::min(kPartRows, F - k)});
+      int64_t parts1 = (H + kPartRows - 1) / kPartRows;
+      int64_t parts2 = (F + kPartRows - 1) / kPartRows;
+      partSize += std::max(parts1 * n * (W1 + up), parts2 * n * H);
+      continue;
+    }
+    bool narrow = n <= kNarrowRows;
+    wide |= !narrow;
+    int64_t width = narrow ? kBlockColumns : kWideBlockColumns;
+    for (int64_t c = 0; c < F; c += width)
+      first.push_back({s, kNumSlots, c, std::min(width, F - c)});
+    for (int64_t c = 0; c < H; c += width)
+      second.push_back({s, kNumSlots, c, std::min(width, H - c)});
+  }
+  // Wide blocks are GEMMs on the pool's threads: OpenBLAS must not start its
+  // own threads for them (it would oversubscribe the cores).
+  bool serialBlas = wide && pool.size() > 1;
+  if (serialBlas)
+    configureBlasThreads(1);
+  float *a = scratch<float>(Scratch::Step, aSize);
+  float *partials = scratch<float>(Scratch::Partial, partSize);
+  // The partial product of split block b of weights [K, out] into its slot
+  // of the segment's partials (w3's after all of w1's).
+  auto partial = [&](const Block &b, const float *input, int64_t K, int64_t out,
+                     int64_t base) {
+    const Segment &s = segments[b.segment];
+    float *c = partials + partOffset[b.segment] + base +
+               b.col / kPartRows * s.rows * out;
+    streamRowRange(input, s.rows, K, f.at(b.slot, s.expert), out, b.col,
+                   b.col + b.cols, c);
+  };
+
+  forEachItem(pool, static_cast<int64_t>(first.size()), [&](int64_t i) {
+    const Block &b = first[i];
+    const Segment &s = segments[b.segment];
+    const float *xs = x + s.row * H;
+    if (b.slot == kW1)
+      partial(b, xs, H, W1, 0);
+    else if (b.slot == kW3)
+      partial(b, xs, H, F, (H + kPartRows - 1) / kPartRows * s.rows * W1);
+    else
+      firstLayer(f, s.expert, xs, s.rows, b.col, b.cols, a + s.aOffset + b.col,
+                 F);
+  });
+  forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
+    const Segment &s = segments[split[i]];
+    int64_t n = s.rows, parts = (H + kPartRows - 1) / kPartRows;
+    const float *p = partials + partOffset[split[i]];
+    float *sum = scratch<float>(Scratch::Task, n * (W1 + up));
+    sumParts(p, parts, n, W1, f.at(kB1, s.expert), sum, W1);
+    if (up)
+      sumParts(p + parts * n * W1, parts, n, F, f.at(kB3, s.expert),
+               sum + n * W1, F);
+    // Gate and up as firstLayer lays them out (ld W1 = F when there is w3).
+    const float *u = !f.gated        ? nullptr
+                     : up            ? sum + n * W1
+                     : f.interleaved ? sum + 1
+                                     : sum + F;
+    activate(f, 0, n, F, sum, u, W1, f.interleaved ? 2 : 1, a + s.aOffset, F);
+  });
+  forEachItem(pool, static_cast<int64_t>(second.size()), [&](int64_t i) {
+    const Block &b = second[i];
+    const Segment &s = segments[b.segment];
+    if (b.slot == kW2)
+      partial(b, a + s.aOffset, F, H, 0);
+    else
+      project(a + s.aOffset, s.rows, F, f.at(kW2, s.expert), H, f.inOut, b.col,
+              b.cols, f.at(kB2, s.expert), y + s.row * H + b.col, H);
+  });
+  forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
+    const Segment &s = segments[split[i]];
+    sumParts(partials + partOffset[split[i]], (F + kPartRows - 1) / kPartRows,
+             s.rows, H, f.at(kB2, s.expert), y + s.row * H, H);
+  });
+  if (serialBlas)
+    configureBlasThreads(pool.size());
+}
+
+/// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
+/// same rows of y, for every expert: experts are cut into segments of at
+/// most kWideChunkRows rows, and segments grouped into rounds of about
+/// kRoundRows rows.
+void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
+                const int64_t *offsets, float *y) {
+  const int64_t E = f.sizes.experts, F = f.sizes.inter;
+  std::vector<Segment> round;
+  int64_t rows = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = offsets[e]; r < offsets[e + 1]; r += kWideChunkRows) {
+      int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r);
+      if (rows && rows + n > kRoundRows) {
+        runRound(pool, f, x, round, rows * F, y);
+        round.clear();
+        rows = 0;
+      }
+      round.push_back({e, r, n, rows * F});
+      rows += n;
+    }
+  if (rows)
+    runRound(pool, f, x, round, rows * F, y);
 }
 
 absl::Status expertsKernel(KernelContext &ctx) {
@@ -999,35 +1120,32 @@ absl::Status validateCombine(const StepCheck &check) {
 } // namespace
 
 void registerMoeOps(OpRegistry &r) {
-  OpDef router = makeOp("Router", 1, 2, validateRouter, routerKernel,
-                        fb::Attrs::RouterAttrs);
-  router.optionalInputs = 0b10;
-  router.minOutputs = router.maxOutputs = 2;
-  r.add(fb::OpKind::Router, router);
+  r.add(fb::OpKind::Router, makeOp("Router", 1, 2, validateRouter, routerKernel,
+                                   fb::Attrs::RouterAttrs)
+                                .withOptionalInputs(0b10)
+                                .withOutputs(2));
 
-  OpDef dispatch = makeOp("Dispatch", 2, 2, validateDispatch, dispatchKernel,
-                          fb::Attrs::DispatchAttrs);
-  dispatch.minOutputs = dispatch.maxOutputs = 3;
-  r.add(fb::OpKind::Dispatch, dispatch);
+  r.add(fb::OpKind::Dispatch, makeOp("Dispatch", 2, 2, validateDispatch,
+                                     dispatchKernel, fb::Attrs::DispatchAttrs)
+                                  .withOutputs(3));
 
   // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?
-  OpDef experts = makeOp("Experts", 7, 8, validateExperts, expertsKernel,
-                         fb::Attrs::FfnAttrs);
-  experts.optionalInputs = 0b10111000;
   // Each expert reads its rows before writing the same rows.
-  experts.inPlaceInputs = kInPlaceFirst;
-  r.add(fb::OpKind::Experts, experts);
+  r.add(fb::OpKind::Experts, makeOp("Experts", 7, 8, validateExperts,
+                                    expertsKernel, fb::Attrs::FfnAttrs)
+                                 .withOptionalInputs(0b10111000)
+                                 .withInPlaceInputs(kInPlaceFirst));
 
   // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?
-  OpDef shared = makeOp("SharedExpert", 6, 8, validateSharedExpert,
-                        sharedExpertKernel, fb::Attrs::FfnAttrs);
-  shared.optionalInputs = 0b11011100;
-  r.add(fb::OpKind::SharedExpert, shared);
+  r.add(fb::OpKind::SharedExpert,
+        makeOp("SharedExpert", 6, 8, validateSharedExpert, sharedExpertKernel,
+               fb::Attrs::FfnAttrs)
+            .withOptionalInputs(0b11011100));
 
   // expert_outputs, source, weights, passthrough?, indices?
-  OpDef combine = makeOp("Combine", 3, 5, validateCombine, combineKernel);
-  combine.optionalInputs = 0b11000;
-  r.add(fb::OpKind::Combine, combine);
+  r.add(fb::OpKind::Combine,
+        makeOp("Combine", 3, 5, validateCombine, combineKernel)
+            .withOptionalInputs(0b11000));
 }
 
 } // namespace moert::detail

@@ -151,7 +151,48 @@ void streamInOut(const float *x, int64_t n, int64_t K, const float *w,
   }
 }
 
+/// Four weight rows at a time: each 8-column vector of the four rows is
+/// loaded once into registers and used for every row of x, and each
+/// accumulator vector is loaded and stored once per four weight rows.
+MOERT_MULTIVERSION
+void streamRows(const float *x, int64_t n, int64_t ldx, const float *w,
+                int64_t out, int64_t k0, int64_t k1, float *c) {
+  std::fill(c, c + n * out, 0.0f);
+  int64_t k = k0;
+  for (; k + 4 <= k1; k += 4) {
+    const float *w0 = w + k * out, *w1 = w0 + out, *w2 = w1 + out,
+                *w3 = w2 + out;
+    int64_t j = 0;
+    for (; j + kLanes <= out; j += kLanes) {
+      Vec a = load(w0 + j), b = load(w1 + j), d = load(w2 + j),
+          e = load(w3 + j);
+      for (int64_t r = 0; r < n; ++r) {
+        const float *xr = x + r * ldx + k;
+        float *cr = c + r * out + j;
+        store(cr, load(cr) + a * xr[0] + b * xr[1] + d * xr[2] + e * xr[3]);
+      }
+    }
+    for (; j < out; ++j)
+      for (int64_t r = 0; r < n; ++r) {
+        const float *xr = x + r * ldx + k;
+        c[r * out + j] +=
+            w0[j] * xr[0] + w1[j] * xr[1] + w2[j] * xr[2] + w3[j] * xr[3];
+      }
+  }
+  for (; k < k1; ++k)
+    for (int64_t r = 0; r < n; ++r) {
+      float xs = x[r * ldx + k];
+      for (int64_t j = 0; j < out; ++j)
+        c[r * out + j] += xs * w[k * out + j];
+    }
+}
+
 } // namespace
+
+void streamRowRange(const float *x, int64_t n, int64_t ldx, const float *w,
+                    int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows(x, n, ldx, w, out, k0, k1, c);
+}
 
 void streamProject(const float *x, int64_t n, int64_t K, const float *w,
                    int64_t out, bool inOut, int64_t c0, int64_t m,

@@ -27,6 +27,14 @@ void streamProject(const float *x, int64_t n, int64_t K, const float *w,
                    int64_t out, bool inOut, int64_t c0, int64_t m,
                    const float *bias, float *c, int64_t ldc);
 
+/// c[n, out] = x[:, k0 : k1] @ W[k0 : k1, :] for x [n, ldx] and W [K, out]
+/// (the `inOut` layout): a partial product over a contiguous range of the
+/// weight rows, which it reads as one sequential stream. Sums of such
+/// partials over a split of K give the product; meant for a few rows
+/// (c is the accumulator, in cache).
+void streamRowRange(const float *x, int64_t n, int64_t ldx, const float *w,
+                    int64_t out, int64_t k0, int64_t k1, float *c);
+
 } // namespace moert::detail
 
 #endif // MOERT_SRC_KERNELS_STREAM_H

@@ -1,0 +1,251 @@
+//===- session_state.cpp - What every backend's session keeps -------------===//
+
+#include "session_state.h"
+#include "plan_file.h"
+
+#include "absl/strings/str_join.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace moert {
+namespace detail {
+namespace {
+
+/// Index into `descs` of `name`, or -1.
+int find(const std::vector<TensorDesc> &descs, absl::string_view name) {
+  for (size_t i = 0; i < descs.size(); ++i)
+    if (descs[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+/// "'a', 'b'": the names of `descs` for diagnostics.
+std::string names(const std::vector<TensorDesc> &descs) {
+  return absl::StrJoin(descs, ", ", [](std::string *out, const TensorDesc &d) {
+    absl::StrAppend(out, "'", d.name, "'");
+  });
+}
+
+} // namespace
+
+int sessionThreads(int requested) {
+  if (requested > 0)
+    return requested;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::Status checkSessionPlan(const Plan &plan, Backend backend,
+                              absl::string_view hint, int device) {
+  const Plan::Impl &impl = plan.impl();
+  if (impl.target.backend != backend)
+    return absl::FailedPreconditionError(
+        absl::StrCat(impl.source, ": the plan targets the ",
+                     backendName(impl.target.backend), " backend; ", hint));
+  if (device < 0 || device >= plan.numDevices())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", device, " is not in [0, ", plan.numDevices(), ")"));
+  return absl::OkStatus();
+}
+
+uint8_t *allocateHostArena(uint64_t size) {
+  size_t bytes = alignTo(std::max<uint64_t>(size, 1), 64);
+  return static_cast<uint8_t *>(std::aligned_alloc(64, bytes));
+}
+
+SessionState::SessionState(const Plan::Impl &plan, const ScheduleInfo &schedule,
+                           int threads, bool collectStats)
+    : plan(plan), schedule(schedule), pool(threads),
+      collectStats(collectStats) {}
+
+void SessionState::initTensors(uint8_t *arena) {
+  tensors.resize(schedule.tensors.size());
+  for (size_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &info = schedule.tensors[id];
+    Tensor &tensor = tensors[id];
+    tensor.dtype = info.dtype;
+    if (info.isWeight) {
+      tensor.data = const_cast<uint8_t *>(info.weightData);
+      tensor.shape.rank = info.rank;
+      for (int d = 0; d < info.rank; ++d)
+        tensor.shape[d] = info.dims[d].bound;
+    } else {
+      tensor.data = arena + info.offset;
+    }
+  }
+  size_t steps = schedule.steps.size();
+  staged.resize(schedule.inputs.size());
+  symbolValues.assign(plan.symbols.size(), -1);
+  calls.assign(steps, 0);
+  seconds.assign(steps, 0);
+  moeCounters.resize(steps);
+  opSuffix.assign(steps, "");
+  collectives.inFlight.assign(steps, 0);
+}
+
+absl::Status SessionState::setInput(absl::string_view name, DType dtype,
+                                    const std::vector<int64_t> &shape,
+                                    const void *data, size_t bytes) {
+  int index = find(schedule.inputDescs, name);
+  if (index < 0)
+    return absl::NotFoundError(
+        absl::StrCat("unknown input '", name,
+                     "'; the plan's inputs are: ", names(schedule.inputDescs)));
+  const TensorInfo &info = schedule.tensors[schedule.inputs[index]];
+  auto error = [&](const auto &...args) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", name, "': ", args...));
+  };
+  if (dtype != info.dtype)
+    return error("has dtype ", dtypeName(dtype), "; the plan expects ",
+                 dtypeName(info.dtype));
+  if (static_cast<int>(shape.size()) != info.rank)
+    return error("has rank ", shape.size(), "; the plan expects ", info.rank);
+  Shape actual;
+  int64_t numel = 1;
+  for (int d = 0; d < info.rank; ++d) {
+    const DimInfo &dim = info.dims[d];
+    int64_t size = shape[d];
+    actual.push(size);
+    if (dim.kind == fb::DimKind::Static && size != dim.bound)
+      return error("dim ", d, " is ", size, "; the plan expects ", dim.bound);
+    if (size < 0 || size > dim.bound)
+      return error(
+          "dim ", d, " is ", size, "; the plan allows [",
+          dim.kind == fb::DimKind::Symbolic ? plan.symbols[dim.symbol].min : 0,
+          ", ", dim.bound, "]",
+          dim.kind == fb::DimKind::Symbolic
+              ? absl::StrCat(" for symbol '", plan.symbols[dim.symbol].name,
+                             "'")
+              : std::string());
+    // A device of a multi-device plan gets a share of the batch, possibly
+    // empty; DeviceGroup checks the whole batch against the minimum.
+    if (dim.kind == fb::DimKind::Symbolic && plan.schedules.size() == 1 &&
+        size < plan.symbols[dim.symbol].min)
+      return error("dim ", d, " is ", size, "; symbol '",
+                   plan.symbols[dim.symbol].name, "' is at least ",
+                   plan.symbols[dim.symbol].min);
+    numel *= size;
+  }
+  size_t expected = static_cast<size_t>(numel) * dtypeSize(dtype);
+  if (bytes != expected)
+    return error("has ", bytes, " bytes; shape ", actual.str(), " of ",
+                 dtypeName(dtype), " needs ", expected);
+  Staged &input = staged[index];
+  input.shape = actual;
+  input.bytes.assign(static_cast<const uint8_t *>(data),
+                     static_cast<const uint8_t *>(data) + bytes);
+  input.set = true;
+  hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::Status SessionState::bindSymbols() {
+  std::fill(symbolValues.begin(), symbolValues.end(), -1);
+  std::vector<int> firstInput(symbolValues.size(), -1);
+  for (size_t k = 0; k < schedule.inputs.size(); ++k) {
+    const TensorInfo &info = schedule.tensors[schedule.inputs[k]];
+    if (!staged[k].set)
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", info.name, "' is not set"));
+    for (int d = 0; d < info.rank; ++d) {
+      if (info.dims[d].kind != fb::DimKind::Symbolic)
+        continue;
+      int32_t symbol = info.dims[d].symbol;
+      int64_t value = staged[k].shape[d];
+      if (symbolValues[symbol] < 0) {
+        symbolValues[symbol] = value;
+        firstInput[symbol] = static_cast<int>(k);
+      } else if (symbolValues[symbol] != value) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inputs '", schedule.inputDescs[firstInput[symbol]].name, "' and '",
+            info.name, "' disagree on symbol '", plan.symbols[symbol].name,
+            "' (", symbolValues[symbol], " vs ", value, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SessionState::stageInputs() {
+  for (size_t k = 0; k < schedule.inputs.size(); ++k) {
+    Tensor &tensor = tensors[schedule.inputs[k]];
+    tensor.shape = staged[k].shape;
+    if (!staged[k].bytes.empty())
+      std::memcpy(tensor.data, staged[k].bytes.data(), staged[k].bytes.size());
+  }
+}
+
+KernelContext SessionState::context(const StepInfo &step) {
+  KernelContext ctx(step, schedule, tensors.data(), symbolValues.data(), pool);
+  if (collectStats)
+    ctx.setMoeCounters(&moeCounters[step.index]);
+  ctx.setCollectives(&collectives);
+  return ctx;
+}
+
+absl::StatusOr<TensorData> SessionState::output(absl::string_view name) const {
+  int index = find(schedule.outputDescs, name);
+  if (index < 0)
+    return absl::NotFoundError(absl::StrCat(
+        "unknown output '", name,
+        "'; the plan's outputs are: ", names(schedule.outputDescs)));
+  if (!hasRun)
+    return absl::FailedPreconditionError(
+        absl::StrCat("output '", name, "' is read before a successful run"));
+  const Tensor &tensor = tensors[schedule.outputs[index]];
+  TensorData out;
+  out.dtype = tensor.dtype;
+  out.shape.assign(tensor.shape.dims, tensor.shape.dims + tensor.shape.rank);
+  out.data = tensor.data;
+  out.bytes = tensor.bytes();
+  return out;
+}
+
+std::vector<StepStats> SessionState::stepStats() const {
+  std::vector<StepStats> stats;
+  for (const StepInfo &step : schedule.steps) {
+    StepStats entry;
+    entry.name = std::string(step.name);
+    entry.op = absl::StrCat(step.def->name, opSuffix[step.index]);
+    entry.calls = calls[step.index];
+    entry.totalSeconds = seconds[step.index];
+    entry.expertLoad = moeCounters[step.index].expertLoad;
+    entry.droppedAssignments = moeCounters[step.index].dropped;
+    stats.push_back(std::move(entry));
+  }
+  return stats;
+}
+
+void SessionState::resetStats() {
+  collectives.stats = CommStats();
+  std::fill(calls.begin(), calls.end(), 0);
+  std::fill(seconds.begin(), seconds.end(), 0);
+  std::fill(moeCounters.begin(), moeCounters.end(), MoeCounters());
+}
+
+} // namespace detail
+
+// SessionBase (moert.h): the shared half of every backend's session.
+
+absl::Status SessionBase::setInput(std::string_view name, DType dtype,
+                                   const std::vector<int64_t> &shape,
+                                   const void *data, size_t bytes) {
+  return state_.setInput(absl::string_view(name.data(), name.size()), dtype,
+                         shape, data, bytes);
+}
+
+absl::StatusOr<TensorData> SessionBase::output(std::string_view name) const {
+  return state_.output(absl::string_view(name.data(), name.size()));
+}
+
+std::vector<StepStats> SessionBase::stepStats() const {
+  return state_.stepStats();
+}
+
+void SessionBase::resetStats() { state_.resetStats(); }
+
+int SessionBase::threads() const { return state_.pool.size(); }
+
+} // namespace moert

@@ -1,0 +1,91 @@
+//===- session_state.h - What every backend's session keeps ----*- C++ -*-===//
+//
+// The backend-independent half of a session: the run-time tensors of one
+// device schedule, the staged graph inputs, the symbol values bound from
+// them and the per-step statistics. `Session` (CPU) and `CudaSession` derive
+// their state from it, so that input checking, symbol binding, output views
+// and statistics mean the same on every backend; `SessionBase` (moert.h)
+// exposes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_SRC_SESSION_STATE_H
+#define MOERT_SRC_SESSION_STATE_H
+
+#include "ops.h"
+
+namespace moert::detail {
+
+/// The worker count of a session: `requested`, or the hardware concurrency
+/// when it is not positive.
+int sessionThreads(int requested);
+
+/// Checks that `plan` targets `backend` (else fails with "<plan>: the plan
+/// targets the <other> backend; <hint>") and that `device` names one of its
+/// schedules.
+absl::Status checkSessionPlan(const Plan &plan, Backend backend,
+                              absl::string_view hint, int device);
+
+/// Allocates a 64-byte aligned host arena of `size` bytes (at least one);
+/// null on failure. Free it with std::free.
+uint8_t *allocateHostArena(uint64_t size);
+
+struct SessionState {
+  SessionState(const Plan::Impl &plan, const ScheduleInfo &schedule,
+               int threads, bool collectStats);
+
+  /// Points every tensor at its data (a weight at its bytes in the plan with
+  /// its declared shape, an activation at its offset in `arena`) and sizes
+  /// the per-input and per-step state.
+  void initTensors(uint8_t *arena);
+
+  /// Checks and copies the value of graph input `name` (Session::setInput).
+  absl::Status setInput(absl::string_view name, DType dtype,
+                        const std::vector<int64_t> &shape, const void *data,
+                        size_t bytes);
+  /// Binds every symbol to the size the inputs give it; fails when an input
+  /// is not set or two inputs disagree.
+  absl::Status bindSymbols();
+  /// Copies the staged inputs into their tensors (their arena slots may have
+  /// been reused by the previous run).
+  void stageInputs();
+  /// The context of `step` over this state's tensors, counting MoE routing
+  /// when stats are collected.
+  KernelContext context(const StepInfo &step);
+
+  /// The view of graph output `name` after a successful run.
+  absl::StatusOr<TensorData> output(absl::string_view name) const;
+  /// One entry per step; `op` is the step's op name followed by `opSuffix`
+  /// (empty, or set per step by a backend that runs steps in several places).
+  std::vector<StepStats> stepStats() const;
+  void resetStats();
+
+  const Plan::Impl &plan;
+  const ScheduleInfo &schedule;
+  ThreadPool pool;
+  /// Run-time state of every tensor of the schedule, indexed by id.
+  std::vector<Tensor> tensors;
+  /// Values of the graph inputs, copied into the arena at the start of each
+  /// run (the memory plan may reuse an input's slot after its last use).
+  struct Staged {
+    bool set = false;
+    Shape shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Staged> staged;
+  std::vector<int64_t> symbolValues;
+  bool collectStats;
+  bool hasRun = false;
+  /// Per step: calls and seconds since the last reset, its MoE counters and
+  /// the suffix of its op name in stepStats().
+  std::vector<uint64_t> calls;
+  std::vector<double> seconds;
+  std::vector<MoeCounters> moeCounters;
+  std::vector<const char *> opSuffix;
+  /// The collective steps' communicator and traffic (multi-device plans).
+  CollectiveState collectives;
+};
+
+} // namespace moert::detail
+
+#endif // MOERT_SRC_SESSION_STATE_H

@@ -1,0 +1,103 @@
+//===- stats_json.h - moe-run's JSON for MoE layer statistics ---*- C++ -*-===//
+//
+// Writes the "moe_layers" arrays of `moe-run --stats` (docs/cli.md): the
+// model's layers at the top level (merged over the devices of an
+// expert-parallel run) and each device's own under "devices".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_RUN_STATS_JSON_H
+#define MOE_RUN_STATS_JSON_H
+
+#include "moert/stats.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moe_run {
+
+/// `text` as a JSON string literal.
+inline std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    else if (static_cast<unsigned char>(c) < 0x20)
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    else
+      out.push_back(c);
+  }
+  return out + "\"";
+}
+
+/// A ratio for JSON: null when 0 (nothing to compare).
+inline std::string jsonRatio(double ratio) {
+  return ratio ? absl::StrFormat("%.4f", ratio) : "null";
+}
+
+/// Appends `"key": [layers...]` at `indent` spaces: per MoE layer
+/// (moert/stats.h) the tokens each expert computed and the assignments
+/// dropped for capacity, summed over the runs; the imbalance (largest load
+/// over the mean); and the mean time per run of the expert group, of the
+/// layer's exchanges and of the whole layer. A device's layers also name
+/// their steps; expert-parallel layers add their slots, merged layers the
+/// rows per device.
+inline void appendMoeLayers(std::string &json, std::string_view key,
+                            const std::vector<moert::MoeLayerStats> &layers,
+                            int indent) {
+  std::string pad(indent, ' ');
+  auto step = [](int index) {
+    return index < 0 ? std::string("null") : absl::StrCat(index);
+  };
+  absl::StrAppend(&json, ",\n", pad, jsonString(key), ": [");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const moert::MoeLayerStats &l = layers[i];
+    bool merged = !l.deviceRows.empty();
+    bool parallel = merged || l.assignSlots >= 0;
+    double perRun = l.runs ? 1e3 / l.runs : 0.0;
+    absl::StrAppend(&json, i ? "," : "", "\n", pad,
+                    "  {\"name\": ", jsonString(l.name));
+    if (!merged) {
+      absl::StrAppend(&json, ", \"router_step\": ", step(l.router));
+      if (parallel)
+        absl::StrAppend(&json,
+                        ", \"assign_slots_step\": ", step(l.assignSlots));
+      absl::StrAppend(&json, ", \"dispatch_step\": ", step(l.dispatch),
+                      ", \"experts_step\": ", step(l.experts),
+                      ", \"shared_expert_step\": ", step(l.sharedExpert),
+                      ", \"combine_step\": ", step(l.combine));
+    }
+    absl::StrAppend(
+        &json, ", \"runs\": ", l.runs, ",\n", pad,
+        "   \"tokens_per_expert\": [", absl::StrJoin(l.tokensPerExpert, ", "),
+        "],\n", pad, "   \"kept\": ", l.keptAssignments(),
+        ", \"dropped\": ", l.droppedAssignments,
+        ", \"imbalance\": ", jsonRatio(l.imbalance()), ", \"experts_ms\": ",
+        absl::StrFormat("%.6f", l.expertsSeconds * perRun),
+        ", \"layer_ms\": ", absl::StrFormat("%.6f", l.layerSeconds * perRun));
+    if (parallel)
+      absl::StrAppend(
+          &json,
+          ", \"comm_ms\": ", absl::StrFormat("%.6f", l.commSeconds * perRun),
+          ",\n", pad, "   \"routed_per_expert\": [",
+          absl::StrJoin(l.routedPerExpert, ", "), "], \"slot_experts\": [",
+          absl::StrJoin(l.slotExperts, ", "), "], \"tokens_per_slot\": [",
+          absl::StrJoin(l.tokensPerSlot, ", "), "]");
+    if (merged)
+      absl::StrAppend(
+          &json, ",\n", pad, "   \"device_rows\": [",
+          absl::StrJoin(l.deviceRows, ", "),
+          "], \"device_imbalance\": ", jsonRatio(l.deviceImbalance()));
+    absl::StrAppend(&json, "}");
+  }
+  absl::StrAppend(&json, layers.empty() ? "]" : absl::StrCat("\n", pad, "]"));
+}
+
+} // namespace moe_run
+
+#endif // MOE_RUN_STATS_JSON_H
