@@ -191,7 +191,9 @@ def main():
     bandwidth, gemm = measure_machine(args.threads)
     print(f"{'model':34} {'tokens':>6} {'moe-run ms':>10} {'ort ms':>9} "
           f"{'ratio':>6} {'bw_frac':>8} {'gemm_frac':>9}")
-    work = tempfile.mkdtemp(prefix="moec-bench-")
+    # Plans are the size of the weights: removed when the script ends.
+    scratch = tempfile.TemporaryDirectory(prefix="moec-bench-")
+    work = scratch.name
     for path in args.models:
         model = onnx.load(path)
         name = os.path.splitext(os.path.basename(path))[0]

@@ -108,7 +108,9 @@ def main():
     print(f"{'model':22} {'layers':>6} {'tokens':>6} {'moe-run ms':>10} "
           f"{'ort ms':>9} {'moe-op ms':>9} {'x ort':>6} {'x moe-op':>8} "
           f"{'active MB':>9} {'bw %':>6} {'gemm %':>6} {'max err':>8}")
-    work = tempfile.mkdtemp(prefix="moec-bench-")
+    # Plans are the size of the weights: removed when the script ends.
+    scratch = tempfile.TemporaryDirectory(prefix="moec-bench-")
+    work = scratch.name
     for config in args.configs.split(","):
         experts, top_k = config.split("x")
         suffix = f"e{experts}k{top_k}"

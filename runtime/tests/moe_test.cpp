@@ -696,15 +696,15 @@ TEST(Experts, ColumnBlocksOfLargeNarrowExperts) {
 }
 
 TEST(Experts, RowSplitsOfFewRowsWithInOutWeights) {
-  // [K, out] weights and up to 8 rows split along K into blocks of 64
+  // [K, out] weights and up to 8 rows split along K into blocks of 128
   // weight rows whose partial products are summed: several blocks and a
-  // short last one (150 = 64 + 64 + 22, 130 = 64 + 64 + 2), next to an
-  // expert of 9 rows that takes column blocks instead.
+  // short last one (150 = 128 + 22, 300 = 2 x 128 + 44), next to an expert
+  // of 9 rows that runs GEMMs instead.
   for (Network net : everyNetwork()) {
     if (!net.inOut)
       continue;
     SCOPED_TRACE(describe(net));
-    net.init(/*experts=*/4, /*hidden=*/150, /*inter=*/130, 21);
+    net.init(/*experts=*/4, /*hidden=*/150, /*inter=*/300, 21);
     checkExperts(net, {1, 8, 0, 9}, /*padding=*/1, 22, /*threads=*/3);
   }
 }
@@ -859,34 +859,31 @@ TEST(Stream, RowRangeIsThePartialProductOverTheRange) {
       }
 }
 
-TEST(Stream, ProjectColumnBlocksOfBothLayouts) {
-  // A block of columns [3, 24) of a 29-output matrix, with and without a
-  // bias, into an output with a leading dimension; 5 rows (tiles of 2 and a
-  // remainder row), K not a multiple of the vector width.
+TEST(Stream, ProjectColumnBlocksOfOutInWeights) {
+  // A block of columns [3, 24) of a 29-output [out, K] matrix, with and
+  // without a bias, into an output with a leading dimension; 5 rows (tiles
+  // of 2 and a remainder row), K not a multiple of the vector width.
   const int64_t n = 5, K = 37, out = 29, c0 = 3, m = 21, ldc = 23;
   std::vector<float> x = randomFloats(n * K, 33);
-  std::vector<float> w = randomFloats(K * out, 34);
+  std::vector<float> w = randomFloats(out * K, 34);
   std::vector<float> bias = randomFloats(out, 35);
-  for (bool inOut : {false, true})
-    for (bool withBias : {false, true}) {
-      SCOPED_TRACE(
-          absl::StrCat(inOut ? "in_out" : "out_in", withBias ? " bias" : ""));
-      std::vector<float> c(n * ldc, -1.0f);
-      detail::streamProject(x.data(), n, K, w.data(), out, inOut, c0, m,
-                            withBias ? bias.data() : nullptr, c.data(), ldc);
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t j = 0; j < m; ++j) {
-          double sum = withBias ? bias[c0 + j] : 0.0;
-          for (int64_t k = 0; k < K; ++k)
-            sum += double(x[r * K + k]) *
-                   (inOut ? w[k * out + c0 + j] : w[(c0 + j) * K + k]);
-          EXPECT_NEAR(c[r * ldc + j], sum, 1e-5) << r << ", " << j;
-        }
-        // Past the block, the output row is untouched.
-        EXPECT_EQ(c[r * ldc + m], -1.0f);
-        EXPECT_EQ(c[r * ldc + m + 1], -1.0f);
+  for (bool withBias : {false, true}) {
+    SCOPED_TRACE(withBias ? "bias" : "no bias");
+    std::vector<float> c(n * ldc, -1.0f);
+    detail::streamProject(x.data(), n, K, w.data(), c0, m,
+                          withBias ? bias.data() : nullptr, c.data(), ldc);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = 0; j < m; ++j) {
+        double sum = withBias ? bias[c0 + j] : 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += double(x[r * K + k]) * w[(c0 + j) * K + k];
+        EXPECT_NEAR(c[r * ldc + j], sum, 1e-5) << r << ", " << j;
       }
+      // Past the block, the output row is untouched.
+      EXPECT_EQ(c[r * ldc + m], -1.0f);
+      EXPECT_EQ(c[r * ldc + m + 1], -1.0f);
     }
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,18 +6,29 @@
 //   Router -> Dispatch -> Experts -> Combine      (+ SharedExpert)
 //
 // Expert networks run over only the rows each expert received, with the
-// weights in their exported layout and biases fused. Two regimes, chosen per
-// expert at run time from the rows it received (kNarrowRows):
+// weights in their exported layout and biases fused. The work of all experts
+// is cut into blocks that any pool thread takes (runRound), so that experts
+// run concurrently and each weight block is read once, by one thread; the
+// kind of block is chosen per expert at run time from the rows it received:
 //
-//  * Few rows per expert (decoding): the step is bound by reading the active
-//    experts' weights once. Each such expert is split into column blocks of
-//    its weight matrices, and the thread pool runs the blocks of all experts
-//    at once, each a weight-streaming product (kernels/stream.h) with the
-//    activation applied to the block's outputs. Every weight element is read
-//    once, by one thread.
-//  * Many rows per expert (prefill): GEMM throughput matters. Experts run one
-//    after the other in row chunks, each GEMM threaded by OpenBLAS (the
-//    layout is the GEMM's transpose flag).
+//  * Few rows (decoding, up to kNarrowRows or kSplitRows): the step is bound by
+//  reading
+//    the active experts' weights once. Blocks are weight-streaming products
+//    (kernels/stream.h): column blocks for [out, K] weights; for [K, out]
+//    weights with up to kSplitRows rows, ranges of weight rows whose partial
+//    products are summed afterwards (each range is one sequential stream).
+//  * More rows (prefill): column blocks as single-threaded GEMMs, OpenBLAS's
+//    own threads off meanwhile, with the activation applied per block.
+//
+// Measured (8 experts, top-2, H = 1024, F = 2816, 2 threads, a shared 2-core
+// AMD EPYC, medians of A/B runs back to back, against the previous version
+// that ran column blocks only, up to 16 rows streamed, and each wide
+// expert's GEMMs one expert at a time on OpenBLAS's threads): [K, out]
+// weights at 1 / 16 / 32 / 48 / 64 tokens 2.3 / 13.3 / 20.9 / 25.8 / 29.0 ms
+// against 3.4 / 18.8 / 31.0 / 36.9 / 41.0 (1 token: about 100% of the
+// measured read bandwidth, from 57%); [out, K] weights unchanged up to 48
+// tokens, 27.5 against 39.2 at 64; at 256 tokens both within the noise
+// (69-70 against 64-73 ms).
 //
 //===----------------------------------------------------------------------===//
 
@@ -614,31 +625,41 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
   return absl::OkStatus();
 }
 
-/// Rows per expert up to which a step is bound by reading the weights: a
-/// product over n rows does 2n flops per weight element (4 bytes), below the
-/// flop/byte balance of CPUs up to about 16 rows. Such experts stream their
-/// weights in column blocks on all threads; more rows run as BLAS-threaded
-/// GEMMs. Measured with moe-run (AMD EPYC, AVX2, 2 threads, one MoE layer of
-/// 8 experts, top-2, H = 1024, F = 2816: 277 MB of weights), median ms of
-/// streamed blocks against the previous OpenBLAS column blocks (whose size
-/// OpenBLAS's threading threshold capped, sending more than 5 rows to the
-/// threaded GEMMs), [out, K] / [K, out] weights: 1 token 3.1 / 5.4 against
-/// 3.1 / 3.8 (both 23 GB/s at best, the memory's rate), 16 tokens 11.5 /
-/// 17.4 against 15.2 / 32.7, 32 tokens 15.0 / 25.0 against 30.5 / 28.8; at
-/// 48 tokens (about 12 rows per expert) 18.7 against 36.1, and at 64 (about
-/// 16) 40.3 against 38.2, where the threaded GEMM catches up.
+/// Rows per expert up to which a step is bound by reading the weights (a
+/// product over n rows does 2n flops per weight element), for [out, K]
+/// weights: such experts stream their weights in column blocks
+/// (streamProject); more rows run as GEMMs. The earlier measurements (AMD
+/// EPYC, 2 threads, 8 experts, top-2, H = 1024, F = 2816), median ms of
+/// streamed blocks against OpenBLAS: 16 tokens 11.5 against 15.2, 32 tokens
+/// 15.0 against 30.5, 48 tokens (about 12 rows per expert) 18.7 against 36.1,
+/// 64 (about 16) 40.3 against 38.2, where the GEMM catches up.
 constexpr int64_t kNarrowRows = 16;
+
+/// The same bound for [K, out] weights (rows `out` floats apart), whose
+/// experts are split along K instead: each block of weight rows is one
+/// sequential stream (streamRowRange), where a column block would read a
+/// short segment of every weight row, a page apart. The partial products
+/// (rows x out per block) are summed afterwards, which costs rows /
+/// kPartRows of the weights' traffic. Past 8 rows the partial products
+/// outgrow the L1 cache and GEMMs win: at 48 and 64 tokens (about 12 and 16
+/// rows per expert) 26.2 and 30.7 ms against 42.8 and 45.0 with streamed
+/// blocks up to 16 rows, at 32 tokens 21.0 against 28.4.
+constexpr int64_t kSplitRows = 8;
+/// Weight rows per block of a split: 128 rows of 2816 outputs are 1.4 MiB
+/// (measured slightly faster than 64 at 1 and 16 tokens).
+constexpr int64_t kPartRows = 128;
 
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] +
 /// bias[c0 : c0 + m], for a matrix W with `out` outputs stored as [K, out]
-/// (`inOut`) or [out, K]. Up to kNarrowRows rows stream the weights;
-/// otherwise the layout is the GEMM's transpose flag, and the bias is the
-/// GEMM's C operand: weights are never copied.
+/// (`inOut`) or [out, K]. Up to kNarrowRows rows of [out, K] weights stream
+/// them ([K, out] weights with few rows are split along K by runRound
+/// instead); otherwise the layout is the GEMM's transpose flag, and the bias
+/// is the GEMM's C operand: weights are never copied.
 void project(const float *x, int64_t n, int64_t K, const float *w, int64_t out,
              bool inOut, int64_t c0, int64_t m, const float *bias, float *c,
              int64_t ldc) {
-  if (n <= kNarrowRows)
-    return streamProject(x, n, K, w, out, inOut, c0, m, bias, c, ldc);
+  if (!inOut && n <= kNarrowRows)
+    return streamProject(x, n, K, w, c0, m, bias, c, ldc);
   if (bias)
     for (int64_t r = 0; r < n; ++r)
       std::copy(bias + c0, bias + c0 + m, c + r * ldc);
@@ -751,10 +772,9 @@ void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
   activate(f, 0, n, m, g, u, ld, step, a, lda);
 }
 
-/// Columns per block of a narrow expert: 128 outputs of 1024 inputs are
-/// 512 KiB of weights, and in the [K, out] layout 512 contiguous bytes of
-/// each weight row; the k active experts of a decoding step still make
-/// several blocks per thread.
+/// Columns per block of a narrow expert ([out, K] weights): 128 outputs of
+/// 1024 inputs are 512 KiB of contiguous weights; the k active experts of a
+/// decoding step still make several blocks per thread.
 constexpr int64_t kBlockColumns = 128;
 /// Columns per block of a wide expert: a single-threaded GEMM whose B
 /// operand (the block of weights) OpenBLAS packs once for all the rows.
@@ -780,16 +800,6 @@ template <typename Fn> void forEachItem(ThreadPool &pool, int64_t n, Fn fn) {
 struct Segment {
   int64_t expert, row, rows, aOffset;
 };
-
-/// Rows per expert up to which [K, out] weights (rows `out` floats apart)
-/// are split along K rather than into column blocks: each block of weight
-/// rows is then one sequential stream, where a column block reads a short
-/// segment of every weight row, a page apart. The partial products (rows x
-/// out per block) are summed afterwards, which costs rows / kPartRows of the
-/// weights' traffic.
-constexpr int64_t kSplitRows = 8;
-/// Weight rows per block of a split: 64 rows of 2816 outputs are 704 KiB.
-constexpr int64_t kPartRows = 64;
 
 /// c[r, :cols] = bias[:cols] + sum over p < count of parts[p][r, :cols]
 /// for r < n, where parts[p] = parts + p * n * cols.
@@ -848,7 +858,7 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partSize += std::max(parts1 * n * (W1 + up), parts2 * n * H);
       continue;
     }
-    bool narrow = n <= kNarrowRows;
+    bool narrow = !f.inOut && n <= kNarrowRows;
     wide |= !narrow;
     int64_t width = narrow ? kBlockColumns : kWideBlockColumns;
     for (int64_t c = 0; c < F; c += width)

@@ -10,7 +10,9 @@
 // each weight element it loads is used R times from a register. Column tiles
 // are the outer loop and row tiles the inner one: the first row tile streams
 // the tile's weights from memory, the others find them in cache. [K, out]
-// weights: row by row of the weights, accumulating into the output block.
+// weights: over a range of whole weight rows, four at a time, into partial
+// products of all the outputs: one sequential stream, where a column block
+// would read a short segment of each row, a page apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,44 +114,8 @@ void streamOutIn(const float *x, int64_t n, int64_t K, const float *w,
 }
 
 //===----------------------------------------------------------------------===//
-// [K, out] weights: each weight row scales a row of x into the outputs.
+// [K, out] weights: ranges of whole weight rows.
 //===----------------------------------------------------------------------===//
-
-/// Weight rows ahead of use to prefetch: consecutive rows are `out` floats
-/// apart (on another page, beyond what hardware prefetchers follow).
-constexpr int64_t kPrefetchRows = 8;
-
-/// Weight row by weight row: c[r, :] += x[r, k] * w[k, c0 : c0 + m] for
-/// every row r, with c (n x m, in L1) as the accumulator. Each weight row's
-/// segment is read once, contiguously: column tiles that each ran over all
-/// of K would fetch every weight row (a page each) once per tile.
-MOERT_MULTIVERSION
-void streamInOut(const float *x, int64_t n, int64_t K, const float *w,
-                 int64_t out, int64_t c0, int64_t m, const float *bias,
-                 float *c, int64_t ldc) {
-  for (int64_t r = 0; r < n; ++r) {
-    float *cr = c + r * ldc;
-    if (bias)
-      std::copy(bias + c0, bias + c0 + m, cr);
-    else
-      std::fill(cr, cr + m, 0.0f);
-  }
-  for (int64_t k = 0; k < K; ++k) {
-    const float *wk = w + k * out + c0;
-    for (int64_t j = 0; j < m; j += 16)
-      __builtin_prefetch(wk + kPrefetchRows * out + j);
-    for (int64_t r = 0; r < n; ++r) {
-      float xs = x[r * K + k];
-      Vec xv = {xs, xs, xs, xs, xs, xs, xs, xs};
-      float *cr = c + r * ldc;
-      int64_t j = 0;
-      for (; j + kLanes <= m; j += kLanes)
-        store(cr + j, load(cr + j) + xv * load(wk + j));
-      for (; j < m; ++j)
-        cr[j] += xs * wk[j];
-    }
-  }
-}
 
 /// Four weight rows at a time: each 8-column vector of the four rows is
 /// loaded once into registers and used for every row of x, and each
@@ -195,12 +161,9 @@ void streamRowRange(const float *x, int64_t n, int64_t ldx, const float *w,
 }
 
 void streamProject(const float *x, int64_t n, int64_t K, const float *w,
-                   int64_t out, bool inOut, int64_t c0, int64_t m,
-                   const float *bias, float *c, int64_t ldc) {
-  if (inOut)
-    streamInOut(x, n, K, w, out, c0, m, bias, c, ldc);
-  else
-    streamOutIn(x, n, K, w, c0, m, bias, c, ldc);
+                   int64_t c0, int64_t m, const float *bias, float *c,
+                   int64_t ldc) {
+  streamOutIn(x, n, K, w, c0, m, bias, c, ldc);
 }
 
 } // namespace moert::detail

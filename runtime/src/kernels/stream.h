@@ -19,13 +19,13 @@
 namespace moert::detail {
 
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] (+ bias[c0 :
-/// c0 + m] when `bias` is not null), for a matrix W with `out` outputs stored
-/// as [K, out] (`inOut`) or [out, K]. Reads each element of the column block
-/// of W once from memory (the rows reuse it from cache); meant for blocks of
-/// about a cache's size and a few rows.
+/// c0 + m] when `bias` is not null), for a matrix W stored as [out, K] (the
+/// `outIn` layout: the block is m contiguous weight rows). Reads each element
+/// of the block once from memory (the rows of x reuse it from registers and
+/// cache); meant for blocks of about a cache's size and a few rows.
 void streamProject(const float *x, int64_t n, int64_t K, const float *w,
-                   int64_t out, bool inOut, int64_t c0, int64_t m,
-                   const float *bias, float *c, int64_t ldc);
+                   int64_t c0, int64_t m, const float *bias, float *c,
+                   int64_t ldc);
 
 /// c[n, out] = x[:, k0 : k1] @ W[k0 : k1, :] for x [n, ldx] and W [K, out]
 /// (the `inOut` layout): a partial product over a contiguous range of the
