@@ -46,8 +46,11 @@ Placement placeByBytes(int64_t numExperts, int64_t numDevices) {
   return placement;
 }
 
-/// Longest processing time first over the expected `loads`, then
-/// `replicas` extra slots for the most loaded experts.
+/// Longest processing time first over the expected `loads`, where each of
+/// the `replicas` most loaded experts counts as two items of half its load
+/// (AssignSlots splits an expert's tokens evenly between its slots) that must
+/// land on different devices. Placing the halves inside the greedy, rather
+/// than after it, keeps the balance the greedy found.
 Placement placeByLoad(ArrayRef<double> loads, int64_t numDevices,
                       int64_t replicas) {
   int64_t numExperts = loads.size();
@@ -57,13 +60,31 @@ Placement placeByLoad(ArrayRef<double> loads, int64_t numDevices,
   std::stable_sort(byLoad.begin(), byLoad.end(),
                    [&](int64_t a, int64_t b) { return loads[a] > loads[b]; });
 
+  struct Item {
+    int64_t expert;
+    double load;
+  };
+  SmallVector<Item> items;
+  int64_t numReplicated =
+      numDevices > 1 ? std::min(replicas, numExperts) : int64_t(0);
+  for (int64_t i = 0; i < numExperts; ++i) {
+    int64_t e = byLoad[i];
+    int64_t copies = i < numReplicated ? 2 : 1;
+    for (int64_t c = 0; c < copies; ++c)
+      items.push_back({e, loads[e] / copies});
+  }
+  std::stable_sort(
+      items.begin(), items.end(),
+      [](const Item &a, const Item &b) { return a.load > b.load; });
+
   SmallVector<SmallVector<int64_t>> experts(numDevices);
   SmallVector<double> deviceLoad(numDevices, 0.0);
-  SmallVector<int64_t> home(numExperts);
-  auto leastLoaded = [&](int64_t skip) {
+  // The device of an expert's first slot, so that its replica goes elsewhere.
+  SmallVector<int64_t> home(numExperts, -1);
+  for (const Item &item : items) {
     int64_t best = -1;
     for (int64_t d = 0; d < numDevices; ++d) {
-      if (d == skip)
+      if (d == home[item.expert])
         continue;
       // Equal loads: the device with fewer experts, so that experts without
       // load (absent from the profile's runs) still spread out.
@@ -72,23 +93,9 @@ Placement placeByLoad(ArrayRef<double> loads, int64_t numDevices,
            experts[d].size() < experts[best].size()))
         best = d;
     }
-    return best;
-  };
-  for (int64_t e : byLoad) {
-    int64_t d = leastLoaded(-1);
-    experts[d].push_back(e);
-    deviceLoad[d] += loads[e];
-    home[e] = d;
-  }
-  for (int64_t i = 0; i < std::min(replicas, numExperts); ++i) {
-    int64_t e = byLoad[i];
-    int64_t d = leastLoaded(home[e]);
-    if (d < 0)
-      break;
-    // AssignSlots splits the expert's tokens evenly between its two slots.
-    experts[d].push_back(e);
-    deviceLoad[home[e]] -= loads[e] / 2;
-    deviceLoad[d] += loads[e] / 2;
+    experts[best].push_back(item.expert);
+    deviceLoad[best] += item.load;
+    home[item.expert] = best;
   }
 
   Placement placement;

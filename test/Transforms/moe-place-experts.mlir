@@ -12,9 +12,9 @@
 // some devices without experts. With the profile's loads (e0 100, e4 60,
 // e6 40, e1 e2 e3 e5 10, e7 0) experts go, most loaded first, to the least
 // loaded device (ties: fewer experts): on 2 devices {0, 1, 3, 7} and
-// {2, 4, 5, 6}, 120 each. On 4 devices that gives {0} {4} {6, 7}
-// {1, 2, 3, 5}; replicating the 2 hottest adds expert 0 to device 2 (40,
-// fewer experts than device 3) and then expert 4 to device 3 (40 < 90).
+// {2, 4, 5, 6}, 120 each. Replicating the 2 hottest on 4 devices makes
+// them two halves each (e0 50 + 50, e4 30 + 30) placed by the same greedy on
+// different devices: {0, 3} {0, 5} {4, 6} {1, 2, 4, 7}, loads 60 60 70 50.
 // ONE-LABEL: func.func @main
 // ONE-NOT: moe.placement
 // ONE-NOT: moe.devices
@@ -25,7 +25,7 @@
 // THREE: moe.experts {{.*}}moe.placement = {slot_begin = array<i64: 0, 2, 5, 8>, slot_experts = array<i64: 0, 1, 2, 3, 4, 5, 6, 7>}
 // MANY: moe.experts {{.*}}moe.placement = {slot_begin = array<i64: 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8>, slot_experts = array<i64: 0, 1, 2, 3, 4, 5, 6, 7>}
 // LOAD: moe.experts {{.*}}moe.placement = {slot_begin = array<i64: 0, 4, 8>, slot_experts = array<i64: 0, 1, 3, 7, 2, 4, 5, 6>}
-// HOT: moe.experts {{.*}}moe.placement = {slot_begin = array<i64: 0, 1, 2, 5, 10>, slot_experts = array<i64: 0, 4, 0, 6, 7, 1, 2, 3, 4, 5>}
+// HOT: moe.experts {{.*}}moe.placement = {slot_begin = array<i64: 0, 2, 4, 6, 10>, slot_experts = array<i64: 0, 3, 0, 5, 4, 6, 1, 2, 4, 7>}
 module {
   func.func @main(%x: tensor<?x16xf32>, %logits: tensor<?x8xf32>) -> tensor<?x16xf32> {
     %w1 = moe.constant dense<1.0> : tensor<8x32x16xf32>
