@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 
+#include "ep_plans.h"
 #include "plan_file.h"
 
 namespace moert::testing {
@@ -224,6 +225,29 @@ TEST(Corruption, ProgramDamageBehindValidChecksumsNeverCrashes) {
     }
   }
   // Most damage must be caught at load time.
+  EXPECT_GT(rejected, static_cast<int>(program.size));
+}
+
+TEST(Corruption, ExpertParallelProgramDamageNeverCrashes) {
+  // Two schedules with collective steps, start/wait pairs and shared and
+  // per-device weights: the multi-device checks see every damaged byte too.
+  Placement placement{{0, 2, 4}, {0, 1, 2, 3}};
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      writeMoeLayerPlan(&placement, /*overlap=*/true);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_TRUE(Plan::loadFromMemory(bytes->data(), bytes->size()).ok());
+  SectionEntry program = detail::decodeSection(bytes->data() + kFileHeaderSize);
+  int rejected = 0;
+  for (size_t i = 0; i < program.size; ++i) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      std::vector<uint8_t> damaged = flipProgram(*bytes, i, mask);
+      auto plan = Plan::loadFromMemory(damaged.data(), damaged.size());
+      if (!plan.ok()) {
+        ++rejected;
+        EXPECT_FALSE(plan.status().message().empty());
+      }
+    }
+  }
   EXPECT_GT(rejected, static_cast<int>(program.size));
 }
 
