@@ -54,14 +54,14 @@
 // FOUR: moe.experts {{.*}} w1 %{{.*}} : tensor<2x32x16xf32>
 // FOUR-LABEL: func.func @main_d3(
 //
-// Replicas: experts 0 and 4 have two slots each (10 slots), and device 2
-// holds a replica of expert 0 next to experts 6 and 7.
-// HOT-LABEL: func.func @main_d2(
-// HOT: moe.assign_slots %{{.*}} offsets [0, 2, 3, 4, 5, 7, 8, 9, 10] slots [0, 2, 5, 6, 7, 1, 8, 9, 3, 4]
+// Replicas: experts 0 and 4 have two slots each (10 slots), and device 3
+// holds the second slot of expert 4 next to experts 1, 2 and 7.
+// HOT-LABEL: func.func @main_d3(
+// HOT: moe.assign_slots %{{.*}} offsets [0, 2, 3, 4, 5, 7, 8, 9, 10] slots [0, 2, 6, 7, 1, 4, 8, 3, 5, 9]
 // HOT: moe.dispatch %{{.*}}, %{{.*}} experts 10
-// HOT: moe.constant dense<[1, 1, 3, 5]> : tensor<4xi64>
-// HOT: moe.regroup {{.*}} sources 4 slots 3
-// HOT: moe.shard %{{.*}} rows [0, 6, 7] : tensor<8x32x16xf32>
+// HOT: moe.constant dense<[2, 2, 2, 4]> : tensor<4xi64>
+// HOT: moe.regroup {{.*}} sources 4 slots 4
+// HOT: moe.shard %{{.*}} rows [1, 2, 4, 7] : tensor<8x32x16xf32>
 //
 // More devices than experts: device 0 holds no slot, so it runs no experts
 // and returns the (empty) rows it received.
