@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/cublas.h"
+#include "cuda/device_op.h"
 #include "cuda/launch.h"
 #include "kernels/common.h"
 #include "moert/cuda.h"
@@ -23,8 +25,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <dlfcn.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +32,10 @@
 
 namespace moert {
 
+using cuda::CublasApi;
+using cuda::cublasCheck;
+using cuda::DeviceErrorRecord;
+using cuda::DeviceOp;
 using detail::KernelContext;
 using detail::ScheduleInfo;
 using detail::Shape;
@@ -50,62 +54,6 @@ absl::Status cudaCheck(cudaError_t error, const char *call,
   return absl::InternalError(absl::StrCat(where, ": ", call,
                                           " failed: ", cudaGetErrorName(error),
                                           ": ", cudaGetErrorString(error)));
-}
-
-/// The cuBLAS entry points the backend uses, opened on first use: linking
-/// libcublas would cost every moe-run start (CPU runs included) the loading
-/// of a library of hundreds of megabytes.
-struct CublasApi {
-  cublasStatus_t (*create)(cublasHandle_t *);
-  cublasStatus_t (*destroy)(cublasHandle_t);
-  cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
-  const char *(*statusString)(cublasStatus_t);
-};
-
-absl::StatusOr<const CublasApi *> loadCublas() {
-  static CublasApi api;
-  static const std::string failure = [] {
-    std::string errors;
-    void *library = nullptr;
-    for (const char *name : {
-#ifdef MOERT_CUBLAS_PATH
-             MOERT_CUBLAS_PATH,
-#endif
-             "libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-      library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (library)
-        break;
-      const char *error = dlerror();
-      absl::StrAppend(&errors, "; ", error ? error : name);
-    }
-    if (!library)
-      return absl::StrCat("cannot load cuBLAS", errors);
-    bool complete = true;
-    auto bind = [&](auto &fn, const char *symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-          dlsym(library, symbol));
-      complete &= fn != nullptr;
-    };
-    bind(api.create, "cublasCreate_v2");
-    bind(api.destroy, "cublasDestroy_v2");
-    bind(api.setStream, "cublasSetStream_v2");
-    bind(api.statusString, "cublasGetStatusString");
-    return complete ? std::string()
-                    : std::string("the loaded cuBLAS lacks an entry point");
-  }();
-  if (!failure.empty())
-    return absl::FailedPreconditionError(failure);
-  return &api;
-}
-
-absl::Status cublasCheck(cublasStatus_t status, const char *call,
-                         absl::string_view where) {
-  if (status == CUBLAS_STATUS_SUCCESS)
-    return absl::OkStatus();
-  absl::StatusOr<const CublasApi *> api = loadCublas();
-  return absl::InternalError(absl::StrCat(
-      where, ": ", call,
-      " failed: ", api.ok() ? (*api)->statusString(status) : "(unknown)"));
 }
 
 #define MOERT_CUDA(call, where)                                                \
@@ -151,8 +99,15 @@ struct CudaSession::Impl : detail::SessionState {
   const CublasApi *cublas = nullptr;
   cublasHandle_t blas = nullptr;
   cudaLibrary_t library = nullptr;
-  /// Per step: its generated kernel, or null when it runs on the host.
+  /// Per step: its generated kernel, or null.
   std::vector<cudaKernel_t> kernels;
+  /// Per step: its GPU implementation when it has no generated kernel, or
+  /// null (the step then runs on the host).
+  std::vector<const DeviceOp *> deviceOps;
+  /// Scratch shared by the GPU steps (they run one after another on the
+  /// stream), and the run's device error record.
+  void *deviceScratch = nullptr;
+  DeviceErrorRecord *deviceErrors = nullptr;
 
   /// Per tensor id: whether the host mirror / device slot holds its value.
   std::vector<uint8_t> onHost, onDevice;
@@ -170,8 +125,14 @@ struct CudaSession::Impl : detail::SessionState {
   }
   absl::Status uploadWeights();
   absl::Status loadKernels();
+  absl::Status planDeviceOps();
   absl::Status toHost(const StepInfo &step);
+  absl::Status toDevice(int32_t id, const StepInfo &step);
   absl::Status runOnDevice(const StepInfo &step, KernelContext &ctx);
+  absl::Status checkDeviceErrors();
+  bool runsOnDevice(const StepInfo &step) const {
+    return kernels[step.index] || deviceOps[step.index];
+  }
 };
 
 CudaSession::Impl::~Impl() {
@@ -190,6 +151,8 @@ CudaSession::Impl::~Impl() {
     cublas->destroy(blas);
   if (stream)
     cudaStreamDestroy(stream);
+  cudaFree(deviceScratch);
+  cudaFree(deviceErrors);
   cudaFree(deviceWeights);
   cudaFree(deviceArena);
   std::free(hostArena);
@@ -324,6 +287,92 @@ absl::Status CudaSession::Impl::loadKernels() {
   return absl::OkStatus();
 }
 
+absl::Status CudaSession::Impl::planDeviceOps() {
+  deviceOps.assign(schedule.steps.size(), nullptr);
+  uint64_t scratch = 0;
+  for (const StepInfo &step : schedule.steps) {
+    if (kernels[step.index])
+      continue;
+    const DeviceOp *op = cuda::deviceOpFor(step.op);
+    if (!op || (op->accepts && !op->accepts(step, schedule)))
+      continue;
+    deviceOps[step.index] = op;
+    if (op->scratchBytes)
+      scratch = std::max(scratch, op->scratchBytes(step, schedule));
+  }
+  if (scratch)
+    MOERT_CUDA(cudaMalloc(&deviceScratch, detail::alignTo(scratch, 256)),
+               absl::StrCat("allocating ", scratch, " bytes of scratch"));
+  MOERT_CUDA(cudaMalloc(reinterpret_cast<void **>(&deviceErrors),
+                        sizeof(DeviceErrorRecord)),
+             "allocating the device error record");
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::Impl::checkDeviceErrors() {
+  DeviceErrorRecord record{};
+  MOERT_CUDA(
+      cudaMemcpy(&record, deviceErrors, sizeof record, cudaMemcpyDeviceToHost),
+      "reading the device error record");
+  if (record.code == 0)
+    return absl::OkStatus();
+  if (record.step < 0 || record.step >= int(schedule.steps.size()) ||
+      !deviceOps[record.step] || !deviceOps[record.step]->describeError)
+    return absl::InternalError(absl::StrCat("a GPU kernel recorded error ",
+                                            record.code, " for step ",
+                                            record.step));
+  const StepInfo &step = schedule.steps[record.step];
+  return absl::InvalidArgumentError(absl::StrCat(
+      step.label, ": ", deviceOps[record.step]->describeError(record)));
+}
+
+absl::Status CudaSession::Impl::toDevice(int32_t id, const StepInfo &step) {
+  if (onDevice[id])
+    return absl::OkStatus();
+  MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
+                             tensors[id].bytes(), cudaMemcpyHostToDevice,
+                             stream),
+             step.label);
+  onDevice[id] = 1;
+  return absl::OkStatus();
+}
+
+} // namespace moert
+
+namespace moert::cuda {
+
+/// What a DeviceStep reaches of the session.
+class DeviceStepHost {
+public:
+  explicit DeviceStepHost(CudaSession::Impl &session) : s(session) {}
+  CudaSession::Impl &s;
+};
+
+absl::StatusOr<const void *> DeviceStep::input(int i) {
+  if (!ctx.has(i))
+    return nullptr;
+  int32_t id = step.inputs[i];
+  MOERT_RETURN_IF_ERROR(host_.s.toDevice(id, step));
+  return host_.s.devicePtr(id);
+}
+
+void *DeviceStep::output(int o) { return host_.s.devicePtr(step.outputs[o]); }
+
+cudaStream_t DeviceStep::stream() const { return host_.s.stream; }
+const cudaDeviceProp &DeviceStep::props() const { return host_.s.props; }
+void *DeviceStep::scratch() const { return host_.s.deviceScratch; }
+DeviceErrorRecord *DeviceStep::errors() const { return host_.s.deviceErrors; }
+absl::StatusOr<cublasContext *> DeviceStep::blas() { return host_.s.blas; }
+const CublasApi &DeviceStep::cublas() const { return *host_.s.cublas; }
+
+absl::Status DeviceStep::check(cudaError_t error, const char *call) const {
+  return cudaCheck(error, call, step.label);
+}
+
+} // namespace moert::cuda
+
+namespace moert {
+
 absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
   bool copied = false;
   for (int32_t id : step.inputs) {
@@ -336,13 +385,21 @@ absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
     onHost[id] = 1;
     copied = true;
   }
-  if (copied)
-    MOERT_CUDA(cudaStreamSynchronize(stream), step.label);
-  return absl::OkStatus();
+  if (!copied)
+    return absl::OkStatus();
+  MOERT_CUDA(cudaStreamSynchronize(stream), step.label);
+  // The host is in step with the GPU here anyway: a data error of an
+  // earlier GPU step is reported now, before a host step reads its results.
+  return checkDeviceErrors();
 }
 
 absl::Status CudaSession::Impl::runOnDevice(const StepInfo &step,
                                             KernelContext &ctx) {
+  if (const DeviceOp *op = deviceOps[step.index]) {
+    cuda::DeviceStepHost host(*this);
+    cuda::DeviceStep deviceStep(host, step, ctx);
+    return op->run(deviceStep);
+  }
   // The output shape and its check against the plan, as on the CPU.
   int count = ctx.numInputs();
   const Shape *shapes[cuda::kFusedMaxOperands];
@@ -359,13 +416,7 @@ absl::Status CudaSession::Impl::runOnDevice(const StepInfo &step,
     return ctx.error(planned.message());
   for (int i = 0; i < count; ++i) {
     int32_t id = step.inputs[i];
-    if (!onDevice[id]) {
-      MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
-                                 tensors[id].bytes(), cudaMemcpyHostToDevice,
-                                 stream),
-                 step.label);
-      onDevice[id] = 1;
-    }
+    MOERT_RETURN_IF_ERROR(toDevice(id, step));
     args.inputs[i] = reinterpret_cast<const float *>(devicePtr(id));
   }
   for (int o = 0; o < ctx.numOutputs(); ++o)
@@ -421,7 +472,7 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
         "; CUDA device ", s.gpu, " (", s.props.name, ") is sm_", capability));
   MOERT_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
              "creating the compute stream");
-  MOERT_ASSIGN_OR_RETURN(s.cublas, loadCublas());
+  MOERT_ASSIGN_OR_RETURN(s.cublas, cuda::loadCublas());
   MOERT_CUBLAS(s.cublas->create(&s.blas), "creating the cuBLAS handle");
   MOERT_CUBLAS(s.cublas->setStream(s.blas, s.stream),
                "creating the cuBLAS handle");
@@ -437,6 +488,7 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
       absl::StrCat("allocating the device arena of ", arenaBytes, " bytes"));
   MOERT_RETURN_IF_ERROR(s.uploadWeights());
   MOERT_RETURN_IF_ERROR(s.loadKernels());
+  MOERT_RETURN_IF_ERROR(s.planDeviceOps());
 
   s.initTensors(s.hostArena);
   s.onHost.assign(schedule.tensors.size(), 0);
@@ -445,11 +497,11 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
     if (schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 1;
   for (const StepInfo &step : schedule.steps)
-    s.opSuffix[step.index] = s.kernels[step.index] ? "@cuda" : "@host";
+    s.opSuffix[step.index] = s.runsOnDevice(step) ? "@cuda" : "@host";
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});
   if (s.collectStats)
     for (const StepInfo &step : schedule.steps)
-      if (s.kernels[step.index]) {
+      if (s.runsOnDevice(step)) {
         MOERT_CUDA(cudaEventCreate(&s.events[step.index].first), step.label);
         MOERT_CUDA(cudaEventCreate(&s.events[step.index].second), step.label);
       }
@@ -473,11 +525,14 @@ absl::Status CudaSession::run() {
   s.stageInputs();
   for (uint32_t id : s.schedule.inputs)
     s.onHost[id] = 1;
+  MOERT_CUDA(
+      cudaMemsetAsync(s.deviceErrors, 0, sizeof(DeviceErrorRecord), s.stream),
+      "clearing the device error record");
   using Clock = std::chrono::steady_clock;
   std::vector<bool> timed(s.schedule.steps.size(), false);
   for (const StepInfo &step : s.schedule.steps) {
     KernelContext ctx = s.context(step);
-    bool onDevice = s.kernels[step.index] != nullptr;
+    bool onDevice = s.runsOnDevice(step);
     if (onDevice) {
       auto [start, stop] = s.events[step.index];
       if (start)
@@ -511,6 +566,7 @@ absl::Status CudaSession::run() {
       s.onHost[id] = 1;
     }
   MOERT_CUDA(cudaStreamSynchronize(s.stream), "finishing the run");
+  MOERT_RETURN_IF_ERROR(s.checkDeviceErrors());
   for (const StepInfo &step : s.schedule.steps)
     if (timed[step.index]) {
       float ms = 0;

@@ -1,0 +1,13 @@
+//===- device_ops.cpp - Which steps run on the GPU ------------------------===//
+
+#include "cuda/device_op.h"
+
+namespace moert::cuda {
+
+const DeviceOp *deviceOpFor(fb::OpKind op) {
+  if (const DeviceOp *routing = routingDeviceOp(op))
+    return routing;
+  return expertDeviceOp(op);
+}
+
+} // namespace moert::cuda
