@@ -29,7 +29,7 @@ config.substitutions.append(
     ("%expect_exit", config.python_executable + " " +
      os.path.join(config.moec_src_root, "test", "lib", "expect_exit.py")))
 
-tools = ["moec-opt", "moec", "moe-run"]
+tools = ["moec-opt", "moec", "moe-run", "moe-layer-plan"]
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.moec_tools_dir, t))],
     [config.moec_tools_dir])
