@@ -73,7 +73,7 @@ if [ "$mode" = prepare ]; then
   fi
   grep -q '^MOERT_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
     { say "$build is configured with MOERT_CUDA=OFF"; exit 1; }
-  ninja -C "$build" moec moe-run
+  ninja -C "$build" moec moe-run moe-layer-plan
   rm -rf "$bundle/plans" "$bundle/bin" "$bundle/lib"
   mkdir -p "$bundle/plans" "$bundle/bin" "$bundle/lib"
   # The zoo's valid models (the manifest's `any_input` entries).
@@ -90,12 +90,22 @@ print("\n".join(e["file"] for e in m["models"].values()
     "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
       --max-tokens 64 --target cuda --cuda-arch sm_90
   done
-  cp "$build/bin/moe-run" "$bundle/bin/"
+  # A generated MoE layer (bench/layer_plan) per weight dtype the CPU
+  # backend runs: the same plan on both backends, so that even bf16 weights
+  # compare at the fp32 tolerance (both accumulate in fp32).
+  for dtype in f32 bf16 f16; do
+    for backend in cpu cuda; do
+      "$build/bin/moe-layer-plan" -o "$bundle/plans/layer_e16_$dtype.$backend.bin" \
+        --experts 16 --top-k 4 --hidden 512 --ffn 1024 --max-tokens 256 \
+        --weight-dtype "$dtype" --backend "$backend" >/dev/null
+    done
+  done
+  cp "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$bundle/bin/"
   # Shared libraries outside the CUDA toolkit and libc, which the GPU
   # machine's image does not have (abseil, OpenBLAS, MPI, gfortran, ...).
-  ldd "$build/bin/moe-run" | awk '/=> \//{print $3}' |
+  ldd "$build/bin/moe-run" "$build/bin/moe-layer-plan" | awk '/=> \//{print $3}' |
     grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda' |
-    while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+    sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   du -sh "$bundle"
   say "bundle ready in $bundle; on the GPU machine: bash bench/gpu_check.sh --bundle $bundle"
   exit 0
@@ -132,11 +142,14 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader 2>/dev/null || true
 status=0
-timeout 240 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+timeout 150 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 1,7,32 || status=1
-# 2. Timing: the MoE layer's rooflines (about 3 minutes).
+# 2. Timing: the MoE layer's rooflines, PyTorch and moe-run (about 4
+#    minutes, most of it making and loading 22 GB of weights twice).
 if [ "$has_torch" = yes ]; then
-  timeout 240 "$python" "$root/bench/gpu_layer.py" || status=1
+  layer_plan="$(dirname "$moe_run")/moe-layer-plan"
+  timeout 300 "$python" "$root/bench/gpu_layer.py" --moe-run "$moe_run" \
+    --layer-plan "$layer_plan" --work "$(mktemp -d)" || status=1
 else
   say "PyTorch with CUDA is missing: no layer timings"
 fi

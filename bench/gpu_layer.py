@@ -13,12 +13,21 @@ timed replays after warm-up, with fresh random inputs (never zeros). Prints,
 per token count, the time, the achieved HBM bandwidth (weights of the experts
 that received a token, read once, plus activations) and TFLOP/s (2 x rows x
 3 x hidden x ffn), next to the measured ceilings (device-to-device copy, a
-large bf16 GEMM). moe-run rows are added when the CUDA backend runs the
-expert GEMMs on the device (docs/cuda.md); until then it says so.
+large bf16 GEMM).
+
+With --moe-run and --layer-plan (moe-layer-plan, bench/layer_plan), the same
+layer (same sizes, bf16 expert weights, fp32 router) is written as a plan and
+run by `moe-run --backend cuda --bench`: two rows per token count, the sum of
+the steps' CUDA-event times ("moe-run", the GPU work) and the median of whole
+runs ("moe-run+io", which adds copying the fp32 input in and the output out).
 """
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import tempfile
 
 import torch
 
@@ -52,6 +61,31 @@ def ceilings():
     return 2 * n / copy_ms / 1e9, 2 * m ** 3 / gemm_ms / 1e9
 
 
+def moe_run_times(moe_run, plan, tokens, work):
+    """[(form, ms)]: the steps' GPU time and the whole run, medians."""
+    stats = os.path.join(work, f"moe_layer_{tokens}.json")
+    out = os.path.join(work, f"moe_layer_{tokens}")
+    os.makedirs(out, exist_ok=True)
+    result = subprocess.run([moe_run, plan, "--backend", "cuda", "--tokens",
+                             str(tokens), "--seed", "3", "--warmup", "3",
+                             "--bench", "20" if tokens < 1024 else "5", "--stats", stats,
+                             "--output-dir", out],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"moe-run failed ({result.returncode}):\n{result.stdout}"
+              f"{result.stderr}")
+        return []
+    report = json.load(open(stats))
+    on_gpu = all(s["op"].endswith("@cuda") for s in report["steps"])
+    steps_ms = sum(s["mean_ms"] for s in report["steps"])
+    form = "moe-run" if on_gpu else "moe-run*"
+    if not on_gpu:
+        print("  (* some steps ran on the host: " + ", ".join(
+            s["op"] for s in report["steps"] if not s["op"].endswith("@cuda"))
+            + ")")
+    return [(form, steps_ms), ("+io", report["median_ms"])]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experts", type=int, default=64)
@@ -59,6 +93,10 @@ def main():
     parser.add_argument("--hidden", type=int, default=4096)
     parser.add_argument("--ffn", type=int, default=14336)
     parser.add_argument("--tokens", default="1,16,256,4096")
+    parser.add_argument("--moe-run", dest="moe_run")
+    parser.add_argument("--layer-plan", dest="layer_plan")
+    parser.add_argument("--work", default=tempfile.gettempdir(),
+                        help="where the layer plan is written")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("gpu_layer: no CUDA device visible to PyTorch")
@@ -110,6 +148,15 @@ def main():
         out.index_add_(0, order // k, contrib)
         return out
 
+    plan = None
+    if args.moe_run and args.layer_plan:
+        plan = os.path.join(args.work, "moe_layer.cuda.bin")
+        tokens_max = max(int(t) for t in args.tokens.split(","))
+        subprocess.run([args.layer_plan, "-o", plan, "--experts", str(E),
+                        "--top-k", str(k), "--hidden", str(H), "--ffn", str(F),
+                        "--max-tokens", str(tokens_max), "--weight-dtype",
+                        "bf16", "--backend", "cuda"], check=True)
+
     print(f"layer: E={E} k={k} hidden={H} ffn={F} bf16 weights "
           f"({E * expert_bytes / 1e9:.1f} GB)")
     print(f"{'tokens':>6} {'form':>8} {'ms':>9} {'GB/s':>7} {'%hbm':>5} "
@@ -134,8 +181,15 @@ def main():
             print(f"{T:>6} {form:>8} {ms:>9.3f} {gbs:>7.0f} "
                   f"{100 * gbs / hbm:>5.1f} {tfs:>8.1f} "
                   f"{100 * tfs / tflops:>6.1f}")
-        print(f"{T:>6} {'moe-run':>8}   (the CUDA backend runs Experts on "
-              f"the host today; see docs/cuda.md)")
+        if plan:
+            for form, ms in moe_run_times(args.moe_run, plan, T, args.work):
+                gbs = moved / ms / 1e6
+                tfs = flops / ms / 1e9
+                print(f"{T:>6} {form:>8} {ms:>9.3f} {gbs:>7.0f} "
+                      f"{100 * gbs / hbm:>5.1f} {tfs:>8.1f} "
+                      f"{100 * tfs / tflops:>6.1f}")
+        else:
+            print(f"{T:>6} {'moe-run':>8}   (no --moe-run/--layer-plan given)")
     try:
         import onnxruntime
         providers = onnxruntime.get_available_providers()
