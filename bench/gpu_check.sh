@@ -73,7 +73,7 @@ if [ "$mode" = prepare ]; then
   fi
   grep -q '^MOERT_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
     { say "$build is configured with MOERT_CUDA=OFF"; exit 1; }
-  ninja -C "$build" moec moe-run moe-layer-plan
+  ninja -C "$build" moec moe-run moe-layer-plan moert_tests
   rm -rf "$bundle/plans" "$bundle/bin" "$bundle/lib"
   mkdir -p "$bundle/plans" "$bundle/bin" "$bundle/lib"
   # The zoo's valid models (the manifest's `any_input` entries).
@@ -90,20 +90,13 @@ print("\n".join(e["file"] for e in m["models"].values()
     "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
       --max-tokens 64 --target cuda --cuda-arch sm_90
   done
-  # A generated MoE layer (bench/layer_plan) per weight dtype the CPU
-  # backend runs: the same plan on both backends, so that even bf16 weights
-  # compare at the fp32 tolerance (both accumulate in fp32).
-  for dtype in f32 bf16 f16; do
-    for backend in cpu cuda; do
-      "$build/bin/moe-layer-plan" -o "$bundle/plans/layer_e16_$dtype.$backend.bin" \
-        --experts 16 --top-k 4 --hidden 512 --ffn 1024 --max-tokens 256 \
-        --weight-dtype "$dtype" --backend "$backend" >/dev/null
-    done
-  done
-  cp "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$bundle/bin/"
+  cp "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$build/bin/moert_tests" \
+    "$bundle/bin/"
+  # The carry limit is 64 MiB for the tree and the bundle together.
+  strip --strip-unneeded "$bundle"/bin/* 2>/dev/null || true
   # Shared libraries outside the CUDA toolkit and libc, which the GPU
   # machine's image does not have (abseil, OpenBLAS, MPI, gfortran, ...).
-  ldd "$build/bin/moe-run" "$build/bin/moe-layer-plan" | awk '/=> \//{print $3}' |
+  ldd "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$build/bin/moert_tests" | awk '/=> \//{print $3}' |
     grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda' |
     sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   du -sh "$bundle"
@@ -138,12 +131,33 @@ if [ "$mode" = dry ]; then
   exit 0
 fi
 
-# 1. Correctness: every zoo model, cuda against cpu (about 1 minute).
+# 1. Correctness: the runtime's GPU unit tests (whole steps on the device
+#    against the CPU backend, data errors), then every zoo model and the
+#    generated layers, cuda against cpu (about 1.5 minutes).
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader 2>/dev/null || true
 status=0
+tests="$(dirname "$moe_run")/moert_tests"
+if [ -x "$tests" ]; then
+  timeout 120 "$tests" --gtest_filter='Cuda*' --gtest_brief=1 || status=1
+fi
 timeout 150 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 1,7,32 || status=1
+# A generated MoE layer per expert weight dtype (bench/layer_plan), made
+# here (100 MB at f32: too large to carry): the same plan on both backends,
+# so that bf16/f16 weights compare at the fp32 tolerance too.
+layers=$(mktemp -d)
+for dtype in f32 bf16 f16; do
+  for backend in cpu cuda; do
+    "$(dirname "$moe_run")/moe-layer-plan" \
+      -o "$layers/layer_e16_$dtype.$backend.bin" --experts 16 --top-k 4 \
+      --hidden 512 --ffn 1024 --max-tokens 256 --weight-dtype "$dtype" \
+      --backend "$backend" >/dev/null || status=1
+  done
+done
+timeout 90 "$python" "$root/bench/gpu_compare.py" --plans "$layers" \
+  --moe-run "$moe_run" --tokens 1,16,256 || status=1
+rm -rf "$layers"
 # 2. Timing: the MoE layer's rooflines, PyTorch and moe-run (about 4
 #    minutes, most of it making and loading 22 GB of weights twice).
 if [ "$has_torch" = yes ]; then

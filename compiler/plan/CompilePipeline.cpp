@@ -14,6 +14,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <set>
+
 using namespace mlir;
 
 namespace moec::plan {
@@ -118,23 +120,39 @@ static SmallVector<MoeLayerInfo> collectMoeLayers(ModuleOp module) {
   return layers;
 }
 
+/// The expert matrices of `func` that the plan stores narrowed.
+static llvm::DenseSet<Value> getNarrowed(func::FuncOp func,
+                                         ExpertWeightType expertWeights) {
+  if (expertWeights == ExpertWeightType::F32)
+    return {};
+  return getNarrowableExpertWeights(func);
+}
+
+/// The bytes the plan stores for a weight `value` of `type`: two per
+/// element when it is narrowed.
+static int64_t getStoredBytes(ShapedType type, bool narrowed) {
+  return type.getNumElements() *
+         (narrowed ? 2
+                   : std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
+}
+
 /// The slots and experts of each layer and the expert weight bytes that
 /// each device of an expert-parallel module holds.
-static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs) {
+static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs,
+                                       ExpertWeightType expertWeights) {
   llvm::json::Array array;
   for (auto [device, entry] : llvm::enumerate(funcs)) {
     func::FuncOp func = entry;
+    llvm::DenseSet<Value> narrowed = getNarrowed(func, expertWeights);
     llvm::json::Array layers;
     int64_t expertBytes = 0;
     func.walk([&](moe::ExpertsOp experts) {
       SmallVector<int64_t> slotExperts;
       if (auto shard = experts.getW1().getDefiningOp<moe::ShardOp>())
         llvm::append_range(slotExperts, shard.getRows());
-      for (Value weight : experts->getOperands().drop_front(2)) {
-        auto type = cast<ShapedType>(weight.getType());
-        expertBytes += type.getNumElements() *
-                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-      }
+      for (Value weight : experts->getOperands().drop_front(2))
+        expertBytes += getStoredBytes(cast<ShapedType>(weight.getType()),
+                                      narrowed.contains(weight));
       layers.push_back(
           llvm::json::Object{{"slots", experts.getW1().getType().getDimSize(0)},
                              {"experts", llvm::json::Array(slotExperts)}});
@@ -195,7 +213,8 @@ static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
   return array;
 }
 
-void printMoeLayers(ModuleOp module, llvm::raw_ostream &os) {
+void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
+                    ExpertWeightType expertWeights) {
   SmallVector<MoeLayerInfo> layers = collectMoeLayers(module);
   if (layers.empty()) {
     os << "moec: no MoE layer detected (the model runs through generic ops; "
@@ -233,11 +252,91 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os) {
         layer.experts ? dim(layer.experts.getInterSize()) : "?",
         layer.experts ? stringifyEnum(layer.experts.getActivation()) : "?");
   }
+  if (expertWeights == ExpertWeightType::F32)
+    return;
+  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
+  if (failed(funcs))
+    return;
+  llvm::DenseSet<Value> narrowed = getNarrowableExpertWeights(funcs->front());
+  int64_t networks = 0, narrowedNetworks = 0;
+  funcs->front().walk([&](Operation *op) {
+    if (!isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
+      return;
+    ++networks;
+    Value w1 = isa<moe::ExpertsOp>(op) ? cast<moe::ExpertsOp>(op).getW1()
+                                       : cast<moe::SharedExpertOp>(op).getW1();
+    narrowedNetworks += narrowed.contains(w1);
+  });
+  os << llvm::formatv("moec: expert weights (w1, w3, w2) stored as {0} in "
+                      "{1} of {2} expert networks\n",
+                      stringifyExpertWeightType(expertWeights),
+                      narrowedNetworks, networks);
+}
+
+/// The ONNX initializer a constant was imported from ("initializer 'NAME'"
+/// locations), or "" for a constant the compiler made (folding, detection).
+static std::string getInitializerName(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location inner : fused.getLocations())
+      if (std::string name = getInitializerName(inner); !name.empty())
+        return name;
+    return "";
+  }
+  auto named = dyn_cast<NameLoc>(loc);
+  if (!named)
+    return "";
+  StringRef text = named.getName().getValue();
+  if (!text.consume_front("initializer '") || !text.consume_back("'"))
+    return getInitializerName(named.getChildLoc());
+  return text.str();
+}
+
+/// The model initializers whose values the narrowed matrices of `funcs`
+/// hold, in a JSON array, and the number of narrowed constants that are not
+/// an initializer (splats of zeros for pruned experts do not count: they
+/// narrow to themselves). A test makes its reference model by rounding
+/// exactly these initializers.
+static std::pair<llvm::json::Array, int64_t>
+getNarrowedInitializers(ArrayRef<func::FuncOp> funcs,
+                        ExpertWeightType expertWeights) {
+  std::set<std::string> names;
+  int64_t unnamed = 0;
+  auto addConstant = [&](moe::ConstantOp constant) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (dense && dense.isSplat() &&
+        llvm::all_of(dense.getRawData(), [](char c) { return c == 0; }))
+      return;
+    std::string name = getInitializerName(constant.getLoc());
+    if (name.empty())
+      ++unnamed;
+    else
+      names.insert(name);
+  };
+  auto addWeight = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    if (auto constant = dyn_cast_or_null<moe::ConstantOp>(def))
+      return addConstant(constant);
+    if (auto stack = dyn_cast_or_null<moe::StackOp>(def))
+      for (Value input : stack.getInputs())
+        if (auto constant = input.getDefiningOp<moe::ConstantOp>())
+          addConstant(constant);
+  };
+  for (func::FuncOp func : funcs)
+    for (Value value : getNarrowed(func, expertWeights)) {
+      if (auto shard = value.getDefiningOp<moe::ShardOp>())
+        addWeight(shard.getWeight());
+      else
+        addWeight(value);
+    }
+  llvm::json::Array array;
+  for (const std::string &name : names)
+    array.push_back(name);
+  return {std::move(array), unnamed};
 }
 
 LogicalResult writeReport(ModuleOp module,
                           const llvm::StringMap<int64_t> &opsBefore,
-                          StringRef path) {
+                          StringRef path, ExpertWeightType expertWeights) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return failure();
@@ -249,6 +348,7 @@ LogicalResult writeReport(ModuleOp module,
   if (!arena || !naive)
     return func.emitError("no memory plan to report on");
 
+  llvm::DenseSet<Value> narrowed = getNarrowed(func, expertWeights);
   int64_t weightBytes = 0, numWeights = 0, numSteps = 0, numFused = 0;
   for (Operation &op : func.getBody().front()) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op)) {
@@ -257,9 +357,15 @@ LogicalResult writeReport(ModuleOp module,
             return isa<moe::ShardOp>(user);
           }))
         continue;
-      auto type = cast<ShapedType>(constant.getType());
-      weightBytes += type.getNumElements() *
-                     std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      // A narrowed matrix, or a piece of narrowed stacks.
+      bool isNarrowed =
+          narrowed.contains(constant.getResult()) ||
+          (!op.use_empty() && llvm::all_of(op.getUsers(), [&](Operation *user) {
+            return isa<moe::StackOp>(user) &&
+                   narrowed.contains(user->getResult(0));
+          }));
+      weightBytes +=
+          getStoredBytes(cast<ShapedType>(constant.getType()), isNarrowed);
       ++numWeights;
     } else if (!isa<func::ReturnOp>(op)) {
       ++numSteps;
@@ -283,9 +389,16 @@ LogicalResult writeReport(ModuleOp module,
       {"fused_elementwise_steps", numFused},
       {"ops_before", toJson(opsBefore)},
       {"ops_after", toJson(countOps(module))},
-      {"moe_layers", moeLayersToJson(collectMoeLayers(module))}};
+      {"moe_layers", moeLayersToJson(collectMoeLayers(module))},
+      {"expert_weight_dtype", stringifyExpertWeightType(expertWeights)}};
+  if (expertWeights != ExpertWeightType::F32) {
+    auto [initializers, unnamed] =
+        getNarrowedInitializers(*funcs, expertWeights);
+    root["narrowed_initializers"] = std::move(initializers);
+    root["narrowed_unnamed_constants"] = unnamed;
+  }
   if (funcs->size() > 1)
-    root["devices"] = devicesToJson(*funcs);
+    root["devices"] = devicesToJson(*funcs, expertWeights);
 
   std::string error;
   auto output = openOutputFile(path, &error);

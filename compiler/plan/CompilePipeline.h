@@ -8,6 +8,8 @@
 #ifndef MOEC_COMPILER_PLAN_COMPILEPIPELINE_H
 #define MOEC_COMPILER_PLAN_COMPILEPIPELINE_H
 
+#include "compiler/plan/PlanEmitter.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
@@ -48,16 +50,22 @@ llvm::StringMap<int64_t> countOps(mlir::ModuleOp module);
 
 /// Prints the detected MoE layers of a compiled `module` (router, experts
 /// and shared experts of each) as a table to `os`, for `moec compile
-/// --verbose`; the same fields are the report's "moe_layers".
-void printMoeLayers(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// --verbose`; the same fields are the report's "moe_layers". With a
+/// narrowing `expertWeights`, a last line says which expert networks store
+/// their matrices so.
+void printMoeLayers(mlir::ModuleOp module, llvm::raw_ostream &os,
+                    ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 /// Writes the compile report of a planned `module` as JSON to `path`:
 /// memory plan (peak arena, naive sum of intermediates, weights), op counts
 /// before (`opsBefore`) and after compilation, steps, and per MoE layer
-/// the gate and expert configuration ("moe_layers").
-mlir::LogicalResult writeReport(mlir::ModuleOp module,
-                                const llvm::StringMap<int64_t> &opsBefore,
-                                llvm::StringRef path);
+/// the gate and expert configuration ("moe_layers"), and the storage of the
+/// expert matrices ("expert_weight_dtype"; weight bytes count narrowed
+/// matrices at their stored size).
+mlir::LogicalResult
+writeReport(mlir::ModuleOp module, const llvm::StringMap<int64_t> &opsBefore,
+            llvm::StringRef path,
+            ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 } // namespace moec::plan
 

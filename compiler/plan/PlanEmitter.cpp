@@ -11,6 +11,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -65,10 +66,13 @@ std::string getStepName(Operation *op) {
 
 /// What the schedules of one plan share.
 struct PlanState {
-  explicit PlanState(uint32_t devices)
-      : writer({moert::Backend::Cpu, devices}, "moec 0.1"), devices(devices) {}
+  PlanState(uint32_t devices, ExpertWeightType expertWeights)
+      : writer({moert::Backend::Cpu, devices}, "moec 0.1"), devices(devices),
+        expertWeights(expertWeights) {}
   moert::PlanWriter writer;
   uint32_t devices;
+  /// The storage of the narrowable expert matrices.
+  ExpertWeightType expertWeights;
   llvm::StringMap<int> symbols;
   /// The largest value of each symbol, by index.
   SmallVector<int64_t> symbolMax;
@@ -92,7 +96,10 @@ public:
   Emitter(func::FuncOp func, int device, PlanState &state)
       : func(func), device(device), state(state), writer(state.writer),
         schedule(writer.schedule(device)), symbols(state.symbols),
-        constantBytes(state.constantBytes) {}
+        constantBytes(state.constantBytes) {
+    if (state.expertWeights != ExpertWeightType::F32)
+      narrowed = getNarrowableExpertWeights(func);
+  }
 
   LogicalResult emit() {
     if (failed(emitSignature()))
@@ -116,6 +123,40 @@ private:
   llvm::DenseMap<Value, int32_t> tensorIds;
   llvm::StringMap<int> &symbols;
   std::vector<std::vector<char>> &constantBytes;
+  /// The expert matrices written as state.expertWeights.
+  llvm::DenseSet<Value> narrowed;
+
+  /// The 16-bit dtype `value` is stored as, when it is a narrowed matrix.
+  std::optional<moert::DType> getNarrowedType(Value value) const {
+    if (!narrowed.contains(value))
+      return std::nullopt;
+    return state.expertWeights == ExpertWeightType::BF16 ? moert::DType::BF16
+                                                         : moert::DType::F16;
+  }
+
+  /// Adds a weight whose bytes are `pieces`: narrowed from f32 while the plan
+  /// is written when `value` is a narrowed matrix.
+  int32_t addPieces(Value value, std::string name, moert::DType dtype,
+                    std::vector<int64_t> shape,
+                    std::vector<moert::WeightPiece> pieces, int section = -1) {
+    if (std::optional<moert::DType> narrow = getNarrowedType(value))
+      return schedule.addNarrowedWeightPieces(std::move(name), *narrow,
+                                              std::move(shape),
+                                              std::move(pieces), section);
+    return schedule.addWeightPieces(std::move(name), dtype, std::move(shape),
+                                    std::move(pieces), section);
+  }
+
+  /// The key under which the weight `value` with contents `key` is shared:
+  /// a narrowed copy differs from the f32 one.
+  Attribute getWeightKey(Attribute key, Value value) const {
+    if (!narrowed.contains(value))
+      return key;
+    return ArrayAttr::get(
+        key.getContext(),
+        {key, StringAttr::get(key.getContext(),
+                              stringifyExpertWeightType(state.expertWeights))});
+  }
 
   /// Makes `result` name the weight `key` when an earlier schedule already
   /// holds it: the file then stores its bytes once.
@@ -279,7 +320,7 @@ private:
              << type.getElementType() << " has no runtime representation";
     if (isOnlyStacked(op))
       return success();
-    Attribute key = getStackKey(op);
+    Attribute key = getWeightKey(getStackKey(op), op.getResult());
     if (reuseWeight(key, op.getResult(), getStepName(op)))
       return success();
     std::vector<moert::WeightPiece> pieces;
@@ -291,8 +332,8 @@ private:
       pieces.push_back(*piece);
     }
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    tensorIds[op.getResult()] = schedule.addWeightPieces(
-        getStepName(op), *dtype, shape, std::move(pieces));
+    tensorIds[op.getResult()] = addPieces(op.getResult(), getStepName(op),
+                                          *dtype, shape, std::move(pieces));
     recordWeight(key, op.getResult());
     return success();
   }
@@ -348,7 +389,8 @@ private:
     int &section = state.shardSections[device];
     if (section < 0)
       section = writer.addWeightSection();
-    tensorIds[op.getResult()] = schedule.addWeightPieces(
+    tensorIds[op.getResult()] = addPieces(
+        op.getResult(),
         getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device),
         *dtype, shape, std::move(pieces), section);
     return success();
@@ -384,14 +426,20 @@ private:
       return op.emitError("constant of element type ")
              << type.getElementType() << " has no runtime representation";
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    if (reuseWeight(op.getValue(), op.getResult(), getStepName(op)))
+    Attribute key = getWeightKey(op.getValue(), op.getResult());
+    if (reuseWeight(key, op.getResult(), getStepName(op)))
       return success();
     FailureOr<ArrayRef<char>> data = getConstantData(op, *dtype);
     if (failed(data))
       return failure();
-    tensorIds[op.getResult()] = schedule.addWeightRef(
-        getStepName(op), *dtype, shape, data->data(), data->size());
-    recordWeight(op.getValue(), op.getResult());
+    if (narrowed.contains(op.getResult()))
+      tensorIds[op.getResult()] =
+          addPieces(op.getResult(), getStepName(op), *dtype, shape,
+                    {moert::WeightPiece{data->data(), data->size()}});
+    else
+      tensorIds[op.getResult()] = schedule.addWeightRef(
+          getStepName(op), *dtype, shape, data->data(), data->size());
+    recordWeight(key, op.getResult());
     return success();
   }
 
@@ -1005,9 +1053,75 @@ static LogicalResult writePlan(PlanState &state, Operation *where,
   return success();
 }
 
+StringRef stringifyExpertWeightType(ExpertWeightType type) {
+  switch (type) {
+  case ExpertWeightType::F32:
+    return "f32";
+  case ExpertWeightType::BF16:
+    return "bf16";
+  case ExpertWeightType::F16:
+    return "f16";
+  }
+  llvm_unreachable("unknown expert weight type");
+}
+
+/// The matrix operands (w1, w3, w2) of an expert network op.
+static SmallVector<Value, 3> getExpertMatrices(Operation *op) {
+  SmallVector<Value, 3> matrices;
+  auto collect = [&](auto ffn) {
+    for (Value value : {ffn.getW1(), ffn.getW3(), ffn.getW2()})
+      if (value)
+        matrices.push_back(value);
+  };
+  if (auto experts = dyn_cast<moe::ExpertsOp>(op))
+    collect(experts);
+  else if (auto shared = dyn_cast<moe::SharedExpertOp>(op))
+    collect(shared);
+  return matrices;
+}
+
+llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func) {
+  // Start from every expert network op and drop those with a matrix that
+  // cannot be narrowed, until none is dropped: dropping one may make a
+  // matrix it shares with another op unnarrowable there too.
+  llvm::SetVector<Operation *> candidates;
+  func.walk([&](Operation *op) {
+    if (isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
+      candidates.insert(op);
+  });
+  auto isMatrixUse = [&](OpOperand &use) {
+    return candidates.contains(use.getOwner()) &&
+           llvm::is_contained(getExpertMatrices(use.getOwner()), use.get());
+  };
+  auto isNarrowable = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    auto stack = dyn_cast_or_null<moe::StackOp>(def);
+    bool storedWeight = isa_and_nonnull<moe::ConstantOp, moe::ShardOp>(def) ||
+                        (stack && stack.isWeight());
+    return storedWeight &&
+           cast<ShapedType>(value.getType()).getElementType().isF32() &&
+           llvm::all_of(value.getUses(), isMatrixUse);
+  };
+  for (bool changed = true; changed;) {
+    SmallVector<Operation *> kept;
+    for (Operation *op : candidates)
+      if (llvm::all_of(getExpertMatrices(op), isNarrowable))
+        kept.push_back(op);
+    changed = kept.size() != candidates.size();
+    candidates.clear();
+    candidates.insert(kept.begin(), kept.end());
+  }
+  llvm::DenseSet<Value> narrowed;
+  for (Operation *op : candidates)
+    for (Value value : getExpertMatrices(op))
+      narrowed.insert(value);
+  return narrowed;
+}
+
 LogicalResult emitPlan(func::FuncOp func, StringRef path,
-                       const PlanFinalizer &finalize) {
-  PlanState state(1);
+                       const PlanFinalizer &finalize,
+                       ExpertWeightType expertWeights) {
+  PlanState state(1, expertWeights);
   if (failed(Emitter(func, 0, state).emit()))
     return failure();
   return writePlan(state, func, path, finalize);
@@ -1042,11 +1156,12 @@ FailureOr<SmallVector<func::FuncOp>> getDeviceFunctions(ModuleOp module) {
 }
 
 LogicalResult emitPlan(ModuleOp module, StringRef path,
-                       const PlanFinalizer &finalize) {
+                       const PlanFinalizer &finalize,
+                       ExpertWeightType expertWeights) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return failure();
-  PlanState state(funcs->size());
+  PlanState state(funcs->size(), expertWeights);
   for (auto [device, func] : llvm::enumerate(*funcs))
     if (failed(Emitter(func, device, state).emit()))
       return failure();

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <functional>
 #include <string>
@@ -28,10 +29,29 @@ namespace moec::plan {
 /// errors.
 using PlanFinalizer = std::function<mlir::LogicalResult(moert::PlanWriter &)>;
 
+/// How the plan stores the matrices of the expert networks (w1, w3, w2 of
+/// moe.experts and moe.shared_expert): as in the model (f32), or narrowed
+/// to bf16 / f16 while the plan is written (`moec compile --weight-dtype`).
+/// Biases and every other tensor keep their type.
+enum class ExpertWeightType { F32, BF16, F16 };
+
+/// "f32", "bf16", "f16".
+llvm::StringRef stringifyExpertWeightType(ExpertWeightType type);
+
+/// The expert matrices of `func` that a narrowing ExpertWeightType narrows:
+/// the f32 w1, w3 and w2 of every moe.experts and moe.shared_expert whose
+/// matrices are all weights (constants, stacks of constants, shards) that
+/// nothing but such matrix operands reads. An op with one matrix that
+/// cannot be narrowed keeps all of its matrices f32, so that its three
+/// matrices always share one type (the runtime requires it).
+llvm::DenseSet<mlir::Value> getNarrowableExpertWeights(mlir::func::FuncOp func);
+
 /// Writes the plan of `func` to `path`. Every unsupported op, type or missing
 /// planning attribute is reported as an error located at the op.
-mlir::LogicalResult emitPlan(mlir::func::FuncOp func, llvm::StringRef path,
-                             const PlanFinalizer &finalize = {});
+mlir::LogicalResult
+emitPlan(mlir::func::FuncOp func, llvm::StringRef path,
+         const PlanFinalizer &finalize = {},
+         ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 /// The functions of `module` that become the plan's schedules, in device
 /// order: those carrying `moe.device = d` (expert parallelism,
@@ -42,8 +62,10 @@ getDeviceFunctions(mlir::ModuleOp module);
 /// Writes the plan of `module`: one schedule per device function
 /// (getDeviceFunctions). Dense weights that several devices read are stored
 /// once; each device's expert shards are its own.
-mlir::LogicalResult emitPlan(mlir::ModuleOp module, llvm::StringRef path,
-                             const PlanFinalizer &finalize = {});
+mlir::LogicalResult
+emitPlan(mlir::ModuleOp module, llvm::StringRef path,
+         const PlanFinalizer &finalize = {},
+         ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 } // namespace moec::plan
 

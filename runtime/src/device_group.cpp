@@ -1,6 +1,8 @@
 //===- device_group.cpp - Running a multi-device plan ---------------------===//
 
 #include "moert/device_group.h"
+#include "moert/cuda.h"
+#include "moert/nccl.h"
 
 #include "absl/strings/str_join.h"
 
@@ -162,17 +164,45 @@ absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
 
 } // namespace
 
+int groupGpu(int device, int localRank, int visibleGpus) {
+  if (visibleGpus <= 0)
+    return 0;
+  return (localRank >= 0 ? localRank : device) % visibleGpus;
+}
+
 bool splitsAcrossDevices(const TensorDesc &desc) {
   return !desc.dims.empty() && desc.dims[0].kind == DimDesc::Kind::Symbolic;
 }
+
+namespace {
+/// One device's session, on whichever backend runs it.
+struct Member {
+  std::unique_ptr<Session> cpu;
+  std::unique_ptr<CudaSession> cuda;
+  /// The CUDA device ordinal (cuda only).
+  int gpu = -1;
+
+  SessionBase &session() const {
+    return cpu ? static_cast<SessionBase &>(*cpu) : *cuda;
+  }
+  absl::Status run() { return cpu ? cpu->run() : cuda->run(); }
+  CommStats commStats() const {
+    return cpu ? cpu->commStats() : cuda->commStats();
+  }
+};
+} // namespace
 
 struct DeviceGroup::Impl {
   const Plan &plan;
   bool mpi = false;
   /// The devices this process runs, with their endpoints and sessions.
   std::vector<int> devices;
+  /// The host communicators (in-process or MPI): they gather the outputs
+  /// and stats, and bootstrap NCCL.
   std::vector<std::unique_ptr<Communicator>> comms;
-  std::vector<std::unique_ptr<Session>> sessions;
+  /// With CommKind::Nccl, the NCCL endpoints the sessions exchange through.
+  std::vector<std::unique_ptr<NcclCommunicator>> ncclComms;
+  std::vector<Member> members;
 
   explicit Impl(const Plan &plan) : plan(plan) {}
 
@@ -181,16 +211,70 @@ struct DeviceGroup::Impl {
     if (threads <= 0)
       threads = std::max<int>(1, std::thread::hardware_concurrency() /
                                      plan.numDevices());
-    for (size_t i = 0; i < devices.size(); ++i) {
-      SessionOptions sessionOptions;
-      sessionOptions.threads = threads;
-      sessionOptions.device = devices[i];
-      sessionOptions.collectStats = options.collectStats;
-      sessionOptions.communicator = comms[i].get();
-      MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                             Session::create(plan, sessionOptions));
-      sessions.push_back(std::move(session));
+    int gpus = 0;
+    if (options.backend == Backend::Cuda) {
+      MOERT_ASSIGN_OR_RETURN(gpus, cudaDeviceCount());
     }
+    // An MPI rank takes its host's GPU by local rank; threads of one
+    // process spread over the visible GPUs.
+    std::vector<int> gpuOf;
+    for (int device : devices)
+      gpuOf.push_back(groupGpu(device, mpi ? mpiLocalRank() : -1, gpus));
+    MOERT_RETURN_IF_ERROR(createNccl(options, gpuOf));
+    for (size_t i = 0; i < devices.size(); ++i) {
+      Member member;
+      if (options.backend == Backend::Cuda) {
+        CudaSessionOptions cudaOptions;
+        cudaOptions.threads = threads;
+        cudaOptions.device = devices[i];
+        cudaOptions.collectStats = options.collectStats;
+        cudaOptions.communicator = sessionComm(i);
+        member.gpu = gpuOf[i];
+        cudaOptions.gpu = member.gpu;
+        MOERT_ASSIGN_OR_RETURN(member.cuda,
+                               CudaSession::create(plan, cudaOptions));
+      } else {
+        SessionOptions sessionOptions;
+        sessionOptions.threads = threads;
+        sessionOptions.device = devices[i];
+        sessionOptions.collectStats = options.collectStats;
+        sessionOptions.communicator = sessionComm(i);
+        MOERT_ASSIGN_OR_RETURN(member.cpu,
+                               Session::create(plan, sessionOptions));
+      }
+      members.push_back(std::move(member));
+    }
+    return absl::OkStatus();
+  }
+
+  /// The communicator the session of local device `i` exchanges through.
+  Communicator *sessionComm(size_t i) const {
+    return ncclComms.empty() ? comms[i].get() : ncclComms[i].get();
+  }
+
+  /// Creates the NCCL endpoints over the host communicators when the group
+  /// exchanges through NCCL.
+  absl::Status createNccl(const DeviceGroupOptions &options,
+                          const std::vector<int> &gpuOf) {
+    if (options.commKind != CommKind::Nccl)
+      return absl::OkStatus();
+    if (options.backend != Backend::Cuda)
+      return absl::InvalidArgumentError(
+          "the NCCL communicator runs between GPUs; it needs the cuda backend");
+    NcclOptions ncclOptions;
+    ncclOptions.timeoutSeconds = options.comm.timeoutSeconds;
+    if (mpi) {
+      MOERT_ASSIGN_OR_RETURN(
+          std::unique_ptr<NcclCommunicator> endpoint,
+          createNcclCommunicatorMpi(*comms[0], gpuOf[0], ncclOptions));
+      ncclComms.push_back(std::move(endpoint));
+      return absl::OkStatus();
+    }
+    std::vector<Communicator *> hosts;
+    for (const auto &comm : comms)
+      hosts.push_back(comm.get());
+    MOERT_ASSIGN_OR_RETURN(ncclComms,
+                           createNcclGroup(gpuOf, hosts, ncclOptions));
     return absl::OkStatus();
   }
 
@@ -241,10 +325,23 @@ int DeviceGroup::numDevices() const { return impl_->plan.numDevices(); }
 
 bool DeviceGroup::isRoot() const { return impl_->devices[0] == 0; }
 
-std::vector<Session *> DeviceGroup::localSessions() const {
-  std::vector<Session *> out;
-  for (const auto &session : impl_->sessions)
-    out.push_back(session.get());
+std::vector<SessionBase *> DeviceGroup::localSessions() const {
+  std::vector<SessionBase *> out;
+  for (const Member &member : impl_->members)
+    out.push_back(&member.session());
+  return out;
+}
+
+std::vector<std::string> DeviceGroup::localDescriptions() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < impl_->members.size(); ++i) {
+    const Member &member = impl_->members[i];
+    out.push_back(member.cuda
+                      ? absl::StrCat("device ", impl_->devices[i],
+                                     ": CUDA device ", member.gpu, ", ",
+                                     member.cuda->deviceDescription())
+                      : absl::StrCat("device ", impl_->devices[i], ": cpu"));
+  }
   return out;
 }
 
@@ -254,8 +351,9 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
   Impl &g = *impl_;
   const TensorDesc *desc = findDesc(g.plan.inputs(0), name);
   if (!desc || !splitsAcrossDevices(*desc) || shape.empty()) {
-    for (auto &session : g.sessions)
-      MOERT_RETURN_IF_ERROR(session->setInput(name, dtype, shape, data, bytes));
+    for (Member &member : g.members)
+      MOERT_RETURN_IF_ERROR(
+          member.session().setInput(name, dtype, shape, data, bytes));
     return absl::OkStatus();
   }
   // The whole batch must fit the symbol, which the shares alone cannot show.
@@ -272,11 +370,11 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
     return absl::InvalidArgumentError(
         absl::StrCat("input '", absl::string_view(name.data(), name.size()),
                      "': ", bytes, " bytes do not split into ", rows, " rows"));
-  for (size_t i = 0; i < g.sessions.size(); ++i) {
+  for (size_t i = 0; i < g.members.size(); ++i) {
     auto [begin, end] = deviceRows(rows, g.devices[i], numDevices());
     std::vector<int64_t> part = shape;
     part[0] = end - begin;
-    MOERT_RETURN_IF_ERROR(g.sessions[i]->setInput(
+    MOERT_RETURN_IF_ERROR(g.members[i].session().setInput(
         name, dtype, part,
         static_cast<const uint8_t *>(data) + begin * rowBytes,
         (end - begin) * rowBytes));
@@ -287,21 +385,21 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
 absl::Status DeviceGroup::run() {
   Impl &g = *impl_;
   if (g.mpi)
-    return g.sessions[0]->run();
+    return g.members[0].run();
   std::mutex mutex;
   std::vector<std::string> errors;
   auto runDevice = [&](size_t i) {
-    absl::Status status = g.sessions[i]->run();
+    absl::Status status = g.members[i].run();
     if (status.ok())
       return;
     if (!status.GetPayload(kFaultExitPayload))
-      g.comms[i]->abort(status);
+      g.sessionComm(i)->abort(status);
     std::lock_guard<std::mutex> lock(mutex);
     errors.push_back(
         absl::StrCat("device ", g.devices[i], ": ", status.message()));
   };
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < g.sessions.size(); ++i)
+  for (size_t i = 1; i < g.members.size(); ++i)
     threads.emplace_back(runDevice, i);
   runDevice(0);
   for (std::thread &thread : threads)
@@ -318,8 +416,8 @@ absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
     return absl::NotFoundError(absl::StrCat(
         "unknown output '", absl::string_view(name.data(), name.size()), "'"));
   std::vector<std::vector<uint8_t>> mine;
-  for (auto &session : g.sessions) {
-    MOERT_ASSIGN_OR_RETURN(TensorData data, session->output(name));
+  for (Member &member : g.members) {
+    MOERT_ASSIGN_OR_RETURN(TensorData data, member.session().output(name));
     mine.push_back(serialize(data));
   }
   MOERT_ASSIGN_OR_RETURN(
@@ -342,13 +440,14 @@ absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
 absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
   Impl &g = *impl_;
   std::vector<std::vector<uint8_t>> mine;
-  for (size_t i = 0; i < g.sessions.size(); ++i) {
+  for (size_t i = 0; i < g.members.size(); ++i) {
     DeviceStats stats;
     stats.device = g.devices[i];
-    stats.comm = g.sessions[i]->commStats();
-    std::vector<StepStats> steps = g.sessions[i]->stepStats();
+    stats.comm = g.members[i].commStats();
+    std::vector<StepStats> steps = g.members[i].session().stepStats();
     for (const StepStats &step : steps)
-      if (step.op == "Experts")
+      // The CUDA backend suffixes the op with where the step ran.
+      if (std::string_view(step.op).substr(0, step.op.find('@')) == "Experts")
         for (uint64_t load : step.expertLoad)
           stats.expertRows += load;
     stats.moeLayers = moeLayerStats(g.plan, steps, g.devices[i]);
@@ -365,8 +464,8 @@ absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
 }
 
 void DeviceGroup::resetStats() {
-  for (auto &session : impl_->sessions)
-    session->resetStats();
+  for (Member &member : impl_->members)
+    member.session().resetStats();
 }
 
 } // namespace moert

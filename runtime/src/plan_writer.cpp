@@ -3,7 +3,9 @@
 #include "moert/plan_writer.h"
 
 #include "plan_file.h"
+#include "tensor.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -44,11 +46,13 @@ void releasePages(const void *data, size_t size) {
 }
 
 /// Where a weight's bytes come from until the plan is written: `copy`, or
-/// the referenced `pieces` in order.
+/// the referenced `pieces` in order; f32 pieces narrowed to `narrowTo` (F16
+/// or BF16) when it is not F32.
 struct WeightSource {
   std::vector<WeightPiece> pieces;
   std::vector<uint8_t> copy;
   size_t bytes = 0;
+  DType narrowTo = DType::F32;
 };
 
 struct WeightSection {
@@ -132,6 +136,27 @@ private:
   std::string path_;
   std::FILE *file_;
 };
+
+/// Appends the f32 values of `piece` narrowed to `dtype` (F16 or BF16),
+/// through a buffer of a few kilobytes, and adds them to `crc`.
+absl::Status appendNarrowed(Sink &sink, DType dtype, const WeightPiece &piece,
+                            uint64_t &position, uint32_t &crc) {
+  constexpr size_t kChunk = 8192;
+  float values[kChunk];
+  uint16_t narrowed[kChunk];
+  const auto *bytes = static_cast<const uint8_t *>(piece.data);
+  size_t count = piece.bytes / sizeof(float);
+  for (size_t i = 0; i < count; i += kChunk) {
+    size_t n = std::min(kChunk, count - i);
+    // The source may be unaligned (a model's external data): copy it out.
+    std::memcpy(values, bytes + i * sizeof(float), n * sizeof(float));
+    detail::narrowFloats(dtype, values, static_cast<int64_t>(n), narrowed);
+    MOERT_RETURN_IF_ERROR(sink.append(narrowed, n * sizeof(uint16_t)));
+    crc = detail::crc32(crc, narrowed, n * sizeof(uint16_t));
+    position += n * sizeof(uint16_t);
+  }
+  return absl::OkStatus();
+}
 
 int64_t elementCount(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -332,6 +357,33 @@ int32_t ScheduleBuilder::addWeightPieces(std::string name, DType dtype,
   return id;
 }
 
+int32_t ScheduleBuilder::addNarrowedWeightPieces(
+    std::string name, DType dtype, std::vector<int64_t> shape,
+    std::vector<WeightPiece> pieces, int section) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  if (dtype != DType::F16 && dtype != DType::BF16)
+    w.fail(absl::InvalidArgumentError(
+        absl::StrCat("weight '", name, "' can be narrowed to f16 or bf16, not ",
+                     dtypeName(dtype))));
+  size_t bytes = 0;
+  for (const WeightPiece &piece : pieces) {
+    if (piece.bytes % sizeof(float) != 0)
+      w.fail(absl::InvalidArgumentError(
+          absl::StrCat("weight '", name, "' has a piece of ", piece.bytes,
+                       " bytes, which are not f32 values")));
+    bytes += piece.bytes / sizeof(float) * sizeof(uint16_t);
+  }
+  int32_t id = addWeightImpl(std::move(name), dtype, std::move(shape), nullptr,
+                             bytes, section, /*copy=*/false);
+  int device = 0;
+  while (w.builders[device].get() != this)
+    ++device;
+  WeightSource &source = w.sources[device][id];
+  source.pieces = std::move(pieces);
+  source.narrowTo = dtype;
+  return id;
+}
+
 int32_t ScheduleBuilder::addWeight(std::string name, DType dtype,
                                    std::vector<int64_t> shape, const void *data,
                                    size_t bytes, int section) {
@@ -502,11 +554,21 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         // A piece without data is zeros (an expert absent from the model).
         uint64_t before = position;
         if (!piece.data) {
-          MOERT_RETURN_IF_ERROR(sink.pad(position, position + piece.bytes));
+          uint64_t zeroBytes =
+              source.narrowTo == DType::F32
+                  ? piece.bytes
+                  : piece.bytes / sizeof(float) * sizeof(uint16_t);
+          MOERT_RETURN_IF_ERROR(sink.pad(position, position + zeroBytes));
           for (uint64_t at = before; at < position; at += kTensorAlignment)
             crc = detail::crc32(
                 crc, zeros,
                 std::min<uint64_t>(kTensorAlignment, position - at));
+          continue;
+        }
+        if (source.narrowTo != DType::F32) {
+          MOERT_RETURN_IF_ERROR(
+              appendNarrowed(sink, source.narrowTo, piece, position, crc));
+          releasePages(piece.data, piece.bytes);
           continue;
         }
         MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));

@@ -847,7 +847,8 @@ TEST(Stream, RowRangeIsThePartialProductOverTheRange) {
         std::vector<float> x = randomFloats(n * ldx, 31);
         std::vector<float> w = randomFloats(K * out, 32);
         std::vector<float> c(n * out, NAN);
-        detail::streamRowRange(x.data(), n, ldx, w.data(), out, k0, k1,
+        detail::streamRowRange(x.data(), n, ldx, w.data(),
+                               detail::StreamWeights::F32, out, k0, k1,
                                c.data());
         for (int64_t r = 0; r < n; ++r)
           for (int64_t j = 0; j < out; ++j) {
@@ -870,8 +871,9 @@ TEST(Stream, ProjectColumnBlocksOfOutInWeights) {
   for (bool withBias : {false, true}) {
     SCOPED_TRACE(withBias ? "bias" : "no bias");
     std::vector<float> c(n * ldc, -1.0f);
-    detail::streamProject(x.data(), n, K, w.data(), c0, m,
-                          withBias ? bias.data() : nullptr, c.data(), ldc);
+    detail::streamProject(x.data(), n, K, w.data(), detail::StreamWeights::F32,
+                          c0, m, withBias ? bias.data() : nullptr, c.data(),
+                          ldc);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t j = 0; j < m; ++j) {
         double sum = withBias ? bias[c0 + j] : 0.0;

@@ -26,6 +26,15 @@ devices' experts ran add up to routed tokens x top_k summed over the layers
 (at most that with a capacity), and the layers merged over the devices pass
 the single-device checks.
 
+16-bit expert weights (--weight-dtype bf16|f16): the model is compiled with
+`moec compile --weight-dtype`, which stores the expert networks' matrices
+rounded to nearest even, and the compile report names the model initializers
+they came from ("narrowed_initializers"). The onnxruntime reference is then a
+copy of the model whose initializers of that list are rounded the same way
+(kept float32): the plan computes in f32 from exactly those values, so the
+usual tolerance still applies. A narrowed matrix that is not such an
+initializer (a folded constant) cannot be reproduced and is an error.
+
 Tolerance: float32 outputs must satisfy max|moe-run - ort| <= rtol * max(1,
 max|ort|) (default rtol 1e-5): a relative bound on the output's scale, since
 elementwise relative error is meaningless near zero. Integer and bool outputs
@@ -154,6 +163,49 @@ def check_device_stats(report_layers, stats_path, routed):
     return []
 
 
+def round_bf16(values):
+    """float32 values rounded to the nearest bfloat16 (ties to even; NaN stays
+    NaN, infinities stay infinite), as float32."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    rounded = np.where(nan, (bits | 0x400000) & 0xFFFF0000, rounded)
+    return rounded.astype(np.uint32).view(np.float32).reshape(values.shape)
+
+
+def round_f16(values):
+    """float32 values rounded to the nearest IEEE half (ties to even, overflow
+    to infinity), as float32."""
+    with np.errstate(over="ignore"):
+        return values.astype(np.float16).astype(np.float32)
+
+
+def rounded_model(model, names, dtype, path):
+    """Saves a copy of `model` whose initializers `names` are rounded to
+    `dtype` (bf16 or f16) and kept float32; returns the rounded count."""
+    from onnx import numpy_helper
+    wanted = set(names)
+    rounding = round_bf16 if dtype == "bf16" else round_f16
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    done = set()
+    for tensor in copy.graph.initializer:
+        if tensor.name not in wanted:
+            continue
+        values = numpy_helper.to_array(tensor)
+        if values.dtype != np.float32:
+            sys.exit(f"e2e: narrowed initializer {tensor.name} is "
+                     f"{values.dtype}, not float32")
+        tensor.CopyFrom(numpy_helper.from_array(rounding(values), tensor.name))
+        done.add(tensor.name)
+    missing = wanted - done
+    if missing:
+        sys.exit(f"e2e: the report names initializers the model lacks: "
+                 f"{sorted(missing)}")
+    onnx.save(copy, path)
+    return len(done)
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -185,6 +237,10 @@ def main():
     parser.add_argument("--compile-arg", dest="compile_args", action="append",
                         default=[], help="extra moec compile argument "
                         "(repeatable), e.g. --compile-arg=--micro-batches=2")
+    parser.add_argument("--weight-dtype", choices=["f32", "bf16", "f16"],
+                        default="f32", help="store the expert matrices so "
+                        "(moec compile --weight-dtype) and compare with the "
+                        "model whose expert weights are rounded alike")
     parser.add_argument("--no-check-stats", dest="check_stats",
                         action="store_false",
                         help="skip the routing statistics check")
@@ -199,13 +255,29 @@ def main():
                    f"--max-tokens={args.max_tokens}", "--report", report]
     if args.devices > 1:
         compile_cmd.append(f"--devices={args.devices}")
+    if args.weight_dtype != "f32":
+        compile_cmd.append(f"--weight-dtype={args.weight_dtype}")
     run(compile_cmd + args.compile_args)
     with open(report) as f:
-        report_layers = json.load(f)["moe_layers"]
+        report_json = json.load(f)
+    report_layers = report_json["moe_layers"]
+
+    reference = args.model
+    if args.weight_dtype != "f32":
+        names = report_json.get("narrowed_initializers")
+        unnamed = report_json.get("narrowed_unnamed_constants", 0)
+        if not names or unnamed:
+            sys.exit(f"e2e: the compile report names {len(names or [])} "
+                     f"narrowed initializer(s) and {unnamed} narrowed "
+                     f"constant(s) that are none: no rounded reference")
+        reference = os.path.join(workdir, f"reference_{args.weight_dtype}.onnx")
+        count = rounded_model(model, names, args.weight_dtype, reference)
+        print(f"ok weights: {count} expert weight initializer(s) rounded to "
+              f"{args.weight_dtype} for the reference")
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
-    session = ort.InferenceSession(args.model, options,
+    session = ort.InferenceSession(reference, options,
                                    providers=["CPUExecutionProvider"])
     output_names = [o.name for o in session.get_outputs()]
 

@@ -1,9 +1,10 @@
-//===- moe-run.cpp - Run a moec plan on the CPU ---------------------------===//
+//===- moe-run.cpp - Run a moec plan on the CPU or GPUs -------------------===//
 //
 //   moe-run PLAN [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
 //                [--tokens N] [--dim SYMBOL=N] [--seed N] [--bench N]
 //                [--warmup N] [--stats FILE.json] [--backend cpu|cuda]
-//                [--devices N] [--comm-timeout SECONDS]
+//                [--cuda-graphs on|off] [--devices N] [--comm host|nccl]
+//                [--comm-timeout SECONDS]
 //   mpirun -np N moe-run PLAN [options]
 //
 // Inputs not given with --input are generated: seeded, uniform in [-1, 1)
@@ -17,6 +18,7 @@
 #include "group_session.h"
 #include "moert/cuda.h"
 #include "moert/moert.h"
+#include "moert/nccl.h"
 #include "moert/npy.h"
 #include "moert/stats.h"
 #include "stats_json.h"
@@ -40,7 +42,7 @@ namespace {
 
 constexpr const char *kUsage = R"(usage: moe-run PLAN [options]
 
-Runs a plan written by `moec compile` on the CPU.
+Runs a plan written by `moec compile` on the CPU or on GPUs (--backend cuda).
 
 options:
   --input NAME=FILE.npy  value of graph input NAME (repeatable); inputs not
@@ -57,10 +59,18 @@ options:
   --stats FILE.json      write per-step times (of the timed runs) as JSON,
                          with each MoE layer's tokens per expert
   --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
-                         from `moec compile --target cuda` on GPU 0
+                         from `moec compile --target cuda` on GPU 0, or each
+                         device d of a multi-device plan on GPU d modulo the
+                         visible GPUs (under mpirun: the rank's local GPU)
+  --cuda-graphs on|off   replay runs as CUDA graphs when every step of a
+                         schedule runs on the GPU (default: on)
   --devices N            run the N device schedules of a multi-device plan
                          (`moec compile --devices N`) as N threads of this
                          process; under `mpirun -np N`, each rank runs one
+  --comm host|nccl       how the devices exchange rows (default: host):
+                         through the host (in-process or MPI), or with
+                         NCCL between the GPUs (needs --backend cuda, a
+                         multi-device run and one GPU per device)
   --comm-timeout SECONDS how long a device waits for the others in an
                          exchange before failing (default: 60)
   --help                 print this help
@@ -78,8 +88,10 @@ struct Options {
   int warmup = 1;
   std::string stats;
   std::string backend = "cpu";
+  bool cudaGraphs = true;
   int devices = 0;
   double commTimeout = 60;
+  moert::CommKind comm = moert::CommKind::Host;
 };
 
 /// Parses argv; returns a message on a usage error, "" on success, "help"
@@ -155,6 +167,16 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
         return "--comm-timeout needs a number of seconds in (0, 1e6]";
       options.commTimeout = seconds;
+    } else if (name == "--comm") {
+      absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
+      if (!kind.ok())
+        return std::string(kind.status().message());
+      options.comm = *kind;
+    } else if (name == "--cuda-graphs") {
+      if (value != "on" && value != "off")
+        return absl::StrCat("--cuda-graphs must be on or off, not '", value,
+                            "'");
+      options.cudaGraphs = value == "on";
     } else if (name == "--backend") {
       if (value != "cpu" && value != "cuda")
         return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
@@ -165,6 +187,8 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   }
   if (options.plan.empty())
     return "no plan given";
+  if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
+    return "--comm nccl exchanges between GPUs; it needs --backend cuda";
   return "";
 }
 
@@ -327,9 +351,6 @@ moert::LoadOptions loadOptions() {
 absl::Status runDevices(const Options &options, const moert::Plan &plan,
                         bool mpi) {
   int devices = plan.numDevices();
-  if (options.backend != "cpu")
-    return absl::FailedPreconditionError(
-        "multi-device runs use the cpu backend");
   if (mpi && options.devices > 0)
     return absl::InvalidArgumentError(
         "--devices runs the devices in-process; under mpirun each rank is "
@@ -345,6 +366,9 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
   moert::DeviceGroupOptions groupOptions;
   groupOptions.threadsPerDevice = options.threads;
   groupOptions.comm.timeoutSeconds = options.commTimeout;
+  groupOptions.backend =
+      options.backend == "cuda" ? moert::Backend::Cuda : moert::Backend::Cpu;
+  groupOptions.commKind = options.comm;
   std::unique_ptr<moert::DeviceGroup> group;
   if (mpi) {
     MOERT_ASSIGN_OR_RETURN(group,
@@ -353,7 +377,13 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
     MOERT_ASSIGN_OR_RETURN(group,
                            moert::DeviceGroup::create(plan, groupOptions));
   }
-  moe_run::GroupSession session(std::move(group), mpi ? "mpi" : "in-process");
+  if (options.backend == "cuda")
+    for (const std::string &where : group->localDescriptions())
+      std::printf("moe-run: cuda backend, %s\n", where.c_str());
+  const char *exchange = options.comm == moert::CommKind::Nccl ? "nccl"
+                         : mpi                                 ? "mpi"
+                                                               : "in-process";
+  moe_run::GroupSession session(std::move(group), exchange);
   return runSession(options, plan, session);
 }
 
@@ -375,13 +405,20 @@ absl::Status runMain(const Options &options) {
   }
   if (multi)
     return runDevices(options, *plan, mpi);
+  if (options.comm == moert::CommKind::Nccl)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm nccl exchanges between the devices of a "
+                     "multi-device plan; ",
+                     options.plan, " has one device schedule"));
   if (options.backend == "cuda") {
     moert::CudaSessionOptions cudaOptions;
     cudaOptions.threads = options.threads;
+    cudaOptions.useGraphs = options.cudaGraphs;
     MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::CudaSession> session,
                            moert::CudaSession::create(*plan, cudaOptions));
-    std::printf("moe-run: cuda backend on %s\n",
-                session->deviceDescription().c_str());
+    std::printf("moe-run: cuda backend on %s, CUDA graphs %s\n",
+                session->deviceDescription().c_str(),
+                session->usesGraphs() ? "on" : "off");
     return runSession(options, *plan, *session);
   }
   moert::SessionOptions sessionOptions;
@@ -487,6 +524,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "moe-run: %s\n%s", problem.c_str(), kUsage);
     return 2;
   }
+  // Without a GPU every rank fails alike: say so before MPI starts, so that
+  // the job ends as a plain exit 1 rather than an MPI abort.
+  if (options.backend == "cuda")
+    if (absl::Status status = moert::cudaDeviceCount().status(); !status.ok()) {
+      std::fprintf(stderr, "moe-run: error: %s\n",
+                   std::string(status.message()).c_str());
+      return 1;
+    }
   // Under mpirun every rank is one device of the plan.
   bool mpi = moert::launchedByMpi() && moert::mpiSupported();
   if (mpi) {

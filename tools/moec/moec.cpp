@@ -9,6 +9,7 @@
 //                [--ptx-output FILE.ptx] [--cuda-source FILE.cu]
 //                [--devices N] [--micro-batches M]
 //                [--routing-profile FILE.json] [--replicate-hot K]
+//                [--weight-dtype f32|bf16|f16]
 //
 // Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
 // op or fails to compile, 2 on a usage error.
@@ -29,6 +30,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -158,6 +160,15 @@ static cl::opt<int64_t> microBatches(
     cl::desc("With --devices: split each MoE layer's tokens into M chunks "
              "whose exchanges overlap the experts' compute"),
     cl::value_desc("M"), cl::init(1), cl::sub(compileCommand),
+    cl::cat(moecCategory));
+
+static cl::opt<std::string> weightDtype(
+    "weight-dtype",
+    cl::desc("How the plan stores the expert networks' matrices (w1, w3, w2 "
+             "of routed and shared experts): f32 as in the model, or bf16 / "
+             "f16 (rounded to nearest even; biases and every other tensor "
+             "stay f32; the experts compute in f32)"),
+    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::sub(compileCommand),
     cl::cat(moecCategory));
 
 static cl::opt<std::string>
@@ -358,6 +369,19 @@ static int runCompile() {
   if (numDevices > 1 && emitKind == "mlir")
     return usageError("--devices places experts in the planned model; it "
                       "needs --emit plan or planned-mlir");
+  std::optional<moec::plan::ExpertWeightType> expertWeights =
+      llvm::StringSwitch<std::optional<moec::plan::ExpertWeightType>>(
+          weightDtype)
+          .Case("f32", moec::plan::ExpertWeightType::F32)
+          .Case("bf16", moec::plan::ExpertWeightType::BF16)
+          .Case("f16", moec::plan::ExpertWeightType::F16)
+          .Default(std::nullopt);
+  if (!expertWeights)
+    return usageError("--weight-dtype must be f32, bf16 or f16, not '" +
+                      weightDtype + "'");
+  if (emitKind == "mlir" && weightDtype.getNumOccurrences())
+    return usageError("--weight-dtype sets how a plan stores the expert "
+                      "weights; it needs --emit plan or planned-mlir");
   if (target != "cpu" && target != "cuda")
     return usageError("--target must be cpu or cuda, not '" + target + "'");
   bool cudaTarget = target == "cuda";
@@ -401,9 +425,10 @@ static int runCompile() {
     if (failed(pm.run(*module)))
       return kFailure;
     if (verbose)
-      moec::plan::printMoeLayers(*module, llvm::errs());
+      moec::plan::printMoeLayers(*module, llvm::errs(), *expertWeights);
     if (!reportPath.empty() &&
-        failed(moec::plan::writeReport(*module, opsBefore, reportPath)))
+        failed(moec::plan::writeReport(*module, opsBefore, reportPath,
+                                       *expertWeights)))
       return kFailure;
   }
 
@@ -420,7 +445,8 @@ static int runCompile() {
         return moec::cuda::addCudaKernels(writer, cudaArchValue, func.getLoc(),
                                           &cudaModule);
       };
-    if (failed(moec::plan::emitPlan(*module, outputPath, finalize)))
+    if (failed(moec::plan::emitPlan(*module, outputPath, finalize,
+                                    *expertWeights)))
       return kFailure;
     for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
                               std::pair(&cudaSource, &cudaModule.source)}) {

@@ -94,6 +94,11 @@ bool mpiSupported();
 /// Whether the process looks launched by mpirun (its environment names a
 /// world size), without initialising MPI.
 bool launchedByMpi();
+/// This process's rank among the ranks on its host, as the launcher tells
+/// it (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK,
+/// SLURM_LOCALID, PMIX_LOCAL_RANK, in that order), or -1 when none does. It
+/// picks the rank's GPU; MPI need not be initialised.
+int mpiLocalRank();
 /// Initialises MPI once per process (MPI_Init); later calls do nothing.
 absl::Status mpiInit(int *argc, char ***argv);
 /// This process's rank in MPI_COMM_WORLD, or -1 before mpiInit.
@@ -103,6 +108,11 @@ void mpiFinalize();
 /// Ends every rank of the job (MPI_Abort) with `code`; exits this process
 /// when MPI is not initialised. Never returns.
 [[noreturn]] void mpiAbort(int code);
+/// Broadcasts `bytes` bytes at `data` from rank 0 to every rank of
+/// MPI_COMM_WORLD (after mpiInit), giving up after `timeoutSeconds` with an
+/// error naming `what`. Bootstraps the NCCL communicator (its unique id).
+absl::Status mpiBroadcast(void *data, size_t bytes, double timeoutSeconds,
+                          absl::string_view what);
 /// The endpoint of this rank over MPI_COMM_WORLD (after mpiInit).
 absl::StatusOr<std::unique_ptr<Communicator>>
 createMpiCommunicator(const CommOptions &options = {});

@@ -7,7 +7,11 @@
 // cuBLAS handle. Steps with a GPU implementation run on the stream; the
 // others run on the host through the CPU kernels, with their operands moved
 // as needed, so that every plan runs and the CPU backend stays the
-// reference. Every CUDA error names the call and the step.
+// reference. Every CUDA error names the call and the step. A schedule of a
+// multi-device plan runs with its device group's communicator: the collective
+// steps (AssignSlots, AllToAll, AllToAllStart/Wait, Regroup, Ungroup) run on
+// the host through the CPU kernels, like any step without a GPU
+// implementation (docs/cuda.md, "Multi-GPU").
 //
 // A runtime built without CUDA (MOERT_CUDA=OFF) keeps this interface; its
 // functions then fail with a message that says so.
@@ -17,6 +21,7 @@
 #ifndef MOERT_CUDA_H
 #define MOERT_CUDA_H
 
+#include "moert/comm.h"
 #include "moert/moert.h"
 
 namespace moert {
@@ -37,6 +42,13 @@ struct CudaSessionOptions {
   int threads = 0;
   /// Record per-step times (CUDA events on the GPU, a clock on the host).
   bool collectStats = true;
+  /// This device's endpoint of the device group, needed by multi-device
+  /// plans (their collective steps); its rank must be `device` and its size
+  /// the plan's device count. Not owned; must outlive the session.
+  Communicator *communicator = nullptr;
+  /// Replay runs as CUDA graphs, one per distinct binding of the plan's
+  /// symbols, when every step runs on the GPU (docs/cuda.md).
+  bool useGraphs = true;
 };
 
 /// Executes one device schedule of a CUDA plan; inputs, outputs and stats
@@ -53,8 +65,14 @@ public:
 
   /// Runs every step and copies the graph outputs back to the host.
   absl::Status run();
+  /// Whether runs go through CUDA graphs (useGraphs, and every step of the
+  /// schedule runs on the GPU).
+  bool usesGraphs() const;
   /// "NVIDIA H200 (sm_90, 132 SMs)".
   std::string deviceDescription() const;
+  /// Traffic and communication time of the collective steps (as
+  /// Session::commStats).
+  CommStats commStats() const;
 
   struct Impl;
 

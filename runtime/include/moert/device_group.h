@@ -7,7 +7,8 @@
 // symbolic is split along dim 0 into contiguous near-equal parts (device d
 // gets rows [floor(B*d/N), floor(B*(d+1)/N)), possibly none); other inputs
 // are replicated. Outputs whose dim 0 is symbolic are concatenated in device
-// order; other outputs are device 0's.
+// order; other outputs are device 0's. Each device's schedule runs on the CPU
+// or, with DeviceGroupOptions::backend = Backend::Cuda, on a GPU.
 //
 //   MOERT_ASSIGN_OR_RETURN(auto group, moert::DeviceGroup::create(*plan, {}));
 //   MOERT_RETURN_IF_ERROR(group->setInput("x", DType::F32, {B, H}, x, bytes));
@@ -21,8 +22,10 @@
 
 #include "moert/comm.h"
 #include "moert/moert.h"
+#include "moert/nccl.h"
 #include "moert/stats.h"
 
+#include <string>
 #include <string_view>
 
 namespace moert {
@@ -45,10 +48,19 @@ struct DeviceStats {
 };
 
 struct DeviceGroupOptions {
-  /// Kernel threads of each device's session (0: all cores / devices).
+  /// Where each device's schedule runs: Backend::Cpu (moert::Session) or
+  /// Backend::Cuda (moert::CudaSession on CUDA device groupGpu(...); the
+  /// collective steps then run on the host, docs/cuda.md "Multi-GPU").
+  Backend backend = Backend::Cpu;
+  /// Kernel threads of each device's session, or of the steps it runs on
+  /// the host (0: all cores / devices).
   int threadsPerDevice = 0;
   bool collectStats = true;
   CommOptions comm;
+  /// How the devices exchange rows: through the host communicators, or
+  /// through NCCL between the GPUs (needs Backend::Cuda and one GPU per
+  /// device; moert/nccl.h). The host communicators still gather the outputs.
+  CommKind commKind = CommKind::Host;
 };
 
 class DeviceGroup {
@@ -86,7 +98,10 @@ public:
   /// MPI.
   bool isRoot() const;
   /// The sessions this process runs (all devices, or this rank's one).
-  std::vector<Session *> localSessions() const;
+  std::vector<SessionBase *> localSessions() const;
+  /// Per local device, where it runs: "device 1: cpu", or "device 1: CUDA
+  /// device 1, NVIDIA H200 (sm_90, 132 SMs)".
+  std::vector<std::string> localDescriptions() const;
 
   struct Impl;
 
@@ -94,6 +109,11 @@ private:
   explicit DeviceGroup(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// The CUDA device ordinal of a group member: its host-local MPI rank
+/// (`localRank` >= 0, from mpiLocalRank()) or else its device index, modulo
+/// the `visibleGpus` of this process (several members may share a GPU).
+int groupGpu(int device, int localRank, int visibleGpus);
 
 /// Whether `desc` is split along dim 0 across devices (its dim 0 is
 /// symbolic).

@@ -103,6 +103,14 @@ public:
   int32_t addWeightPieces(std::string name, DType dtype,
                           std::vector<int64_t> shape,
                           std::vector<WeightPiece> pieces, int section = -1);
+  /// Like addWeightPieces for a weight stored as `dtype` (F16 or BF16) whose
+  /// `pieces` hold f32 values (a piece's `bytes` counts f32 bytes): each
+  /// value is rounded to nearest even while the plan is written, a few
+  /// kilobytes at a time, so no converted copy of the weight is ever held.
+  int32_t addNarrowedWeightPieces(std::string name, DType dtype,
+                                  std::vector<int64_t> shape,
+                                  std::vector<WeightPiece> pieces,
+                                  int section = -1);
   /// Adds a weight that is the weight `ownerTensor` of schedule
   /// `ownerDevice`'s: both tensor entries name the same bytes, which the file
   /// holds once (a dense weight that every device of a multi-device plan

@@ -261,6 +261,34 @@ void mpiAbort(int code) {
   std::_Exit(code);
 }
 
+absl::Status mpiBroadcast(void *data, size_t bytes, double timeoutSeconds,
+                          absl::string_view what) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised)
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": MPI is not initialised"));
+  int count;
+  MOERT_RETURN_IF_ERROR(toInt(bytes, count, what));
+  MPI_Request request;
+  if (int rc = MPI_Ibcast(data, count, MPI_BYTE, 0, MPI_COMM_WORLD, &request))
+    return mpiError(what, "MPI_Ibcast", rc);
+  // Polled like the exchanges, so that a rank that never arrives is a
+  // timeout rather than a hang.
+  comm::Clock::time_point end = comm::deadline(timeoutSeconds);
+  while (true) {
+    int done = 0;
+    if (int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE))
+      return mpiError(what, "MPI_Test", rc);
+    if (done)
+      return absl::OkStatus();
+    if (comm::Clock::now() >= end)
+      return comm::timeoutError(what, timeoutSeconds, mpiRank(), "mpi",
+                                "the broadcast from device 0");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>>
 createMpiCommunicator(const CommOptions &options) {
   int initialised = 0;

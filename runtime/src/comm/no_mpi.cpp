@@ -19,6 +19,9 @@ absl::Status mpiInit(int *, char ***) { return noMpi(); }
 int mpiRank() { return -1; }
 void mpiFinalize() {}
 void mpiAbort(int code) { std::_Exit(code); }
+absl::Status mpiBroadcast(void *, size_t, double, absl::string_view) {
+  return noMpi();
+}
 absl::StatusOr<std::unique_ptr<Communicator>>
 createMpiCommunicator(const CommOptions &) {
   return noMpi();

@@ -40,6 +40,9 @@ absl::StatusOr<const CublasApi *> loadCublas() {
     bind(api.destroy, "cublasDestroy_v2");
     bind(api.setStream, "cublasSetStream_v2");
     bind(api.statusString, "cublasGetStatusString");
+    bind(api.setMathMode, "cublasSetMathMode");
+    bind(api.sgemm, "cublasSgemm_v2");
+    bind(api.sgemmStridedBatched, "cublasSgemmStridedBatched");
     return absent.empty() ? std::string()
                           : absl::StrCat("the loaded cuBLAS lacks ", absent);
   }();

@@ -22,6 +22,11 @@ struct CublasApi {
   cublasStatus_t (*destroy)(cublasHandle_t);
   cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
   const char *(*statusString)(cublasStatus_t);
+  // The GEMMs of MatMul and Gemm (moe_routing.cpp), declared from the
+  // header's own prototypes so that the signatures cannot drift.
+  decltype(&cublasSetMathMode) setMathMode;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasSgemmStridedBatched) sgemmStridedBatched;
 };
 
 /// Opens cuBLAS once per process ($MOERT_CUBLAS_PATH at configure time, then

@@ -89,6 +89,13 @@ struct DeviceOp {
 const DeviceOp *routingDeviceOp(fb::OpKind op);
 /// Experts, SharedExpert (experts.cpp).
 const DeviceOp *expertDeviceOp(fb::OpKind op);
+/// AssignSlots, Regroup, Ungroup, AllToAll, AllToAllStart/Wait
+/// (collectives.cpp).
+const DeviceOp *collectiveDeviceOp(fb::OpKind op);
+/// Whether `op` exchanges rows between devices (AllToAll, AllToAllStart,
+/// AllToAllWait): communication time in the stats, and on the GPU only over
+/// the NCCL communicator.
+bool isExchange(fb::OpKind op);
 /// The GPU implementation of `op`, or null when the step runs on the host.
 const DeviceOp *deviceOpFor(fb::OpKind op);
 

@@ -7,6 +7,8 @@ namespace moert::cuda {
 const DeviceOp *deviceOpFor(fb::OpKind op) {
   if (const DeviceOp *routing = routingDeviceOp(op))
     return routing;
+  if (const DeviceOp *collective = collectiveDeviceOp(op))
+    return collective;
   return expertDeviceOp(op);
 }
 

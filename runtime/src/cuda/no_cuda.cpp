@@ -29,5 +29,7 @@ CudaSession::create(const Plan &, const CudaSessionOptions &) {
 }
 absl::Status CudaSession::run() { return notBuilt(); }
 std::string CudaSession::deviceDescription() const { return {}; }
+CommStats CudaSession::commStats() const { return {}; }
+bool CudaSession::usesGraphs() const { return false; }
 
 } // namespace moert

@@ -17,6 +17,7 @@
 #include "cuda/launch.h"
 #include "kernels/common.h"
 #include "moert/cuda.h"
+#include "moert/nccl.h"
 #include "plan_file.h"
 #include "session_state.h"
 
@@ -109,8 +110,39 @@ struct CudaSession::Impl : detail::SessionState {
   void *deviceScratch = nullptr;
   DeviceErrorRecord *deviceErrors = nullptr;
 
+  /// The session's communicator when it is an NCCL one: the exchanges then
+  /// run on the GPU, and every wait for the stream first waits for NCCL
+  /// against its deadline (a dead peer aborts it instead of hanging the
+  /// stream).
+  NcclCommunicator *nccl = nullptr;
+
+  /// Whether runs go through CUDA graphs: every step runs on the GPU, and
+  /// no exchange waits for the host (docs/cuda.md, "CUDA graphs").
+  bool graphable = false;
+  /// A captured run, per binding of the symbols (the sizes fix every launch's
+  /// grid), with the shapes its steps gave the tensors.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<Shape> shapes;
+  };
+  std::map<std::vector<int64_t>, Graph> graphs;
+  /// Distinct sizes captured at most; others run eagerly.
+  static constexpr size_t kMaxGraphs = 32;
+
   /// Per tensor id: whether the host mirror / device slot holds its value.
   std::vector<uint8_t> onHost, onDevice;
+
+  /// A device tensor that each run copies to pinned host memory after its
+  /// step, for the MoE stats (a Router's indices, an Experts step's
+  /// offsets): stream ordered, so no step waits, and read after the run.
+  struct StatsCopy {
+    int step;
+    int32_t tensor;
+    uint8_t *pinned;
+  };
+  std::vector<StatsCopy> statsCopies;
+  absl::Status planStatsCopies();
+  void countMoeLoads();
 
   /// Per GPU step, the events around its last launch (stats only).
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
@@ -130,6 +162,10 @@ struct CudaSession::Impl : detail::SessionState {
   absl::Status toDevice(int32_t id, const StepInfo &step);
   absl::Status runOnDevice(const StepInfo &step, KernelContext &ctx);
   absl::Status checkDeviceErrors();
+  /// Runs every step in order, eagerly.
+  absl::Status runSteps(std::vector<bool> &timed);
+  /// Runs the steps through the CUDA graph of the bound sizes (graphable).
+  absl::Status runWithGraph(std::vector<bool> &timed);
   bool runsOnDevice(const StepInfo &step) const {
     return kernels[step.index] || deviceOps[step.index];
   }
@@ -139,6 +175,9 @@ CudaSession::Impl::~Impl() {
   // Teardown cannot report errors; a failing call here leaves nothing to
   // recover.
   cudaSetDevice(gpu);
+  for (auto &[sizes, graph] : graphs)
+    if (graph.exec)
+      cudaGraphExecDestroy(graph.exec);
   for (auto &[start, stop] : events) {
     if (start)
       cudaEventDestroy(start);
@@ -153,6 +192,8 @@ CudaSession::Impl::~Impl() {
     cudaStreamDestroy(stream);
   cudaFree(deviceScratch);
   cudaFree(deviceErrors);
+  for (const StatsCopy &copy : statsCopies)
+    cudaFreeHost(copy.pinned);
   cudaFree(deviceWeights);
   cudaFree(deviceArena);
   std::free(hostArena);
@@ -296,6 +337,9 @@ absl::Status CudaSession::Impl::planDeviceOps() {
     const DeviceOp *op = cuda::deviceOpFor(step.op);
     if (!op || (op->accepts && !op->accepts(step, schedule)))
       continue;
+    // Exchanges over a host communicator take host buffers.
+    if (cuda::isExchange(step.op) && !nccl)
+      continue;
     deviceOps[step.index] = op;
     if (op->scratchBytes)
       scratch = std::max(scratch, op->scratchBytes(step, schedule));
@@ -387,6 +431,8 @@ absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
   }
   if (!copied)
     return absl::OkStatus();
+  if (nccl)
+    MOERT_RETURN_IF_ERROR(nccl->synchronize(step.label));
   MOERT_CUDA(cudaStreamSynchronize(stream), step.label);
   // The host is in step with the GPU here anyway: a data error of an
   // earlier GPU step is reported now, before a host step reads its results.
@@ -443,23 +489,37 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
       plan, Backend::Cuda, "compile it with 'moec compile --target cuda'",
       options.device));
-  // Collective steps need a device group (NCCL), which comes with the
-  // multi-GPU work (docs/cuda.md).
-  if (plan.numDevices() != 1)
-    return absl::UnimplementedError(absl::StrCat(
-        planImpl.source, ": the plan has ", plan.numDevices(),
-        " device schedules; the CUDA backend runs single-device plans"));
+  const ScheduleInfo &schedule = planImpl.schedules[options.device];
+  // The exchanges of a multi-device schedule go through the group's
+  // communicator: on the host as on the CPU backend, or over NCCL.
+  if (Communicator *comm = options.communicator) {
+    if (comm->size() != plan.numDevices() || comm->rank() != options.device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ", comm->backend(), " communicator is device ", comm->rank(),
+          " of ", comm->size(), " but the session runs device ", options.device,
+          " of the plan's ", plan.numDevices()));
+  } else {
+    for (const StepInfo &step : schedule.steps)
+      if (cuda::isExchange(step.op))
+        return absl::FailedPreconditionError(absl::StrCat(
+            planImpl.source, ": schedule ", options.device, " ", step.label,
+            " exchanges rows between devices; the session needs a "
+            "communicator (moe-run --devices N, or mpirun)"));
+  }
   MOERT_ASSIGN_OR_RETURN(int gpus, cudaDeviceCount());
   if (options.gpu < 0 || options.gpu >= gpus)
     return absl::InvalidArgumentError(absl::StrCat(
         "CUDA device ", options.gpu, " is not in [0, ", gpus, ")"));
 
   int threads = detail::sessionThreads(options.threads);
-  const ScheduleInfo &schedule = planImpl.schedules[options.device];
   auto impl =
       std::make_unique<Impl>(planImpl, schedule, threads, options.collectStats);
   Impl &s = *impl;
   s.gpu = options.gpu;
+  s.collectives.comm = options.communicator;
+  if (options.communicator &&
+      std::string_view(options.communicator->backend()) == "nccl")
+    s.nccl = static_cast<NcclCommunicator *>(options.communicator);
   detail::configureBlasThreads(threads);
 
   MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
@@ -489,6 +549,7 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_RETURN_IF_ERROR(s.uploadWeights());
   MOERT_RETURN_IF_ERROR(s.loadKernels());
   MOERT_RETURN_IF_ERROR(s.planDeviceOps());
+  MOERT_RETURN_IF_ERROR(s.planStatsCopies());
 
   s.initTensors(s.hostArena);
   s.onHost.assign(schedule.tensors.size(), 0);
@@ -496,8 +557,11 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   for (size_t id = 0; id < schedule.tensors.size(); ++id)
     if (schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 1;
-  for (const StepInfo &step : schedule.steps)
+  s.graphable = options.useGraphs && !schedule.steps.empty() && !s.nccl;
+  for (const StepInfo &step : schedule.steps) {
     s.opSuffix[step.index] = s.runsOnDevice(step) ? "@cuda" : "@host";
+    s.graphable &= s.runsOnDevice(step);
+  }
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});
   if (s.collectStats)
     for (const StepInfo &step : schedule.steps)
@@ -514,6 +578,151 @@ std::string CudaSession::deviceDescription() const {
                       p.multiProcessorCount, " SMs)");
 }
 
+CommStats CudaSession::commStats() const {
+  const Impl &s = *impl_;
+  CommStats stats = s.collectives.stats;
+  for (const StepInfo &step : s.schedule.steps)
+    (cuda::isExchange(step.op) ? stats.commSeconds : stats.computeSeconds) +=
+        s.seconds[step.index];
+  return stats;
+}
+
+absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
+  using Clock = std::chrono::steady_clock;
+  for (const StepInfo &step : schedule.steps) {
+    KernelContext ctx = context(step);
+    bool device = runsOnDevice(step);
+    if (device) {
+      auto [start, stop] = events[step.index];
+      if (start)
+        MOERT_CUDA(cudaEventRecord(start, stream), step.label);
+      MOERT_RETURN_IF_ERROR(runOnDevice(step, ctx));
+      if (stop)
+        MOERT_CUDA(cudaEventRecord(stop, stream), step.label);
+      for (const StatsCopy &copy : statsCopies)
+        if (copy.step == step.index)
+          MOERT_CUDA(cudaMemcpyAsync(copy.pinned, devicePtr(copy.tensor),
+                                     tensors[copy.tensor].bytes(),
+                                     cudaMemcpyDeviceToHost, stream),
+                     step.label);
+      timed[step.index] = start != nullptr;
+    } else {
+      MOERT_RETURN_IF_ERROR(toHost(step));
+      Clock::time_point begin = Clock::now();
+      MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
+      if (collectStats)
+        seconds[step.index] +=
+            std::chrono::duration<double>(Clock::now() - begin).count();
+    }
+    for (int32_t id : step.outputs) {
+      onHost[id] = !device;
+      onDevice[id] = device;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaSession::Impl::planStatsCopies() {
+  if (!collectStats)
+    return absl::OkStatus();
+  for (const StepInfo &step : schedule.steps) {
+    if (!deviceOps[step.index])
+      continue;
+    int32_t tensor = -1;
+    if (step.op == fb::OpKind::Router)
+      tensor = step.outputs[1];
+    else if (step.op == fb::OpKind::Experts)
+      tensor = step.inputs[1];
+    if (tensor < 0)
+      continue;
+    StatsCopy copy{step.index, tensor, nullptr};
+    MOERT_CUDA(
+        cudaMallocHost(reinterpret_cast<void **>(&copy.pinned),
+                       std::max<uint64_t>(schedule.tensors[tensor].size, 1)),
+        step.label);
+    statsCopies.push_back(copy);
+  }
+  return absl::OkStatus();
+}
+
+void CudaSession::Impl::countMoeLoads() {
+  for (const StatsCopy &copy : statsCopies) {
+    const StepInfo &step = schedule.steps[copy.step];
+    const Tensor &tensor = tensors[copy.tensor];
+    const auto *values = reinterpret_cast<const int64_t *>(copy.pinned);
+    detail::MoeCounters &counters = moeCounters[copy.step];
+    if (step.op == fb::OpKind::Router) {
+      // indices [.., k] of experts in [0, E), or -1 when dropped.
+      const Shape &logits = tensors[step.inputs[0]].shape;
+      int64_t experts = logits[logits.rank - 1];
+      counters.expertLoad.resize(experts, 0);
+      for (int64_t i = 0; i < tensor.numel(); ++i) {
+        if (values[i] >= 0 && values[i] < experts)
+          ++counters.expertLoad[values[i]];
+        else
+          ++counters.dropped;
+      }
+    } else {
+      // offsets [E + 1], checked by the step's kernels.
+      int64_t experts = tensor.numel() - 1;
+      counters.expertLoad.resize(std::max<int64_t>(experts, 0), 0);
+      for (int64_t e = 0; e < experts; ++e)
+        counters.expertLoad[e] += uint64_t(values[e + 1] - values[e]);
+    }
+  }
+}
+
+absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
+  // The graph holds the steps only: the inputs go up before it (they come
+  // from pageable host memory, which a graph cannot copy from).
+  for (uint32_t id : schedule.inputs)
+    MOERT_RETURN_IF_ERROR(toDevice(id, schedule.steps.front()));
+  auto found = graphs.find(symbolValues);
+  if (found != graphs.end() && found->second.exec) {
+    Graph &graph = found->second;
+    MOERT_CUDA(cudaGraphLaunch(graph.exec, stream), "launching the CUDA graph");
+    for (size_t id = 0; id < tensors.size(); ++id)
+      if (!schedule.tensors[id].isWeight)
+        tensors[id].shape = graph.shapes[id];
+    for (const StepInfo &step : schedule.steps) {
+      timed[step.index] = events[step.index].first != nullptr;
+      for (int32_t id : step.outputs) {
+        onHost[id] = 0;
+        onDevice[id] = 1;
+      }
+    }
+    return absl::OkStatus();
+  }
+  // The first run with these sizes runs eagerly (cuBLAS and the modules
+  // finish their lazy set-up outside any capture); the second is captured
+  // and then launched; later ones replay it.
+  if (found == graphs.end()) {
+    if (graphs.size() < kMaxGraphs)
+      graphs.emplace(symbolValues, Graph());
+    return runSteps(timed);
+  }
+  MOERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             "capturing the CUDA graph");
+  absl::Status steps = runSteps(timed);
+  cudaGraph_t captured = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+  if (!steps.ok()) {
+    if (captured)
+      cudaGraphDestroy(captured);
+    return steps;
+  }
+  MOERT_CUDA(ended, "capturing the CUDA graph");
+  Graph &graph = found->second;
+  cudaError_t made = cudaGraphInstantiate(&graph.exec, captured, 0);
+  cudaGraphDestroy(captured);
+  MOERT_CUDA(made, "instantiating the CUDA graph");
+  graph.shapes.resize(tensors.size());
+  for (size_t id = 0; id < tensors.size(); ++id)
+    graph.shapes[id] = tensors[id].shape;
+  MOERT_CUDA(cudaGraphLaunch(graph.exec, stream), "launching the CUDA graph");
+  return absl::OkStatus();
+}
+
 absl::Status CudaSession::run() {
   Impl &s = *impl_;
   s.hasRun = false;
@@ -528,34 +737,12 @@ absl::Status CudaSession::run() {
   MOERT_CUDA(
       cudaMemsetAsync(s.deviceErrors, 0, sizeof(DeviceErrorRecord), s.stream),
       "clearing the device error record");
-  using Clock = std::chrono::steady_clock;
   std::vector<bool> timed(s.schedule.steps.size(), false);
-  for (const StepInfo &step : s.schedule.steps) {
-    KernelContext ctx = s.context(step);
-    bool onDevice = s.runsOnDevice(step);
-    if (onDevice) {
-      auto [start, stop] = s.events[step.index];
-      if (start)
-        MOERT_CUDA(cudaEventRecord(start, s.stream), step.label);
-      MOERT_RETURN_IF_ERROR(s.runOnDevice(step, ctx));
-      if (stop)
-        MOERT_CUDA(cudaEventRecord(stop, s.stream), step.label);
-      timed[step.index] = start != nullptr;
-    } else {
-      MOERT_RETURN_IF_ERROR(s.toHost(step));
-      Clock::time_point begin = Clock::now();
-      MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
-      if (s.collectStats)
-        s.seconds[step.index] +=
-            std::chrono::duration<double>(Clock::now() - begin).count();
-    }
-    for (int32_t id : step.outputs) {
-      s.onHost[id] = !onDevice;
-      s.onDevice[id] = onDevice;
-    }
-    if (s.collectStats)
+  MOERT_RETURN_IF_ERROR(s.graphable ? s.runWithGraph(timed)
+                                    : s.runSteps(timed));
+  if (s.collectStats)
+    for (const StepInfo &step : s.schedule.steps)
       ++s.calls[step.index];
-  }
   for (uint32_t id : s.schedule.outputs)
     if (!s.onHost[id]) {
       MOERT_CUDA(cudaMemcpyAsync(s.tensors[id].data, s.devicePtr(id),
@@ -565,8 +752,11 @@ absl::Status CudaSession::run() {
                               "' to the host"));
       s.onHost[id] = 1;
     }
+  if (s.nccl)
+    MOERT_RETURN_IF_ERROR(s.nccl->synchronize("finishing the run"));
   MOERT_CUDA(cudaStreamSynchronize(s.stream), "finishing the run");
   MOERT_RETURN_IF_ERROR(s.checkDeviceErrors());
+  s.countMoeLoads();
   for (const StepInfo &step : s.schedule.steps)
     if (timed[step.index]) {
       float ms = 0;
@@ -578,5 +768,7 @@ absl::Status CudaSession::run() {
   s.hasRun = true;
   return absl::OkStatus();
 }
+
+bool CudaSession::usesGraphs() const { return impl_->graphable; }
 
 } // namespace moert

@@ -14,12 +14,19 @@
 // products of all the outputs: one sequential stream, where a column block
 // would read a short segment of each row, a page apart.
 //
+// 16-bit weights (bf16, f16) are widened to f32 in registers as they are
+// loaded (integer vector operations, exact), so they stream half the bytes;
+// the arithmetic is the f32 path's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/stream.h"
 
+#include "tensor.h"
+
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MOERT_MULTIVERSION                                                     \
@@ -28,6 +35,12 @@
 #define MOERT_MULTIVERSION
 #endif
 #define MOERT_ALWAYS_INLINE inline __attribute__((always_inline))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOERT_F16C_DISPATCH 1
+#define MOERT_X86_64_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define MOERT_F16C_DISPATCH 0
+#endif
 
 // The vector helpers below are always inlined, so the ABI of passing 32-byte
 // vectors by value, which GCC warns about when AVX is off, never applies.
@@ -49,6 +62,92 @@ MOERT_ALWAYS_INLINE Vec load(const float *p) {
 MOERT_ALWAYS_INLINE void store(float *p, Vec v) {
   std::memcpy(p, &v, sizeof v);
 }
+typedef uint16_t Vec16 __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+typedef uint32_t VecU __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+
+MOERT_ALWAYS_INLINE Vec asFloats(VecU v) {
+  Vec f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+MOERT_ALWAYS_INLINE VecU asBits(Vec v) {
+  VecU u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+MOERT_ALWAYS_INLINE VecU load16(const uint16_t *p) {
+  Vec16 h;
+  std::memcpy(&h, p, sizeof h);
+  return __builtin_convertvector(h, VecU);
+}
+
+/// How each weight storage loads kLanes elements, or one, as f32.
+struct F32Weights {
+  using T = float;
+  static MOERT_ALWAYS_INLINE Vec vector(const float *p) { return load(p); }
+  static MOERT_ALWAYS_INLINE float scalar(float v) { return v; }
+};
+/// bf16 is the top half of an f32.
+struct Bf16Weights {
+  using T = uint16_t;
+  static MOERT_ALWAYS_INLINE Vec vector(const uint16_t *p) {
+    return asFloats(load16(p) << 16);
+  }
+  static MOERT_ALWAYS_INLINE float scalar(uint16_t v) {
+    return bfloatToFloat(v);
+  }
+};
+/// f16 without F16C: exponent and mantissa move up 13 bits and the
+/// exponent is rebiased; infinities and NaNs get the f32 maximum exponent;
+/// zeros and subnormals are rebuilt exactly as (2^-14 + m 2^-24) - 2^-14 (no
+/// subnormal f32 is ever an operand, which some CPUs handle slowly).
+struct F16Weights {
+  using T = uint16_t;
+  static MOERT_ALWAYS_INLINE Vec vector(const uint16_t *p) {
+    VecU h = load16(p);
+    VecU bits = (h & 0x7fff) << 13;
+    VecU exponent = bits & 0x0f800000;
+    bits += 0x38000000;
+    VecU special = (VecU)(exponent == 0x0f800000);
+    bits += special & 0x38000000;
+    VecU tiny = (VecU)(exponent == 0);
+    VecU rebuilt =
+        asBits(asFloats(bits + 0x00800000) - asFloats(VecU{} + 0x38800000));
+    bits = (bits & ~tiny) | (rebuilt & tiny);
+    return asFloats(bits | ((h & 0x8000) << 16));
+  }
+  static MOERT_ALWAYS_INLINE float scalar(uint16_t v) { return halfToFloat(v); }
+};
+
+#if MOERT_F16C_DISPATCH
+/// f16 with F16C (x86-64-v3 has it): one instruction per 8 values, where the
+/// integer form costs about ten (1-token f16 experts were slower than f32
+/// ones with it). Written as inline assembly because the intrinsic would
+/// need F16C enabled in every function it is inlined through; only the
+/// x86-64-v3 entry points below instantiate it, and only when the CPU has
+/// F16C (hasF16C). GCC 12's own _Float16 vector conversion goes element by
+/// element.
+struct F16CWeights {
+  using T = uint16_t;
+  static MOERT_ALWAYS_INLINE Vec vector(const uint16_t *p) {
+    Vec16 h;
+    std::memcpy(&h, p, sizeof h);
+    Vec f;
+    asm("vcvtph2ps %1, %0" : "=x"(f) : "x"(h));
+    return f;
+  }
+  static MOERT_ALWAYS_INLINE float scalar(uint16_t v) { return halfToFloat(v); }
+};
+
+/// Whether the CPU runs the x86-64-v3 F16C entry points.
+bool hasF16C() {
+  static const bool has = __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+#endif
+
 MOERT_ALWAYS_INLINE float horizontalSum(Vec v) {
   float s = 0;
   for (int i = 0; i < kLanes; ++i)
@@ -62,16 +161,16 @@ MOERT_ALWAYS_INLINE float horizontalSum(Vec v) {
 
 /// c[r, j] = dot(x[r, :], w[j, :]) + bias[j] for r < R, j < C; the C weight
 /// rows are C sequential streams.
-template <int R, int C>
-MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx, const float *w,
-                                 int64_t K, const float *bias, float *c,
-                                 int64_t ldc) {
+template <int R, int C, typename W>
+MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx,
+                                 const typename W::T *w, int64_t K,
+                                 const float *bias, float *c, int64_t ldc) {
   Vec acc[R][C] = {};
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
     Vec wv[C];
     for (int j = 0; j < C; ++j)
-      wv[j] = load(w + j * K + k);
+      wv[j] = W::vector(w + j * K + k);
     for (int r = 0; r < R; ++r) {
       Vec xv = load(x + r * ldx + k);
       for (int j = 0; j < C; ++j)
@@ -82,36 +181,69 @@ MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx, const float *w,
     for (int j = 0; j < C; ++j) {
       float s = horizontalSum(acc[r][j]);
       for (int64_t t = k; t < K; ++t)
-        s += x[r * ldx + t] * w[j * K + t];
+        s += x[r * ldx + t] * W::scalar(w[j * K + t]);
       c[r * ldc + j] = bias ? s + bias[j] : s;
     }
 }
 
 /// Rows [0, n) of one column tile of C columns (rows two at a time).
-template <int C>
+template <int C, typename W>
 MOERT_ALWAYS_INLINE void dotColumns(const float *x, int64_t n, int64_t K,
-                                    const float *w, const float *bias, float *c,
-                                    int64_t ldc) {
+                                    const typename W::T *w, const float *bias,
+                                    float *c, int64_t ldc) {
   int64_t r = 0;
   for (; r + 2 <= n; r += 2)
-    dotTile<2, C>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+    dotTile<2, C, W>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
   if (r < n)
-    dotTile<1, C>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+    dotTile<1, C, W>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
 }
 
-MOERT_MULTIVERSION
-void streamOutIn(const float *x, int64_t n, int64_t K, const float *w,
-                 int64_t c0, int64_t m, const float *bias, float *c,
-                 int64_t ldc) {
-  constexpr int C = 4;
+template <typename W>
+MOERT_ALWAYS_INLINE void streamOutIn(const float *x, int64_t n, int64_t K,
+                                     const void *weights, int64_t c0, int64_t m,
+                                     const float *bias, float *c, int64_t ldc) {
+  // 16-bit weights: eight columns per tile, eight streams of half the
+  // bytes (measured at 1 and 4 rows, [2816, 1024]: 20-35% faster than
+  // four; f32 keeps its measured four).
+  constexpr int C = std::is_same_v<W, F32Weights> ? 4 : 8;
+  const auto *w = static_cast<const typename W::T *>(weights);
   int64_t j = 0;
   for (; j + C <= m; j += C)
-    dotColumns<C>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
-                  c + j, ldc);
+    dotColumns<C, W>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+                     c + j, ldc);
   for (; j < m; ++j)
-    dotColumns<1>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
-                  c + j, ldc);
+    dotColumns<1, W>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+                     c + j, ldc);
 }
+
+// One multiversioned entry point per storage (GCC clones functions, not
+// templates); the template bodies are inlined into each clone.
+MOERT_MULTIVERSION
+void streamOutInF32(const float *x, int64_t n, int64_t K, const void *w,
+                    int64_t c0, int64_t m, const float *bias, float *c,
+                    int64_t ldc) {
+  streamOutIn<F32Weights>(x, n, K, w, c0, m, bias, c, ldc);
+}
+MOERT_MULTIVERSION
+void streamOutInBf16(const float *x, int64_t n, int64_t K, const void *w,
+                     int64_t c0, int64_t m, const float *bias, float *c,
+                     int64_t ldc) {
+  streamOutIn<Bf16Weights>(x, n, K, w, c0, m, bias, c, ldc);
+}
+MOERT_MULTIVERSION
+void streamOutInF16(const float *x, int64_t n, int64_t K, const void *w,
+                    int64_t c0, int64_t m, const float *bias, float *c,
+                    int64_t ldc) {
+  streamOutIn<F16Weights>(x, n, K, w, c0, m, bias, c, ldc);
+}
+#if MOERT_F16C_DISPATCH
+MOERT_X86_64_V3
+void streamOutInF16C(const float *x, int64_t n, int64_t K, const void *w,
+                     int64_t c0, int64_t m, const float *bias, float *c,
+                     int64_t ldc) {
+  streamOutIn<F16CWeights>(x, n, K, w, c0, m, bias, c, ldc);
+}
+#endif
 
 //===----------------------------------------------------------------------===//
 // [K, out] weights: ranges of whole weight rows.
@@ -120,18 +252,52 @@ void streamOutIn(const float *x, int64_t n, int64_t K, const float *w,
 /// Four weight rows at a time: each 8-column vector of the four rows is
 /// loaded once into registers and used for every row of x, and each
 /// accumulator vector is loaded and stored once per four weight rows.
-MOERT_MULTIVERSION
-void streamRows(const float *x, int64_t n, int64_t ldx, const float *w,
-                int64_t out, int64_t k0, int64_t k1, float *c) {
+template <typename W>
+MOERT_ALWAYS_INLINE void streamRows(const float *x, int64_t n, int64_t ldx,
+                                    const void *weights, int64_t out,
+                                    int64_t k0, int64_t k1, float *c) {
+  using T = typename W::T;
+  const T *w = static_cast<const T *>(weights);
   std::fill(c, c + n * out, 0.0f);
   int64_t k = k0;
+  if constexpr (!std::is_same_v<W, F32Weights>) {
+    // 16-bit weights halve the bytes per weight, which leaves the
+    // accumulators' loads and stores the larger cost: eight weight rows per
+    // pass halve them. The sums keep the order of two passes of four (the
+    // f32 path's), so results do not depend on the weights' storage.
+    for (; k + 8 <= k1; k += 8) {
+      const T *wk = w + k * out;
+      int64_t j = 0;
+      for (; j + kLanes <= out; j += kLanes) {
+        Vec v[8];
+        for (int g = 0; g < 8; ++g)
+          v[g] = W::vector(wk + g * out + j);
+        for (int64_t r = 0; r < n; ++r) {
+          const float *xr = x + r * ldx + k;
+          float *cr = c + r * out + j;
+          store(cr, load(cr) + v[0] * xr[0] + v[1] * xr[1] + v[2] * xr[2] +
+                        v[3] * xr[3] + v[4] * xr[4] + v[5] * xr[5] +
+                        v[6] * xr[6] + v[7] * xr[7]);
+        }
+      }
+      for (; j < out; ++j)
+        for (int64_t r = 0; r < n; ++r) {
+          const float *xr = x + r * ldx + k;
+          for (int half = 0; half < 8; half += 4)
+            c[r * out + j] +=
+                W::scalar(wk[half * out + j]) * xr[half] +
+                W::scalar(wk[(half + 1) * out + j]) * xr[half + 1] +
+                W::scalar(wk[(half + 2) * out + j]) * xr[half + 2] +
+                W::scalar(wk[(half + 3) * out + j]) * xr[half + 3];
+        }
+    }
+  }
   for (; k + 4 <= k1; k += 4) {
-    const float *w0 = w + k * out, *w1 = w0 + out, *w2 = w1 + out,
-                *w3 = w2 + out;
+    const T *w0 = w + k * out, *w1 = w0 + out, *w2 = w1 + out, *w3 = w2 + out;
     int64_t j = 0;
     for (; j + kLanes <= out; j += kLanes) {
-      Vec a = load(w0 + j), b = load(w1 + j), d = load(w2 + j),
-          e = load(w3 + j);
+      Vec a = W::vector(w0 + j), b = W::vector(w1 + j), d = W::vector(w2 + j),
+          e = W::vector(w3 + j);
       for (int64_t r = 0; r < n; ++r) {
         const float *xr = x + r * ldx + k;
         float *cr = c + r * out + j;
@@ -141,29 +307,123 @@ void streamRows(const float *x, int64_t n, int64_t ldx, const float *w,
     for (; j < out; ++j)
       for (int64_t r = 0; r < n; ++r) {
         const float *xr = x + r * ldx + k;
-        c[r * out + j] +=
-            w0[j] * xr[0] + w1[j] * xr[1] + w2[j] * xr[2] + w3[j] * xr[3];
+        c[r * out + j] += W::scalar(w0[j]) * xr[0] + W::scalar(w1[j]) * xr[1] +
+                          W::scalar(w2[j]) * xr[2] + W::scalar(w3[j]) * xr[3];
       }
   }
   for (; k < k1; ++k)
     for (int64_t r = 0; r < n; ++r) {
       float xs = x[r * ldx + k];
       for (int64_t j = 0; j < out; ++j)
-        c[r * out + j] += xs * w[k * out + j];
+        c[r * out + j] += xs * W::scalar(w[k * out + j]);
     }
 }
 
+MOERT_MULTIVERSION
+void streamRowsF32(const float *x, int64_t n, int64_t ldx, const void *w,
+                   int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<F32Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+MOERT_MULTIVERSION
+void streamRowsBf16(const float *x, int64_t n, int64_t ldx, const void *w,
+                    int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<Bf16Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+MOERT_MULTIVERSION
+void streamRowsF16(const float *x, int64_t n, int64_t ldx, const void *w,
+                   int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<F16Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+#if MOERT_F16C_DISPATCH
+MOERT_X86_64_V3
+void streamRowsF16C(const float *x, int64_t n, int64_t ldx, const void *w,
+                    int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<F16CWeights>(x, n, ldx, w, out, k0, k1, c);
+}
+#endif
+
+template <typename W>
+MOERT_ALWAYS_INLINE void widen(const void *weights, int64_t count, float *out) {
+  const auto *w = static_cast<const typename W::T *>(weights);
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes)
+    store(out + i, W::vector(w + i));
+  for (; i < count; ++i)
+    out[i] = W::scalar(w[i]);
+}
+MOERT_MULTIVERSION
+void widenBf16(const void *w, int64_t count, float *out) {
+  widen<Bf16Weights>(w, count, out);
+}
+MOERT_MULTIVERSION
+void widenF16(const void *w, int64_t count, float *out) {
+  widen<F16Weights>(w, count, out);
+}
+#if MOERT_F16C_DISPATCH
+MOERT_X86_64_V3
+void widenF16C(const void *w, int64_t count, float *out) {
+  widen<F16CWeights>(w, count, out);
+}
+#endif
+
 } // namespace
 
-void streamRowRange(const float *x, int64_t n, int64_t ldx, const float *w,
-                    int64_t out, int64_t k0, int64_t k1, float *c) {
-  streamRows(x, n, ldx, w, out, k0, k1, c);
+void widenWeights(const void *w, StreamWeights type, int64_t count,
+                  float *out) {
+  switch (type) {
+  case StreamWeights::F32:
+    std::memcpy(out, w, count * sizeof(float));
+    return;
+  case StreamWeights::BF16:
+    return widenBf16(w, count, out);
+  case StreamWeights::F16:
+#if MOERT_F16C_DISPATCH
+    if (hasF16C())
+      return widenF16C(w, count, out);
+#endif
+    return widenF16(w, count, out);
+  }
 }
 
-void streamProject(const float *x, int64_t n, int64_t K, const float *w,
-                   int64_t c0, int64_t m, const float *bias, float *c,
-                   int64_t ldc) {
-  streamOutIn(x, n, K, w, c0, m, bias, c, ldc);
+void widenWeightsPortable(const void *w, StreamWeights type, int64_t count,
+                          float *out) {
+  if (type == StreamWeights::F16)
+    return widenF16(w, count, out);
+  widenWeights(w, type, count, out);
+}
+
+void streamRowRange(const float *x, int64_t n, int64_t ldx, const void *w,
+                    StreamWeights type, int64_t out, int64_t k0, int64_t k1,
+                    float *c) {
+  switch (type) {
+  case StreamWeights::F32:
+    return streamRowsF32(x, n, ldx, w, out, k0, k1, c);
+  case StreamWeights::BF16:
+    return streamRowsBf16(x, n, ldx, w, out, k0, k1, c);
+  case StreamWeights::F16:
+#if MOERT_F16C_DISPATCH
+    if (hasF16C())
+      return streamRowsF16C(x, n, ldx, w, out, k0, k1, c);
+#endif
+    return streamRowsF16(x, n, ldx, w, out, k0, k1, c);
+  }
+}
+
+void streamProject(const float *x, int64_t n, int64_t K, const void *w,
+                   StreamWeights type, int64_t c0, int64_t m, const float *bias,
+                   float *c, int64_t ldc) {
+  switch (type) {
+  case StreamWeights::F32:
+    return streamOutInF32(x, n, K, w, c0, m, bias, c, ldc);
+  case StreamWeights::BF16:
+    return streamOutInBf16(x, n, K, w, c0, m, bias, c, ldc);
+  case StreamWeights::F16:
+#if MOERT_F16C_DISPATCH
+    if (hasF16C())
+      return streamOutInF16C(x, n, K, w, c0, m, bias, c, ldc);
+#endif
+    return streamOutInF16(x, n, K, w, c0, m, bias, c, ldc);
+  }
 }
 
 } // namespace moert::detail

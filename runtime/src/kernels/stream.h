@@ -18,22 +18,39 @@
 
 namespace moert::detail {
 
+/// The storage of a weight matrix that the streaming products read: f32, or
+/// 16-bit floats (bf16, f16) widened to f32 as they are loaded, so that a
+/// 16-bit matrix costs half the memory traffic. Products accumulate in f32.
+enum class StreamWeights { F32, BF16, F16 };
+
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] (+ bias[c0 :
 /// c0 + m] when `bias` is not null), for a matrix W stored as [out, K] (the
-/// `outIn` layout: the block is m contiguous weight rows). Reads each element
-/// of the block once from memory (the rows of x reuse it from registers and
-/// cache); meant for blocks of about a cache's size and a few rows.
-void streamProject(const float *x, int64_t n, int64_t K, const float *w,
-                   int64_t c0, int64_t m, const float *bias, float *c,
-                   int64_t ldc);
+/// `outIn` layout: the block is m contiguous weight rows) of element type
+/// `type`. Reads each element of the block once from memory (the rows of x
+/// reuse it from registers and cache); meant for blocks of about a cache's
+/// size and a few rows.
+void streamProject(const float *x, int64_t n, int64_t K, const void *w,
+                   StreamWeights type, int64_t c0, int64_t m, const float *bias,
+                   float *c, int64_t ldc);
 
 /// c[n, out] = x[:, k0 : k1] @ W[k0 : k1, :] for x [n, ldx] and W [K, out]
-/// (the `inOut` layout): a partial product over a contiguous range of the
-/// weight rows, which it reads as one sequential stream. Sums of such
-/// partials over a split of K give the product; meant for a few rows
-/// (c is the accumulator, in cache).
-void streamRowRange(const float *x, int64_t n, int64_t ldx, const float *w,
-                    int64_t out, int64_t k0, int64_t k1, float *c);
+/// (the `inOut` layout) of element type `type`: a partial product over a
+/// contiguous range of the weight rows, which it reads as one sequential
+/// stream. Sums of such partials over a split of K give the product; meant
+/// for a few rows (c is the accumulator, in cache).
+void streamRowRange(const float *x, int64_t n, int64_t ldx, const void *w,
+                    StreamWeights type, int64_t out, int64_t k0, int64_t k1,
+                    float *c);
+
+/// out[i] = W[i] as f32 for i < count: widens 16-bit weights (vectorised,
+/// exact) for the products that read f32 blocks (the GEMMs).
+void widenWeights(const void *w, StreamWeights type, int64_t count, float *out);
+
+/// widenWeights as a CPU without F16C runs it (integer vector operations for
+/// f16; the other types as widenWeights), so that tests cover that path on
+/// any machine.
+void widenWeightsPortable(const void *w, StreamWeights type, int64_t count,
+                          float *out);
 
 } // namespace moert::detail
 
