@@ -717,17 +717,24 @@ TEST(CudaRoutingDevice, LayerMatchesTheCpuBackend) {
       }
     // Every step ran on the GPU, none fell back to the host, and the MoE
     // stats (copied back after each run) equal the CPU's over the same runs.
+    // The steps' CUDA events are timed in the eager, captured and replayed
+    // runs alike (recorded as graph nodes: a plain record in a capture
+    // leaves the event unusable).
     std::vector<StepStats> cpuStats = (*cpu)->stepStats();
     std::vector<StepStats> gpuStats = (*gpu)->stepStats();
     ASSERT_EQ(gpuStats.size(), cpuStats.size());
+    double gpuSeconds = 0;
     for (size_t i = 0; i < gpuStats.size(); ++i) {
       EXPECT_THAT(gpuStats[i].op, ::testing::EndsWith("@cuda"))
           << gpuStats[i].name;
+      EXPECT_EQ(gpuStats[i].calls, 9u) << gpuStats[i].name;
+      gpuSeconds += gpuStats[i].totalSeconds;
       EXPECT_EQ(gpuStats[i].expertLoad, cpuStats[i].expertLoad)
           << gpuStats[i].name;
       EXPECT_EQ(gpuStats[i].droppedAssignments, cpuStats[i].droppedAssignments)
           << gpuStats[i].name;
     }
+    EXPECT_GT(gpuSeconds, 0);
   }
 }
 

@@ -419,7 +419,13 @@ absl::Status runMain(const Options &options) {
     std::printf("moe-run: cuda backend on %s, CUDA graphs %s\n",
                 session->deviceDescription().c_str(),
                 session->usesGraphs() ? "on" : "off");
-    return runSession(options, *plan, *session);
+    absl::Status ran = runSession(options, *plan, *session);
+    if (std::string refused = session->graphsRefused(); !refused.empty())
+      std::fprintf(stderr,
+                   "moe-run: note: the driver refused to capture a CUDA "
+                   "graph (%s); the runs went eagerly\n",
+                   refused.c_str());
+    return ran;
   }
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = options.threads;

@@ -68,6 +68,9 @@ public:
   /// Whether runs go through CUDA graphs (useGraphs, and every step of the
   /// schedule runs on the GPU).
   bool usesGraphs() const;
+  /// Empty, or why the driver refused to capture a run; the session then
+  /// runs eagerly.
+  std::string graphsRefused() const;
   /// "NVIDIA H200 (sm_90, 132 SMs)".
   std::string deviceDescription() const;
   /// Traffic and communication time of the collective steps (as

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -174,12 +175,76 @@ struct Buffer {
   bool pinned = false;
 };
 
+/// The communicators of one in-process group, destroyed together.
+/// ncclCommFinalize completes only once the communicator is globally
+/// quiescent (nccl.h), that is once every rank has finalized too, and the
+/// endpoints of one process are destroyed one after another on one thread:
+/// an endpoint that waited for its own finalize would wait for peers that
+/// have not started theirs, until the deadline. So each endpoint only starts
+/// its finalize and hands its communicator over; when the last endpoint goes,
+/// every rank has started, and this waits for all of them and destroys them.
+class GroupTeardown {
+public:
+  GroupTeardown(const NcclApi &api, double timeout)
+      : api_(api), timeout_(timeout) {}
+
+  /// Takes over `comm` (on CUDA device `gpu`): finalizing (its
+  /// ncclCommFinalize was called and accepted), or null when the endpoint
+  /// aborted its communicator or could not finalize it. The group cannot
+  /// quiesce without every rank, so then every communicator is aborted.
+  void adopt(ncclComm_t comm, int gpu, bool finalizing) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed_ |= !finalizing;
+    if (comm)
+      comms_.push_back({comm, gpu});
+  }
+
+  ~GroupTeardown() {
+    // Teardown cannot report errors: a communicator that does not quiesce
+    // by the deadline (or fails) is aborted instead of destroyed.
+    comm::Clock::time_point end = comm::deadline(timeout_);
+    for (const Adopted &c : comms_) {
+      bool quiet = !failed_;
+      while (quiet) {
+        ncclResult_t state = ncclSuccess;
+        if (api_.commGetAsyncError(c.comm, &state) != ncclSuccess ||
+            (state != ncclSuccess && state != ncclInProgress) ||
+            comm::Clock::now() >= end)
+          quiet = false;
+        else if (state == ncclSuccess)
+          break;
+        else
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      cudaSetDevice(c.gpu);
+      if (quiet)
+        api_.commDestroy(c.comm);
+      else
+        api_.commAbort(c.comm);
+    }
+  }
+
+private:
+  struct Adopted {
+    ncclComm_t comm;
+    int gpu;
+  };
+  const NcclApi &api_;
+  double timeout_;
+  std::mutex mutex_;
+  std::vector<Adopted> comms_;
+  bool failed_ = false;
+};
+
 class NcclEndpoint final : public NcclCommunicator {
 public:
+  /// `teardown`: the in-process group's (null under MPI, where each rank
+  /// finalizes in its own process).
   NcclEndpoint(const NcclApi &api, ncclComm_t comm, int rank, int size, int gpu,
-               double timeout, Communicator *host)
+               double timeout, Communicator *host,
+               std::shared_ptr<GroupTeardown> teardown = nullptr)
       : api_(api), comm_(comm), rank_(rank), size_(size), gpu_(gpu),
-        timeout_(timeout), host_(host) {}
+        timeout_(timeout), host_(host), teardown_(std::move(teardown)) {}
 
   ~NcclEndpoint() override {
     // Teardown cannot report errors: a failing call leaves nothing to
@@ -188,12 +253,20 @@ public:
     // A communicator with exchanges in flight belongs to a failed run: it is
     // aborted, not flushed. awaitEnqueued aborts it on a failure too.
     bool clean = !aborted_ && pending_.empty();
-    if (clean) {
+    if (teardown_) {
+      // In-process: start the finalize; the group's last endpoint waits.
+      bool finalizing = false;
+      if (clean) {
+        ncclResult_t rc = api_.commFinalize(comm_);
+        finalizing = rc == ncclSuccess || rc == ncclInProgress;
+      }
+      teardown_->adopt(aborted_ ? nullptr : comm_, gpu_, finalizing);
+    } else if (clean) {
       ncclResult_t rc = api_.commFinalize(comm_);
       clean = (rc == ncclSuccess || rc == ncclInProgress) &&
               awaitEnqueued("finalizing the NCCL communicator").ok();
     }
-    if (!aborted_) {
+    if (!aborted_ && !teardown_) {
       if (clean)
         api_.commDestroy(comm_);
       else
@@ -500,6 +573,10 @@ private:
         return asyncError(what);
       if (query != cudaErrorNotReady)
         return fail(cudaCall(query, "cudaEventQuery", what));
+      // cudaErrorNotReady is also left as the thread's last error: cleared,
+      // or the next kernel launch's cudaGetLastError check (the session's
+      // steps run on this thread) would report it as its own failure.
+      (void)cudaGetLastError();
       MOERT_RETURN_IF_ERROR(asyncError(what));
       if (comm::Clock::now() >= end)
         return fail(timedOut(what, "the exchange on the GPU to complete"));
@@ -575,6 +652,10 @@ private:
   int rank_, size_, gpu_;
   double timeout_;
   Communicator *host_;
+  /// Released after the destructor's body has freed this endpoint's CUDA
+  /// resources; the last endpoint of an in-process group to release it
+  /// destroys every communicator of the group.
+  std::shared_ptr<GroupTeardown> teardown_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t compute_ = nullptr;
   bool hasCompute_ = false;
@@ -678,11 +759,16 @@ createNcclGroup(const std::vector<int> &gpus,
         api.commAbort(comm);
     return status;
   }
+  // Every endpoint owns its communicator before any can fail: a failed
+  // init then destroys all of them together (GroupTeardown).
+  auto teardown = std::make_shared<GroupTeardown>(api, options.timeoutSeconds);
+  std::vector<std::unique_ptr<NcclEndpoint>> endpoints;
+  for (int d = 0; d < n; ++d)
+    endpoints.push_back(std::make_unique<NcclEndpoint>(
+        api, comms[d], d, n, gpus[d], options.timeoutSeconds, hosts[d],
+        teardown));
   std::vector<std::unique_ptr<NcclCommunicator>> out;
-  for (int d = 0; d < n; ++d) {
-    auto endpoint = std::make_unique<NcclEndpoint>(
-        api, comms[d], d, n, gpus[d], options.timeoutSeconds, hosts[d]);
-    comms[d] = nullptr; // Owned by the endpoint from here.
+  for (auto &endpoint : endpoints) {
     MOERT_RETURN_IF_ERROR(endpoint->init());
     out.push_back(std::move(endpoint));
   }

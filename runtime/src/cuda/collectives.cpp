@@ -196,6 +196,10 @@ absl::StatusOr<ExchangeId> beginDeviceExchange(DeviceStep &step) {
   int64_t R = data.shape[0];
   int64_t rowBytes = rowBytesOf(data);
   // NCCL needs the counts on the host: the only read of device data here.
+  // The compute stream may wait for an earlier exchange on the GPU (a
+  // stream-ordered wait); the communicator is drained against its deadline
+  // first, so that a dead peer aborts it instead of hanging the copy below.
+  MOERT_RETURN_IF_ERROR(comm->synchronize(ctx.step().label));
   std::vector<int64_t> send(N), recv(N);
   MOERT_ASSIGN_OR_RETURN(const void *sendCounts, step.input(1));
   MOERT_RETURN_IF_ERROR(

@@ -41,6 +41,7 @@ absl::StatusOr<const CublasApi *> loadCublas() {
     bind(api.setStream, "cublasSetStream_v2");
     bind(api.statusString, "cublasGetStatusString");
     bind(api.setMathMode, "cublasSetMathMode");
+    bind(api.setWorkspace, "cublasSetWorkspace_v2");
     bind(api.sgemm, "cublasSgemm_v2");
     bind(api.sgemmStridedBatched, "cublasSgemmStridedBatched");
     return absent.empty() ? std::string()

@@ -25,6 +25,7 @@ struct CublasApi {
   // The GEMMs of MatMul and Gemm (moe_routing.cpp), declared from the
   // header's own prototypes so that the signatures cannot drift.
   decltype(&cublasSetMathMode) setMathMode;
+  decltype(&cublasSetWorkspace_v2) setWorkspace;
   decltype(&cublasSgemm_v2) sgemm;
   decltype(&cublasSgemmStridedBatched) sgemmStridedBatched;
 };

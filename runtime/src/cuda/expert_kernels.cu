@@ -342,8 +342,10 @@ cudaError_t launchTyped(const ExpertLaunch &l, cudaStream_t stream) {
     firstWideKernel<W><<<wideFirst, kTileThreads, 0, stream>>>(s);
   if (l.rows > 0 && f.hidden > 0) {
     // A grid-stride loop: a bounded grid covers any row count.
-    unsigned blocks = blocksFor(l.rows * f.hidden, 256);
-    unsigned grid = blocks < 1024 ? blocks : 1024;
+    // Capped before the narrowing to unsigned: rows * hidden / 256 may
+    // exceed 2^32 (and wrap to a 0-block grid) for the largest bounds.
+    int64_t blocks = (l.rows * f.hidden + 255) / 256;
+    unsigned grid = unsigned(blocks < 1024 ? blocks : 1024);
     zeroPaddingKernel<<<grid, 256, 0, stream>>>(l.offsets, f.experts, l.rows,
                                                 f.hidden, l.y);
   }

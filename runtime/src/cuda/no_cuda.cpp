@@ -31,5 +31,6 @@ absl::Status CudaSession::run() { return notBuilt(); }
 std::string CudaSession::deviceDescription() const { return {}; }
 CommStats CudaSession::commStats() const { return {}; }
 bool CudaSession::usesGraphs() const { return false; }
+std::string CudaSession::graphsRefused() const { return {}; }
 
 } // namespace moert

@@ -126,6 +126,11 @@ struct CudaSession::Impl : detail::SessionState {
     std::vector<Shape> shapes;
   };
   std::map<std::vector<int64_t>, Graph> graphs;
+  /// Why the driver refused to capture a run (graphs are then off).
+  std::string graphsRefused;
+  /// cuBLAS's workspace, set explicitly so that a captured cuBLAS call never
+  /// allocates.
+  void *blasWorkspace = nullptr;
   /// Distinct sizes captured at most; others run eagerly.
   static constexpr size_t kMaxGraphs = 32;
 
@@ -192,6 +197,7 @@ CudaSession::Impl::~Impl() {
     cudaStreamDestroy(stream);
   cudaFree(deviceScratch);
   cudaFree(deviceErrors);
+  cudaFree(blasWorkspace);
   for (const StatsCopy &copy : statsCopies)
     cudaFreeHost(copy.pinned);
   cudaFree(deviceWeights);
@@ -536,6 +542,14 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_CUBLAS(s.cublas->create(&s.blas), "creating the cuBLAS handle");
   MOERT_CUBLAS(s.cublas->setStream(s.blas, s.stream),
                "creating the cuBLAS handle");
+  // 32 MiB, what cuBLAS asks for on Hopper; its own default would be
+  // allocated on first use, which a captured call must not do.
+  constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+  MOERT_CUDA(cudaMalloc(&s.blasWorkspace, kBlasWorkspaceBytes),
+             "allocating the cuBLAS workspace");
+  MOERT_CUBLAS(
+      s.cublas->setWorkspace(s.blas, s.blasWorkspace, kBlasWorkspaceBytes),
+      "setting the cuBLAS workspace");
 
   s.hostArena = detail::allocateHostArena(schedule.arenaSize);
   if (!s.hostArena)
@@ -593,12 +607,21 @@ absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
     KernelContext ctx = context(step);
     bool device = runsOnDevice(step);
     if (device) {
+      // External records: while the stream is being captured, a plain
+      // cudaEventRecord only marks a dependency inside the capture (no graph
+      // node), and the event is then unusable (cudaEventElapsedTime fails
+      // with cudaErrorCapturedEvent); an external record becomes a node that
+      // every replay records. Outside a capture it is a plain record.
       auto [start, stop] = events[step.index];
       if (start)
-        MOERT_CUDA(cudaEventRecord(start, stream), step.label);
+        MOERT_CUDA(
+            cudaEventRecordWithFlags(start, stream, cudaEventRecordExternal),
+            step.label);
       MOERT_RETURN_IF_ERROR(runOnDevice(step, ctx));
       if (stop)
-        MOERT_CUDA(cudaEventRecord(stop, stream), step.label);
+        MOERT_CUDA(
+            cudaEventRecordWithFlags(stop, stream, cudaEventRecordExternal),
+            step.label);
       for (const StatsCopy &copy : statsCopies)
         if (copy.step == step.index)
           MOERT_CUDA(cudaMemcpyAsync(copy.pinned, devicePtr(copy.tensor),
@@ -706,16 +729,31 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   absl::Status steps = runSteps(timed);
   cudaGraph_t captured = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &captured);
-  if (!steps.ok()) {
-    if (captured)
-      cudaGraphDestroy(captured);
-    return steps;
-  }
-  MOERT_CUDA(ended, "capturing the CUDA graph");
   Graph &graph = found->second;
-  cudaError_t made = cudaGraphInstantiate(&graph.exec, captured, 0);
-  cudaGraphDestroy(captured);
-  MOERT_CUDA(made, "instantiating the CUDA graph");
+  cudaError_t made = cudaErrorUnknown;
+  if (steps.ok() && ended == cudaSuccess)
+    made = cudaGraphInstantiate(&graph.exec, captured, 0);
+  if (captured)
+    cudaGraphDestroy(captured);
+  if (!steps.ok())
+    return steps;
+  if (ended != cudaSuccess || made != cudaSuccess) {
+    // The steps enqueue fine eagerly (the first run with these sizes did),
+    // so a capture the driver refuses is not the run's failure: this session
+    // runs eagerly from now on, starting with this run (nothing of the
+    // capture executed).
+    (void)cudaGetLastError();
+    graphable = false;
+    graphsRefused = cudaGetErrorString(ended != cudaSuccess ? ended : made);
+    graph.exec = nullptr;
+    for (size_t id = 0; id < tensors.size(); ++id)
+      if (!schedule.tensors[id].isWeight)
+        onHost[id] = onDevice[id] = 0;
+    for (uint32_t id : schedule.inputs)
+      onHost[id] = onDevice[id] = 1;
+    std::fill(timed.begin(), timed.end(), false);
+    return runSteps(timed);
+  }
   graph.shapes.resize(tensors.size());
   for (size_t id = 0; id < tensors.size(); ++id)
     graph.shapes[id] = tensors[id].shape;
@@ -770,5 +808,7 @@ absl::Status CudaSession::run() {
 }
 
 bool CudaSession::usesGraphs() const { return impl_->graphable; }
+
+std::string CudaSession::graphsRefused() const { return impl_->graphsRefused; }
 
 } // namespace moert
