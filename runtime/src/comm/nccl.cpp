@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -199,6 +200,24 @@ public:
       comms_.push_back({comm, gpu});
   }
 
+  /// Records that a device of the group failed with `reason`: the other
+  /// endpoints' waits end with it at their next poll instead of at their
+  /// deadline (the host communicators tell their peers the same way).
+  void markFailed(const absl::Status &reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!deviceFailed_.load()) {
+      failure_ = reason;
+      deviceFailed_.store(true);
+    }
+  }
+  /// OK, or the failure another device of the group recorded.
+  absl::Status groupFailure() {
+    if (!deviceFailed_.load(std::memory_order_relaxed))
+      return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+  }
+
   ~GroupTeardown() {
     // Teardown cannot report errors: a communicator that does not quiesce
     // by the deadline (or fails) is aborted instead of destroyed.
@@ -234,6 +253,8 @@ private:
   std::mutex mutex_;
   std::vector<Adopted> comms_;
   bool failed_ = false;
+  std::atomic<bool> deviceFailed_{false};
+  absl::Status failure_;
 };
 
 class NcclEndpoint final : public NcclCommunicator {
@@ -465,6 +486,8 @@ public:
   }
 
   void abort(const absl::Status &reason) override {
+    if (teardown_)
+      teardown_->markFailed(reason);
     abortNccl();
     if (host_)
       host_->abort(reason);
@@ -557,6 +580,7 @@ private:
       if (state != ncclInProgress)
         return fail(ncclError(what, "NCCL", state, api_.getErrorString(state),
                               api_.getLastError(comm_)));
+      MOERT_RETURN_IF_ERROR(peerFailure(what));
       if (comm::Clock::now() >= end)
         return fail(timedOut(what, "NCCL to connect to its peers"));
       backOff(spins);
@@ -578,6 +602,7 @@ private:
       // steps run on this thread) would report it as its own failure.
       (void)cudaGetLastError();
       MOERT_RETURN_IF_ERROR(asyncError(what));
+      MOERT_RETURN_IF_ERROR(peerFailure(what));
       if (comm::Clock::now() >= end)
         return fail(timedOut(what, "the exchange on the GPU to complete"));
       backOff(spins);
@@ -588,6 +613,20 @@ private:
   absl::Status awaitIdle(absl::string_view what) {
     MOERT_CUDA_CALL(cudaEventRecord(idle_, stream_), what);
     return awaitEvent(idle_, what);
+  }
+
+  /// In-process: fails (aborting this communicator) once another device of
+  /// the group has failed, whose exchanges will then never complete.
+  absl::Status peerFailure(absl::string_view what) {
+    if (!teardown_)
+      return absl::OkStatus();
+    absl::Status failure = teardown_->groupFailure();
+    if (failure.ok())
+      return absl::OkStatus();
+    return fail(absl::AbortedError(
+        absl::StrCat(what, ": device ", rank_,
+                     " (nccl) stopped: another device of the group failed: ",
+                     failure.message())));
   }
 
   absl::Status timedOut(absl::string_view what, absl::string_view waitedFor) {
