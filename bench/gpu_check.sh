@@ -90,6 +90,13 @@ print("\n".join(e["file"] for e in m["models"].values()
     "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
       --max-tokens 64 --target cuda --cuda-arch sm_90
   done
+  # Expert parallel on the GPU: 2-device plans (both devices on one GPU with
+  # the host communicator; over NCCL where the machine has two GPUs).
+  for name in mixtral_block qwen2_moe_block deepseek_v3_block; do
+    "$build/bin/moec" compile "$root/examples/zoo/$name.onnx" \
+      -o "$bundle/plans/$name.ep2.cuda.bin" --max-tokens 64 --devices 2 \
+      --target cuda --cuda-arch sm_90
+  done
   cp "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$build/bin/moert_tests" \
     "$bundle/bin/"
   # The carry limit is 64 MiB for the tree and the bundle together.
@@ -158,6 +165,14 @@ done
 timeout 90 "$python" "$root/bench/gpu_compare.py" --plans "$layers" \
   --moe-run "$moe_run" --tokens 1,16,256 || status=1
 rm -rf "$layers"
+timeout 60 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+  --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \
+  --cuda-args "--devices 2 --comm host" || status=1
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  timeout 60 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+    --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \
+    --cuda-args "--devices 2 --comm nccl" || status=1
+fi
 # 2. Timing: the MoE layer's rooflines, PyTorch and moe-run (about 4
 #    minutes, most of it making and loading 22 GB of weights twice).
 if [ "$has_torch" = yes ]; then

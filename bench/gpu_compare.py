@@ -2,6 +2,7 @@
 """GPU check, part 1: every zoo plan on the CUDA backend against the CPU one.
 
     python3 bench/gpu_compare.py --plans DIR --moe-run BIN [--tokens 1,7,32]
+                                 [--cuda-suffix S --cuda-args "ARGS"]
 
 DIR holds NAME.cpu.bin and NAME.cuda.bin per zoo model (bench/gpu_check.sh
 --prepare makes them). For each plan and token count, moe-run generates the
@@ -11,6 +12,9 @@ max|cuda - cpu| / max(1, max|cpu|) against the tolerance of its weights'
 dtype: 1e-4 for fp32 (IEEE kernels; summation order and libm ulps differ),
 2e-2 for bf16/fp16 weights (bf16 operands, fp32 accumulation). NaN never
 passes. Prints one row per (model, tokens) and exits 1 on any mismatch.
+With --cuda-suffix, the GPU side is NAME.S (e.g. an expert-parallel plan,
+ep2.cuda.bin) run with the extra moe-run arguments --cuda-args (e.g.
+"--devices 2 --comm host"); models without such a plan are skipped.
 """
 
 import argparse
@@ -37,6 +41,12 @@ def main():
     parser.add_argument("--tokens", default="1,7,32")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--dtype", default="f32", choices=sorted(TOLERANCE))
+    parser.add_argument("--cuda-suffix", dest="cuda_suffix",
+                        default="cuda.bin")
+    parser.add_argument("--cuda-args", dest="cuda_args", default="")
+    parser.add_argument("--gpu-backend", dest="gpu_backend", default="cuda",
+                        help="the backend of the second side (cpu: test the "
+                        "script without a GPU)")
     args = parser.parse_args()
     tolerance = TOLERANCE[args.dtype]
     failures = 0
@@ -44,21 +54,25 @@ def main():
     work = tempfile.mkdtemp(prefix="gpu-compare-")
     for cpu_plan in sorted(glob.glob(os.path.join(args.plans, "*.cpu.bin"))):
         name = os.path.basename(cpu_plan)[:-len(".cpu.bin")]
-        cuda_plan = os.path.join(args.plans, name + ".cuda.bin")
+        cuda_plan = os.path.join(args.plans, name + "." + args.cuda_suffix)
+        if not os.path.exists(cuda_plan):
+            continue
         for tokens in [int(t) for t in args.tokens.split(",")]:
             outs = {}
-            for backend, plan in (("cpu", cpu_plan), ("cuda", cuda_plan)):
-                out = os.path.join(work, name, str(tokens), backend)
+            for side, backend, plan in (("cpu", "cpu", cpu_plan),
+                                        ("cuda", args.gpu_backend, cuda_plan)):
+                out = os.path.join(work, name, str(tokens), side)
                 os.makedirs(out, exist_ok=True)
+                extra = args.cuda_args.split() if side == "cuda" else []
                 code, log = run([args.moe_run, plan, "--backend", backend,
                                  "--seed", str(args.seed), "--tokens",
-                                 str(tokens), "--output-dir", out])
+                                 str(tokens), "--output-dir", out] + extra)
                 if code != 0:
                     print(f"FAIL {name} tokens={tokens} {backend}: exit "
                           f"{code}\n{log}")
                     failures += 1
                     break
-                outs[backend] = out
+                outs[side] = out
             rows += 1
             if len(outs) != 2:
                 continue
