@@ -78,12 +78,6 @@ struct FaultInjection {
     return status;
   }
 };
-
-/// Steps whose time is communication.
-bool isCollective(fb::OpKind op) {
-  return op == fb::OpKind::AllToAll || op == fb::OpKind::AllToAllStart ||
-         op == fb::OpKind::AllToAllWait;
-}
 } // namespace
 
 struct Session::Impl : detail::SessionState {
@@ -107,20 +101,8 @@ Session::create(const Plan &plan, const SessionOptions &options) {
       options.device));
   int threads = detail::sessionThreads(options.threads);
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
-  if (Communicator *comm = options.communicator) {
-    if (comm->size() != plan.numDevices() || comm->rank() != options.device)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the ", comm->backend(), " communicator is device ", comm->rank(),
-          " of ", comm->size(), " but the session runs device ", options.device,
-          " of the plan's ", plan.numDevices()));
-  } else {
-    for (const StepInfo &step : schedule.steps)
-      if (isCollective(step.op))
-        return absl::FailedPreconditionError(absl::StrCat(
-            planImpl.source, ": schedule ", options.device, " ", step.label,
-            " exchanges rows between devices; the session needs a "
-            "communicator (moe-run --devices N, or mpirun)"));
-  }
+  MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,
+                                                         options.communicator));
   auto impl =
       std::make_unique<Impl>(planImpl, schedule, threads, options.collectStats);
   detail::configureBlasThreads(threads);
@@ -161,13 +143,6 @@ absl::Status Session::run() {
   return absl::OkStatus();
 }
 
-CommStats Session::commStats() const {
-  const Impl &s = *impl_;
-  CommStats stats = s.collectives.stats;
-  for (const StepInfo &step : s.schedule.steps)
-    (isCollective(step.op) ? stats.commSeconds : stats.computeSeconds) +=
-        s.seconds[step.index];
-  return stats;
-}
+CommStats Session::commStats() const { return impl_->commStats(); }
 
 } // namespace moert

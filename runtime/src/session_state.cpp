@@ -49,6 +49,31 @@ absl::Status checkSessionPlan(const Plan &plan, Backend backend,
   return absl::OkStatus();
 }
 
+bool isExchange(fb::OpKind op) {
+  return op == fb::OpKind::AllToAll || op == fb::OpKind::AllToAllStart ||
+         op == fb::OpKind::AllToAllWait;
+}
+
+absl::Status checkSessionCommunicator(const Plan &plan, int device,
+                                      const Communicator *comm) {
+  if (comm) {
+    if (comm->size() != plan.numDevices() || comm->rank() != device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ", comm->backend(), " communicator is device ", comm->rank(),
+          " of ", comm->size(), " but the session runs device ", device,
+          " of the plan's ", plan.numDevices()));
+    return absl::OkStatus();
+  }
+  const Plan::Impl &impl = plan.impl();
+  for (const StepInfo &step : impl.schedules[device].steps)
+    if (isExchange(step.op))
+      return absl::FailedPreconditionError(
+          absl::StrCat(impl.source, ": schedule ", device, " ", step.label,
+                       " exchanges rows between devices; the session needs a "
+                       "communicator (moe-run --devices N, or mpirun)"));
+  return absl::OkStatus();
+}
+
 uint8_t *allocateHostArena(uint64_t size) {
   size_t bytes = alignTo(std::max<uint64_t>(size, 1), 64);
   return static_cast<uint8_t *>(std::aligned_alloc(64, bytes));
@@ -201,6 +226,14 @@ absl::StatusOr<TensorData> SessionState::output(absl::string_view name) const {
   out.data = tensor.data;
   out.bytes = tensor.bytes();
   return out;
+}
+
+CommStats SessionState::commStats() const {
+  CommStats stats = collectives.stats;
+  for (const StepInfo &step : schedule.steps)
+    (isExchange(step.op) ? stats.commSeconds : stats.computeSeconds) +=
+        seconds[step.index];
+  return stats;
 }
 
 std::vector<StepStats> SessionState::stepStats() const {

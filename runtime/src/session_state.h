@@ -26,6 +26,17 @@ int sessionThreads(int requested);
 absl::Status checkSessionPlan(const Plan &plan, Backend backend,
                               absl::string_view hint, int device);
 
+/// Whether `op` exchanges rows between devices (AllToAll, AllToAllStart,
+/// AllToAllWait): it needs the session's communicator, its time is
+/// communication in the stats, and on the GPU it runs only over NCCL.
+bool isExchange(fb::OpKind op);
+
+/// Checks a session's communicator (null: none) against the plan's devices
+/// and the session's `device`; without one, fails at the first exchange step
+/// of the device's schedule.
+absl::Status checkSessionCommunicator(const Plan &plan, int device,
+                                      const Communicator *comm);
+
 /// Allocates a 64-byte aligned host arena of `size` bytes (at least one);
 /// null on failure. Free it with std::free.
 uint8_t *allocateHostArena(uint64_t size);
@@ -58,6 +69,9 @@ struct SessionState {
   /// One entry per step; `op` is the step's op name followed by `opSuffix`
   /// (empty, or set per step by a backend that runs steps in several places).
   std::vector<StepStats> stepStats() const;
+  /// The exchanges' traffic, with the step seconds split into exchange
+  /// (communication) and compute time.
+  CommStats commStats() const;
   void resetStats();
 
   const Plan::Impl &plan;

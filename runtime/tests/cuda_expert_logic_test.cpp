@@ -404,6 +404,19 @@ template <typename W> std::vector<W> typed(const std::vector<float> &values) {
   return out;
 }
 
+/// Calls fn(tile) for every live tile of a launch in `regime`: the grid.x
+/// blocks, as the kernels map them to tiles (blocks past the tiles exit).
+template <typename Fn>
+void forEachTile(const std::vector<int32_t> &prefix, const int64_t *offsets,
+                 int64_t N, const ExpertFfn &f, int regime, Fn fn) {
+  for (int64_t bx = 0; bx < maxTiles(N, f.experts, regime); ++bx) {
+    ExpertTile tile =
+        findTile(prefix.data(), f.experts, offsets, N, regime, bx);
+    if (tile.expert >= 0)
+      fn(tile);
+  }
+}
+
 /// One narrow launch: every tile (grid.x) and unit block (grid.y), each
 /// thread's partial sums, then each thread's share of the epilogue.
 template <typename MakeProjection>
@@ -412,11 +425,7 @@ void emulateNarrow(const std::vector<int32_t> &prefix, const int64_t *offsets,
                    MakeProjection make) {
   int64_t blocks =
       (units + narrowUnitsPerBlock(f.inOut) - 1) / narrowUnitsPerBlock(f.inOut);
-  for (int64_t bx = 0; bx < maxTiles(N, f.experts, kRegimeNarrow); ++bx) {
-    ExpertTile tile =
-        findTile(prefix.data(), f.experts, offsets, N, kRegimeNarrow, bx);
-    if (tile.expert < 0)
-      continue;
+  forEachTile(prefix, offsets, N, f, kRegimeNarrow, [&](ExpertTile tile) {
     auto [p, a, lda] = make(tile);
     for (int64_t by = 0; by < blocks; ++by) {
       float partials[kNarrowThreads][2 * kNarrowRows];
@@ -425,7 +434,7 @@ void emulateNarrow(const std::vector<int32_t> &prefix, const int64_t *offsets,
       for (int t = 0; t < kNarrowThreads; ++t)
         narrowFinish(p, tile.rows, by, t, partials);
     }
-  }
+  });
 }
 
 /// One wide launch: per tile and column block, the k slices loaded and
@@ -435,11 +444,7 @@ void emulateWide(const std::vector<int32_t> &prefix, const int64_t *offsets,
                  int64_t N, const ExpertFfn &f, int64_t columns,
                  MakeProjection make) {
   int64_t blocks = (columns + kTileCols - 1) / kTileCols;
-  for (int64_t bx = 0; bx < maxTiles(N, f.experts, kRegimeWide); ++bx) {
-    ExpertTile tile =
-        findTile(prefix.data(), f.experts, offsets, N, kRegimeWide, bx);
-    if (tile.expert < 0)
-      continue;
+  forEachTile(prefix, offsets, N, f, kRegimeWide, [&](ExpertTile tile) {
     auto [p, a, lda] = make(tile);
     for (int64_t by = 0; by < blocks; ++by) {
       float acc[kTileThreads][kMicro][kMicro] = {}; // Per thread.
@@ -455,7 +460,7 @@ void emulateWide(const std::vector<int32_t> &prefix, const int64_t *offsets,
       for (int t = 0; t < kTileThreads; ++t)
         storeTile(p, tile.rows, by * kTileCols, t, acc[t]);
     }
-  }
+  });
 }
 
 /// One tensor-core wide launch (bf16 weights): per tile and column block,
@@ -473,11 +478,7 @@ void emulateWideMma(const std::vector<int32_t> &prefix, const int64_t *offsets,
       float[kMmaWarpFragments][kMmaWarpFragments][kMmaShape][kMmaShape];
   auto shared = std::make_unique<MmaShared>();
   int64_t blocks = (columns + kMmaCols - 1) / kMmaCols;
-  for (int64_t bx = 0; bx < maxTiles(N, f.experts, kRegimeWide); ++bx) {
-    ExpertTile tile =
-        findTile(prefix.data(), f.experts, offsets, N, kRegimeWide, bx);
-    if (tile.expert < 0)
-      continue;
+  forEachTile(prefix, offsets, N, f, kRegimeWide, [&](ExpertTile tile) {
     auto [p, a, lda] = make(tile);
     bool inOut = p.f.inOut;
     for (int64_t by = 0; by < blocks; ++by) {
@@ -524,7 +525,7 @@ void emulateWideMma(const std::vector<int32_t> &prefix, const int64_t *offsets,
       for (int t = 0; t < kMmaThreads; ++t)
         mmaEpilogue(p, tile.rows, j0, t, shared->c);
     }
-  }
+  });
 }
 
 /// The wide launch the kernels run for weight type W: tensor cores for

@@ -84,30 +84,11 @@ void expectClose(const std::vector<float> &got, const std::vector<float> &want,
 // Router
 //===----------------------------------------------------------------------===//
 
-struct RouterCase {
-  bool sigmoid = false;
-  int64_t topK = 2;
-  bool afterTopK = false;
-  bool normalize = false;
-  float scale = 1.0f;
-  int64_t groups = 1, keep = 1;
-  int64_t capacity = 0;
+/// A router's attributes, and whether the step has a bias input.
+struct RouterCase : RouterSpec {
   bool bias = false;
+  bool sigmoid() const { return score == fb::ScoreFunction::Sigmoid; }
 };
-
-fb::AttrsUnion routerAttrs(const RouterCase &c) {
-  fb::RouterAttrsT a;
-  a.score_function =
-      c.sigmoid ? fb::ScoreFunction::Sigmoid : fb::ScoreFunction::Softmax;
-  a.top_k = c.topK;
-  a.score_after_topk = c.afterTopK;
-  a.normalize = c.normalize;
-  a.routed_scaling_factor = c.scale;
-  a.n_group = c.groups;
-  a.topk_group = c.keep;
-  a.capacity = c.capacity;
-  return attrs(a);
-}
 
 /// The router kernels' launches: one thread per token, then (capacity) one
 /// per (sequence, expert).
@@ -115,8 +96,8 @@ void emulateRouter(const RouterCase &c, const std::vector<float> &logits,
                    const float *bias, int64_t E, int64_t sequences,
                    std::mt19937 &rng, std::vector<float> &weights,
                    std::vector<int64_t> &indices) {
-  gpu::RouterLogicParams p{E,           c.topK,  c.sigmoid, c.afterTopK,
-                           c.normalize, c.scale, c.groups,  c.keep};
+  gpu::RouterLogicParams p{E,           c.topK,  c.sigmoid(), c.afterTopK,
+                           c.normalize, c.scale, c.groups,    c.keep};
   int64_t T = static_cast<int64_t>(logits.size()) / E, k = c.topK;
   weights.assign(T * k, -7.0f);
   indices.assign(T * k, -7);
@@ -183,13 +164,15 @@ TEST(CudaRoutingLogic, RouterMatchesTheCpuOverEveryVariant) {
       after.afterTopK = true;
       variants.push_back({"after_topk", after});
       RouterCase deepseek = softmax;
-      deepseek.sigmoid = deepseek.normalize = deepseek.bias = true;
+      deepseek.score = fb::ScoreFunction::Sigmoid;
+      deepseek.normalize = deepseek.bias = true;
       deepseek.scale = 2.5f;
       deepseek.groups = groups;
       deepseek.keep = keep;
       variants.push_back({"sigmoid bias groups normalize scale", deepseek});
       RouterCase sigmoid = softmax;
-      sigmoid.sigmoid = sigmoid.bias = true;
+      sigmoid.score = fb::ScoreFunction::Sigmoid;
+      sigmoid.bias = true;
       variants.push_back({"sigmoid bias", sigmoid});
       RouterCase afterGrouped = after;
       afterGrouped.bias = true;
@@ -227,7 +210,8 @@ TEST(CudaRoutingLogic, RouterTiesGoToTheLowerIndex) {
   c.normalize = true;
   // Every logit equal: experts 0..3, equal weights.
   checkRouter(c, {5, 8}, std::vector<float>(40, 0.25f), {}, rng);
-  c.sigmoid = c.bias = true;
+  c.score = fb::ScoreFunction::Sigmoid;
+  c.bias = true;
   c.groups = 4;
   c.keep = 2;
   // Equal groups too: groups 0 and 1 are kept.
@@ -246,7 +230,7 @@ TEST(CudaRoutingLogic, RouterRanksNanAboveEveryNumber) {
   for (bool sigmoid : {false, true}) {
     RouterCase c;
     c.topK = 3;
-    c.sigmoid = sigmoid;
+    c.score = sigmoid ? fb::ScoreFunction::Sigmoid : fb::ScoreFunction::Softmax;
     c.normalize = true;
     SCOPED_TRACE(sigmoid ? "sigmoid" : "softmax");
     checkRouter(c, {4, 8}, logits, {}, rng);
@@ -612,7 +596,8 @@ absl::StatusOr<std::vector<uint8_t>> layerPlan(Backend backend,
     s.addOutput(id);
   s.addStep(OpKind::MatMul, "gate", {x, gateW}, {logits});
   RouterCase router;
-  router.sigmoid = router.normalize = true;
+  router.score = fb::ScoreFunction::Sigmoid;
+  router.normalize = true;
   router.topK = kLayerK;
   router.groups = 4;
   router.keep = 2;
@@ -642,25 +627,11 @@ absl::StatusOr<std::vector<Value>> runLayer(SessionT &session,
   MOERT_RETURN_IF_ERROR(session.run());
   std::vector<Value> results;
   for (const char *name : {"out", "weights", "idx", "offsets", "source"}) {
-    MOERT_ASSIGN_OR_RETURN(TensorData data, session.output(name));
-    Value v;
-    v.dtype = data.dtype;
-    v.shape = data.shape;
-    const auto *p = static_cast<const uint8_t *>(data.data);
-    v.bytes.assign(p, p + data.bytes);
+    MOERT_ASSIGN_OR_RETURN(Value v, outputValue(session, name));
     results.push_back(std::move(v));
   }
   return results;
 }
-
-/// Skips the test where no GPU can run the kernels.
-#define MOERT_REQUIRE_GPU()                                                    \
-  do {                                                                         \
-    if (!cudaBackendBuilt())                                                   \
-      GTEST_SKIP() << "built without the CUDA backend";                        \
-    if (absl::StatusOr<int> gpus = cudaDeviceCount(); !gpus.ok())              \
-      GTEST_SKIP() << gpus.status().message();                                 \
-  } while (false)
 
 TEST(CudaRoutingDevice, LayerPlansLoadAndTheCpuRunsThem) {
   // What the GPU test below needs of the plans, checked everywhere: a GPU

@@ -23,29 +23,6 @@ using fb::OpKind;
 // Router
 //===----------------------------------------------------------------------===//
 
-struct RouterSpec {
-  fb::ScoreFunction score = fb::ScoreFunction::Softmax;
-  int64_t topK = 2;
-  bool afterTopK = false;
-  bool normalize = false;
-  float scale = 1.0f;
-  int64_t groups = 1, keep = 1;
-  int64_t capacity = 0;
-};
-
-fb::AttrsUnion routerAttrs(const RouterSpec &spec) {
-  fb::RouterAttrsT a;
-  a.score_function = spec.score;
-  a.top_k = spec.topK;
-  a.score_after_topk = spec.afterTopK;
-  a.normalize = spec.normalize;
-  a.routed_scaling_factor = spec.scale;
-  a.n_group = spec.groups;
-  a.topk_group = spec.keep;
-  a.capacity = spec.capacity;
-  return attrs(a);
-}
-
 /// Indices of `values` sorted best first, ties to the lower index.
 std::vector<int64_t> rank(const std::vector<double> &values) {
   std::vector<int64_t> order(values.size());
@@ -440,19 +417,10 @@ struct Network {
   }
 
   std::vector<int64_t> matrixShape(int64_t in, int64_t out, bool lead) const {
-    std::vector<int64_t> shape;
-    if (lead)
-      shape.push_back(E);
-    shape.push_back(inOut ? in : out);
-    shape.push_back(inOut ? out : in);
-    return shape;
+    return ffnMatrixShape(E, lead, inOut, in, out);
   }
   std::vector<int64_t> vectorShape(int64_t size, bool lead) const {
-    std::vector<int64_t> shape;
-    if (lead)
-      shape.push_back(E);
-    shape.push_back(size);
-    return shape;
+    return ffnVectorShape(E, lead, size);
   }
 
   /// w1, b1, w3, b3, w2, b2 as step inputs (absent ones omitted).
@@ -567,12 +535,7 @@ absl::StatusOr<Value> runExpertsInPlace(const Network &net,
                                           offsets.data(),
                                           offsets.size() * sizeof(int64_t)));
   MOERT_RETURN_IF_ERROR(session->run());
-  MOERT_ASSIGN_OR_RETURN(TensorData data, session->output("y"));
-  Value v;
-  v.shape = data.shape;
-  const auto *p = static_cast<const uint8_t *>(data.data);
-  v.bytes.assign(p, p + data.bytes);
-  return v;
+  return outputValue(*session, "y");
 }
 
 /// Runs an Experts step with `rows[e]` rows for expert e and checks every

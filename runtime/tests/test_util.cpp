@@ -47,13 +47,8 @@ runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
   MOERT_RETURN_IF_ERROR(session->run());
   std::vector<Value> results;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    MOERT_ASSIGN_OR_RETURN(TensorData data,
-                           session->output(absl::StrCat("out", o)));
-    Value v;
-    v.dtype = data.dtype;
-    v.shape = data.shape;
-    const auto *p = static_cast<const uint8_t *>(data.data);
-    v.bytes.assign(p, p + data.bytes);
+    MOERT_ASSIGN_OR_RETURN(Value v,
+                           outputValue(*session, absl::StrCat("out", o)));
     results.push_back(std::move(v));
   }
   return results;
@@ -86,6 +81,48 @@ void expectNear(const Value &actual, const std::vector<int64_t> &shape,
     float bound = tolerance * std::max(1.0f, std::fabs(expected[i]));
     EXPECT_NEAR(values[i], expected[i], bound) << "at " << i;
   }
+}
+
+absl::StatusOr<Value> outputValue(const SessionBase &session,
+                                  std::string_view name) {
+  MOERT_ASSIGN_OR_RETURN(TensorData data, session.output(name));
+  Value v;
+  v.dtype = data.dtype;
+  v.shape = data.shape;
+  const auto *p = static_cast<const uint8_t *>(data.data);
+  v.bytes.assign(p, p + data.bytes);
+  return v;
+}
+
+fb::AttrsUnion routerAttrs(const RouterSpec &spec) {
+  fb::RouterAttrsT a;
+  a.score_function = spec.score;
+  a.top_k = spec.topK;
+  a.score_after_topk = spec.afterTopK;
+  a.normalize = spec.normalize;
+  a.routed_scaling_factor = spec.scale;
+  a.n_group = spec.groups;
+  a.topk_group = spec.keep;
+  a.capacity = spec.capacity;
+  return attrs(a);
+}
+
+std::vector<int64_t> ffnMatrixShape(int64_t experts, bool lead, bool inOut,
+                                    int64_t in, int64_t out) {
+  std::vector<int64_t> shape;
+  if (lead)
+    shape.push_back(experts);
+  shape.push_back(inOut ? in : out);
+  shape.push_back(inOut ? out : in);
+  return shape;
+}
+
+std::vector<int64_t> ffnVectorShape(int64_t experts, bool lead, int64_t size) {
+  std::vector<int64_t> shape;
+  if (lead)
+    shape.push_back(experts);
+  shape.push_back(size);
+  return shape;
 }
 
 std::vector<float> randomFloats(size_t count, uint32_t seed) {

@@ -9,6 +9,7 @@
 #ifndef MOERT_TESTS_TEST_UTIL_H
 #define MOERT_TESTS_TEST_UTIL_H
 
+#include "moert/cuda.h"
 #include "moert/moert.h"
 #include "moert/plan_writer.h"
 
@@ -88,6 +89,33 @@ Value run1(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
 void expectNear(const Value &actual, const std::vector<int64_t> &shape,
                 const std::vector<float> &expected, float tolerance = 1e-5f);
 
+/// The value of output `name` of `session` after a successful run, copied.
+absl::StatusOr<Value> outputValue(const SessionBase &session,
+                                  std::string_view name);
+
+/// A Router step's attributes; the defaults are a plain softmax top-2.
+struct RouterSpec {
+  fb::ScoreFunction score = fb::ScoreFunction::Softmax;
+  int64_t topK = 2;
+  bool afterTopK = false;
+  bool normalize = false;
+  float scale = 1.0f;
+  int64_t groups = 1, keep = 1;
+  int64_t capacity = 0;
+};
+
+fb::AttrsUnion routerAttrs(const RouterSpec &spec);
+
+/// The shape of an expert network's weight matrix with `in` inputs and `out`
+/// outputs in its layout ([in, out] when `inOut`, else [out, in]), after the
+/// expert dimension `experts` when `lead`.
+std::vector<int64_t> ffnMatrixShape(int64_t experts, bool lead, bool inOut,
+                                    int64_t in, int64_t out);
+
+/// The shape of an expert network's bias of `size`, after the expert
+/// dimension `experts` when `lead`.
+std::vector<int64_t> ffnVectorShape(int64_t experts, bool lead, int64_t size);
+
 /// Deterministic pseudo-random floats in [-1, 1).
 std::vector<float> randomFloats(size_t count, uint32_t seed);
 
@@ -101,6 +129,15 @@ MATCHER_P(StatusHas, substring, "") {
   *result_listener << "message: " << message;
   return message.find(substring) != std::string::npos;
 }
+
+/// Skips the test where no GPU can run the CUDA backend's kernels.
+#define MOERT_REQUIRE_GPU()                                                    \
+  do {                                                                         \
+    if (!::moert::cudaBackendBuilt())                                          \
+      GTEST_SKIP() << "built without the CUDA backend";                        \
+    if (absl::StatusOr<int> gpus = ::moert::cudaDeviceCount(); !gpus.ok())     \
+      GTEST_SKIP() << gpus.status().message();                                 \
+  } while (false)
 
 } // namespace moert::testing
 

@@ -240,19 +240,10 @@ struct Net {
   }
 
   std::vector<int64_t> matrix(int64_t in, int64_t out, bool lead) const {
-    std::vector<int64_t> shape;
-    if (lead)
-      shape.push_back(E);
-    shape.push_back(inOut ? in : out);
-    shape.push_back(inOut ? out : in);
-    return shape;
+    return ffnMatrixShape(E, lead, inOut, in, out);
   }
   std::vector<int64_t> vector(int64_t size, bool lead) const {
-    std::vector<int64_t> shape;
-    if (lead)
-      shape.push_back(E);
-    shape.push_back(size);
-    return shape;
+    return ffnVectorShape(E, lead, size);
   }
 
   /// w1, b1, w3, b3, w2, b2: matrices as `dtype` (F32: the values rounded
@@ -339,31 +330,33 @@ TEST(SharedExpert, SixteenBitWeightsEqualF32WeightsHoldingTheRoundedValues) {
     }
 }
 
+/// The status of an Experts step of `net` (4 experts, H = 16) over two
+/// tokens with the given weight inputs: the load-time checks' verdict.
+absl::Status runTwoTokens(const Net &net,
+                          std::vector<std::optional<Value>> weights) {
+  std::vector<std::optional<Value>> inputs = {f32({2, 16}, randomFloats(32, 1)),
+                                              i64({5}, {0, 1, 2, 2, 2})};
+  for (auto &w : weights)
+    inputs.push_back(std::move(w));
+  return runStep(OpKind::Experts, inputs, {{DType::F32, {2, 16}}},
+                 net.attributes())
+      .status();
+}
+
 TEST(Experts, MatricesOfDifferentDtypesAreALoadError) {
   Net net(4, 16, 8, /*inOut=*/false, /*separateUp=*/true);
   std::vector<std::optional<Value>> weights =
       net.inputs(DType::BF16, DType::BF16, /*lead=*/true);
   // w3 as f16, w1 and w2 bf16.
   weights[2] = narrowed(DType::F16, net.matrix(16, 8, true), net.w3);
-  std::vector<std::optional<Value>> inputs = {f32({2, 16}, randomFloats(32, 1)),
-                                              i64({5}, {0, 1, 2, 2, 2})};
-  for (auto &w : weights)
-    inputs.push_back(std::move(w));
-  EXPECT_THAT(runStep(OpKind::Experts, inputs, {{DType::F32, {2, 16}}},
-                      net.attributes())
-                  .status(),
+  EXPECT_THAT(runTwoTokens(net, std::move(weights)),
               StatusHas("w3 is f16 but w1 is bf16; w1, w3 and w2 must have "
                         "one dtype (f32, f16 or bf16)"));
 
   // w2 f32 with 16-bit w1 and w3.
   weights = net.inputs(DType::F16, DType::F16, /*lead=*/true);
   weights[4] = f32(net.matrix(8, 16, true), net.w2);
-  inputs.resize(2);
-  for (auto &w : weights)
-    inputs.push_back(std::move(w));
-  EXPECT_THAT(runStep(OpKind::Experts, inputs, {{DType::F32, {2, 16}}},
-                      net.attributes())
-                  .status(),
+  EXPECT_THAT(runTwoTokens(net, std::move(weights)),
               StatusHas("w2 is f32 but w1 is f16"));
 }
 
@@ -372,14 +365,7 @@ TEST(Experts, SixteenBitBiasesAreALoadError) {
   std::vector<std::optional<Value>> weights =
       net.inputs(DType::BF16, DType::BF16, /*lead=*/true);
   weights[1] = narrowed(DType::BF16, net.vector(8, true), net.b1);
-  std::vector<std::optional<Value>> inputs = {f32({2, 16}, randomFloats(32, 1)),
-                                              i64({5}, {0, 1, 2, 2, 2})};
-  for (auto &w : weights)
-    inputs.push_back(std::move(w));
-  EXPECT_THAT(runStep(OpKind::Experts, inputs, {{DType::F32, {2, 16}}},
-                      net.attributes())
-                  .status(),
-              StatusHas("bf16"));
+  EXPECT_THAT(runTwoTokens(net, std::move(weights)), StatusHas("bf16"));
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,4 @@
-//===- comm_util.h - Helpers shared by the communicator backends -*- C++
-//-*-===//
+//===- comm_util.h - Helpers of the communicator backends -------*- C++ -*-===//
 
 #ifndef MOERT_SRC_COMM_COMM_UTIL_H
 #define MOERT_SRC_COMM_COMM_UTIL_H
@@ -53,6 +52,13 @@ inline absl::Status checkSpec(const ExchangeSpec &spec, int n,
     return absl::InternalError(absl::StrCat(what, ": an exchange spec needs ",
                                             n, " entries per vector"));
   return absl::OkStatus();
+}
+
+/// The error of a wait on an exchange the communicator does not hold (never
+/// started, or already waited for).
+inline absl::Status notInFlight(ExchangeId id) {
+  return absl::InternalError(
+      absl::StrCat("wait on exchange ", id, ", which is not in flight"));
 }
 
 } // namespace moert::comm

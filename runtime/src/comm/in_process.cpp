@@ -116,8 +116,7 @@ public:
     Group &g = *group_;
     auto it = pending_.find(id);
     if (it == pending_.end())
-      return absl::InternalError(
-          absl::StrCat("wait on exchange ", id, ", which is not in flight"));
+      return comm::notInFlight(id);
     Pending pending = std::move(it->second);
     pending_.erase(it);
     const std::string &what = pending.what;

@@ -122,8 +122,7 @@ public:
   absl::Status wait(ExchangeId id) override {
     auto it = pending_.find(id);
     if (it == pending_.end())
-      return absl::InternalError(
-          absl::StrCat("wait on exchange ", id, ", which is not in flight"));
+      return comm::notInFlight(id);
     Pending &p = it->second;
     absl::Status status = poll(&p.request, 1, p.what);
     if (absl::IsDeadlineExceeded(status)) {

@@ -13,6 +13,7 @@
 
 #include "moert/nccl.h"
 #include "comm/comm_util.h"
+#include "cuda/cuda_check.h"
 
 #include "absl/strings/str_join.h"
 
@@ -148,18 +149,6 @@ absl::StatusOr<const Loaded *> loadApi(const std::string &path) {
     return absl::FailedPreconditionError(it->second.failure);
   return &it->second;
 }
-
-absl::Status cudaCall(cudaError_t error, const char *call,
-                      absl::string_view where) {
-  if (error == cudaSuccess)
-    return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(where, ": ", call,
-                                          " failed: ", cudaGetErrorName(error),
-                                          ": ", cudaGetErrorString(error)));
-}
-
-#define MOERT_CUDA_CALL(call, where)                                           \
-  MOERT_RETURN_IF_ERROR(cudaCall((call), #call, (where)))
 
 /// The config of every communicator: non-blocking, so that no NCCL call
 /// blocks the host past the deadline.
@@ -313,19 +302,17 @@ public:
   /// Creates the communication stream and the count buffers.
   absl::Status init() {
     std::string where = absl::StrCat("NCCL communicator on CUDA device ", gpu_);
-    MOERT_CUDA_CALL(cudaSetDevice(gpu_), where);
-    MOERT_CUDA_CALL(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                    where);
-    MOERT_CUDA_CALL(
-        cudaEventCreateWithFlags(&computeReady_, cudaEventDisableTiming),
-        where);
-    MOERT_CUDA_CALL(cudaEventCreateWithFlags(&idle_, cudaEventDisableTiming),
-                    where);
+    MOERT_CUDA(cudaSetDevice(gpu_), where);
+    MOERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+               where);
+    MOERT_CUDA(cudaEventCreateWithFlags(&computeReady_, cudaEventDisableTiming),
+               where);
+    MOERT_CUDA(cudaEventCreateWithFlags(&idle_, cudaEventDisableTiming), where);
     size_t bytes = 2 * sizeof(int64_t) * size_t(size_);
-    MOERT_CUDA_CALL(
-        cudaMalloc(reinterpret_cast<void **>(&deviceCounts_), bytes), where);
-    MOERT_CUDA_CALL(
-        cudaMallocHost(reinterpret_cast<void **>(&hostCounts_), bytes), where);
+    MOERT_CUDA(cudaMalloc(reinterpret_cast<void **>(&deviceCounts_), bytes),
+               where);
+    MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&hostCounts_), bytes),
+               where);
     return absl::OkStatus();
   }
 
@@ -343,13 +330,12 @@ public:
                               absl::string_view what) override {
     MOERT_RETURN_IF_ERROR(usable(what));
     ++nextSeq_;
-    MOERT_CUDA_CALL(cudaSetDevice(gpu_), what);
+    MOERT_CUDA(cudaSetDevice(gpu_), what);
     size_t n = size_t(size_);
     std::memcpy(hostCounts_, send, n * sizeof(int64_t));
-    MOERT_CUDA_CALL(cudaMemcpyAsync(deviceCounts_, hostCounts_,
-                                    n * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                    stream_),
-                    what);
+    MOERT_CUDA(cudaMemcpyAsync(deviceCounts_, hostCounts_, n * sizeof(int64_t),
+                               cudaMemcpyHostToDevice, stream_),
+               what);
     MOERT_RETURN_IF_ERROR(group(what, [&]() -> absl::Status {
       for (int p = 0; p < size_; ++p) {
         MOERT_RETURN_IF_ERROR(
@@ -361,10 +347,10 @@ public:
       }
       return absl::OkStatus();
     }));
-    MOERT_CUDA_CALL(cudaMemcpyAsync(hostCounts_ + n, deviceCounts_ + n,
-                                    n * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                                    stream_),
-                    what);
+    MOERT_CUDA(cudaMemcpyAsync(hostCounts_ + n, deviceCounts_ + n,
+                               n * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                               stream_),
+               what);
     // The one host synchronisation of an exchange: ncclSend/ncclRecv take
     // the row exchange's byte counts from the host.
     MOERT_RETURN_IF_ERROR(awaitIdle(what));
@@ -376,7 +362,7 @@ public:
                                    absl::string_view what) override {
     MOERT_RETURN_IF_ERROR(comm::checkSpec(spec, size_, what));
     MOERT_RETURN_IF_ERROR(usable(what));
-    MOERT_CUDA_CALL(cudaSetDevice(gpu_), what);
+    MOERT_CUDA(cudaSetDevice(gpu_), what);
     ExchangeId id = nextSeq_++;
     Pending p;
     p.what = std::string(what);
@@ -389,8 +375,8 @@ public:
     MOERT_ASSIGN_OR_RETURN(bool recvOnHost, isHost(spec.recv, what));
     // The exchange reads what the compute stream wrote before it started.
     if (hasCompute_) {
-      MOERT_CUDA_CALL(cudaEventRecord(computeReady_, compute_), what);
-      MOERT_CUDA_CALL(cudaStreamWaitEvent(stream_, computeReady_, 0), what);
+      MOERT_CUDA(cudaEventRecord(computeReady_, compute_), what);
+      MOERT_CUDA(cudaStreamWaitEvent(stream_, computeReady_, 0), what);
     }
     const uint8_t *send = static_cast<const uint8_t *>(spec.send);
     uint8_t *recv = static_cast<uint8_t *>(spec.recv);
@@ -398,10 +384,9 @@ public:
       MOERT_ASSIGN_OR_RETURN(p.stageSend, take(sendTotal, false, what));
       // A pageable source makes this copy synchronous; the host steps that
       // exchange through host buffers pay that, the device steps do not.
-      MOERT_CUDA_CALL(cudaMemcpyAsync(buffers_[p.stageSend].data, send,
-                                      sendTotal, cudaMemcpyHostToDevice,
-                                      stream_),
-                      what);
+      MOERT_CUDA(cudaMemcpyAsync(buffers_[p.stageSend].data, send, sendTotal,
+                                 cudaMemcpyHostToDevice, stream_),
+                 what);
       send = static_cast<const uint8_t *>(buffers_[p.stageSend].data);
     }
     if (recvOnHost && recvTotal) {
@@ -427,19 +412,18 @@ public:
       return absl::OkStatus();
     }));
     if (p.hostRecv)
-      MOERT_CUDA_CALL(cudaMemcpyAsync(buffers_[p.pinnedRecv].data, recv,
-                                      recvTotal, cudaMemcpyDeviceToHost,
-                                      stream_),
-                      what);
+      MOERT_CUDA(cudaMemcpyAsync(buffers_[p.pinnedRecv].data, recv, recvTotal,
+                                 cudaMemcpyDeviceToHost, stream_),
+                 what);
     if (freeEvents_.empty()) {
       p.done = nullptr;
-      MOERT_CUDA_CALL(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
-                      what);
+      MOERT_CUDA(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming),
+                 what);
     } else {
       p.done = freeEvents_.back();
       freeEvents_.pop_back();
     }
-    MOERT_CUDA_CALL(cudaEventRecord(p.done, stream_), what);
+    MOERT_CUDA(cudaEventRecord(p.done, stream_), what);
     pending_.emplace(id, std::move(p));
     return id;
   }
@@ -447,10 +431,9 @@ public:
   absl::Status wait(ExchangeId id) override {
     auto it = pending_.find(id);
     if (it == pending_.end())
-      return absl::InternalError(
-          absl::StrCat("wait on exchange ", id, ", which is not in flight"));
+      return comm::notInFlight(id);
     Pending &p = it->second;
-    MOERT_CUDA_CALL(cudaSetDevice(gpu_), p.what);
+    MOERT_CUDA(cudaSetDevice(gpu_), p.what);
     if (p.hostRecv || !hasCompute_) {
       // The host reads the rows (or there is no stream to order): it waits.
       MOERT_RETURN_IF_ERROR(awaitEvent(p.done, p.what));
@@ -458,7 +441,7 @@ public:
         std::memcpy(p.hostRecv, buffers_[p.pinnedRecv].data, p.recvTotal);
     } else {
       // Stream-ordered: the compute stream's later work waits on the GPU.
-      MOERT_CUDA_CALL(cudaStreamWaitEvent(compute_, p.done, 0), p.what);
+      MOERT_CUDA(cudaStreamWaitEvent(compute_, p.done, 0), p.what);
       MOERT_RETURN_IF_ERROR(asyncError(p.what));
     }
     for (int b : {p.stageSend, p.stageRecv, p.pinnedRecv})
@@ -471,7 +454,7 @@ public:
 
   absl::Status synchronize(absl::string_view what) override {
     MOERT_RETURN_IF_ERROR(usable(what));
-    MOERT_CUDA_CALL(cudaSetDevice(gpu_), what);
+    MOERT_CUDA(cudaSetDevice(gpu_), what);
     return awaitIdle(what);
   }
 
@@ -596,7 +579,7 @@ private:
       if (query == cudaSuccess)
         return asyncError(what);
       if (query != cudaErrorNotReady)
-        return fail(cudaCall(query, "cudaEventQuery", what));
+        return fail(cuda::cudaCheck(query, "cudaEventQuery", what));
       // cudaErrorNotReady is also left as the thread's last error: cleared,
       // or the next kernel launch's cudaGetLastError check (the session's
       // steps run on this thread) would report it as its own failure.
@@ -611,7 +594,7 @@ private:
 
   /// Waits for everything queued on the communication stream.
   absl::Status awaitIdle(absl::string_view what) {
-    MOERT_CUDA_CALL(cudaEventRecord(idle_, stream_), what);
+    MOERT_CUDA(cudaEventRecord(idle_, stream_), what);
     return awaitEvent(idle_, what);
   }
 
@@ -650,7 +633,7 @@ private:
     if (!pointer)
       return true;
     cudaPointerAttributes attributes{};
-    MOERT_CUDA_CALL(cudaPointerGetAttributes(&attributes, pointer), what);
+    MOERT_CUDA(cudaPointerGetAttributes(&attributes, pointer), what);
     return attributes.type != cudaMemoryTypeDevice &&
            attributes.type != cudaMemoryTypeManaged;
   }
@@ -672,14 +655,14 @@ private:
       // Growing frees the old buffer: wait until no queued copy uses it.
       if (buffer.data) {
         MOERT_RETURN_IF_ERROR(awaitIdle(what));
-        MOERT_CUDA_CALL(
-            pinned ? cudaFreeHost(buffer.data) : cudaFree(buffer.data), what);
+        MOERT_CUDA(pinned ? cudaFreeHost(buffer.data) : cudaFree(buffer.data),
+                   what);
         buffer.data = nullptr;
         buffer.capacity = 0;
       }
-      MOERT_CUDA_CALL(pinned ? cudaMallocHost(&buffer.data, bytes)
-                             : cudaMalloc(&buffer.data, bytes),
-                      what);
+      MOERT_CUDA(pinned ? cudaMallocHost(&buffer.data, bytes)
+                        : cudaMalloc(&buffer.data, bytes),
+                 what);
       buffer.capacity = bytes;
     }
     inUse_.insert(best);
@@ -776,7 +759,7 @@ createNcclGroup(const std::vector<int> &gpus,
                      nullptr);
   absl::Status status;
   for (int d = 0; d < n && status.ok(); ++d) {
-    status = cudaCall(cudaSetDevice(gpus[d]), "cudaSetDevice", what);
+    status = cuda::cudaCheck(cudaSetDevice(gpus[d]), "cudaSetDevice", what);
     if (!status.ok())
       break;
     ncclResult_t rc = api.commInitRankConfig(&comms[d], n, id, d, &config);
@@ -830,7 +813,7 @@ createNcclCommunicatorMpi(Communicator &host, int gpu,
                        nullptr);
   MOERT_RETURN_IF_ERROR(mpiBroadcast(&id, sizeof id, options.timeoutSeconds,
                                      "broadcasting the NCCL unique id"));
-  MOERT_CUDA_CALL(cudaSetDevice(gpu), what);
+  MOERT_CUDA(cudaSetDevice(gpu), what);
   ncclConfig_t config = nonBlockingConfig();
   ncclComm_t comm = nullptr;
   ncclResult_t rc = api.commInitRankConfig(&comm, size, id, rank, &config);

@@ -83,14 +83,7 @@ MOERT_HD inline int64_t regroupSource(int64_t r, const int64_t *counts,
   if (r >= offsets[S])
     return -1;
   // The slot j with offsets[j] <= r < offsets[j + 1] (empty slots skipped).
-  int64_t lo = 0, hi = S;
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (offsets[mid] <= r)
-      lo = mid;
-    else
-      hi = mid;
-  }
+  int64_t lo = lastAtOrBelow(offsets, S, r);
   int64_t i = r - offsets[lo];
   for (int64_t s = 0; s < N; ++s) {
     int64_t c = counts[s * S + lo];

@@ -4,8 +4,7 @@
 // collective_kernels.cu, per-thread logic in collective_logic.h), and of
 // AllToAll / AllToAllStart / AllToAllWait over the NCCL communicator
 // (moert/nccl.h) with the rows in device memory. The shape checks and the
-// traffic counters are those of the CPU kernels
-// (runtime/src/kernels/collective.cpp).
+// traffic counters are the CPU kernels' own (kernels/collective.h).
 //
 // The exchanges are the documented exception to "a device op never waits
 // for the device": NCCL takes its byte counts from the host, so an exchange
@@ -22,6 +21,7 @@
 
 #include "cuda/collective_kernels.h"
 #include "cuda/device_op.h"
+#include "kernels/collective.h"
 #include "moert/nccl.h"
 
 #include "absl/strings/str_cat.h"
@@ -33,16 +33,11 @@ namespace {
 
 using detail::CollectiveState;
 using detail::KernelContext;
+using detail::rowBytesOf;
 using detail::ScheduleInfo;
 using detail::Shape;
 using detail::StepInfo;
 using detail::Tensor;
-
-/// Row bytes of a tensor whose dim 0 is its rows.
-int64_t rowBytesOf(const Tensor &t) {
-  return t.shape.span(1, t.shape.rank) *
-         static_cast<int64_t>(dtypeSize(t.dtype));
-}
 
 //===----------------------------------------------------------------------===//
 // AssignSlots
@@ -108,10 +103,7 @@ absl::Status regroupRun(DeviceStep &step) {
   const auto *attrs = ctx.attrs<fb::RegroupAttrs>();
   int64_t N = attrs->num_sources(), S = attrs->num_slots();
   int64_t R = received.shape[0];
-  if (countsIn.shape[0] < N * S)
-    return ctx.error("slot_counts have shape ", countsIn.shape.str(),
-                     "; expected at least ", N * S, " entries (", N,
-                     " sources x ", S, " slots)");
+  MOERT_RETURN_IF_ERROR(detail::checkRegroupCounts(ctx, countsIn.shape, N, S));
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, received.shape).status());
   MOERT_RETURN_IF_ERROR(ctx.allocate(1, Shape{S + 1}).status());
   MOERT_RETURN_IF_ERROR(ctx.allocate(2, Shape{R}).status());
@@ -144,9 +136,7 @@ absl::Status ungroupRun(DeviceStep &step) {
   const Tensor &grouped = ctx.in(0);
   const Tensor &permIn = ctx.in(1);
   int64_t R = grouped.shape[0];
-  if (permIn.shape != Shape{R})
-    return ctx.error("perm has shape ", permIn.shape.str(), "; expected [", R,
-                     "] (a row of grouped_out)");
+  MOERT_RETURN_IF_ERROR(detail::checkUngroupPerm(ctx, permIn.shape, R));
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, grouped.shape).status());
   MOERT_ASSIGN_OR_RETURN(const void *rows, step.input(0));
   MOERT_ASSIGN_OR_RETURN(const void *perm, step.input(1));
@@ -187,14 +177,7 @@ absl::StatusOr<ExchangeId> beginDeviceExchange(DeviceStep &step) {
   MOERT_ASSIGN_OR_RETURN(NcclCommunicator * comm, ncclOf(step));
   int64_t N = ctx.attrs<fb::CollectiveAttrs>()->num_devices();
   const Tensor &data = ctx.in(0);
-  if (comm->size() != N)
-    return ctx.error("num_devices is ", N, " but the nccl device group has ",
-                     comm->size(), " devices");
-  if (ctx.in(1).shape != Shape{N})
-    return ctx.error("send_counts have shape ", ctx.in(1).shape.str(),
-                     "; expected [", N, "]");
-  int64_t R = data.shape[0];
-  int64_t rowBytes = rowBytesOf(data);
+  MOERT_RETURN_IF_ERROR(detail::checkExchangeGroup(ctx, *comm, N));
   // NCCL needs the counts on the host: the only read of device data here.
   // The compute stream may wait for an earlier exchange on the GPU (a
   // stream-ordered wait); the communicator is drained against its deadline
@@ -208,25 +191,12 @@ absl::StatusOr<ExchangeId> beginDeviceExchange(DeviceStep &step) {
                  "cudaMemcpyAsync"));
   MOERT_RETURN_IF_ERROR(step.check(cudaStreamSynchronize(step.stream()),
                                    "cudaStreamSynchronize"));
-  int64_t sent = 0;
-  for (int64_t p = 0; p < N; ++p) {
-    if (send[p] < 0 || send[p] > R - sent)
-      return ctx.error("send_counts[", p, "] = ", send[p], " after ", sent,
-                       " rows for lower devices does not fit the ", R,
-                       " rows of data");
-    sent += send[p];
-  }
+  MOERT_RETURN_IF_ERROR(
+      detail::checkSendCounts(ctx, send.data(), N, data.shape[0]));
   MOERT_RETURN_IF_ERROR(
       comm->exchangeCounts(send.data(), recv.data(), ctx.step().label));
-  int64_t rows = ctx.has(2) ? ctx.in(2).shape[0] : ctx.plannedDim(0, 0);
-  int64_t received = 0;
-  for (int64_t p = 0; p < N; ++p) {
-    if (recv[p] < 0 || recv[p] > rows - received)
-      return ctx.error("device ", p, " sends ", recv[p], " rows after ",
-                       received, " from lower devices; `received` holds ", rows,
-                       " rows");
-    received += recv[p];
-  }
+  MOERT_ASSIGN_OR_RETURN(int64_t rows,
+                         detail::receivedRows(ctx, recv.data(), N));
   Shape shape = data.shape;
   shape[0] = rows;
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, shape).status());
@@ -241,27 +211,9 @@ absl::StatusOr<ExchangeId> beginDeviceExchange(DeviceStep &step) {
   ExchangeSpec spec;
   spec.send = rowsIn;
   spec.recv = step.output(0);
-  int64_t sendAt = 0, recvAt = 0;
-  int rank = comm->rank();
-  CommStats &stats = ctx.collectives()->stats;
-  bool tokens = data.shape.rank >= 2;
-  for (int64_t p = 0; p < N; ++p) {
-    spec.sendBytes.push_back(send[p] * rowBytes);
-    spec.sendOffsets.push_back(sendAt * rowBytes);
-    spec.recvBytes.push_back(recv[p] * rowBytes);
-    spec.recvOffsets.push_back(recvAt * rowBytes);
-    sendAt += send[p];
-    recvAt += recv[p];
-    if (p == rank) {
-      stats.rowsKept += tokens ? send[p] : 0;
-      continue;
-    }
-    stats.rowsSent += tokens ? send[p] : 0;
-    stats.rowsReceived += tokens ? recv[p] : 0;
-    stats.bytesSent += send[p] * rowBytes;
-    stats.bytesReceived += recv[p] * rowBytes;
-  }
-  ++stats.exchanges;
+  detail::planExchange(send.data(), recv.data(), N, rowBytesOf(data),
+                       comm->rank(), data.shape.rank >= 2, spec,
+                       ctx.collectives()->stats);
   return comm->start(std::move(spec), ctx.step().label);
 }
 
@@ -290,11 +242,6 @@ const DeviceOp kAllToAllStart{nullptr, allToAllStartRun, nullptr, nullptr};
 const DeviceOp kAllToAllWait{nullptr, allToAllWaitRun, nullptr, nullptr};
 
 } // namespace
-
-bool isExchange(fb::OpKind op) {
-  return op == fb::OpKind::AllToAll || op == fb::OpKind::AllToAllStart ||
-         op == fb::OpKind::AllToAllWait;
-}
 
 const DeviceOp *collectiveDeviceOp(fb::OpKind op) {
   switch (op) {

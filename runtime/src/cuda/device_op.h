@@ -22,6 +22,7 @@
 
 #include "cuda/device_error.h"
 #include "kernels/common.h"
+#include "session_state.h"
 
 #include <cuda_runtime_api.h>
 
@@ -92,10 +93,12 @@ const DeviceOp *expertDeviceOp(fb::OpKind op);
 /// AssignSlots, Regroup, Ungroup, AllToAll, AllToAllStart/Wait
 /// (collectives.cpp).
 const DeviceOp *collectiveDeviceOp(fb::OpKind op);
-/// Whether `op` exchanges rows between devices (AllToAll, AllToAllStart,
-/// AllToAllWait): communication time in the stats, and on the GPU only over
-/// the NCCL communicator.
-bool isExchange(fb::OpKind op);
+/// The f32 data ops: views, Transpose, Slice, Concat, Expand, Gather, Where,
+/// Cast, elementwise math, Softmax, the norms (generic_ops.cpp).
+const DeviceOp *genericDeviceOp(fb::OpKind op);
+/// Whether `op` exchanges rows between devices: on the GPU only over the
+/// NCCL communicator (the sessions share the predicate).
+using detail::isExchange;
 /// The GPU implementation of `op`, or null when the step runs on the host.
 const DeviceOp *deviceOpFor(fb::OpKind op);
 

@@ -9,6 +9,8 @@ const DeviceOp *deviceOpFor(fb::OpKind op) {
     return routing;
   if (const DeviceOp *collective = collectiveDeviceOp(op))
     return collective;
+  if (const DeviceOp *generic = genericDeviceOp(op))
+    return generic;
   return expertDeviceOp(op);
 }
 

@@ -363,14 +363,7 @@ MOERT_HD inline ExpertTile findTile(const int32_t *prefix, int64_t experts,
     return {-1, 0, 0};
   // prefix[lo] <= tile < prefix[hi]: the expert is the last one whose tiles
   // start at or before `tile` (empty experts before it share its prefix).
-  int64_t lo = 0, hi = experts;
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (prefix[mid] <= tile)
-      lo = mid;
-    else
-      hi = mid;
-  }
+  int64_t lo = lastAtOrBelow(prefix, experts, tile);
   int64_t row = expertBegin(offsets, rows, lo) +
                 (tile - prefix[lo]) * rowsPerTile(regime);
   int64_t left = expertBegin(offsets, rows, lo + 1) - row;

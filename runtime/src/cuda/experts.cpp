@@ -2,14 +2,15 @@
 //
 // The host part of the expert network steps: which steps the GPU takes
 // (dtypes, static weight shapes), their scratch from the plan's bounds, and
-// per run the shape checks of the CPU kernel (kernels/moe.cpp) and one call
-// of launchExpertFfn. Only what the host knows is read here: the shapes; the
-// per-expert offsets stay on the device and are checked by the kernels.
+// per run the shape checks of the CPU kernel (shared: kernels/moe.h) and one
+// call of launchExpertFfn. Only what the host knows is read here: the shapes;
+// the per-expert offsets stay on the device and are checked by the kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cuda/device_op.h"
 #include "cuda/expert_kernels.h"
+#include "kernels/moe.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -62,11 +63,12 @@ ExpertFfn ffnOf(const fb::FfnAttrs &attrs, const int64_t *w1, int lead,
   f.alpha = attrs.alpha();
   f.beta = attrs.beta();
   f.limit = attrs.limit();
-  f.experts = lead ? w1[0] : 1;
-  f.hidden = hidden;
-  f.w1Out = w1[lead + (f.inOut ? 1 : 0)];
-  bool fused = isGatedActivation(f.activation) && !hasW3;
-  f.inter = fused ? f.w1Out / 2 : f.w1Out;
+  // The sizes as the CPU kernel derives them (kernels/moe.cpp).
+  detail::FfnSizes sizes = detail::ffnSizes(attrs, w1, lead, hasW3, hidden);
+  f.experts = sizes.experts;
+  f.hidden = sizes.hidden;
+  f.w1Out = sizes.w1Out;
+  f.inter = sizes.inter;
   return f;
 }
 
@@ -137,17 +139,12 @@ absl::Status runFfn(DeviceStep &s) {
   const Shape &w1 = ctx.in(form.first + kW1).shape;
   ExpertFfn f = ffnOf(*ctx.attrs<fb::FfnAttrs>(), w1.dims, form.lead,
                       ctx.has(form.first + kW3), tokens[1]);
-  if (s.step.op == fb::OpKind::Experts &&
-      ctx.in(1).shape != Shape{f.experts + 1})
-    return ctx.error("offsets have shape ", ctx.in(1).shape.str(),
-                     "; expected [", f.experts + 1, "] for ", f.experts,
-                     " experts");
-  if (s.step.op == fb::OpKind::SharedExpert && ctx.has(7)) {
-    const Shape &g = ctx.in(7).shape;
-    if (g.numel() != f.hidden || !(g.rank == 1 || g[0] == 1 || g[1] == 1))
-      return ctx.error("gate has shape ", g.str(), "; expected [", f.hidden,
-                       "], [", f.hidden, ", 1] or [1, ", f.hidden, "]");
-  }
+  if (s.step.op == fb::OpKind::Experts)
+    MOERT_RETURN_IF_ERROR(
+        detail::checkExpertOffsets(ctx, ctx.in(1).shape, f.experts));
+  if (s.step.op == fb::OpKind::SharedExpert && ctx.has(7))
+    MOERT_RETURN_IF_ERROR(
+        detail::checkSharedGate(ctx, ctx.in(7).shape, f.hidden));
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, tokens).status());
 
   ExpertLaunch launch;

@@ -19,4 +19,27 @@
 #define MOERT_HD
 #endif
 
+#include <stdint.h>
+
+namespace moert::cuda {
+
+/// The last index i in [0, n) with sorted[i] <= value, by binary search over
+/// the non-decreasing `sorted` (0 when none after the first qualifies):
+/// which block of a prefix sum (offsets, tile counts) holds `value`.
+template <typename T>
+MOERT_HD inline int64_t lastAtOrBelow(const T *sorted, int64_t n,
+                                      int64_t value) {
+  int64_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] <= value)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+} // namespace moert::cuda
+
 #endif // MOERT_SRC_CUDA_HD_H

@@ -1,7 +1,7 @@
 //===- moe_routing.cpp - Routing steps and GEMMs on the GPU ---------------===//
 //
 // The host side of the routing steps on the GPU: the shape checks of the CPU
-// kernels (runtime/src/kernels/moe.cpp, matmul.cpp), output allocation
+// kernels (shared: kernels/moe.h, kernels/matmul.h), output allocation
 // against the plan, and the launches of routing_kernels.cu or cuBLAS. No
 // function here reads device data or waits for the device: sizes come from
 // the shapes, scratch from the plan's bounds (scratchBytes), and what only
@@ -18,6 +18,8 @@
 #include "cuda/cublas.h"
 #include "cuda/device_op.h"
 #include "cuda/routing_kernels.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -83,22 +85,7 @@ absl::Status routerRun(DeviceStep &step) {
   const Shape &shape = ctx.in(0).shape;
   int rank = shape.rank;
   RouterLogicParams p;
-  p.experts = shape[rank - 1];
-  p.topK = attrs->top_k();
-  p.sigmoid = attrs->score_function() == fb::ScoreFunction::Sigmoid;
-  p.afterTopK = attrs->score_after_topk();
-  p.normalize = attrs->normalize();
-  p.scale = attrs->routed_scaling_factor();
-  p.groups = attrs->n_group();
-  p.keptGroups = attrs->topk_group();
-  if (p.topK > p.experts || p.experts % p.groups != 0)
-    return ctx.error("logits of shape ", shape.str(), " do not fit top_k ",
-                     p.topK, " and ", p.groups, " groups");
-  if (ctx.has(1) && ctx.in(1).shape != Shape{p.experts})
-    return ctx.error("bias has shape ", ctx.in(1).shape.str(), "; expected [",
-                     p.experts, "]");
-  Shape outShape = shape;
-  outShape[rank - 1] = p.topK;
+  MOERT_ASSIGN_OR_RETURN(Shape outShape, detail::readRouter(ctx, p));
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, outShape).status());
   MOERT_RETURN_IF_ERROR(ctx.allocate(1, outShape).status());
   MOERT_ASSIGN_OR_RETURN(const float *logits, deviceInput<float>(step, 0));
@@ -149,9 +136,7 @@ absl::Status dispatchRun(DeviceStep &step) {
   const Shape &indices = ctx.in(1).shape;
   int64_t E = ctx.attrs<fb::DispatchAttrs>()->num_experts();
   int64_t T = tokens[0], H = tokens[1], k = indices[1];
-  if (indices[0] != T)
-    return ctx.error("indices of shape ", indices.str(),
-                     " do not match tokens of shape ", tokens.str());
+  MOERT_RETURN_IF_ERROR(detail::checkDispatchShapes(ctx));
   int64_t rows = T * k;
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, Shape{rows, H}).status());
   MOERT_RETURN_IF_ERROR(ctx.allocate(1, Shape{E + 1}).status());
@@ -193,16 +178,7 @@ absl::Status combineRun(DeviceStep &step) {
   const Shape &weights = ctx.in(2).shape;
   int64_t N = outputs[0], H = outputs[1];
   int64_t T = weights[0], k = weights[1];
-  if (ctx.in(1).shape != Shape{N})
-    return ctx.error("source has shape ", ctx.in(1).shape.str(), "; expected [",
-                     N, "] (a row of the expert outputs)");
-  if (ctx.has(3) != ctx.has(4))
-    return ctx.error("passthrough and indices must be given together");
-  if (ctx.has(3) &&
-      (ctx.in(3).shape != Shape{T, H} || ctx.in(4).shape != Shape{T, k}))
-    return ctx.error("passthrough of shape ", ctx.in(3).shape.str(),
-                     " and indices of shape ", ctx.in(4).shape.str(),
-                     " do not match [", T, ", ", H, "] and [", T, ", ", k, "]");
+  MOERT_RETURN_IF_ERROR(detail::checkCombineShapes(ctx));
   MOERT_RETURN_IF_ERROR(ctx.allocate(0, Shape{T, H}).status());
   MOERT_ASSIGN_OR_RETURN(const float *y, deviceInput<float>(step, 0));
   MOERT_ASSIGN_OR_RETURN(const int64_t *source, deviceInput<int64_t>(step, 1));
@@ -282,58 +258,28 @@ absl::StatusOr<Blas> blasOf(DeviceStep &step) {
   return blas;
 }
 
-/// BLAS takes 32-bit sizes.
-bool fitsBlas(int64_t value) { return value <= INT32_MAX; }
-
 absl::Status matmulRun(DeviceStep &step) {
-  KernelContext &ctx = step.ctx;
-  const Shape &shapeA = ctx.in(0).shape, &shapeB = ctx.in(1).shape;
-  if (shapeA.rank == 0 || shapeB.rank == 0)
-    return ctx.error("operands must have rank >= 1");
-  // Rank-1 operands become a row (A) or a column (B), removed afterwards.
-  Shape sa = shapeA, sb = shapeB;
-  if (sa.rank == 1)
-    sa = Shape{1, sa[0]};
-  if (sb.rank == 1)
-    sb = Shape{sb[0], 1};
-  int64_t m = sa[sa.rank - 2], k = sa[sa.rank - 1], n = sb[sb.rank - 1];
-  if (sb[sb.rank - 2] != k)
-    return ctx.error("inner dimensions differ: ", shapeA.str(), " x ",
-                     shapeB.str());
-  Shape batchA, batchB, batch;
-  batchA.rank = sa.rank - 2;
-  batchB.rank = sb.rank - 2;
-  std::copy(sa.dims, sa.dims + batchA.rank, batchA.dims);
-  std::copy(sb.dims, sb.dims + batchB.rank, batchB.dims);
-  const Shape *batches[] = {&batchA, &batchB};
-  MOERT_RETURN_IF_ERROR(detail::broadcastOrError(ctx, batches, 2, batch));
-  Shape shape = batch;
-  if (shapeA.rank > 1)
-    shape.push(m);
-  if (shapeB.rank > 1)
-    shape.push(n);
-  if (shape.rank > kMaxRank)
-    return ctx.error("result rank exceeds ", kMaxRank);
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  if (!fitsBlas(m) || !fitsBlas(n) || !fitsBlas(k))
-    return ctx.error("matrix dimensions exceed 2^31");
-  int64_t count = batch.numel();
+  MOERT_ASSIGN_OR_RETURN(detail::MatMulShapes p, detail::planMatMul(step.ctx));
+  int64_t m = p.m, n = p.n, k = p.k;
+  int64_t count = p.batch.numel();
   if (count == 0 || m == 0 || n == 0)
     return absl::OkStatus();
   float *c = static_cast<float *>(step.output(0));
   if (k == 0) // Empty products: zeros.
-    return step.check(cudaMemsetAsync(c, 0, out->bytes(), step.stream()),
+    return step.check(cudaMemsetAsync(c, 0, p.out->bytes(), step.stream()),
                       "cudaMemsetAsync");
   MOERT_ASSIGN_OR_RETURN(const float *a, deviceInput<float>(step, 0));
   MOERT_ASSIGN_OR_RETURN(const float *b, deviceInput<float>(step, 1));
   MOERT_ASSIGN_OR_RETURN(Blas blas, blasOf(step));
-  if (batchB.numel() == 1 && batchA.numel() == count && fitsBlas(count * m))
+  if (p.batchB.numel() == 1 && p.batchA.numel() == count &&
+      detail::fitsBlas(count * m))
     // B is one matrix: A's batch folds into its rows, one call.
     return blas.gemm(false, false, count * m, n, k, 1.0f, a, k, 0, b, n, 0,
                      0.0f, c, n, 0, 1);
   // One strided batched call per run of the broadcast: along a run each
   // operand advances by one matrix or stays (stride 0).
-  BroadcastLoop loop(batch, batches, 2);
+  const Shape *batches[] = {&p.batchA, &p.batchB};
+  BroadcastLoop loop(p.batch, batches, 2);
   long long strideA = loop.innerStride(0) * m * k;
   long long strideB = loop.innerStride(1) * k * n;
   absl::Status status;
@@ -352,29 +298,17 @@ absl::Status gemmRun(DeviceStep &step) {
   KernelContext &ctx = step.ctx;
   const auto *attrs = ctx.attrs<fb::GemmAttrs>();
   const Shape &shapeA = ctx.in(0).shape, &shapeB = ctx.in(1).shape;
-  bool ta = attrs->trans_a(), tb = attrs->trans_b();
-  int64_t m = ta ? shapeA[1] : shapeA[0];
-  int64_t k = ta ? shapeA[0] : shapeA[1];
-  int64_t kb = tb ? shapeB[1] : shapeB[0];
-  int64_t n = tb ? shapeB[0] : shapeB[1];
-  if (k != kb)
-    return ctx.error("inner dimensions differ: ", shapeA.str(), ta ? "^T" : "",
-                     " x ", shapeB.str(), tb ? "^T" : "");
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{m, n}));
-  if (!fitsBlas(m) || !fitsBlas(n) || !fitsBlas(k))
-    return ctx.error("matrix dimensions exceed 2^31");
+  MOERT_ASSIGN_OR_RETURN(detail::GemmShapes g, detail::planGemm(ctx));
+  bool ta = g.transA, tb = g.transB;
+  int64_t m = g.m, n = g.n, k = g.k;
+  Tensor *out = g.out;
   float *y = static_cast<float *>(step.output(0));
   float beta = 0;
   const float *c = nullptr;
   int64_t rowStride = 0, colStride = 0;
-  if (ctx.has(2) && attrs->beta() != 0) {
+  if (g.addsC) {
     // Y starts as C broadcast to [M, N] (unidirectional).
     const Shape &shapeC = ctx.in(2).shape;
-    Shape target;
-    const Shape *shapes[] = {&out->shape, &shapeC};
-    if (!detail::broadcastShapes(shapes, 2, target) || target != out->shape)
-      return ctx.error("C of shape ", shapeC.str(), " does not broadcast to ",
-                       out->shape.str());
     gemmCStrides(shapeC.rank, shapeC.dims, rowStride, colStride);
     beta = attrs->beta();
     MOERT_ASSIGN_OR_RETURN(c, deviceInput<float>(step, 2));

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/cublas.h"
+#include "cuda/cuda_check.h"
 #include "cuda/device_op.h"
 #include "cuda/launch.h"
 #include "kernels/common.h"
@@ -46,19 +47,6 @@ using detail::TensorInfo;
 
 namespace {
 
-/// "cudaMalloc failed: cudaErrorMemoryAllocation: out of memory", prefixed
-/// with where it happened (a step's label, or what the session was doing).
-absl::Status cudaCheck(cudaError_t error, const char *call,
-                       absl::string_view where) {
-  if (error == cudaSuccess)
-    return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(where, ": ", call,
-                                          " failed: ", cudaGetErrorName(error),
-                                          ": ", cudaGetErrorString(error)));
-}
-
-#define MOERT_CUDA(call, where)                                                \
-  MOERT_RETURN_IF_ERROR(cudaCheck((call), #call, (where)))
 #define MOERT_CUBLAS(call, where)                                              \
   MOERT_RETURN_IF_ERROR(cublasCheck((call), #call, (where)))
 
@@ -344,7 +332,7 @@ absl::Status CudaSession::Impl::planDeviceOps() {
     if (!op || (op->accepts && !op->accepts(step, schedule)))
       continue;
     // Exchanges over a host communicator take host buffers.
-    if (cuda::isExchange(step.op) && !nccl)
+    if (detail::isExchange(step.op) && !nccl)
       continue;
     deviceOps[step.index] = op;
     if (op->scratchBytes)
@@ -498,20 +486,8 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
   // The exchanges of a multi-device schedule go through the group's
   // communicator: on the host as on the CPU backend, or over NCCL.
-  if (Communicator *comm = options.communicator) {
-    if (comm->size() != plan.numDevices() || comm->rank() != options.device)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the ", comm->backend(), " communicator is device ", comm->rank(),
-          " of ", comm->size(), " but the session runs device ", options.device,
-          " of the plan's ", plan.numDevices()));
-  } else {
-    for (const StepInfo &step : schedule.steps)
-      if (cuda::isExchange(step.op))
-        return absl::FailedPreconditionError(absl::StrCat(
-            planImpl.source, ": schedule ", options.device, " ", step.label,
-            " exchanges rows between devices; the session needs a "
-            "communicator (moe-run --devices N, or mpirun)"));
-  }
+  MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,
+                                                         options.communicator));
   MOERT_ASSIGN_OR_RETURN(int gpus, cudaDeviceCount());
   if (options.gpu < 0 || options.gpu >= gpus)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -592,14 +568,7 @@ std::string CudaSession::deviceDescription() const {
                       p.multiProcessorCount, " SMs)");
 }
 
-CommStats CudaSession::commStats() const {
-  const Impl &s = *impl_;
-  CommStats stats = s.collectives.stats;
-  for (const StepInfo &step : s.schedule.steps)
-    (cuda::isExchange(step.op) ? stats.commSeconds : stats.computeSeconds) +=
-        s.seconds[step.index];
-  return stats;
-}
+CommStats CudaSession::commStats() const { return impl_->commStats(); }
 
 absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
   using Clock = std::chrono::steady_clock;

@@ -13,11 +13,96 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/common.h"
+#include "kernels/collective.h"
 
 #include <vector>
 
 namespace moert::detail {
+
+int64_t rowBytesOf(const Tensor &t) {
+  return t.shape.span(1, t.shape.rank) *
+         static_cast<int64_t>(dtypeSize(t.dtype));
+}
+
+absl::Status checkExchangeGroup(const KernelContext &ctx,
+                                const Communicator &comm, int64_t N) {
+  if (comm.size() != N)
+    return ctx.error("num_devices is ", N, " but the ", comm.backend(),
+                     " device group has ", comm.size(), " devices");
+  const Shape &sendShape = ctx.in(1).shape;
+  if (sendShape != Shape{N})
+    return ctx.error("send_counts have shape ", sendShape.str(), "; expected [",
+                     N, "]");
+  return absl::OkStatus();
+}
+
+absl::Status checkSendCounts(const KernelContext &ctx, const int64_t *send,
+                             int64_t N, int64_t rows) {
+  int64_t sent = 0;
+  for (int64_t p = 0; p < N; ++p) {
+    if (send[p] < 0 || send[p] > rows - sent)
+      return ctx.error("send_counts[", p, "] = ", send[p], " after ", sent,
+                       " rows for lower devices does not fit the ", rows,
+                       " rows of data");
+    sent += send[p];
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> receivedRows(const KernelContext &ctx,
+                                     const int64_t *recv, int64_t N) {
+  int64_t rows = ctx.has(2) ? ctx.in(2).shape[0] : ctx.plannedDim(0, 0);
+  int64_t received = 0;
+  for (int64_t p = 0; p < N; ++p) {
+    if (recv[p] < 0 || recv[p] > rows - received)
+      return ctx.error("device ", p, " sends ", recv[p], " rows after ",
+                       received, " from lower devices; `received` holds ", rows,
+                       " rows");
+    received += recv[p];
+  }
+  return rows;
+}
+
+void planExchange(const int64_t *send, const int64_t *recv, int64_t N,
+                  int64_t rowBytes, int rank, bool tokens, ExchangeSpec &spec,
+                  CommStats &stats) {
+  int64_t sendAt = 0, recvAt = 0;
+  for (int64_t p = 0; p < N; ++p) {
+    spec.sendBytes.push_back(send[p] * rowBytes);
+    spec.sendOffsets.push_back(sendAt * rowBytes);
+    spec.recvBytes.push_back(recv[p] * rowBytes);
+    spec.recvOffsets.push_back(recvAt * rowBytes);
+    sendAt += send[p];
+    recvAt += recv[p];
+    if (p == rank) {
+      stats.rowsKept += tokens ? send[p] : 0;
+      continue;
+    }
+    stats.rowsSent += tokens ? send[p] : 0;
+    stats.rowsReceived += tokens ? recv[p] : 0;
+    stats.bytesSent += send[p] * rowBytes;
+    stats.bytesReceived += recv[p] * rowBytes;
+  }
+  ++stats.exchanges;
+}
+
+absl::Status checkRegroupCounts(const KernelContext &ctx, const Shape &counts,
+                                int64_t N, int64_t S) {
+  if (counts[0] < N * S)
+    return ctx.error("slot_counts have shape ", counts.str(),
+                     "; expected at least ", N * S, " entries (", N,
+                     " sources x ", S, " slots)");
+  return absl::OkStatus();
+}
+
+absl::Status checkUngroupPerm(const KernelContext &ctx, const Shape &perm,
+                              int64_t R) {
+  if (perm != Shape{R})
+    return ctx.error("perm has shape ", perm.str(), "; expected [", R,
+                     "] (a row of grouped_out)");
+  return absl::OkStatus();
+}
+
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -96,39 +181,13 @@ absl::StatusOr<ExchangeId> beginExchange(KernelContext &ctx) {
   Communicator &comm = *state->comm;
   int64_t N = ctx.attrs<fb::CollectiveAttrs>()->num_devices();
   const Tensor &data = ctx.in(0);
-  const Tensor &sendIn = ctx.in(1);
-  if (comm.size() != N)
-    return ctx.error("num_devices is ", N, " but the ", comm.backend(),
-                     " device group has ", comm.size(), " devices");
-  if (sendIn.shape != Shape{N})
-    return ctx.error("send_counts have shape ", sendIn.shape.str(),
-                     "; expected [", N, "]");
-  int64_t R = data.shape[0];
-  int64_t rowBytes = data.shape.span(1, data.shape.rank) *
-                     static_cast<int64_t>(dtypeSize(data.dtype));
-  const int64_t *send = sendIn.as<const int64_t>();
-  int64_t sent = 0;
-  for (int64_t p = 0; p < N; ++p) {
-    if (send[p] < 0 || send[p] > R - sent)
-      return ctx.error("send_counts[", p, "] = ", send[p], " after ", sent,
-                       " rows for lower devices does not fit the ", R,
-                       " rows of data");
-    sent += send[p];
-  }
+  MOERT_RETURN_IF_ERROR(checkExchangeGroup(ctx, comm, N));
+  const int64_t *send = ctx.in(1).as<const int64_t>();
+  MOERT_RETURN_IF_ERROR(checkSendCounts(ctx, send, N, data.shape[0]));
   std::vector<int64_t> recv(N);
   MOERT_RETURN_IF_ERROR(
       comm.exchangeCounts(send, recv.data(), ctx.step().label));
-  // The received rows: as many as `rows_like` has, else the planned size of
-  // `received` (a device with few local rows may still receive many).
-  int64_t rows = ctx.has(2) ? ctx.in(2).shape[0] : ctx.plannedDim(0, 0);
-  int64_t received = 0;
-  for (int64_t p = 0; p < N; ++p) {
-    if (recv[p] < 0 || recv[p] > rows - received)
-      return ctx.error("device ", p, " sends ", recv[p], " rows after ",
-                       received, " from lower devices; `received` holds ", rows,
-                       " rows");
-    received += recv[p];
-  }
+  MOERT_ASSIGN_OR_RETURN(int64_t rows, receivedRows(ctx, recv.data(), N));
   Shape shape = data.shape;
   shape[0] = rows;
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
@@ -138,29 +197,10 @@ absl::StatusOr<ExchangeId> beginExchange(KernelContext &ctx) {
   ExchangeSpec spec;
   spec.send = data.data;
   spec.recv = out->data;
-  int64_t sendAt = 0, recvAt = 0;
-  int rank = comm.rank();
-  CommStats &stats = state->stats;
   // Rows of a matrix are tokens (the dispatch and combine exchanges); the
   // per-slot counts travel as the elements of a vector.
-  bool tokens = data.shape.rank >= 2;
-  for (int64_t p = 0; p < N; ++p) {
-    spec.sendBytes.push_back(send[p] * rowBytes);
-    spec.sendOffsets.push_back(sendAt * rowBytes);
-    spec.recvBytes.push_back(recv[p] * rowBytes);
-    spec.recvOffsets.push_back(recvAt * rowBytes);
-    sendAt += send[p];
-    recvAt += recv[p];
-    if (p == rank) {
-      stats.rowsKept += tokens ? send[p] : 0;
-      continue;
-    }
-    stats.rowsSent += tokens ? send[p] : 0;
-    stats.rowsReceived += tokens ? recv[p] : 0;
-    stats.bytesSent += send[p] * rowBytes;
-    stats.bytesReceived += recv[p] * rowBytes;
-  }
-  ++stats.exchanges;
+  planExchange(send, recv.data(), N, rowBytesOf(data), comm.rank(),
+               data.shape.rank >= 2, spec, state->stats);
   return comm.start(std::move(spec), ctx.step().label);
 }
 
@@ -236,12 +276,7 @@ absl::Status regroupKernel(KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::RegroupAttrs>();
   int64_t N = attrs->num_sources(), S = attrs->num_slots();
   int64_t R = received.shape[0];
-  // The counts may arrive in a longer buffer (an all-to-all's `received`
-  // sized for any sender); the first N * S entries are the counts.
-  if (countsIn.shape[0] < N * S)
-    return ctx.error("slot_counts have shape ", countsIn.shape.str(),
-                     "; expected at least ", N * S, " entries (", N,
-                     " sources x ", S, " slots)");
+  MOERT_RETURN_IF_ERROR(checkRegroupCounts(ctx, countsIn.shape, N, S));
   const int64_t *counts = countsIn.as<const int64_t>();
   // Where each (source, slot) block starts among the received rows.
   std::vector<int64_t> start(N * S);
@@ -267,9 +302,8 @@ absl::Status regroupKernel(KernelContext &ctx) {
   }
   offsets[S] = r;
   std::fill(perm + r, perm + R, -1);
-  int64_t rowBytes = received.shape.span(1, received.shape.rank) *
-                     static_cast<int64_t>(dtypeSize(received.dtype));
-  gatherRows(ctx.pool(), received.data, grouped->data, perm, R, rowBytes);
+  gatherRows(ctx.pool(), received.data, grouped->data, perm, R,
+             rowBytesOf(received));
   return absl::OkStatus();
 }
 
@@ -301,9 +335,7 @@ absl::Status ungroupKernel(KernelContext &ctx) {
   const Tensor &grouped = ctx.in(0);
   const Tensor &permIn = ctx.in(1);
   int64_t R = grouped.shape[0];
-  if (permIn.shape != Shape{R})
-    return ctx.error("perm has shape ", permIn.shape.str(), "; expected [", R,
-                     "] (a row of grouped_out)");
+  MOERT_RETURN_IF_ERROR(checkUngroupPerm(ctx, permIn.shape, R));
   // The inverse permutation: out row -> grouped row.
   const int64_t *perm = permIn.as<const int64_t>();
   std::vector<int64_t> inverse(R, -1);
@@ -319,9 +351,8 @@ absl::Status ungroupKernel(KernelContext &ctx) {
     inverse[p] = r;
   }
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, grouped.shape));
-  int64_t rowBytes = grouped.shape.span(1, grouped.shape.rank) *
-                     static_cast<int64_t>(dtypeSize(grouped.dtype));
-  gatherRows(ctx.pool(), grouped.data, out->data, inverse.data(), R, rowBytes);
+  gatherRows(ctx.pool(), grouped.data, out->data, inverse.data(), R,
+             rowBytesOf(grouped));
   return absl::OkStatus();
 }
 

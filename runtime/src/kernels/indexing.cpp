@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/common.h"
+#include "kernels/shape_plan.h"
 
 #include <vector>
 
@@ -38,20 +39,11 @@ absl::Status gatherKernel(KernelContext &ctx) {
   const Tensor &data = ctx.in(0);
   const Tensor &indices = ctx.in(1);
   int rank = data.shape.rank;
-  MOERT_ASSIGN_OR_RETURN(int axis,
-                         ctx.axis(ctx.attrs<fb::AxisAttrs>()->axis(), rank));
+  int axis = 0;
+  MOERT_ASSIGN_OR_RETURN(Shape shape, gatherShape(ctx, axis));
   std::vector<int64_t> index;
   MOERT_RETURN_IF_ERROR(
       normalizedIndices(ctx, indices, data.shape[axis], index));
-  if (rank - 1 + indices.shape.rank > kMaxRank)
-    return ctx.error("result rank exceeds ", kMaxRank);
-  Shape shape;
-  for (int d = 0; d < axis; ++d)
-    shape.push(data.shape[d]);
-  for (int d = 0; d < indices.shape.rank; ++d)
-    shape.push(indices.shape[d]);
-  for (int d = axis + 1; d < rank; ++d)
-    shape.push(data.shape[d]);
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
   int64_t outer = data.shape.span(0, axis);
   int64_t dim = data.shape[axis];
@@ -345,6 +337,24 @@ absl::Status scatterNDKernel(KernelContext &ctx) {
 }
 
 } // namespace
+
+absl::StatusOr<Shape> gatherShape(const KernelContext &ctx, int &axis) {
+  const Tensor &data = ctx.in(0);
+  const Tensor &indices = ctx.in(1);
+  int rank = data.shape.rank;
+  MOERT_ASSIGN_OR_RETURN(axis,
+                         ctx.axis(ctx.attrs<fb::AxisAttrs>()->axis(), rank));
+  if (rank - 1 + indices.shape.rank > kMaxRank)
+    return ctx.error("result rank exceeds ", kMaxRank);
+  Shape shape;
+  for (int d = 0; d < axis; ++d)
+    shape.push(data.shape[d]);
+  for (int d = 0; d < indices.shape.rank; ++d)
+    shape.push(indices.shape[d]);
+  for (int d = axis + 1; d < rank; ++d)
+    shape.push(data.shape[d]);
+  return shape;
+}
 
 void registerIndexingOps(OpRegistry &r) {
   r.add(fb::OpKind::Gather, makeOp("Gather", 2, 2, validateGather, gatherKernel,

@@ -1,6 +1,6 @@
 //===- matmul.cpp - MatMul, Gemm and Einsum through OpenBLAS --------------===//
 
-#include "kernels/common.h"
+#include "kernels/matmul.h"
 
 #include <cblas.h>
 
@@ -31,58 +31,93 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldc));
 }
 
-namespace {
+absl::StatusOr<MatMulShapes> planMatMul(KernelContext &ctx) {
+  const Shape &shapeA = ctx.in(0).shape, &shapeB = ctx.in(1).shape;
+  if (shapeA.rank == 0 || shapeB.rank == 0)
+    return ctx.error("operands must have rank >= 1");
+  // Rank-1 operands become a row (A) or a column (B), removed afterwards.
+  Shape sa = shapeA, sb = shapeB;
+  if (sa.rank == 1)
+    sa = Shape{1, sa[0]};
+  if (sb.rank == 1)
+    sb = Shape{sb[0], 1};
+  MatMulShapes p;
+  p.m = sa[sa.rank - 2];
+  p.k = sa[sa.rank - 1];
+  p.n = sb[sb.rank - 1];
+  if (sb[sb.rank - 2] != p.k)
+    return ctx.error("inner dimensions differ: ", shapeA.str(), " x ",
+                     shapeB.str());
+  p.batchA.rank = sa.rank - 2;
+  p.batchB.rank = sb.rank - 2;
+  std::copy(sa.dims, sa.dims + p.batchA.rank, p.batchA.dims);
+  std::copy(sb.dims, sb.dims + p.batchB.rank, p.batchB.dims);
+  const Shape *batches[] = {&p.batchA, &p.batchB};
+  MOERT_RETURN_IF_ERROR(broadcastOrError(ctx, batches, 2, p.batch));
+  Shape shape = p.batch;
+  if (shapeA.rank > 1)
+    shape.push(p.m);
+  if (shapeB.rank > 1)
+    shape.push(p.n);
+  if (shape.rank > kMaxRank)
+    return ctx.error("result rank exceeds ", kMaxRank);
+  MOERT_ASSIGN_OR_RETURN(p.out, ctx.allocate(0, shape));
+  if (!fitsBlas(p.m) || !fitsBlas(p.n) || !fitsBlas(p.k))
+    return ctx.error("matrix dimensions exceed 2^31");
+  return p;
+}
 
-/// BLAS takes 32-bit sizes.
-bool fitsBlas(int64_t value) { return value <= INT32_MAX; }
+absl::StatusOr<GemmShapes> planGemm(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::GemmAttrs>();
+  const Shape &shapeA = ctx.in(0).shape, &shapeB = ctx.in(1).shape;
+  GemmShapes g;
+  g.transA = attrs->trans_a();
+  g.transB = attrs->trans_b();
+  g.m = g.transA ? shapeA[1] : shapeA[0];
+  g.k = g.transA ? shapeA[0] : shapeA[1];
+  int64_t kb = g.transB ? shapeB[1] : shapeB[0];
+  g.n = g.transB ? shapeB[0] : shapeB[1];
+  if (g.k != kb)
+    return ctx.error("inner dimensions differ: ", shapeA.str(),
+                     g.transA ? "^T" : "", " x ", shapeB.str(),
+                     g.transB ? "^T" : "");
+  MOERT_ASSIGN_OR_RETURN(g.out, ctx.allocate(0, Shape{g.m, g.n}));
+  if (!fitsBlas(g.m) || !fitsBlas(g.n) || !fitsBlas(g.k))
+    return ctx.error("matrix dimensions exceed 2^31");
+  g.addsC = ctx.has(2) && attrs->beta() != 0;
+  if (g.addsC) {
+    // Y starts as C broadcast to [M, N] (unidirectional).
+    const Shape &shapeC = ctx.in(2).shape;
+    Shape target;
+    const Shape *shapes[] = {&g.out->shape, &shapeC};
+    if (!broadcastShapes(shapes, 2, target) || target != g.out->shape)
+      return ctx.error("C of shape ", shapeC.str(), " does not broadcast to ",
+                       g.out->shape.str());
+  }
+  return g;
+}
+
+namespace {
 
 //===----------------------------------------------------------------------===//
 // MatMul (numpy matmul semantics)
 //===----------------------------------------------------------------------===//
 
 absl::Status matmulKernel(KernelContext &ctx) {
-  const Tensor &a = ctx.in(0);
-  const Tensor &b = ctx.in(1);
-  if (a.shape.rank == 0 || b.shape.rank == 0)
-    return ctx.error("operands must have rank >= 1");
-  // Rank-1 operands become a row (A) or a column (B), removed afterwards.
-  Shape sa = a.shape, sb = b.shape;
-  if (sa.rank == 1)
-    sa = Shape{1, sa[0]};
-  if (sb.rank == 1)
-    sb = Shape{sb[0], 1};
-  int64_t m = sa[sa.rank - 2], k = sa[sa.rank - 1];
-  int64_t n = sb[sb.rank - 1];
-  if (sb[sb.rank - 2] != k)
-    return ctx.error("inner dimensions differ: ", a.shape.str(), " x ",
-                     b.shape.str());
-  Shape batchA, batchB, batch;
-  batchA.rank = sa.rank - 2;
-  batchB.rank = sb.rank - 2;
-  std::copy(sa.dims, sa.dims + batchA.rank, batchA.dims);
-  std::copy(sb.dims, sb.dims + batchB.rank, batchB.dims);
-  const Shape *batches[] = {&batchA, &batchB};
-  MOERT_RETURN_IF_ERROR(broadcastOrError(ctx, batches, 2, batch));
-  Shape shape = batch;
-  if (a.shape.rank > 1)
-    shape.push(m);
-  if (b.shape.rank > 1)
-    shape.push(n);
-  if (shape.rank > kMaxRank)
-    return ctx.error("result rank exceeds ", kMaxRank);
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  if (!fitsBlas(m) || !fitsBlas(n) || !fitsBlas(k))
-    return ctx.error("matrix dimensions exceed 2^31");
-  const float *pa = a.as<const float>();
-  const float *pb = b.as<const float>();
-  float *pc = out->as<float>();
-  int64_t count = batch.numel();
-  if (batchB.numel() == 1 && batchA.numel() == count && fitsBlas(count * m)) {
+  MOERT_ASSIGN_OR_RETURN(MatMulShapes p, planMatMul(ctx));
+  int64_t m = p.m, n = p.n, k = p.k;
+  const float *pa = ctx.in(0).as<const float>();
+  const float *pb = ctx.in(1).as<const float>();
+  float *pc = p.out->as<float>();
+  int64_t count = p.batch.numel();
+  if (p.batchB.numel() == 1 && p.batchA.numel() == count &&
+      fitsBlas(count * m)) {
     // B is one matrix: fold A's batch into its rows, one call.
     sgemm(false, false, count * m, n, k, 1.0f, pa, k, pb, n, 0.0f, pc, n);
     return absl::OkStatus();
   }
-  BroadcastLoop loop(batch, batches, 2);
+  const Shape *batches[] = {&p.batchA, &p.batchB};
+  BroadcastLoop loop(p.batch, batches, 2);
   loop.forEachRun(0, count, [&](int64_t o, const int64_t *offs, int64_t len) {
     int64_t strideA = loop.innerStride(0), strideB = loop.innerStride(1);
     for (int64_t i = 0; i < len; ++i)
@@ -113,26 +148,12 @@ absl::Status gemmKernel(KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::GemmAttrs>();
   const Tensor &a = ctx.in(0);
   const Tensor &b = ctx.in(1);
-  bool ta = attrs->trans_a(), tb = attrs->trans_b();
-  int64_t m = ta ? a.shape[1] : a.shape[0];
-  int64_t k = ta ? a.shape[0] : a.shape[1];
-  int64_t kb = tb ? b.shape[1] : b.shape[0];
-  int64_t n = tb ? b.shape[0] : b.shape[1];
-  if (k != kb)
-    return ctx.error("inner dimensions differ: ", a.shape.str(), ta ? "^T" : "",
-                     " x ", b.shape.str(), tb ? "^T" : "");
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{m, n}));
-  if (!fitsBlas(m) || !fitsBlas(n) || !fitsBlas(k))
-    return ctx.error("matrix dimensions exceed 2^31");
+  MOERT_ASSIGN_OR_RETURN(GemmShapes g, planGemm(ctx));
+  Tensor *out = g.out;
   float beta = 0;
-  if (ctx.has(2) && attrs->beta() != 0) {
-    // Y starts as C broadcast to [M, N] (unidirectional).
+  if (g.addsC) {
+    // Y starts as C broadcast to [M, N].
     const Tensor &c = ctx.in(2);
-    Shape target;
-    const Shape *shapes[] = {&out->shape, &c.shape};
-    if (!broadcastShapes(shapes, 2, target) || target != out->shape)
-      return ctx.error("C of shape ", c.shape.str(), " does not broadcast to ",
-                       out->shape.str());
     const Shape *cs[] = {&c.shape};
     BroadcastLoop loop(out->shape, cs, 1);
     const float *pc = c.as<const float>();
@@ -145,8 +166,9 @@ absl::Status gemmKernel(KernelContext &ctx) {
                     });
     beta = attrs->beta();
   }
-  sgemm(ta, tb, m, n, k, attrs->alpha(), a.as<const float>(), a.shape[1],
-        b.as<const float>(), b.shape[1], beta, out->as<float>(), n);
+  sgemm(g.transA, g.transB, g.m, g.n, g.k, attrs->alpha(), a.as<const float>(),
+        a.shape[1], b.as<const float>(), b.shape[1], beta, out->as<float>(),
+        g.n);
   return absl::OkStatus();
 }
 

@@ -45,7 +45,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/common.h"
+#include "kernels/moe.h"
 #include "kernels/stream.h"
 
 #include <algorithm>
@@ -235,28 +235,8 @@ absl::Status routerKernel(KernelContext &ctx) {
   const Tensor &logits = ctx.in(0);
   int rank = logits.shape.rank;
   RouterParams p;
-  p.experts = logits.shape[rank - 1];
-  p.topK = attrs->top_k();
-  p.sigmoid = attrs->score_function() == fb::ScoreFunction::Sigmoid;
-  p.afterTopK = attrs->score_after_topk();
-  p.normalize = attrs->normalize();
-  p.scale = attrs->routed_scaling_factor();
-  p.groups = attrs->n_group();
-  p.keptGroups = attrs->topk_group();
-  if (p.topK > p.experts || p.experts % p.groups != 0)
-    return ctx.error("logits of shape ", logits.shape.str(),
-                     " do not fit top_k ", p.topK, " and ", p.groups,
-                     " groups");
-  const float *bias = nullptr;
-  if (ctx.has(1)) {
-    const Tensor &b = ctx.in(1);
-    if (b.shape != Shape{p.experts})
-      return ctx.error("bias has shape ", b.shape.str(), "; expected [",
-                       p.experts, "]");
-    bias = b.as<const float>();
-  }
-  Shape shape = logits.shape;
-  shape[rank - 1] = p.topK;
+  MOERT_ASSIGN_OR_RETURN(Shape shape, readRouter(ctx, p));
+  const float *bias = ctx.has(1) ? ctx.in(1).as<const float>() : nullptr;
   MOERT_ASSIGN_OR_RETURN(Tensor * weights, ctx.allocate(0, shape));
   MOERT_ASSIGN_OR_RETURN(Tensor * indices, ctx.allocate(1, shape));
   const int64_t E = p.experts, k = p.topK;
@@ -382,9 +362,7 @@ absl::Status dispatchKernel(KernelContext &ctx) {
   const Tensor &indices = ctx.in(1);
   int64_t E = ctx.attrs<fb::DispatchAttrs>()->num_experts();
   int64_t T = tokens.shape[0], H = tokens.shape[1], k = indices.shape[1];
-  if (indices.shape[0] != T)
-    return ctx.error("indices of shape ", indices.shape.str(),
-                     " do not match tokens of shape ", tokens.shape.str());
+  MOERT_RETURN_IF_ERROR(checkDispatchShapes(ctx));
   int64_t rows = T * k;
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, Shape{rows, H}));
   MOERT_ASSIGN_OR_RETURN(Tensor * offsetsOut, ctx.allocate(1, Shape{E + 1}));
@@ -462,14 +440,6 @@ bool isGated(fb::Activation activation) {
   return activation >= fb::Activation::SiluGlu;
 }
 
-/// Sizes of an expert network, derived from its weights.
-struct FfnSizes {
-  int64_t experts = 1; ///< E; 1 for a shared expert.
-  int64_t hidden = 0;  ///< H.
-  int64_t inter = 0;   ///< F.
-  int64_t w1Out = 0;   ///< F, or 2F when w1 holds the gate and up halves.
-};
-
 /// Checks the shapes of an expert network's weights (`shapes[slot]`, null
 /// when absent) against its layout and derives its sizes. `lead` is 1 when
 /// every weight has a leading expert dimension; rows have `hidden` elements.
@@ -478,12 +448,9 @@ absl::Status resolveFfn(const StepView &view, const fb::FfnAttrs &attrs,
                         int64_t hidden, FfnSizes &sizes) {
   bool inOut = attrs.weight_layout() == fb::WeightLayout::InOut;
   const Shape &w1 = *shapes[kW1];
-  sizes.experts = lead ? w1[0] : 1;
-  sizes.w1Out = w1[lead + (inOut ? 1 : 0)];
+  sizes = ffnSizes(attrs, w1.dims, lead, shapes[kW3] != nullptr, hidden);
   int64_t in = w1[lead + (inOut ? 0 : 1)];
   bool fused = isGated(attrs.activation()) && !shapes[kW3];
-  sizes.inter = fused ? sizes.w1Out / 2 : sizes.w1Out;
-  sizes.hidden = hidden;
   if (lead && sizes.experts < 1)
     return view.error("w1 of shape ", w1.str(), " has no experts");
   if (in != hidden)
@@ -1022,9 +989,7 @@ absl::Status expertsKernel(KernelContext &ctx) {
   Ffn f;
   MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 2, /*lead=*/1, H, f));
   int64_t E = f.sizes.experts;
-  if (offsetsIn.shape != Shape{E + 1})
-    return ctx.error("offsets have shape ", offsetsIn.shape.str(),
-                     "; expected [", E + 1, "] for ", E, " experts");
+  MOERT_RETURN_IF_ERROR(checkExpertOffsets(ctx, offsetsIn.shape, E));
   const int64_t *offsets = offsetsIn.as<const int64_t>();
   if (offsets[0] != 0)
     return ctx.error("offsets[0] is ", offsets[0], "; expected 0");
@@ -1070,10 +1035,7 @@ absl::Status sharedExpertKernel(KernelContext &ctx) {
   float *gate = nullptr;
   if (ctx.has(7)) {
     const Tensor &g = ctx.in(7);
-    if (g.numel() != H ||
-        !(g.shape.rank == 1 || g.shape[0] == 1 || g.shape[1] == 1))
-      return ctx.error("gate has shape ", g.shape.str(), "; expected [", H,
-                       "], [", H, ", 1] or [1, ", H, "]");
+    MOERT_RETURN_IF_ERROR(checkSharedGate(ctx, g.shape, H));
     gate = scratch<float>(Scratch::Aux, T);
     const float *gv = g.as<const float>();
     ctx.pool().parallelFor(T, rowGrain(H), [&](int64_t begin, int64_t end) {
@@ -1116,22 +1078,9 @@ absl::Status combineKernel(KernelContext &ctx) {
   const Tensor &weightsIn = ctx.in(2);
   int64_t N = outputs.shape[0], H = outputs.shape[1];
   int64_t T = weightsIn.shape[0], k = weightsIn.shape[1];
-  if (sourceIn.shape != Shape{N})
-    return ctx.error("source has shape ", sourceIn.shape.str(), "; expected [",
-                     N, "] (a row of the expert outputs)");
-  const float *passthrough = nullptr;
-  const int64_t *indices = nullptr;
-  if (ctx.has(3) != ctx.has(4))
-    return ctx.error("passthrough and indices must be given together");
-  if (ctx.has(3)) {
-    if (ctx.in(3).shape != Shape{T, H} || ctx.in(4).shape != Shape{T, k})
-      return ctx.error("passthrough of shape ", ctx.in(3).shape.str(),
-                       " and indices of shape ", ctx.in(4).shape.str(),
-                       " do not match [", T, ", ", H, "] and [", T, ", ", k,
-                       "]");
-    passthrough = ctx.in(3).as<const float>();
-    indices = ctx.in(4).as<const int64_t>();
-  }
+  MOERT_RETURN_IF_ERROR(checkCombineShapes(ctx));
+  const float *passthrough = ctx.has(3) ? ctx.in(3).as<const float>() : nullptr;
+  const int64_t *indices = ctx.has(4) ? ctx.in(4).as<const int64_t>() : nullptr;
   // The inverse of `source`: the row of each assignment, or -1.
   int64_t *row = scratch<int64_t>(Scratch::Step, T * k);
   std::fill(row, row + T * k, -1);
@@ -1189,6 +1138,62 @@ absl::Status validateCombine(const StepCheck &check) {
 }
 
 } // namespace
+
+absl::Status checkDispatchShapes(const KernelContext &ctx) {
+  const Shape &tokens = ctx.in(0).shape;
+  const Shape &indices = ctx.in(1).shape;
+  if (indices[0] != tokens[0])
+    return ctx.error("indices of shape ", indices.str(),
+                     " do not match tokens of shape ", tokens.str());
+  return absl::OkStatus();
+}
+
+absl::Status checkCombineShapes(const KernelContext &ctx) {
+  const Shape &outputs = ctx.in(0).shape;
+  const Shape &weights = ctx.in(2).shape;
+  int64_t N = outputs[0], H = outputs[1];
+  int64_t T = weights[0], k = weights[1];
+  if (ctx.in(1).shape != Shape{N})
+    return ctx.error("source has shape ", ctx.in(1).shape.str(), "; expected [",
+                     N, "] (a row of the expert outputs)");
+  if (ctx.has(3) != ctx.has(4))
+    return ctx.error("passthrough and indices must be given together");
+  if (ctx.has(3) &&
+      (ctx.in(3).shape != Shape{T, H} || ctx.in(4).shape != Shape{T, k}))
+    return ctx.error("passthrough of shape ", ctx.in(3).shape.str(),
+                     " and indices of shape ", ctx.in(4).shape.str(),
+                     " do not match [", T, ", ", H, "] and [", T, ", ", k, "]");
+  return absl::OkStatus();
+}
+
+FfnSizes ffnSizes(const fb::FfnAttrs &attrs, const int64_t *w1, int lead,
+                  bool hasW3, int64_t hidden) {
+  bool inOut = attrs.weight_layout() == fb::WeightLayout::InOut;
+  FfnSizes sizes;
+  sizes.experts = lead ? w1[0] : 1;
+  sizes.hidden = hidden;
+  sizes.w1Out = w1[lead + (inOut ? 1 : 0)];
+  bool fused = isGated(attrs.activation()) && !hasW3;
+  sizes.inter = fused ? sizes.w1Out / 2 : sizes.w1Out;
+  return sizes;
+}
+
+absl::Status checkExpertOffsets(const KernelContext &ctx, const Shape &offsets,
+                                int64_t experts) {
+  if (offsets != Shape{experts + 1})
+    return ctx.error("offsets have shape ", offsets.str(), "; expected [",
+                     experts + 1, "] for ", experts, " experts");
+  return absl::OkStatus();
+}
+
+absl::Status checkSharedGate(const KernelContext &ctx, const Shape &gate,
+                             int64_t hidden) {
+  if (gate.numel() != hidden ||
+      !(gate.rank == 1 || gate[0] == 1 || gate[1] == 1))
+    return ctx.error("gate has shape ", gate.str(), "; expected [", hidden,
+                     "], [", hidden, ", 1] or [1, ", hidden, "]");
+  return absl::OkStatus();
+}
 
 void registerMoeOps(OpRegistry &r) {
   r.add(fb::OpKind::Router, makeOp("Router", 1, 2, validateRouter, routerKernel,

@@ -1,6 +1,7 @@
 //===- reduction.cpp - Reductions, ArgMax, CumSum, Softmax, TopK ----------===//
 
 #include "kernels/common.h"
+#include "kernels/shape_plan.h"
 
 #include <algorithm>
 #include <numeric>
@@ -23,15 +24,6 @@ AxisSplit splitAt(const Shape &shape, int axis) {
 //===----------------------------------------------------------------------===//
 
 enum class Reduce { Sum, Mean, Max, Min };
-
-/// Output element count and the dims split into kept and reduced groups
-/// (adjacent dims of one kind merged).
-struct ReducePlan {
-  Shape outShape;
-  // Kept dims with their input strides, reduced dims likewise.
-  std::vector<int64_t> keptDims, keptStrides, redDims, redStrides;
-  int64_t reduceCount = 1;
-};
 
 ReducePlan planReduce(const Shape &in, const bool *reduced, bool keepdims) {
   ReducePlan plan;
@@ -130,22 +122,13 @@ void reduceLoop(ThreadPool &pool, const ReducePlan &plan, const T *in, T *out) {
 }
 
 template <Reduce kOp> absl::Status reduceKernel(KernelContext &ctx) {
-  const auto *attrs = ctx.attrs<fb::ReduceAttrs>();
   const Tensor &in = ctx.in(0);
-  std::vector<int64_t> axes;
-  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
-  MOERT_RETURN_IF_ERROR(normalizeAxes(ctx, axes, in.shape.rank, "axis"));
-  if (axes.empty() && attrs->noop_with_empty_axes()) {
+  MOERT_ASSIGN_OR_RETURN(ReducePlan plan, reducePlan(ctx));
+  if (plan.copy) {
     MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, in.shape));
     copyBytes(out->data, in.data, in.bytes());
     return absl::OkStatus();
   }
-  bool reduced[kMaxRank] = {};
-  for (int d = 0; d < in.shape.rank; ++d)
-    reduced[d] = axes.empty();
-  for (int64_t axis : axes)
-    reduced[axis] = true;
-  ReducePlan plan = planReduce(in.shape, reduced, attrs->keepdims());
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, plan.outShape));
   dispatchNumeric(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -400,6 +383,26 @@ absl::Status validateTopK(const StepCheck &check) {
 }
 
 } // namespace
+
+absl::StatusOr<ReducePlan> reducePlan(const KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::ReduceAttrs>();
+  const Tensor &in = ctx.in(0);
+  std::vector<int64_t> axes;
+  MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
+  MOERT_RETURN_IF_ERROR(normalizeAxes(ctx, axes, in.shape.rank, "axis"));
+  if (axes.empty() && attrs->noop_with_empty_axes()) {
+    ReducePlan plan;
+    plan.outShape = in.shape;
+    plan.copy = true;
+    return plan;
+  }
+  bool reduced[kMaxRank] = {};
+  for (int d = 0; d < in.shape.rank; ++d)
+    reduced[d] = axes.empty();
+  for (int64_t axis : axes)
+    reduced[axis] = true;
+  return planReduce(in.shape, reduced, attrs->keepdims());
+}
 
 void registerReductionOps(OpRegistry &r) {
   auto reduce = [&](fb::OpKind kind, const char *name, KernelFn kernel) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/common.h"
+#include "kernels/shape_plan.h"
 
 #include "absl/strings/str_join.h"
 
@@ -16,22 +17,11 @@
 namespace moert::detail {
 namespace {
 
-/// Output `o` gets `shape` and a copy of input 0's bytes (a view change).
-absl::Status copyAs(KernelContext &ctx, const Shape &shape) {
-  const Tensor &in = ctx.in(0);
-  if (shape.numel() != in.numel())
-    return ctx.error("cannot view ", in.shape.str(), " (", in.numel(),
-                     " elements) as ", shape.str());
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  copyBytes(out->data, in.data, in.bytes());
-  return absl::OkStatus();
-}
-
 //===----------------------------------------------------------------------===//
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity
 //===----------------------------------------------------------------------===//
 
-absl::Status reshapeKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> reshapeShape(const KernelContext &ctx) {
   const Tensor &in = ctx.in(0);
   std::vector<int64_t> spec;
   MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "shape", spec));
@@ -78,7 +68,7 @@ absl::Status reshapeKernel(KernelContext &ctx) {
                        " elements");
     shape[inferred] = in.numel() / known;
   }
-  return copyAs(ctx, shape);
+  return shape;
 }
 
 absl::Status validateReshape(const StepCheck &check) {
@@ -87,7 +77,7 @@ absl::Status validateReshape(const StepCheck &check) {
   return check.outMatchesIn(0, 0);
 }
 
-absl::Status flattenKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> flattenShape(const KernelContext &ctx) {
   const Shape &in = ctx.in(0).shape;
   int64_t axis = ctx.attrs<fb::AxisAttrs>()->axis();
   if (axis < 0)
@@ -96,7 +86,7 @@ absl::Status flattenKernel(KernelContext &ctx) {
     return ctx.error("axis ", ctx.attrs<fb::AxisAttrs>()->axis(),
                      " is out of range for rank ", in.rank);
   int a = static_cast<int>(axis);
-  return copyAs(ctx, Shape{in.span(0, a), in.span(a, in.rank)});
+  return Shape{in.span(0, a), in.span(a, in.rank)};
 }
 
 absl::Status validateFlatten(const StepCheck &check) {
@@ -108,7 +98,7 @@ absl::Status validateFlatten(const StepCheck &check) {
   return check.outRank(0, 2);
 }
 
-absl::Status squeezeKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> squeezeShape(const KernelContext &ctx) {
   const Shape &in = ctx.in(0).shape;
   std::vector<int64_t> axes;
   MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
@@ -124,10 +114,10 @@ absl::Status squeezeKernel(KernelContext &ctx) {
   for (int d = 0; d < in.rank; ++d)
     if (!(axes.empty() ? in[d] == 1 : drop[d]))
       shape.push(in[d]);
-  return copyAs(ctx, shape);
+  return shape;
 }
 
-absl::Status unsqueezeKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> unsqueezeShape(const KernelContext &ctx) {
   const Shape &in = ctx.in(0).shape;
   std::vector<int64_t> axes;
   MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "axes", axes));
@@ -141,7 +131,7 @@ absl::Status unsqueezeKernel(KernelContext &ctx) {
   Shape shape;
   for (int d = 0, k = 0; d < rank; ++d)
     shape.push(insert[d] ? 1 : in[k++]);
-  return copyAs(ctx, shape);
+  return shape;
 }
 
 absl::Status validateAxesView(const StepCheck &check) {
@@ -150,8 +140,14 @@ absl::Status validateAxesView(const StepCheck &check) {
   return check.outMatchesIn(0, 0);
 }
 
-absl::Status identityKernel(KernelContext &ctx) {
-  return copyAs(ctx, ctx.in(0).shape);
+/// Reshape, Flatten, Squeeze, Unsqueeze, Identity: a copy of input 0's
+/// bytes in the planned shape (nothing when the plan runs it in place).
+absl::Status viewKernel(KernelContext &ctx) {
+  MOERT_ASSIGN_OR_RETURN(Shape shape, viewShape(ctx));
+  const Tensor &in = ctx.in(0);
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  copyBytes(out->data, in.data, in.bytes());
+  return absl::OkStatus();
 }
 
 absl::Status validateIdentity(const StepCheck &check) {
@@ -224,20 +220,11 @@ bool transposePerm(const fb::TransposeAttrs *attrs, int rank, int *perm) {
 }
 
 absl::Status transposeKernel(KernelContext &ctx) {
+  MOERT_ASSIGN_OR_RETURN(StridedRead read, transposeRead(ctx));
   const Tensor &in = ctx.in(0);
-  int perm[kMaxRank];
-  if (!transposePerm(ctx.attrs<fb::TransposeAttrs>(), in.shape.rank, perm))
-    return ctx.error("perm is not a permutation of ", in.shape.rank, " dims");
-  int64_t inStrides[kMaxRank], strides[kMaxRank];
-  contiguousStrides(in.shape, inStrides);
-  Shape shape;
-  for (int d = 0; d < in.shape.rank; ++d) {
-    shape.push(in.shape[perm[d]]);
-    strides[d] = inStrides[perm[d]];
-  }
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  stridedCopy(ctx.pool(), dtypeSize(in.dtype), shape, strides, 0, in.data,
-              out->data);
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, read.shape));
+  stridedCopy(ctx.pool(), dtypeSize(in.dtype), read.shape, read.strides, 0,
+              in.data, out->data);
   return absl::OkStatus();
 }
 
@@ -251,6 +238,16 @@ absl::Status validateTranspose(const StepCheck &check) {
 }
 
 absl::Status sliceKernel(KernelContext &ctx) {
+  MOERT_ASSIGN_OR_RETURN(StridedRead read, sliceRead(ctx));
+  const Tensor &in = ctx.in(0);
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, read.shape));
+  if (out->numel() > 0)
+    stridedCopy(ctx.pool(), dtypeSize(in.dtype), read.shape, read.strides,
+                read.offset, in.data, out->data);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StridedRead> sliceReadImpl(const KernelContext &ctx) {
   const Tensor &in = ctx.in(0);
   int rank = in.shape.rank;
   std::vector<int64_t> starts, ends, axes, steps;
@@ -299,18 +296,15 @@ absl::Status sliceKernel(KernelContext &ctx) {
     step[d] = st;
     shape[d] = count;
   }
-  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  int64_t inStrides[kMaxRank], strides[kMaxRank];
+  StridedRead read;
+  read.shape = shape;
+  int64_t inStrides[kMaxRank];
   contiguousStrides(in.shape, inStrides);
-  int64_t offset = 0;
   for (int d = 0; d < rank; ++d) {
-    offset += begin[d] * inStrides[d];
-    strides[d] = step[d] * inStrides[d];
+    read.offset += begin[d] * inStrides[d];
+    read.strides[d] = step[d] * inStrides[d];
   }
-  if (out->numel() > 0)
-    stridedCopy(ctx.pool(), dtypeSize(in.dtype), shape, strides, offset,
-                in.data, out->data);
-  return absl::OkStatus();
+  return read;
 }
 
 absl::Status validateSlice(const StepCheck &check) {
@@ -326,10 +320,10 @@ absl::Status validateSlice(const StepCheck &check) {
 // Concat, Split
 //===----------------------------------------------------------------------===//
 
-absl::Status concatKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> concatShapeImpl(const KernelContext &ctx, int &axis) {
   const Tensor &first = ctx.in(0);
   int rank = first.shape.rank;
-  MOERT_ASSIGN_OR_RETURN(int axis,
+  MOERT_ASSIGN_OR_RETURN(axis,
                          ctx.axis(ctx.attrs<fb::AxisAttrs>()->axis(), rank));
   Shape shape = first.shape;
   shape[axis] = 0;
@@ -342,6 +336,14 @@ absl::Status concatKernel(KernelContext &ctx) {
                          " outside axis ", axis);
     shape[axis] += s[axis];
   }
+  return shape;
+}
+
+absl::Status concatKernel(KernelContext &ctx) {
+  const Tensor &first = ctx.in(0);
+  int rank = first.shape.rank;
+  int axis = 0;
+  MOERT_ASSIGN_OR_RETURN(Shape shape, concatShapeImpl(ctx, axis));
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
   size_t elementSize = dtypeSize(first.dtype);
   int64_t outer = shape.span(0, axis);
@@ -438,7 +440,7 @@ absl::Status validateSplit(const StepCheck &check) {
 // Expand, Tile
 //===----------------------------------------------------------------------===//
 
-absl::Status expandKernel(KernelContext &ctx) {
+absl::StatusOr<Shape> expandShapeImpl(const KernelContext &ctx) {
   const Tensor &in = ctx.in(0);
   std::vector<int64_t> dims;
   MOERT_RETURN_IF_ERROR(listInput(ctx, 1, "shape", dims));
@@ -454,6 +456,12 @@ absl::Status expandKernel(KernelContext &ctx) {
   Shape shape;
   const Shape *shapes[] = {&in.shape, &target};
   MOERT_RETURN_IF_ERROR(broadcastOrError(ctx, shapes, 2, shape));
+  return shape;
+}
+
+absl::Status expandKernel(KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  MOERT_ASSIGN_OR_RETURN(Shape shape, expandShapeImpl(ctx));
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
   const Shape *src[] = {&in.shape};
   BroadcastLoop loop(shape, src, 1);
@@ -589,8 +597,7 @@ absl::Status validateSize(const StepCheck &check) {
   return check.outRank(0, 0);
 }
 
-absl::Status constantOfShapeKernel(KernelContext &ctx) {
-  const auto *attrs = ctx.attrs<fb::ConstantOfShapeAttrs>();
+absl::StatusOr<Shape> constantOfShapeShapeImpl(const KernelContext &ctx) {
   std::vector<int64_t> dims;
   MOERT_RETURN_IF_ERROR(listInput(ctx, 0, "shape", dims));
   if (dims.size() > static_cast<size_t>(kMaxRank))
@@ -602,6 +609,12 @@ absl::Status constantOfShapeKernel(KernelContext &ctx) {
                        " has a negative dim");
     shape.push(d);
   }
+  return shape;
+}
+
+absl::Status constantOfShapeKernel(KernelContext &ctx) {
+  const auto *attrs = ctx.attrs<fb::ConstantOfShapeAttrs>();
+  MOERT_ASSIGN_OR_RETURN(Shape shape, constantOfShapeShapeImpl(ctx));
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
   int64_t n = out->numel();
   switch (out->dtype) {
@@ -830,22 +843,81 @@ absl::Status validateNonZero(const StepCheck &check) {
 
 } // namespace
 
+absl::StatusOr<Shape> viewShape(const KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  absl::StatusOr<Shape> shape;
+  switch (ctx.step().op) {
+  case fb::OpKind::Reshape:
+    shape = reshapeShape(ctx);
+    break;
+  case fb::OpKind::Flatten:
+    shape = flattenShape(ctx);
+    break;
+  case fb::OpKind::Squeeze:
+    shape = squeezeShape(ctx);
+    break;
+  case fb::OpKind::Unsqueeze:
+    shape = unsqueezeShape(ctx);
+    break;
+  case fb::OpKind::Identity:
+    shape = in.shape;
+    break;
+  default:
+    return ctx.error("is not a view step");
+  }
+  if (shape.ok() && shape->numel() != in.numel())
+    return ctx.error("cannot view ", in.shape.str(), " (", in.numel(),
+                     " elements) as ", shape->str());
+  return shape;
+}
+
+absl::StatusOr<StridedRead> transposeRead(const KernelContext &ctx) {
+  const Tensor &in = ctx.in(0);
+  int perm[kMaxRank];
+  if (!transposePerm(ctx.attrs<fb::TransposeAttrs>(), in.shape.rank, perm))
+    return ctx.error("perm is not a permutation of ", in.shape.rank, " dims");
+  int64_t inStrides[kMaxRank];
+  contiguousStrides(in.shape, inStrides);
+  StridedRead read;
+  for (int d = 0; d < in.shape.rank; ++d) {
+    read.shape.push(in.shape[perm[d]]);
+    read.strides[d] = inStrides[perm[d]];
+  }
+  return read;
+}
+
+absl::StatusOr<StridedRead> sliceRead(const KernelContext &ctx) {
+  return sliceReadImpl(ctx);
+}
+
+absl::StatusOr<Shape> concatShape(const KernelContext &ctx, int &axis) {
+  return concatShapeImpl(ctx, axis);
+}
+
+absl::StatusOr<Shape> expandShape(const KernelContext &ctx) {
+  return expandShapeImpl(ctx);
+}
+
+absl::StatusOr<Shape> constantOfShapeShape(const KernelContext &ctx) {
+  return constantOfShapeShapeImpl(ctx);
+}
+
 void registerShapeOps(OpRegistry &r) {
   auto view = [&](fb::OpKind kind, OpDef def) {
     def.inPlaceInputs = kInPlaceFirst;
     r.add(kind, def);
   };
-  view(fb::OpKind::Reshape, makeOp("Reshape", 2, 2, validateReshape,
-                                   reshapeKernel, fb::Attrs::ReshapeAttrs));
-  view(fb::OpKind::Flatten, makeOp("Flatten", 1, 1, validateFlatten,
-                                   flattenKernel, fb::Attrs::AxisAttrs));
-  OpDef squeeze = makeOp("Squeeze", 1, 2, validateAxesView, squeezeKernel);
+  view(fb::OpKind::Reshape, makeOp("Reshape", 2, 2, validateReshape, viewKernel,
+                                   fb::Attrs::ReshapeAttrs));
+  view(fb::OpKind::Flatten, makeOp("Flatten", 1, 1, validateFlatten, viewKernel,
+                                   fb::Attrs::AxisAttrs));
+  OpDef squeeze = makeOp("Squeeze", 1, 2, validateAxesView, viewKernel);
   squeeze.optionalInputs = 0b10;
   view(fb::OpKind::Squeeze, squeeze);
   view(fb::OpKind::Unsqueeze,
-       makeOp("Unsqueeze", 2, 2, validateAxesView, unsqueezeKernel));
+       makeOp("Unsqueeze", 2, 2, validateAxesView, viewKernel));
   view(fb::OpKind::Identity,
-       makeOp("Identity", 1, 1, validateIdentity, identityKernel));
+       makeOp("Identity", 1, 1, validateIdentity, viewKernel));
   r.add(fb::OpKind::Transpose,
         makeOp("Transpose", 1, 1, validateTranspose, transposeKernel,
                fb::Attrs::TransposeAttrs));
