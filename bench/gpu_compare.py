@@ -11,7 +11,9 @@ signature and --seed), and each output is compared as
 max|cuda - cpu| / max(1, max|cpu|) against the tolerance of its weights'
 dtype: 1e-4 for fp32 (IEEE kernels; summation order and libm ulps differ),
 2e-2 for bf16/fp16 weights (bf16 operands, fp32 accumulation). NaN never
-passes. Prints one row per (model, tokens) and exits 1 on any mismatch.
+passes. The GPU side runs twice: once (eager), and three times in a row
+(--warmup 1 --bench 2), whose last run replays a CUDA graph; both must
+match. Prints one row per (model, tokens) and exits 1 on any mismatch.
 With --cuda-suffix, the GPU side is NAME.S (e.g. an expert-parallel plan,
 ep2.cuda.bin) run with the extra moe-run arguments --cuda-args (e.g.
 "--devices 2 --comm host"); models without such a plan are skipped.
@@ -59,11 +61,16 @@ def main():
             continue
         for tokens in [int(t) for t in args.tokens.split(",")]:
             outs = {}
+            # The GPU side twice: one run (eager), and three runs whose
+            # last is a CUDA graph replay (eager, captured, replayed).
             for side, backend, plan in (("cpu", "cpu", cpu_plan),
-                                        ("cuda", args.gpu_backend, cuda_plan)):
+                                        ("cuda", args.gpu_backend, cuda_plan),
+                                        ("graph", args.gpu_backend, cuda_plan)):
                 out = os.path.join(work, name, str(tokens), side)
                 os.makedirs(out, exist_ok=True)
-                extra = args.cuda_args.split() if side == "cuda" else []
+                extra = args.cuda_args.split() if side != "cpu" else []
+                if side == "graph":
+                    extra += ["--warmup", "1", "--bench", "2"]
                 code, log = run([args.moe_run, plan, "--backend", backend,
                                  "--seed", str(args.seed), "--tokens",
                                  str(tokens), "--output-dir", out] + extra)
@@ -74,21 +81,22 @@ def main():
                     break
                 outs[side] = out
             rows += 1
-            if len(outs) != 2:
+            if len(outs) != 3:
                 continue
             worst = 0.0
             for path in sorted(glob.glob(os.path.join(outs["cpu"], "*.npy"))):
                 want = np.load(path).astype(np.float64)
-                got = np.load(os.path.join(outs["cuda"],
-                                           os.path.basename(path)))
-                got = got.astype(np.float64)
-                if got.shape != want.shape or not np.all(np.isfinite(got)):
-                    worst = float("inf")
-                    break
-                if want.size:
-                    scale = max(1.0, float(np.max(np.abs(want))))
-                    worst = max(worst,
-                                float(np.max(np.abs(got - want))) / scale)
+                for side in ("cuda", "graph"):
+                    got = np.load(os.path.join(outs[side],
+                                               os.path.basename(path)))
+                    got = got.astype(np.float64)
+                    if got.shape != want.shape or not np.all(np.isfinite(got)):
+                        worst = float("inf")
+                        break
+                    if want.size:
+                        scale = max(1.0, float(np.max(np.abs(want))))
+                        worst = max(worst,
+                                    float(np.max(np.abs(got - want))) / scale)
             ok = worst <= tolerance
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name:32s} tokens={tokens:<5d}"

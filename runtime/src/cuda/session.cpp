@@ -47,6 +47,13 @@ using detail::TensorInfo;
 
 namespace {
 
+/// Steps whose CPU kernels read only their inputs' shapes, never the data:
+/// their device-resident inputs are not copied back for them.
+bool readsShapesOnly(fb::OpKind op) {
+  return op == fb::OpKind::Dim || op == fb::OpKind::Shape ||
+         op == fb::OpKind::Size;
+}
+
 #define MOERT_CUBLAS(call, where)                                              \
   MOERT_RETURN_IF_ERROR(cublasCheck((call), #call, (where)))
 
@@ -114,8 +121,10 @@ struct CudaSession::Impl : detail::SessionState {
     std::vector<Shape> shapes;
   };
   std::map<std::vector<int64_t>, Graph> graphs;
-  /// Why the driver refused to capture a run (graphs are then off).
+  /// Why a run could not be captured (graphs are then off).
   std::string graphsRefused;
+  /// Inside a capture; and whether the captured run needed the host.
+  bool capturing = false, captureUnsafe = false;
   /// cuBLAS's workspace, set explicitly so that a captured cuBLAS call never
   /// allocates.
   void *blasWorkspace = nullptr;
@@ -159,6 +168,33 @@ struct CudaSession::Impl : detail::SessionState {
   absl::Status runSteps(std::vector<bool> &timed);
   /// Runs the steps through the CUDA graph of the bound sizes (graphable).
   absl::Status runWithGraph(std::vector<bool> &timed);
+  /// Whether every step on the host computes from sizes and weights only
+  /// (shape arithmetic: Dim/Shape/Size and what follows from them), so that
+  /// its results are the same for every run with the same sizes and a CUDA
+  /// graph per size binding may skip it; graph outputs come from the GPU.
+  bool hostStepsReadOnlySizes() const {
+    std::vector<uint8_t> sizeDerived(schedule.tensors.size(), 0);
+    for (size_t id = 0; id < schedule.tensors.size(); ++id)
+      sizeDerived[id] = schedule.tensors[id].isWeight;
+    for (const StepInfo &step : schedule.steps) {
+      if (runsOnDevice(step))
+        continue;
+      bool derived = readsShapesOnly(step.op);
+      if (!derived) {
+        derived = true;
+        for (int32_t id : step.inputs)
+          derived &= id < 0 || sizeDerived[id];
+      }
+      if (!derived)
+        return false;
+      for (int32_t id : step.outputs) {
+        if (schedule.tensors[id].isGraphOutput)
+          return false;
+        sizeDerived[id] = 1;
+      }
+    }
+    return true;
+  }
   bool runsOnDevice(const StepInfo &step) const {
     return kernels[step.index] || deviceOps[step.index];
   }
@@ -367,6 +403,13 @@ absl::Status CudaSession::Impl::checkDeviceErrors() {
 absl::Status CudaSession::Impl::toDevice(int32_t id, const StepInfo &step) {
   if (onDevice[id])
     return absl::OkStatus();
+  if (capturing) {
+    // A value the host computed during the run: a graph would replay this
+    // copy from host memory that the replay's host steps never rewrite.
+    // The capture is discarded and the session runs eagerly.
+    captureUnsafe = true;
+    return absl::OkStatus();
+  }
   MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
                              tensors[id].bytes(), cudaMemcpyHostToDevice,
                              stream),
@@ -412,10 +455,19 @@ absl::Status DeviceStep::check(cudaError_t error, const char *call) const {
 namespace moert {
 
 absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
+  if (readsShapesOnly(step.op))
+    return absl::OkStatus();
   bool copied = false;
   for (int32_t id : step.inputs) {
     if (id < 0 || onHost[id])
       continue;
+    if (capturing) {
+      // Cannot happen for a graphable schedule (its host steps read only
+      // shape-derived values); the capture is discarded if it does.
+      captureUnsafe = true;
+      return absl::FailedPreconditionError(absl::StrCat(
+          step.label, ": reads a GPU value on the host inside a capture"));
+    }
     const Tensor &tensor = tensors[id];
     MOERT_CUDA(cudaMemcpyAsync(tensor.data, devicePtr(id), tensor.bytes(),
                                cudaMemcpyDeviceToHost, stream),
@@ -547,11 +599,10 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   for (size_t id = 0; id < schedule.tensors.size(); ++id)
     if (schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 1;
-  s.graphable = options.useGraphs && !schedule.steps.empty() && !s.nccl;
-  for (const StepInfo &step : schedule.steps) {
+  for (const StepInfo &step : schedule.steps)
     s.opSuffix[step.index] = s.runsOnDevice(step) ? "@cuda" : "@host";
-    s.graphable &= s.runsOnDevice(step);
-  }
+  s.graphable = options.useGraphs && !schedule.steps.empty() && !s.nccl &&
+                s.hostStepsReadOnlySizes();
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});
   if (s.collectStats)
     for (const StepInfo &step : schedule.steps)
@@ -676,11 +727,14 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
     for (size_t id = 0; id < tensors.size(); ++id)
       if (!schedule.tensors[id].isWeight)
         tensors[id].shape = graph.shapes[id];
+    // Host steps do not run in a replay: their values depend only on the
+    // sizes (graphable), and the captured launches hold what they gave.
     for (const StepInfo &step : schedule.steps) {
+      bool device = runsOnDevice(step);
       timed[step.index] = events[step.index].first != nullptr;
       for (int32_t id : step.outputs) {
-        onHost[id] = 0;
-        onDevice[id] = 1;
+        onHost[id] = !device;
+        onDevice[id] = device;
       }
     }
     return absl::OkStatus();
@@ -695,25 +749,30 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   }
   MOERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
              "capturing the CUDA graph");
+  capturing = true;
+  captureUnsafe = false;
   absl::Status steps = runSteps(timed);
+  capturing = false;
   cudaGraph_t captured = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &captured);
   Graph &graph = found->second;
   cudaError_t made = cudaErrorUnknown;
-  if (steps.ok() && ended == cudaSuccess)
+  if (steps.ok() && ended == cudaSuccess && !captureUnsafe)
     made = cudaGraphInstantiate(&graph.exec, captured, 0);
   if (captured)
     cudaGraphDestroy(captured);
-  if (!steps.ok())
+  if (!steps.ok() && !captureUnsafe)
     return steps;
-  if (ended != cudaSuccess || made != cudaSuccess) {
+  if (captureUnsafe || ended != cudaSuccess || made != cudaSuccess) {
     // The steps enqueue fine eagerly (the first run with these sizes did),
     // so a capture the driver refuses is not the run's failure: this session
     // runs eagerly from now on, starting with this run (nothing of the
     // capture executed).
     (void)cudaGetLastError();
     graphable = false;
-    graphsRefused = cudaGetErrorString(ended != cudaSuccess ? ended : made);
+    graphsRefused =
+        captureUnsafe ? "a GPU step reads a value that a host step computed"
+                      : cudaGetErrorString(ended != cudaSuccess ? ended : made);
     graph.exec = nullptr;
     for (size_t id = 0; id < tensors.size(); ++id)
       if (!schedule.tensors[id].isWeight)
