@@ -1001,5 +1001,97 @@ TEST(CudaGenericDevice, EveryStepRunsOnTheGpuAndMatchesTheCpu) {
     EXPECT_THAT(step.op, ::testing::EndsWith("@cuda")) << step.name;
 }
 
+/// x [T, 4] -> out = Reshape(x, [Dim(x, 0), -1]) + Cast(Range(0, Dim(x, 0),
+/// 1))[:, None]: shape arithmetic on the host (Dim, Unsqueeze, Concat,
+/// Range) whose results a GPU step reads on the host (Reshape's shape) and
+/// as data (Cast's input), as exports compute masks and positions.
+absl::StatusOr<std::vector<uint8_t>> hostShapePlan(Backend backend) {
+  PlanWriter writer({backend, 1, backend == Backend::Cuda ? 90u : 0u});
+  int t = writer.addSymbol("T", 1, 16);
+  ScheduleBuilder &s = writer.schedule();
+  // Shape operands as weights: vectors, or scalars (Range's start, delta).
+  auto weightI = [&](const char *name, std::vector<int64_t> data,
+                     bool scalar = false) {
+    std::vector<int64_t> shape;
+    if (!scalar)
+      shape.push_back(static_cast<int64_t>(data.size()));
+    return s.addWeight(name, DType::I64, shape, data.data(), data.size() * 8);
+  };
+  int32_t x = s.addTensor("x", DType::F32, {PlanDim::symbol(t), 4});
+  s.addInput(x);
+  int32_t n = s.addTensor("n", DType::I64, {});
+  fb::AxisAttrsT axis0;
+  s.addStep(OpKind::Dim, "dim", {x}, {n}, attrs(axis0));
+  int32_t n1 = s.addTensor("n1", DType::I64, {1});
+  s.addStep(OpKind::Unsqueeze, "n1", {n, weightI("axes0", {0})}, {n1});
+  int32_t shape = s.addTensor("shape", DType::I64, {2});
+  s.addStep(OpKind::Concat, "shape", {n1, weightI("minus1", {-1})}, {shape},
+            attrs(axis0));
+  int32_t y = s.addTensor("y", DType::F32, {PlanDim::symbol(t), 4});
+  s.addStep(OpKind::Reshape, "reshape", {x, shape}, {y},
+            attrs(fb::ReshapeAttrsT()));
+  int32_t r = s.addTensor("r", DType::I64, {PlanDim::symbol(t)});
+  s.addStep(OpKind::Range, "range",
+            {weightI("zero", {0}, true), n, weightI("one", {1}, true)}, {r});
+  fb::CastAttrsT toF32;
+  toF32.to = fb::DType::F32;
+  int32_t rf = s.addTensor("rf", DType::F32, {PlanDim::symbol(t)});
+  s.addStep(OpKind::Cast, "cast", {r}, {rf}, attrs(toF32));
+  int32_t rf2 = s.addTensor("rf2", DType::F32, {PlanDim::symbol(t), 1});
+  s.addStep(OpKind::Unsqueeze, "rf2", {rf, weightI("axes1", {1})}, {rf2});
+  int32_t out = s.addTensor("out", DType::F32, {PlanDim::symbol(t), 4});
+  s.addStep(OpKind::Add, "add", {y, rf2}, {out});
+  s.addOutput(out);
+  return writer.serialize();
+}
+
+TEST(CudaGenericDevice, HostShapePlanRunsOnTheCpu) {
+  auto bytes = hostShapePlan(Backend::Cpu);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto cpu = Session::create(**plan, SessionOptions());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<float> x = randomFloats(3 * 4, 5);
+  ASSERT_TRUE((*cpu)->setInput("x", DType::F32, {3, 4}, x.data(), 48).ok());
+  ASSERT_TRUE((*cpu)->run().ok());
+  auto out = (*cpu)->output("out");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float *o = static_cast<const float *>(out->data);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(o[i], x[i] + float(i / 4)) << i;
+}
+
+TEST(CudaGenericDevice, GraphsReplayOverHostShapeArithmetic) {
+  MOERT_REQUIRE_GPU();
+  auto bytes = hostShapePlan(Backend::Cuda);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto gpu = CudaSession::create(**plan);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  // Dim, Unsqueeze and Concat of i64, Range: on the host, from sizes only.
+  EXPECT_TRUE((*gpu)->usesGraphs());
+  for (int pass = 0; pass < 4; ++pass)
+    for (int64_t T : {int64_t{1}, int64_t{7}, int64_t{16}}) {
+      SCOPED_TRACE(::testing::Message() << "T " << T << " pass " << pass);
+      std::vector<float> x = randomFloats(T * 4, 40 + T + 100 * pass);
+      ASSERT_TRUE(
+          (*gpu)
+              ->setInput("x", DType::F32, {T, 4}, x.data(), x.size() * 4)
+              .ok());
+      absl::Status ran = (*gpu)->run();
+      ASSERT_TRUE(ran.ok()) << ran;
+      auto out = (*gpu)->output("out");
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->shape, (std::vector<int64_t>{T, 4}));
+      const float *o = static_cast<const float *>(out->data);
+      for (int64_t i = 0; i < T * 4; ++i)
+        ASSERT_EQ(o[i], x[i] + float(i / 4)) << i;
+    }
+  EXPECT_EQ((*gpu)->graphsRefused(), "");
+  EXPECT_TRUE((*gpu)->usesGraphs());
+}
+
 } // namespace
 } // namespace moert::testing

@@ -119,7 +119,16 @@ struct CudaSession::Impl : detail::SessionState {
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     std::vector<Shape> shapes;
+    /// Pinned copies of the host steps' values that GPU steps read (at
+    /// hostUploadOffsets): the graph copies them up from here, and they stay
+    /// valid because those values are the same for every run of its sizes.
+    uint8_t *pinned = nullptr;
   };
+  /// Host-step results that GPU steps read, and their offsets in a graph's
+  /// pinned block of hostUploadBytes.
+  std::map<int32_t, uint64_t> hostUploadOffsets;
+  uint64_t hostUploadBytes = 0;
+  Graph *capturingGraph = nullptr;
   std::map<std::vector<int64_t>, Graph> graphs;
   /// Why a run could not be captured (graphs are then off).
   std::string graphsRefused;
@@ -172,13 +181,22 @@ struct CudaSession::Impl : detail::SessionState {
   /// (shape arithmetic: Dim/Shape/Size and what follows from them), so that
   /// its results are the same for every run with the same sizes and a CUDA
   /// graph per size binding may skip it; graph outputs come from the GPU.
-  bool hostStepsReadOnlySizes() const {
+  /// Also records which of their results GPU steps read (hostUploadOffsets).
+  bool hostStepsReadOnlySizes() {
     std::vector<uint8_t> sizeDerived(schedule.tensors.size(), 0);
+    std::vector<uint8_t> fromHost(schedule.tensors.size(), 0);
     for (size_t id = 0; id < schedule.tensors.size(); ++id)
       sizeDerived[id] = schedule.tensors[id].isWeight;
     for (const StepInfo &step : schedule.steps) {
-      if (runsOnDevice(step))
+      if (runsOnDevice(step)) {
+        for (int32_t id : step.inputs)
+          if (id >= 0 && fromHost[id] && !hostUploadOffsets.count(id)) {
+            hostUploadOffsets[id] = hostUploadBytes;
+            hostUploadBytes += detail::alignTo(
+                std::max<uint64_t>(schedule.tensors[id].size, 1), 64);
+          }
         continue;
+      }
       bool derived = readsShapesOnly(step.op);
       if (!derived) {
         derived = true;
@@ -190,7 +208,7 @@ struct CudaSession::Impl : detail::SessionState {
       for (int32_t id : step.outputs) {
         if (schedule.tensors[id].isGraphOutput)
           return false;
-        sizeDerived[id] = 1;
+        sizeDerived[id] = fromHost[id] = 1;
       }
     }
     return true;
@@ -204,9 +222,11 @@ CudaSession::Impl::~Impl() {
   // Teardown cannot report errors; a failing call here leaves nothing to
   // recover.
   cudaSetDevice(gpu);
-  for (auto &[sizes, graph] : graphs)
+  for (auto &[sizes, graph] : graphs) {
     if (graph.exec)
       cudaGraphExecDestroy(graph.exec);
+    cudaFreeHost(graph.pinned);
+  }
   for (auto &[start, stop] : events) {
     if (start)
       cudaEventDestroy(start);
@@ -404,10 +424,22 @@ absl::Status CudaSession::Impl::toDevice(int32_t id, const StepInfo &step) {
   if (onDevice[id])
     return absl::OkStatus();
   if (capturing) {
-    // A value the host computed during the run: a graph would replay this
-    // copy from host memory that the replay's host steps never rewrite.
-    // The capture is discarded and the session runs eagerly.
-    captureUnsafe = true;
+    // A host step's result (graphable: it depends on the sizes only): the
+    // graph copies it up from its own pinned snapshot, which no later run
+    // rewrites. Anything else would be replayed from host memory that the
+    // replay's host steps never refill: the capture is then discarded and
+    // the session runs eagerly.
+    auto slot = hostUploadOffsets.find(id);
+    if (slot == hostUploadOffsets.end() || !capturingGraph->pinned) {
+      captureUnsafe = true;
+      return absl::OkStatus();
+    }
+    uint8_t *snapshot = capturingGraph->pinned + slot->second;
+    std::memcpy(snapshot, tensors[id].data, tensors[id].bytes());
+    MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), snapshot, tensors[id].bytes(),
+                               cudaMemcpyHostToDevice, stream),
+               step.label);
+    onDevice[id] = 1;
     return absl::OkStatus();
   }
   MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
@@ -747,6 +779,12 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
       graphs.emplace(symbolValues, Graph());
     return runSteps(timed);
   }
+  Graph &graph = found->second;
+  if (hostUploadBytes && !graph.pinned)
+    MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&graph.pinned),
+                              hostUploadBytes),
+               "allocating the CUDA graph's host values");
+  capturingGraph = &graph;
   MOERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
              "capturing the CUDA graph");
   capturing = true;
@@ -755,7 +793,6 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   capturing = false;
   cudaGraph_t captured = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &captured);
-  Graph &graph = found->second;
   cudaError_t made = cudaErrorUnknown;
   if (steps.ok() && ended == cudaSuccess && !captureUnsafe)
     made = cudaGraphInstantiate(&graph.exec, captured, 0);
