@@ -934,12 +934,7 @@ absl::StatusOr<std::vector<Value>> runGeneric(SessionT &session,
   MOERT_RETURN_IF_ERROR(session.run());
   std::vector<Value> results;
   for (const char *name : {"out", "meanSq", "inv", "gathered", "gt", "sum"}) {
-    MOERT_ASSIGN_OR_RETURN(TensorData data, session.output(name));
-    Value v;
-    v.dtype = data.dtype;
-    v.shape = data.shape;
-    const auto *p = static_cast<const uint8_t *>(data.data);
-    v.bytes.assign(p, p + data.bytes);
+    MOERT_ASSIGN_OR_RETURN(Value v, outputValue(session, name));
     results.push_back(std::move(v));
   }
   return results;
@@ -964,29 +959,23 @@ TEST(CudaGenericDevice, PlanLoadsAndTheCpuRunsIt) {
 }
 
 TEST(CudaGenericDevice, EveryStepRunsOnTheGpuAndMatchesTheCpu) {
-  if (!cudaBackendBuilt())
-    GTEST_SKIP() << "built without the CUDA backend";
-  if (absl::StatusOr<int> gpus = cudaDeviceCount(); !gpus.ok())
-    GTEST_SKIP() << gpus.status().message();
+  MOERT_REQUIRE_GPU();
   auto cpuBytes = genericPlan(Backend::Cpu);
   auto gpuBytes = genericPlan(Backend::Cuda);
   ASSERT_TRUE(cpuBytes.ok() && gpuBytes.ok());
-  auto cpuPlan = Plan::loadFromMemory(cpuBytes->data(), cpuBytes->size());
-  auto gpuPlan = Plan::loadFromMemory(gpuBytes->data(), gpuBytes->size());
-  ASSERT_TRUE(cpuPlan.ok() && gpuPlan.ok());
-  auto cpu = Session::create(**cpuPlan, SessionOptions());
-  auto gpu = CudaSession::create(**gpuPlan);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto pair = openOnBothBackends(*cpuBytes, *gpuBytes);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  Session *cpu = pair->cpu.get();
+  CudaSession *gpu = pair->gpu.get();
   // Every step on the GPU: runs go through CUDA graphs (eager, captured,
   // replayed per size).
-  EXPECT_TRUE((*gpu)->usesGraphs());
+  EXPECT_TRUE(gpu->usesGraphs());
   for (int pass = 0; pass < 3; ++pass)
     for (int64_t T : {int64_t{1}, int64_t{5}, kGenMaxT}) {
       SCOPED_TRACE(::testing::Message() << "T " << T << " pass " << pass);
       std::vector<float> x = randomFloats(T * kGenH, 300 + T + 10 * pass);
-      auto want = runGeneric(**cpu, x);
-      auto got = runGeneric(**gpu, x);
+      auto want = runGeneric(*cpu, x);
+      auto got = runGeneric(*gpu, x);
       ASSERT_TRUE(want.ok()) << want.status();
       ASSERT_TRUE(got.ok()) << got.status();
       for (int k : {0, 1, 2, 5}) {
@@ -997,7 +986,7 @@ TEST(CudaGenericDevice, EveryStepRunsOnTheGpuAndMatchesTheCpu) {
       expectSameFloats((*got)[3].as<float>(), (*want)[3].as<float>());
       EXPECT_EQ((*got)[4].as<uint8_t>(), (*want)[4].as<uint8_t>());
     }
-  for (const StepStats &step : (*gpu)->stepStats())
+  for (const StepStats &step : gpu->stepStats())
     EXPECT_THAT(step.op, ::testing::EndsWith("@cuda")) << step.name;
 }
 

@@ -659,25 +659,21 @@ TEST(CudaRoutingDevice, LayerMatchesTheCpuBackend) {
     auto cpuBytes = layerPlan(Backend::Cpu, capacity);
     auto gpuBytes = layerPlan(Backend::Cuda, capacity);
     ASSERT_TRUE(cpuBytes.ok() && gpuBytes.ok());
-    auto cpuPlan = Plan::loadFromMemory(cpuBytes->data(), cpuBytes->size());
-    auto gpuPlan = Plan::loadFromMemory(gpuBytes->data(), gpuBytes->size());
-    ASSERT_TRUE(cpuPlan.ok()) << cpuPlan.status();
-    ASSERT_TRUE(gpuPlan.ok()) << gpuPlan.status();
-    auto cpu = Session::create(**cpuPlan, SessionOptions());
-    auto gpu = CudaSession::create(**gpuPlan);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    auto pair = openOnBothBackends(*cpuBytes, *gpuBytes);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    Session *cpu = pair->cpu.get();
+    CudaSession *gpu = pair->gpu.get();
     // Every step runs on the GPU, so runs go through CUDA graphs: per size,
     // the first run is eager, the second captured, the third replayed; the
     // sizes alternate so that replays follow other sizes' runs.
-    EXPECT_TRUE((*gpu)->usesGraphs());
+    EXPECT_TRUE(gpu->usesGraphs());
     for (int pass = 0; pass < 3; ++pass)
       for (int64_t T : {1, 7, 64}) {
         SCOPED_TRACE(::testing::Message() << "T " << T << ", capacity "
                                           << capacity << ", pass " << pass);
         std::vector<float> x = randomFloats(T * kLayerH, 60 + T + 100 * pass);
-        auto want = runLayer(**cpu, x);
-        auto got = runLayer(**gpu, x);
+        auto want = runLayer(*cpu, x);
+        auto got = runLayer(*gpu, x);
         ASSERT_TRUE(want.ok()) << want.status();
         ASSERT_TRUE(got.ok()) << got.status();
         EXPECT_EQ((*got)[2].as<int64_t>(), (*want)[2].as<int64_t>()); // idx
@@ -691,8 +687,8 @@ TEST(CudaRoutingDevice, LayerMatchesTheCpuBackend) {
     // The steps' CUDA events are timed in the eager, captured and replayed
     // runs alike (recorded as graph nodes: a plain record in a capture
     // leaves the event unusable).
-    std::vector<StepStats> cpuStats = (*cpu)->stepStats();
-    std::vector<StepStats> gpuStats = (*gpu)->stepStats();
+    std::vector<StepStats> cpuStats = cpu->stepStats();
+    std::vector<StepStats> gpuStats = gpu->stepStats();
     ASSERT_EQ(gpuStats.size(), cpuStats.size());
     double gpuSeconds = 0;
     for (size_t i = 0; i < gpuStats.size(); ++i) {

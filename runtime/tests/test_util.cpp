@@ -83,6 +83,20 @@ void expectNear(const Value &actual, const std::vector<int64_t> &shape,
   }
 }
 
+absl::StatusOr<BackendPair>
+openOnBothBackends(const std::vector<uint8_t> &cpu,
+                   const std::vector<uint8_t> &gpu) {
+  BackendPair pair;
+  MOERT_ASSIGN_OR_RETURN(pair.cpuPlan,
+                         Plan::loadFromMemory(cpu.data(), cpu.size()));
+  MOERT_ASSIGN_OR_RETURN(pair.gpuPlan,
+                         Plan::loadFromMemory(gpu.data(), gpu.size()));
+  MOERT_ASSIGN_OR_RETURN(pair.cpu,
+                         Session::create(*pair.cpuPlan, SessionOptions()));
+  MOERT_ASSIGN_OR_RETURN(pair.gpu, CudaSession::create(*pair.gpuPlan));
+  return pair;
+}
+
 absl::StatusOr<Value> outputValue(const SessionBase &session,
                                   std::string_view name) {
   MOERT_ASSIGN_OR_RETURN(TensorData data, session.output(name));

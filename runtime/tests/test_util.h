@@ -130,6 +130,17 @@ MATCHER_P(StatusHas, substring, "") {
   return message.find(substring) != std::string::npos;
 }
 
+/// A plan's CPU and CUDA versions (same steps, backend set per plan) with a
+/// session on each: what the GPU tests compare. Plans outlive the sessions.
+struct BackendPair {
+  std::unique_ptr<Plan> cpuPlan, gpuPlan;
+  std::unique_ptr<Session> cpu;
+  std::unique_ptr<CudaSession> gpu;
+};
+/// Loads both serialized plans and opens a session on each backend.
+absl::StatusOr<BackendPair> openOnBothBackends(const std::vector<uint8_t> &cpu,
+                                               const std::vector<uint8_t> &gpu);
+
 /// Skips the test where no GPU can run the CUDA backend's kernels.
 #define MOERT_REQUIRE_GPU()                                                    \
   do {                                                                         \
