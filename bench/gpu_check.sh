@@ -138,48 +138,81 @@ if [ "$mode" = dry ]; then
   exit 0
 fi
 
-# 1. Correctness: the runtime's GPU unit tests (whole steps on the device
-#    against the CPU backend, data errors), then every zoo model and the
-#    generated layers, cuda against cpu (about 1.5 minutes).
+# Each part runs under the time left of the call's budget (GPU_CHECK_BUDGET
+# seconds, default 520: the device tool's 600 s limit minus start-up), so a
+# part that hangs cannot take the later ones with it; each part's output also
+# goes to $OUT/<part>.log when the device tool provides $OUT.
+budget="${GPU_CHECK_BUDGET:-520}"
+started=$(date +%s)
+status=0
+logs="${OUT:-}"
+part() { # part NAME MAX_SECONDS COMMAND...
+  local name=$1 limit=$2 left
+  shift 2
+  left=$((budget - ($(date +%s) - started)))
+  if [ "$left" -lt 20 ]; then
+    say "$name: skipped, ${left}s left of the ${budget}s budget"
+    status=1
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  say "$name (at most ${limit}s)"
+  if [ -n "$logs" ]; then
+    timeout "$limit" "$@" 2>&1 | tee "$logs/$name.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "$name: FAILED"; status=1; }
+  else
+    timeout "$limit" "$@" || { say "$name: FAILED"; status=1; }
+  fi
+}
+
+# 1. Correctness (about 2 minutes): the runtime's GPU unit tests (whole
+#    steps on the device against the CPU backend, graphs, data errors), the
+#    same under compute-sanitizer's memcheck where it works, then every zoo
+#    model, the generated layers and the expert-parallel plans, cuda against
+#    cpu.
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader 2>/dev/null || true
-status=0
-tests="$(dirname "$moe_run")/moert_tests"
-if [ -x "$tests" ]; then
-  timeout 120 "$tests" --gtest_filter='Cuda*' --gtest_brief=1 || status=1
+bin="$(dirname "$moe_run")"
+if [ -x "$bin/moert_tests" ]; then
+  part unit-tests 90 "$bin/moert_tests" --gtest_filter='Cuda*' --gtest_brief=1
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    part memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$bin/moert_tests" --gtest_filter='Cuda*Device*' --gtest_brief=1
+  fi
 fi
-timeout 150 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
-  --moe-run "$moe_run" --tokens 1,7,32 || status=1
+part zoo 120 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+  --moe-run "$moe_run" --tokens 1,7,32
 # A generated MoE layer per expert weight dtype (bench/layer_plan), made
 # here (100 MB at f32: too large to carry): the same plan on both backends,
 # so that bf16/f16 weights compare at the fp32 tolerance too.
 layers=$(mktemp -d)
 for dtype in f32 bf16 f16; do
   for backend in cpu cuda; do
-    "$(dirname "$moe_run")/moe-layer-plan" \
+    "$bin/moe-layer-plan" \
       -o "$layers/layer_e16_$dtype.$backend.bin" --experts 16 --top-k 4 \
       --hidden 512 --ffn 1024 --max-tokens 256 --weight-dtype "$dtype" \
       --backend "$backend" >/dev/null || status=1
   done
 done
-timeout 90 "$python" "$root/bench/gpu_compare.py" --plans "$layers" \
-  --moe-run "$moe_run" --tokens 1,16,256 || status=1
+part layers 60 "$python" "$root/bench/gpu_compare.py" --plans "$layers" \
+  --moe-run "$moe_run" --tokens 1,16,256
 rm -rf "$layers"
-timeout 60 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+part ep-host 45 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \
-  --cuda-args "--devices 2 --comm host" || status=1
+  --cuda-args "--devices 2 --comm host"
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
-  timeout 60 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
-    --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \
-    --cuda-args "--devices 2 --comm nccl" || status=1
+  part ep-nccl 45 "$python" "$root/bench/gpu_compare.py" \
+    --plans "$bundle/plans" --moe-run "$moe_run" --tokens 7,32 \
+    --cuda-suffix ep2.cuda.bin --cuda-args "--devices 2 --comm nccl"
 fi
-# 2. Timing: the MoE layer's rooflines, PyTorch and moe-run (about 4
-#    minutes, most of it making and loading 22 GB of weights twice).
+# 2. Timing (about 3 minutes, most of it making and loading 22 GB of
+#    weights twice): the MoE layer against its rooflines, PyTorch and moe-run.
 if [ "$has_torch" = yes ]; then
-  layer_plan="$(dirname "$moe_run")/moe-layer-plan"
-  timeout 300 "$python" "$root/bench/gpu_layer.py" --moe-run "$moe_run" \
-    --layer-plan "$layer_plan" --work "$(mktemp -d)" || status=1
+  part layer-timing 300 "$python" "$root/bench/gpu_layer.py" \
+    --moe-run "$moe_run" --layer-plan "$bin/moe-layer-plan" \
+    --work "$(mktemp -d)"
 else
   say "PyTorch with CUDA is missing: no layer timings"
 fi
+say "done in $(($(date +%s) - started))s; $([ $status -eq 0 ] && echo ok || echo FAILED)"
 exit $status
