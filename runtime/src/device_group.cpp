@@ -73,9 +73,18 @@ absl::StatusOr<TensorData> deserialize(const std::vector<uint8_t> &in,
   return t;
 }
 
-/// The output `desc` from each device's part, in device order.
+/// The output `desc` from each device's part, in device order; the parts of
+/// `padded` devices (a padding row, DeviceGroup::setInput) are left out of
+/// outputs split across the devices.
 absl::StatusOr<HostTensor> assemble(const TensorDesc &desc,
-                                    const std::vector<TensorData> &parts) {
+                                    std::vector<TensorData> parts,
+                                    const std::vector<bool> &padded) {
+  if (splitsAcrossDevices(desc))
+    for (size_t d = 0; d < parts.size() && d < padded.size(); ++d)
+      if (padded[d] && !parts[d].shape.empty()) {
+        parts[d].shape[0] = 0;
+        parts[d].bytes = 0;
+      }
   HostTensor out;
   const TensorData &first = parts[0];
   out.dtype = first.dtype;
@@ -203,6 +212,8 @@ struct DeviceGroup::Impl {
   /// With CommKind::Nccl, the NCCL endpoints the sessions exchange through.
   std::vector<std::unique_ptr<NcclCommunicator>> ncclComms;
   std::vector<Member> members;
+  /// The rows of the last input split across the devices; -1 before one.
+  int64_t batchRows = -1;
 
   explicit Impl(const Plan &plan) : plan(plan) {}
 
@@ -370,8 +381,18 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
     return absl::InvalidArgumentError(
         absl::StrCat("input '", absl::string_view(name.data(), name.size()),
                      "': ", bytes, " bytes do not split into ", rows, " rows"));
+  g.batchRows = rows;
   for (size_t i = 0; i < g.members.size(); ++i) {
     auto [begin, end] = deviceRows(rows, g.devices[i], numDevices());
+    // A device whose share is empty (fewer rows than devices) still runs
+    // every step, collectives included: it gets a copy of row 0 as padding,
+    // so that its dense steps see the shapes a real row gives (a reshape to
+    // [batch, -1, H] cannot infer -1 from 0 elements), and its outputs are
+    // left out when the outputs are joined.
+    if (begin == end && rows > 0) {
+      begin = 0;
+      end = 1;
+    }
     std::vector<int64_t> part = shape;
     part[0] = end - begin;
     MOERT_RETURN_IF_ERROR(g.members[i].session().setInput(
@@ -409,6 +430,16 @@ absl::Status DeviceGroup::run() {
   return absl::AbortedError(absl::StrJoin(errors, "\n  "));
 }
 
+int DeviceGroup::paddingRows() const {
+  int padded = 0;
+  if (impl_->batchRows > 0)
+    for (int d = 0; d < numDevices(); ++d) {
+      auto [begin, end] = deviceRows(impl_->batchRows, d, numDevices());
+      padded += begin == end;
+    }
+  return padded;
+}
+
 absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
   Impl &g = *impl_;
   const TensorDesc *desc = findDesc(g.plan.outputs(0), name);
@@ -434,7 +465,13 @@ absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
     MOERT_ASSIGN_OR_RETURN(TensorData part, deserialize(all[d], shapes[d]));
     parts.push_back(part);
   }
-  return assemble(*desc, parts);
+  std::vector<bool> padded(all.size(), false);
+  if (g.batchRows > 0)
+    for (size_t d = 0; d < all.size(); ++d) {
+      auto [begin, end] = deviceRows(g.batchRows, int(d), numDevices());
+      padded[d] = begin == end;
+    }
+  return assemble(*desc, std::move(parts), padded);
 }
 
 absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {

@@ -92,14 +92,34 @@ def make_inputs(model, tokens, batch, int_high, rng):
     return feeds
 
 
-def routed_tokens(model, tokens, batch):
-    """Rows the routers see: the batch folds into the tokens when an input has
-    a batch dimension (see make_inputs)."""
+def has_batch_dim(model):
+    """Whether an input has a batch dimension (two or more dynamic dims; see
+    make_inputs)."""
     for value in graph_inputs(model):
         dims = value.type.tensor_type.shape.dim
         if sum(not d.HasField("dim_value") for d in dims) >= 2:
-            return tokens * batch
-    return tokens
+            return True
+    return False
+
+
+def routed_tokens(model, tokens, batch):
+    """Rows the routers see: the batch folds into the tokens when an input has
+    a batch dimension."""
+    return tokens * batch if has_batch_dim(model) else tokens
+
+
+def split_rows(model, tokens, batch):
+    """The size of the dimension a multi-device run splits over its devices
+    (dim 0 of the inputs: the batch, else the tokens)."""
+    return batch if has_batch_dim(model) else tokens
+
+
+def padded_tokens(stats_path, routed, rows):
+    """Tokens of the padding rows that devices without a share of the batch
+    ran (moe-run --stats "padding_rows"): they are routed like real ones."""
+    with open(stats_path) as f:
+        padding = json.load(f).get("expert_parallel", {}).get("padding_rows", 0)
+    return padding * (routed // rows) if rows else 0
 
 
 def check_stats(report_layers, stats_path, routed):
@@ -311,10 +331,12 @@ def main():
             # must add up like a single device's.
             checks = [check_device_stats, check_stats] if args.devices > 1 \
                 else [check_stats]
+            routed = routed_tokens(model, tokens, args.batch)
+            if args.devices > 1:
+                routed += padded_tokens(
+                    stats, routed, split_rows(model, tokens, args.batch))
             for check in checks:
-                for message in check(
-                        report_layers, stats,
-                        routed_tokens(model, tokens, args.batch)):
+                for message in check(report_layers, stats, routed):
                     print(f"MISMATCH tokens={tokens} stats {message}")
                     failures += 1
 

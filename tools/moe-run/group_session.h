@@ -98,8 +98,9 @@ public:
               : "null";
     absl::StrAppend(
         &json, "\n  ],\n  \"expert_parallel\": {\"devices\": ", devices.size(),
-        ", \"backend\": \"", backend_, "\", \"load_imbalance\": ", imbalance,
-        ", \"comm_fraction\": ",
+        ", \"backend\": \"", backend_,
+        "\", \"padding_rows\": ", group_->paddingRows(),
+        ", \"load_imbalance\": ", imbalance, ", \"comm_fraction\": ",
         comm + compute > 0 ? absl::StrFormat("%.4f", comm / (comm + compute))
                            : "null",
         "}");

@@ -5,7 +5,8 @@
 // in-process communicator) or this MPI rank's one. It applies the plan's
 // data-parallel rule (docs/expert-parallelism.md): an input whose dim 0 is
 // symbolic is split along dim 0 into contiguous near-equal parts (device d
-// gets rows [floor(B*d/N), floor(B*(d+1)/N)), possibly none); other inputs
+// gets rows [floor(B*d/N), floor(B*(d+1)/N)); a device whose share is empty
+// gets a copy of row 0 as padding, whose outputs are dropped); other inputs
 // are replicated. Outputs whose dim 0 is symbolic are concatenated in device
 // order; other outputs are device 0's. Each device's schedule runs on the CPU
 // or, with DeviceGroupOptions::backend = Backend::Cuda, on a GPU.
@@ -89,6 +90,10 @@ public:
   /// The whole value of graph output `name` after a successful run; under
   /// MPI, valid on rank 0 only (other ranks get an empty tensor).
   absl::StatusOr<HostTensor> output(std::string_view name);
+  /// Devices whose share of the last split input was empty and that ran a
+  /// padding row instead (a copy of row 0; its routed assignments show in
+  /// the MoE stats, its outputs are left out). 0 when every device has rows.
+  int paddingRows() const;
   /// Every device's stats, in device order (rank 0 only under MPI).
   absl::StatusOr<std::vector<DeviceStats>> deviceStats();
   void resetStats();
