@@ -183,6 +183,18 @@ bool splitsAcrossDevices(const TensorDesc &desc) {
   return !desc.dims.empty() && desc.dims[0].kind == DimDesc::Kind::Symbolic;
 }
 
+/// Whether the split dim 0 of `desc` is a batch: another dim is symbolic too
+/// (e.g. [batch, seq]). Models reshape such inputs with -1 over the batch
+/// ([batch, -1, H]), which 0 rows cannot answer, so an empty share is
+/// padded; a split over tokens alone ([T, H]) runs 0 rows as they are.
+bool splitsABatch(const TensorDesc &desc) {
+  return splitsAcrossDevices(desc) &&
+         std::any_of(desc.dims.begin() + 1, desc.dims.end(),
+                     [](const DimDesc &dim) {
+                       return dim.kind == DimDesc::Kind::Symbolic;
+                     });
+}
+
 namespace {
 /// One device's session, on whichever backend runs it.
 struct Member {
@@ -212,7 +224,8 @@ struct DeviceGroup::Impl {
   /// With CommKind::Nccl, the NCCL endpoints the sessions exchange through.
   std::vector<std::unique_ptr<NcclCommunicator>> ncclComms;
   std::vector<Member> members;
-  /// The rows of the last input split across the devices; -1 before one.
+  /// The rows of the last input split across the devices as a batch (whose
+  /// empty shares are padded); -1 before one.
   int64_t batchRows = -1;
 
   explicit Impl(const Plan &plan) : plan(plan) {}
@@ -381,15 +394,16 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
     return absl::InvalidArgumentError(
         absl::StrCat("input '", absl::string_view(name.data(), name.size()),
                      "': ", bytes, " bytes do not split into ", rows, " rows"));
-  g.batchRows = rows;
+  bool pad = splitsABatch(*desc);
+  g.batchRows = pad ? rows : -1;
   for (size_t i = 0; i < g.members.size(); ++i) {
     auto [begin, end] = deviceRows(rows, g.devices[i], numDevices());
-    // A device whose share is empty (fewer rows than devices) still runs
-    // every step, collectives included: it gets a copy of row 0 as padding,
-    // so that its dense steps see the shapes a real row gives (a reshape to
-    // [batch, -1, H] cannot infer -1 from 0 elements), and its outputs are
-    // left out when the outputs are joined.
-    if (begin == end && rows > 0) {
+    // A device whose share of a batch is empty (fewer rows than devices)
+    // still runs every step, collectives included: it gets a copy of row 0
+    // as padding, so that its dense steps see the shapes a real row gives
+    // (a reshape to [batch, -1, H] cannot infer -1 from 0 elements), and its
+    // outputs are left out when the outputs are joined.
+    if (pad && begin == end && rows > 0) {
       begin = 0;
       end = 1;
     }

@@ -5,8 +5,9 @@
 // in-process communicator) or this MPI rank's one. It applies the plan's
 // data-parallel rule (docs/expert-parallelism.md): an input whose dim 0 is
 // symbolic is split along dim 0 into contiguous near-equal parts (device d
-// gets rows [floor(B*d/N), floor(B*(d+1)/N)); a device whose share is empty
-// gets a copy of row 0 as padding, whose outputs are dropped); other inputs
+// gets rows [floor(B*d/N), floor(B*(d+1)/N)); when dim 0 is a batch (another
+// dim is symbolic), a device whose share is empty gets a copy of row 0 as
+// padding, whose outputs are dropped); other inputs
 // are replicated. Outputs whose dim 0 is symbolic are concatenated in device
 // order; other outputs are device 0's. Each device's schedule runs on the CPU
 // or, with DeviceGroupOptions::backend = Backend::Cuda, on a GPU.
