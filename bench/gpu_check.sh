@@ -111,6 +111,17 @@ print("\n".join(e["file"] for e in m["models"].values()
   exit 0
 fi
 
+# cuBLAS and NCCL are opened at run time: the toolkit's first, else the
+# loader's path. Where the GPU machine's toolkit lacks them, PyTorch's wheels
+# (site-packages/nvidia/*/lib) usually have them.
+if [ "$mode" != prepare ] && [ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]; then
+  wheels=$("$python" -c 'import glob, site
+dirs = {p.rsplit("/", 1)[0] for s in site.getsitepackages()
+        for p in glob.glob(s + "/nvidia/*/lib/lib*.so*")}
+print(":".join(sorted(dirs)))' 2>/dev/null || true)
+  [ -n "$wheels" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$wheels"
+fi
+
 # --dry-run and the checks share the environment check.
 need "$python" "runs the comparisons"
 "$python" -c 'import numpy' 2>/dev/null || missing+=("numpy (for $python)")
