@@ -394,8 +394,15 @@ absl::Status DeviceGroup::setInput(std::string_view name, DType dtype,
     return absl::InvalidArgumentError(
         absl::StrCat("input '", absl::string_view(name.data(), name.size()),
                      "': ", bytes, " bytes do not split into ", rows, " rows"));
-  bool pad = splitsABatch(*desc);
-  g.batchRows = pad ? rows : -1;
+  // Every input split over the same symbol is padded alike (else a
+  // padded [batch, seq] input would meet a 0-row [batch] one), and only
+  // such inputs set the rows whose padded shares the outputs leave out, so
+  // that the order of the setInput calls does not matter.
+  bool pad = false;
+  for (const TensorDesc &other : g.plan.inputs(0))
+    pad |= splitsABatch(other) && other.dims[0].symbol == desc->dims[0].symbol;
+  if (pad)
+    g.batchRows = rows;
   for (size_t i = 0; i < g.members.size(); ++i) {
     auto [begin, end] = deviceRows(rows, g.devices[i], numDevices());
     // A device whose share of a batch is empty (fewer rows than devices)

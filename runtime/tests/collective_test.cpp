@@ -631,5 +631,74 @@ TEST(ExpertParallel, SharedWeightsNameTheSameBytes) {
               StatusHas("partly overlap"));
 }
 
+/// Two devices, no exchange: x [B, S] and w [B] (both split over the batch
+/// B), out = Concat(x, Unsqueeze(w, 1), axis 1) [B, S + 1].
+absl::StatusOr<std::vector<uint8_t>> batchInputsPlan() {
+  PlanWriter writer({Backend::Cpu, 2, 0});
+  int b = writer.addSymbol("B", 1, 4);
+  int seq = writer.addSymbol("S", 1, 4);
+  std::vector<int64_t> one = {1};
+  for (int d = 0; d < 2; ++d) {
+    ScheduleBuilder &s = writer.schedule(d);
+    int32_t x = s.addTensor("x", DType::F32,
+                            {PlanDim::symbol(b), PlanDim::symbol(seq)});
+    int32_t w = s.addTensor("w", DType::F32, {PlanDim::symbol(b)});
+    s.addInput(x);
+    s.addInput(w);
+    int32_t axes = s.addWeight("axes", DType::I64, {1}, one.data(), 8);
+    int32_t wu = s.addTensor("wu", DType::F32, {PlanDim::symbol(b), 1});
+    s.addStep(OpKind::Unsqueeze, "wu", {w, axes}, {wu});
+    int32_t out = s.addTensor("out", DType::F32,
+                              {PlanDim::symbol(b), PlanDim::dynamic(5)});
+    fb::AxisAttrsT axis1;
+    axis1.axis = 1;
+    s.addStep(OpKind::Concat, "out", {x, wu}, {out}, attrs(axis1));
+    s.addOutput(out);
+  }
+  return writer.serialize();
+}
+
+TEST(ExpertParallel, EveryInputOfAPaddedBatchIsPadded) {
+  // With B = 1, device 1's share of the batch is empty: it runs a padding
+  // row of x and of w alike (a 1-D [B] input is split over the batch too),
+  // whichever input is set first, and its output is left out.
+  auto bytes = batchInputsPlan();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  DeviceGroupOptions options;
+  options.threadsPerDevice = 1;
+  for (bool xFirst : {true, false})
+    for (int64_t B : {int64_t{1}, int64_t{3}}) {
+      SCOPED_TRACE(::testing::Message() << "B " << B << " x first " << xFirst);
+      auto group = DeviceGroup::create(**plan, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      int64_t S = 2;
+      std::vector<float> x = randomFloats(B * S, 5 + B);
+      std::vector<float> w = randomFloats(B, 9 + B);
+      auto setX = [&] {
+        return (*group)->setInput("x", DType::F32, {B, S}, x.data(),
+                                  x.size() * 4);
+      };
+      auto setW = [&] {
+        return (*group)->setInput("w", DType::F32, {B}, w.data(), w.size() * 4);
+      };
+      ASSERT_TRUE((xFirst ? setX() : setW()).ok());
+      ASSERT_TRUE((xFirst ? setW() : setX()).ok());
+      absl::Status ran = (*group)->run();
+      ASSERT_TRUE(ran.ok()) << ran;
+      EXPECT_EQ((*group)->paddingRows(), B == 1 ? 1 : 0);
+      auto out = (*group)->output("out");
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->shape, (std::vector<int64_t>{B, S + 1}));
+      const float *o = reinterpret_cast<const float *>(out->bytes.data());
+      for (int64_t r = 0; r < B; ++r) {
+        for (int64_t c = 0; c < S; ++c)
+          EXPECT_EQ(o[r * (S + 1) + c], x[r * S + c]) << r << ", " << c;
+        EXPECT_EQ(o[r * (S + 1) + S], w[r]) << r;
+      }
+    }
+}
+
 } // namespace
 } // namespace moert::testing

@@ -659,21 +659,22 @@ absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
     KernelContext ctx = context(step);
     bool device = runsOnDevice(step);
     if (device) {
-      // External records: while the stream is being captured, a plain
+      // External records while the stream is being captured: there a plain
       // cudaEventRecord only marks a dependency inside the capture (no graph
       // node), and the event is then unusable (cudaEventElapsedTime fails
       // with cudaErrorCapturedEvent); an external record becomes a node that
-      // every replay records. Outside a capture it is a plain record.
+      // every replay records. Outside a capture the external flag is invalid
+      // (cuEventRecordWithFlags), so eager runs record plainly.
+      unsigned recordFlags =
+          capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
       auto [start, stop] = events[step.index];
       if (start)
-        MOERT_CUDA(
-            cudaEventRecordWithFlags(start, stream, cudaEventRecordExternal),
-            step.label);
+        MOERT_CUDA(cudaEventRecordWithFlags(start, stream, recordFlags),
+                   step.label);
       MOERT_RETURN_IF_ERROR(runOnDevice(step, ctx));
       if (stop)
-        MOERT_CUDA(
-            cudaEventRecordWithFlags(stop, stream, cudaEventRecordExternal),
-            step.label);
+        MOERT_CUDA(cudaEventRecordWithFlags(stop, stream, recordFlags),
+                   step.label);
       for (const StatsCopy &copy : statsCopies)
         if (copy.step == step.index)
           MOERT_CUDA(cudaMemcpyAsync(copy.pinned, devicePtr(copy.tensor),
@@ -798,17 +799,20 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
     made = cudaGraphInstantiate(&graph.exec, captured, 0);
   if (captured)
     cudaGraphDestroy(captured);
-  if (!steps.ok() && !captureUnsafe)
-    return steps;
-  if (captureUnsafe || ended != cudaSuccess || made != cudaSuccess) {
-    // The steps enqueue fine eagerly (the first run with these sizes did),
-    // so a capture the driver refuses is not the run's failure: this session
-    // runs eagerly from now on, starting with this run (nothing of the
-    // capture executed).
+  if (!steps.ok() || captureUnsafe || ended != cudaSuccess ||
+      made != cudaSuccess) {
+    // The steps enqueue fine eagerly (the first run with these sizes did,
+    // and a graphable schedule's host steps depend on the sizes only), so a
+    // step that fails inside the capture was refused by it (a call the
+    // capture forbids, a capture the driver invalidated): not the run's
+    // failure. This session runs eagerly from now on, starting with this run
+    // (nothing of the capture executed); a genuine error fails that run.
     (void)cudaGetLastError();
     graphable = false;
     graphsRefused =
         captureUnsafe ? "a GPU step reads a value that a host step computed"
+        : !steps.ok() ? absl::StrCat("a step failed inside the capture: ",
+                                     steps.message())
                       : cudaGetErrorString(ended != cudaSuccess ? ended : made);
     graph.exec = nullptr;
     for (size_t id = 0; id < tensors.size(); ++id)
@@ -831,6 +835,10 @@ absl::Status CudaSession::run() {
   s.hasRun = false;
   MOERT_RETURN_IF_ERROR(s.bindSymbols());
   MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
+  // A failed call of an earlier run (or of the caller) leaves its error as
+  // the thread's last error, which the next launch's cudaGetLastError check
+  // would report as its own; a sticky error still fails the next call.
+  (void)cudaGetLastError();
   for (size_t id = 0; id < s.tensors.size(); ++id)
     if (!s.schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 0;
