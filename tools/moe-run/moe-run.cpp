@@ -64,6 +64,9 @@ options:
                          visible GPUs (under mpirun: the rank's local GPU)
   --cuda-graphs on|off   replay runs as CUDA graphs when every step of a
                          schedule runs on the GPU (default: on)
+  --placement            with --backend cuda: print where each step would
+                         run (GPU or host) and whether runs replay CUDA
+                         graphs, then exit; needs no GPU
   --devices N            run the N device schedules of a multi-device plan
                          (`moec compile --devices N`) as N threads of this
                          process; under `mpirun -np N`, each rank runs one
@@ -89,6 +92,7 @@ struct Options {
   std::string stats;
   std::string backend = "cpu";
   bool cudaGraphs = true;
+  bool placement = false;
   int devices = 0;
   double commTimeout = 60;
   moert::CommKind comm = moert::CommKind::Host;
@@ -108,6 +112,10 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       if (!options.plan.empty())
         return absl::StrCat("unexpected argument '", arg, "'");
       options.plan = arg;
+      continue;
+    }
+    if (arg == "--placement") { // The one flag without a value.
+      options.placement = true;
       continue;
     }
     std::string name(arg);
@@ -189,6 +197,9 @@ std::string parseArgs(int argc, char **argv, Options &options) {
     return "no plan given";
   if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
     return "--comm nccl exchanges between GPUs; it needs --backend cuda";
+  if (options.placement && options.backend != "cuda")
+    return "--placement shows the CUDA backend's choices; it needs "
+           "--backend cuda";
   return "";
 }
 
@@ -387,7 +398,33 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
   return runSession(options, plan, session);
 }
 
+/// --placement: where each step of each device schedule would run.
+absl::Status printPlacement(const Options &options) {
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
+                         moert::Plan::load(options.plan, loadOptions()));
+  bool nccl = options.comm == moert::CommKind::Nccl;
+  for (int d = 0; d < plan->numDevices(); ++d) {
+    MOERT_ASSIGN_OR_RETURN(moert::CudaPlacement placement,
+                           moert::cudaPlacement(*plan, d, nccl));
+    size_t onGpu = 0;
+    std::printf("moe-run: placement of %s, device %d:\n", options.plan.c_str(),
+                d);
+    for (size_t i = 0; i < placement.steps.size(); ++i) {
+      onGpu += placement.onGpu[i];
+      std::printf("  %s: %s\n", placement.steps[i].c_str(),
+                  placement.onGpu[i] ? "gpu" : "host");
+    }
+    std::printf("moe-run: device %d: %zu of %zu steps on the GPU; CUDA "
+                "graphs: %s\n",
+                d, onGpu, placement.steps.size(),
+                placement.graphs && options.cudaGraphs ? "yes" : "no");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status runMain(const Options &options) {
+  if (options.placement)
+    return printPlacement(options);
   // Without a GPU, say so before anything else.
   if (options.backend == "cuda")
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
@@ -532,7 +569,7 @@ int main(int argc, char **argv) {
   }
   // Without a GPU every rank fails alike: say so before MPI starts, so that
   // the job ends as a plain exit 1 rather than an MPI abort.
-  if (options.backend == "cuda")
+  if (options.backend == "cuda" && !options.placement)
     if (absl::Status status = moert::cudaDeviceCount().status(); !status.ok()) {
       std::fprintf(stderr, "moe-run: error: %s\n",
                    std::string(status.message()).c_str());

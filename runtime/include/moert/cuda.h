@@ -51,6 +51,24 @@ struct CudaSessionOptions {
   bool useGraphs = true;
 };
 
+/// Where a CudaSession runs the steps of one device schedule, decided from
+/// the plan alone (no GPU needed): moe-run --placement prints it.
+struct CudaPlacement {
+  /// Per step: its label, "step 3 'mlp/up' (MatMul)".
+  std::vector<std::string> steps;
+  /// Per step: on the GPU (a generated kernel or a GPU implementation that
+  /// accepts the step), else on the host.
+  std::vector<bool> onGpu;
+  /// Whether runs replay CUDA graphs (with useGraphs): the host steps
+  /// compute from sizes and weights only.
+  bool graphs = false;
+};
+
+/// The placement of schedule `device` of `plan`, with exchanges over NCCL
+/// (`nccl`) or the host.
+absl::StatusOr<CudaPlacement> cudaPlacement(const Plan &plan, int device,
+                                            bool nccl = false);
+
 /// Executes one device schedule of a CUDA plan; inputs, outputs and stats
 /// as `Session` (SessionBase), except that each step's `op` in stepStats()
 /// is suffixed with "@cuda" or "@host" by where the step ran.

@@ -20,6 +20,10 @@ struct CudaSession::Impl {};
 
 bool cudaBackendBuilt() { return false; }
 absl::StatusOr<int> cudaDeviceCount() { return notBuilt(); }
+absl::StatusOr<CudaPlacement> cudaPlacement(const Plan &, int, bool) {
+  return absl::FailedPreconditionError(
+      "this runtime was built without the CUDA backend (MOERT_CUDA=OFF)");
+}
 
 // No session is ever created, so the private constructor is not needed.
 CudaSession::~CudaSession() = default;

@@ -16,6 +16,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_op.h"
 #include "cuda/launch.h"
+#include "cuda/placement.h"
 #include "kernels/common.h"
 #include "moert/cuda.h"
 #include "moert/nccl.h"
@@ -46,13 +47,6 @@ using detail::Tensor;
 using detail::TensorInfo;
 
 namespace {
-
-/// Steps whose CPU kernels read only their inputs' shapes, never the data:
-/// their device-resident inputs are not copied back for them.
-bool readsShapesOnly(fb::OpKind op) {
-  return op == fb::OpKind::Dim || op == fb::OpKind::Shape ||
-         op == fb::OpKind::Size;
-}
 
 #define MOERT_CUBLAS(call, where)                                              \
   MOERT_RETURN_IF_ERROR(cublasCheck((call), #call, (where)))
@@ -177,42 +171,6 @@ struct CudaSession::Impl : detail::SessionState {
   absl::Status runSteps(std::vector<bool> &timed);
   /// Runs the steps through the CUDA graph of the bound sizes (graphable).
   absl::Status runWithGraph(std::vector<bool> &timed);
-  /// Whether every step on the host computes from sizes and weights only
-  /// (shape arithmetic: Dim/Shape/Size and what follows from them), so that
-  /// its results are the same for every run with the same sizes and a CUDA
-  /// graph per size binding may skip it; graph outputs come from the GPU.
-  /// Also records which of their results GPU steps read (hostUploadOffsets).
-  bool hostStepsReadOnlySizes() {
-    std::vector<uint8_t> sizeDerived(schedule.tensors.size(), 0);
-    std::vector<uint8_t> fromHost(schedule.tensors.size(), 0);
-    for (size_t id = 0; id < schedule.tensors.size(); ++id)
-      sizeDerived[id] = schedule.tensors[id].isWeight;
-    for (const StepInfo &step : schedule.steps) {
-      if (runsOnDevice(step)) {
-        for (int32_t id : step.inputs)
-          if (id >= 0 && fromHost[id] && !hostUploadOffsets.count(id)) {
-            hostUploadOffsets[id] = hostUploadBytes;
-            hostUploadBytes += detail::alignTo(
-                std::max<uint64_t>(schedule.tensors[id].size, 1), 64);
-          }
-        continue;
-      }
-      bool derived = readsShapesOnly(step.op);
-      if (!derived) {
-        derived = true;
-        for (int32_t id : step.inputs)
-          derived &= id < 0 || sizeDerived[id];
-      }
-      if (!derived)
-        return false;
-      for (int32_t id : step.outputs) {
-        if (schedule.tensors[id].isGraphOutput)
-          return false;
-        sizeDerived[id] = fromHost[id] = 1;
-      }
-    }
-    return true;
-  }
   bool runsOnDevice(const StepInfo &step) const {
     return kernels[step.index] || deviceOps[step.index];
   }
@@ -379,19 +337,13 @@ absl::Status CudaSession::Impl::loadKernels() {
 }
 
 absl::Status CudaSession::Impl::planDeviceOps() {
-  deviceOps.assign(schedule.steps.size(), nullptr);
   uint64_t scratch = 0;
+  deviceOps = cuda::chooseDeviceOps(schedule, nccl != nullptr);
   for (const StepInfo &step : schedule.steps) {
     if (kernels[step.index])
-      continue;
-    const DeviceOp *op = cuda::deviceOpFor(step.op);
-    if (!op || (op->accepts && !op->accepts(step, schedule)))
-      continue;
-    // Exchanges over a host communicator take host buffers.
-    if (detail::isExchange(step.op) && !nccl)
-      continue;
-    deviceOps[step.index] = op;
-    if (op->scratchBytes)
+      deviceOps[step.index] = nullptr;
+    const DeviceOp *op = deviceOps[step.index];
+    if (op && op->scratchBytes)
       scratch = std::max(scratch, op->scratchBytes(step, schedule));
   }
   if (scratch)
@@ -487,7 +439,7 @@ absl::Status DeviceStep::check(cudaError_t error, const char *call) const {
 namespace moert {
 
 absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
-  if (readsShapesOnly(step.op))
+  if (cuda::readsShapesOnly(step.op))
     return absl::OkStatus();
   bool copied = false;
   for (int32_t id : step.inputs) {
@@ -631,10 +583,14 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   for (size_t id = 0; id < schedule.tensors.size(); ++id)
     if (schedule.tensors[id].isWeight)
       s.onHost[id] = s.onDevice[id] = 1;
-  for (const StepInfo &step : schedule.steps)
-    s.opSuffix[step.index] = s.runsOnDevice(step) ? "@cuda" : "@host";
+  std::vector<bool> onGpu(schedule.steps.size());
+  for (const StepInfo &step : schedule.steps) {
+    onGpu[step.index] = s.runsOnDevice(step);
+    s.opSuffix[step.index] = onGpu[step.index] ? "@cuda" : "@host";
+  }
   s.graphable = options.useGraphs && !schedule.steps.empty() && !s.nccl &&
-                s.hostStepsReadOnlySizes();
+                cuda::hostStepsReadOnlySizes(
+                    schedule, onGpu, &s.hostUploadOffsets, &s.hostUploadBytes);
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});
   if (s.collectStats)
     for (const StepInfo &step : schedule.steps)
