@@ -90,6 +90,17 @@ print("\n".join(e["file"] for e in m["models"].values()
     "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
       --max-tokens 64 --target cuda --cuda-arch sm_90
   done
+  # bf16 expert weights through the zoo's activations and layouts (the
+  # tensor-core tiles take experts with more than 8 rows): same plan on
+  # both backends, so the fp32 tolerance holds.
+  for name in mixtral_block qwen2_moe_block gpt_oss_block; do
+    for target in cpu cuda; do
+      "$build/bin/moec" compile "$root/examples/zoo/$name.onnx" \
+        -o "$bundle/plans/${name}_bf16.$target.bin" --max-tokens 64 \
+        --weight-dtype bf16 --target "$target" \
+        $([ "$target" = cuda ] && echo --cuda-arch sm_90)
+    done
+  done
   # Expert parallel on the GPU: 2-device plans (both devices on one GPU with
   # the host communicator; over NCCL where the machine has two GPUs).
   for name in mixtral_block qwen2_moe_block deepseek_v3_block; do
