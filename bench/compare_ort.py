@@ -131,6 +131,15 @@ def time_moe_run(moe_run, plan, feeds, threads, runs, work, tag, stats=None):
     return float(re.search(r"median ([0-9.]+) ms", out).group(1)) / 1e3
 
 
+def default_bounds(path):
+    """`--bound batch=1` for a model with a `batch` input dimension (moec
+    refuses a --bound naming a dimension the model does not have)."""
+    model = onnx.load(path, load_external_data=False)
+    names = {d.dim_param for i in model.graph.input
+             for d in i.type.tensor_type.shape.dim}
+    return ["--bound=batch=1"] if "batch" in names else []
+
+
 def ort_session(path, threads):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -183,7 +192,8 @@ def main():
     add_common_arguments(parser, runs=50)
     parser.add_argument("--int-high", type=int, default=16)
     parser.add_argument("--bound", action="append", default=None,
-                        help="moec --bound NAME=N (default: batch=1)")
+                        help="moec --bound NAME=N (default: batch=1 where the "
+                        "model has a batch dimension)")
     args = parser.parse_args()
     tokens = [int(t) for t in args.tokens.split(",")]
     moec, moe_run = tools(args.build)
@@ -198,7 +208,8 @@ def main():
         model = onnx.load(path)
         name = os.path.splitext(os.path.basename(path))[0]
         plan = os.path.join(work, name + ".bin")
-        bounds = [f"--bound={b}" for b in (args.bound or ["batch=1"])]
+        bounds = ([f"--bound={b}" for b in args.bound] if args.bound
+                  else default_bounds(path))
         subprocess.run([moec, "compile", path, "-o", plan,
                         f"--max-tokens={max(tokens)}"] + bounds, check=True,
                        stderr=subprocess.DEVNULL)

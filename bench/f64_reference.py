@@ -30,7 +30,7 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ort import (ROOT, make_inputs, ort_session,  # noqa: E402
+from compare_ort import (ROOT, default_bounds, make_inputs, ort_session,  # noqa: E402
                          save_inputs, tools)
 
 FLOAT, DOUBLE = TensorProto.FLOAT, TensorProto.DOUBLE
@@ -103,7 +103,8 @@ def compare(args, tokens, moec, moe_run, work):
     narrow = ort_session(args.model, args.threads)
     plan = os.path.join(work, "plan.bin")
     subprocess.run([moec, "compile", args.model, "-o", plan,
-                    f"--max-tokens={max(tokens)}", "--bound=batch=1"],
+                    f"--max-tokens={max(tokens)}",
+                    *default_bounds(args.model)],
                    check=True)
 
     header = onnx.load(args.model, load_external_data=False)

@@ -44,7 +44,7 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ort import (ROOT, add_common_arguments,  # noqa: E402
+from compare_ort import (ROOT, add_common_arguments, default_bounds,  # noqa: E402
                          make_inputs, measure_machine, ort_session,
                          static_flops, time_moe_run, time_ort, tools,
                          weight_bytes)
@@ -56,7 +56,7 @@ def compile_plan(moec, path, plan, max_tokens):
     """Compiles `path`; returns the report's MoE layers."""
     report = plan + ".json"
     subprocess.run([moec, "compile", path, "-o", plan,
-                    f"--max-tokens={max_tokens}", "--bound=batch=1",
+                    f"--max-tokens={max_tokens}", *default_bounds(path),
                     "--report", report], check=True, stderr=subprocess.DEVNULL)
     with open(report) as f:
         return json.load(f)["moe_layers"]

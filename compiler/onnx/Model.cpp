@@ -4,17 +4,16 @@
 
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Tensors.h"
+#include "moert/file_io.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -328,25 +327,20 @@ moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
   // The file is streamed into the parser rather than mapped whole, so the
   // parsed model (whose raw_data weights the IR references) is the only
   // copy of its bytes in memory.
-  int fd;
-  if (std::error_code ec = llvm::sys::fs::openFileForRead(path, fd))
-    return emitError(model->loc) << "cannot read the model: " << ec.message();
-  llvm::scope_exit closeFile(
-      [&] { llvm::sys::Process::SafelyCloseFileDescriptor(fd); });
-  llvm::sys::fs::file_status status;
-  if (std::error_code ec = llvm::sys::fs::status(fd, status))
-    return emitError(model->loc) << "cannot read the model: " << ec.message();
-  if (status.type() != llvm::sys::fs::file_type::regular_file)
-    return emitError(model->loc) << "cannot read the model: not a regular file";
+  // Opened without blocking and checked to be a regular file first (a FIFO
+  // or /dev/zero would otherwise hang or be read without end).
+  absl::StatusOr<moert::InputFile> file = moert::InputFile::open(path.str());
+  if (!file.ok())
+    return emitError(model->loc) << std::string(file.status().message());
   // One protobuf message cannot exceed 2 GiB; bigger models keep their
   // weights in external data files.
-  if (status.getSize() > uint64_t(INT_MAX))
+  if (file->size() > uint64_t(INT_MAX))
     return emitError(model->loc)
-           << "the model file is " << status.getSize()
+           << "the model file is " << file->size()
            << " bytes; an ONNX protobuf over 2 GiB must keep its weights in "
               "external data";
   auto proto = std::make_shared<onnx::ModelProto>();
-  google::protobuf::io::FileInputStream stream(fd);
+  google::protobuf::io::FileInputStream stream(file->fd());
   google::protobuf::io::CodedInputStream coded(&stream);
   // The default limit would refuse models over 64 MiB.
   coded.SetTotalBytesLimit(INT_MAX);

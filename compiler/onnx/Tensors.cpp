@@ -3,6 +3,7 @@
 #include "compiler/onnx/Tensors.h"
 
 #include "compiler/onnx/Model.h"
+#include "moert/file_io.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
@@ -328,9 +329,15 @@ TensorReader::mapFile(StringRef path, Location loc) {
     return it->second;
   // Mapped read-only and never copied: pages are read on demand, so a weight
   // that is never touched costs no memory.
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false,
-                                            /*IsVolatile=*/false);
+  // Opened without blocking and checked to be a regular file again: the
+  // file may have been replaced since its location was resolved.
+  absl::StatusOr<moert::InputFile> file = moert::InputFile::open(path.str());
+  if (!file.ok())
+    return emitError(loc) << "cannot map external data file '" << path
+                          << "': " << std::string(file.status().message());
+  auto buffer = llvm::MemoryBuffer::getOpenFile(
+      file->fd(), path, file->size(), /*RequiresNullTerminator=*/false,
+      /*IsVolatile=*/false);
   if (!buffer)
     return emitError(loc) << "cannot map external data file '" << path
                           << "': " << buffer.getError().message();
@@ -411,6 +418,13 @@ FailureOr<ElementsAttr> TensorReader::read(const TensorProto &tensor,
         mapFile(layout->file, loc);
     if (failed(file))
       return failure();
+    // The layout was checked against the file's size when it was resolved;
+    // a file that shrank since must not be read past its end.
+    if (uint64_t(layout->offset) + uint64_t(layout->byteSize) >
+        (*file)->getBufferSize())
+      return emitError(loc)
+             << "external data file '" << layout->file << "' shrank to "
+             << (*file)->getBufferSize() << " bytes while the model was read";
     bytes = ArrayRef<char>((*file)->getBufferStart() + layout->offset,
                            layout->byteSize);
     owner = *file;

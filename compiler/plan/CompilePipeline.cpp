@@ -8,8 +8,8 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -400,13 +400,35 @@ LogicalResult writeReport(ModuleOp module,
   if (funcs->size() > 1)
     root["devices"] = devicesToJson(*funcs, expertWeights);
 
-  std::string error;
-  auto output = openOutputFile(path, &error);
-  if (!output)
-    return module.emitError("cannot write report: ") << error;
-  output->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
-               << "\n";
-  output->keep();
+  return writeOutputFile(module.getContext(), path, [&](llvm::raw_ostream &os) {
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  });
+}
+
+LogicalResult
+writeOutputFile(MLIRContext *context, StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  bool toStdout = path == "-";
+  Location loc = FileLineColLoc::get(context, toStdout ? "<stdout>" : path,
+                                     /*line=*/0, /*column=*/0);
+  std::error_code ec;
+  llvm::ToolOutputFile output(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return emitError(loc) << "cannot create: " << ec.message();
+  llvm::raw_fd_ostream &os = output.os();
+  print(os);
+  // The stream reports a pending error only when it is destroyed, as a fatal
+  // "IO failure on output stream": close (stdout: flush) and check here.
+  if (toStdout)
+    os.flush();
+  else
+    os.close();
+  if (os.has_error()) {
+    ec = os.error();
+    os.clear_error();
+    return emitError(loc) << "cannot write: " << ec.message();
+  }
+  output.keep();
   return success();
 }
 

@@ -67,6 +67,14 @@ writeReport(mlir::ModuleOp module, const llvm::StringMap<int64_t> &opsBefore,
             llvm::StringRef path,
             ExpertWeightType expertWeights = ExpertWeightType::F32);
 
+/// Writes what `print` prints to `path` ("-": stdout), checking every write
+/// and the close (where a full disk often shows first). A failure is one
+/// error located at the file ("PATH: error: cannot write: No space left on
+/// device") and leaves no partial file behind.
+mlir::LogicalResult
+writeOutputFile(mlir::MLIRContext *context, llvm::StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> print);
+
 } // namespace moec::plan
 
 #endif // MOEC_COMPILER_PLAN_COMPILEPIPELINE_H

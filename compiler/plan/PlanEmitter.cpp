@@ -1047,10 +1047,14 @@ static LogicalResult writePlan(PlanState &state, Operation *where,
   if (finalize && failed(finalize(state.writer)))
     return failure();
   absl::Status status = state.writer.write(path.str());
-  if (!status.ok())
-    return where->emitError("cannot write plan '")
-           << path << "': " << status.ToString();
-  return success();
+  if (status.ok())
+    return success();
+  // The writer's messages name the file first ("PATH: cannot write: ..."):
+  // report them located at the file, like every other output's.
+  llvm::StringRef message(status.message().data(), status.message().size());
+  message.consume_front((path + ": ").str());
+  return emitError(FileLineColLoc::get(where->getContext(), path, 0, 0))
+         << message;
 }
 
 StringRef stringifyExpertWeightType(ExpertWeightType type) {

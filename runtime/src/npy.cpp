@@ -2,13 +2,12 @@
 
 #include "moert/npy.h"
 
+#include "moert/file_io.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 
 namespace moert::npy {
 namespace {
@@ -211,15 +210,19 @@ absl::StatusOr<Array> parse(const uint8_t *bytes, size_t size,
 }
 
 absl::StatusOr<Array> read(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  if (file.bad())
-    return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return parse(bytes.data(), bytes.size(), path);
+  auto named = [&](const absl::Status &status) {
+    return absl::Status(status.code(),
+                        absl::StrCat(path, ": ", status.message()));
+  };
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok())
+    return named(file.status());
+  // The header is checked against the file's size before any data is used,
+  // and the file is read only up to its fstat size.
+  absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll();
+  if (!bytes.ok())
+    return named(bytes.status());
+  return parse(bytes->data(), bytes->size(), path);
 }
 
 std::vector<uint8_t> serialize(DType dtype, const std::vector<int64_t> &shape,
@@ -252,17 +255,7 @@ absl::Status write(const std::string &path, DType dtype,
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": dtype ", dtypeName(dtype), " has no .npy encoding"));
   std::vector<uint8_t> encoded = serialize(dtype, shape, data, bytes);
-  std::FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
-  bool ok =
-      std::fwrite(encoded.data(), 1, encoded.size(), file) == encoded.size();
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok)
-    return absl::InternalError(
-        absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  return absl::OkStatus();
+  return writeFile(path, encoded.data(), encoded.size());
 }
 
 } // namespace moert::npy

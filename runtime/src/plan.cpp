@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moert/file_io.h"
 #include "ops.h"
 #include "plan_file.h"
 
@@ -16,13 +17,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <tuple>
-#include <unistd.h>
 #include <unordered_set>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -44,10 +42,9 @@ Plan::Impl::~Impl() {
 namespace {
 
 /// Limits that keep a hostile plan from making the loader allocate or loop
-/// without bound.
+/// without bound (kMaxDimBound and kMaxArenaSize, which the compiler checks
+/// too, are in moert/format.h).
 constexpr uint32_t kMaxDevices = 4096;
-constexpr uint64_t kMaxDimBound = uint64_t{1} << 40;
-constexpr uint64_t kMaxArenaSize = uint64_t{1} << 48;
 
 /// Builds load errors, all prefixed with the plan's source.
 class Diag {
@@ -771,30 +768,21 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::load(const std::string &path,
                                                  const LoadOptions &options) {
   auto impl = std::make_unique<Impl>();
   impl->source = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
-  }
-  size_t size = static_cast<size_t>(st.st_size);
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  if (!file.ok())
+    return absl::Status(file.status().code(),
+                        absl::StrCat(path, ": ", file.status().message()));
+  size_t size = static_cast<size_t>(file->size());
   if (size > 0) {
-    void *mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapping == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
+    void *mapping =
+        ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file->fd(), 0);
+    if (mapping == MAP_FAILED)
       return absl::ResourceExhaustedError(
-          absl::StrCat(path, ": cannot map: ", std::strerror(err)));
-    }
+          absl::StrCat(path, ": cannot map: ", std::strerror(errno)));
     impl->mapping = mapping;
     impl->mappingSize = size;
     impl->data = static_cast<const uint8_t *>(mapping);
   }
-  ::close(fd);
   impl->size = size;
   MOERT_ASSIGN_OR_RETURN(impl, validate(std::move(impl), options));
   return std::unique_ptr<Plan>(new Plan(std::move(impl)));

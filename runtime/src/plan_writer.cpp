@@ -14,6 +14,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #endif
 
@@ -123,8 +124,9 @@ public:
   absl::Status close() {
     std::FILE *file = file_;
     file_ = nullptr;
+    // A full disk often shows only when the buffered tail is flushed here.
     if (std::fclose(file) != 0)
-      return failure("close");
+      return failure("write");
     return absl::OkStatus();
   }
 
@@ -607,9 +609,17 @@ absl::Status PlanWriter::write(const std::string &path) {
   if (!file)
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  // A plan that could not be written whole is removed, unless the path is
+  // no regular file (/dev/full, a FIFO): nothing half-written stays behind.
+  struct stat st;
+  bool regular = ::fstat(::fileno(file), &st) == 0 && S_ISREG(st.st_mode);
   FileSink sink(path, file);
-  MOERT_RETURN_IF_ERROR(impl_->emit(sink));
-  return sink.close();
+  absl::Status status = impl_->emit(sink);
+  if (status.ok())
+    status = sink.close();
+  if (!status.ok() && regular)
+    ::unlink(path.c_str());
+  return status;
 }
 
 absl::StatusOr<std::vector<uint8_t>> PlanWriter::serialize() {

@@ -1,6 +1,7 @@
 //===- session_state.cpp - What every backend's session keeps -------------===//
 
 #include "session_state.h"
+#include "moert/file_io.h"
 #include "plan_file.h"
 
 #include "absl/strings/str_join.h"
@@ -28,6 +29,48 @@ std::string names(const std::vector<TensorDesc> &descs) {
   });
 }
 
+/// Fails when device `device`'s activation arena is larger than the
+/// machine's memory: allocating it would fail, or succeed (overcommit) and
+/// end the process when the pages are touched. The message says which
+/// compile bounds to lower, from the symbols of the schedule's inputs.
+absl::Status checkArenaFits(const Plan::Impl &impl, int device) {
+  const ScheduleInfo &schedule = impl.schedules[device];
+  uint64_t memory = physicalMemoryBytes();
+  if (memory == 0 || schedule.arenaSize <= memory)
+    return absl::OkStatus();
+  // A symbol named "<input>.<dim>" is an unnamed dimension, bounded by
+  // --max-tokens; the others are ONNX dim_params, bounded by --bound NAME
+  // (or --max-tokens when none was given).
+  std::vector<std::string> bounds;
+  std::vector<bool> seen(impl.symbols.size(), false);
+  for (const TensorDesc &desc : schedule.inputDescs)
+    for (size_t d = 0; d < desc.dims.size(); ++d) {
+      const DimDesc &dim = desc.dims[d];
+      if (dim.kind != DimDesc::Kind::Symbolic)
+        continue;
+      for (size_t i = 0; i < impl.symbols.size(); ++i) {
+        const SymbolDesc &symbol = impl.symbols[i];
+        if (symbol.name != dim.symbol || seen[i])
+          continue;
+        seen[i] = true;
+        if (symbol.name == absl::StrCat(desc.name, ".", d))
+          bounds.push_back(absl::StrCat("--max-tokens (input '", desc.name,
+                                        "' dim ", d, ", now ", symbol.max,
+                                        ")"));
+        else
+          bounds.push_back(absl::StrCat("--bound ", symbol.name, "=N (now ",
+                                        symbol.max, ")"));
+      }
+    }
+  std::string whose =
+      impl.schedules.size() > 1 ? absl::StrCat(" of device ", device) : "";
+  return absl::ResourceExhaustedError(absl::StrCat(
+      impl.source, ": the activation arena", whose, " is ", schedule.arenaSize,
+      " bytes, more than this machine's memory (", memory,
+      " bytes); compile the plan for fewer tokens",
+      bounds.empty() ? "" : ": lower ", absl::StrJoin(bounds, " or ")));
+}
+
 } // namespace
 
 int sessionThreads(int requested) {
@@ -46,7 +89,7 @@ absl::Status checkSessionPlan(const Plan &plan, Backend backend,
   if (device < 0 || device >= plan.numDevices())
     return absl::InvalidArgumentError(absl::StrCat(
         "device ", device, " is not in [0, ", plan.numDevices(), ")"));
-  return absl::OkStatus();
+  return checkArenaFits(impl, device);
 }
 
 bool isExchange(fb::OpKind op) {

@@ -21,8 +21,9 @@ namespace moert::detail {
 int sessionThreads(int requested);
 
 /// Checks that `plan` targets `backend` (else fails with "<plan>: the plan
-/// targets the <other> backend; <hint>") and that `device` names one of its
-/// schedules.
+/// targets the <other> backend; <hint>"), that `device` names one of its
+/// schedules and that the schedule's activation arena fits in the machine's
+/// memory (else the error says which compile bound to lower).
 absl::Status checkSessionPlan(const Plan &plan, Backend backend,
                               absl::string_view hint, int device);
 

@@ -15,6 +15,15 @@ import re
 import subprocess
 import sys
 
+import onnx
+
+
+def dim_params(path):
+    """The named dimensions of a model's inputs."""
+    model = onnx.load(path, load_external_data=False)
+    return {d.dim_param for i in model.graph.input
+            for d in i.type.tensor_type.shape.dim if d.dim_param}
+
 
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -45,9 +54,11 @@ def main():
     for model in models:
         name = os.path.basename(model)
         stem = os.path.join(args.workdir, name[:-len(".onnx")])
+        # moec refuses a --bound naming no dimension of the model.
+        bound = ["--bound", "batch=1"] if "batch" in dim_params(model) else []
         run([args.moec, "compile", model, "-o", stem + ".bin",
              "--target", "cuda", "--cuda-arch", args.arch,
-             "--ptx-output", stem + ".ptx", "--bound", "batch=1",
+             "--ptx-output", stem + ".ptx", *bound,
              f"--max-tokens={args.max_tokens}"])
         with open(stem + ".ptx") as f:
             ptx = f.read()

@@ -17,6 +17,7 @@
 
 #include "group_session.h"
 #include "moert/cuda.h"
+#include "moert/file_io.h"
 #include "moert/moert.h"
 #include "moert/nccl.h"
 #include "moert/npy.h"
@@ -32,8 +33,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -337,12 +338,7 @@ absl::Status writeStats(const std::string &path, const Options &options,
   absl::StrAppend(&json, "\n}\n");
   if (!moe_run::reports(session))
     return absl::OkStatus();
-  std::ofstream file(path);
-  file << json;
-  file.close();
-  if (!file)
-    return absl::InternalError(absl::StrCat(path, ": cannot write"));
-  return absl::OkStatus();
+  return moert::writeFile(path, json.data(), json.size());
 }
 
 template <typename SessionT>
@@ -481,6 +477,16 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
     if (!given.insert(name).second)
       return absl::InvalidArgumentError(
           absl::StrCat("input '", name, "' is given twice"));
+    // Named before its file is read, which may be large.
+    if (std::none_of(
+            plan.inputs().begin(), plan.inputs().end(),
+            [&](const moert::TensorDesc &desc) { return desc.name == name; }))
+      return absl::NotFoundError(absl::StrCat(
+          "unknown input '", name, "'; the plan's inputs are: ",
+          absl::StrJoin(plan.inputs(), ", ",
+                        [](std::string *out, const moert::TensorDesc &desc) {
+                          absl::StrAppend(out, "'", desc.name, "'");
+                        })));
     MOERT_ASSIGN_OR_RETURN(moert::npy::Array array, moert::npy::read(path));
     absl::Status status = session.setInput(
         name, array.dtype, array.shape, array.data.data(), array.data.size());
@@ -554,9 +560,33 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
   return absl::OkStatus();
 }
 
-} // namespace
+/// Whether this process runs as one MPI rank (set once MPI is up).
+bool runningUnderMpi = false;
 
-int main(int argc, char **argv) {
+/// Ends the process after an error no caller handled: one error line, exit
+/// status 1 (under MPI, ending every rank), never an abort.
+[[noreturn]] void exitWithError(const std::string &message) {
+  std::fprintf(stderr, "moe-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (runningUnderMpi)
+    moert::mpiAbort(1);
+  std::_Exit(1);
+}
+
+/// What an exception that reached the top says.
+std::string describeException(std::exception_ptr exception) {
+  try {
+    std::rethrow_exception(exception);
+  } catch (const std::bad_alloc &) {
+    return "out of memory";
+  } catch (const std::exception &e) {
+    return absl::StrCat("internal error: ", e.what());
+  } catch (...) {
+    return "internal error: unknown exception";
+  }
+}
+
+int runTool(int argc, char **argv) {
   Options options;
   std::string problem = parseArgs(argc, argv, options);
   if (problem == "help") {
@@ -583,6 +613,7 @@ int main(int argc, char **argv) {
                    std::string(status.message()).c_str());
       return 1;
     }
+    runningUnderMpi = true;
   }
   absl::Status status = runMain(options);
   if (!status.ok()) {
@@ -596,4 +627,20 @@ int main(int argc, char **argv) {
   }
   moert::mpiFinalize();
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // An exception escaping a worker thread ends in std::terminate.
+  std::set_terminate([] {
+    std::exception_ptr exception = std::current_exception();
+    exitWithError(exception ? describeException(exception)
+                            : "internal error: terminate called");
+  });
+  try {
+    return runTool(argc, argv);
+  } catch (...) {
+    exitWithError(describeException(std::current_exception()));
+  }
 }

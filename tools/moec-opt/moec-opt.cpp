@@ -6,11 +6,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InitAll.h"
+#include "tools/FatalErrors.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  moec::installFatalErrorHandlers("moec-opt");
   mlir::DialectRegistry registry;
   moec::registerAllDialects(registry);
   moec::registerAllPasses();

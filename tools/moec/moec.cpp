@@ -22,14 +22,19 @@
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "moert/file_io.h"
+#include "moert/format.h"
 #include "moert/inspect.h"
+#include "tools/FatalErrors.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -38,7 +43,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -327,18 +331,128 @@ static int runOps() {
 // moec compile
 //===----------------------------------------------------------------------===//
 
+/// Checks that every --bound names a dimension of the model's inputs (ONNX
+/// dim_param): a misspelt name would otherwise leave that dimension at
+/// --max-tokens without a word.
+static LogicalResult checkBoundNames(ModuleOp module) {
+  llvm::SetVector<StringRef> names;
+  for (auto func : module.getOps<func::FuncOp>())
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto params = func.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"))
+        for (auto param : params.getAsRange<StringAttr>())
+          if (!param.getValue().empty())
+            names.insert(param.getValue());
+  for (const std::string &bound : dimBounds) {
+    StringRef name = StringRef(bound).split('=').first;
+    if (names.contains(name))
+      continue;
+    InFlightDiagnostic diag =
+        emitError(onnx_import::getModelLoc(module.getContext(), modelPath));
+    diag << "--bound " << bound << ": the model's inputs have no dimension "
+         << "named '" << name << "' ";
+    if (names.empty()) {
+      diag << "(they have no named dimensions; --max-tokens bounds every "
+              "dynamic one)";
+    } else {
+      diag << "(their dim_params: ";
+      llvm::interleaveComma(names, diag);
+      diag << ")";
+    }
+    return failure();
+  }
+  return success();
+}
+
+/// Checks each device's planned activation arena: larger than a plan can
+/// hold is an error; larger than this machine's memory (moe-run refuses such
+/// a plan here) a warning. Both name the bounds of the inputs' dynamic
+/// dimensions that size it.
+static LogicalResult checkArenaSize(ModuleOp module) {
+  uint64_t memory = moert::physicalMemoryBytes();
+  FailureOr<SmallVector<func::FuncOp>> funcs =
+      moec::plan::getDeviceFunctions(module);
+  if (failed(funcs))
+    return failure();
+  llvm::StringSet<> given;
+  for (const std::string &bound : dimBounds)
+    given.insert(StringRef(bound).split('=').first);
+  for (auto [device, func] : llvm::enumerate(*funcs)) {
+    auto arena = func->getAttrOfType<IntegerAttr>("moe.arena_size");
+    if (!arena)
+      continue;
+    uint64_t arenaBytes = arena.getValue().getZExtValue();
+    bool tooLarge = arenaBytes > moert::kMaxArenaSize;
+    if (!tooLarge && (!memory || arenaBytes <= memory))
+      continue;
+    std::vector<std::string> bounds;
+    auto addBound = [&](std::string bound) {
+      if (!llvm::is_contained(bounds, bound))
+        bounds.push_back(std::move(bound));
+    };
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      auto bound = func.getArgAttrOfType<DenseI64ArrayAttr>(i, "moe.bound");
+      auto params = func.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params");
+      if (!type || !bound || bound.size() != type.getRank())
+        continue;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (!type.isDynamicDim(d))
+          continue;
+        StringRef name;
+        if (params && d < int64_t(params.size()))
+          if (auto param = dyn_cast<StringAttr>(params[d]))
+            name = param.getValue();
+        std::string size = std::to_string(bound[d]);
+        if (name.empty())
+          addBound("--max-tokens " + size);
+        else if (given.contains(name))
+          addBound(("--bound " + name + "=" + size).str());
+        else
+          addBound((name + "=" + size + " (--max-tokens)").str());
+      }
+    }
+    Location loc = onnx_import::getModelLoc(module.getContext(), modelPath);
+    InFlightDiagnostic diag = tooLarge ? emitError(loc) : emitWarning(loc);
+    diag << "the planned activation arena";
+    if (funcs->size() > 1)
+      diag << " of device " << device;
+    diag << " is " << arenaBytes << " bytes, more than ";
+    if (tooLarge)
+      diag << "a plan holds (" << moert::kMaxArenaSize << ")";
+    else
+      diag << "this machine's memory (" << memory
+           << " bytes), and moe-run refuses it here";
+    diag << "; it is planned for ";
+    if (bounds.empty())
+      diag << "the model's static shapes";
+    else
+      llvm::interleaveComma(bounds, diag);
+    if (tooLarge)
+      return failure();
+  }
+  return success();
+}
+
 static int runCompile() {
   if (emitKind != "plan" && emitKind != "mlir" && emitKind != "planned-mlir")
     return usageError("--emit must be plan, mlir or planned-mlir, not '" +
                       emitKind + "'");
-  if (maxTokens == 0 || maxTokens > uint64_t(INT64_MAX))
-    return usageError("--max-tokens must be a positive integer");
+  // A plan holds bounds up to kMaxDimBound; larger ones would give a plan
+  // the runtime refuses.
+  if (maxTokens == 0 || maxTokens > moert::kMaxDimBound)
+    return usageError("--max-tokens must be an integer in [1, " +
+                      llvm::Twine(moert::kMaxDimBound) + "]");
+  llvm::StringSet<> boundNames;
   for (const std::string &bound : dimBounds) {
     auto [name, value] = llvm::StringRef(bound).split('=');
     int64_t size = 0;
-    if (name.empty() || value.getAsInteger(10, size) || size < 1)
-      return usageError("--bound must be NAME=N with N >= 1, not '" + bound +
+    if (name.empty() || value.getAsInteger(10, size) || size < 1 ||
+        uint64_t(size) > moert::kMaxDimBound)
+      return usageError("--bound must be NAME=N with N in [1, " +
+                        llvm::Twine(moert::kMaxDimBound) + "], not '" + bound +
                         "'");
+    if (!boundNames.insert(name).second)
+      return usageError("--bound " + name + " is given twice");
   }
   if (emitKind == "plan" && outputPath == "-")
     return usageError("a plan is a binary file: name it with -o FILE");
@@ -405,7 +519,7 @@ static int runCompile() {
                                                   "moec");
   OwningOpRef<ModuleOp> module =
       onnx_import::importOnnxModel(&context, modelPath);
-  if (!module)
+  if (!module || failed(checkBoundNames(*module)))
     return kFailure;
   (*module)->setAttr("moe.max_tokens",
                      Builder(&context).getI64IntegerAttr(maxTokens));
@@ -423,6 +537,8 @@ static int runCompile() {
     options.microBatches = microBatches;
     moec::plan::buildCompilePipeline(pm, options);
     if (failed(pm.run(*module)))
+      return kFailure;
+    if (!options.simplifyOnly && failed(checkArenaSize(*module)))
       return kFailure;
     if (verbose)
       moec::plan::printMoeLayers(*module, llvm::errs(), *expertWeights);
@@ -449,27 +565,14 @@ static int runCompile() {
                                     *expertWeights)))
       return kFailure;
     for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
-                              std::pair(&cudaSource, &cudaModule.source)}) {
-      if (path->empty())
-        continue;
-      std::string errorMessage;
-      auto file = openOutputFile(*path, &errorMessage);
-      if (!file) {
-        llvm::errs() << "moec: error: " << errorMessage << "\n";
+                              std::pair(&cudaSource, &cudaModule.source)})
+      if (!path->empty() &&
+          failed(moec::plan::writeOutputFile(
+              &context, *path, [&](llvm::raw_ostream &os) { os << *text; })))
         return kFailure;
-      }
-      file->os() << *text;
-      file->keep();
-    }
     return kSuccess;
   }
 
-  std::string errorMessage;
-  auto output = openOutputFile(outputPath, &errorMessage);
-  if (!output) {
-    llvm::errs() << "moec: error: " << errorMessage << "\n";
-    return kFailure;
-  }
   OpPrintingFlags flags;
   // Weights print as hex in the file's resource section: gigabytes of text
   // for a real model. Without --emit-weights the module is printed in local
@@ -478,9 +581,12 @@ static int runCompile() {
   // every weight); `dense_resource<name>` still names each one.
   if (!emitWeights)
     flags.useLocalScope();
-  module->print(output->os(), flags);
-  output->os() << "\n";
-  output->keep();
+  if (failed(moec::plan::writeOutputFile(&context, outputPath,
+                                         [&](llvm::raw_ostream &os) {
+                                           module->print(os, flags);
+                                           os << "\n";
+                                         })))
+    return kFailure;
   return kSuccess;
 }
 
@@ -505,6 +611,7 @@ static int runInspect() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  moec::installFatalErrorHandlers("moec");
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "moec " MOEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
   });

@@ -35,6 +35,10 @@ inline constexpr uint64_t kProgramSectionAlignment = 16;
 inline constexpr uint64_t kTensorAlignment = 64;
 /// Largest tensor rank a plan may use.
 inline constexpr int kMaxRank = 8;
+/// Largest bound of a dimension (and of a symbol) the loader accepts.
+inline constexpr uint64_t kMaxDimBound = uint64_t{1} << 40;
+/// Largest activation arena the loader accepts.
+inline constexpr uint64_t kMaxArenaSize = uint64_t{1} << 48;
 
 /// What a section holds.
 enum class SectionKind : uint32_t {
