@@ -1,9 +1,9 @@
-// RUN: moec-opt %s --moe-place-experts=devices=1 --moe-insert-all-to-all | FileCheck %s --check-prefix=ONE
-// RUN: moec-opt %s --moe-place-experts=devices=2 --moe-insert-all-to-all | FileCheck %s --check-prefix=TWO
-// RUN: moec-opt %s --moe-place-experts=devices=4 --moe-insert-all-to-all | FileCheck %s --check-prefix=FOUR
-// RUN: moec-opt %s --moe-place-experts="devices=4 routing-profile=%S/Inputs/routing-profile.json replicate-hot=2" --moe-insert-all-to-all | FileCheck %s --check-prefix=HOT
-// RUN: moec-opt %s --moe-place-experts=devices=16 --moe-insert-all-to-all | FileCheck %s --check-prefix=EMPTY
-// RUN: moec-opt %s --moe-place-experts=devices=2 --moe-insert-all-to-all=micro-batches=2 | FileCheck %s --check-prefix=MICRO
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=1 --moe-insert-all-to-all | FileCheck %s --check-prefix=ONE
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=2 --moe-insert-all-to-all | FileCheck %s --check-prefix=TWO
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=4 --moe-insert-all-to-all | FileCheck %s --check-prefix=FOUR
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts="devices=4 routing-profile=%S/Inputs/routing-profile.json replicate-hot=2" --moe-insert-all-to-all | FileCheck %s --check-prefix=HOT
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=16 --moe-insert-all-to-all | FileCheck %s --check-prefix=EMPTY
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=2 --moe-insert-all-to-all=micro-batches=2 | FileCheck %s --check-prefix=MICRO
 
 // Tests the exchanges inserted around an 8-expert Mixtral layer.
 //
