@@ -4,7 +4,10 @@
 // becomes one function per device; in each, every placed MoE layer sends its
 // dispatched rows to the devices holding their experts, runs the local
 // experts on the rows it receives and sends the results back
-// (docs/expert-parallelism.md has the sequence and its invariants).
+// (docs/expert-parallelism.md has the sequence and its invariants). Unless
+// moe-analyze-row-independence proved the dense part may split the rows of
+// the inputs, every device runs it whole, and each layer takes the device's
+// share of its tokens and all-gathers the combined rows.
 //
 //===----------------------------------------------------------------------===//
 

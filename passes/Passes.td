@@ -306,9 +306,16 @@ def MoeInsertAllToAll : Pass<"moe-insert-all-to-all", "mlir::ModuleOp"> {
     Expert parallelism, step 2 (docs/expert-parallelism.md). Given a module
     whose layers carry `moe.placement` (`moe-place-experts`) and
     `moe.devices = N > 1`, replaces `@main` by N functions `@main_d0` ..
-    `@main_dN-1`, each carrying `moe.device = d`: device d's schedule. Each
-    runs the whole graph on its share of the batch and, in every placed MoE
-    layer, exchanges token rows with the other devices:
+    `@main_dN-1`, each carrying `moe.device = d`: device d's schedule. When
+    `moe-analyze-row-independence` proved the rows of dim 0 independent
+    (`moe.row_split` has an `axis`), each runs the whole graph on its share
+    of the batch; otherwise (no proof, or no `moe.row_split`) each runs the
+    dense part on all rows (`moe.replicated`), each layer slices the
+    device's share `[T * d / N, T * (d + 1) / N)` of its tokens (re-running a
+    per-token router on the share of its logits) and all-gathers the
+    combined rows with an all_to_all of N copies `like` the layer's tokens.
+    In every placed MoE layer the device exchanges token rows with the
+    others:
 
     ```
     slots          = moe.assign_slots(indices)         (experts -> slots)
