@@ -4,7 +4,10 @@
 // becomes one function per device; in each, every placed MoE layer sends its
 // dispatched rows to the devices holding their experts, runs the local
 // experts on the rows it receives and sends the results back
-// (docs/expert-parallelism.md has the sequence and its invariants).
+// (docs/expert-parallelism.md has the sequence and its invariants). Unless
+// moe-analyze-row-independence proved the dense part may split the rows of
+// the inputs, every device runs it whole, and each layer takes the device's
+// share of its tokens and all-gathers the combined rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,8 +61,10 @@ struct Chunk {
 /// Rewrites the layers of the function of device `device`.
 class LayerRewriter {
 public:
-  LayerRewriter(int64_t numDevices, int64_t device, int64_t microBatches)
-      : numDevices(numDevices), device(device), microBatches(microBatches) {}
+  LayerRewriter(int64_t numDevices, int64_t device, int64_t microBatches,
+                bool replicated)
+      : numDevices(numDevices), device(device), microBatches(microBatches),
+        replicated(replicated) {}
 
   LogicalResult rewrite(Layer &layer) {
     moe::CombineOp combine = layer.combine;
@@ -70,6 +75,18 @@ public:
     numSlots = layer.slotExperts.size();
     firstSlot = layer.slotBegin[device];
     localSlots = layer.slotBegin[device + 1] - firstSlot;
+
+    // The layer's per-token operands on this device: all of its tokens when
+    // the dense part is split, else the device's share of the tokens that
+    // every device holds (rows [T * d / N, T * (d + 1) / N)).
+    Chunk local;
+    local.tokens = layer.dispatch.getTokens();
+    local.indices = layer.dispatch.getIndices();
+    local.weights = combine.getWeights();
+    local.passthrough = combine.getPassthrough();
+    Value combineIndices = combine.getIndices();
+    if (replicated)
+      takeShare(b, local, combineIndices);
 
     // Expert e's slots, for AssignSlots.
     int64_t numExperts = layer.experts.getW1().getType().getDimSize(0);
@@ -83,31 +100,29 @@ public:
     }
     // The slots are numbered over the whole token range of this device, so
     // that replicas split the tokens evenly whatever the micro-batches.
-    Value slots = moe::AssignSlotsOp::create(
-        b, loc, layer.dispatch.getIndices(), b.getDenseI64ArrayAttr(offsets),
-        b.getDenseI64ArrayAttr(slotList));
+    Value slots = moe::AssignSlotsOp::create(b, loc, local.indices,
+                                             b.getDenseI64ArrayAttr(offsets),
+                                             b.getDenseI64ArrayAttr(slotList));
 
     SmallVector<Chunk> chunks(microBatches);
-    Value tokens = layer.dispatch.getTokens();
     Value numTokens;
     if (microBatches > 1)
-      numTokens = reshapeTo1(b, moe::DimOp::create(b, loc, tokens, 0));
+      numTokens = reshapeTo1(b, moe::DimOp::create(b, loc, local.tokens, 0));
     for (int64_t c = 0; c < microBatches; ++c) {
       Chunk &chunk = chunks[c];
-      chunk.tokens = tokens;
+      chunk.tokens = local.tokens;
       chunk.slots = slots;
-      chunk.weights = combine.getWeights();
-      chunk.passthrough = combine.getPassthrough();
-      chunk.indices = combine.getIndices();
+      chunk.weights = local.weights;
+      chunk.passthrough = local.passthrough;
+      chunk.indices = combineIndices;
       if (microBatches > 1) {
         // Rows [T * c / M, T * (c + 1) / M) of every per-token operand.
-        Value begin = chunkBoundary(b, numTokens, c);
-        Value end = chunkBoundary(b, numTokens, c + 1);
+        Value begin = boundary(b, numTokens, c, microBatches);
+        Value end = boundary(b, numTokens, c + 1, microBatches);
         for (Value *value : {&chunk.tokens, &chunk.slots, &chunk.weights,
                              &chunk.passthrough, &chunk.indices})
           if (*value)
-            *value = moe::SliceOp::create(b, loc, *value, begin, end,
-                                          constant(b, {0}), Value());
+            *value = sliceRows(b, *value, begin, end);
       }
       dispatchLocally(b, chunk);
     }
@@ -127,6 +142,15 @@ public:
               .getReceived();
       combine.getExpertOutputsMutable().assign(chunk.returned);
       combine.getSourceMutable().assign(chunk.dispatch.getSource());
+      if (replicated) {
+        combine.getWeightsMutable().assign(chunk.weights);
+        if (chunk.passthrough) {
+          combine.getPassthroughMutable().assign(chunk.passthrough);
+          combine.getIndicesMutable().assign(chunk.indices);
+        }
+        b.setInsertionPointAfter(combine);
+        gatherRows(b, combine.getOutput(), layer.dispatch.getTokens());
+      }
     } else {
       // Software pipeline: chunk c + 1's rows travel while chunk c's experts
       // run, and chunk c's results travel back while chunk c + 1's run.
@@ -145,12 +169,15 @@ public:
       Value output =
           moe::ConcatOp::create(b, loc, outputs, b.getI64IntegerAttr(0));
       combine.getOutput().replaceAllUsesWith(output);
+      if (replicated)
+        gatherRows(b, output, layer.dispatch.getTokens());
       combine.erase();
     }
 
     SmallVector<Value> weights(layer.experts->getOperands().drop_front(2));
     layer.experts.erase();
     layer.dispatch.erase();
+    eraseDeadRouters();
     for (Value weight : weights)
       eraseIfDead(weight);
     return success();
@@ -158,6 +185,11 @@ public:
 
 private:
   int64_t numDevices, device, microBatches;
+  /// Whether every device runs the dense part on all rows: each layer then
+  /// takes the device's share of its tokens and all-gathers its output.
+  bool replicated;
+  /// Routers whose results the layers no longer read (re-run on a share).
+  SmallVector<moe::RouterOp> oldRouters;
   Location loc = UnknownLoc();
   Layer *layer = nullptr;
   int64_t numSlots = 0, firstSlot = 0, localSlots = 0;
@@ -182,10 +214,76 @@ private:
         constant(b, {1}), b.getI64IntegerAttr(0));
   }
 
-  /// T * c / M as a [1] tensor.
-  Value chunkBoundary(OpBuilder &b, Value numTokens, int64_t c) {
+  /// T * c / parts as a [1] tensor.
+  Value boundary(OpBuilder &b, Value numTokens, int64_t c, int64_t parts) {
     Value scaled = moe::MulOp::create(b, loc, numTokens, constant(b, {c}));
-    return moe::DivOp::create(b, loc, scaled, constant(b, {microBatches}));
+    return moe::DivOp::create(b, loc, scaled, constant(b, {parts}));
+  }
+
+  /// Rows [begin, end) of `value` ([1] tensors).
+  Value sliceRows(OpBuilder &b, Value value, Value begin, Value end) {
+    return moe::SliceOp::create(b, loc, value, begin, end, constant(b, {0}),
+                                Value());
+  }
+
+  /// Cuts `local` (and `combineIndices`) to this device's share of the
+  /// layer's tokens. A router that only this layer reads, on [T, E] logits
+  /// without capacity (a function of each token alone), is re-run on the
+  /// share of its logits, so that each device routes (and counts in its
+  /// stats) only its own tokens; any other router's results are sliced.
+  void takeShare(OpBuilder &b, Chunk &local, Value &combineIndices) {
+    Value numTokens =
+        reshapeTo1(b, moe::DimOp::create(b, loc, local.tokens, 0));
+    Value begin = boundary(b, numTokens, device, numDevices);
+    Value end = boundary(b, numTokens, device + 1, numDevices);
+    auto router = local.indices.getDefiningOp<moe::RouterOp>();
+    if (router && !router.getCapacity() &&
+        router.getLogits().getType().getRank() == 2 &&
+        local.weights == router.getWeights() &&
+        (!combineIndices || combineIndices == router.getIndices())) {
+      IRMapping mapping;
+      mapping.map(router.getLogits(),
+                  sliceRows(b, router.getLogits(), begin, end));
+      Operation *share = b.clone(*router, mapping);
+      local.weights = share->getResult(0);
+      local.indices = share->getResult(1);
+      if (combineIndices)
+        combineIndices = local.indices;
+      oldRouters.push_back(router);
+    } else {
+      local.indices = sliceRows(b, local.indices, begin, end);
+      local.weights = sliceRows(b, local.weights, begin, end);
+      if (combineIndices)
+        combineIndices = sliceRows(b, combineIndices, begin, end);
+    }
+    local.tokens = sliceRows(b, local.tokens, begin, end);
+    if (local.passthrough)
+      local.passthrough = sliceRows(b, local.passthrough, begin, end);
+  }
+
+  /// All-gather: every device sends its rows of `value` (its share of the
+  /// layer's output) to every device, which receives them in device order:
+  /// the layer's output for all the rows of `like`, that replaces `value`.
+  void gatherRows(OpBuilder &b, Value value, Value like) {
+    SmallVector<Value> copies(numDevices, value);
+    Value data = moe::ConcatOp::create(b, loc, copies, b.getI64IntegerAttr(0));
+    auto dim = moe::DimOp::create(b, loc, value, 0);
+    SmallVector<Value> counts(numDevices, reshapeTo1(b, dim));
+    Value send = moe::ConcatOp::create(b, loc, counts, b.getI64IntegerAttr(0));
+    Value all = moe::AllToAllOp::create(b, loc, data, send, like,
+                                        b.getStringAttr(kGroup),
+                                        b.getI64IntegerAttr(numDevices))
+                    .getReceived();
+    value.replaceUsesWithIf(all, [&](OpOperand &use) {
+      return use.getOwner() != data.getDefiningOp() && use.getOwner() != dim;
+    });
+  }
+
+  void eraseDeadRouters() {
+    for (moe::RouterOp router : oldRouters)
+      if (router->use_empty())
+        router.erase();
+    oldRouters.clear();
   }
 
   /// Dispatch over the slots, and the counts every exchange needs: the rows
@@ -372,12 +470,19 @@ struct InsertAllToAllPass
       return signalPassFailure();
     }
 
+    // The dense part runs split only along rows that
+    // moe-analyze-row-independence proved independent; otherwise every
+    // device runs it whole.
+    auto split = module->getAttrOfType<DictionaryAttr>("moe.row_split");
+    bool replicated = !split || !split.get("axis");
     Builder builder(module.getContext());
     Operation *insertAfter = main;
     for (int64_t d = 0; d < numDevices; ++d) {
       func::FuncOp clone = main.clone();
       clone.setSymName(("main_d" + Twine(d)).str());
       clone->setAttr("moe.device", builder.getI64IntegerAttr(d));
+      if (replicated)
+        clone->setAttr("moe.replicated", builder.getUnitAttr());
       module.getBody()->getOperations().insertAfter(
           Block::iterator(insertAfter), clone);
       insertAfter = clone;
@@ -387,7 +492,7 @@ struct InsertAllToAllPass
         if (op->hasAttr("moe.placement"))
           placed.push_back(op);
       });
-      LayerRewriter rewriter(numDevices, d, microBatches);
+      LayerRewriter rewriter(numDevices, d, microBatches, replicated);
       for (moe::ExpertsOp experts : placed) {
         FailureOr<Layer> layer = getLayer(experts);
         if (failed(layer))

@@ -266,15 +266,56 @@ def MoePlaceExperts : Pass<"moe-place-experts", "mlir::ModuleOp"> {
   ];
 }
 
+def MoeAnalyzeRowIndependence
+    : Pass<"moe-analyze-row-independence", "mlir::ModuleOp"> {
+  let summary = "Prove which input rows the dense part keeps apart";
+  let description = [{
+    Expert parallelism may run the dense part of `@main` data-parallel (each
+    device on a share of dimension 0 of the inputs whose dimension 0 is
+    dynamic, as the runtime splits them) only if no op outside the MoE
+    layers makes one row depend on another. The pass proves it with a
+    forward dataflow over every op: a value is replicated (the same on
+    every device), carries the rows on one axis (each device holds exactly
+    its slice of the rows), is a small shape vector some of whose elements
+    are a device's row count, or is a MoE layer's internals (dispatch to
+    combine, which keep tokens apart). Elementwise ops broadcast rows;
+    MatMul keeps them on A's M, B's N or a batch axis and kills them when it
+    contracts them (A's last axis, B's second to last); Softmax, the
+    reductions, ArgMax, TopK, CumSum, the normalisations, Gather, Concat,
+    Slice, Split, Trilu and the element gathers/scatters kill them when they
+    act along the rows' axis; Reshape, Flatten and Expand keep them only
+    when the rows provably stay whole (the same static blocks before them,
+    the row count or the -1 at one position and, for -1, result slabs that
+    divide a static tail of a row); a row count may only size such a
+    reshape or expand (Range over it, positions, kills). Every other op
+    kills them. Outputs must carry the rows on dimension 0 under the split
+    symbol (the runtime joins those) or be replicated.
+
+    The result is the module's `moe.row_split`: `{axis = 0, inputs =
+    [...], symbol = "batch"}` when the split is proven, else `{op, loc,
+    reason}` naming the first op (in program order) that mixes rows.
+    `moe-insert-all-to-all` splits only a proven axis; otherwise it
+    replicates the dense part and partitions the MoE layers' tokens.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeInsertAllToAll : Pass<"moe-insert-all-to-all", "mlir::ModuleOp"> {
   let summary = "Clone @main per device and exchange tokens around the experts";
   let description = [{
     Expert parallelism, step 2 (docs/expert-parallelism.md). Given a module
     whose layers carry `moe.placement` (`moe-place-experts`) and
     `moe.devices = N > 1`, replaces `@main` by N functions `@main_d0` ..
-    `@main_dN-1`, each carrying `moe.device = d`: device d's schedule. Each
-    runs the whole graph on its share of the batch and, in every placed MoE
-    layer, exchanges token rows with the other devices:
+    `@main_dN-1`, each carrying `moe.device = d`: device d's schedule. When
+    `moe-analyze-row-independence` proved the rows of dim 0 independent
+    (`moe.row_split` has an `axis`), each runs the whole graph on its share
+    of the batch; otherwise (no proof, or no `moe.row_split`) each runs the
+    dense part on all rows (`moe.replicated`), each layer slices the
+    device's share `[T * d / N, T * (d + 1) / N)` of its tokens (re-running a
+    per-token router on the share of its logits) and all-gathers the
+    combined rows with an all_to_all of N copies `like` the layer's tokens.
+    In every placed MoE layer the device exchanges token rows with the
+    others:
 
     ```
     slots          = moe.assign_slots(indices)         (experts -> slots)

@@ -37,6 +37,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createCanonicalizerPass());
   // Expert parallelism: with several devices @main becomes one function per
   // device, each bounded and planned on its own below.
+  // Which input rows the dense part may split (moe-insert-all-to-all
+  // replicates it otherwise); the report says which and why.
+  pm.addPass(createMoeAnalyzeRowIndependence());
   MoePlaceExpertsOptions placement;
   placement.devices = options.devices;
   placement.routingProfile = options.routingProfile;
@@ -213,8 +216,70 @@ static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
   return array;
 }
 
+/// The number of devices of an expert-parallel module (1 otherwise).
+static int64_t getNumDevices(ModuleOp module) {
+  auto devices = module->getAttrOfType<IntegerAttr>("moe.devices");
+  return devices ? devices.getInt() : 1;
+}
+
+/// How an expert-parallel module runs its dense part
+/// (moe-analyze-row-independence's `moe.row_split`): split along a proven
+/// axis, or replicated with the op that mixes the rows.
+static llvm::json::Object denseSplitToJson(ModuleOp module) {
+  auto split = module->getAttrOfType<DictionaryAttr>("moe.row_split");
+  auto text = [&](StringRef key) -> llvm::json::Value {
+    auto value = split ? split.getAs<StringAttr>(key) : StringAttr();
+    return value ? llvm::json::Value(value.str()) : llvm::json::Value(nullptr);
+  };
+  auto axis = split ? split.getAs<IntegerAttr>("axis") : IntegerAttr();
+  if (!axis)
+    return llvm::json::Object{{"mode", "replicated"},
+                              {"axis", nullptr},
+                              {"op", text("op")},
+                              {"loc", text("loc")},
+                              {"reason", text("reason")}};
+  llvm::json::Array inputs;
+  if (auto names = split.getAs<ArrayAttr>("inputs"))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      inputs.push_back(name.str());
+  return llvm::json::Object{{"mode", "split"},
+                            {"axis", axis.getInt()},
+                            {"symbol", text("symbol")},
+                            {"inputs", std::move(inputs)}};
+}
+
+/// The --verbose line for denseSplitToJson.
+static void printDenseSplit(ModuleOp module, llvm::raw_ostream &os) {
+  llvm::json::Object split = denseSplitToJson(module);
+  int64_t devices = getNumDevices(module);
+  auto str = [&](StringRef key) {
+    std::optional<StringRef> value = split.getString(key);
+    return value ? value->str() : std::string("?");
+  };
+  if (split.getString("mode") == "split") {
+    std::string inputs;
+    for (const llvm::json::Value &name : *split.getArray("inputs"))
+      inputs += (inputs.empty() ? "'" : ", '") +
+                name.getAsString().value_or("").str() + "'";
+    os << llvm::formatv("moec: dense part split over {0} devices along dim "
+                        "{1} ('{2}') of {3}\n",
+                        devices, *split.getInteger("axis"), str("symbol"),
+                        inputs);
+    return;
+  }
+  os << llvm::formatv("moec: dense part replicated on {0} devices, each MoE "
+                      "layer's tokens partitioned: no input dim 0 is "
+                      "provably batch-like: {1}",
+                      devices, str("reason"));
+  if (split.getString("op"))
+    os << llvm::formatv(" ({0} at {1})", str("op"), str("loc"));
+  os << "\n";
+}
+
 void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
                     ExpertWeightType expertWeights) {
+  if (getNumDevices(module) > 1)
+    printDenseSplit(module, os);
   SmallVector<MoeLayerInfo> layers = collectMoeLayers(module);
   if (layers.empty()) {
     os << "moec: no MoE layer detected (the model runs through generic ops; "
@@ -397,8 +462,10 @@ LogicalResult writeReport(ModuleOp module,
     root["narrowed_initializers"] = std::move(initializers);
     root["narrowed_unnamed_constants"] = unnamed;
   }
-  if (funcs->size() > 1)
+  if (funcs->size() > 1) {
     root["devices"] = devicesToJson(*funcs, expertWeights);
+    root["dense_split"] = denseSplitToJson(module);
+  }
 
   return writeOutputFile(module.getContext(), path, [&](llvm::raw_ostream &os) {
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";

@@ -230,6 +230,9 @@ private:
           addArenaTensor(arg, name, dims, offset.getInt(), func);
       if (failed(id))
         return failure();
+      // The dense part runs whole on every device (moe-insert-all-to-all).
+      if (state.devices > 1 && func->hasAttr("moe.replicated"))
+        schedule.tensor(*id).replicated = true;
       schedule.addInput(*id);
     }
     return success();
@@ -538,7 +541,7 @@ private:
       // The output takes the graph's name for it.
       if (auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
         schedule.tensor(*id).name = name.str();
-      if (state.devices > 1)
+      if (state.devices > 1 && !func->hasAttr("moe.replicated"))
         markBatchOutput(index, schedule.tensor(*id));
       schedule.addOutput(*id);
     }

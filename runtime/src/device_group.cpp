@@ -180,7 +180,8 @@ int groupGpu(int device, int localRank, int visibleGpus) {
 }
 
 bool splitsAcrossDevices(const TensorDesc &desc) {
-  return !desc.dims.empty() && desc.dims[0].kind == DimDesc::Kind::Symbolic;
+  return !desc.dims.empty() && desc.dims[0].kind == DimDesc::Kind::Symbolic &&
+         !desc.replicated;
 }
 
 /// Whether the split dim 0 of `desc` is a batch: another dim is symbolic too

@@ -565,6 +565,7 @@ TensorDesc describeTensor(const Plan::Impl &impl, const fb::Tensor &tensor,
     desc.valueLo = range->lo();
     desc.valueHi = range->hi();
   }
+  desc.replicated = tensor.replicated();
   return desc;
 }
 

@@ -700,5 +700,52 @@ TEST(ExpertParallel, EveryInputOfAPaddedBatchIsPadded) {
     }
 }
 
+/// Two devices, no exchange: x [T] and out = x with dim 0 dynamic; with
+/// `replicated`, x is a replicated input (the dense part runs whole on every
+/// device, docs/expert-parallelism.md).
+absl::StatusOr<std::vector<uint8_t>> replicatedInputPlan(bool replicated) {
+  PlanWriter writer({Backend::Cpu, 2, 0});
+  int t = writer.addSymbol("T", 1, 8);
+  for (int d = 0; d < 2; ++d) {
+    ScheduleBuilder &s = writer.schedule(d);
+    int32_t x = s.addTensor("x", DType::F32, {PlanDim::symbol(t)});
+    s.tensor(x).replicated = replicated;
+    s.addInput(x);
+    int32_t out = s.addTensor("out", DType::F32, {PlanDim::dynamic(8)});
+    s.addStep(OpKind::Identity, "out", {x}, {out});
+    s.addOutput(out);
+  }
+  return writer.serialize();
+}
+
+TEST(ExpertParallel, ReplicatedInputsAreNotSplit) {
+  // A replicated input reaches every device whole; otherwise device 0 gets
+  // the first half of the rows.
+  for (bool replicated : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "replicated " << replicated);
+    auto bytes = replicatedInputPlan(replicated);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->inputs(0)[0].replicated, replicated);
+    EXPECT_EQ(splitsAcrossDevices((*plan)->inputs(1)[0]), !replicated);
+    DeviceGroupOptions options;
+    options.threadsPerDevice = 1;
+    auto group = DeviceGroup::create(**plan, options);
+    ASSERT_TRUE(group.ok()) << group.status();
+    std::vector<float> x = randomFloats(6, 3);
+    ASSERT_TRUE((*group)->setInput("x", DType::F32, {6}, x.data(), 24).ok());
+    absl::Status ran = (*group)->run();
+    ASSERT_TRUE(ran.ok()) << ran;
+    auto out = (*group)->output("out");
+    ASSERT_TRUE(out.ok()) << out.status();
+    int64_t rows = replicated ? 6 : 3;
+    ASSERT_EQ(out->shape, std::vector<int64_t>{rows});
+    const float *o = reinterpret_cast<const float *>(out->bytes.data());
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(o[r], x[r]) << r;
+  }
+}
+
 } // namespace
 } // namespace moert::testing

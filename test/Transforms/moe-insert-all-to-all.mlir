@@ -1,9 +1,10 @@
-// RUN: moec-opt %s --moe-place-experts=devices=1 --moe-insert-all-to-all | FileCheck %s --check-prefix=ONE
-// RUN: moec-opt %s --moe-place-experts=devices=2 --moe-insert-all-to-all | FileCheck %s --check-prefix=TWO
-// RUN: moec-opt %s --moe-place-experts=devices=4 --moe-insert-all-to-all | FileCheck %s --check-prefix=FOUR
-// RUN: moec-opt %s --moe-place-experts="devices=4 routing-profile=%S/Inputs/routing-profile.json replicate-hot=2" --moe-insert-all-to-all | FileCheck %s --check-prefix=HOT
-// RUN: moec-opt %s --moe-place-experts=devices=16 --moe-insert-all-to-all | FileCheck %s --check-prefix=EMPTY
-// RUN: moec-opt %s --moe-place-experts=devices=2 --moe-insert-all-to-all=micro-batches=2 | FileCheck %s --check-prefix=MICRO
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=1 --moe-insert-all-to-all | FileCheck %s --check-prefix=ONE
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=2 --moe-insert-all-to-all | FileCheck %s --check-prefix=TWO
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=4 --moe-insert-all-to-all | FileCheck %s --check-prefix=FOUR
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts="devices=4 routing-profile=%S/Inputs/routing-profile.json replicate-hot=2" --moe-insert-all-to-all | FileCheck %s --check-prefix=HOT
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=16 --moe-insert-all-to-all | FileCheck %s --check-prefix=EMPTY
+// RUN: moec-opt %s --moe-analyze-row-independence --moe-place-experts=devices=2 --moe-insert-all-to-all=micro-batches=2 | FileCheck %s --check-prefix=MICRO
+// RUN: moec-opt %s --moe-place-experts=devices=2 --moe-insert-all-to-all | FileCheck %s --check-prefix=REP
 
 // Tests the exchanges inserted around an 8-expert Mixtral layer.
 //
@@ -98,8 +99,38 @@
 // MICRO-NEXT: moe.all_to_all_wait %[[B1]], %[[C1]], %[[O1]], %[[N1]] like %[[ROWS1]]
 // MICRO-NEXT: %[[Y1:.*]] = moe.combine %[[O1]], %[[SRC1]]
 // MICRO-NEXT: moe.concat %[[Y0]], %[[Y1]] {axis = 0 : i64}
+//
+// Without a proof that the rows of dim 0 are independent
+// (moe-analyze-row-independence's moe.row_split), every device runs the
+// dense part on all rows: device 1 of 2 routes rows [T/2, T) of the logits
+// (the router re-runs on its share), dispatches the same rows of the
+// tokens, exchanges as before, and all-gathers the combined rows: each
+// device sends its T_d rows to every device, received in device order like
+// the layer's T tokens.
+// REP-LABEL: func.func @main_d1(
+// REP-SAME: moe.replicated
+// REP: %[[T:.*]] = moe.dim %arg0, 0
+// REP: %[[TR:.*]] = moe.reshape %[[T]]
+// REP: %[[M1:.*]] = moe.mul %[[TR]], %{{.*}}
+// REP: %[[B:.*]] = moe.div %[[M1]], %{{.*}}
+// REP: %[[M2:.*]] = moe.mul %[[TR]], %{{.*}}
+// REP: %[[E:.*]] = moe.div %[[M2]], %{{.*}}
+// REP: %[[L:.*]] = moe.slice %arg1, %[[B]], %[[E]] axes
+// REP: %[[W:.*]], %[[I:.*]] = moe.router %[[L]] top 2
+// REP: %[[X:.*]] = moe.slice %arg0, %[[B]], %[[E]] axes
+// REP: %[[S:.*]] = moe.assign_slots %[[I]]
+// REP: moe.dispatch %[[X]], %[[S]] experts 8
+// REP: %[[Y:.*]] = moe.combine %{{.*}}, %{{.*}}, %[[W]]
+// REP-NEXT: %[[COPIES:.*]] = moe.concat %[[Y]], %[[Y]] {axis = 0 : i64}
+// REP-NEXT: %[[N:.*]] = moe.dim %[[Y]], 0
+// REP: %[[N1:.*]] = moe.reshape %[[N]]
+// REP-NEXT: %[[SEND:.*]] = moe.concat %[[N1]], %[[N1]] {axis = 0 : i64}
+// REP-NEXT: %[[ALL:.*]], %{{.*}} = moe.all_to_all %[[COPIES]], %[[SEND]] group "ep" devices 2 like %arg0
+// REP-NEXT: return %[[ALL]]
 module {
-  func.func @main(%x: tensor<?x16xf32>, %logits: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  func.func @main(%x: tensor<?x16xf32> {moe.dim_params = ["T", ""]},
+                  %logits: tensor<?x8xf32> {moe.dim_params = ["T", ""]})
+      -> (tensor<?x16xf32> {moe.dim_params = ["T", ""]}) {
     %w1 = moe.constant dense<1.0> : tensor<8x32x16xf32>
     %w3 = moe.constant dense<1.0> : tensor<8x32x16xf32>
     %w2 = moe.constant dense<1.0> : tensor<8x16x32xf32>

@@ -122,7 +122,7 @@ private:
 int groupGpu(int device, int localRank, int visibleGpus);
 
 /// Whether `desc` is split along dim 0 across devices (its dim 0 is
-/// symbolic).
+/// symbolic and it is not replicated).
 bool splitsAcrossDevices(const TensorDesc &desc);
 
 } // namespace moert

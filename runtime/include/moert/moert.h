@@ -95,6 +95,8 @@ struct TensorDesc {
   bool hasValueRange = false;
   int64_t valueLo = 0;
   int64_t valueHi = 0;
+  /// A graph input every device of a multi-device plan gets whole.
+  bool replicated = false;
 };
 
 /// A symbolic dimension size (the token count, typically).
