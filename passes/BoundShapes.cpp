@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/ValueRanges.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
@@ -18,6 +19,9 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <limits>
 
 namespace moec {
 #define GEN_PASS_DEF_MOEBOUNDSHAPES
@@ -67,12 +71,62 @@ LogicalResult boundReshape(moe::ReshapeOp reshape,
   return success();
 }
 
+/// The largest element of an integer operand by value analysis, or -1.
+int64_t getLargestValue(const ValueRanges &ranges, Value value,
+                        std::string *why, StringRef what) {
+  const IntRange *range = ranges.lookup(value);
+  if (!range || range->max < 0)
+    return -1;
+  *why = llvm::formatv("{0} is at most {1} ({2})", what, range->max, range->why)
+             .str();
+  return range->max;
+}
+
+/// Bounds a size-vector entry that shape arithmetic cannot see (`size` is
+/// dynamic) by the largest value of the vector.
+int64_t boundEntry(int64_t size, const ValueRanges &ranges, Value shape,
+                   std::string *why) {
+  if (!ShapedType::isDynamic(size))
+    return size;
+  return getLargestValue(ranges, shape, why, "every size of the shape");
+}
+
+/// Bounds the number of elements of a Range by value analysis:
+/// ceil((limit - start) / delta) at its extremes, for a delta of one sign.
+int64_t boundRangeByValues(moe::RangeOp range, const ValueRanges &ranges,
+                           std::string *why) {
+  const IntRange *start = ranges.lookup(range.getStart());
+  const IntRange *limit = ranges.lookup(range.getLimit());
+  const IntRange *delta = ranges.lookup(range.getDelta());
+  if (!start || !limit || !delta || (delta->min <= 0 && delta->max >= 0))
+    return -1;
+  // Differences of values within int64 fit in uint64; sizes beyond int64 are
+  // no bound.
+  bool up = delta->min > 0;
+  int64_t step = up ? delta->min : -delta->max;
+  __int128 span = up ? __int128(limit->max) - start->min
+                     : __int128(start->max) - limit->min;
+  if (span <= 0)
+    return 0;
+  __int128 size = (span + step - 1) / step;
+  if (size > std::numeric_limits<int64_t>::max())
+    return -1;
+  *why = llvm::formatv("the range runs from start >= {0} ({1}) to limit <= "
+                       "{2} ({3}) in steps of at least {4}",
+                       up ? start->min : start->max, start->why,
+                       up ? limit->max : limit->min, limit->why, step)
+             .str();
+  return static_cast<int64_t>(size);
+}
+
 /// Bounds dimension `dim` of a result of `op` (TopK's and Split's results
 /// share their rules), whose
 /// operands already have static (bounded) types, when inference leaves it
-/// dynamic because it depends on values. Returns -1 when no sound bound is
-/// known.
-int64_t boundDataDependentDim(Operation *op, int64_t dim) {
+/// dynamic because it depends on values. Rules from the shape arithmetic
+/// come first; where they see no bound, the value ranges of the operands
+/// give one, and `why` says which. Returns -1 when no sound bound is known.
+int64_t boundDataDependentDim(Operation *op, int64_t dim,
+                              const ValueRanges &ranges, std::string *why) {
   if (op->getNumOperands() == 0)
     return -1;
   auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
@@ -91,16 +145,18 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
   // the bound.
   if (auto tile = dyn_cast<moe::TileOp>(op)) {
     SmallVector<int64_t> repeats = getBoundedSizes(tile.getRepeats());
-    if (dim >= input.getRank() || dim >= static_cast<int64_t>(repeats.size()) ||
-        repeats[dim] < 0)
+    if (dim >= input.getRank() || dim >= static_cast<int64_t>(repeats.size()))
       return -1;
-    return input.getDimSize(dim) * repeats[dim];
+    int64_t repeat = boundEntry(repeats[dim], ranges, tile.getRepeats(), why);
+    if (repeat < 0)
+      return -1;
+    return input.getDimSize(dim) * repeat;
   }
   if (auto constant = dyn_cast<moe::ConstantOfShapeOp>(op)) {
     SmallVector<int64_t> shape = getBoundedSizes(constant.getInput());
-    return dim < static_cast<int64_t>(shape.size()) && shape[dim] >= 0
-               ? shape[dim]
-               : -1;
+    if (dim >= static_cast<int64_t>(shape.size()))
+      return -1;
+    return boundEntry(shape[dim], ranges, constant.getInput(), why);
   }
   if (auto expand = dyn_cast<moe::ExpandOp>(op)) {
     SmallVector<int64_t> shape = getBoundedSizes(expand.getShape());
@@ -109,9 +165,11 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
     int64_t fromInput = dim - (rank - input.getRank());
     int64_t size = fromInput >= 0 ? input.getDimSize(fromInput) : 1;
     if (fromShape >= 0) {
-      if (shape[fromShape] < 0)
+      int64_t entry =
+          boundEntry(shape[fromShape], ranges, expand.getShape(), why);
+      if (entry < 0)
         return -1;
-      size = std::max(size, shape[fromShape]);
+      size = std::max(size, entry);
     }
     return size;
   }
@@ -120,7 +178,7 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
     std::optional<int64_t> delta = moe::getConstantInt(range.getDelta());
     SmallVector<int64_t> limit = getBoundedSizes(range.getLimit());
     if (!start || !delta || *delta == 0 || limit.size() != 1 || limit[0] < 0)
-      return -1;
+      return boundRangeByValues(range, ranges, why);
     int64_t span = *delta > 0 ? limit[0] - *start : *start - limit[0];
     int64_t step = *delta > 0 ? *delta : -*delta;
     return std::max<int64_t>(0, (span + step - 1) / step);
@@ -185,12 +243,16 @@ struct BoundShapesPass
       }
       namedBounds[name] = bound;
     }
+    ranges = ValueRanges();
     if (failed(boundFunction(func)))
       signalPassFailure();
   }
 
   /// Bounds of named (ONNX dim_param) dimensions from `dim-bounds`.
   llvm::StringMap<int64_t> namedBounds;
+
+  /// The integer value ranges of the bounded clone, op by op.
+  ValueRanges ranges;
 
   /// The bound of dynamic dimension `dim` of argument `index`: its name's
   /// entry in `dim-bounds`, else max-tokens.
@@ -257,18 +319,25 @@ struct BoundShapesPass
             size = declared.getDimSize(dim);
           if (!ShapedType::isDynamic(size))
             continue;
-          size = boundDataDependentDim(op, dim);
+          std::string why;
+          size = boundDataDependentDim(op, dim, ranges, &why);
           if (size < 0)
             return originalOp.emitError("cannot bound dimension ")
                    << dim << " of result #" << index
                    << ": its size depends on values the compiler cannot "
-                      "see; moec bounds only sizes derived from the token "
-                      "count or from an operand's size";
+                      "see; moec bounds sizes derived from the token count, "
+                      "from an operand's size, or from integer values whose "
+                      "range it can prove";
+          if (!why.empty())
+            originalOp.emitRemark("dimension ")
+                << dim << " of result #" << index << " bounded by " << size
+                << " from value ranges: " << why;
         }
         result.setType(type.clone(shape));
         bounds.push_back(builder.getDenseI64ArrayAttr(shape));
       }
       originalOp.setAttr("moe.bounds", builder.getArrayAttr(bounds));
+      ranges.visit(&originalOp, op);
     }
     return success();
   }
@@ -313,11 +382,14 @@ struct BoundShapesPass
         auto declared =
             cast<RankedTensorType>(original->getResult(0).getType());
         SmallVector<int64_t> shape;
+        std::string why;
         for (int64_t d = 0; d < declared.getRank(); ++d)
           shape.push_back(declared.isDynamicDim(d)
-                              ? boundDataDependentDim(op, d)
+                              ? boundDataDependentDim(op, d, ranges, &why)
                               : declared.getDimSize(d));
         if (llvm::all_of(shape, [](int64_t size) { return size >= 0; })) {
+          if (!why.empty())
+            original->emitRemark("bounded from value ranges: ") << why;
           types.push_back(declared.clone(shape));
           return success();
         }
