@@ -222,6 +222,121 @@ LogicalResult boundBroadcast(Operation *original, Operation *op,
   return success();
 }
 
+/// The Range whose length dimension `axis` of `value` has at run time,
+/// found through the ops of the bounded clone that keep that dimension: a
+/// Gather of the range's indices along `axis`, the rows of a MatMul or Gemm,
+/// splits along another axis, and elementwise ops whose other operands have
+/// at most one element along `axis` (so broadcasting cannot enlarge it).
+moe::RangeOp traceRangeLength(Value value, int64_t axis) {
+  for (int step = 0; step < 64; ++step) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    Operation *op = value.getDefiningOp();
+    if (!type || !op || axis < 0 || axis >= type.getRank())
+      return nullptr;
+    int64_t rank = type.getRank();
+    if (auto gather = dyn_cast<moe::GatherOp>(op)) {
+      auto indices = dyn_cast<RankedTensorType>(gather.getIndices().getType());
+      int64_t gatherAxis = static_cast<int64_t>(gather.getAxis());
+      if (gatherAxis < 0)
+        gatherAxis += rank + 1 - (indices ? indices.getRank() : 0);
+      if (!indices || indices.getRank() != 1 || gatherAxis != axis)
+        return nullptr;
+      return gather.getIndices().getDefiningOp<moe::RangeOp>();
+    }
+    if (auto matmul = dyn_cast<moe::MatMulOp>(op)) {
+      auto lhs = cast<RankedTensorType>(matmul.getA().getType());
+      auto rhs = cast<RankedTensorType>(matmul.getB().getType());
+      if (lhs.getRank() != rank || rhs.getRank() > 2 || axis >= rank - 1)
+        return nullptr;
+      value = matmul.getA();
+      continue;
+    }
+    if (auto gemm = dyn_cast<moe::GemmOp>(op)) {
+      if (gemm.getTransA() != 0 || axis != 0)
+        return nullptr;
+      value = gemm.getA();
+      continue;
+    }
+    if (auto split = dyn_cast<moe::SplitOp>(op)) {
+      int64_t splitAxis = static_cast<int64_t>(split.getAxis());
+      if ((splitAxis < 0 ? splitAxis + rank : splitAxis) == axis)
+        return nullptr;
+      value = split.getInput();
+      continue;
+    }
+    bool elementwise =
+        isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
+            moe::MinOp, moe::MaxOp, moe::SumOp, moe::WhereOp, moe::ReluOp,
+            moe::SigmoidOp, moe::TanhOp, moe::ExpOp, moe::NegOp, moe::AbsOp,
+            moe::ErfOp, moe::GeluOp, moe::SqrtOp, moe::SoftplusOp, moe::CastOp,
+            moe::ClipOp, moe::FusedElementwiseOp>(op) &&
+        op->getNumResults() == 1;
+    if (!elementwise)
+      return nullptr;
+    Value carrier;
+    for (Value operand : op->getOperands()) {
+      auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+      if (!operandType || !operandType.hasStaticShape())
+        return nullptr;
+      int64_t at = axis - (rank - operandType.getRank());
+      if (at < 0 || operandType.getDimSize(at) <= 1)
+        continue;
+      if (carrier || operandType.getRank() != rank)
+        return nullptr;
+      carrier = operand;
+    }
+    if (!carrier)
+      return nullptr;
+    value = carrier;
+  }
+  return nullptr;
+}
+
+/// Bounds dimension `axis` of a Concat of grouped-matmul segments: when
+/// its inputs' sizes there are the lengths of consecutive unit-step Ranges
+/// (each starts where the previous one ends) whose ends are elements, in
+/// order, of one non-decreasing vector, the lengths add up to the last end
+/// minus the first start. Returns -1 when that is not shown.
+int64_t boundSegmentConcat(moe::ConcatOp concat, int64_t axis,
+                           const ValueRanges &ranges, std::string *why) {
+  SmallVector<moe::RangeOp> segments;
+  for (Value input : concat.getInputs()) {
+    moe::RangeOp range = traceRangeLength(input, axis);
+    std::optional<int64_t> delta =
+        range ? moe::getConstantInt(range.getDelta()) : std::nullopt;
+    if (!range || delta != 1)
+      return -1;
+    if (!segments.empty() && range.getStart() != segments.back().getLimit())
+      return -1;
+    segments.push_back(range);
+  }
+  if (segments.empty())
+    return -1;
+  Value vector;
+  int64_t lastIndex = -1;
+  for (moe::RangeOp range : segments) {
+    auto element = ranges.getElementOf(range.getLimit());
+    if (!element || (vector && element->first != vector) ||
+        element->second <= lastIndex)
+      return -1;
+    vector = element->first;
+    lastIndex = element->second;
+  }
+  const IntRange *ends = ranges.lookup(vector);
+  const IntRange *first = ranges.lookup(segments.front().getStart());
+  const IntRange *last = ranges.lookup(segments.back().getLimit());
+  if (!ranges.isNonDecreasing(vector) || !ends || !first || !last ||
+      first->max > ends->min)
+    return -1;
+  int64_t size = std::max<int64_t>(0, last->max - first->min);
+  *why = llvm::formatv("the {0} segments are consecutive ranges over the "
+                       "non-decreasing ends ({1}), so together they span at "
+                       "most {2} - {3}",
+                       segments.size(), ends->why, last->max, first->min)
+             .str();
+  return size;
+}
+
 struct BoundShapesPass
     : public moec::impl::MoeBoundShapesBase<BoundShapesPass> {
   using MoeBoundShapesBase::MoeBoundShapesBase;
@@ -317,8 +432,26 @@ struct BoundShapesPass
           if (dim < static_cast<size_t>(declared.getRank()) &&
               !declared.isDynamicDim(dim))
             size = declared.getDimSize(dim);
-          if (!ShapedType::isDynamic(size))
+          if (!ShapedType::isDynamic(size)) {
+            // Inference adds the segments' bounds; their sum is tighter.
+            std::string why;
+            auto concat = dyn_cast<moe::ConcatOp>(op);
+            int64_t axis = concat ? static_cast<int64_t>(concat.getAxis()) : -1;
+            if (concat && axis < 0)
+              axis += declared.getRank();
+            if (concat && declared.isDynamicDim(dim) &&
+                static_cast<int64_t>(dim) == axis) {
+              int64_t tighter = boundSegmentConcat(concat, dim, ranges, &why);
+              if (tighter >= 0 && tighter < size) {
+                originalOp.emitRemark("dimension ")
+                    << dim << " of result #" << index << " bounded by "
+                    << tighter << " instead of " << size
+                    << " from value ranges: " << why;
+                size = tighter;
+              }
+            }
             continue;
+          }
           std::string why;
           size = boundDataDependentDim(op, dim, ranges, &why);
           if (size < 0)

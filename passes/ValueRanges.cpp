@@ -155,7 +155,89 @@ void ValueRanges::set(Value value, int64_t min, int64_t max,
   ranges[value] = std::move(range);
 }
 
+std::optional<std::pair<Value, int64_t>>
+ValueRanges::getElementOf(Value value) const {
+  auto it = elementOf.find(value);
+  if (it == elementOf.end())
+    return std::nullopt;
+  return it->second;
+}
+
+/// Order facts, which the segment lengths of a grouped matmul need: they
+/// add up to the last end minus the first start only when the ends do not
+/// decrease.
+void ValueRanges::visitOrder(Operation *original, Operation *op) {
+  auto isVector = [](Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && type.getRank() == 1 && type.hasStaticShape();
+  };
+  auto isOneElement = [](Value value) {
+    std::optional<int64_t> count = getCount(value);
+    return count && *count == 1;
+  };
+  if (auto cumsum = dyn_cast<moe::CumSumOp>(op)) {
+    const IntRange *x = lookup(cumsum.getX());
+    if (x && x->isNonNegative() && isVector(cumsum.getX()) &&
+        cumsum.getReverse() == 0)
+      nonDecreasing.insert(cumsum.getResult());
+    return;
+  }
+  if (auto cast = dyn_cast<moe::CastOp>(op)) {
+    // Widening or exact casts are monotone: the range check in visit()
+    // already required the values to fit the target.
+    if (lookup(cast.getResult()) && nonDecreasing.contains(cast.getInput()))
+      nonDecreasing.insert(cast.getResult());
+    if (auto element = getElementOf(cast.getInput()))
+      if (lookup(cast.getResult()))
+        elementOf[cast.getResult()] = *element;
+    return;
+  }
+  if (auto split = dyn_cast<moe::SplitOp>(op)) {
+    // Output i starts at the sum of the static sizes before it (in the
+    // original IR, so that no bound is taken for a size).
+    int64_t axis = static_cast<int64_t>(split.getAxis());
+    if (!isVector(split.getInput()) || (axis != 0 && axis != -1))
+      return;
+    int64_t offset = 0;
+    for (auto [declared, result] : llvm::zip(
+             cast<moe::SplitOp>(original).getOutputs(), split.getOutputs())) {
+      auto type = cast<RankedTensorType>(declared.getType());
+      if (!type.hasStaticShape())
+        return;
+      if (type.getNumElements() == 1)
+        elementOf[result] = {split.getInput(), offset};
+      offset += type.getNumElements();
+    }
+    return;
+  }
+  if (auto gather = dyn_cast<moe::GatherOp>(op)) {
+    std::optional<int64_t> index = moe::getConstantInt(gather.getIndices());
+    auto type = dyn_cast<RankedTensorType>(
+        cast<moe::GatherOp>(original).getData().getType());
+    if (!index || !type || type.getRank() != 1 || !type.hasStaticShape())
+      return;
+    int64_t size = type.getDimSize(0);
+    if (*index < -size || *index >= size)
+      return;
+    elementOf[gather.getResult()] = {gather.getData(),
+                                     *index < 0 ? *index + size : *index};
+    return;
+  }
+  if (isa<moe::SqueezeOp, moe::UnsqueezeOp, moe::ReshapeOp, moe::FlattenOp,
+          moe::IdentityOp>(op)) {
+    if (isOneElement(op->getResult(0)))
+      if (auto element = getElementOf(op->getOperand(0)))
+        elementOf[op->getResult(0)] = *element;
+    return;
+  }
+}
+
 void ValueRanges::visit(Operation *original, Operation *op) {
+  visitRanges(original, op);
+  visitOrder(original, op);
+}
+
+void ValueRanges::visitRanges(Operation *original, Operation *op) {
   auto get = [&](Value value) { return lookup(value); };
   auto copyFrom = [&](Value result, Value source, bool keepsTotal) {
     if (const IntRange *range = get(source))

@@ -17,6 +17,7 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <optional>
 #include <string>
@@ -50,11 +51,27 @@ public:
   /// static dimensions (exact sizes) from bounded ones (at most the bound).
   void visit(mlir::Operation *original, mlir::Operation *op);
 
+  /// Whether the elements of the 1-D `vector` are non-decreasing (a CumSum
+  /// of non-negative counts: the segment ends of a grouped matmul).
+  bool isNonDecreasing(mlir::Value vector) const {
+    return nonDecreasing.contains(vector);
+  }
+
+  /// The 1-D vector and index whose element the one-element `value` is
+  /// (a Split, Gather or Slice of one element, reshaped), if known.
+  std::optional<std::pair<mlir::Value, int64_t>>
+  getElementOf(mlir::Value value) const;
+
 private:
   void set(mlir::Value value, int64_t min, int64_t max,
            std::optional<int64_t> total, std::string why);
 
+  void visitRanges(mlir::Operation *original, mlir::Operation *op);
+  void visitOrder(mlir::Operation *original, mlir::Operation *op);
+
   llvm::DenseMap<mlir::Value, IntRange> ranges;
+  llvm::DenseSet<mlir::Value> nonDecreasing;
+  llvm::DenseMap<mlir::Value, std::pair<mlir::Value, int64_t>> elementOf;
 };
 
 } // namespace moec

@@ -182,3 +182,63 @@ func.func @clipped_limit(%f: tensor<f32>) -> tensor<?xi64> {
   %2 = moe.add %0, %1 : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
   return %2 : tensor<?xi64>
 }
+
+// -----
+
+// Tests that the rows of consecutive segments Range(ends[e-1], ends[e]) over
+// a CumSum of counts, each through a Gather and a MatMul, concatenate to at
+// most the counts' total (64 = T * k here) rather than the sum of the
+// segments' bounds (2 * 64), and that a remark says so.
+// CHECK-LABEL: func.func @segment_concat
+func.func @segment_concat(%ids: tensor<?xi64>, %x: tensor<?x16xf32>, %w0: tensor<16x8xf32>, %w1: tensor<16x8xf32>) -> tensor<?x8xf32> {
+  %depth = moe.constant dense<2> : tensor<i64>
+  %values = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %hot = moe.one_hot %ids, %depth, %values : (tensor<?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2xi64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %counts = moe.reduce_sum %hot, %axis0 {keepdims = 0 : i64} : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends = moe.cum_sum %counts, %zero : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e:2 = moe.split %ends {axis = 0 : i64, num_outputs = 2 : i64} : (tensor<2xi64>) -> (tensor<1xi64>, tensor<1xi64>)
+  %end0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r0 = moe.range %zero, %end0, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r1 = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %x0 = moe.gather %x, %r0 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %x1 = moe.gather %x, %r1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %y0 = moe.mat_mul %x0, %w0 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.mat_mul %x1, %w1 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  // expected-remark @+2 {{dimension 0 of result #0 bounded by 64 instead of 128 from value ranges: the 2 segments are consecutive ranges}}
+  // CHECK: moe.concat {{.*}} {axis = 0 : i64, moe.bounds = [array<i64: 64, 8>]}
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that segments that are not consecutive ends of one vector in order
+// (the second starts at ends[1] and ends at ends[0]) keep the sum of their
+// bounds: their lengths need not add up to one span.
+// CHECK-LABEL: func.func @segments_out_of_order
+func.func @segments_out_of_order(%ends: tensor<2xi64>, %x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %lo = moe.constant dense<0> : tensor<i64>
+  %hi = moe.constant dense<10> : tensor<i64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %e:2 = moe.split %ends {axis = 0 : i64, num_outputs = 2 : i64} : (tensor<2xi64>) -> (tensor<1xi64>, tensor<1xi64>)
+  %s0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %s1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end0 = moe.clip %s0 min %lo max %hi : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  %end1 = moe.clip %s1 min %lo max %hi : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+1 {{bounded by 10 from value ranges}}
+  %r0 = moe.range %end1, %end0, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // expected-remark @+1 {{bounded by 10 from value ranges}}
+  %r1 = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %x0 = moe.gather %x, %r0 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %x1 = moe.gather %x, %r1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  // CHECK: moe.concat {{.*}} {axis = 0 : i64, moe.bounds = [array<i64: 20, 16>]}
+  %y = moe.concat %x0, %x1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
