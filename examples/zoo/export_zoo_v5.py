@@ -134,7 +134,8 @@ class Block(torch.nn.Module):
 
 def make_block(name: str, experts_implementation: str):
     cfg, cls = arch_configs()[name]
-    cfg._experts_implementation = experts_implementation
+    if experts_implementation != "own forward":
+        cfg._experts_implementation = experts_implementation
     torch.manual_seed(1)
     block = init_params(cls(cfg), seed=1)
     return Block(block).eval()
@@ -249,8 +250,11 @@ def export_block(name: str, exporter: str, results: dict):
     """Exports one block with `exporter`, trying grouped_mm then batched_mm."""
     fn = {"dynamo": export_dynamo, "torchscript": export_torchscript, "hf": export_hf}[exporter]
     attempts = []
-    for impl in ("grouped_mm", "batched_mm"):
-        entry = f"{name}_block_{exporter}" + ("" if impl == "grouped_mm" else "_batched_mm")
+    _, cls = arch_configs()[name]
+    # An architecture with its own experts forward has one form to try.
+    impls = ("grouped_mm", "batched_mm") if uses_experts_interface(cls) else ("own forward",)
+    for impl in impls:
+        entry = f"{name}_block_{exporter}" + ("_batched_mm" if impl == "batched_mm" else "")
         module = make_block(name, impl)
         inputs = block_inputs()
         sample = torch.randn(1, 16, HIDDEN, generator=torch.Generator().manual_seed(2))
@@ -273,9 +277,8 @@ def export_block(name: str, exporter: str, results: dict):
                 path.unlink()
             continue
         record = describe(model, path)
-        own = not uses_experts_interface(type(module.block))
         record.update(architecture=type(module.block).__name__, exporter=exporter,
-                      experts_implementation="own forward" if own else impl,
+                      experts_implementation=impl,
                       transformers=transformers.__version__,
                       torch=torch.__version__.split("+")[0], tokens=list(TOKENS))
         cases = {}
