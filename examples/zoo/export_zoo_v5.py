@@ -399,6 +399,24 @@ def export_generation(name: str, results: dict):
                             lm_outputs(lm, ids, position_ids=pos))
             record["tokens"] = list(TOKENS)
             save_reference(entry, path, record, cases)
+        elif src.stem == "decode":
+            # One step after T cached tokens: the cache comes from torch's
+            # own prefill of a seeded prompt.
+            gen = torch.Generator().manual_seed(SEED + 1)
+            cases = {}
+            for t in TOKENS:
+                prompt = torch.randint(0, lm.config.vocab_size, (1, t), generator=gen)
+                step = torch.randint(0, lm.config.vocab_size, (1, 1), generator=gen)
+                with torch.no_grad():
+                    cache = lm(input_ids=prompt, use_cache=True).past_key_values
+                feeds = {"input_ids": step.numpy(), "position_ids": np.array([[t]], np.int64)}
+                for i, layer in enumerate(cache.layers):
+                    feeds[f"input.cache.layers.{i}.keys"] = layer.keys.numpy().copy()
+                    feeds[f"input.cache.layers.{i}.values"] = layer.values.numpy().copy()
+                want = lm_outputs(lm, step, position_ids=torch.tensor([[t]]), past_key_values=cache)
+                cases[t] = (feeds, {("output." + k if k.startswith("cache") else k): v for k, v in want.items()})
+            record["tokens"] = list(TOKENS)
+            save_reference(entry, path, record, cases)
         results[entry] = record
         print(f"  {entry}: {record['size_bytes']} bytes; inputs {[i['name'] for i in record['inputs']]}")
     shutil.rmtree(tmp, ignore_errors=True)
