@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/ValueRanges.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
@@ -18,6 +19,9 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <limits>
 
 namespace moec {
 #define GEN_PASS_DEF_MOEBOUNDSHAPES
@@ -67,12 +71,62 @@ LogicalResult boundReshape(moe::ReshapeOp reshape,
   return success();
 }
 
+/// The largest element of an integer operand by value analysis, or -1.
+int64_t getLargestValue(const ValueRanges &ranges, Value value,
+                        std::string *why, StringRef what) {
+  const IntRange *range = ranges.lookup(value);
+  if (!range || range->max < 0)
+    return -1;
+  *why = llvm::formatv("{0} is at most {1} ({2})", what, range->max, range->why)
+             .str();
+  return range->max;
+}
+
+/// Bounds a size-vector entry that shape arithmetic cannot see (`size` is
+/// dynamic) by the largest value of the vector.
+int64_t boundEntry(int64_t size, const ValueRanges &ranges, Value shape,
+                   std::string *why) {
+  if (!ShapedType::isDynamic(size))
+    return size;
+  return getLargestValue(ranges, shape, why, "every size of the shape");
+}
+
+/// Bounds the number of elements of a Range by value analysis:
+/// ceil((limit - start) / delta) at its extremes, for a delta of one sign.
+int64_t boundRangeByValues(moe::RangeOp range, const ValueRanges &ranges,
+                           std::string *why) {
+  const IntRange *start = ranges.lookup(range.getStart());
+  const IntRange *limit = ranges.lookup(range.getLimit());
+  const IntRange *delta = ranges.lookup(range.getDelta());
+  if (!start || !limit || !delta || (delta->min <= 0 && delta->max >= 0))
+    return -1;
+  // Differences of values within int64 fit in uint64; sizes beyond int64 are
+  // no bound.
+  bool up = delta->min > 0;
+  int64_t step = up ? delta->min : -delta->max;
+  __int128 span = up ? __int128(limit->max) - start->min
+                     : __int128(start->max) - limit->min;
+  if (span <= 0)
+    return 0;
+  __int128 size = (span + step - 1) / step;
+  if (size > std::numeric_limits<int64_t>::max())
+    return -1;
+  *why = llvm::formatv("the range runs from start >= {0} ({1}) to limit <= "
+                       "{2} ({3}) in steps of at least {4}",
+                       up ? start->min : start->max, start->why,
+                       up ? limit->max : limit->min, limit->why, step)
+             .str();
+  return static_cast<int64_t>(size);
+}
+
 /// Bounds dimension `dim` of a result of `op` (TopK's and Split's results
 /// share their rules), whose
 /// operands already have static (bounded) types, when inference leaves it
-/// dynamic because it depends on values. Returns -1 when no sound bound is
-/// known.
-int64_t boundDataDependentDim(Operation *op, int64_t dim) {
+/// dynamic because it depends on values. Rules from the shape arithmetic
+/// come first; where they see no bound, the value ranges of the operands
+/// give one, and `why` says which. Returns -1 when no sound bound is known.
+int64_t boundDataDependentDim(Operation *op, int64_t dim,
+                              const ValueRanges &ranges, std::string *why) {
   if (op->getNumOperands() == 0)
     return -1;
   auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
@@ -91,16 +145,18 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
   // the bound.
   if (auto tile = dyn_cast<moe::TileOp>(op)) {
     SmallVector<int64_t> repeats = getBoundedSizes(tile.getRepeats());
-    if (dim >= input.getRank() || dim >= static_cast<int64_t>(repeats.size()) ||
-        repeats[dim] < 0)
+    if (dim >= input.getRank() || dim >= static_cast<int64_t>(repeats.size()))
       return -1;
-    return input.getDimSize(dim) * repeats[dim];
+    int64_t repeat = boundEntry(repeats[dim], ranges, tile.getRepeats(), why);
+    if (repeat < 0)
+      return -1;
+    return input.getDimSize(dim) * repeat;
   }
   if (auto constant = dyn_cast<moe::ConstantOfShapeOp>(op)) {
     SmallVector<int64_t> shape = getBoundedSizes(constant.getInput());
-    return dim < static_cast<int64_t>(shape.size()) && shape[dim] >= 0
-               ? shape[dim]
-               : -1;
+    if (dim >= static_cast<int64_t>(shape.size()))
+      return -1;
+    return boundEntry(shape[dim], ranges, constant.getInput(), why);
   }
   if (auto expand = dyn_cast<moe::ExpandOp>(op)) {
     SmallVector<int64_t> shape = getBoundedSizes(expand.getShape());
@@ -109,9 +165,11 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
     int64_t fromInput = dim - (rank - input.getRank());
     int64_t size = fromInput >= 0 ? input.getDimSize(fromInput) : 1;
     if (fromShape >= 0) {
-      if (shape[fromShape] < 0)
+      int64_t entry =
+          boundEntry(shape[fromShape], ranges, expand.getShape(), why);
+      if (entry < 0)
         return -1;
-      size = std::max(size, shape[fromShape]);
+      size = std::max(size, entry);
     }
     return size;
   }
@@ -120,7 +178,7 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim) {
     std::optional<int64_t> delta = moe::getConstantInt(range.getDelta());
     SmallVector<int64_t> limit = getBoundedSizes(range.getLimit());
     if (!start || !delta || *delta == 0 || limit.size() != 1 || limit[0] < 0)
-      return -1;
+      return boundRangeByValues(range, ranges, why);
     int64_t span = *delta > 0 ? limit[0] - *start : *start - limit[0];
     int64_t step = *delta > 0 ? *delta : -*delta;
     return std::max<int64_t>(0, (span + step - 1) / step);
@@ -164,6 +222,121 @@ LogicalResult boundBroadcast(Operation *original, Operation *op,
   return success();
 }
 
+/// The Range whose length dimension `axis` of `value` has at run time,
+/// found through the ops of the bounded clone that keep that dimension: a
+/// Gather of the range's indices along `axis`, the rows of a MatMul or Gemm,
+/// splits along another axis, and elementwise ops whose other operands have
+/// at most one element along `axis` (so broadcasting cannot enlarge it).
+moe::RangeOp traceRangeLength(Value value, int64_t axis) {
+  for (int step = 0; step < 64; ++step) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    Operation *op = value.getDefiningOp();
+    if (!type || !op || axis < 0 || axis >= type.getRank())
+      return nullptr;
+    int64_t rank = type.getRank();
+    if (auto gather = dyn_cast<moe::GatherOp>(op)) {
+      auto indices = dyn_cast<RankedTensorType>(gather.getIndices().getType());
+      int64_t gatherAxis = static_cast<int64_t>(gather.getAxis());
+      if (gatherAxis < 0)
+        gatherAxis += rank + 1 - (indices ? indices.getRank() : 0);
+      if (!indices || indices.getRank() != 1 || gatherAxis != axis)
+        return nullptr;
+      return gather.getIndices().getDefiningOp<moe::RangeOp>();
+    }
+    if (auto matmul = dyn_cast<moe::MatMulOp>(op)) {
+      auto lhs = cast<RankedTensorType>(matmul.getA().getType());
+      auto rhs = cast<RankedTensorType>(matmul.getB().getType());
+      if (lhs.getRank() != rank || rhs.getRank() > 2 || axis >= rank - 1)
+        return nullptr;
+      value = matmul.getA();
+      continue;
+    }
+    if (auto gemm = dyn_cast<moe::GemmOp>(op)) {
+      if (gemm.getTransA() != 0 || axis != 0)
+        return nullptr;
+      value = gemm.getA();
+      continue;
+    }
+    if (auto split = dyn_cast<moe::SplitOp>(op)) {
+      int64_t splitAxis = static_cast<int64_t>(split.getAxis());
+      if ((splitAxis < 0 ? splitAxis + rank : splitAxis) == axis)
+        return nullptr;
+      value = split.getInput();
+      continue;
+    }
+    bool elementwise =
+        isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
+            moe::MinOp, moe::MaxOp, moe::SumOp, moe::WhereOp, moe::ReluOp,
+            moe::SigmoidOp, moe::TanhOp, moe::ExpOp, moe::NegOp, moe::AbsOp,
+            moe::ErfOp, moe::GeluOp, moe::SqrtOp, moe::SoftplusOp, moe::CastOp,
+            moe::ClipOp, moe::FusedElementwiseOp>(op) &&
+        op->getNumResults() == 1;
+    if (!elementwise)
+      return nullptr;
+    Value carrier;
+    for (Value operand : op->getOperands()) {
+      auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+      if (!operandType || !operandType.hasStaticShape())
+        return nullptr;
+      int64_t at = axis - (rank - operandType.getRank());
+      if (at < 0 || operandType.getDimSize(at) <= 1)
+        continue;
+      if (carrier || operandType.getRank() != rank)
+        return nullptr;
+      carrier = operand;
+    }
+    if (!carrier)
+      return nullptr;
+    value = carrier;
+  }
+  return nullptr;
+}
+
+/// Bounds dimension `axis` of a Concat of grouped-matmul segments: when
+/// its inputs' sizes there are the lengths of consecutive unit-step Ranges
+/// (each starts where the previous one ends) whose ends are elements, in
+/// order, of one non-decreasing vector, the lengths add up to the last end
+/// minus the first start. Returns -1 when that is not shown.
+int64_t boundSegmentConcat(moe::ConcatOp concat, int64_t axis,
+                           const ValueRanges &ranges, std::string *why) {
+  SmallVector<moe::RangeOp> segments;
+  for (Value input : concat.getInputs()) {
+    moe::RangeOp range = traceRangeLength(input, axis);
+    std::optional<int64_t> delta =
+        range ? moe::getConstantInt(range.getDelta()) : std::nullopt;
+    if (!range || delta != 1)
+      return -1;
+    if (!segments.empty() && range.getStart() != segments.back().getLimit())
+      return -1;
+    segments.push_back(range);
+  }
+  if (segments.empty())
+    return -1;
+  Value vector;
+  int64_t lastIndex = -1;
+  for (moe::RangeOp range : segments) {
+    auto element = ranges.getElementOf(range.getLimit());
+    if (!element || (vector && element->first != vector) ||
+        element->second <= lastIndex)
+      return -1;
+    vector = element->first;
+    lastIndex = element->second;
+  }
+  const IntRange *ends = ranges.lookup(vector);
+  const IntRange *first = ranges.lookup(segments.front().getStart());
+  const IntRange *last = ranges.lookup(segments.back().getLimit());
+  if (!ranges.isNonDecreasing(vector) || !ends || !first || !last ||
+      first->max > ends->min)
+    return -1;
+  int64_t size = std::max<int64_t>(0, last->max - first->min);
+  *why = llvm::formatv("the {0} segments are consecutive ranges over the "
+                       "non-decreasing ends ({1}), so together they span at "
+                       "most {2} - {3}",
+                       segments.size(), ends->why, last->max, first->min)
+             .str();
+  return size;
+}
+
 struct BoundShapesPass
     : public moec::impl::MoeBoundShapesBase<BoundShapesPass> {
   using MoeBoundShapesBase::MoeBoundShapesBase;
@@ -185,12 +358,16 @@ struct BoundShapesPass
       }
       namedBounds[name] = bound;
     }
+    ranges = ValueRanges();
     if (failed(boundFunction(func)))
       signalPassFailure();
   }
 
   /// Bounds of named (ONNX dim_param) dimensions from `dim-bounds`.
   llvm::StringMap<int64_t> namedBounds;
+
+  /// The integer value ranges of the bounded clone, op by op.
+  ValueRanges ranges;
 
   /// The bound of dynamic dimension `dim` of argument `index`: its name's
   /// entry in `dim-bounds`, else max-tokens.
@@ -255,20 +432,45 @@ struct BoundShapesPass
           if (dim < static_cast<size_t>(declared.getRank()) &&
               !declared.isDynamicDim(dim))
             size = declared.getDimSize(dim);
-          if (!ShapedType::isDynamic(size))
+          if (!ShapedType::isDynamic(size)) {
+            // Inference adds the segments' bounds; their sum is tighter.
+            std::string why;
+            auto concat = dyn_cast<moe::ConcatOp>(op);
+            int64_t axis = concat ? static_cast<int64_t>(concat.getAxis()) : -1;
+            if (concat && axis < 0)
+              axis += declared.getRank();
+            if (concat && declared.isDynamicDim(dim) &&
+                static_cast<int64_t>(dim) == axis) {
+              int64_t tighter = boundSegmentConcat(concat, dim, ranges, &why);
+              if (tighter >= 0 && tighter < size) {
+                originalOp.emitRemark("dimension ")
+                    << dim << " of result #" << index << " bounded by "
+                    << tighter << " instead of " << size
+                    << " from value ranges: " << why;
+                size = tighter;
+              }
+            }
             continue;
-          size = boundDataDependentDim(op, dim);
+          }
+          std::string why;
+          size = boundDataDependentDim(op, dim, ranges, &why);
           if (size < 0)
             return originalOp.emitError("cannot bound dimension ")
                    << dim << " of result #" << index
                    << ": its size depends on values the compiler cannot "
-                      "see; moec bounds only sizes derived from the token "
-                      "count or from an operand's size";
+                      "see; moec bounds sizes derived from the token count, "
+                      "from an operand's size, or from integer values whose "
+                      "range it can prove";
+          if (!why.empty())
+            originalOp.emitRemark("dimension ")
+                << dim << " of result #" << index << " bounded by " << size
+                << " from value ranges: " << why;
         }
         result.setType(type.clone(shape));
         bounds.push_back(builder.getDenseI64ArrayAttr(shape));
       }
       originalOp.setAttr("moe.bounds", builder.getArrayAttr(bounds));
+      ranges.visit(&originalOp, op);
     }
     return success();
   }
@@ -313,11 +515,14 @@ struct BoundShapesPass
         auto declared =
             cast<RankedTensorType>(original->getResult(0).getType());
         SmallVector<int64_t> shape;
+        std::string why;
         for (int64_t d = 0; d < declared.getRank(); ++d)
           shape.push_back(declared.isDynamicDim(d)
-                              ? boundDataDependentDim(op, d)
+                              ? boundDataDependentDim(op, d, ranges, &why)
                               : declared.getDimSize(d));
         if (llvm::all_of(shape, [](int64_t size) { return size >= 0; })) {
+          if (!why.empty())
+            original->emitRemark("bounded from value ranges: ") << why;
           types.push_back(declared.clone(shape));
           return success();
         }

@@ -187,8 +187,17 @@ def MoeBoundShapes : Pass<"moe-bound-shapes", "mlir::func::FuncOp"> {
     value: the plan keeps the `?` dimensions dynamic and the runtime computes
     actual sizes, while memory is planned for these bounds.
 
-    A dimension whose bound cannot be derived (an Expand to a shape computed
-    from data, say) is an error naming the op.
+    Where neither inference nor an op's rule sees a bound, a value-range
+    analysis of the integer tensors (ValueRanges.h: an interval per tensor
+    and, for non-negative ones, a bound of their sum) gives one: a histogram
+    of T*k routed ids (ReduceSum of a OneHot, ScatterElements-add of ones,
+    in integers or integral floats) sums to at most T*k, its CumSum never
+    exceeds that, so Range(ends[e-1], ends[e]) (transformers' grouped_mm
+    segments) has at most T*k elements; Clip, Min/Max, constants and
+    dimensions bound the rest. Each such bound is reported in a remark at the
+    op, naming the ranges it came from. A dimension that nothing bounds (a
+    Range up to a value read from a graph input, say) is an error naming
+    the op.
 
     Example: with `max-tokens=256`, `moe.mat_mul %x, %w : (tensor<?x16xf32>,
     tensor<16x32xf32>) -> tensor<?x32xf32>` gets `moe.bounds = [array<i64:

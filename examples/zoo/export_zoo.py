@@ -70,14 +70,16 @@ class Track:
     venv: str  # relative to the repository root
     requirements: str  # relative to this directory
     transformers: str  # exact pinned version
+    torch: str = "2.9.1"  # exact pinned version
 
 
+# The v5 venv is shared with export_zoo_v5.py's track (today's exporters),
+# hence its newer torch.
 TRACKS = {
     "main": Track(".venv-export", "requirements-export.txt", "4.51.3"),
     "v4.57": Track(".venv-export-v4.57", "requirements-export-v4.57.txt", "4.57.6"),
-    "v5": Track(".venv-export-v5", "requirements-export-v5.txt", "5.24.0"),
+    "v5": Track(".venv-export-v5", "requirements-export-v5.txt", "5.24.0", "2.15.0"),
 }
-TORCH_VERSION = "2.9.1"
 
 
 @dataclasses.dataclass
@@ -1124,8 +1126,9 @@ def write_manifest(models: dict):
 
 
 def run_track(track: str, only: list[str] | None) -> int:
-    if torch.__version__.split("+")[0] != TORCH_VERSION:
-        sys.exit(f"export_zoo.py: torch {torch.__version__} is not the pinned {TORCH_VERSION}")
+    pinned = TRACKS[track].torch
+    if torch.__version__.split("+")[0] != pinned:
+        sys.exit(f"export_zoo.py: torch {torch.__version__} is not the pinned {pinned}")
     names = [n for n, (t, _) in REGISTRY.items() if t == track and (not only or n in only)]
     failures = 0
     for name in names:

@@ -79,3 +79,166 @@ func.func @restore(%x: tensor<?x?x8xf32>, %rows: tensor<?x8xf32>) -> tensor<?x?x
   %0 = moe.reshape %rows, %shape : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
   return %0 : tensor<?x?x8xf32>
 }
+
+// -----
+
+// Tests that value ranges bound the per-expert segments of a grouped matmul:
+// a histogram of the T*k top-k ids (ReduceSum of a OneHot) sums to at most
+// T*k = 128, its CumSum never exceeds that total, so a Range between two of
+// its entries has at most 128 elements, and a remark says which bound was
+// used.
+// CHECK-LABEL: func.func @one_hot_histogram
+func.func @one_hot_histogram(%ids: tensor<?x2xi64>, %x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %flat_shape = moe.constant dense<-1> : tensor<1xi64>
+  %flat = moe.reshape %ids, %flat_shape : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %values = moe.constant dense<[0, 1]> : tensor<2xi64>
+  // CHECK: moe.one_hot {{.*}} {moe.bounds = [array<i64: 128, 4>]}
+  %hot = moe.one_hot %flat, %depth, %values : (tensor<?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %counts = moe.reduce_sum %hot, %axis0 {keepdims = 0 : i64} : (tensor<?x4xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends = moe.cum_sum %counts, %zero : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64>
+  %e:4 = moe.split %ends {axis = 0 : i64, num_outputs = 4 : i64} : (tensor<4xi64>) -> (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>)
+  %end0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+2 {{dimension 0 of result #0 bounded by 128 from value ranges: the range runs from start >= 0 (a cumulative sum of counts totalling at most 128) to limit <= 128 (a cumulative sum of counts totalling at most 128) in steps of at least 1}}
+  // CHECK: moe.range {{.*}} {moe.bounds = [array<i64: 128>]}
+  %rows = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // CHECK: moe.gather {{.*}}moe.bounds = [array<i64: 128, 16>]
+  %picked = moe.gather %x, %rows {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  return %picked : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests the form torch.histc takes in transformers' exporter: the ids
+// computed in floats and clipped to [0, E - 1], a ScatterElements-add of
+// float ones into float zeros, cast to int32 and summed: the float counts are
+// integers (exact in f32), so the totals still bound the Range.
+// CHECK-LABEL: func.func @scatter_add_histogram
+func.func @scatter_add_histogram(%fids: tensor<?xf32>) -> tensor<?xi64> {
+  %i = moe.cast %fids {to = i64} : (tensor<?xf32>) -> tensor<?xi64>
+  %lo = moe.constant dense<0> : tensor<i64>
+  %hi = moe.constant dense<3> : tensor<i64>
+  %bin = moe.clip %i min %lo max %hi : (tensor<?xi64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %shape = moe.shape %bin : (tensor<?xi64>) -> tensor<1xi64>
+  %onef = moe.constant dense<1.0> : tensor<f32>
+  %ones = moe.expand %onef, %shape : (tensor<f32>, tensor<1xi64>) -> tensor<?xf32>
+  %zeros = moe.constant dense<0.0> : tensor<4xf32>
+  %hist = moe.scatter_elements %zeros, %bin, %ones {reduction = "add"} : (tensor<4xf32>, tensor<?xi64>, tensor<?xf32>) -> tensor<4xf32>
+  %counts = moe.cast %hist {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends32 = moe.cum_sum %counts, %zero : (tensor<4xi32>, tensor<i64>) -> tensor<4xi32>
+  %ends = moe.cast %ends32 {to = i64} : (tensor<4xi32>) -> tensor<4xi64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %idx = moe.constant dense<2> : tensor<1xi64>
+  %e2 = moe.gather %ends, %idx {axis = 0 : i64} : (tensor<4xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %end2 = moe.squeeze %e2, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+2 {{bounded by 64 from value ranges: the range runs from start >= 0 (a constant) to limit <= 64 (a cumulative sum of counts totalling at most 64)}}
+  // CHECK: moe.range {{.*}} {moe.bounds = [array<i64: 64>]}
+  %rows = moe.range %zero, %end2, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return %rows : tensor<?xi64>
+}
+
+// -----
+
+// Tests that a cumulative sum of values whose range nothing proves (a graph
+// input's) bounds nothing: a Range up to it stays unbounded, an error rather
+// than a guess.
+func.func @unknown_cumsum(%d: tensor<?xi64>) -> tensor<?xi64> {
+  %zero = moe.constant dense<0> : tensor<i64>
+  %sums = moe.cum_sum %d, %zero : (tensor<?xi64>, tensor<i64>) -> tensor<?xi64>
+  %axes = moe.constant dense<0> : tensor<1xi64>
+  %last = moe.reduce_max %sums, %axes {keepdims = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-error @+1 {{cannot bound dimension 0 of result #0}}
+  %0 = moe.range %zero, %last, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+// Tests that a Range whose limit is clipped from an index computed in floats
+// is bounded by the clip, and that a ConstantOfShape to a data-dependent
+// size is bounded by its shape's largest value.
+// CHECK-LABEL: func.func @clipped_limit
+func.func @clipped_limit(%f: tensor<f32>) -> tensor<?xi64> {
+  %n = moe.cast %f {to = i64} : (tensor<f32>) -> tensor<i64>
+  %lo = moe.constant dense<0> : tensor<i64>
+  %hi = moe.constant dense<10> : tensor<i64>
+  %limit = moe.clip %n min %lo max %hi : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+2 {{bounded by 10 from value ranges}}
+  // CHECK: moe.range {{.*}} {moe.bounds = [array<i64: 10>]}
+  %0 = moe.range %lo, %limit, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %axes = moe.constant dense<0> : tensor<1xi64>
+  %shape = moe.unsqueeze %limit, %axes : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  // expected-remark @+2 {{dimension 0 of result #0 bounded by 10 from value ranges: every size of the shape is at most 10 (clipped to [0, 10])}}
+  // CHECK: moe.constant_of_shape {{.*}}moe.bounds = [array<i64: 10>]
+  %1 = moe.constant_of_shape %shape {value = dense<0> : tensor<1xi64>} : (tensor<1xi64>) -> tensor<?xi64>
+  %2 = moe.add %0, %1 : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  return %2 : tensor<?xi64>
+}
+
+// -----
+
+// Tests that the rows of consecutive segments Range(ends[e-1], ends[e]) over
+// a CumSum of counts, each through a Gather and a MatMul, concatenate to at
+// most the counts' total (64 = T * k here) rather than the sum of the
+// segments' bounds (2 * 64), and that a remark says so.
+// CHECK-LABEL: func.func @segment_concat
+func.func @segment_concat(%ids: tensor<?xi64>, %x: tensor<?x16xf32>, %w0: tensor<16x8xf32>, %w1: tensor<16x8xf32>) -> tensor<?x8xf32> {
+  %depth = moe.constant dense<2> : tensor<i64>
+  %values = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %hot = moe.one_hot %ids, %depth, %values : (tensor<?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2xi64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %counts = moe.reduce_sum %hot, %axis0 {keepdims = 0 : i64} : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends = moe.cum_sum %counts, %zero : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e:2 = moe.split %ends {axis = 0 : i64, num_outputs = 2 : i64} : (tensor<2xi64>) -> (tensor<1xi64>, tensor<1xi64>)
+  %end0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r0 = moe.range %zero, %end0, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r1 = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %x0 = moe.gather %x, %r0 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %x1 = moe.gather %x, %r1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %y0 = moe.mat_mul %x0, %w0 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.mat_mul %x1, %w1 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  // expected-remark @+2 {{dimension 0 of result #0 bounded by 64 instead of 128 from value ranges: the 2 segments are consecutive ranges}}
+  // CHECK: moe.concat {{.*}} {axis = 0 : i64, moe.bounds = [array<i64: 64, 8>]}
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that segments that are not consecutive ends of one vector in order
+// (the second starts at ends[1] and ends at ends[0]) keep the sum of their
+// bounds: their lengths need not add up to one span.
+// CHECK-LABEL: func.func @segments_out_of_order
+func.func @segments_out_of_order(%ends: tensor<2xi64>, %x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %lo = moe.constant dense<0> : tensor<i64>
+  %hi = moe.constant dense<10> : tensor<i64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %e:2 = moe.split %ends {axis = 0 : i64, num_outputs = 2 : i64} : (tensor<2xi64>) -> (tensor<1xi64>, tensor<1xi64>)
+  %s0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %s1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end0 = moe.clip %s0 min %lo max %hi : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  %end1 = moe.clip %s1 min %lo max %hi : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+1 {{bounded by 10 from value ranges}}
+  %r0 = moe.range %end1, %end0, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // expected-remark @+1 {{bounded by 10 from value ranges}}
+  %r1 = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %x0 = moe.gather %x, %r0 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %x1 = moe.gather %x, %r1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  // CHECK: moe.concat {{.*}} {axis = 0 : i64, moe.bounds = [array<i64: 20, 16>]}
+  %y = moe.concat %x0, %x1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

@@ -35,6 +35,12 @@ copy of the model whose initializers of that list are rounded the same way
 usual tolerance still applies. A narrowed matrix that is not such an
 initializer (a folded constant) cannot be reproduced and is an error.
 
+Torch reference (--torch-reference FILE.npz, from examples/zoo/
+export_zoo_v5.py): the file's saved inputs run as well, and every output must
+match both onnxruntime (--rtol) and the torch module's saved output
+(--torch-rtol, default 1e-4 as the zoo's own parity check), so a test
+compares moec with torch without torch installed.
+
 Tolerance: float32 outputs must satisfy max|moe-run - ort| <= rtol * max(1,
 max|ort|) (default rtol 1e-5): a relative bound on the output's scale, since
 elementwise relative error is meaningless near zero. Integer and bool outputs
@@ -65,16 +71,27 @@ def graph_inputs(model):
     return [i for i in model.graph.input if i.name not in initializers]
 
 
+def static_size(dim):
+    """The size of a static dimension: its dim_value, or a dim_param that is
+    a number (transformers' exporter names fixed sizes "64"); None when
+    dynamic."""
+    if dim.HasField("dim_value"):
+        return dim.dim_value
+    if dim.dim_param.isdigit():
+        return int(dim.dim_param)
+    return None
+
+
 def make_inputs(model, tokens, batch, int_high, rng):
     feeds = {}
     for value in graph_inputs(model):
         tensor = value.type.tensor_type
         dims = list(tensor.shape.dim)
-        dynamic = [i for i, d in enumerate(dims) if not d.HasField("dim_value")]
+        dynamic = [i for i, d in enumerate(dims) if static_size(d) is None]
         shape = []
         for i, d in enumerate(dims):
-            if d.HasField("dim_value"):
-                shape.append(d.dim_value)
+            if static_size(d) is not None:
+                shape.append(static_size(d))
             elif len(dynamic) >= 2 and i == dynamic[0]:
                 shape.append(batch)
             else:
@@ -97,7 +114,7 @@ def has_batch_dim(model):
     make_inputs)."""
     for value in graph_inputs(model):
         dims = value.type.tensor_type.shape.dim
-        if sum(not d.HasField("dim_value") for d in dims) >= 2:
+        if sum(static_size(d) is None for d in dims) >= 2:
             return True
     return False
 
@@ -226,6 +243,53 @@ def rounded_model(model, names, dtype, path):
     return len(done)
 
 
+def compare(label, name, got, want, rtol, source):
+    """Prints one output's comparison with `source`; returns whether it
+    matches (float: max abs error within rtol * max(1, max|want|); integer
+    and bool: equal)."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        print(f"MISMATCH {label} output {name}: got {got.dtype}"
+              f"{list(got.shape)}, {source} {want.dtype}{list(want.shape)}")
+        return False
+    if want.dtype.kind == "f":
+        error = float(np.max(np.abs(got.astype(np.float64) - want))) \
+            if want.size else 0.0
+        scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+        ok = error <= rtol * scale
+        vs = "" if source == "onnxruntime" else f" vs {source}"
+        print(f"{'ok' if ok else 'MISMATCH'} {label} output {name}"
+              f"{list(want.shape)}{vs}: max abs error {error:.3g} (scale "
+              f"{scale:.3g}, limit {rtol * scale:.3g})")
+        return ok
+    ok = np.array_equal(got, want)
+    vs = "" if source == "onnxruntime" else f" vs {source}"
+    print(f"{'ok' if ok else 'MISMATCH'} {label} output {name}"
+          f"{list(want.shape)}{vs}: exact")
+    return ok
+
+
+def torch_reference_cases(model, path, output_names):
+    """The saved cases of a --torch-reference file: for each token count T it
+    lists (`<input>_t<T>` for every graph input, `<output>_t<T>` for every
+    graph output), made by the exporting script from the torch module."""
+    saved = np.load(path)
+    counts = sorted({int(key.rsplit("_t", 1)[1]) for key in saved.files
+                     if "_t" in key and key.rsplit("_t", 1)[1].isdigit()})
+    if not counts:
+        sys.exit(f"e2e: {path}: no <name>_t<tokens> arrays")
+    cases = []
+    for tokens in counts:
+        def take(name):
+            key = f"{name}_t{tokens}"
+            if key not in saved.files:
+                sys.exit(f"e2e: {path}: no array {key}")
+            return saved[key]
+        feeds = {value.name: take(value.name) for value in graph_inputs(model)}
+        outputs = [take(name) for name in output_names]
+        cases.append((f"torch-tokens={tokens}", tokens, feeds, outputs))
+    return cases
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -261,6 +325,14 @@ def main():
                         default="f32", help="store the expert matrices so "
                         "(moec compile --weight-dtype) and compare with the "
                         "model whose expert weights are rounded alike")
+    parser.add_argument("--torch-reference", dest="torch_reference",
+                        help="an .npz of saved inputs and torch outputs "
+                        "(<name>_t<tokens>): run those too and compare with "
+                        "torch as well as onnxruntime")
+    parser.add_argument("--torch-rtol", dest="torch_rtol", type=float,
+                        default=1e-4, help="tolerance against torch (an "
+                        "other framework's reduction order; as the zoo's "
+                        "parity check)")
     parser.add_argument("--no-check-stats", dest="check_stats",
                         action="store_false",
                         help="skip the routing statistics check")
@@ -301,13 +373,21 @@ def main():
                                    providers=["CPUExecutionProvider"])
     output_names = [o.name for o in session.get_outputs()]
 
-    failures = 0
+    cases = []
     for tokens in [int(t) for t in args.tokens.split(",")]:
         rng = np.random.default_rng([args.seed, tokens])
-        feeds = make_inputs(model, tokens, args.batch, args.int_high, rng)
+        cases.append((f"tokens={tokens}", tokens,
+                      make_inputs(model, tokens, args.batch, args.int_high,
+                                  rng), None))
+    if args.torch_reference:
+        cases += torch_reference_cases(model, args.torch_reference,
+                                       output_names)
+
+    failures = 0
+    for label, tokens, feeds, torch_outputs in cases:
         expected = session.run(output_names, feeds)
 
-        step = os.path.join(workdir, f"t{tokens}")
+        step = os.path.join(workdir, label.replace("tokens=", "t"))
         os.makedirs(step, exist_ok=True)
         stats = os.path.join(step, "stats.json")
         cmd = [args.moe_run, plan, "--output-dir", step,
@@ -337,34 +417,19 @@ def main():
                     stats, routed, split_rows(model, tokens, args.batch))
             for check in checks:
                 for message in check(report_layers, stats, routed):
-                    print(f"MISMATCH tokens={tokens} stats {message}")
+                    print(f"MISMATCH {label} stats {message}")
                     failures += 1
 
-        for name, want in zip(output_names, expected):
+        for index, (name, want) in enumerate(zip(output_names, expected)):
             safe = "".join(c if c.isalnum() or c in "._-" else "_"
                            for c in name)
             got = np.load(os.path.join(step, safe + ".npy"))
-            if got.shape != want.shape or got.dtype != want.dtype:
-                print(f"MISMATCH tokens={tokens} output {name}: got "
-                      f"{got.dtype}{list(got.shape)}, onnxruntime "
-                      f"{want.dtype}{list(want.shape)}")
-                failures += 1
-                continue
-            if want.dtype.kind == "f":
-                error = float(np.max(np.abs(got.astype(np.float64) - want)))\
-                    if want.size else 0.0
-                scale = max(1.0, float(np.max(np.abs(want)))) \
-                    if want.size else 1.0
-                ok = error <= args.rtol * scale
-                status = "ok" if ok else "MISMATCH"
-                print(f"{status} tokens={tokens} output {name}"
-                      f"{list(want.shape)}: max abs error {error:.3g} "
-                      f"(scale {scale:.3g}, limit {args.rtol * scale:.3g})")
-            else:
-                ok = np.array_equal(got, want)
-                print(f"{'ok' if ok else 'MISMATCH'} tokens={tokens} output "
-                      f"{name}{list(want.shape)}: exact")
-            failures += 0 if ok else 1
+            failures += not compare(label, name, got, want, args.rtol,
+                                    "onnxruntime")
+            if torch_outputs is not None:
+                failures += not compare(label, name, got,
+                                        torch_outputs[index], args.torch_rtol,
+                                        "torch")
     if failures:
         sys.exit(f"e2e: {failures} output(s) or statistics differ from "
                  f"onnxruntime and the compile report")
