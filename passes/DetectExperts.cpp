@@ -1381,7 +1381,7 @@ private:
 };
 
 /// Rewrites a matched Switch layer; the loop's ops die with the old output.
-LogicalResult rewriteSwitch(SwitchLayer &layer) {
+LogicalResult rewriteSwitch(StringRef pass, SwitchLayer &layer) {
   Value result = layer.result;
   OpBuilder builder(result.getDefiningOp());
   Location loc = result.getLoc();
@@ -1431,8 +1431,7 @@ LogicalResult rewriteSwitch(SwitchLayer &layer) {
                                      /*end=*/nullptr);
   Value output = moe::ReshapeOp::create(builder, loc, result.getType(),
                                         combine.getOutput(), shape);
-  result.replaceAllUsesWith(output);
-  return success();
+  return commitLayerRewrite(pass, layer.argMax, result, output, layer.tokens);
 }
 
 struct DetectExpertsPass
@@ -1471,7 +1470,7 @@ struct DetectExpertsPass
           argMax.emitRemark("MoE Switch layer not detected: ") << *failure;
         continue;
       }
-      (void)rewriteSwitch(matcher.layer);
+      (void)rewriteSwitch(getArgument(), matcher.layer);
     }
     // The loop's ops are now dead; erase them so later passes and the plan
     // never see them.
@@ -1530,7 +1529,9 @@ struct DetectExpertsPass
         bias.getDefiningOp()->erase();
       return failure();
     }
-    result.replaceAllUsesWith(combine.getOutput());
+    if (failed(commitLayerRewrite(getArgument(), layer.topK, result,
+                                  combine.getOutput(), layer.tokens)))
+      return failure();
     rewriteSharedExperts(combine, layer.tokens);
     return success();
   }
@@ -1596,7 +1597,9 @@ struct DetectExpertsPass
         output = moe::ReshapeOp::create(builder, loc, input.getType(), output,
                                         shape);
       }
-      operand.set(output);
+      if (succeeded(validateRewrite(getArgument(), add, operand.get(), output,
+                                    input)))
+        operand.set(output);
     }
   }
 };
