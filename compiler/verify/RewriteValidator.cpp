@@ -3,18 +3,21 @@
 // How a rewrite is checked:
 //
 // 1. Extraction. Both sides (the layer's original output and the proposed
-//    replacement) become functions of the same arguments: the layer's
-//    tokens first, then every value outside the layer that either side
-//    reads. An op is cloned when it depends on the tokens or only on
-//    constants; a value of any other op (the residual stream whose shape a
-//    loop reads, or an operand an edited model rewired to something else)
-//    is an argument, so that neither side can read what the other does not
-//    see. Constants are cloned as they are: the model's mapped weights are
+//    replacement) become functions of the same arguments: the layer's input
+//    first (its tokens, or the [B, S, H] hidden states they are a view of),
+//    then every f32 value outside the layer that either side reads. An op
+//    is cloned when it depends on the input, only on constants, or computes
+//    integers (shape arithmetic); an f32 value of any other op (the
+//    residual stream whose shape a loop reads, or an operand an edited
+//    model rewired to something else) is an argument with its own random
+//    data, so that neither side can read what the other does not see.
+//    Constants are cloned as they are: the model's mapped weights are
 //    referenced, never copied.
 // 2. Lowering. Each function goes through moe-bound-shapes and
 //    moe-plan-memory (bounded by the largest token count) and the plan
 //    emitter into a temporary plan file, which the runtime maps.
-// 3. Running. Both plans run on the runtime's CPU session on the same
+// 3. Running. Both plans run on the runtime's CPU session, one after the
+//    other (so only one side's weights are mapped at a time), on the same
 //    seeded random inputs (normal f32) at 1, 7 and 64 tokens (capped by
 //    --max-tokens). The replacement also returns its router's logits; a
 //    draw whose top-k selection has a near-tie (where the two sides may
@@ -67,14 +70,9 @@ constexpr int kMaxDraws = 8;
 constexpr const char *kBatchSymbol = "moe_verify_batch";
 constexpr const char *kTokensSymbol = "moe_verify_tokens";
 
-/// The arguments and the ops of the functions extracted for one rewrite.
-struct Slices {
-  /// The tokens, then the values from outside the layer either side reads.
-  SmallVector<Value> arguments;
-  /// The ops to clone, per side.
-  llvm::DenseSet<Operation *> original, replacement;
-};
-
+/// Finds the ops and arguments of the functions extracted for one rewrite:
+/// the arguments are the layer's input, then the values from outside the
+/// layer either side reads.
 class SliceBuilder {
 public:
   explicit SliceBuilder(Value tokens) : tokens(tokens) {
