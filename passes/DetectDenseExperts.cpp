@@ -446,8 +446,8 @@ struct DetectDenseExpertsPass
       router.erase();
       return failure();
     }
-    result.getOutput().replaceAllUsesWith(combined);
-    return success();
+    return commitLayerRewrite(getArgument(), layer.topK, result.getOutput(),
+                              combined, layer.tokens);
   }
 };
 

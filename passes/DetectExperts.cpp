@@ -395,6 +395,48 @@ struct LoopLayer {
   Value result;
 };
 
+/// Whether `shape` is `[1, H]` or the shape of a `[1, H]` slice of a
+/// `[?, H]` matrix (rows [0, 1), all columns): expanding `[n, H]` to it
+/// keeps the `n` rows.
+bool isRowBroadcastShape(Value shape) {
+  std::optional<SmallVector<int64_t>> sizes = moe::getConstantInts(shape);
+  if (sizes)
+    return sizes->size() == 2 && (*sizes)[0] == 1;
+  auto shapeOf = shape.getDefiningOp<moe::ShapeOp>();
+  auto slice =
+      shapeOf ? shapeOf.getData().getDefiningOp<moe::SliceOp>() : nullptr;
+  if (!slice || shapeOf.getStart() != 0 || shapeOf.getEnd() ||
+      getShape(slice.getData()).size() != 2)
+    return false;
+  int64_t cols = getShape(slice.getData())[1];
+  std::optional<SmallVector<int64_t>> starts =
+      moe::getConstantInts(slice.getStarts());
+  std::optional<SmallVector<int64_t>> ends =
+      moe::getConstantInts(slice.getEnds());
+  std::optional<SmallVector<int64_t>> axes =
+      slice.getAxes() ? moe::getConstantInts(slice.getAxes())
+                      : SmallVector<int64_t>{0, 1};
+  std::optional<SmallVector<int64_t>> steps =
+      slice.getSteps() ? moe::getConstantInts(slice.getSteps()) : std::nullopt;
+  if (!starts || !ends || !axes || starts->size() != axes->size() ||
+      ends->size() != axes->size() ||
+      (slice.getSteps() &&
+       (!steps || llvm::any_of(*steps, [](int64_t s) { return s != 1; }))))
+    return false;
+  bool rowsSliced = false;
+  for (auto [start, end, axis] : llvm::zip(*starts, *ends, *axes)) {
+    if (isAxis(axis, 0, 2)) {
+      if (start != 0 || end != 1)
+        return false;
+      rowsSliced = true;
+    } else if (!isAxis(axis, 1, 2) || start != 0 ||
+               ShapedType::isDynamic(cols) || end < cols) {
+      return false;
+    }
+  }
+  return rowsSliced;
+}
+
 /// The first user of `value` of type `OpTy` that `accept` admits.
 template <typename OpTy, typename Pred>
 OpTy findUser(Value value, Pred accept) {
@@ -785,12 +827,18 @@ private:
     if (auto failure = matchScatter(token, block, updates))
       return failure;
 
-    // The weighted output y * w[t, j]; an expand of the rows is harmless:
-    // every copy overwrites the same row with the same value.
-    if (auto expand = updates.getDefiningOp<moe::ExpandOp>())
-      if (isMatrixWithCols(expand.getInput(), layer.hidden) &&
-          isMatrixWithCols(expand.getOutput(), layer.hidden))
-        updates = expand.getInput();
+    // The weighted output y * w[t, j], which TorchScript expands to the
+    // shape of the accumulator's first row: a broadcast that keeps its
+    // rows. An expand to any other shape may drop rows (to zero rows, where
+    // the update vanishes) or repeat them, and is not this form.
+    if (auto expand = updates.getDefiningOp<moe::ExpandOp>()) {
+      if (!isMatrixWithCols(expand.getInput(), layer.hidden) ||
+          !isMatrixWithCols(expand.getOutput(), layer.hidden) ||
+          !isRowBroadcastShape(expand.getShape()))
+        return Failure("the expert output is expanded to a shape that may "
+                       "not keep its rows");
+      updates = expand.getInput();
+    }
     auto scale = updates.getDefiningOp<moe::MulOp>();
     if (!scale)
       return Failure("the expert output is not scaled by its routing weight");
@@ -1381,7 +1429,7 @@ private:
 };
 
 /// Rewrites a matched Switch layer; the loop's ops die with the old output.
-LogicalResult rewriteSwitch(SwitchLayer &layer) {
+LogicalResult rewriteSwitch(StringRef pass, SwitchLayer &layer) {
   Value result = layer.result;
   OpBuilder builder(result.getDefiningOp());
   Location loc = result.getLoc();
@@ -1431,8 +1479,7 @@ LogicalResult rewriteSwitch(SwitchLayer &layer) {
                                      /*end=*/nullptr);
   Value output = moe::ReshapeOp::create(builder, loc, result.getType(),
                                         combine.getOutput(), shape);
-  result.replaceAllUsesWith(output);
-  return success();
+  return commitLayerRewrite(pass, layer.argMax, result, output, layer.tokens);
 }
 
 struct DetectExpertsPass
@@ -1471,7 +1518,7 @@ struct DetectExpertsPass
           argMax.emitRemark("MoE Switch layer not detected: ") << *failure;
         continue;
       }
-      (void)rewriteSwitch(matcher.layer);
+      (void)rewriteSwitch(getArgument(), matcher.layer);
     }
     // The loop's ops are now dead; erase them so later passes and the plan
     // never see them.
@@ -1530,7 +1577,9 @@ struct DetectExpertsPass
         bias.getDefiningOp()->erase();
       return failure();
     }
-    result.replaceAllUsesWith(combine.getOutput());
+    if (failed(commitLayerRewrite(getArgument(), layer.topK, result,
+                                  combine.getOutput(), layer.tokens)))
+      return failure();
     rewriteSharedExperts(combine, layer.tokens);
     return success();
   }
@@ -1596,7 +1645,9 @@ struct DetectExpertsPass
         output = moe::ReshapeOp::create(builder, loc, input.getType(), output,
                                         shape);
       }
-      operand.set(output);
+      if (succeeded(validateRewrite(getArgument(), add, operand.get(), output,
+                                    input)))
+        operand.set(output);
     }
   }
 };

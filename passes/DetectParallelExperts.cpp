@@ -510,10 +510,11 @@ struct DetectParallelExpertsPass
       Location loc = layer.result.getLoc();
       Value w1 = moe::StackOp::create(builder, loc, layer.gateUp.weights);
       Value w2 = moe::StackOp::create(builder, loc, layer.down.weights);
-      if (std::optional<Failure> why =
-              replaceWithSiluGluLayer(layer.result.getOutput(), layer.gate, w1,
-                                      w2, layer.down.layout)) {
-        topK.emitRemark("MoE parallel experts not rewritten: ") << *why;
+      if (std::optional<Failure> why = replaceWithSiluGluLayer(
+              getArgument(), topK, layer.result.getOutput(), layer.gate, w1, w2,
+              layer.down.layout)) {
+        if (!why->empty())
+          topK.emitRemark("MoE parallel experts not rewritten: ") << *why;
         continue;
       }
       claimed.insert(layer.sort);

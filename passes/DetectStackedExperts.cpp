@@ -252,11 +252,12 @@ struct DetectStackedExpertsPass
 
   LogicalResult rewrite(moe::TopKOp topK, StackedLayer &layer) {
     std::optional<Failure> why = replaceWithSiluGluLayer(
-        layer.result.getOutput(), layer.gate, layer.gateUp.weight,
-        layer.down.weight, layer.down.layout);
+        getArgument(), topK, layer.result.getOutput(), layer.gate,
+        layer.gateUp.weight, layer.down.weight, layer.down.layout);
     if (!why)
       return success();
-    topK.emitRemark("MoE stacked experts not rewritten: ") << *why;
+    if (!why->empty())
+      topK.emitRemark("MoE stacked experts not rewritten: ") << *why;
     return failure();
   }
 };

@@ -14,9 +14,11 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectInterface.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -111,6 +113,110 @@ inline void eraseDeadOps(mlir::Region &body) {
     for (mlir::Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
       if (mlir::isOpTriviallyDead(&op))
         op.erase();
+}
+
+/// Translation validation of the detectors' rewrites: a tool that can run
+/// IR (moec compile, compiler/verify) registers an implementation on the moe
+/// dialect, and every detector asks it before replacing a layer. Without one
+/// (moec-opt, `moec compile --no-verify-rewrites`) rewrites are kept as the
+/// structural proof found them.
+class RewriteValidator : public mlir::DialectInterface::Base<RewriteValidator> {
+public:
+  explicit RewriteValidator(mlir::Dialect *dialect) : Base(dialect) {}
+
+  /// Whether `replacement` computes what `original` does, as functions of
+  /// the layer's `tokens` (and of any other value they read): nullopt when
+  /// they agree, else why not ("max rel error X at N tokens").
+  virtual std::optional<std::string> validate(mlir::Value original,
+                                              mlir::Value replacement,
+                                              mlir::Value tokens) const = 0;
+
+  /// A test-only hook (`moec compile --moe-test-corrupt-rewrite`): whether
+  /// the detectors deliberately break every proposed rewrite before it is
+  /// validated, so that a test can show that validation rejects it.
+  virtual bool corruptRewrites() const { return false; }
+};
+
+/// Erases `value`'s defining op when nothing uses it, and then whatever of
+/// its operands' defining ops that leaves unused: the ops a detector built
+/// for a rewrite it drops (the original ops all keep users).
+inline void eraseIfUnused(mlir::Value value) {
+  // An op is queued once, when its last user is erased: it has no user
+  // left to queue it again.
+  llvm::SmallVector<mlir::Operation *> worklist;
+  mlir::Operation *root = value.getDefiningOp();
+  if (root && mlir::isOpTriviallyDead(root))
+    worklist.push_back(root);
+  while (!worklist.empty()) {
+    mlir::Operation *op = worklist.pop_back_val();
+    llvm::SmallSetVector<mlir::Operation *, 4> operands;
+    for (mlir::Value operand : op->getOperands())
+      if (mlir::Operation *def = operand.getDefiningOp())
+        operands.insert(def);
+    op->erase();
+    for (mlir::Operation *def : operands)
+      if (mlir::isOpTriviallyDead(def))
+        worklist.push_back(def);
+  }
+}
+
+/// Breaks a proposed rewrite for `--moe-test-corrupt-rewrite`: the routers
+/// it built scale their weights twice (a routed scaling factor applied
+/// twice), a plausible detector mistake that any layer's output shows.
+inline void corruptRewrite(mlir::Value replacement) {
+  llvm::SmallVector<mlir::Value> worklist{replacement};
+  llvm::DenseSet<mlir::Operation *> visited;
+  mlir::Builder builder(replacement.getContext());
+  while (!worklist.empty()) {
+    mlir::Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (!op || !visited.insert(op).second)
+      continue;
+    if (auto router = llvm::dyn_cast<moe::RouterOp>(op))
+      router.setRoutedScalingFactorAttr(builder.getF32FloatAttr(
+          2 * router.getRoutedScalingFactorAttr().getValueAsDouble()));
+    llvm::append_range(worklist, op->getOperands());
+  }
+}
+
+/// Asks the registered RewriteValidator (if any) whether the `replacement`
+/// a detector built computes a detected layer's `original` output from the
+/// layer's `tokens`. On a rejection, the remark "`pass`: rewrite of layer at
+/// LOC rejected by validation: WHY" goes to `anchor` (the layer's router),
+/// the built ops are erased, and failure is returned: the layer keeps its
+/// generic ops.
+inline mlir::LogicalResult validateRewrite(llvm::StringRef pass,
+                                           mlir::Operation *anchor,
+                                           mlir::Value original,
+                                           mlir::Value replacement,
+                                           mlir::Value tokens) {
+  auto *dialect = original.getContext()->getLoadedDialect<moe::MoeDialect>();
+  const RewriteValidator *validator =
+      dialect ? dialect->getRegisteredInterface<RewriteValidator>() : nullptr;
+  if (!validator)
+    return mlir::success();
+  if (validator->corruptRewrites())
+    corruptRewrite(replacement);
+  std::optional<std::string> why =
+      validator->validate(original, replacement, tokens);
+  if (!why)
+    return mlir::success();
+  anchor->emitRemark() << pass << ": rewrite of layer at " << original.getLoc()
+                       << " rejected by validation: " << *why;
+  eraseIfUnused(replacement);
+  return mlir::failure();
+}
+
+/// validateRewrite, then replaces every use of `original` with
+/// `replacement` when it passed.
+inline mlir::LogicalResult commitLayerRewrite(llvm::StringRef pass,
+                                              mlir::Operation *anchor,
+                                              mlir::Value original,
+                                              mlir::Value replacement,
+                                              mlir::Value tokens) {
+  if (failed(validateRewrite(pass, anchor, original, replacement, tokens)))
+    return mlir::failure();
+  original.replaceAllUsesWith(replacement);
+  return mlir::success();
 }
 
 /// A softmax router over `[T, E]` logits projected from `[T, H]` tokens, in
@@ -288,9 +394,12 @@ createRouterAndDispatch(mlir::OpBuilder &builder, mlir::Location loc,
 /// gate/up) -> moe.combine` for `gate`, built before `result`'s op. `w1` is
 /// the stacked `[E, 2F, H]` or `[E, H, 2F]` gate/up weight and `w2` the down
 /// projection, both in `layout`. Returns why nothing was replaced when the
-/// combined type differs from `result`'s; the built ops are then erased.
+/// combined type differs from `result`'s (the built ops are then erased),
+/// or an empty string when validation rejected the rewrite
+/// (commitLayerRewrite has given the remark at `anchor`).
 inline std::optional<std::string>
-replaceWithSiluGluLayer(mlir::Value result, const SoftmaxGate &gate,
+replaceWithSiluGluLayer(llvm::StringRef pass, mlir::Operation *anchor,
+                        mlir::Value result, const SoftmaxGate &gate,
                         mlir::Value w1, mlir::Value w2,
                         moe::WeightLayout layout) {
   using namespace mlir;
@@ -314,7 +423,9 @@ replaceWithSiluGluLayer(mlir::Value result, const SoftmaxGate &gate,
       builder, loc, experts.getOutput(), dispatch.getSource(),
       router.getWeights(), /*passthrough=*/Value(), /*indices=*/Value());
   if (combine.getType() == result.getType()) {
-    result.replaceAllUsesWith(combine.getOutput());
+    if (failed(commitLayerRewrite(pass, anchor, result, combine.getOutput(),
+                                  gate.tokens)))
+      return std::string();
     return std::nullopt;
   }
   std::string message;

@@ -22,6 +22,7 @@
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/verify/RewriteValidator.h"
 #include "moert/file_io.h"
 #include "moert/format.h"
 #include "moert/inspect.h"
@@ -181,6 +182,19 @@ static cl::opt<std::string>
                         "C++ the PTX was compiled from"),
                cl::value_desc("FILE.cu"), cl::init(""), cl::sub(compileCommand),
                cl::cat(moecCategory));
+
+static cl::opt<bool> noVerifyRewrites(
+    "no-verify-rewrites",
+    cl::desc("Keep every MoE rewrite the detectors prove without running "
+             "the replaced layer and its sparse form against each other on "
+             "random tokens (translation validation, on by default)"),
+    cl::sub(compileCommand), cl::cat(moecCategory));
+// Test only: lets a test show that validation rejects a wrong rewrite.
+static cl::opt<bool> testCorruptRewrite(
+    "moe-test-corrupt-rewrite",
+    cl::desc("Test only: double the scaling factor of every detected "
+             "router before its rewrite is validated"),
+    cl::Hidden, cl::sub(compileCommand), cl::cat(moecCategory));
 
 /// Reports a usage error the way cl does and returns its exit code.
 static int usageError(const llvm::Twine &message) {
@@ -536,6 +550,11 @@ static int runCompile() {
     options.replicateHot = replicateHot;
     options.microBatches = microBatches;
     moec::plan::buildCompilePipeline(pm, options);
+    moec::verify::ValidationOptions validation;
+    validation.enabled = !noVerifyRewrites;
+    validation.maxTokens = options.maxTokens;
+    validation.corrupt = testCorruptRewrite;
+    moec::verify::registerRewriteValidator(context, validation);
     if (failed(pm.run(*module)))
       return kFailure;
     if (!options.simplifyOnly && failed(checkArenaSize(*module)))
