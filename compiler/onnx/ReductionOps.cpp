@@ -15,11 +15,8 @@ using namespace moec::onnx_import;
 
 /// Moves a version-13 reduction's `axes` attribute to its `axes` input.
 static LogicalResult importReduceWithAxesAttribute(NodeImporter &node) {
+  // The node has its one input (checked against the table's "data").
   SmallVectorImpl<Value> &operands = node.getOperands();
-  if (operands.size() != 1)
-    return node.emitError()
-           << "takes 1 input at op version " << node.getImport().sinceVersion
-           << ", not " << operands.size();
   if (Attribute axes = node.getAttributes().erase("axes")) {
     auto values = dyn_cast<DenseI64ArrayAttr>(axes);
     if (!values)
@@ -34,11 +31,11 @@ static LogicalResult importReduceWithAxesAttribute(NodeImporter &node) {
 }
 
 void moec::onnx_import::populateReductionImports(OpImportTable &table) {
-  table.onOpGeneric("ReduceSum", {13});
-  table.onOp("ReduceMean", 13, importReduceWithAxesAttribute);
-  table.onOpGeneric("ReduceMean", {18});
+  table.onOpGeneric("ReduceSum", {13}, "data, axes?");
+  table.onOp("ReduceMean", 13, "data", importReduceWithAxesAttribute);
+  table.onOpGeneric("ReduceMean", {18}, "data, axes?");
   for (StringRef op : {"ReduceMax", "ReduceMin"}) {
-    table.onOp(op, 13, importReduceWithAxesAttribute);
-    table.onOpGeneric(op, {18, 20});
+    table.onOp(op, 13, "data", importReduceWithAxesAttribute);
+    table.onOpGeneric(op, {18, 20}, "data, axes?");
   }
 }

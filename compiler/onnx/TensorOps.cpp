@@ -19,6 +19,15 @@ using namespace moec::onnx_import;
 /// dense_resource weight when the attributes were converted.
 static LogicalResult importConstant(NodeImporter &node) {
   NamedAttrList &attrs = node.getAttributes();
+  // ONNX defines Constant by exactly one of these; anything else is not a
+  // Constant's attribute.
+  static constexpr llvm::StringLiteral kValueNames[] = {
+      "value",      "value_float",  "value_floats",  "value_int",
+      "value_ints", "value_string", "value_strings", "sparse_value"};
+  for (NamedAttribute attr : attrs)
+    if (!llvm::is_contained(kValueNames, attr.getName().getValue()))
+      return node.emitAttributeError(attr.getName())
+             << "is not an attribute of Constant";
   if (attrs.getAttrs().size() != 1)
     return node.emitError() << "needs exactly one value attribute, not "
                             << attrs.getAttrs().size();
@@ -60,11 +69,12 @@ static LogicalResult importConstant(NodeImporter &node) {
       value = toTensor(ints, b.getI64Type());
     else
       return wrongType(name == "value_floats" ? "FLOATS" : "INTS");
-  } else if (name == "value_string") {
+  } else if (name == "value_string" || name == "value_strings") {
     return node.emitAttributeError(name)
            << "string constants are not supported";
   } else {
-    return node.emitAttributeError(name) << "is not an attribute of Constant";
+    return node.emitAttributeError(name)
+           << "sparse constants are not supported";
   }
   Value result = moec::moe::ConstantOp::create(node.getBuilder(), node.getLoc(),
                                                value.getType(), value);
@@ -89,9 +99,8 @@ static LogicalResult importCast(NodeImporter &node) {
 
 /// Identity creates no op: its output is its input.
 static LogicalResult importIdentity(NodeImporter &node) {
+  // The node has its one input (checked against the table's "input").
   SmallVectorImpl<Value> &operands = node.getOperands();
-  if (operands.size() != 1 || !operands[0])
-    return node.emitError() << "takes exactly 1 input";
   if (!node.getAttributes().empty())
     return node.emitAttributeError(node.getAttributes().begin()->getName())
            << "is not an attribute of Identity";
@@ -100,10 +109,10 @@ static LogicalResult importIdentity(NodeImporter &node) {
 
 void moec::onnx_import::populateTensorImports(OpImportTable &table) {
   for (int64_t version : {13, 19, 21}) {
-    table.onOp("Constant", version, importConstant, "moe.constant");
-    table.onOp("Cast", version, importCast);
+    table.onOp("Constant", version, "", importConstant, "moe.constant");
+    table.onOp("Cast", version, "input", importCast);
   }
-  table.onOpGeneric("CastLike", {15, 19, 21});
+  table.onOpGeneric("CastLike", {15, 19, 21}, "input, target_type");
   for (int64_t version : {13, 14, 16, 19, 21})
-    table.onOp("Identity", version, importIdentity, StringRef());
+    table.onOp("Identity", version, "input", importIdentity, StringRef());
 }

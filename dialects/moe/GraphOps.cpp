@@ -1016,6 +1016,10 @@ bool StackOp::isWeight() {
   });
 }
 
+/// The most results a split may have; a model's Split has one output per
+/// part, each named, so real ones are far below this.
+static constexpr int64_t kMaxSplitResults = 1 << 16;
+
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> location,
                                         Adaptor adaptor,
@@ -1052,6 +1056,10 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
           getVectorLength(location, adaptor.getSplit(), "split");
       if (failed(count))
         return failure();
+      if (*count > kMaxSplitResults)
+        return emitOptionalError(location, "cannot split into ", *count,
+                                 " parts; at most ", kMaxSplitResults,
+                                 " are supported");
       sizes.assign(*count, kDynamic);
     }
   } else if (IntegerAttr numOutputs = adaptor.getNumOutputsAttr()) {
@@ -1059,6 +1067,12 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
     if (n < 1)
       return emitOptionalError(location, "'num_outputs' must be positive, got ",
                                n);
+    // The result types are built before the op: a count from the model
+    // must not size them unchecked.
+    if (n > kMaxSplitResults)
+      return emitOptionalError(location, "'num_outputs' ", n,
+                               " is more than the ", kMaxSplitResults,
+                               " results supported");
     if (ShapedType::isDynamic(size)) {
       sizes.assign(n, kDynamic);
     } else {

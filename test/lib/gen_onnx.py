@@ -682,6 +682,83 @@ def _(out):
     return make([n], [], [value("y", F32, None)], check=False)
 
 
+# Near misses of node arity: each model holds one node with a required
+# input left out (an empty name or too few inputs), too many inputs or an
+# empty name among variadic ones; `moec` must refuse it naming the node and
+# the input. onnx.helper makes them (only the checker would refuse them).
+X4 = value("x", F32, ["tokens", 4])
+ARITY_CASES = {
+    # name: (op, inputs, attributes)
+    "arity_gather_one_input": ("Gather", ["x"], {}),
+    "arity_where_empty_condition": ("Where", ["", "x", "x"], {}),
+    "arity_slice_no_ends": ("Slice", ["x", "starts"], {}),
+    "arity_layernorm_empty_scale": ("LayerNormalization", ["x", ""], {}),
+    "arity_topk_empty_k": ("TopK", ["x", ""], {}),
+    "arity_unsqueeze_no_axes": ("Unsqueeze", ["x"], {}),
+    "arity_expand_empty_shape": ("Expand", ["x", ""], {}),
+    "arity_add_three_inputs": ("Add", ["x", "x", "x"], {}),
+    "arity_concat_empty_input": ("Concat", ["x", "", "x"], {"axis": 0}),
+    "arity_sum_no_inputs": ("Sum", [], {}),
+    "arity_identity_no_input": ("Identity", [], {}),
+    "arity_reducemean13_axes_input": ("ReduceMean", ["x", "starts"], {}),
+}
+
+
+def arity_case(op, inputs, attrs):
+    opset = 13 if op == "ReduceMean" else 21
+    return make([node(op, inputs, ["y"], name="n", **attrs)], [X4],
+                [value("y", F32, None)],
+                [const("starts", np.array([0], np.int64))], opset=opset,
+                check=False)
+
+
+for _name, _case in ARITY_CASES.items():
+    model(_name)(lambda out, case=_case: arity_case(*case))
+
+
+@model("optional_input_empty")
+def _(out):
+    # Clip with min left out by an empty name and max given: valid ONNX.
+    nodes = [node("Clip", ["x", "", "hi"], ["y"], name="clip")]
+    return make(nodes, [X4], [value("y", F32, ["tokens", 4])],
+                [const("hi", np.array(0.5, np.float32))])
+
+
+@model("constant_no_value")
+def _(out):
+    n = node("Constant", [], ["y"], name="c")
+    return make([n], [], [value("y", F32, None)], check=False)
+
+
+@model("constant_two_values")
+def _(out):
+    n = node("Constant", [], ["y"], name="c", value_int=1, value_ints=[1, 2])
+    return make([n], [], [value("y", I64, None)], check=False)
+
+
+@model("constant_other_attribute")
+def _(out):
+    n = node("Constant", [], ["y"], name="c", value_ints=[1], axis=[0])
+    return make([n], [], [value("y", I64, None)], check=False)
+
+
+@model("split_num_outputs_mismatch")
+def _(out):
+    n = node("Split", ["x"], ["a", "b"], name="split", axis=1,
+             num_outputs=2**40)
+    return make([n], [X4], [value("a", F32, None), value("b", F32, None)],
+                check=False)
+
+
+@model("split_huge_dynamic")
+def _(out):
+    # A `split` input of 2^20 sizes (a graph input, not a constant) would
+    # make as many results.
+    n = node("Split", ["x", "sizes"], ["a"], name="split", axis=0)
+    return make([n], [X4, value("sizes", I64, [2**20])],
+                [value("a", F32, None)], check=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", nargs="?", help="model to build")
