@@ -35,6 +35,10 @@ void moec::onnx_import::populateElementwiseImports(OpImportTable &table) {
   table.onOpGeneric("Or", {7}, "A, B");
   table.onOpGeneric("Not", {1}, "X");
   table.onOpGeneric("Where", {9, 16}, "condition, X, Y");
+  // IsNaN-20 only added the float8 types.
+  for (int64_t version : {13, 20})
+    table.onOp("IsNaN", version, "X", importGeneric,
+               llvm::StringRef("moe.is_nan"));
 
   // Unary math.
   table.onOpGeneric("Neg", {13}, "X");
@@ -45,8 +49,8 @@ void moec::onnx_import::populateElementwiseImports(OpImportTable &table) {
   table.onOpGeneric("Reciprocal", {13}, "X");
   table.onOpGeneric("Tanh", {13}, "input");
   table.onOpGeneric("Erf", {13}, "input");
-  table.onOpGeneric("Sin", {7}, "input");
-  table.onOpGeneric("Cos", {7}, "input");
+  table.onOpGeneric("Sin", {7, 22}, "input");
+  table.onOpGeneric("Cos", {7, 22}, "input");
   table.onOpGeneric("Floor", {13}, "X");
   table.onOpGeneric("Ceil", {13}, "X");
   table.onOpGeneric("Sign", {13}, "input");
@@ -55,6 +59,6 @@ void moec::onnx_import::populateElementwiseImports(OpImportTable &table) {
   // Activations.
   table.onOpGeneric("Sigmoid", {13}, "X");
   table.onOpGeneric("Relu", {13, 14}, "X");
-  table.onOpGeneric("Softplus", {1}, "X");
+  table.onOpGeneric("Softplus", {1, 22}, "X");
   table.onOpGeneric("Gelu", {20}, "X");
 }

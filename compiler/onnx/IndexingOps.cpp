@@ -17,7 +17,7 @@ void moec::onnx_import::populateIndexingImports(OpImportTable &table) {
   table.onOpGeneric("GatherND", {13}, "data, indices");
   table.onOpGeneric("ScatterND", {13, 16, 18}, "data, indices, updates");
   table.onOpGeneric("ScatterElements", {13, 16, 18}, "data, indices, updates");
-  table.onOpGeneric("TopK", {11}, "X, K");
+  table.onOpGeneric("TopK", {11, 24}, "X, K");
   table.onOpGeneric("ArgMax", {13}, "data");
   table.onOpGeneric("OneHot", {11}, "indices, depth, values");
   table.onOpGeneric("NonZero", {13}, "X");

@@ -1,7 +1,8 @@
 //===- ReductionOps.cpp - reduction op imports ----------------------------===//
 //
 // ReduceSum takes its axes as an input from 13 on; the other reductions
-// followed at 18 (ReduceMax and ReduceMin-20 only added bool). Their
+// (Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp) followed at
+// 18 (ReduceMax and ReduceMin-20 only added bool). Their
 // version-13 nodes carry `axes` as an attribute and are upgraded to the
 // input form. `noop_with_empty_axes`, new with the input, defaults to the
 // old behaviour (no axes reduce everything).
@@ -37,5 +38,10 @@ void moec::onnx_import::populateReductionImports(OpImportTable &table) {
   for (StringRef op : {"ReduceMax", "ReduceMin"}) {
     table.onOp(op, 13, "data", importReduceWithAxesAttribute);
     table.onOpGeneric(op, {18, 20}, "data, axes?");
+  }
+  for (StringRef op : {"ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                       "ReduceLogSum", "ReduceLogSumExp"}) {
+    table.onOp(op, 13, "data", importReduceWithAxesAttribute);
+    table.onOpGeneric(op, {18}, "data, axes?");
   }
 }

@@ -38,11 +38,11 @@ static LogicalResult importSplit18(NodeImporter &node) {
 }
 
 void moec::onnx_import::populateShapeImports(OpImportTable &table) {
-  table.onOpGeneric("Reshape", {13, 14, 19, 21}, "data, shape");
-  table.onOpGeneric("Transpose", {13, 21}, "data");
-  table.onOpGeneric("Squeeze", {13, 21}, "data, axes?");
-  table.onOpGeneric("Unsqueeze", {13, 21}, "data, axes");
-  table.onOpGeneric("Flatten", {13, 21}, "input");
+  table.onOpGeneric("Reshape", {13, 14, 19, 21, 23, 24}, "data, shape");
+  table.onOpGeneric("Transpose", {13, 21, 23, 24}, "data");
+  table.onOpGeneric("Squeeze", {13, 21, 23, 24}, "data, axes?");
+  table.onOpGeneric("Unsqueeze", {13, 21, 23, 24}, "data, axes");
+  table.onOpGeneric("Flatten", {13, 21, 23, 24}, "input");
   table.onOpGeneric("Concat", {13}, "inputs...");
   table.onOp("Split", 13, "input, split?", importSplit13);
   table.onOp("Split", 18, "input, split?", importSplit18);
@@ -50,8 +50,8 @@ void moec::onnx_import::populateShapeImports(OpImportTable &table) {
   table.onOpGeneric("Expand", {13}, "input, shape");
   table.onOpGeneric("Tile", {13}, "input, repeats");
   table.onOpGeneric("Trilu", {14}, "input, k?");
-  table.onOpGeneric("Shape", {13, 15, 19, 21}, "data");
-  table.onOpGeneric("Size", {13, 19, 21}, "data");
+  table.onOpGeneric("Shape", {13, 15, 19, 21, 23, 24}, "data");
+  table.onOpGeneric("Size", {13, 19, 21, 23, 24}, "data");
   table.onOpGeneric("Range", {11}, "start, limit, delta");
-  table.onOpGeneric("ConstantOfShape", {9, 20, 21}, "input");
+  table.onOpGeneric("ConstantOfShape", {9, 20, 21, 23, 24}, "input");
 }

@@ -1,8 +1,9 @@
 //===- TensorOps.cpp - Constant, Cast and Identity imports ----------------===//
 //
-// Constant-19 and -21, Cast-19 and -21 and CastLike-19 and -21 only add the
-// float8/int4 types and Cast's `saturate` (which only affects float8), so
-// every version in range imports alike.
+// Constant-19, -21, -23 and -24, Cast and CastLike of the same versions only
+// add the float8/int4/float4 types, Cast's `saturate` (which only affects
+// float8) and, at 24, `round_mode` (only float8e8m0), so every version in
+// range imports alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,12 +108,41 @@ static LogicalResult importIdentity(NodeImporter &node) {
   return node.setResults(operands[0]);
 }
 
+/// Cast-24 and CastLike-24 add `round_mode`, which only rounds conversions
+/// to float8e8m0, a type moec refuses wherever it appears: any valid value
+/// is dropped, so that the op imports as the older versions do.
+static LogicalResult dropRoundMode(NodeImporter &node) {
+  Attribute mode = node.getAttributes().erase("round_mode");
+  if (!mode)
+    return success();
+  auto name = dyn_cast<StringAttr>(mode);
+  if (!name || (name != "up" && name != "down" && name != "nearest"))
+    return node.emitAttributeError("round_mode")
+           << "must be the string up, down or nearest";
+  return success();
+}
+
+static LogicalResult importCast24(NodeImporter &node) {
+  if (failed(dropRoundMode(node)))
+    return failure();
+  return importCast(node);
+}
+
+static LogicalResult importCastLike24(NodeImporter &node) {
+  if (failed(dropRoundMode(node)))
+    return failure();
+  return importGeneric(node);
+}
+
 void moec::onnx_import::populateTensorImports(OpImportTable &table) {
-  for (int64_t version : {13, 19, 21}) {
+  // Versions 23 and 24 only add float4e2m1 and float8e8m0 (and round_mode).
+  for (int64_t version : {13, 19, 21, 23, 24})
     table.onOp("Constant", version, "", importConstant, "moe.constant");
+  for (int64_t version : {13, 19, 21, 23})
     table.onOp("Cast", version, "input", importCast);
-  }
-  table.onOpGeneric("CastLike", {15, 19, 21}, "input, target_type");
-  for (int64_t version : {13, 14, 16, 19, 21})
+  table.onOp("Cast", 24, "input", importCast24);
+  table.onOpGeneric("CastLike", {15, 19, 21, 23}, "input, target_type");
+  table.onOp("CastLike", 24, "input, target_type", importCastLike24);
+  for (int64_t version : {13, 14, 16, 19, 21, 23, 24})
     table.onOp("Identity", version, "input", importIdentity, StringRef());
 }

@@ -302,6 +302,19 @@ LogicalResult ClipOp::verify() {
 // Reductions, normalisation and indexing along an axis
 //===----------------------------------------------------------------------===//
 
+LogicalResult IsNaNOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> type =
+      getRankedType(location, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  types.push_back(
+      RankedTensorType::get(type->getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
 LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *context,
                                          std::optional<Location> location,
                                          Adaptor adaptor,

@@ -130,14 +130,15 @@ TEST(Corruption, HeaderFieldsAreChecked) {
   std::vector<uint8_t> bytes = samplePlan();
   auto edited = [&](auto edit) { return loadBytes(rewrite(bytes, edit)); };
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMajor = 2; }),
-              StatusHas("plan format version 2.1 is not supported; this "
-                        "runtime reads version 1.0 to 1.1"));
-  EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMinor = 2; }),
-              StatusHas("version 1.2 is not supported"));
+              StatusHas("plan format version 2.2 is not supported; this "
+                        "runtime reads version 1.0 to 1.2"));
+  EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMinor = 3; }),
+              StatusHas("version 1.3 is not supported"));
   // Plans of an older minor version stay readable.
-  EXPECT_TRUE(loadBytes(rewrite(bytes, [](FileHeader &h, auto &) {
-                h.versionMinor = 0;
-              })).ok());
+  for (uint16_t minor : {0, 1})
+    EXPECT_TRUE(loadBytes(rewrite(bytes, [minor](FileHeader &h, auto &) {
+                  h.versionMinor = minor;
+                })).ok());
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.fileSize += 1; }),
               StatusHas("header records a file size of"));
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.backend = 9; }),

@@ -60,6 +60,17 @@ NUMPY_TYPES = {
 }
 
 
+def static_size(dim):
+    """The static size of an ONNX dimension: its dim_value, or the number an
+    all-digit dim_param spells (transformers writes '32' for static sizes,
+    and moec reads it so); None for a dynamic one."""
+    if dim.HasField("dim_value"):
+        return dim.dim_value
+    if dim.dim_param.isdigit():
+        return int(dim.dim_param)
+    return None
+
+
 def graph_inputs(model):
     initializers = {t.name for t in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in initializers]
@@ -70,11 +81,11 @@ def make_inputs(model, tokens, batch, int_high, rng):
     for value in graph_inputs(model):
         tensor = value.type.tensor_type
         dims = list(tensor.shape.dim)
-        dynamic = [i for i, d in enumerate(dims) if not d.HasField("dim_value")]
+        dynamic = [i for i, d in enumerate(dims) if static_size(d) is None]
         shape = []
         for i, d in enumerate(dims):
-            if d.HasField("dim_value"):
-                shape.append(d.dim_value)
+            if static_size(d) is not None:
+                shape.append(static_size(d))
             elif len(dynamic) >= 2 and i == dynamic[0]:
                 shape.append(batch)
             else:
@@ -97,7 +108,7 @@ def has_batch_dim(model):
     make_inputs)."""
     for value in graph_inputs(model):
         dims = value.type.tensor_type.shape.dim
-        if sum(not d.HasField("dim_value") for d in dims) >= 2:
+        if sum(static_size(d) is None for d in dims) >= 2:
             return True
     return False
 

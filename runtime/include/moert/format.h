@@ -19,9 +19,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// Format version written by this library. A reader accepts a file whose major
 /// version equals its own and whose minor version is at most its own.
 /// 1.1 appended the expert-parallel steps (AssignSlots .. Ungroup), their
-/// attribute tables and the CudaModule table (docs/plan-format.md).
+/// attribute tables and the CudaModule table; 1.2 the IsNaN step and the
+/// reductions ReduceProd .. ReduceLogSumExp (docs/plan-format.md).
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 1;
+inline constexpr uint16_t kFormatVersionMinor = 2;
 
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kSectionEntrySize = 32;

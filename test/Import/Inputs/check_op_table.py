@@ -1,7 +1,7 @@
 """Checks `moec ops --json` against ONNX's own operator schemas.
 
 For every default-domain op moec imports and every opset moec accepts
-(13..21), the op version moec selects must be the one onnx.defs says is in
+(13..24), the op version moec selects must be the one onnx.defs says is in
 effect at that opset, and moec must select none where ONNX defines no
 version yet. A version missing from the table would import a node with the
 handler of an older form; this is what catches it.
@@ -18,7 +18,7 @@ import sys
 
 import onnx.defs
 
-MIN_OPSET, MAX_OPSET = 13, 21
+MIN_OPSET, MAX_OPSET = 13, 24
 # onnxruntime's ops registered in the default domain; onnx.defs has no
 # schema for them.
 NOT_ONNX = {"SimplifiedLayerNormalization"}
