@@ -542,9 +542,15 @@ private:
     });
     if (oneHot)
       return oneHot.getOutput();
-    SmallVector<int64_t> experts(layer.numExperts);
-    for (int64_t e = 0; e < layer.numExperts; ++e)
-      experts[e] = e;
+    // `arange(E)` is compared element by element rather than built: E comes
+    // from the model and may be far larger than any constant (2^40).
+    auto isExpertRange = [&](Value range) {
+      std::optional<SmallVector<int64_t>> values = moe::getConstantInts(range);
+      return values && int64_t(values->size()) == layer.numExperts &&
+             llvm::all_of(llvm::enumerate(*values), [](auto e) {
+               return e.value() == int64_t(e.index());
+             });
+    };
     for (Operation *user : indices.getUsers()) {
       auto unsqueeze = dyn_cast<moe::UnsqueezeOp>(user);
       if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {2}, 3))
@@ -552,8 +558,7 @@ private:
       auto equal =
           findUser<moe::EqualOp>(unsqueeze.getOutput(), [&](moe::EqualOp op) {
             Value range = otherOperand(op, unsqueeze.getOutput());
-            return range && getShape(range).size() == 1 &&
-                   moe::getConstantInts(range) == experts;
+            return range && getShape(range).size() == 1 && isExpertRange(range);
           });
       if (!equal)
         continue;

@@ -22,5 +22,9 @@ static LogicalResult importMoE(NodeImporter &node) {
 }
 
 void moec::onnx_import::populateContribImports(OpImportTable &table) {
-  table.onOp("MoE", 1, importMoE, StringRef("moe.experts"), kMicrosoftDomain);
+  table.onOp("MoE", 1,
+             "input, router_probs, fc1_experts_weights, fc1_experts_bias?, "
+             "fc2_experts_weights, fc2_experts_bias?, fc3_experts_weights?, "
+             "fc3_experts_bias?",
+             importMoE, StringRef("moe.experts"), kMicrosoftDomain);
 }

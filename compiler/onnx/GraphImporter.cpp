@@ -19,13 +19,13 @@ GraphImporter::GraphImporter(const OnnxModel &model, MLIRContext *context)
 }
 
 /// Returns the tensor type of a validated graph input or output: ONNX's
-/// symbolic and unknown dimensions are dynamic.
+/// symbolic and unknown dimensions are dynamic; a dim_param of digits is
+/// the static size it spells.
 static RankedTensorType getTensorType(const onnx::TypeProto::Tensor &type,
                                       MLIRContext *context) {
   SmallVector<int64_t> shape;
   for (const onnx::TensorShapeProto::Dimension &dim : type.shape().dim())
-    shape.push_back(dim.has_dim_value() ? dim.dim_value()
-                                        : ShapedType::kDynamic);
+    shape.push_back(getStaticDimSize(dim).value_or(ShapedType::kDynamic));
   return RankedTensorType::get(shape,
                                convertDataType(context, type.elem_type()));
 }
@@ -41,9 +41,11 @@ GraphImporter::getValueInfoAttrs(const onnx::ValueInfoProto &value) {
   SmallVector<Attribute> dimParams;
   bool anyDimParam = false;
   for (const onnx::TensorShapeProto::Dimension &dim : type.shape().dim()) {
-    anyDimParam |= dim.has_dim_param() && !dim.dim_param().empty();
-    dimParams.push_back(builder.getStringAttr(
-        dim.has_dim_param() ? dim.dim_param() : std::string()));
+    // A dim_param of digits is a static size, not a name.
+    bool isName = dim.has_dim_param() && !getStaticDimSize(dim);
+    anyDimParam |= isName && !dim.dim_param().empty();
+    dimParams.push_back(
+        builder.getStringAttr(isName ? dim.dim_param() : std::string()));
   }
   if (anyDimParam)
     attrs.append("moe.dim_params", builder.getArrayAttr(dimParams));

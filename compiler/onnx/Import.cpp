@@ -73,6 +73,10 @@ moec::onnx_import::getSupportedOps(MLIRContext *context) {
         next ? next->sinceVersion - 1 : (isDefault ? kMaxOpset : INT64_MAX);
     op.targetOp = entry.targetOp;
     op.available = isAvailable(entry, context);
+    op.inputs = formatInputs(entry.inputs);
+    if (std::optional<RegisteredOperationName> name =
+            RegisteredOperationName::lookup(entry.targetOp, context))
+      op.targetMinOperands = getOperandCountRange(*name).first;
     ops.push_back(std::move(op));
   }
   return ops;

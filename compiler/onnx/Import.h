@@ -64,6 +64,12 @@ struct SupportedOp {
   std::string targetOp;
   /// Whether the target op is registered in the context.
   bool available = false;
+  /// The ONNX inputs as the table records them: "A, B, C?" (`?` optional,
+  /// `...` variadic).
+  std::string inputs;
+  /// How many operands the target op requires (by its ODS definition); -1
+  /// when there is no target op or it is not available.
+  int64_t targetMinOperands = -1;
 };
 
 /// Every op version moec imports, sorted by domain, op type and version.

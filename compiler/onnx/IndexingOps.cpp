@@ -12,14 +12,14 @@
 using namespace moec::onnx_import;
 
 void moec::onnx_import::populateIndexingImports(OpImportTable &table) {
-  table.onOpGeneric("Gather", {13});
-  table.onOpGeneric("GatherElements", {13});
-  table.onOpGeneric("GatherND", {13});
-  table.onOpGeneric("ScatterND", {13, 16, 18});
-  table.onOpGeneric("ScatterElements", {13, 16, 18});
-  table.onOpGeneric("TopK", {11});
-  table.onOpGeneric("ArgMax", {13});
-  table.onOpGeneric("OneHot", {11});
-  table.onOpGeneric("NonZero", {13});
-  table.onOpGeneric("CumSum", {11, 14});
+  table.onOpGeneric("Gather", {13}, "data, indices");
+  table.onOpGeneric("GatherElements", {13}, "data, indices");
+  table.onOpGeneric("GatherND", {13}, "data, indices");
+  table.onOpGeneric("ScatterND", {13, 16, 18}, "data, indices, updates");
+  table.onOpGeneric("ScatterElements", {13, 16, 18}, "data, indices, updates");
+  table.onOpGeneric("TopK", {11, 24}, "X, K");
+  table.onOpGeneric("ArgMax", {13}, "data");
+  table.onOpGeneric("OneHot", {11}, "indices, depth, values");
+  table.onOpGeneric("NonZero", {13}, "X");
+  table.onOpGeneric("CumSum", {11, 14}, "x, axis");
 }

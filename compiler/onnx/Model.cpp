@@ -11,6 +11,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -88,6 +89,19 @@ private:
 };
 } // namespace
 
+std::optional<int64_t> moec::onnx_import::getStaticDimSize(
+    const onnx::TensorShapeProto::Dimension &dim) {
+  if (dim.has_dim_value())
+    return dim.dim_value();
+  StringRef param = dim.has_dim_param() ? StringRef(dim.dim_param()) : "";
+  if (param.empty() || !llvm::all_of(param, llvm::isDigit))
+    return std::nullopt;
+  uint64_t size;
+  if (param.getAsInteger(10, size) || size > uint64_t(INT64_MAX))
+    return -1;
+  return int64_t(size);
+}
+
 LogicalResult ModelValidator::validateHeader() {
   const onnx::ModelProto &proto = *model.proto;
   if (!proto.has_ir_version())
@@ -160,8 +174,12 @@ ModelValidator::validateValueType(const onnx::ValueInfoProto &value,
     if (dim.has_dim_value() && dim.dim_value() < 0)
       return emitError(loc)
              << "dimension " << i << " is negative (" << dim.dim_value() << ")";
-    shape.push_back(dim.has_dim_value() ? dim.dim_value()
-                                        : ShapedType::kDynamic);
+    std::optional<int64_t> size = getStaticDimSize(dim);
+    if (size && *size < 0)
+      return emitError(loc)
+             << "dimension " << i << " has dim_param '" << dim.dim_param()
+             << "', a size that does not fit in 64 bits";
+    shape.push_back(size.value_or(ShapedType::kDynamic));
   }
   if (!getStaticByteSize(shape, elementSize))
     return emitError(loc) << "has a shape whose size overflows 64 bits";

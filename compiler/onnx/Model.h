@@ -18,6 +18,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,10 @@ constexpr llvm::StringLiteral kDefaultDomainName = "ai.onnx";
 constexpr llvm::StringLiteral kMicrosoftDomain = "com.microsoft";
 /// The default-domain opsets moec imports.
 constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kMaxOpset = 24;
 /// The ONNX IR versions moec reads (7 came with opset 13).
 constexpr int64_t kMinIrVersion = 7;
-constexpr int64_t kMaxIrVersion = 11;
+constexpr int64_t kMaxIrVersion = 13;
 
 /// Returns `domain` with the default domain spelled "" however the model
 /// spells it.
@@ -40,6 +41,13 @@ llvm::StringRef normalizeDomain(llvm::StringRef domain);
 
 /// Returns how messages name `domain` ("ai.onnx" for the default domain).
 llvm::StringRef getDomainDisplayName(llvm::StringRef domain);
+
+/// Returns the static size of `dim`: its dim_value, or the number a dim_param
+/// spells when it is all digits (transformers' exporter names static sizes
+/// '32'), or nullopt for a symbolic or unknown dimension. A digit dim_param
+/// too large for 64 bits is -1 (validation refuses it).
+std::optional<int64_t>
+getStaticDimSize(const onnx::TensorShapeProto::Dimension &dim);
 
 /// A parsed ONNX model whose structure has been validated.
 struct OnnxModel {

@@ -12,11 +12,11 @@
 using namespace moec::onnx_import;
 
 void moec::onnx_import::populateNeuralNetImports(OpImportTable &table) {
-  table.onOpGeneric("MatMul", {13});
-  table.onOpGeneric("Gemm", {13});
-  table.onOpGeneric("Einsum", {12});
-  table.onOpGeneric("Softmax", {13});
-  table.onOpGeneric("LogSoftmax", {13});
-  table.onOpGeneric("LayerNormalization", {17});
-  table.onOpGeneric("SimplifiedLayerNormalization", {1});
+  table.onOpGeneric("MatMul", {13}, "A, B");
+  table.onOpGeneric("Gemm", {13}, "A, B, C?");
+  table.onOpGeneric("Einsum", {12}, "Inputs...");
+  table.onOpGeneric("Softmax", {13}, "input");
+  table.onOpGeneric("LogSoftmax", {13}, "input");
+  table.onOpGeneric("LayerNormalization", {17}, "X, Scale, B?");
+  table.onOpGeneric("SimplifiedLayerNormalization", {1}, "X, scale");
 }

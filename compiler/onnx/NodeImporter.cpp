@@ -13,6 +13,9 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <climits>
+#include <utility>
+
 using namespace mlir;
 using namespace moec::onnx_import;
 
@@ -55,7 +58,36 @@ InFlightDiagnostic NodeImporter::emitAttributeError(StringRef name) const {
   return mlir::emitError(getSubjectLoc(loc, "attribute '" + name + "'"));
 }
 
+LogicalResult NodeImporter::checkInputs() const {
+  ArrayRef<OpInput> formals = import.inputs;
+  int numGiven = node.input_size();
+  bool isVariadic =
+      !formals.empty() && formals.back().kind == OpInput::Kind::Variadic;
+  if (!isVariadic && numGiven > int(formals.size()))
+    return emitError() << "has " << numGiven << " inputs, but " << import.opType
+                       << "-" << import.sinceVersion << " takes at most "
+                       << formals.size();
+  for (auto [i, formal] : llvm::enumerate(formals)) {
+    if (formal.kind == OpInput::Kind::Optional)
+      continue;
+    if (int(i) >= numGiven || node.input(i).empty())
+      return emitError() << "input #" << i << " (" << formal.name
+                         << ") is required but missing";
+  }
+  // Only optional inputs may be left out by an empty name; each of a
+  // variadic input's values is required.
+  if (isVariadic)
+    for (int i = formals.size(); i < numGiven; ++i)
+      if (node.input(i).empty())
+        return emitError() << "input #" << i << " (" << formals.back().name
+                           << ") is empty, but the values of a variadic "
+                              "input are required";
+  return success();
+}
+
 LogicalResult NodeImporter::initialize() {
+  if (failed(checkInputs()))
+    return failure();
   for (const std::string &input : node.input()) {
     // An empty name leaves an optional input out.
     if (input.empty()) {
@@ -203,6 +235,37 @@ LogicalResult NodeImporter::setAttributes(Operation *op) {
   return success();
 }
 
+/// Sets `range` to {N, N} (`isFixed`) or {N, unbounded} if `name` has the
+/// trait `Count<N>::Impl`, for N in Ns.
+template <template <unsigned> class Count, bool isFixed, unsigned... Ns>
+static void matchOperandCount(RegisteredOperationName name,
+                              std::pair<unsigned, unsigned> &range,
+                              std::integer_sequence<unsigned, Ns...>) {
+  ((name.hasTrait<Count<Ns>::template Impl>()
+        ? (void)(range = {Ns, isFixed ? Ns : UINT_MAX})
+        : (void)0),
+   ...);
+}
+
+std::pair<unsigned, unsigned>
+moec::onnx_import::getOperandCountRange(RegisteredOperationName name) {
+  // ODS gives every op one of these traits: its fixed operand count, or the
+  // count of its operands that are neither optional nor variadic.
+  if (name.hasTrait<OpTrait::ZeroOperands>())
+    return {0, 0};
+  if (name.hasTrait<OpTrait::OneOperand>())
+    return {1, 1};
+  std::pair<unsigned, unsigned> range = {0, UINT_MAX};
+  // No graph op has more operands than these.
+  using Counts =
+      std::integer_sequence<unsigned, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>;
+  matchOperandCount<OpTrait::NOperands, true>(name, range, Counts());
+  matchOperandCount<OpTrait::AtLeastNOperands, false>(
+      name, range, std::integer_sequence<unsigned, 0, 1>());
+  matchOperandCount<OpTrait::AtLeastNOperands, false>(name, range, Counts());
+  return range;
+}
+
 LogicalResult NodeImporter::createOp(StringRef opName) {
   std::optional<RegisteredOperationName> name =
       RegisteredOperationName::lookup(opName, getContext());
@@ -211,6 +274,18 @@ LogicalResult NodeImporter::createOp(StringRef opName) {
                        << " is not in the moe dialect";
   if (!name->hasInterface<InferTypeOpInterface>())
     return emitError() << opName << " does not infer its result types";
+
+  // Inference reads operands by their ODS position: it must never see fewer
+  // than the op requires. The node's inputs were checked against the
+  // table's record of them, which test/Import/op-table.test checks against
+  // the op; this keeps a handler or a table entry out of step with the op
+  // from reaching inference.
+  unsigned numOperands = llvm::count_if(operands, [](Value v) { return v; });
+  auto [minOperands, maxOperands] = getOperandCountRange(*name);
+  if (numOperands < minOperands || numOperands > maxOperands)
+    return emitError() << opName << " takes "
+                       << (minOperands == maxOperands ? "" : "at least ")
+                       << minOperands << " operands, not " << numOperands;
 
   Operation *op = createOperation(*name, node.output_size(), nullptr);
   auto fail = [&] {

@@ -36,6 +36,23 @@ class NodeImporter;
 /// Imports one node; reports one error at the node on failure.
 using OpImportFn = mlir::LogicalResult (*)(NodeImporter &node);
 
+/// One formal input of an op version, as the ONNX schema declares it. Every
+/// node is checked against its entry's inputs before any handler runs, so
+/// handlers and op inference never see a required operand missing.
+struct OpInput {
+  enum class Kind {
+    /// Must be given a non-empty name.
+    Required,
+    /// May be left out (an empty name, or fewer inputs).
+    Optional,
+    /// The last input only: one or more non-empty names.
+    Variadic,
+  };
+  /// The schema's name of the input ("A", "data_0").
+  std::string name;
+  Kind kind = Kind::Required;
+};
+
 /// How one version of one ONNX op is imported.
 struct OpImport {
   /// Normalised domain ("" for ai.onnx).
@@ -44,10 +61,16 @@ struct OpImport {
   /// The op version this entry imports; it applies up to the next
   /// registered version of the op.
   int64_t sinceVersion;
+  /// The op version's inputs in ONNX order.
+  std::vector<OpInput> inputs;
   /// The dialect op the node becomes; empty when the handler creates no op.
   std::string targetOp;
   OpImportFn fn;
 };
+
+/// Spells `inputs` as the table registers them: "A, B, C?" (`?` optional,
+/// `...` variadic).
+std::string formatInputs(llvm::ArrayRef<OpInput> inputs);
 
 /// The table of every op version moec imports.
 class OpImportTable {
@@ -55,14 +78,21 @@ public:
   /// Returns the table, filled on first use.
   static const OpImportTable &get();
 
-  /// Registers `fn` for ONNX `opType` of `domain` at op version `since`.
-  /// `targetOp` defaults to `moe.` followed by the op type in snake_case.
-  void onOp(llvm::StringRef opType, int64_t since, OpImportFn fn,
+  /// Registers `fn` for ONNX `opType` of `domain` at op version `since`,
+  /// whose ONNX inputs are `inputs`: names separated by ", ", each followed
+  /// by `?` if optional or `...` if variadic (the last only), as in
+  /// "A, B, C?" or "inputs..." (test/Import/op-table.test checks them
+  /// against ONNX's schemas). `targetOp` defaults to `moe.` followed by the
+  /// op type in snake_case.
+  void onOp(llvm::StringRef opType, int64_t since, llvm::StringRef inputs,
+            OpImportFn fn,
             std::optional<llvm::StringRef> targetOp = std::nullopt,
             llvm::StringRef domain = "");
 
-  /// Registers the generic handler for every version in `versions`.
-  void onOpGeneric(llvm::StringRef opType, llvm::ArrayRef<int64_t> versions);
+  /// Registers the generic handler for every version in `versions`, all of
+  /// which have `inputs`.
+  void onOpGeneric(llvm::StringRef opType, llvm::ArrayRef<int64_t> versions,
+                   llvm::StringRef inputs);
 
   /// Returns the entry importing `opType` of `domain` in a model importing
   /// that domain at `opset`, or null if moec has none.
@@ -83,13 +113,20 @@ private:
 /// without a target is always available).
 bool isAvailable(const OpImport &entry, mlir::MLIRContext *context);
 
+/// Returns the operand counts `name` accepts by its ODS traits: {N, N} for
+/// N fixed operands, {N, UINT_MAX} for N required ones among optional or
+/// variadic ones.
+std::pair<unsigned, unsigned>
+getOperandCountRange(mlir::RegisteredOperationName name);
+
 /// The state of importing one node, handed to its handler.
 class NodeImporter {
 public:
   NodeImporter(GraphImporter &graph, const onnx::NodeProto &node,
                mlir::Location loc, const OpImport &import);
 
-  /// Reads the node's operands and converts its attributes.
+  /// Checks the node's inputs against its entry's, then reads its operands
+  /// and converts its attributes.
   mlir::LogicalResult initialize();
 
   const onnx::NodeProto &getNode() const { return node; }
@@ -136,6 +173,7 @@ public:
              llvm::StringRef resourceName);
 
 private:
+  mlir::LogicalResult checkInputs() const;
   mlir::FailureOr<mlir::Attribute> convertAttribute(int index);
   mlir::Operation *createOperation(mlir::OperationName name,
                                    unsigned numResults,

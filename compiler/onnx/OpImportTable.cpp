@@ -34,18 +34,54 @@ const OpImportTable &OpImportTable::get() {
   return table;
 }
 
-void OpImportTable::onOp(StringRef opType, int64_t since, OpImportFn fn,
-                         std::optional<StringRef> targetOp, StringRef domain) {
+/// Parses the registration spelling of an op's inputs ("A, B, C?").
+static std::vector<OpInput> parseInputs(StringRef spelling) {
+  std::vector<OpInput> inputs;
+  SmallVector<StringRef> names;
+  spelling.split(names, ", ", /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (StringRef name : names) {
+    OpInput input;
+    if (name.consume_back("..."))
+      input.kind = OpInput::Kind::Variadic;
+    else if (name.consume_back("?"))
+      input.kind = OpInput::Kind::Optional;
+    assert(!name.empty() &&
+           (inputs.empty() || inputs.back().kind != OpInput::Kind::Variadic) &&
+           "malformed inputs of an import table entry");
+    input.name = name.str();
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
+std::string moec::onnx_import::formatInputs(ArrayRef<OpInput> inputs) {
+  std::string result;
+  for (const OpInput &input : inputs) {
+    if (!result.empty())
+      result += ", ";
+    result += input.name;
+    if (input.kind == OpInput::Kind::Optional)
+      result += "?";
+    else if (input.kind == OpInput::Kind::Variadic)
+      result += "...";
+  }
+  return result;
+}
+
+void OpImportTable::onOp(StringRef opType, int64_t since, StringRef inputs,
+                         OpImportFn fn, std::optional<StringRef> targetOp,
+                         StringRef domain) {
   std::string target = targetOp
                            ? targetOp->str()
                            : "moe." + llvm::convertToSnakeFromCamelCase(opType);
-  entries.push_back(
-      OpImport{domain.str(), opType.str(), since, std::move(target), fn});
+  entries.push_back(OpImport{domain.str(), opType.str(), since,
+                             parseInputs(inputs), std::move(target), fn});
 }
 
-void OpImportTable::onOpGeneric(StringRef opType, ArrayRef<int64_t> versions) {
+void OpImportTable::onOpGeneric(StringRef opType, ArrayRef<int64_t> versions,
+                                StringRef inputs) {
   for (int64_t version : versions)
-    onOp(opType, version, importGeneric);
+    onOp(opType, version, inputs, importGeneric);
 }
 
 const OpImport *OpImportTable::lookup(StringRef domain, StringRef opType,

@@ -24,21 +24,34 @@ static LogicalResult importSplit13(NodeImporter &node) {
   return importGeneric(node);
 }
 
+/// Split-18's `num_outputs` says how many outputs the node has; a node
+/// naming another count is inconsistent (onnxruntime refuses it), and the
+/// parts' sizes depend on the count.
+static LogicalResult importSplit18(NodeImporter &node) {
+  auto numOutputs =
+      dyn_cast_or_null<IntegerAttr>(node.getAttributes().get("num_outputs"));
+  if (numOutputs && numOutputs.getInt() != node.getNumOutputs())
+    return node.emitAttributeError("num_outputs")
+           << "is " << numOutputs.getInt() << " but the node has "
+           << node.getNumOutputs() << " outputs";
+  return importGeneric(node);
+}
+
 void moec::onnx_import::populateShapeImports(OpImportTable &table) {
-  table.onOpGeneric("Reshape", {13, 14, 19, 21});
-  table.onOpGeneric("Transpose", {13, 21});
-  table.onOpGeneric("Squeeze", {13, 21});
-  table.onOpGeneric("Unsqueeze", {13, 21});
-  table.onOpGeneric("Flatten", {13, 21});
-  table.onOpGeneric("Concat", {13});
-  table.onOp("Split", 13, importSplit13);
-  table.onOpGeneric("Split", {18});
-  table.onOpGeneric("Slice", {13});
-  table.onOpGeneric("Expand", {13});
-  table.onOpGeneric("Tile", {13});
-  table.onOpGeneric("Trilu", {14});
-  table.onOpGeneric("Shape", {13, 15, 19, 21});
-  table.onOpGeneric("Size", {13, 19, 21});
-  table.onOpGeneric("Range", {11});
-  table.onOpGeneric("ConstantOfShape", {9, 20, 21});
+  table.onOpGeneric("Reshape", {13, 14, 19, 21, 23, 24}, "data, shape");
+  table.onOpGeneric("Transpose", {13, 21, 23, 24}, "data");
+  table.onOpGeneric("Squeeze", {13, 21, 23, 24}, "data, axes?");
+  table.onOpGeneric("Unsqueeze", {13, 21, 23, 24}, "data, axes");
+  table.onOpGeneric("Flatten", {13, 21, 23, 24}, "input");
+  table.onOpGeneric("Concat", {13}, "inputs...");
+  table.onOp("Split", 13, "input, split?", importSplit13);
+  table.onOp("Split", 18, "input, split?", importSplit18);
+  table.onOpGeneric("Slice", {13}, "data, starts, ends, axes?, steps?");
+  table.onOpGeneric("Expand", {13}, "input, shape");
+  table.onOpGeneric("Tile", {13}, "input, repeats");
+  table.onOpGeneric("Trilu", {14}, "input, k?");
+  table.onOpGeneric("Shape", {13, 15, 19, 21, 23, 24}, "data");
+  table.onOpGeneric("Size", {13, 19, 21, 23, 24}, "data");
+  table.onOpGeneric("Range", {11}, "start, limit, delta");
+  table.onOpGeneric("ConstantOfShape", {9, 20, 21, 23, 24}, "input");
 }

@@ -1,8 +1,9 @@
 //===- TensorOps.cpp - Constant, Cast and Identity imports ----------------===//
 //
-// Constant-19 and -21, Cast-19 and -21 and CastLike-19 and -21 only add the
-// float8/int4 types and Cast's `saturate` (which only affects float8), so
-// every version in range imports alike.
+// Constant-19, -21, -23 and -24, Cast and CastLike of the same versions only
+// add the float8/int4/float4 types, Cast's `saturate` (which only affects
+// float8) and, at 24, `round_mode` (only float8e8m0), so every version in
+// range imports alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,15 @@ using namespace moec::onnx_import;
 /// dense_resource weight when the attributes were converted.
 static LogicalResult importConstant(NodeImporter &node) {
   NamedAttrList &attrs = node.getAttributes();
+  // ONNX defines Constant by exactly one of these; anything else is not a
+  // Constant's attribute.
+  static constexpr llvm::StringLiteral kValueNames[] = {
+      "value",      "value_float",  "value_floats",  "value_int",
+      "value_ints", "value_string", "value_strings", "sparse_value"};
+  for (NamedAttribute attr : attrs)
+    if (!llvm::is_contained(kValueNames, attr.getName().getValue()))
+      return node.emitAttributeError(attr.getName())
+             << "is not an attribute of Constant";
   if (attrs.getAttrs().size() != 1)
     return node.emitError() << "needs exactly one value attribute, not "
                             << attrs.getAttrs().size();
@@ -60,11 +70,12 @@ static LogicalResult importConstant(NodeImporter &node) {
       value = toTensor(ints, b.getI64Type());
     else
       return wrongType(name == "value_floats" ? "FLOATS" : "INTS");
-  } else if (name == "value_string") {
+  } else if (name == "value_string" || name == "value_strings") {
     return node.emitAttributeError(name)
            << "string constants are not supported";
   } else {
-    return node.emitAttributeError(name) << "is not an attribute of Constant";
+    return node.emitAttributeError(name)
+           << "sparse constants are not supported";
   }
   Value result = moec::moe::ConstantOp::create(node.getBuilder(), node.getLoc(),
                                                value.getType(), value);
@@ -89,21 +100,49 @@ static LogicalResult importCast(NodeImporter &node) {
 
 /// Identity creates no op: its output is its input.
 static LogicalResult importIdentity(NodeImporter &node) {
+  // The node has its one input (checked against the table's "input").
   SmallVectorImpl<Value> &operands = node.getOperands();
-  if (operands.size() != 1 || !operands[0])
-    return node.emitError() << "takes exactly 1 input";
   if (!node.getAttributes().empty())
     return node.emitAttributeError(node.getAttributes().begin()->getName())
            << "is not an attribute of Identity";
   return node.setResults(operands[0]);
 }
 
+/// Cast-24 and CastLike-24 add `round_mode`, which only rounds conversions
+/// to float8e8m0, a type moec refuses wherever it appears: any valid value
+/// is dropped, so that the op imports as the older versions do.
+static LogicalResult dropRoundMode(NodeImporter &node) {
+  Attribute mode = node.getAttributes().erase("round_mode");
+  if (!mode)
+    return success();
+  auto name = dyn_cast<StringAttr>(mode);
+  if (!name || (name != "up" && name != "down" && name != "nearest"))
+    return node.emitAttributeError("round_mode")
+           << "must be the string up, down or nearest";
+  return success();
+}
+
+static LogicalResult importCast24(NodeImporter &node) {
+  if (failed(dropRoundMode(node)))
+    return failure();
+  return importCast(node);
+}
+
+static LogicalResult importCastLike24(NodeImporter &node) {
+  if (failed(dropRoundMode(node)))
+    return failure();
+  return importGeneric(node);
+}
+
 void moec::onnx_import::populateTensorImports(OpImportTable &table) {
-  for (int64_t version : {13, 19, 21}) {
-    table.onOp("Constant", version, importConstant, "moe.constant");
-    table.onOp("Cast", version, importCast);
-  }
-  table.onOpGeneric("CastLike", {15, 19, 21});
-  for (int64_t version : {13, 14, 16, 19, 21})
-    table.onOp("Identity", version, importIdentity, StringRef());
+  // Versions 23 and 24 only add float4e2m1 and float8e8m0 (and round_mode).
+  for (int64_t version : {13, 19, 21, 23, 24})
+    table.onOp("Constant", version, "", importConstant, "moe.constant");
+  for (int64_t version : {13, 19, 21, 23})
+    table.onOp("Cast", version, "input", importCast);
+  table.onOp("Cast", 24, "input", importCast24);
+  table.onOpGeneric("CastLike", {15, 19, 21, 23}, "input, target_type");
+  table.onOp("CastLike", 24, "input, target_type", importCastLike24);
+  for (int64_t version : {13, 14, 16, 19, 21, 23, 24})
+    table.onOp("Identity", version, "input", importIdentity, StringRef());
 }

@@ -616,6 +616,15 @@ private:
         .Case([](moe::ReduceMeanOp) { return fb::OpKind::ReduceMean; })
         .Case([](moe::ReduceMaxOp) { return fb::OpKind::ReduceMax; })
         .Case([](moe::ReduceMinOp) { return fb::OpKind::ReduceMin; })
+        .Case([](moe::ReduceProdOp) { return fb::OpKind::ReduceProd; })
+        .Case([](moe::ReduceL1Op) { return fb::OpKind::ReduceL1; })
+        .Case([](moe::ReduceL2Op) { return fb::OpKind::ReduceL2; })
+        .Case(
+            [](moe::ReduceSumSquareOp) { return fb::OpKind::ReduceSumSquare; })
+        .Case([](moe::ReduceLogSumOp) { return fb::OpKind::ReduceLogSum; })
+        .Case(
+            [](moe::ReduceLogSumExpOp) { return fb::OpKind::ReduceLogSumExp; })
+        .Case([](moe::IsNaNOp) { return fb::OpKind::IsNaN; })
         .Case([](moe::CumSumOp) { return fb::OpKind::CumSum; })
         .Case([](moe::ReshapeOp) { return fb::OpKind::Reshape; })
         .Case([](moe::FlattenOp) { return fb::OpKind::Flatten; })
@@ -743,7 +752,9 @@ private:
           return moert::attrs(std::move(attrs));
         })
         .Case<moe::ReduceSumOp, moe::ReduceMeanOp, moe::ReduceMaxOp,
-              moe::ReduceMinOp>(
+              moe::ReduceMinOp, moe::ReduceProdOp, moe::ReduceL1Op,
+              moe::ReduceL2Op, moe::ReduceSumSquareOp, moe::ReduceLogSumOp,
+              moe::ReduceLogSumExpOp>(
             [](auto op) -> Result { return reduceAttrs(op); })
         .Case([](moe::CumSumOp op) -> Result {
           fb::CumSumAttrsT attrs;

@@ -302,6 +302,19 @@ LogicalResult ClipOp::verify() {
 // Reductions, normalisation and indexing along an axis
 //===----------------------------------------------------------------------===//
 
+LogicalResult IsNaNOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> type =
+      getRankedType(location, adaptor.getInput(), "input");
+  if (failed(type))
+    return failure();
+  types.push_back(
+      RankedTensorType::get(type->getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
 LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *context,
                                          std::optional<Location> location,
                                          Adaptor adaptor,
@@ -1016,6 +1029,10 @@ bool StackOp::isWeight() {
   });
 }
 
+/// The most results a split may have; a model's Split has one output per
+/// part, each named, so real ones are far below this.
+static constexpr int64_t kMaxSplitResults = 1 << 16;
+
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> location,
                                         Adaptor adaptor,
@@ -1052,6 +1069,10 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
           getVectorLength(location, adaptor.getSplit(), "split");
       if (failed(count))
         return failure();
+      if (*count > kMaxSplitResults)
+        return emitOptionalError(location, "cannot split into ", *count,
+                                 " parts; at most ", kMaxSplitResults,
+                                 " are supported");
       sizes.assign(*count, kDynamic);
     }
   } else if (IntegerAttr numOutputs = adaptor.getNumOutputsAttr()) {
@@ -1059,6 +1080,12 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
     if (n < 1)
       return emitOptionalError(location, "'num_outputs' must be positive, got ",
                                n);
+    // The result types are built before the op: a count from the model
+    // must not size them unchecked.
+    if (n > kMaxSplitResults)
+      return emitOptionalError(location, "'num_outputs' ", n,
+                               " is more than the ", kMaxSplitResults,
+                               " results supported");
     if (ShapedType::isDynamic(size)) {
       sizes.assign(n, kDynamic);
     } else {

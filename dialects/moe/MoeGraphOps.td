@@ -146,8 +146,9 @@ class Moe_VariadicOp<string mnemonic, string onnxName, string what>
 }
 
 /// A reduction with an optional `axes` operand (ReduceSum opset 13, the others
-/// opset 18).
-class Moe_ReduceOp<string mnemonic, string onnxName, string what>
+/// opset 18) over tensors of `type`.
+class Moe_ReduceOp<string mnemonic, string onnxName, string what,
+                   Type type = Moe_NumericTensor>
     : Moe_GraphOp<mnemonic, [], [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *, std::optional<::mlir::Location> location,
@@ -169,10 +170,10 @@ class Moe_ReduceOp<string mnemonic, string onnxName, string what>
     # "dimensions as size 1.\n\n"
     # "Example:\n```mlir\n%s = moe." # mnemonic # " %x, %axes {keepdims = 0 : i64} "
     # ": (tensor<?x8x16xf32>, tensor<1xi64>) -> tensor<?x8xf32>\n```";
-  let arguments = (ins Moe_NumericTensor:$data, Optional<Moe_I64Tensor>:$axes,
+  let arguments = (ins type:$data, Optional<Moe_I64Tensor>:$axes,
                        DefaultValuedAttr<I64Attr, "1">:$keepdims,
                        DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
-  let results = (outs Moe_NumericTensor:$output);
+  let results = (outs type:$output);
   let hasVerifier = 1;
 }
 
@@ -365,6 +366,22 @@ def Moe_SignOp : Moe_UnaryOp<"sign", "Sign", Moe_NumericTensor,
                              "the sign (-1, 0 or 1)">;
 def Moe_NotOp : Moe_UnaryOp<"not", "Not", Moe_BoolTensor, "the logical negation">;
 
+def Moe_IsNaNOp : Moe_GraphOp<"is_nan"> {
+  let summary = "Elementwise test for NaN (ONNX IsNaN, opset 20)";
+  let description = [{
+    Returns an `i1` tensor of the input's shape that is true where the input
+    is NaN. torch's SDPA export masks fully masked rows with
+    `Where(IsNaN(x), 0, x)`.
+
+    Example:
+    ```mlir
+    %b = moe.is_nan %x : (tensor<?x16xf32>) -> tensor<?x16xi1>
+    ```
+  }];
+  let arguments = (ins Moe_FloatTensor:$input);
+  let results = (outs Moe_BoolTensor:$output);
+}
+
 def Moe_GeluOp : Moe_GraphOp<"gelu", [],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Gaussian error linear unit (ONNX Gelu, opset 20)";
@@ -536,6 +553,20 @@ def Moe_ReduceSumOp : Moe_ReduceOp<"reduce_sum", "ReduceSum", "summation">;
 def Moe_ReduceMeanOp : Moe_ReduceOp<"reduce_mean", "ReduceMean", "the mean">;
 def Moe_ReduceMaxOp : Moe_ReduceOp<"reduce_max", "ReduceMax", "the maximum">;
 def Moe_ReduceMinOp : Moe_ReduceOp<"reduce_min", "ReduceMin", "the minimum">;
+def Moe_ReduceProdOp : Moe_ReduceOp<"reduce_prod", "ReduceProd",
+                                    "the product (1 over no elements)">;
+def Moe_ReduceL1Op : Moe_ReduceOp<"reduce_l1", "ReduceL1",
+                                  "the sum of absolute values">;
+def Moe_ReduceSumSquareOp : Moe_ReduceOp<"reduce_sum_square", "ReduceSumSquare",
+                                         "the sum of squares">;
+def Moe_ReduceL2Op : Moe_ReduceOp<"reduce_l2", "ReduceL2",
+    "the square root of the sum of squares", Moe_FloatTensor>;
+def Moe_ReduceLogSumOp : Moe_ReduceOp<"reduce_log_sum", "ReduceLogSum",
+    "the logarithm of the sum (-inf over no elements)", Moe_FloatTensor>;
+def Moe_ReduceLogSumExpOp : Moe_ReduceOp<"reduce_log_sum_exp",
+    "ReduceLogSumExp",
+    "the logarithm of the sum of exponentials, computed as "
+    "`max + log(sum(exp(x - max)))` (-inf over no elements)", Moe_FloatTensor>;
 
 def Moe_ArgMaxOp : Moe_GraphOp<"arg_max"> {
   let summary = "Index of the largest element along an axis (ONNX ArgMax, opset 13)";

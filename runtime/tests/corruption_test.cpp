@@ -135,9 +135,10 @@ TEST(Corruption, HeaderFieldsAreChecked) {
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMinor = 3; }),
               StatusHas("version 1.3 is not supported"));
   // Plans of an older minor version stay readable.
-  EXPECT_TRUE(loadBytes(rewrite(bytes, [](FileHeader &h, auto &) {
-                h.versionMinor = 0;
-              })).ok());
+  for (uint16_t minor : {0, 1})
+    EXPECT_TRUE(loadBytes(rewrite(bytes, [minor](FileHeader &h, auto &) {
+                  h.versionMinor = minor;
+                })).ok());
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.fileSize += 1; }),
               StatusHas("header records a file size of"));
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.backend = 9; }),

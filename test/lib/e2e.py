@@ -66,6 +66,17 @@ NUMPY_TYPES = {
 }
 
 
+def static_size(dim):
+    """The static size of an ONNX dimension: its dim_value, or the number an
+    all-digit dim_param spells (transformers writes '32' for static sizes,
+    and moec reads it so); None for a dynamic one."""
+    if dim.HasField("dim_value"):
+        return dim.dim_value
+    if dim.dim_param.isdigit():
+        return int(dim.dim_param)
+    return None
+
+
 def graph_inputs(model):
     initializers = {t.name for t in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in initializers]

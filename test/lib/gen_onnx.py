@@ -21,7 +21,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 # The IR version each opset came with (what exporters write).
-IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
+IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10,
+              22: 10, 23: 11, 24: 12}
 
 F32 = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -301,10 +302,115 @@ def splits(opset):
                 [const("sizes", np.array([3, 5], np.int64))], opset=opset)
 
 
+EXTRA_REDUCTIONS = ("ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                    "ReduceLogSum", "ReduceLogSumExp")
+
+
+def extra_reductions(opset):
+    """The reductions beyond Sum/Mean/Max/Min over x [tokens, 3, 8]: over the
+    last axis (an attribute at 13, an input at 18), over axes [0, 2] with
+    keepdims, and over everything. LogSum reads |x| + 0.5 (its sum is then
+    positive); the others read x."""
+    as_attr = opset < 18
+    nodes = [node("Abs", ["x"], ["abs"]), node("Add", ["abs", "half"], ["pos"])]
+    outs = []
+    for op in EXTRA_REDUCTIONS:
+        data = "pos" if op == "ReduceLogSum" else "x"
+        name = op[len("Reduce"):].lower()
+        for suffix, axes, keep in (("last", [-1], 0), ("outer", [0, 2], 1),
+                                   ("all", None, 0)):
+            out = f"{name}_{suffix}"
+            if axes is None:
+                nodes.append(node(op, [data], [out], keepdims=keep))
+            elif as_attr:
+                nodes.append(node(op, [data], [out], axes=axes,
+                                  keepdims=keep))
+            else:
+                nodes.append(node(op, [data, f"axes_{suffix}"], [out],
+                                  keepdims=keep))
+            outs.append(out)
+    return make(nodes, [value("x", F32, ["tokens", 3, 8])],
+                [value(o, F32, None) for o in outs],
+                [const("axes_last", np.array([-1], np.int64)),
+                 const("axes_outer", np.array([0, 2], np.int64)),
+                 const("half", np.array(0.5, np.float32))], opset=opset)
+
+
 # The same graphs at opset 13 (attribute forms) and 18 (input forms).
 for _opset in (13, 18):
     model(f"reductions_{_opset}")(lambda out, v=_opset: reductions(v))
+    model(f"reductions_extra_{_opset}")(
+        lambda out, v=_opset: extra_reductions(v))
     model(f"split_{_opset}")(lambda out, v=_opset: splits(v))
+
+
+@model("digit_dim_params")
+def _(out):
+    # transformers' exporter names static sizes by their digits: '2' and '8'
+    # are sizes, 'tokens' is the token count.
+    nodes = [node("MatMul", ["x", "w"], ["h"]),
+             node("Reshape", ["h", "flat"], ["y"])]
+    return make(nodes, [value("x", F32, ["2", "tokens", "8"])],
+                [value("y", F32, ["tokens2", "4"])],
+                [const("w", np.random.default_rng(3).standard_normal(
+                    (8, 4)).astype(np.float32)),
+                 const("flat", np.array([-1, 4], np.int64))])
+
+
+@model("digit_dim_param_overflow")
+def _(out):
+    m = small_valid()
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "9" * 20
+    return m
+
+
+@model("reduce_l2_int")
+def _(out):
+    return make([node("ReduceL2", ["x"], ["y"], name="l2", keepdims=0)],
+                [value("x", I64, ["tokens", 4])], [value("y", I64, None)],
+                opset=18)
+
+
+def new_versions(opset):
+    """Versions new at opsets 22 to 24 whose semantics are the older ones':
+    Softplus-22, Sin-22, Cast-23/24 (24's round_mode only rounds to
+    float8e8m0), Reshape, Transpose, TopK-24."""
+    cast = {"round_mode": "nearest"} if opset >= 24 else {}
+    nodes = [node("Softplus", ["x"], ["sp"]), node("Sin", ["sp"], ["s"]),
+             node("Cast", ["s"], ["c"], to=TensorProto.FLOAT, **cast),
+             node("Reshape", ["c", "shape"], ["r"]),
+             node("Transpose", ["r"], ["t"], perm=[0, 2, 1]),
+             node("TopK", ["t", "k"], ["values", "indices"], axis=-1)]
+    # onnxruntime 1.23 reads IR versions up to 11.
+    return make(nodes, [value("x", F32, ["tokens", 8])],
+                [value("values", F32, None), value("indices", I64, None)],
+                [const("shape", np.array([-1, 2, 4], np.int64)),
+                 const("k", np.array([1], np.int64))], opset=opset,
+                ir_version=11)
+
+
+for _opset in (23, 24):
+    model(f"opset_{_opset}")(lambda out, v=_opset: new_versions(v))
+
+
+@model("cast24_round_mode")
+def _(out):
+    n = node("Cast", ["x"], ["y"], name="cast", to=TensorProto.FLOAT,
+             round_mode="sideways")
+    return make([n], [value("x", F32, ["tokens", 4])], [value("y", F32, None)],
+                opset=24, check=False)
+
+
+@model("is_nan")
+def _(out):
+    # torch's SDPA export: Where(IsNaN(s), 0, s), here on s = log(x), which
+    # is NaN for the negative half of random inputs.
+    nodes = [node("Log", ["x"], ["s"]), node("IsNaN", ["s"], ["nan"]),
+             node("Where", ["nan", "zero", "s"], ["y"])]
+    return make(nodes, [value("x", F32, ["tokens", 8])],
+                [value("y", F32, ["tokens", 8]),
+                 value("nan", BOOL, ["tokens", 8])],
+                [const("zero", np.array(0.0, np.float32))])
 
 
 @model("tensor")
@@ -567,10 +673,10 @@ def _(out):
     return m
 
 
-@model("opset_22")
+@model("opset_25")
 def _(out):
     m = small_valid()
-    m.opset_import[0].version = 22
+    m.opset_import[0].version = 25
     return m
 
 
@@ -584,7 +690,7 @@ def _(out):
 @model("ir_version")
 def _(out):
     m = small_valid()
-    m.ir_version = 12
+    m.ir_version = 14
     return m
 
 
@@ -680,6 +786,83 @@ def _(out):
 def _(out):
     n = node("Constant", [], ["y"], name="c", value_string="hello")
     return make([n], [], [value("y", F32, None)], check=False)
+
+
+# Near misses of node arity: each model holds one node with a required
+# input left out (an empty name or too few inputs), too many inputs or an
+# empty name among variadic ones; `moec` must refuse it naming the node and
+# the input. onnx.helper makes them (only the checker would refuse them).
+X4 = value("x", F32, ["tokens", 4])
+ARITY_CASES = {
+    # name: (op, inputs, attributes)
+    "arity_gather_one_input": ("Gather", ["x"], {}),
+    "arity_where_empty_condition": ("Where", ["", "x", "x"], {}),
+    "arity_slice_no_ends": ("Slice", ["x", "starts"], {}),
+    "arity_layernorm_empty_scale": ("LayerNormalization", ["x", ""], {}),
+    "arity_topk_empty_k": ("TopK", ["x", ""], {}),
+    "arity_unsqueeze_no_axes": ("Unsqueeze", ["x"], {}),
+    "arity_expand_empty_shape": ("Expand", ["x", ""], {}),
+    "arity_add_three_inputs": ("Add", ["x", "x", "x"], {}),
+    "arity_concat_empty_input": ("Concat", ["x", "", "x"], {"axis": 0}),
+    "arity_sum_no_inputs": ("Sum", [], {}),
+    "arity_identity_no_input": ("Identity", [], {}),
+    "arity_reducemean13_axes_input": ("ReduceMean", ["x", "starts"], {}),
+}
+
+
+def arity_case(op, inputs, attrs):
+    opset = 13 if op == "ReduceMean" else 21
+    return make([node(op, inputs, ["y"], name="n", **attrs)], [X4],
+                [value("y", F32, None)],
+                [const("starts", np.array([0], np.int64))], opset=opset,
+                check=False)
+
+
+for _name, _case in ARITY_CASES.items():
+    model(_name)(lambda out, case=_case: arity_case(*case))
+
+
+@model("optional_input_empty")
+def _(out):
+    # Clip with min left out by an empty name and max given: valid ONNX.
+    nodes = [node("Clip", ["x", "", "hi"], ["y"], name="clip")]
+    return make(nodes, [X4], [value("y", F32, ["tokens", 4])],
+                [const("hi", np.array(0.5, np.float32))])
+
+
+@model("constant_no_value")
+def _(out):
+    n = node("Constant", [], ["y"], name="c")
+    return make([n], [], [value("y", F32, None)], check=False)
+
+
+@model("constant_two_values")
+def _(out):
+    n = node("Constant", [], ["y"], name="c", value_int=1, value_ints=[1, 2])
+    return make([n], [], [value("y", I64, None)], check=False)
+
+
+@model("constant_other_attribute")
+def _(out):
+    n = node("Constant", [], ["y"], name="c", value_ints=[1], axis=[0])
+    return make([n], [], [value("y", I64, None)], check=False)
+
+
+@model("split_num_outputs_mismatch")
+def _(out):
+    n = node("Split", ["x"], ["a", "b"], name="split", axis=1,
+             num_outputs=2**40)
+    return make([n], [X4], [value("a", F32, None), value("b", F32, None)],
+                check=False)
+
+
+@model("split_huge_dynamic")
+def _(out):
+    # A `split` input of 2^20 sizes (a graph input, not a constant) would
+    # make as many results.
+    n = node("Split", ["x", "sizes"], ["a"], name="split", axis=0)
+    return make([n], [X4, value("sizes", I64, [2**20])],
+                [value("a", F32, None)], check=False)
 
 
 def main():

@@ -316,7 +316,9 @@ static int runOps() {
                              ? llvm::json::Value(nullptr)
                              : llvm::json::Value(op.lastOpset)},
           {"target", op.targetOp},
-          {"available", op.available}});
+          {"available", op.available},
+          {"inputs", op.inputs},
+          {"target_min_operands", op.targetMinOperands}});
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(array)))
                  << "\n";
     return kSuccess;

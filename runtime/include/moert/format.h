@@ -19,7 +19,8 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// Format version written by this library. A reader accepts a file whose major
 /// version equals its own and whose minor version is at most its own.
 /// 1.1 appended the expert-parallel steps (AssignSlots .. Ungroup), their
-/// attribute tables and the CudaModule table (docs/plan-format.md); 1.2
+/// attribute tables and the CudaModule table (docs/plan-format.md); 1.2 the
+/// IsNaN step, the reductions ReduceProd .. ReduceLogSumExp and
 /// `Tensor.replicated`, which a 1.1 reader would ignore and split the input.
 inline constexpr uint16_t kFormatVersionMajor = 1;
 inline constexpr uint16_t kFormatVersionMinor = 2;

@@ -386,6 +386,19 @@ absl::Status notKernel(KernelContext &ctx) {
   return absl::OkStatus();
 }
 
+absl::Status isNaNKernel(KernelContext &ctx) {
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, ctx.in(0).shape));
+  unaryLoop<float, uint8_t>(ctx.pool(), ctx.in(0), *out,
+                            [](float x) -> uint8_t { return std::isnan(x); });
+  return absl::OkStatus();
+}
+
+absl::Status validateIsNaN(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::Bool)));
+  return check.outRank(0, check.in(0).rank);
+}
+
 absl::Status validateLogic(const StepCheck &check) {
   for (int i = 0; i < check.numInputs(); ++i)
     MOERT_RETURN_IF_ERROR(check.inType(i, bit(DType::Bool)));
@@ -648,6 +661,7 @@ void registerElementwiseOps(OpRegistry &r) {
   binary(fb::OpKind::And, "And", validateLogic, logicKernel<true>);
   binary(fb::OpKind::Or, "Or", validateLogic, logicKernel<false>);
   unaryOp(fb::OpKind::Not, "Not", validateLogic, notKernel);
+  r.add(fb::OpKind::IsNaN, makeOp("IsNaN", 1, 1, validateIsNaN, isNaNKernel));
 
   OpDef where = makeOp("Where", 3, 3, validateWhere, whereKernel);
   where.inPlaceInputs = kInPlaceAny;

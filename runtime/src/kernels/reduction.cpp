@@ -23,7 +23,24 @@ AxisSplit splitAt(const Shape &shape, int axis) {
 // ReduceSum / ReduceMean / ReduceMax / ReduceMin
 //===----------------------------------------------------------------------===//
 
-enum class Reduce { Sum, Mean, Max, Min };
+enum class Reduce {
+  Sum,
+  Mean,
+  Max,
+  Min,
+  Prod,
+  L1,
+  L2,
+  SumSquare,
+  LogSum,
+  LogSumExp
+};
+
+/// The reductions defined on floats only (the plan's validation refuses
+/// other element types for them).
+constexpr bool isFloatOnly(Reduce op) {
+  return op == Reduce::L2 || op == Reduce::LogSum || op == Reduce::LogSumExp;
+}
 
 ReducePlan planReduce(const Shape &in, const bool *reduced, bool keepdims) {
   ReducePlan plan;
@@ -64,6 +81,8 @@ void reduceLoop(ThreadPool &pool, const ReducePlan &plan, const T *in, T *out) {
   int64_t inner = nr ? plan.redDims[nr - 1] : 1;
   int64_t innerStride = nr ? plan.redStrides[nr - 1] : 0;
   int64_t rows = plan.reduceCount / std::max<int64_t>(inner, 1);
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  using Acc = std::conditional_t<kFloat, double, T>;
   pool.parallelFor(
       count, rowGrain(plan.reduceCount), [&](int64_t begin, int64_t end) {
         std::vector<int64_t> index(std::max(nr, 1), 0);
@@ -73,47 +92,68 @@ void reduceLoop(ThreadPool &pool, const ReducePlan &plan, const T *in, T *out) {
             base += (rest % plan.keptDims[d]) * plan.keptStrides[d];
             rest /= plan.keptDims[d];
           }
-          using Acc =
-              std::conditional_t<std::is_floating_point_v<T>, double, T>;
-          Acc acc;
-          if (kOp == Reduce::Max)
-            acc = std::is_floating_point_v<T>
-                      ? -std::numeric_limits<T>::infinity()
-                      : std::numeric_limits<T>::lowest();
-          else if (kOp == Reduce::Min)
-            acc = std::is_floating_point_v<T>
-                      ? std::numeric_limits<T>::infinity()
-                      : std::numeric_limits<T>::max();
-          else
-            acc = 0;
-          std::fill(index.begin(), index.end(), 0);
-          for (int64_t row = 0; row < rows && inner > 0; ++row) {
-            int64_t offset = base;
-            for (int d = 0; d + 1 < nr; ++d)
-              offset += index[d] * plan.redStrides[d];
-            const T *p = in + offset;
-            for (int64_t i = 0; i < inner; ++i) {
-              T x = p[i * innerStride];
-              if constexpr (kOp == Reduce::Max)
-                acc = nanMax<Acc>(acc, x);
-              else if constexpr (kOp == Reduce::Min)
-                acc = nanMin<Acc>(acc, x);
-              else
-                acc = wrapAdd<Acc>(acc, x);
+          // Calls fn on every element reduced into output `o`.
+          auto forEach = [&](auto &&fn) {
+            std::fill(index.begin(), index.end(), 0);
+            for (int64_t row = 0; row < rows && inner > 0; ++row) {
+              int64_t offset = base;
+              for (int d = 0; d + 1 < nr; ++d)
+                offset += index[d] * plan.redStrides[d];
+              const T *p = in + offset;
+              for (int64_t i = 0; i < inner; ++i)
+                fn(p[i * innerStride]);
+              for (int d = nr - 2; d >= 0; --d) {
+                if (++index[d] < plan.redDims[d])
+                  break;
+                index[d] = 0;
+              }
             }
-            for (int d = nr - 2; d >= 0; --d) {
-              if (++index[d] < plan.redDims[d])
-                break;
-              index[d] = 0;
-            }
+          };
+          Acc acc = 0;
+          if constexpr (kOp == Reduce::Max || kOp == Reduce::LogSumExp)
+            acc = kFloat ? -std::numeric_limits<T>::infinity()
+                         : std::numeric_limits<T>::lowest();
+          else if constexpr (kOp == Reduce::Min)
+            acc = kFloat ? std::numeric_limits<T>::infinity()
+                         : std::numeric_limits<T>::max();
+          else if constexpr (kOp == Reduce::Prod)
+            acc = 1;
+          if constexpr (kOp == Reduce::LogSumExp && kFloat) {
+            // max + log(sum(exp(x - max))), as onnxruntime computes it; an
+            // infinite max shifts by 0 so that inf and all -inf stay exact.
+            double max = acc;
+            forEach([&](T x) { max = nanMax<double>(max, x); });
+            double shift = std::isinf(max) ? 0.0 : max;
+            double sum = 0;
+            forEach([&](T x) { sum += std::exp(double(x) - shift); });
+            out[o] = static_cast<T>(std::log(sum) + shift);
+            continue;
           }
+          forEach([&](T x) {
+            if constexpr (kOp == Reduce::Max)
+              acc = nanMax<Acc>(acc, x);
+            else if constexpr (kOp == Reduce::Min)
+              acc = nanMin<Acc>(acc, x);
+            else if constexpr (kOp == Reduce::Prod)
+              acc = wrapMul<Acc>(acc, x);
+            else if constexpr (kOp == Reduce::L1)
+              acc = wrapAdd<Acc>(acc, x < 0 ? wrapSub<Acc>(0, x) : Acc(x));
+            else if constexpr (kOp == Reduce::L2 || kOp == Reduce::SumSquare)
+              acc = wrapAdd<Acc>(acc, wrapMul<Acc>(x, x));
+            else
+              acc = wrapAdd<Acc>(acc, x);
+          });
           if constexpr (kOp == Reduce::Mean) {
-            if constexpr (std::is_floating_point_v<T>)
+            if constexpr (kFloat)
               out[o] =
                   static_cast<T>(acc / static_cast<double>(plan.reduceCount));
             else
               out[o] = plan.reduceCount ? static_cast<T>(acc / plan.reduceCount)
                                         : T(0);
+          } else if constexpr (kOp == Reduce::L2 && kFloat) {
+            out[o] = static_cast<T>(std::sqrt(acc));
+          } else if constexpr (kOp == Reduce::LogSum && kFloat) {
+            out[o] = static_cast<T>(std::log(acc));
           } else {
             out[o] = static_cast<T>(acc);
           }
@@ -132,13 +172,14 @@ template <Reduce kOp> absl::Status reduceKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, plan.outShape));
   dispatchNumeric(in.dtype, [&](auto tag) {
     using T = decltype(tag);
-    reduceLoop<kOp, T>(ctx.pool(), plan, in.as<const T>(), out->as<T>());
+    if constexpr (!isFloatOnly(kOp) || std::is_floating_point_v<T>)
+      reduceLoop<kOp, T>(ctx.pool(), plan, in.as<const T>(), out->as<T>());
   });
   return absl::OkStatus();
 }
 
-absl::Status validateReduce(const StepCheck &check) {
-  MOERT_RETURN_IF_ERROR(check.inType(0, kNumericTypes));
+template <DTypeSet kTypes> absl::Status validateReduce(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(0, kTypes));
   MOERT_RETURN_IF_ERROR(check.inType(1, kIndexTypes));
   MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
   MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
@@ -405,9 +446,9 @@ absl::StatusOr<ReducePlan> reducePlan(const KernelContext &ctx) {
 }
 
 void registerReductionOps(OpRegistry &r) {
-  auto reduce = [&](fb::OpKind kind, const char *name, KernelFn kernel) {
-    OpDef def =
-        makeOp(name, 1, 2, validateReduce, kernel, fb::Attrs::ReduceAttrs);
+  auto reduce = [&](fb::OpKind kind, const char *name, KernelFn kernel,
+                    ValidateFn validate = validateReduce<kNumericTypes>) {
+    OpDef def = makeOp(name, 1, 2, validate, kernel, fb::Attrs::ReduceAttrs);
     def.optionalInputs = 0b10;
     r.add(kind, def);
   };
@@ -415,6 +456,17 @@ void registerReductionOps(OpRegistry &r) {
   reduce(fb::OpKind::ReduceMean, "ReduceMean", reduceKernel<Reduce::Mean>);
   reduce(fb::OpKind::ReduceMax, "ReduceMax", reduceKernel<Reduce::Max>);
   reduce(fb::OpKind::ReduceMin, "ReduceMin", reduceKernel<Reduce::Min>);
+  reduce(fb::OpKind::ReduceProd, "ReduceProd", reduceKernel<Reduce::Prod>);
+  reduce(fb::OpKind::ReduceL1, "ReduceL1", reduceKernel<Reduce::L1>);
+  reduce(fb::OpKind::ReduceSumSquare, "ReduceSumSquare",
+         reduceKernel<Reduce::SumSquare>);
+  constexpr ValidateFn kFloatOnly = validateReduce<kFloatTypes>;
+  reduce(fb::OpKind::ReduceL2, "ReduceL2", reduceKernel<Reduce::L2>,
+         kFloatOnly);
+  reduce(fb::OpKind::ReduceLogSum, "ReduceLogSum", reduceKernel<Reduce::LogSum>,
+         kFloatOnly);
+  reduce(fb::OpKind::ReduceLogSumExp, "ReduceLogSumExp",
+         reduceKernel<Reduce::LogSumExp>, kFloatOnly);
   r.add(fb::OpKind::ArgMax, makeOp("ArgMax", 1, 1, validateArgMax, argMaxKernel,
                                    fb::Attrs::ArgMaxAttrs));
   r.add(fb::OpKind::CumSum, makeOp("CumSum", 2, 2, validateCumSum, cumSumKernel,

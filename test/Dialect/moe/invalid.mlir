@@ -477,6 +477,17 @@ func.func @split_count(%a: tensor<?x128xf32>) {
 
 // -----
 
+// Tests that a count of parts from the model is bounded before the result
+// types are made: a dynamic dimension split into 2^40 parts is refused.
+func.func @split_too_many(%a: tensor<?x128xf32>) {
+  // expected-error @+2 {{'num_outputs' 1099511627776 is more than the 65536 results supported}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = moe.split %a {axis = 0 : i64, num_outputs = 1099511627776 : i64} : (tensor<?x128xf32>) -> (tensor<?x128xf32>, tensor<?x128xf32>)
+  return
+}
+
+// -----
+
 // Tests that Split takes sizes or a count, not both, as ONNX requires.
 func.func @split_both(%a: tensor<?x128xf32>, %s: tensor<2xi64>) {
   // expected-error @+2 {{'split' and 'num_outputs' must not both be given}}
