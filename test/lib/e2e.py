@@ -82,17 +82,6 @@ def graph_inputs(model):
     return [i for i in model.graph.input if i.name not in initializers]
 
 
-def static_size(dim):
-    """The size of a static dimension: its dim_value, or a dim_param that is
-    a number (transformers' exporter names fixed sizes "64"); None when
-    dynamic."""
-    if dim.HasField("dim_value"):
-        return dim.dim_value
-    if dim.dim_param.isdigit():
-        return int(dim.dim_param)
-    return None
-
-
 def make_inputs(model, tokens, batch, int_high, rng):
     feeds = {}
     for value in graph_inputs(model):
