@@ -28,10 +28,11 @@ if [ "${MOEC_FUZZ_NO_SETUP:-0}" != 1 ]; then
 fi
 
 start=$SECONDS
-# shellcheck source=clang-build.sh
-source "$root/scripts/clang-build.sh"
-# The fuzz targets run on the CPU: no CUDA backend to build.
-configure_clang_build "$root" "$fuzz_build" -DMOEC_FUZZ=ON -DMOERT_CUDA=OFF
+# shellcheck source=sanitizer-build.sh
+source "$root/scripts/sanitizer-build.sh"
+# libFuzzer is clang's. The targets run on the CPU: no CUDA backend.
+configure_sanitizer_build "$root" "$fuzz_build" clang -DMOEC_FUZZ=ON \
+  -DMOERT_CUDA=OFF
 cmake --build "$fuzz_build" --target "${targets[@]}"
 echo "fuzz: built in $((SECONDS - start)) s"
 
@@ -69,7 +70,7 @@ for target in "${targets[@]}"; do
   # shellcheck disable=SC2086
   "$bin" "$corpus" "$seeds/$target" -max_total_time="$seconds" \
     -timeout="$timeout" -rss_limit_mb=4096 -max_len=262144 \
-    -print_final_stats=1 -artifact_prefix="$regressions/" \
+    -print_final_stats=1 -print_funcs=0 -artifact_prefix="$regressions/" \
     ${MOEC_FUZZ_ARGS:-} >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   # -fork mode prints no final stats, only "#EXECS: cov: ..." lines.

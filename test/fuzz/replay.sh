@@ -30,7 +30,10 @@ for input in "$dir"/*; do
   ran=$((ran + 1))
   if "$@" "$input" >"$log" 2>&1; then
     if is_pending "$base"; then
-      echo "replay: $name/$base no longer crashes: remove it from pending-fixes.txt"
+      # Not proof of a fix: an uninitialised read may happen to be benign
+      # in one build and crash another.
+      echo "replay: $name/$base passes here; once its fix has landed," \
+        "remove it from pending-fixes.txt"
     fi
     continue
   fi
