@@ -29,11 +29,11 @@ ct_failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$l
 # summary line (a build error) counts as one failure.
 asan_status=0
 MOEC_ASAN_NO_SETUP=1 bash "$root/scripts/sanitize.sh" 2>&1 | tee "$log" || asan_status=$?
-as_total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log")
-as_failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$log")
+as_passed=$(sed -n 's/^sanitize: \([0-9]*\) passed, [0-9]* failed$/\1/p' "$log")
+as_failed=$(sed -n 's/^sanitize: [0-9]* passed, \([0-9]*\) failed$/\1/p' "$log")
 if [ "$asan_status" != 0 ]; then
   status=1
-  [ -n "$as_total" ] || as_failed=1
+  [ -n "$as_failed" ] && [ "$as_failed" != 0 ] || as_failed=$((${as_failed:-0} + 1))
 fi
 
 fuzz_status=0
@@ -43,11 +43,11 @@ fz_passed=$(sed -n 's/^fuzz: \([0-9]*\) passed, [0-9]* failed$/\1/p' "$log")
 fz_failed=$(sed -n 's/^fuzz: [0-9]* passed, \([0-9]*\) failed$/\1/p' "$log")
 if [ "$fuzz_status" != 0 ]; then
   status=1
-  [ -n "$fz_failed" ] || fz_failed=1
+  [ -n "$fz_failed" ] && [ "$fz_failed" != 0 ] || fz_failed=$((${fz_failed:-0} + 1))
 fi
 
-passed=$((${lit_passed:-0} + ${ct_total:-0} - ${ct_failed:-0} + ${as_total:-0} - \
-  ${as_failed:-0} + ${fz_passed:-0}))
+passed=$((${lit_passed:-0} + ${ct_total:-0} - ${ct_failed:-0} + ${as_passed:-0} + \
+  ${fz_passed:-0}))
 failed=$((${lit_failed:-0} + ${ct_failed:-0} + ${as_failed:-0} + ${fz_failed:-0}))
 echo "moec tests: $passed passed, $failed failed"
 exit $status

@@ -460,7 +460,8 @@ private:
     if (dense.isSplat()) {
       for (int64_t i = 0; i < count; ++i)
         std::memcpy(bytes.data() + i * width, raw.data(), width);
-    } else {
+    } else if (!bytes.empty()) {
+      // An empty tensor has no buffer to copy into (memcpy of null is UB).
       std::memcpy(bytes.data(), raw.data(), bytes.size());
     }
     return bytes;

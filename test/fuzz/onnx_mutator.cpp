@@ -134,47 +134,46 @@ private:
     if (candidates.empty())
       return false;
     onnx::TensorProto &tensor = *candidates[pick(candidates.size())];
-    int64_t elements = 1;
+    // Unsigned, wrapping arithmetic: the model's dims may be anything.
+    uint64_t elements = 1;
     for (int64_t dim : tensor.dims())
-      elements *= std::max<int64_t>(dim, 1);
+      elements *= uint64_t(std::max<int64_t>(dim, 1));
     size_t elementSize =
         elements ? tensor.raw_data().size() / size_t(elements) : 0;
     int index = pick(tensor.dims_size());
-    int64_t dims[] = {0,
-                      1,
-                      2,
-                      3,
-                      tensor.dims(index) + 1,
-                      tensor.dims(index) - 1,
-                      tensor.dims(index) * 2};
+    uint64_t old = uint64_t(tensor.dims(index));
+    int64_t dims[] = {
+        0, 1, 2, 3, int64_t(old + 1), int64_t(old - 1), int64_t(old * 2)};
     tensor.set_dims(index, dims[pick(std::size(dims))]);
     if (chance(20) || !elementSize)
       return true;
     uint64_t bytes = elementSize;
     for (int64_t dim : tensor.dims()) {
-      if (dim < 0 || bytes * uint64_t(std::max<int64_t>(dim, 0)) > kMaxRawData)
+      if (dim < 0 || (dim && bytes > kMaxRawData / uint64_t(dim)))
         return true;
       bytes *= uint64_t(dim);
     }
     std::string data = tensor.raw_data();
-    size_t old = data.size();
+    size_t oldSize = data.size();
     data.resize(bytes);
-    for (size_t i = old; i < data.size(); ++i)
-      data[i] = data[i % std::max<size_t>(old, 1)];
+    for (size_t i = oldSize; i < data.size(); ++i)
+      data[i] = data[i % std::max<size_t>(oldSize, 1)];
     tensor.set_raw_data(std::move(data));
     return true;
   }
 
   int64_t mutateInteger(int64_t value, int64_t min, int64_t max) {
+    // Wrapping arithmetic: the edit itself must not overflow (UBSan).
+    uint64_t u = uint64_t(value);
     int64_t candidates[] = {0,
                             1,
                             -1,
                             2,
-                            value + 1,
-                            value - 1,
-                            value * 2,
-                            -value,
-                            value ^ (int64_t(1) << pick(63)),
+                            int64_t(u + 1),
+                            int64_t(u - 1),
+                            int64_t(u * 2),
+                            int64_t(0 - u),
+                            int64_t(u ^ (uint64_t(1) << pick(63))),
                             int64_t(pick(64)),
                             int64_t(1) << 31,
                             int64_t(1) << 40,
