@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
-# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, OpenBLAS, Open MPI, Ninja, ccache)
+# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, OpenBLAS, Open MPI, Ninja, ccache,
+# clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh)
 # and the pinned Python requirements in .venv. Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,6 +13,7 @@ packages=(
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

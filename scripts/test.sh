@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the machine (scripts/setup.sh), builds, and runs the whole test suite:
-# the lit suite (dialect, passes, importer, end-to-end against onnxruntime) and the
-# runtime's C++ unit tests (ctest). Ends with one "N passed, N failed" line.
+# the lit suite (dialect, passes, importer, end-to-end against onnxruntime), the
+# runtime's C++ unit tests (ctest), the same under ASan + UBSan
+# (scripts/sanitize.sh) and a fuzz smoke (scripts/fuzz.sh). Ends with one
+# "N passed, N failed" line.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${MOEC_BUILD_DIR:-$root/build}"
@@ -21,7 +23,31 @@ ctest --test-dir "$build" --output-on-failure 2>&1 | tee "$log" || status=1
 ct_total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log")
 ct_failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$log")
 
-passed=$((${lit_passed:-0} + ${ct_total:-0} - ${ct_failed:-0}))
-failed=$((${lit_failed:-0} + ${ct_failed:-0}))
+# The runtime's unit tests again under ASan + UBSan (build-asan/), then a
+# fuzz smoke: every regression input replayed and each fuzz target fuzzed
+# for MOEC_FUZZ_SECONDS (build-fuzz/). A script that fails before its
+# summary line (a build error) counts as one failure.
+asan_status=0
+MOEC_ASAN_NO_SETUP=1 bash "$root/scripts/sanitize.sh" 2>&1 | tee "$log" || asan_status=$?
+as_passed=$(sed -n 's/^sanitize: \([0-9]*\) passed, [0-9]* failed$/\1/p' "$log")
+as_failed=$(sed -n 's/^sanitize: [0-9]* passed, \([0-9]*\) failed$/\1/p' "$log")
+if [ "$asan_status" != 0 ]; then
+  status=1
+  [ -n "$as_failed" ] && [ "$as_failed" != 0 ] || as_failed=$((${as_failed:-0} + 1))
+fi
+
+fuzz_status=0
+MOEC_FUZZ_NO_SETUP=1 bash "$root/scripts/fuzz.sh" "${MOEC_FUZZ_SECONDS:-60}" 2>&1 |
+  tee "$log" || fuzz_status=$?
+fz_passed=$(sed -n 's/^fuzz: \([0-9]*\) passed, [0-9]* failed$/\1/p' "$log")
+fz_failed=$(sed -n 's/^fuzz: [0-9]* passed, \([0-9]*\) failed$/\1/p' "$log")
+if [ "$fuzz_status" != 0 ]; then
+  status=1
+  [ -n "$fz_failed" ] && [ "$fz_failed" != 0 ] || fz_failed=$((${fz_failed:-0} + 1))
+fi
+
+passed=$((${lit_passed:-0} + ${ct_total:-0} - ${ct_failed:-0} + ${as_passed:-0} + \
+  ${fz_passed:-0}))
+failed=$((${lit_failed:-0} + ${ct_failed:-0} + ${as_failed:-0} + ${fz_failed:-0}))
 echo "moec tests: $passed passed, $failed failed"
 exit $status

@@ -90,3 +90,14 @@ OwningOpRef<ModuleOp> moec::onnx_import::importOnnxModel(MLIRContext *context,
     return nullptr;
   return GraphImporter(**model, context).import();
 }
+
+OwningOpRef<ModuleOp>
+moec::onnx_import::importOnnxModelFromBuffer(MLIRContext *context,
+                                             StringRef bytes, StringRef name) {
+  loadDialects(context);
+  FailureOr<std::unique_ptr<OnnxModel>> model =
+      loadOnnxModelFromBuffer(context, bytes, name);
+  if (failed(model))
+    return nullptr;
+  return GraphImporter(**model, context).import();
+}

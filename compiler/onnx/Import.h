@@ -81,6 +81,14 @@ std::vector<SupportedOp> getSupportedOps(mlir::MLIRContext *context);
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext *context,
                                                   llvm::StringRef path);
 
+/// Like importOnnxModel, from the serialized model `bytes` held in memory
+/// (the fuzz targets, test/fuzz); `name` stands for the file in
+/// diagnostics. External data is refused: it has no directory to resolve
+/// against.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModelFromBuffer(mlir::MLIRContext *context, llvm::StringRef bytes,
+                          llvm::StringRef name);
+
 } // namespace moec::onnx_import
 
 #endif // MOEC_COMPILER_ONNX_IMPORT_H

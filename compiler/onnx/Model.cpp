@@ -339,6 +339,22 @@ LogicalResult ModelValidator::sortNodes() {
          << "the graph has a cycle: " << cycle;
 }
 
+/// Parses the protobuf of `model` from `stream`, which must hold exactly one
+/// ModelProto.
+static LogicalResult
+parseModel(OnnxModel &model,
+           google::protobuf::io::ZeroCopyInputStream &stream) {
+  auto proto = std::make_shared<onnx::ModelProto>();
+  google::protobuf::io::CodedInputStream coded(&stream);
+  // The default limit would refuse models over 64 MiB.
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return emitError(model.loc)
+           << "not a valid ONNX model (truncated or corrupt protobuf)";
+  model.proto = std::move(proto);
+  return success();
+}
+
 FailureOr<std::unique_ptr<OnnxModel>>
 moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
   auto model = std::make_unique<OnnxModel>(path, getModelLoc(context, path));
@@ -357,15 +373,9 @@ moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
            << "the model file is " << file->size()
            << " bytes; an ONNX protobuf over 2 GiB must keep its weights in "
               "external data";
-  auto proto = std::make_shared<onnx::ModelProto>();
   google::protobuf::io::FileInputStream stream(file->fd());
-  google::protobuf::io::CodedInputStream coded(&stream);
-  // The default limit would refuse models over 64 MiB.
-  coded.SetTotalBytesLimit(INT_MAX);
-  if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
-    return emitError(model->loc)
-           << "not a valid ONNX model (truncated or corrupt protobuf)";
-  model->proto = std::move(proto);
+  if (failed(parseModel(*model, stream)))
+    return failure();
 
   SmallString<256> directory(llvm::sys::path::parent_path(path));
   if (directory.empty())
@@ -376,6 +386,24 @@ moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
            << "cannot resolve the model's directory: " << ec.message();
   model->directory = std::string(realDirectory);
 
+  if (failed(ModelValidator(*model).validate()))
+    return failure();
+  return model;
+}
+
+FailureOr<std::unique_ptr<OnnxModel>>
+moec::onnx_import::loadOnnxModelFromBuffer(MLIRContext *context,
+                                           StringRef bytes, StringRef name) {
+  auto model = std::make_unique<OnnxModel>(name, getModelLoc(context, name));
+  if (bytes.size() > size_t(INT_MAX))
+    return emitError(model->loc)
+           << "the model is " << bytes.size()
+           << " bytes; an ONNX protobuf over 2 GiB must keep its weights in "
+              "external data";
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
+  if (failed(parseModel(*model, stream)))
+    return failure();
+  // No directory: external data has nothing to resolve against.
   if (failed(ModelValidator(*model).validate()))
     return failure();
   return model;

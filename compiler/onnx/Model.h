@@ -56,7 +56,8 @@ struct OnnxModel {
   /// The model file as the user named it (what diagnostics print).
   std::string path;
   /// The real path of the directory holding the model; external data must
-  /// resolve inside it.
+  /// resolve inside it. Empty for a model read from memory (no external
+  /// data).
   std::string directory;
   /// Location of the model file as a whole.
   mlir::Location loc;
@@ -90,6 +91,13 @@ struct OnnxModel {
 /// Whether each op is supported is not checked here (`moec check` reports it).
 mlir::FailureOr<std::unique_ptr<OnnxModel>>
 loadOnnxModel(mlir::MLIRContext *context, llvm::StringRef path);
+
+/// Like loadOnnxModel, from the serialized model `bytes` (not copied: they
+/// must outlive the call only); `name` stands for the file in diagnostics.
+/// Such a model has no directory, so external data is refused.
+mlir::FailureOr<std::unique_ptr<OnnxModel>>
+loadOnnxModelFromBuffer(mlir::MLIRContext *context, llvm::StringRef bytes,
+                        llvm::StringRef name);
 
 } // namespace moec::onnx_import
 

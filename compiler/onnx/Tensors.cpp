@@ -284,6 +284,10 @@ FailureOr<std::string> TensorReader::resolveExternalFile(StringRef location,
   // outside the model's directory is refused (a model is untrusted input).
   if (location.empty())
     return emitError(loc) << "external_data 'location' is empty";
+  if (model.directory.empty())
+    return emitError(loc) << "external data location '" << location
+                          << "' cannot be resolved: the model was not read "
+                             "from a file";
   if (path::is_absolute(location, path::Style::posix))
     return emitError(loc) << "external data location '" << location
                           << "' is an absolute path; it must be relative to "

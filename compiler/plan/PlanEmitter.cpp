@@ -463,7 +463,8 @@ private:
     if (dense.isSplat()) {
       for (int64_t i = 0; i < count; ++i)
         std::memcpy(bytes.data() + i * width, raw.data(), width);
-    } else {
+    } else if (!bytes.empty()) {
+      // An empty tensor has no buffer to copy into (memcpy of null is UB).
       std::memcpy(bytes.data(), raw.data(), bytes.size());
     }
     return bytes;
@@ -1173,17 +1174,43 @@ FailureOr<SmallVector<func::FuncOp>> getDeviceFunctions(ModuleOp module) {
   return devices;
 }
 
+/// Emits the schedules of every device function of `module` into a new plan
+/// state; null after reporting an error.
+static std::unique_ptr<PlanState> emitModule(ModuleOp module,
+                                             ExpertWeightType expertWeights) {
+  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
+  if (failed(funcs))
+    return nullptr;
+  auto state = std::make_unique<PlanState>(funcs->size(), expertWeights);
+  for (auto [device, func] : llvm::enumerate(*funcs))
+    if (failed(Emitter(func, device, *state).emit()))
+      return nullptr;
+  return state;
+}
+
 LogicalResult emitPlan(ModuleOp module, StringRef path,
                        const PlanFinalizer &finalize,
                        ExpertWeightType expertWeights) {
-  FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
-  if (failed(funcs))
+  std::unique_ptr<PlanState> state = emitModule(module, expertWeights);
+  if (!state)
     return failure();
-  PlanState state(funcs->size(), expertWeights);
-  for (auto [device, func] : llvm::enumerate(*funcs))
-    if (failed(Emitter(func, device, state).emit()))
-      return failure();
-  return writePlan(state, module, path, finalize);
+  return writePlan(*state, module, path, finalize);
+}
+
+LogicalResult emitPlanToBuffer(ModuleOp module, std::vector<uint8_t> &bytes,
+                               const PlanFinalizer &finalize,
+                               ExpertWeightType expertWeights) {
+  std::unique_ptr<PlanState> state = emitModule(module, expertWeights);
+  if (!state)
+    return failure();
+  if (finalize && failed(finalize(state->writer)))
+    return failure();
+  absl::StatusOr<std::vector<uint8_t>> serialized = state->writer.serialize();
+  if (!serialized.ok())
+    return module.emitError("cannot serialize the plan: ")
+           << serialized.status().ToString();
+  bytes = std::move(*serialized);
+  return success();
 }
 
 } // namespace moec::plan

@@ -15,8 +15,10 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace moert {
 class PlanWriter;
@@ -66,6 +68,13 @@ mlir::LogicalResult
 emitPlan(mlir::ModuleOp module, llvm::StringRef path,
          const PlanFinalizer &finalize = {},
          ExpertWeightType expertWeights = ExpertWeightType::F32);
+
+/// Like emitPlan of a module, into `bytes` instead of a file (the fuzz
+/// targets, test/fuzz).
+mlir::LogicalResult
+emitPlanToBuffer(mlir::ModuleOp module, std::vector<uint8_t> &bytes,
+                 const PlanFinalizer &finalize = {},
+                 ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 } // namespace moec::plan
 
