@@ -9,11 +9,11 @@
 #include "passes/Passes.h"
 
 #include "dialects/moe/MoeOps.h"
+#include "moert/file_io.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <numeric>
@@ -118,12 +118,15 @@ FailureOr<Profile> readProfile(ModuleOp module, StringRef path) {
     module.emitError("routing profile '") << path << "': " << message;
     return failure();
   };
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!file)
-    return fail("cannot read: " + file.getError().message());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*file)->getBuffer());
+  // Only a regular file is read (a FIFO would block, /dev/zero never end).
+  absl::StatusOr<moert::InputFile> file = moert::InputFile::open(path.str());
+  if (!file.ok())
+    return fail(std::string(file.status().message()));
+  absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll();
+  if (!bytes.ok())
+    return fail(std::string(bytes.status().message()));
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(
+      StringRef(reinterpret_cast<const char *>(bytes->data()), bytes->size()));
   if (!json)
     return fail("not valid JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();

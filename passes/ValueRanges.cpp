@@ -107,7 +107,10 @@ std::optional<std::pair<int64_t, int64_t>> divide(const IntRange &a,
 /// within int64.
 std::optional<SmallVector<int64_t>> getIntegralFloats(Attribute attr) {
   DenseElementsAttr elements = moe::getFoldableElements(attr);
-  if (!elements || !isa<FloatType>(elements.getElementType()))
+  // As moe::getInts: a folded ConstantOfShape can be a splat of 2^40
+  // elements, which must not be expanded into a vector.
+  if (!elements || !isa<FloatType>(elements.getElementType()) ||
+      elements.getNumElements() > moe::kMaxFoldElements)
     return std::nullopt;
   SmallVector<int64_t> values;
   for (const APFloat &value : elements.getValues<APFloat>()) {

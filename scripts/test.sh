@@ -36,9 +36,16 @@ if [ "$asan_status" != 0 ]; then
   [ -n "$as_failed" ] && [ "$as_failed" != 0 ] || as_failed=$((${as_failed:-0} + 1))
 fi
 
+# The fuzz smoke runs when MOEC_FUZZ_SECONDS is set (e.g. 60): a time-bounded
+# fuzz run is not repeatable, so it is not yet part of the default suite; the
+# regression inputs are replayed by the lit suite (test/fuzz) in every run.
 fuzz_status=0
-MOEC_FUZZ_NO_SETUP=1 bash "$root/scripts/fuzz.sh" "${MOEC_FUZZ_SECONDS:-60}" 2>&1 |
-  tee "$log" || fuzz_status=$?
+if [ -n "${MOEC_FUZZ_SECONDS:-}" ]; then
+  MOEC_FUZZ_NO_SETUP=1 bash "$root/scripts/fuzz.sh" "$MOEC_FUZZ_SECONDS" 2>&1 |
+    tee "$log" || fuzz_status=$?
+else
+  : >"$log"
+fi
 fz_passed=$(sed -n 's/^fuzz: \([0-9]*\) passed, [0-9]* failed$/\1/p' "$log")
 fz_failed=$(sed -n 's/^fuzz: [0-9]* passed, \([0-9]*\) failed$/\1/p' "$log")
 if [ "$fuzz_status" != 0 ]; then

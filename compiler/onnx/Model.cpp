@@ -225,13 +225,13 @@ LogicalResult ModelValidator::validateGraphInterface() {
       return failure();
     producers[tensor.name()] = -1;
   }
+  // The runtime binds outputs by name: a name listed twice has no meaning.
+  llvm::StringSet<> outputs;
   for (auto [i, output] : llvm::enumerate(graph().output())) {
-    if (output.name().empty())
-      return emitError(model.getSubjectLoc("graph output #" + llvm::Twine(i)))
-             << "has no name";
-    if (failed(validateValueType(
-            output, model.getSubjectLoc("graph output '" + output.name() + "'"),
-            /*requireShape=*/false)))
+    FailureOr<Location> loc =
+        getUniqueNameLoc("graph output", i, output.name(), outputs);
+    if (failed(loc) ||
+        failed(validateValueType(output, *loc, /*requireShape=*/false)))
       return failure();
   }
   return success();

@@ -52,4 +52,10 @@ def Moe_ScoreFunction : I32EnumAttr<"ScoreFunction", "router score function", [
 }
 def Moe_ScoreFunctionAttr : EnumAttr<Moe_Dialect, Moe_ScoreFunction, "score_function">;
 
+/// An f32 attribute that is zero or positive (not NaN): a normalisation's
+/// epsilon, which the runtime also refuses when negative.
+def Moe_NonNegativeF32Attr : ConfinedAttr<F32Attr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0">,
+    "whose value is non-negative">]>;
+
 #endif // MOE_BASE_TD

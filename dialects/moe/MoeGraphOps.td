@@ -655,7 +655,7 @@ def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization"> {
   let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$scale,
                        Optional<Moe_FloatTensor>:$bias,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
-                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon,
+                       DefaultValuedAttr<Moe_NonNegativeF32Attr, "1.0e-5">:$epsilon,
                        DefaultValuedAttr<I64Attr, "1">:$stash_type);
   let results = (outs Moe_FloatTensor:$output, Moe_FloatTensor:$mean,
                       Moe_FloatTensor:$inv_std_dev);
@@ -680,7 +680,7 @@ def Moe_SimplifiedLayerNormalizationOp
   }];
   let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$scale,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
-                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon,
+                       DefaultValuedAttr<Moe_NonNegativeF32Attr, "1.0e-5">:$epsilon,
                        DefaultValuedAttr<I64Attr, "1">:$stash_type);
   let results = (outs Moe_FloatTensor:$output, Moe_FloatTensor:$inv_std_var);
 }

@@ -244,6 +244,11 @@ absl::Status validateTensor(const Diag &diag, const fb::Tensor &tensor,
   if (rank > static_cast<size_t>(kMaxRank))
     return diag.invalid("rank ", rank, " exceeds the maximum ", kMaxRank);
   info.rank = static_cast<int>(rank);
+  // The FlatBuffers verifier checks a vector's length field, not that its
+  // elements are aligned for their type: a crafted file can place the 8-byte
+  // Dim structs at a 4-byte boundary, and reading them would be undefined.
+  if (rank && reinterpret_cast<uintptr_t>(dims->Data()) % alignof(fb::Dim))
+    return diag.invalid("dims are not aligned to ", alignof(fb::Dim), " bytes");
   int64_t maxElements = 1;
   for (size_t d = 0; d < rank; ++d) {
     const fb::Dim *dim = dims->Get(d);
