@@ -65,6 +65,11 @@ struct AnalyzeRowIndependencePass
           });
       fields.push_back(b.getNamedAttr("axis", b.getI64IntegerAttr(0)));
       fields.push_back(b.getNamedAttr("inputs", b.getArrayAttr(inputs)));
+      auto outputs = llvm::map_to_vector(
+          analysis.joinedOutputs, [&](const std::string &name) {
+            return Attribute(b.getStringAttr(name));
+          });
+      fields.push_back(b.getNamedAttr("outputs", b.getArrayAttr(outputs)));
       fields.push_back(
           b.getNamedAttr("symbol", b.getStringAttr(analysis.symbol)));
     } else {

@@ -301,8 +301,10 @@ def MoeAnalyzeRowIndependence
     symbol (the runtime joins those) or be replicated.
 
     The result is the module's `moe.row_split`: `{axis = 0, inputs =
-    [...], symbol = "batch"}` when the split is proven, else `{op, loc,
-    reason}` naming the first op (in program order) that mixes rows.
+    [...], outputs = [...], symbol = "batch"}` when the split is proven
+    (`outputs`: those with the rows on dimension 0, which the plan emitter
+    alone declares joined over the devices), else `{op, loc, reason}`
+    naming the first op (in program order) that mixes rows.
     `moe-insert-all-to-all` splits only a proven axis; otherwise it
     replicates the dense part and partitions the MoE layers' tokens.
   }];

@@ -544,8 +544,15 @@ LogicalResult Analysis::visitReturn(func::ReturnOp op) {
     bool joined = params && !params.empty() && isa<StringAttr>(params[0]) &&
                   cast<StringAttr>(params[0]).getValue() == symbol;
     State s = get(value);
-    if (s.kind == State::Rows && s.axis == 0 && joined)
+    if (s.kind == State::Rows && s.axis == 0 && joined) {
+      // The runtime joins only a dynamic dimension 0 (the plan's symbol).
+      if (!ShapedType::isDynamic(getShape(value).front()))
+        return kill(op, "output '" + name +
+                            "' has the rows on dimension 0 but a static "
+                            "size there");
+      joinedOutputs.push_back(name);
       continue;
+    }
     if (s.isFree() && !joined)
       continue;
     if (s.kind == State::Rows && s.axis == 0)

@@ -112,6 +112,10 @@ public:
   /// The inputs split over the devices, and the symbol of their dim 0.
   SmallVector<std::string> splitInputs;
   std::string symbol;
+  /// The outputs that carry the split rows on dimension 0 under `symbol`:
+  /// the only ones the runtime may join over the devices (every other
+  /// output is the same on every device, and device 0's is returned).
+  SmallVector<std::string> joinedOutputs;
   /// Why the proof failed: the op (null for a signature problem) and what
   /// it does to the rows.
   Operation *culprit = nullptr;

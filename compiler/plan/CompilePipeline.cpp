@@ -242,10 +242,15 @@ static llvm::json::Object denseSplitToJson(ModuleOp module) {
   if (auto names = split.getAs<ArrayAttr>("inputs"))
     for (auto name : names.getAsValueRange<StringAttr>())
       inputs.push_back(name.str());
+  llvm::json::Array outputs;
+  if (auto names = split.getAs<ArrayAttr>("outputs"))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      outputs.push_back(name.str());
   return llvm::json::Object{{"mode", "split"},
                             {"axis", axis.getInt()},
                             {"symbol", text("symbol")},
-                            {"inputs", std::move(inputs)}};
+                            {"inputs", std::move(inputs)},
+                            {"outputs", std::move(outputs)}};
 }
 
 /// The --verbose line for denseSplitToJson.

@@ -542,28 +542,54 @@ private:
       // The output takes the graph's name for it.
       if (auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
         schedule.tensor(*id).name = name.str();
-      if (state.devices > 1 && !func->hasAttr("moe.replicated"))
-        markBatchOutput(index, schedule.tensor(*id));
+      if (state.devices > 1 && !func->hasAttr("moe.replicated") &&
+          failed(markBatchOutput(ret, index, schedule.tensor(*id))))
+        return failure();
       schedule.addOutput(*id);
     }
     return success();
   }
 
   /// Under expert parallelism the runtime concatenates the outputs whose
-  /// leading dimension is a symbol (the batch the devices split): an output
-  /// whose ONNX shape names an input's symbol there is declared with it.
-  void markBatchOutput(unsigned index, fb::TensorT &tensor) {
+  /// leading dimension is a symbol (the batch the devices split). Only the
+  /// outputs moe-analyze-row-independence proved to carry the split rows
+  /// there (`moe.row_split`'s `outputs`) are declared so: any other output
+  /// is the same on every device (device 0's is returned), even when its
+  /// ONNX shape names an input's symbol there (concatenating it would
+  /// repeat it once per device).
+  LogicalResult markBatchOutput(func::ReturnOp ret, unsigned index,
+                                fb::TensorT &tensor) {
+    auto split =
+        func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            "moe.row_split");
+    auto joined = split ? split.getAs<ArrayAttr>("outputs") : ArrayAttr();
+    auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name");
+    std::string key = name ? name.str() : "#" + std::to_string(index);
+    if (!joined || llvm::none_of(joined, [&](Attribute attr) {
+          auto text = dyn_cast<StringAttr>(attr);
+          return text && text.getValue() == key;
+        }))
+      return success();
+    // An input returned as it is already has its symbol.
+    if (!tensor.dims.empty() &&
+        tensor.dims.front().kind() == fb::DimKind::Symbolic)
+      return success();
     auto dimParams =
         func.getResultAttrOfType<ArrayAttr>(index, "moe.dim_params");
-    if (!dimParams || dimParams.empty() || tensor.dims.empty() ||
-        tensor.dims.front().kind() != fb::DimKind::Dynamic)
-      return;
-    auto param = dyn_cast<StringAttr>(dimParams[0]);
+    auto param = dimParams && !dimParams.empty()
+                     ? dyn_cast<StringAttr>(dimParams[0])
+                     : StringAttr();
     auto it = param ? symbols.find(param.getValue()) : symbols.end();
-    if (it == symbols.end())
-      return;
+    if (tensor.dims.empty() ||
+        tensor.dims.front().kind() != fb::DimKind::Dynamic ||
+        it == symbols.end())
+      return ret.emitError("output '")
+             << key
+             << "' carries the split rows but has no symbolic dimension 0 "
+                "to join them along";
     tensor.dims.front() =
         fb::Dim(state.symbolMax[it->second], it->second, fb::DimKind::Symbolic);
+    return success();
   }
 
   static std::optional<fb::OpKind> getOpKind(Operation *op) {

@@ -3,7 +3,7 @@
 // Tests that a [batch, seq] block keeps the batch rows apart: a projection,
 // softmax and a mean over the last axis, a reshape to tokens with -1 and back
 // with the batch's own size, and a MoE layer on the tokens.
-// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["ids"], symbol = "batch"}}
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["ids"], outputs = ["#0"], symbol = "batch"}}
 module {
   func.func @main(%ids: tensor<?x?x16xf32> {moe.name = "ids", moe.dim_params = ["batch", "seq", ""]})
       -> (tensor<?x?x16xf32> {moe.dim_params = ["batch", "seq", ""]}) {
@@ -41,7 +41,7 @@ module {
 // Tests that attention within each sequence keeps the batch: q k^T is a
 // batched product (the rows are a batch axis of both operands), the causal
 // mask is built from the sequence length (replicated) and broadcast.
-// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["seqs"], symbol = "b"}}
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["seqs"], outputs = ["#0"], symbol = "b"}}
 module {
   func.func @main(%x: tensor<?x?x8xf32> {moe.name = "seqs", moe.dim_params = ["b", "s", ""]})
       -> (tensor<?x?x8xf32> {moe.dim_params = ["b", "s", ""]}) {
@@ -68,7 +68,7 @@ module {
 
 // Tests that a replicated value expanded to the rows (positions broadcast to
 // every token of the device) keeps them: the target names the row count.
-// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["tokens"], symbol = "T"}}
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["tokens"], outputs = ["#0"], symbol = "T"}}
 module {
   func.func @main(%x: tensor<?x4xf32> {moe.name = "tokens", moe.dim_params = ["T", ""]})
       -> (tensor<?x4xf32> {moe.dim_params = ["T", ""]}) {
@@ -313,6 +313,24 @@ module {
       -> (tensor<?x8xf32> {moe.name = "y"}) {
     %y = moe.relu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %y : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// Tests that only the outputs with the split rows on dimension 0 are listed
+// as joined over the devices: a replicated value whose dimension 0 the model
+// names with another input's symbol ('S', the transposed [4, S] mask) is the
+// same on every device and must not be concatenated.
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["x"], outputs = ["y"], symbol = "T"}}
+module {
+  func.func @main(%x: tensor<?x?xf32> {moe.name = "x", moe.dim_params = ["T", "S"]},
+                  %m: tensor<4x?xf32> {moe.name = "mask", moe.dim_params = ["", "S"]})
+      -> (tensor<?x?xf32> {moe.name = "y", moe.dim_params = ["T", "S"]},
+          tensor<?x4xf32> {moe.name = "mask_t", moe.dim_params = ["S", ""]}) {
+    %y = moe.relu %x : (tensor<?x?xf32>) -> tensor<?x?xf32>
+    %t = moe.transpose %m {perm = array<i64: 1, 0>} : (tensor<4x?xf32>) -> tensor<?x4xf32>
+    return %y, %t : tensor<?x?xf32>, tensor<?x4xf32>
   }
 }
 

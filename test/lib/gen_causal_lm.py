@@ -3,6 +3,7 @@
 expert parallelism's row-independence analysis.
 
     gen_causal_lm.py OUT.onnx [--layout tokens|batch] [--layers L] [--seed N]
+                     [--output-routing]
 
 --layout tokens (default): the input is a 1-D sequence of token ids
 `input_ids [T]`, and causal self-attention mixes all T tokens, so the token
@@ -24,7 +25,10 @@ SwiGLU -> Mul -> index_add; 8 experts, top-2, hidden 16, FFN 32), which
 moe-detect-experts recognises, spliced in with fresh random weights; in the
 tokens layout its [batch, seq, H] input is the residual sum made [1, T, H]
 (and its output squeezed back to [T, H]). The logits are x Wlm after the last layer: [T, V] or
-[batch, seq, V].
+[batch, seq, V]. --output-routing also returns each layer's renormalised
+routing weights and expert ids, [T, 2] with dimension 0 named 'T' in the
+tokens layout, unnamed [batch * seq, 2] in the batch one (extra graph
+outputs that expose a detected layer's intermediate values).
 """
 
 import argparse
@@ -67,7 +71,7 @@ def splice_block(prefix, x, out, rng):
     return nodes, inits
 
 
-def build(layout, layers, seed):
+def build(layout, layers, seed, output_routing=False):
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
 
@@ -146,13 +150,21 @@ def build(layout, layers, seed):
 
     logits = op("MatMul", [x, weight("lm_head", [HIDDEN, VOCAB])], "logits")
     ids_shape = ["batch", "seq"] if batched else ["T"]
+    outputs = [helper.make_tensor_value_info(logits, TensorProto.FLOAT,
+                                             ids_shape + [VOCAB])]
+    if output_routing:
+        rows = None if batched else ["T", 2]
+        for layer in range(layers):
+            p = f"layer{layer}/moe"
+            outputs.append(helper.make_tensor_value_info(
+                p + "/block/Div_output_0", TensorProto.FLOAT, rows))
+            outputs.append(helper.make_tensor_value_info(
+                p + "/block/TopK_output_1", TensorProto.INT64, rows))
     graph = helper.make_graph(
         nodes, "causal_lm",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
                                        ids_shape)],
-        [helper.make_tensor_value_info(logits, TensorProto.FLOAT,
-                                       ids_shape + [VOCAB])],
-        initializer=inits)
+        outputs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[
         helper.make_opsetid("", 17)], producer_name="gen_causal_lm.py")
     model.ir_version = 8
@@ -169,8 +181,10 @@ def main():
                         default="tokens")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-routing", action="store_true")
     args = parser.parse_args()
-    onnx.save(build(args.layout, args.layers, args.seed), args.out)
+    onnx.save(build(args.layout, args.layers, args.seed, args.output_routing),
+              args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,15 @@ Mutations (node names are those of examples/zoo's TorchScript exports):
   output-routing        mixtral_block: the graph also returns the
                         renormalised routing weights and the expert indices
                         (two more outputs).
+  output-unsorted-topk  deepseek_v3_block: the graph also returns the values
+                        and indices of the gate's two TopKs with sorted = 0
+                        (the best groups, then the experts), whose order
+                        ONNX leaves to the runtime (four more outputs).
+  output-input-transposed
+                        mixtral_block: a second input `mask [4, seq]` is
+                        also returned transposed, `[seq, 4]`: an output the
+                        same on every device whose dimension 0 the model
+                        names with an input's symbol (not the batch).
 """
 
 import argparse
@@ -94,12 +103,33 @@ def output_routing(graph):
         "/block/TopK_output_1", onnx.TensorProto.INT64, None))
 
 
+def output_unsorted_topk(graph):
+    for name in ("/block/gate/TopK_1", "/block/gate/TopK_2"):
+        top_k = find_node(graph, name)
+        assert any(a.name == "sorted" and a.i == 0 for a in top_k.attribute)
+        graph.output.append(helper.make_tensor_value_info(
+            top_k.output[0], onnx.TensorProto.FLOAT, None))
+        graph.output.append(helper.make_tensor_value_info(
+            top_k.output[1], onnx.TensorProto.INT64, None))
+
+
+def output_input_transposed(graph):
+    graph.input.append(helper.make_tensor_value_info(
+        "mask", onnx.TensorProto.FLOAT, [4, "seq"]))
+    graph.node.append(helper.make_node("Transpose", ["mask"], ["mask_t"],
+                                       name="mask_t", perm=[1, 0]))
+    graph.output.append(helper.make_tensor_value_info(
+        "mask_t", onnx.TensorProto.FLOAT, ["seq", 4]))
+
+
 MUTATIONS = {
     "slice-ends": slice_ends,
     "add-operand": add_operand,
     "nonzero-input": nonzero_input,
     "gather-elements-axis": gather_elements_axis,
     "output-routing": output_routing,
+    "output-unsorted-topk": output_unsorted_topk,
+    "output-input-transposed": output_input_transposed,
 }
 
 
