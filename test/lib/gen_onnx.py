@@ -371,6 +371,50 @@ def _(out):
                 opset=18)
 
 
+# (k, largest) of the unsorted TopKs over 16 values per row: k = 2, 3 and
+# 5 keep a heap in onnxruntime's CPU kernel, k = 8 (log2 k / log2 n = 0.75)
+# and k = 16 select with nth_element (runtime/src/kernels/reduction.cpp).
+TOPK_UNSORTED_ROWS = ((2, 1), (3, 0), (5, 1), (8, 1), (8, 0), (16, 1))
+# (k, largest) along axis 0 of 12 rows: k = 6 (0.721) a heap, k = 7 (0.783)
+# nth_element.
+TOPK_UNSORTED_COLUMNS = ((6, 1), (7, 0))
+
+
+@model("topk_unsorted")
+def _(out):
+    """TopK with sorted = 0, whose order the consumers depend on: the values
+    scaled by their position (1, 2, ..., k) and the indices as they are.
+    Each runs on q = Ceil(1.5 x) (many ties: about 8 distinct values per
+    row) and the k = 8 one also on x itself (no ties)."""
+    nodes = [node("Mul", ["x", "scale"], ["sx"]), node("Ceil", ["sx"], ["q"]),
+             node("Mul", ["y", "scale"], ["sy"]), node("Ceil", ["sy"], ["qy"])]
+    inits = [const("scale", np.array(1.5, np.float32))]
+    outs = []
+
+    def topk(data, k, largest, axis, tag):
+        name = f"{tag}_k{k}_{'max' if largest else 'min'}"
+        shape = [1] * 2
+        shape[axis] = k
+        inits.append(const(f"{name}_k", np.array([k], np.int64)))
+        inits.append(const(f"{name}_pos", np.arange(
+            1, k + 1, dtype=np.float32).reshape(shape)))
+        nodes.append(node("TopK", [data, f"{name}_k"],
+                          [f"{name}_v", f"{name}_i"], name=name, axis=axis,
+                          largest=largest, sorted=0))
+        nodes.append(node("Mul", [f"{name}_v", f"{name}_pos"],
+                          [f"{name}_weighted"]))
+        outs.append(value(f"{name}_weighted", F32, None))
+        outs.append(value(f"{name}_i", I64, None))
+
+    for k, largest in TOPK_UNSORTED_ROWS:
+        topk("q", k, largest, 1, "rows")
+    topk("x", 8, 1, 1, "distinct")
+    for k, largest in TOPK_UNSORTED_COLUMNS:
+        topk("qy", k, largest, 0, "columns")
+    return make(nodes, [value("x", F32, ["tokens", 16]),
+                        value("y", F32, [12, "tokens"])], outs, inits)
+
+
 def new_versions(opset):
     """Versions new at opsets 22 to 24 whose semantics are the older ones':
     Softplus-22, Sin-22, Cast-23/24 (24's round_mode only rounds to

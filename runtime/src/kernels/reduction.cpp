@@ -4,6 +4,7 @@
 #include "kernels/shape_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -362,6 +363,59 @@ absl::Status validateSoftmax(const StepCheck &check) {
 // TopK
 //===----------------------------------------------------------------------===//
 
+/// Whether TopK with `sorted = 0` keeps its k best in a binary heap (else
+/// it selects them with std::nth_element): onnxruntime's CPU kernel's rule,
+/// so that its unsorted order, which ops after the TopK may depend on, is
+/// ours too (docs/plan-format.md, "TopK order").
+bool topKUsesHeap(int64_t k, int64_t n) {
+  return k < 4 ||
+         std::log2(static_cast<double>(k)) / std::log2(static_cast<double>(n)) <
+             0.725;
+}
+
+/// The k best of `order`'s n entries in the unsorted order that onnxruntime
+/// returns, in order[0, k): a heap whose root is the worst kept entry,
+/// built bottom up over the first k entries (entry j at position k - 1 - j)
+/// and fed the others in index order (one replaces the root only when it
+/// ranks before it), read out in heap order; or std::nth_element at k - 1
+/// over the entries in index order. `before` is a strict total order, so
+/// both are functions of the values alone.
+template <typename Before>
+void selectUnsorted(std::vector<int64_t> &order, int64_t k,
+                    const Before &before) {
+  int64_t n = order.size();
+  std::iota(order.begin(), order.end(), 0);
+  if (k <= 1 || !topKUsesHeap(k, n)) {
+    if (k > 0)
+      std::nth_element(order.begin(), order.begin() + (k - 1), order.end(),
+                       before);
+    return;
+  }
+  int64_t *heap = order.data();
+  // Moves heap[i] down below every entry that ranks after it.
+  auto siftDown = [&](int64_t i) {
+    while (true) {
+      int64_t worst = i;
+      for (int64_t child : {2 * i + 1, 2 * i + 2})
+        if (child < k && before(heap[worst], heap[child]))
+          worst = child;
+      if (worst == i)
+        return;
+      std::swap(heap[i], heap[worst]);
+      i = worst;
+    }
+  };
+  for (int64_t j = 0; j < k; ++j) {
+    heap[k - 1 - j] = j;
+    siftDown(k - 1 - j);
+  }
+  for (int64_t j = k; j < n; ++j)
+    if (before(j, heap[0])) {
+      heap[0] = j;
+      siftDown(0);
+    }
+}
+
 absl::Status topKKernel(KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::TopKAttrs>();
   const Tensor &in = ctx.in(0);
@@ -375,7 +429,7 @@ absl::Status topKKernel(KernelContext &ctx) {
   shape[axis] = k;
   MOERT_ASSIGN_OR_RETURN(Tensor * values, ctx.allocate(0, shape));
   MOERT_ASSIGN_OR_RETURN(Tensor * indices, ctx.allocate(1, shape));
-  bool largest = attrs->largest();
+  bool largest = attrs->largest(), sorted = attrs->sorted();
   int64_t *idx = indices->as<int64_t>();
   dispatchNumeric(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -387,7 +441,6 @@ absl::Status topKKernel(KernelContext &ctx) {
           for (int64_t r = begin; r < end; ++r) {
             int64_t outer = r / s.inner, inner = r % s.inner;
             const T *p = x + outer * s.n * s.inner + inner;
-            std::iota(order.begin(), order.end(), 0);
             // Ties keep the lower index first (ONNX); NaN ranks above all.
             auto before = [&](int64_t a, int64_t b) {
               T va = p[a * s.inner], vb = p[b * s.inner];
@@ -397,8 +450,13 @@ absl::Status topKKernel(KernelContext &ctx) {
                 return false;
               return a < b;
             };
-            std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                              before);
+            if (sorted) {
+              std::iota(order.begin(), order.end(), 0);
+              std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                                before);
+            } else {
+              selectUnsorted(order, k, before);
+            }
             int64_t base = outer * k * s.inner + inner;
             for (int64_t j = 0; j < k; ++j) {
               v[base + j * s.inner] = p[order[j] * s.inner];
