@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/PlacementLimits.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
@@ -402,9 +403,12 @@ private:
   }
 };
 
-/// The layer that `experts` belongs to, or failure (with a diagnostic) when
-/// the chain is not the plain dispatch -> experts -> combine.
-FailureOr<Layer> getLayer(moe::ExpertsOp experts) {
+/// The layer that `experts` (layer `index` in program order) belongs to, or
+/// failure (with a diagnostic) when the chain is not the plain dispatch ->
+/// experts -> combine or its placement is not one for `numDevices` devices
+/// that gives every expert a slot.
+FailureOr<Layer> getLayer(moe::ExpertsOp experts, int64_t index,
+                          int64_t numDevices) {
   auto placement = experts->getAttrOfType<DictionaryAttr>("moe.placement");
   auto slotBegin = placement ? placement.getAs<DenseI64ArrayAttr>("slot_begin")
                              : DenseI64ArrayAttr();
@@ -431,6 +435,27 @@ FailureOr<Layer> getLayer(moe::ExpertsOp experts) {
                              "rise from 0 to the number of slots and "
                              "slot_experts name experts in [0, ")
            << numExperts << ")";
+  int64_t numSlots = layer.slotExperts.size();
+  if (static_cast<int64_t>(layer.slotBegin.size()) != numDevices + 1)
+    return experts.emitError("moe.placement is for ")
+           << layer.slotBegin.size() - 1 << " devices, the module for "
+           << numDevices;
+  if (failed(
+          checkDeviceSlots(experts, index, numExperts, numSlots, numDevices)))
+    return failure();
+  // AssignSlots needs a slot for every expert (so there are at least as
+  // many slots as experts, which bounds what is sized by the experts).
+  if (numExperts > numSlots)
+    return experts.emitError("inconsistent moe.placement: ")
+           << numSlots << " slots for " << numExperts
+           << " experts; every expert needs one";
+  SmallVector<bool> hasSlot(numExperts, false);
+  for (int64_t e : layer.slotExperts)
+    hasSlot[e] = true;
+  if (const bool *missing = llvm::find(hasSlot, false);
+      missing != hasSlot.end())
+    return experts.emitError("inconsistent moe.placement: expert ")
+           << missing - hasSlot.begin() << " has no slot";
   layer.dispatch = experts.getTokens().getDefiningOp<moe::DispatchOp>();
   if (!layer.dispatch || layer.dispatch.getOffsets() != experts.getOffsets())
     return experts.emitError("cannot distribute experts whose rows do not "
@@ -464,6 +489,16 @@ struct InsertAllToAllPass
     if (!devices || devices.getInt() <= 1)
       return;
     int64_t numDevices = devices.getInt();
+    if (numDevices > static_cast<int64_t>(moert::kMaxDevices)) {
+      module.emitError("moe-insert-all-to-all: moe.devices must be at most ")
+          << moert::kMaxDevices << " (a plan's limit), got " << numDevices;
+      return signalPassFailure();
+    }
+    if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches) {
+      module.emitError("moe-insert-all-to-all: micro-batches must be at most ")
+          << moert::kMaxMicroBatches << ", got " << microBatches.getValue();
+      return signalPassFailure();
+    }
     auto main = module.lookupSymbol<func::FuncOp>("main");
     if (!main) {
       module.emitError("moe-insert-all-to-all: no @main function");
@@ -493,16 +528,10 @@ struct InsertAllToAllPass
           placed.push_back(op);
       });
       LayerRewriter rewriter(numDevices, d, microBatches, replicated);
-      for (moe::ExpertsOp experts : placed) {
-        FailureOr<Layer> layer = getLayer(experts);
+      for (auto [index, experts] : llvm::enumerate(placed)) {
+        FailureOr<Layer> layer = getLayer(experts, index, numDevices);
         if (failed(layer))
           return signalPassFailure();
-        if (static_cast<int64_t>(layer->slotBegin.size()) != numDevices + 1) {
-          experts.emitError("moe.placement is for ")
-              << layer->slotBegin.size() - 1 << " devices, the module for "
-              << numDevices;
-          return signalPassFailure();
-        }
         if (failed(rewriter.rewrite(*layer)))
           return signalPassFailure();
       }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/PlacementLimits.h"
 
 #include "dialects/moe/MoeOps.h"
 #include "moert/file_io.h"
@@ -174,6 +175,12 @@ struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
           << replicateHot.getValue();
       return signalPassFailure();
     }
+    if (devices > static_cast<int64_t>(moert::kMaxDevices)) {
+      module.emitError("moe-place-experts: devices must be at most ")
+          << moert::kMaxDevices << " (a plan's limit), got "
+          << devices.getValue();
+      return signalPassFailure();
+    }
     if (devices == 1)
       return;
     auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -206,6 +213,14 @@ struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
         experts.emitError("cannot place experts whose count is not static");
         return signalPassFailure();
       }
+      // Every expert has a slot and the hot ones a second: the placement
+      // and the slot counts each device exchanges hold devices x slots
+      // entries. Bounded before anything is sized by them.
+      int64_t slots = numExperts;
+      if (!profile.empty())
+        slots += std::min<int64_t>(replicateHot, numExperts);
+      if (failed(checkDeviceSlots(experts, index, numExperts, slots, devices)))
+        return signalPassFailure();
       Placement placement;
       if (profile.empty()) {
         placement = placeByBytes(numExperts, devices);

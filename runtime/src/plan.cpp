@@ -41,11 +41,6 @@ Plan::Impl::~Impl() {
 
 namespace {
 
-/// Limits that keep a hostile plan from making the loader allocate or loop
-/// without bound (kMaxDimBound and kMaxArenaSize, which the compiler checks
-/// too, are in moert/format.h).
-constexpr uint32_t kMaxDevices = 4096;
-
 /// Builds load errors, all prefixed with the plan's source.
 class Diag {
 public:

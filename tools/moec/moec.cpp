@@ -483,8 +483,16 @@ static int runCompile() {
   if (numDevices < 1)
     return usageError("--devices must be at least 1, not " +
                       llvm::Twine(numDevices.getValue()));
+  if (numDevices > static_cast<int64_t>(moert::kMaxDevices))
+    return usageError(
+        "--devices must be at most " + llvm::Twine(moert::kMaxDevices) +
+        " (a plan's limit), not " + llvm::Twine(numDevices.getValue()));
   if (microBatches < 1)
     return usageError("--micro-batches must be at least 1, not " +
+                      llvm::Twine(microBatches.getValue()));
+  if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches)
+    return usageError("--micro-batches must be at most " +
+                      llvm::Twine(moert::kMaxMicroBatches) + ", not " +
                       llvm::Twine(microBatches.getValue()));
   if (replicateHot < 0)
     return usageError("--replicate-hot must be at least 0, not " +

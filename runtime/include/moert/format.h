@@ -41,6 +41,17 @@ inline constexpr int kMaxRank = 8;
 inline constexpr uint64_t kMaxDimBound = uint64_t{1} << 40;
 /// Largest activation arena the loader accepts.
 inline constexpr uint64_t kMaxArenaSize = uint64_t{1} << 48;
+/// Largest number of device schedules a plan may hold (the loader refuses
+/// more; the compiler's `--devices` is bounded by it).
+inline constexpr uint32_t kMaxDevices = 4096;
+/// Largest product of devices and expert slots of one MoE layer (every
+/// expert has a slot, replicas add more) that the compiler places: it sizes
+/// the placement's arrays and the slot counts every device exchanges, so
+/// that a model's expert count cannot make it allocate without bound.
+inline constexpr uint64_t kMaxDeviceSlots = uint64_t{1} << 24;
+/// Largest `--micro-batches`: each chunk of a layer's tokens adds its own
+/// dispatch, exchanges and combine to every device's schedule.
+inline constexpr uint64_t kMaxMicroBatches = 1024;
 
 /// What a section holds.
 enum class SectionKind : uint32_t {
