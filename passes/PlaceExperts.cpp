@@ -17,6 +17,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace moec {
@@ -217,8 +218,10 @@ struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
       // and the slot counts each device exchanges hold devices x slots
       // entries. Bounded before anything is sized by them.
       int64_t slots = numExperts;
-      if (!profile.empty())
-        slots += std::min<int64_t>(replicateHot, numExperts);
+      if (!profile.empty() &&
+          llvm::AddOverflow(numExperts,
+                            std::min<int64_t>(replicateHot, numExperts), slots))
+        slots = std::numeric_limits<int64_t>::max();
       if (failed(checkDeviceSlots(experts, index, numExperts, slots, devices)))
         return signalPassFailure();
       Placement placement;
