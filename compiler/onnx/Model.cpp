@@ -362,7 +362,7 @@ static LogicalResult upgradeOldOpset(OnnxModel &model,
     return emitError(model.loc)
            << kDefaultDomainName << " opset " << *version
            << " cannot be upgraded to opset " << kMinOpset << ": " << error;
-  model.upgradedFromOpset = *version;
+  model.originalOpset = *version;
   emitRemark(model.loc) << kDefaultDomainName << " opset " << *version
                         << " upgraded to opset " << kMinOpset
                         << " by onnx's version converter";

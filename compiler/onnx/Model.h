@@ -69,7 +69,7 @@ struct OnnxModel {
   llvm::StringMap<int64_t> opsets;
   /// The default-domain opset the file declared, when moec upgraded it to
   /// kMinOpset on import (OpsetUpgrade.h); 0 when the file was not upgraded.
-  int64_t upgradedFromOpset = 0;
+  int64_t originalOpset = 0;
   /// Indices of the graph's nodes in a topological order (the file's own
   /// order where it already is one).
   std::vector<int> nodeOrder;
