@@ -6,6 +6,12 @@
 # regression input under test/fuzz/regressions/<target>/ (commit it).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --smoke [TARGET...]
+#
+# --smoke is the repeatable run that scripts/test.sh (CI) does: a fixed
+# seed, a fixed number of inputs per target (about a minute each here) and a
+# fresh corpus of the seeds alone, so that two runs of one tree fuzz the
+# same inputs; a crash it finds is found again by the next run.
 #
 # Environment: MOEC_FUZZ_BUILD_DIR (default build-fuzz), MOEC_FUZZ_ARGS
 # (extra libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1" for long runs),
@@ -15,7 +21,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${MOEC_BUILD_DIR:-$root/build}"
 fuzz_build="${MOEC_FUZZ_BUILD_DIR:-$root/build-fuzz}"
-seconds=${1:-60}
+smoke=0
+if [ "${1:-}" = --smoke ]; then
+  smoke=1
+  seconds=600 # a guard only: the smoke ends on its input count
+else
+  seconds=${1:-60}
+fi
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(fuzz_onnx_import fuzz_plan)
@@ -61,6 +73,17 @@ for target in "${targets[@]}"; do
   *) timeout=20 ;;
   esac
   corpus="$fuzz_build/corpus/$target"
+  bound=(-max_total_time="$seconds")
+  if [ "$smoke" = 1 ]; then
+    # Inputs per target: about 60 s each on one core of the 2-core machine.
+    case $target in
+    fuzz_onnx_import) runs=4000 ;;
+    *) runs=120000 ;;
+    esac
+    corpus="$fuzz_build/smoke-corpus/$target"
+    rm -rf "$corpus"
+    bound+=(-runs="$runs" -seed=1)
+  fi
   mkdir -p "$corpus" "$regressions"
   log="$fuzz_build/$target.log"
   before=$(ls "$regressions" | wc -l)
@@ -68,7 +91,7 @@ for target in "${targets[@]}"; do
   # New inputs go to the working corpus (kept between runs); crashes,
   # timeouts, leaks and OOMs straight to the regression inputs.
   # shellcheck disable=SC2086
-  "$bin" "$corpus" "$seeds/$target" -max_total_time="$seconds" \
+  "$bin" "$corpus" "$seeds/$target" "${bound[@]}" \
     -timeout="$timeout" -rss_limit_mb=4096 -max_len=262144 \
     -print_final_stats=1 -print_funcs=0 -artifact_prefix="$regressions/" \
     ${MOEC_FUZZ_ARGS:-} >"$log" 2>&1 || status=$?
@@ -77,7 +100,8 @@ for target in "${targets[@]}"; do
   [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   stats=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1)
-  echo "fuzz: $target: ${execs:-?} execs (${rate:-?}/s) in ${seconds} s, ${stats:-no stats}"
+  time=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  echo "fuzz: $target: ${execs:-?} execs (${rate:-?}/s) in ${time:-$seconds} s, ${stats:-no stats}"
   after=$(ls "$regressions" | wc -l)
   if [ "$status" != 0 ] || [ "$after" != "$before" ]; then
     failed=$((failed + 1))

@@ -2,6 +2,8 @@
 
 #include "compiler/onnx/Model.h"
 
+#include "compiler/onnx/OpsetUpgrade.h"
+
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Tensors.h"
 #include "moert/file_io.h"
@@ -129,7 +131,8 @@ LogicalResult ModelValidator::validateOpsets() {
         return emitError(loc)
                << "opset " << opset.version() << " is out of range (moec "
                << "imports " << kDefaultDomainName << " opsets " << kMinOpset
-               << " to " << kMaxOpset << ")";
+               << " to " << kMaxOpset << ", and upgrades "
+               << kMinUpgradableOpset << " to " << kMinOpset - 1 << ")";
     } else if (domain == kMicrosoftDomain) {
       if (opset.version() < 1)
         return emitError(loc)
@@ -339,8 +342,35 @@ LogicalResult ModelValidator::sortNodes() {
          << "the graph has a cycle: " << cycle;
 }
 
+/// Brings a model of a default-domain opset from kMinUpgradableOpset to
+/// kMinOpset - 1 to opset kMinOpset (OpsetUpgrade.h). Any other model is left
+/// to the validator, which also judges the upgraded one.
+static LogicalResult upgradeOldOpset(OnnxModel &model,
+                                     onnx::ModelProto &proto) {
+  std::optional<int64_t> version;
+  for (const onnx::OperatorSetIdProto &opset : proto.opset_import()) {
+    if (!normalizeDomain(opset.domain()).empty())
+      continue;
+    if (version)
+      return success(); // imported twice: the validator says so
+    version = opset.version();
+  }
+  if (!version || *version < kMinUpgradableOpset || *version >= kMinOpset)
+    return success();
+  std::string error = upgradeOpset(proto, kMinOpset);
+  if (!error.empty())
+    return emitError(model.loc)
+           << kDefaultDomainName << " opset " << *version
+           << " cannot be upgraded to opset " << kMinOpset << ": " << error;
+  model.originalOpset = *version;
+  emitRemark(model.loc) << kDefaultDomainName << " opset " << *version
+                        << " upgraded to opset " << kMinOpset
+                        << " by onnx's version converter";
+  return success();
+}
+
 /// Parses the protobuf of `model` from `stream`, which must hold exactly one
-/// ModelProto.
+/// ModelProto, and upgrades an older opset.
 static LogicalResult
 parseModel(OnnxModel &model,
            google::protobuf::io::ZeroCopyInputStream &stream) {
@@ -351,6 +381,8 @@ parseModel(OnnxModel &model,
   if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     return emitError(model.loc)
            << "not a valid ONNX model (truncated or corrupt protobuf)";
+  if (failed(upgradeOldOpset(model, *proto)))
+    return failure();
   model.proto = std::move(proto);
   return success();
 }

@@ -28,7 +28,8 @@ namespace moec::onnx_import {
 constexpr llvm::StringLiteral kDefaultDomainName = "ai.onnx";
 /// onnxruntime's contrib domain, imported only for its MoE op.
 constexpr llvm::StringLiteral kMicrosoftDomain = "com.microsoft";
-/// The default-domain opsets moec imports.
+/// The default-domain opsets moec imports; older ones from
+/// kMinUpgradableOpset (OpsetUpgrade.h) are upgraded to kMinOpset first.
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 24;
 /// The ONNX IR versions moec reads (7 came with opset 13).
@@ -66,6 +67,9 @@ struct OnnxModel {
   std::shared_ptr<const onnx::ModelProto> proto;
   /// Opset version by normalised domain.
   llvm::StringMap<int64_t> opsets;
+  /// The default-domain opset the file declared, when moec upgraded it to
+  /// kMinOpset on import (OpsetUpgrade.h); 0 when the file was not upgraded.
+  int64_t originalOpset = 0;
   /// Indices of the graph's nodes in a topological order (the file's own
   /// order where it already is one).
   std::vector<int> nodeOrder;

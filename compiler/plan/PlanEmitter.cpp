@@ -110,7 +110,14 @@ public:
     auto arenaSize = func->getAttrOfType<IntegerAttr>("moe.arena_size");
     if (!arenaSize)
       return func.emitError("no memory plan; run moe-plan-memory first");
-    schedule.setArenaSize(arenaSize.getInt());
+    // The runtime refuses a bigger arena; `moec compile` says first which
+    // bounds planned it (checkArenaSize), a library caller learns it here.
+    int64_t arenaBytes = arenaSize.getInt();
+    if (arenaBytes < 0 || uint64_t(arenaBytes) > moert::kMaxArenaSize)
+      return func.emitError("the planned activation arena is ")
+             << arenaBytes << " bytes, more than a plan holds ("
+             << moert::kMaxArenaSize << "); lower the bounds it is planned for";
+    schedule.setArenaSize(arenaBytes);
     return success();
   }
 

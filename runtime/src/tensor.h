@@ -70,8 +70,11 @@ struct Tensor {
 
 /// Bit set of dtypes, for validation rules.
 using DTypeSet = uint32_t;
+/// The set holding `dtype` alone; empty for a value that names no dtype (a
+/// plan's enum fields may hold any number), so that no rule accepts it.
 constexpr DTypeSet bit(DType dtype) {
-  return 1u << static_cast<unsigned>(dtype);
+  unsigned index = static_cast<unsigned>(dtype);
+  return index < 32 ? 1u << index : 0;
 }
 inline constexpr DTypeSet kFloatTypes = bit(DType::F32);
 inline constexpr DTypeSet kIntTypes = bit(DType::I64) | bit(DType::I32);

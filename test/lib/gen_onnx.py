@@ -21,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 # The IR version each opset came with (what exporters write).
-IR_VERSION = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10,
+IR_VERSION = {7: 3, 8: 3, 9: 4, 10: 5, 11: 6, 12: 7, 13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10,
               22: 10, 23: 11, 24: 12}
 
 F32 = TensorProto.FLOAT
@@ -707,6 +707,74 @@ def _(out):
 def _(out):
     m = small_valid()
     m.opset_import.append(helper.make_opsetid("com.example", 1))
+    return m
+
+
+def old_opset_ops(opset):
+    """A router-like graph whose ops changed form before opset 13: Softmax
+    over a 3-D input (opsets < 13 coerce it to 2-D at `axis`), attributes
+    that became inputs (Unsqueeze/Squeeze/ReduceSum axes, Split sizes,
+    TopK's k before 10, Slice's starts/ends before 10, Clip's bounds before
+    11), all as that opset writes them."""
+    nodes = [node("MatMul", ["x", "w"], ["logits"]),
+             node("Reshape", ["logits", "shape3"], ["l3"]),
+             # Softmax over the last two axes together (axis=1 of [T, 2, 4]).
+             node("Softmax", ["l3"], ["p3"], axis=1),
+             node("Reshape", ["p3", "shape2"], ["probs"])]
+    inits = [const("w", np.random.default_rng(9).standard_normal(
+                 (6, 8)).astype(np.float32)),
+             const("shape3", np.array([-1, 2, 4], np.int64)),
+             const("shape2", np.array([-1, 8], np.int64))]
+    if opset < 10:
+        nodes.append(node("TopK", ["probs"], ["top", "ids"], axis=1, k=2))
+        nodes.append(node("Slice", ["probs"], ["head"], axes=[1],
+                          starts=[1], ends=[5]))
+    else:
+        nodes.append(node("TopK", ["probs", "k"], ["top", "ids"], axis=1))
+        inits.append(const("k", np.array([2], np.int64)))
+        nodes.append(node("Slice", ["probs", "starts", "ends", "axes"],
+                          ["head"]))
+        inits += [const("starts", np.array([1], np.int64)),
+                  const("ends", np.array([5], np.int64)),
+                  const("axes", np.array([1], np.int64))]
+    if opset < 11:
+        nodes.append(node("Clip", ["head"], ["clipped"], min=0.05, max=0.5))
+    else:
+        nodes.append(node("Clip", ["head", "lo", "hi"], ["clipped"]))
+        inits += [const("lo", np.array(0.05, np.float32)),
+                  const("hi", np.array(0.5, np.float32))]
+    nodes += [node("Unsqueeze", ["clipped"], ["u"], axes=[0]),
+              node("ReduceSum", ["u"], ["r"], axes=[2], keepdims=0),
+              node("Squeeze", ["r"], ["rowsum"], axes=[0]),
+              node("Split", ["top"], ["first", "second"], axis=1,
+                   split=[1, 1]),
+              node("Sub", ["first", "second"], ["margin"]),
+              node("Concat", ["margin", "top"], ["scores"], axis=1)]
+    return make(nodes, [value("x", F32, ["tokens", 6])],
+                [value("scores", F32, ["tokens", 3]),
+                 value("ids", I64, ["tokens", 2]),
+                 value("rowsum", F32, ["tokens"])], inits, opset=opset)
+
+
+for _opset in (9, 11, 12):
+    model(f"old_opset_{_opset}")(lambda out, o=_opset: old_opset_ops(o))
+
+
+@model("old_opset_unconvertible")
+def _(out):
+    # An opset-11 Unsqueeze without its required axes: onnx's checker
+    # refuses it before the converter sees it.
+    m = make([node("Unsqueeze", ["x"], ["y"], axes=[0])],
+             [value("x", F32, ["tokens", 4])],
+             [value("y", F32, [1, "tokens", 4])], opset=11)
+    del m.graph.node[0].attribute[:]
+    return m
+
+
+@model("opset_6")
+def _(out):
+    m = small_valid()
+    m.opset_import[0].version = 6
     return m
 
 
