@@ -62,6 +62,25 @@ bool isIota(Value value) {
   return true;
 }
 
+/// Whether the vector `data` provably has `perm`'s length: both static and
+/// equal, or `data` expanded or built to `shape(perm)`.
+bool hasLengthOf(Value data, Value perm) {
+  ArrayRef<int64_t> dataShape = getShape(data), permShape = getShape(perm);
+  if (dataShape.size() != 1 || permShape.size() != 1)
+    return false;
+  if (!ShapedType::isDynamic(dataShape[0]))
+    return dataShape[0] == permShape[0];
+  Value shape;
+  if (auto expand = data.getDefiningOp<moe::ExpandOp>())
+    shape = expand.getShape();
+  else if (auto build = data.getDefiningOp<moe::ConstantOfShapeOp>())
+    shape = build.getInput();
+  std::optional<SmallVector<moe::ShapeEntry>> entries =
+      shape ? moe::getShapeEntries(shape) : std::nullopt;
+  return entries && entries->size() == 1 &&
+         entries->front().isSameAs(moe::ShapeEntry::ofDim(perm, 0));
+}
+
 /// One projection of the experts in segment form: `concat_e(rows[segment_e]
 /// @ W[e]) (+ b[sortedIds])`.
 struct SegmentProduct {
@@ -401,11 +420,13 @@ private:
             getShape(gather.getData()).size() == 1)
           sortedWeights = gather;
     }
-    // Every sorted position is written once (perm is a permutation), so
-    // whatever the scattered-into vector holds is overwritten.
-    if (!inverse || !isIota(inverse.getUpdates()))
+    // Every position of a vector of perm's length is written once (perm is
+    // a permutation), so whatever it held is overwritten.
+    if (!inverse || !isIota(inverse.getUpdates()) ||
+        !hasLengthOf(inverse.getData(), perm))
       return Failure("the sorted order is not inverted by scattering "
-                     "range(0, N) at the permutation");
+                     "range(0, N) at the permutation into a vector of its "
+                     "length");
     auto unsorted = getOnlyUserOf<moe::GatherOp>(inverse.getOutput());
     if (!unsorted || unsorted.getIndices() != inverse.getOutput() ||
         unsorted.getAxis() != 0)
