@@ -109,6 +109,68 @@ def MoeDetectStackedExperts
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeCanonicalizeSegments
+    : Pass<"moe-canonicalize-segments", "mlir::func::FuncOp"> {
+  let summary = "Bring the indexing idioms around expert row segments to one "
+                "form";
+  let description = [{
+    Rewrites the indexing ops exporters write around per-expert row segments
+    (transformers' `grouped_mm` experts) into one form, so that
+    `moe-detect-segment-experts` matches the computation once:
+    `gather_nd(data, indices[..., 1])` (no batch dimensions) becomes
+    `gather(data, indices[...], axis 0)`; `scatter_nd` into a vector with
+    one-element index tuples becomes `scatter_elements(..., axis 0)` with the
+    same reduction; and each per-expert `range(ends[e-1], ends[e])` over
+    `ends = cum_sum` of a histogram (torch.histc's scatter-add of ones, whose
+    bin mapping is checked on every expert id, or bincount's
+    `reduce_sum(one_hot)`) of the ids that a stable sort of the flattened
+    expert ids gives becomes `moe.segment %sorted expert e fallback %range`:
+    the positions of expert e's rows among the sorted rows, bounded by their
+    count T*k. That needs the ids to be provably expert indices in [0, E)
+    (the indices of a top-k or an arg-max over E, or their concatenation).
+    All are exact; the first two yield ops every backend runs, and
+    `moe-detect-segment-experts` turns every segment it does not absorb back
+    into its fallback, so a graph no detector takes runs as before.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
+def MoeDetectSegmentExperts
+    : Pass<"moe-detect-segment-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the per-expert segments (transformers grouped_mm) MoE "
+                "form into sparse ops";
+  let description = [{
+    Recognises the MoE form transformers' ONNX exporter writes for the
+    default `grouped_mm` experts, after `moe-canonicalize-segments`: the
+    flattened top-k expert ids sorted stably (`top_k(ids, all, largest 0)`,
+    an argsort), the tokens gathered in that order (`perm // k`), per expert
+    the `moe.segment` rows of the sorted tokens through `x @ W[e] (+ b[e])`,
+    concatenated in expert order, a gated activation (SwiGLU on the halves,
+    or GPT-OSS's clamped SwiGLU on the even / odd columns), the down
+    projection the same way, the
+    rows scaled by the routing weights in sorted order, put back in
+    assignment order by the inverse permutation
+    (`gather(y, scatter_elements(_, perm, arange))`) and summed over k. That
+    is `out[t] = sum_j w[t, j] * FFN_{ids[t, j]}(x[t])`, which
+
+    ```
+    [moe.router ->] moe.dispatch -> moe.experts -> moe.combine
+    ```
+
+    computes: the dispatch's rows are exactly the sorted rows (grouped by
+    expert, each group in assignment order). The gate is whatever computes
+    `ids` and `w`: a softmax gate `matchSoftmaxGate` knows becomes
+    `moe.router`; any other gate whose ids are provably expert indices
+    (a top-k or arg-max over E, or their concatenation) feeds them to the
+    dispatch and the weights the graph computes to the combine. Every
+    moe.segment becomes its fallback range again before the rewrites are
+    validated by `commitLayerRewrite`. A candidate (a stable sort of
+    flattened expert ids) that fails gets one remark naming the first
+    condition that failed; the graph then stays generic.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeDetectParallelExperts
     : Pass<"moe-detect-parallel-experts", "mlir::func::FuncOp"> {
   let summary = "Rewrite the parallel-experts (Granite) MoE form into sparse "

@@ -30,6 +30,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeDetectDenseExperts());
   funcPM.addPass(createMoeDetectStackedExperts());
+  // After the stacked form, whose gathers it would rewrite.
+  funcPM.addPass(createMoeCanonicalizeSegments());
+  funcPM.addPass(createMoeDetectSegmentExperts());
   funcPM.addPass(createMoeDetectParallelExperts());
   funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());

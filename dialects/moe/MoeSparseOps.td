@@ -470,6 +470,42 @@ def Moe_SharedExpertOp : Moe_SparseOp<"shared_expert",
 }
 
 //===----------------------------------------------------------------------===//
+// moe.segment
+//===----------------------------------------------------------------------===//
+
+def Moe_SegmentOp : Moe_SparseOp<"segment"> {
+  let summary = "The positions of one expert's rows among rows sorted by expert";
+  let description = [{
+    The segment form of grouped experts (transformers' `grouped_mm`): `ids`
+    `[N]` i64 are expert indices sorted ascending (the values of a stable
+    argsort of the flattened top-k ids), and the result is the ascending
+    positions `i` with `ids[i] == expert`: for sorted ids the contiguous
+    range `[#(ids < expert), #(ids <= expert))`, whose length is bounded by
+    N (the T*k assignments), never by a data-dependent size.
+
+    `fallback` is the exporter's own computation of the same vector (a
+    `range(ends[e-1], ends[e])` over the cum_sum of a histogram of `ids`),
+    and the op evaluates to it: `moe-canonicalize-segments` builds a
+    moe.segment only where it proves the two equal, and
+    `moe-detect-segment-experts` replaces every moe.segment it does not
+    absorb into moe.dispatch by its `fallback`, so that no plan holds one.
+
+    Example:
+    ```mlir
+    %rows1 = moe.segment %sorted expert 1 fallback %range1
+        : tensor<?xi64>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins Moe_I64Tensor:$ids, Moe_I64Tensor:$fallback,
+                       I64Attr:$expert);
+  let results = (outs Moe_I64Tensor:$rows);
+  let assemblyFormat = [{
+    $ids `expert` $expert `fallback` $fallback attr-dict
+    `:` type($ids) `,` type($fallback)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Expert parallelism: moe.all_to_all and the ops around it
 //===----------------------------------------------------------------------===//
 

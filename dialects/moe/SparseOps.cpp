@@ -763,3 +763,37 @@ LogicalResult ShardOp::verify() {
              << weight.getDimSize(0) << "), got " << row;
   return checkDistinct(*this, "rows", getRows());
 }
+
+//===----------------------------------------------------------------------===//
+// SegmentOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SegmentOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  if (failed(
+          requireRanked(location, getOperationName(), adaptor.getOperands())))
+    return failure();
+  auto fallback = cast<RankedTensorType>(adaptor.getFallback().getType());
+  types.push_back(RankedTensorType::get({dimOrDynamic(fallback, 0)},
+                                        IntegerType::get(context, 64)));
+  return success();
+}
+
+LogicalResult SegmentOp::verify() {
+  if (failed(checkRank(*this, "ids", getIds(), 1, "[N] sorted expert ids")) ||
+      failed(checkRank(*this, "fallback", getFallback(), 1,
+                       "the segment's positions")))
+    return failure();
+  if (getExpertAttr().getInt() < 0)
+    return emitOpError("expects a non-negative expert, got ")
+           << getExpertAttr().getInt();
+  int64_t length = getFallback().getType().getDimSize(0);
+  int64_t rows = getIds().getType().getDimSize(0);
+  if (!ShapedType::isDynamic(length) && !ShapedType::isDynamic(rows) &&
+      length > rows)
+    return emitOpError("expects a segment of at most the ")
+           << rows << " sorted rows, got " << length << " positions";
+  return success();
+}

@@ -636,3 +636,40 @@ func.func @shard_rows(%x: tensor<f32>) {
   %s = moe.shard %w rows [1, 4] : tensor<4x8xf32>
   return
 }
+
+// -----
+
+// Tests that a segment is taken from a vector of sorted ids.
+func.func @segment_ids_rank(%ids: tensor<?x2xi64>, %range: tensor<?xi64>) {
+  // expected-error @+1 {{expects ids of rank 1 ([N] sorted expert ids), got 'tensor<?x2xi64>'}}
+  %rows = moe.segment %ids expert 0 fallback %range : tensor<?x2xi64>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// Tests that a segment's fallback is a vector of positions.
+func.func @segment_fallback_rank(%ids: tensor<?xi64>, %range: tensor<?x1xi64>) {
+  // expected-error @+1 {{expects fallback of rank 1 (the segment's positions), got 'tensor<?x1xi64>'}}
+  %rows = moe.segment %ids expert 0 fallback %range : tensor<?xi64>, tensor<?x1xi64>
+  return
+}
+
+// -----
+
+// Tests that a segment belongs to an expert index, which is never negative.
+func.func @segment_negative_expert(%ids: tensor<?xi64>, %range: tensor<?xi64>) {
+  // expected-error @+1 {{expects a non-negative expert, got -1}}
+  %rows = moe.segment %ids expert -1 fallback %range : tensor<?xi64>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// Tests that a segment holds at most the sorted rows: its length is bounded
+// by their count (T*k), never by a data-dependent size.
+func.func @segment_too_long(%ids: tensor<4xi64>, %range: tensor<5xi64>) {
+  // expected-error @+1 {{expects a segment of at most the 4 sorted rows, got 5 positions}}
+  %rows = moe.segment %ids expert 1 fallback %range : tensor<4xi64>, tensor<5xi64>
+  return
+}

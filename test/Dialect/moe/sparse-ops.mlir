@@ -285,3 +285,13 @@ func.func @expert_parallel_layer(%x: tensor<?x16xf32>, %i: tensor<?x2xi64>, %rec
   %back = moe.ungroup %y, %perm : tensor<?x16xf32>, tensor<?xi64>
   return %rows, %back : tensor<?x16xf32>, tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that moe.segment round-trips and takes its fallback's type.
+// CHECK-LABEL: func.func @segment
+// CHECK: moe.segment %{{.*}} expert 3 fallback %{{.*}} : tensor<?xi64>, tensor<?xi64>
+func.func @segment(%sorted: tensor<?xi64>, %range: tensor<?xi64>) -> tensor<?xi64> {
+  %rows = moe.segment %sorted expert 3 fallback %range : tensor<?xi64>, tensor<?xi64>
+  return %rows : tensor<?xi64>
+}

@@ -1,0 +1,578 @@
+//===- DetectSegmentExperts.cpp - grouped_mm segments form to sparse ops -===//
+//
+// Recognises the MoE form transformers' ONNX exporter writes for the default
+// `grouped_mm` experts, as moe-canonicalize-segments leaves it. With `ids`,
+// `w` the `[T, k]` expert ids and routing weights:
+//
+//   perm        = argsort(flatten(ids))          (stable: top_k largest 0)
+//   rows[i]     = x[perm[i] / k]                 (tokens in sorted order)
+//   seg(e)      = moe.segment ids[perm] expert e (expert e's sorted rows)
+//   h           = concat_e(rows[seg(e)] @ W1[e]) (+ b1[ids[perm]])
+//   y           = concat_e(act(h)[seg(e)] @ W2[e]) (+ b2[ids[perm]])
+//   z[perm[i]]  = y[i] * flatten(w)[perm[i]]     (the inverse permutation)
+//   out[t]      = sum_j z[t * k + j]
+//
+// which is `out[t] = sum_j w[t, j] * FFN_{ids[t, j]}(x[t])`. The sorted rows
+// are exactly moe.dispatch's (grouped by expert, each group in assignment
+// order), so the layer becomes [moe.router ->] moe.dispatch -> moe.experts
+// -> moe.combine. The gate is not this detector's business: ids are the
+// indices of any top-k over `[T, E]` and w any `[T, k]` weights the graph
+// computes; a softmax gate matchSoftmaxGate knows becomes moe.router, any
+// other stays generic ops feeding the dispatch and the combine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/MoeOps.h"
+#include "passes/MatchSupport.h"
+#include "passes/SegmentSupport.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <array>
+
+namespace moec {
+#define GEN_PASS_DEF_MOEDETECTSEGMENTEXPERTS
+#include "passes/Passes.h.inc"
+} // namespace moec
+
+using namespace mlir;
+using namespace moec;
+using namespace moec::segments;
+
+namespace {
+
+/// Why a match failed: the message of the remark.
+using Failure = std::string;
+
+/// Whether `value` is `0, 1, ..., N - 1`: `range(0, N, 1)`, or the constant
+/// it folds to when N is static (one decoded token).
+bool isIota(Value value) {
+  if (auto range = value.getDefiningOp<moe::RangeOp>())
+    return moe::getConstantInt(range.getStart()) == 0 &&
+           moe::getConstantInt(range.getDelta()) == 1;
+  std::optional<SmallVector<int64_t>> values = moe::getConstantInts(value);
+  if (!values || getShape(value).size() != 1)
+    return false;
+  for (auto [i, v] : llvm::enumerate(*values))
+    if (v != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+/// Whether the vector `data` provably has `perm`'s length: both static and
+/// equal, or `data` expanded or built to `shape(perm)`.
+bool hasLengthOf(Value data, Value perm) {
+  ArrayRef<int64_t> dataShape = getShape(data), permShape = getShape(perm);
+  if (dataShape.size() != 1 || permShape.size() != 1)
+    return false;
+  if (!ShapedType::isDynamic(dataShape[0]))
+    return dataShape[0] == permShape[0];
+  Value shape;
+  if (auto expand = data.getDefiningOp<moe::ExpandOp>())
+    shape = expand.getShape();
+  else if (auto build = data.getDefiningOp<moe::ConstantOfShapeOp>())
+    shape = build.getInput();
+  std::optional<SmallVector<moe::ShapeEntry>> entries =
+      shape ? moe::getShapeEntries(shape) : std::nullopt;
+  return entries && entries->size() == 1 &&
+         entries->front().isSameAs(moe::ShapeEntry::ofDim(perm, 0));
+}
+
+/// One projection of the experts in segment form: `concat_e(rows[segment_e]
+/// @ W[e]) (+ b[sortedIds])`.
+struct SegmentProduct {
+  /// The sorted `[N, in]` rows.
+  Value rows;
+  /// The `[E, in, out]` weight (layout in_out) and optional `[E, out]` bias.
+  Value weight, bias;
+  SmallVector<Value> segments;
+};
+
+/// The `[E, in, out]` weights of which the `[in, out]` `matrices` are the
+/// experts' in order: the constant a split into E pieces came from, or a
+/// moe.stack of the matrices' constants (built before `anchor`).
+Value getStackedWeight(ArrayRef<Value> matrices, Operation *anchor) {
+  Value whole;
+  for (auto [e, matrix] : llvm::enumerate(matrices)) {
+    auto squeeze = matrix.getDefiningOp<moe::SqueezeOp>();
+    auto piece = squeeze ? dyn_cast<OpResult>(squeeze.getData()) : OpResult();
+    auto split = piece ? dyn_cast<moe::SplitOp>(piece.getOwner()) : nullptr;
+    if (!split || piece.getResultNumber() != e || split.getAxis() != 0 ||
+        split->getNumResults() != matrices.size() ||
+        getShape(piece).size() != 3 || getShape(piece)[0] != 1 ||
+        (whole && split.getInput() != whole)) {
+      whole = nullptr;
+      break;
+    }
+    whole = split.getInput();
+  }
+  auto constant = whole ? whole.getDefiningOp<moe::ConstantOp>() : nullptr;
+  if (constant && constant.getType().getElementType().isF32())
+    return whole;
+  for (Value matrix : matrices) {
+    auto piece = matrix.getDefiningOp<moe::ConstantOp>();
+    if (!piece || getShape(matrix).size() != 2 ||
+        getShape(matrix) != getShape(matrices.front()) ||
+        !piece.getType().getElementType().isF32())
+      return nullptr;
+  }
+  OpBuilder builder(anchor);
+  return moe::StackOp::create(builder, anchor->getLoc(), matrices);
+}
+
+/// Matches `value` as a SegmentProduct over `numExperts` segments, the bias
+/// gathered at `sortedIds`.
+std::optional<SegmentProduct> matchSegmentProduct(Value value, Value sortedIds,
+                                                  int64_t numExperts,
+                                                  Operation *anchor) {
+  SegmentProduct product;
+  if (auto add = value.getDefiningOp<moe::AddOp>()) {
+    for (auto [sum, bias] : {std::pair(add.getLhs(), add.getRhs()),
+                             std::pair(add.getRhs(), add.getLhs())}) {
+      auto gather = bias.getDefiningOp<moe::GatherOp>();
+      auto constant =
+          gather ? gather.getData().getDefiningOp<moe::ConstantOp>() : nullptr;
+      if (constant && gather.getIndices() == sortedIds &&
+          gather.getAxis() == 0 && getShape(constant).size() == 2 &&
+          getShape(constant)[0] == numExperts &&
+          constant.getType().getElementType().isF32()) {
+        product.bias = constant.getOutput();
+        value = sum;
+        break;
+      }
+    }
+    if (!product.bias)
+      return std::nullopt;
+  }
+  auto concat = value.getDefiningOp<moe::ConcatOp>();
+  if (!concat || concat.getAxis() != 0 ||
+      concat.getInputs().size() != static_cast<size_t>(numExperts))
+    return std::nullopt;
+  SmallVector<Value> matrices;
+  for (Value piece : concat.getInputs()) {
+    auto matmul = piece.getDefiningOp<moe::MatMulOp>();
+    auto gather =
+        matmul ? matmul.getA().getDefiningOp<moe::GatherOp>() : nullptr;
+    if (!gather || gather.getAxis() != 0 ||
+        getShape(gather.getIndices()).size() != 1 ||
+        getShape(matmul.getB()).size() != 2 ||
+        (product.rows && gather.getData() != product.rows))
+      return std::nullopt;
+    product.rows = gather.getData();
+    product.segments.push_back(gather.getIndices());
+    matrices.push_back(matmul.getB());
+  }
+  product.weight = getStackedWeight(matrices, anchor);
+  if (!product.weight)
+    return std::nullopt;
+  ArrayRef<int64_t> shape = getShape(product.weight);
+  if (product.bias && getShape(product.bias)[1] != shape[2]) {
+    eraseIfUnused(product.weight);
+    return std::nullopt;
+  }
+  return product;
+}
+
+/// Whether `value` is `perm / k` (a flat assignment's token, `perm >= 0`),
+/// also in torch's floor-division form `perm / k - (perm < 0 and perm % k)`
+/// whose correction is zero for the non-negative indices of a sort.
+bool isTokenOf(Value value, Value perm, int64_t topK) {
+  auto isQuotient = [&](Value quotient) {
+    auto div = quotient.getDefiningOp<moe::DivOp>();
+    return div && div.getLhs() == perm &&
+           moe::getConstantInt(div.getRhs()) == topK;
+  };
+  if (isQuotient(value))
+    return true;
+  auto sub = value.getDefiningOp<moe::SubOp>();
+  if (!sub || !isQuotient(sub.getLhs()))
+    return false;
+  auto cast = sub.getRhs().getDefiningOp<moe::CastOp>();
+  auto both = cast ? cast.getInput().getDefiningOp<moe::AndOp>() : nullptr;
+  if (!both)
+    return false;
+  // `perm < 0`, possibly compared with true: false for every sorted index,
+  // so the conjunction and the correction are zero.
+  auto isNegative = [&](Value test) {
+    if (auto equal = test.getDefiningOp<moe::EqualOp>()) {
+      if (!isSplatOf(equal.getRhs(), 1))
+        return false;
+      test = equal.getLhs();
+    }
+    auto less = test.getDefiningOp<moe::LessOp>();
+    return less && less.getLhs() == perm && isSplatOf(less.getRhs(), 0);
+  };
+  return isNegative(both.getLhs()) || isNegative(both.getRhs());
+}
+
+/// The expert network between the two projections.
+struct Activation {
+  moe::Activation kind = moe::Activation::SiluGlu;
+  std::optional<moe::GluLayout> glu;
+  std::optional<float> alpha, beta, limit;
+};
+
+/// Matches GPT-OSS's clamped SwiGLU `g' * sigmoid(alpha * g') * (u' +
+/// beta)`, `g' = min(g, limit)`, `u' = clamp(u, -limit, limit)`, any operand
+/// order; returns {g, u} and sets alpha, beta and limit. (Branch `stacked`
+/// shares this matcher as passes/MatchFfn.h's matchGatedActivation.)
+std::optional<std::pair<Value, Value>>
+matchClampedSwigluTerms(Value activated, Activation &activation) {
+  auto product = activated.getDefiningOp<moe::MulOp>();
+  if (!product)
+    return std::nullopt;
+  auto operands = [](auto op) {
+    return std::array{std::pair(op.getLhs(), op.getRhs()),
+                      std::pair(op.getRhs(), op.getLhs())};
+  };
+  for (auto [upTerm, gateTerm] : operands(product)) {
+    auto shift = upTerm.getDefiningOp<moe::AddOp>();
+    auto gated = gateTerm.getDefiningOp<moe::MulOp>();
+    if (!shift || !gated)
+      continue;
+    for (auto [clippedUp, beta] : operands(shift)) {
+      auto upClip = clippedUp.getDefiningOp<moe::ClipOp>();
+      std::optional<double> betaValue = getScalarFloat(beta);
+      if (!upClip || !betaValue || !upClip.getMin() || !upClip.getMax())
+        continue;
+      for (auto [clippedGate, sigmoidValue] : operands(gated)) {
+        auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
+        auto scaled =
+            sigmoid ? sigmoid.getInput().getDefiningOp<moe::MulOp>() : nullptr;
+        auto gateClip = clippedGate.getDefiningOp<moe::ClipOp>();
+        std::optional<double> alpha =
+            scaled ? getScalarFloat(otherOperand(scaled, clippedGate))
+                   : std::nullopt;
+        if (!alpha || !gateClip || gateClip.getMin() || !gateClip.getMax())
+          continue;
+        std::optional<double> limit = getScalarFloat(gateClip.getMax());
+        if (!limit || getScalarFloat(upClip.getMin()) != -*limit ||
+            getScalarFloat(upClip.getMax()) != *limit)
+          continue;
+        activation.kind = moe::Activation::ClampedSwiglu;
+        activation.alpha = *alpha;
+        activation.beta = *betaValue;
+        activation.limit = *limit;
+        return std::pair(gateClip.getInput(), upClip.getInput());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// The fused `[N, 2F]` projection whose even columns are `gate` and odd
+/// ones `up`: two step-2 Slices of its last axis from 0 and 1. Null if not.
+Value getInterleavedHalves(Value gate, Value up) {
+  auto gateSlice = gate.getDefiningOp<moe::SliceOp>();
+  auto upSlice = up.getDefiningOp<moe::SliceOp>();
+  if (!gateSlice || !upSlice || gateSlice.getData() != upSlice.getData() ||
+      getShape(gateSlice.getData()).size() != 2)
+    return nullptr;
+  int64_t columns = getShape(gateSlice.getData())[1];
+  auto isHalf = [&](moe::SliceOp slice, int64_t start) {
+    std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
+    return slice.getAxes() && slice.getSteps() &&
+           isConstAxes(slice.getAxes(), {1}, 2) &&
+           moe::getConstantInt(slice.getStarts()) == start && end &&
+           *end >= columns && moe::getConstantInt(slice.getSteps()) == 2;
+  };
+  if (ShapedType::isDynamic(columns) || !isHalf(gateSlice, 0) ||
+      !isHalf(upSlice, 1))
+    return nullptr;
+  return gateSlice.getData();
+}
+
+/// Matches the gated activation `activated` of the first projection's
+/// `[N, 2F]` output: `silu(g) * u` or a clamped SwiGLU, on its halves
+/// (concatenated) or its even / odd columns (interleaved). Returns that
+/// output and F in `ffn`, or null.
+Value matchActivation(Value activated, Activation &activation, int64_t &ffn) {
+  std::optional<std::pair<Value, Value>> parts =
+      matchClampedSwigluTerms(activated, activation);
+  if (!parts)
+    parts = matchSiluGlu(activated);
+  if (!parts || getShape(parts->first).size() != 2)
+    return nullptr;
+  ffn = getShape(parts->first)[1];
+  if (Value fused = getConcatenatedGlu(parts->first, parts->second)) {
+    activation.glu = moe::GluLayout::Concatenated;
+    return fused;
+  }
+  if (Value fused = getInterleavedHalves(parts->first, parts->second)) {
+    activation.glu = moe::GluLayout::Interleaved;
+    return fused;
+  }
+  return nullptr;
+}
+
+/// One segments-form MoE layer, as matched.
+struct SegmentLayer {
+  moe::TopKOp sort;
+  /// The `[T, k]` expert ids and the op computing them (the remarks' anchor).
+  Value ids;
+  Operation *router = nullptr;
+  /// The `[T, k]` routing weights and the `[T, H]` tokens.
+  Value weights, tokens;
+  int64_t numExperts = 0, topK = 0, hidden = 0;
+  SegmentProduct gateUp, down;
+  Activation activation;
+  /// The `[T, H]` sum over k the layer replaces.
+  Value result;
+};
+
+/// Matches the segments form around the stable sort `sort` of the flattened
+/// indices of `router`; each step checks one op and says what it needs.
+class SegmentMatcher {
+public:
+  SegmentMatcher(Value ids, int64_t numExperts, moe::TopKOp sort) {
+    layer.ids = ids;
+    layer.router = ids.getDefiningOp();
+    layer.numExperts = numExperts;
+    layer.sort = sort;
+  }
+
+  std::optional<Failure> match() {
+    moe::TopKOp sort = layer.sort;
+    layer.topK = getShape(layer.ids)[1];
+    Value perm = sort.getIndices(), sortedIds = sort.getValues();
+
+    if (std::optional<Failure> failure = matchUnsort(perm))
+      return failure;
+    layer.down = *down;
+    ArrayRef<int64_t> downShape = getShape(layer.down.weight);
+    layer.hidden = downShape[2];
+    if (std::optional<Failure> failure = checkSegments(layer.down.segments))
+      return failure;
+
+    int64_t ffn = 0;
+    Value gateUpOutput =
+        matchActivation(layer.down.rows, layer.activation, ffn);
+    if (!gateUpOutput || downShape[1] != ffn)
+      return Failure("the down projection's input is not a gated activation "
+                     "of size F (silu(gate) * up on the halves of the first "
+                     "projection, or a clamped SwiGLU on its even and odd "
+                     "columns)");
+    std::optional<SegmentProduct> gateUp =
+        matchSegmentProduct(gateUpOutput, sortedIds, layer.numExperts, sort);
+    if (!gateUp)
+      return Failure("the first projection is not a concatenation of the "
+                     "experts' segment products with their weights");
+    layer.gateUp = *gateUp;
+    ArrayRef<int64_t> gateUpShape = getShape(layer.gateUp.weight);
+    if (gateUpShape[1] != layer.hidden || gateUpShape[2] != 2 * ffn)
+      return Failure("the first projection's weights are not H x 2F per "
+                     "expert");
+    if (std::optional<Failure> failure = checkSegments(layer.gateUp.segments))
+      return failure;
+
+    auto gather = layer.gateUp.rows.getDefiningOp<moe::GatherOp>();
+    if (!gather || gather.getAxis() != 0 ||
+        !isTokenOf(gather.getIndices(), perm, layer.topK))
+      return Failure("the sorted rows are not the tokens gathered at sorted "
+                     "assignment / k");
+    layer.tokens = gather.getData();
+    ArrayRef<int64_t> tokens = getShape(layer.tokens);
+    if (tokens.size() != 2 || tokens[1] != layer.hidden ||
+        !getElementTypeOrSelf(layer.tokens.getType()).isF32())
+      return Failure("the tokens are not an f32 [T, H] matrix");
+    return std::nullopt;
+  }
+
+  SegmentLayer layer;
+
+private:
+  std::optional<SegmentProduct> down;
+
+  /// Whether the row vectors of the E products are, in order, the
+  /// moe.segment of each expert of the sorted ids (which
+  /// moe-canonicalize-segments proved the exporter's ranges to be).
+  std::optional<Failure> checkSegments(ArrayRef<Value> segments) {
+    for (auto [e, rows] : llvm::enumerate(segments)) {
+      auto segment = rows.getDefiningOp<moe::SegmentOp>();
+      if (!segment || segment.getIds() != layer.sort.getValues() ||
+          segment.getExpert() != e)
+        return Failure("the rows of expert " + std::to_string(e) +
+                       " are not the moe.segment of expert " +
+                       std::to_string(e) +
+                       " of the sorted ids (the "
+                       "exporter's ranges over a histogram of them)");
+    }
+    return std::nullopt;
+  }
+
+  /// Matches, from the sort's permutation, `reduce_sum(reshape(gather(y *
+  /// unsqueeze(gather(flatten(w), perm), -1), inverse(perm)), [T, k, H]),
+  /// 1)` with `inverse(perm) = scatter_elements(_, perm, range(0, N))`, and
+  /// the down projection y.
+  std::optional<Failure> matchUnsort(Value perm) {
+    moe::ScatterElementsOp inverse;
+    moe::GatherOp sortedWeights;
+    for (Operation *user : perm.getUsers()) {
+      if (auto scatter = dyn_cast<moe::ScatterElementsOp>(user))
+        if (scatter.getIndices() == perm && scatter.getAxis() == 0 &&
+            scatter.getReduction() == "none")
+          inverse = scatter;
+      if (auto gather = dyn_cast<moe::GatherOp>(user))
+        if (gather.getIndices() == perm && gather.getAxis() == 0 &&
+            getShape(gather.getData()).size() == 1)
+          sortedWeights = gather;
+    }
+    // Every position of a vector of perm's length is written once (perm is
+    // a permutation), so whatever it held is overwritten.
+    if (!inverse || !isIota(inverse.getUpdates()) ||
+        !hasLengthOf(inverse.getData(), perm))
+      return Failure("the sorted order is not inverted by scattering "
+                     "range(0, N) at the permutation into a vector of its "
+                     "length");
+    auto unsorted = getOnlyUserOf<moe::GatherOp>(inverse.getOutput());
+    if (!unsorted || unsorted.getIndices() != inverse.getOutput() ||
+        unsorted.getAxis() != 0)
+      return Failure("the expert rows are not put back in assignment order "
+                     "by the inverse permutation");
+    Value scaled = unsorted.getData();
+
+    if (!sortedWeights)
+      return Failure("the routing weights are not taken in the sorted order");
+    auto flatWeights = sortedWeights.getData().getDefiningOp<moe::ReshapeOp>();
+    if (!flatWeights ||
+        !isFlattenedVector(sortedWeights.getData(), flatWeights.getData()))
+      return Failure("the sorted routing weights are not the flattened [T, k] "
+                     "weights");
+    layer.weights = flatWeights.getData();
+    ArrayRef<int64_t> weights = getShape(layer.weights);
+    if (weights.size() != 2 || weights[1] != layer.topK ||
+        !getElementTypeOrSelf(layer.weights.getType()).isF32())
+      return Failure("the routing weights are not f32 [T, k]");
+    auto column = getOnlyUserOf<moe::UnsqueezeOp>(sortedWeights.getOutput());
+    auto scale = scaled.getDefiningOp<moe::MulOp>();
+    Value expertRows =
+        scale && column ? otherOperand(scale, column.getOutput()) : Value();
+    if (!expertRows || !column.getAxes() ||
+        !isConstAxes(column.getAxes(), {1}, 2))
+      return Failure("the sorted expert rows are not scaled by the sorted "
+                     "routing weights");
+
+    auto perToken = getOnlyUserOf<moe::ReshapeOp>(unsorted.getOutput());
+    ArrayRef<int64_t> perTokenShape =
+        perToken ? getShape(perToken.getOutput()) : ArrayRef<int64_t>();
+    auto sum = perToken ? getOnlyUserOf<moe::ReduceSumOp>(perToken.getOutput())
+                        : nullptr;
+    if (perTokenShape.size() != 3 || perTokenShape[1] != layer.topK || !sum ||
+        sum.getKeepdims() != 0 || !sum.getAxes() ||
+        !isConstAxes(sum.getAxes(), {1}, 3))
+      return Failure("the rows in assignment order are not summed over k");
+    layer.result = sum.getOutput();
+
+    down = matchSegmentProduct(expertRows, layer.sort.getValues(),
+                               layer.numExperts, layer.sort);
+    if (!down)
+      return Failure("the down projection is not a concatenation of the "
+                     "experts' segment products with their weights");
+    if (getShape(down->weight)[2] != perTokenShape[2])
+      return Failure("the down projection does not produce H columns");
+    return std::nullopt;
+  }
+};
+
+struct DetectSegmentExpertsPass
+    : public moec::impl::MoeDetectSegmentExpertsBase<DetectSegmentExpertsPass> {
+  void runOnOperation() override {
+    SmallVector<std::tuple<Value, int64_t, moe::TopKOp>> candidates;
+    getOperation().walk([&](moe::TopKOp sort) {
+      if (std::optional<ExpertSort> expertSort = matchExpertSort(sort))
+        candidates.push_back({expertSort->ids, expertSort->numExperts, sort});
+    });
+    SmallVector<SegmentLayer, 2> layers;
+    for (auto [ids, numExperts, sort] : candidates) {
+      SegmentMatcher matcher(ids, numExperts, sort);
+      if (std::optional<Failure> failure = matcher.match()) {
+        matcher.layer.router->emitRemark("MoE segment experts not detected: ")
+            << *failure;
+        continue;
+      }
+      layers.push_back(matcher.layer);
+    }
+    // The segments are the exporter's ranges again before any rewrite is
+    // validated against the layer's original ops (and so that no plan holds
+    // one where no layer was taken).
+    bool changed = false;
+    getOperation().walk([&](moe::SegmentOp segment) {
+      segment.getRows().replaceAllUsesWith(segment.getFallback());
+      segment.erase();
+      changed = true;
+    });
+    for (SegmentLayer &layer : layers) {
+      layer.gateUp.segments.clear();
+      layer.down.segments.clear();
+      changed |= succeeded(rewrite(layer));
+    }
+    // Also the weight stacks a failed match built.
+    if (changed || !candidates.empty())
+      eraseDeadOps(getOperation().getBody());
+  }
+
+  /// Builds [moe.router ->] moe.dispatch -> moe.experts -> moe.combine for
+  /// `layer` and commits it through validation.
+  LogicalResult rewrite(SegmentLayer &layer) {
+    Operation *anchor = layer.result.getDefiningOp();
+    OpBuilder builder(anchor);
+    Location loc = layer.result.getLoc();
+    MLIRContext *context = builder.getContext();
+    auto [indices, weights] = getRouting(builder, layer);
+    auto dispatch =
+        moe::DispatchOp::create(builder, loc, layer.tokens, indices,
+                                builder.getI64IntegerAttr(layer.numExperts));
+    const Activation &activation = layer.activation;
+    auto f32 = [&](std::optional<float> value) {
+      return value ? builder.getF32FloatAttr(*value) : FloatAttr();
+    };
+    auto experts = moe::ExpertsOp::create(
+        builder, loc, dispatch.getRows(), dispatch.getOffsets(),
+        layer.gateUp.weight, layer.gateUp.bias, /*w3=*/Value(),
+        /*b3=*/Value(), layer.down.weight, layer.down.bias,
+        moe::ActivationAttr::get(context, activation.kind),
+        moe::WeightLayoutAttr::get(context, moe::WeightLayout::InOut),
+        activation.glu ? moe::GluLayoutAttr::get(context, *activation.glu)
+                       : moe::GluLayoutAttr(),
+        f32(activation.alpha), f32(activation.beta), f32(activation.limit));
+    auto combine = moe::CombineOp::create(
+        builder, loc, experts.getOutput(), dispatch.getSource(), weights,
+        /*passthrough=*/Value(), /*indices=*/Value());
+    if (combine.getType() != layer.result.getType()) {
+      layer.router->emitRemark("MoE segment experts not rewritten: the "
+                               "combined output type ")
+          << combine.getType() << " differs from the layer's "
+          << layer.result.getType();
+      eraseIfUnused(combine.getOutput());
+      return failure();
+    }
+    return commitLayerRewrite(getArgument(), layer.router, layer.result,
+                              combine.getOutput(), layer.tokens);
+  }
+
+  /// The expert indices and routing weights the sparse ops take: a
+  /// moe.router's when the gate is a softmax gate of the layer's tokens
+  /// whose weights are the ones the layer scales by, else the graph's own
+  /// top-k indices and weights, left as generic ops.
+  std::pair<Value, Value> getRouting(OpBuilder &builder, SegmentLayer &layer) {
+    SoftmaxGate gate;
+    auto topK = dyn_cast<moe::TopKOp>(layer.router);
+    if (topK && topK.getIndices() == layer.ids &&
+        !matchSoftmaxGate(topK, gate) && gate.weights == layer.weights &&
+        gate.tokens == layer.tokens && gate.numExperts == layer.numExperts) {
+      RouterConfig config;
+      config.topK = gate.topK;
+      config.afterTopK = gate.afterTopK;
+      config.normalize = gate.normalize;
+      moe::RouterOp router =
+          createRouter(builder, layer.result.getLoc(), gate.logits, config);
+      return {router.getIndices(), router.getWeights()};
+    }
+    return {layer.ids, layer.weights};
+  }
+};
+
+} // namespace
