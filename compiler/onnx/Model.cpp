@@ -127,7 +127,7 @@ LogicalResult ModelValidator::validateOpsets() {
     if (!model.opsets.try_emplace(domain, opset.version()).second)
       return emitError(loc) << "imported twice";
     if (domain.empty()) {
-      if (opset.version() < kMinOpset || opset.version() > kMaxOpset)
+      if (opset.version() < kMinUpgradableOpset || opset.version() > kMaxOpset)
         return emitError(loc)
                << "opset " << opset.version() << " is out of range (moec "
                << "imports " << kDefaultDomainName << " opsets " << kMinOpset
@@ -342,37 +342,10 @@ LogicalResult ModelValidator::sortNodes() {
          << "the graph has a cycle: " << cycle;
 }
 
-/// Brings a model of a default-domain opset from kMinUpgradableOpset to
-/// kMinOpset - 1 to opset kMinOpset (OpsetUpgrade.h). Any other model is left
-/// to the validator, which also judges the upgraded one.
-static LogicalResult upgradeOldOpset(OnnxModel &model,
-                                     onnx::ModelProto &proto) {
-  std::optional<int64_t> version;
-  for (const onnx::OperatorSetIdProto &opset : proto.opset_import()) {
-    if (!normalizeDomain(opset.domain()).empty())
-      continue;
-    if (version)
-      return success(); // imported twice: the validator says so
-    version = opset.version();
-  }
-  if (!version || *version < kMinUpgradableOpset || *version >= kMinOpset)
-    return success();
-  std::string error = upgradeOpset(proto, kMinOpset);
-  if (!error.empty())
-    return emitError(model.loc)
-           << kDefaultDomainName << " opset " << *version
-           << " cannot be upgraded to opset " << kMinOpset << ": " << error;
-  model.originalOpset = *version;
-  emitRemark(model.loc) << kDefaultDomainName << " opset " << *version
-                        << " upgraded to opset " << kMinOpset
-                        << " by onnx's version converter";
-  return success();
-}
-
-/// Parses the protobuf of `model` from `stream`, which must hold exactly one
-/// ModelProto, and upgrades an older opset.
-static LogicalResult
-parseModel(OnnxModel &model,
+/// Parses the protobuf of a model from `stream`, which must hold exactly one
+/// ModelProto.
+static FailureOr<std::shared_ptr<onnx::ModelProto>>
+parseModel(const OnnxModel &model,
            google::protobuf::io::ZeroCopyInputStream &stream) {
   auto proto = std::make_shared<onnx::ModelProto>();
   google::protobuf::io::CodedInputStream coded(&stream);
@@ -381,10 +354,34 @@ parseModel(OnnxModel &model,
   if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     return emitError(model.loc)
            << "not a valid ONNX model (truncated or corrupt protobuf)";
-  if (failed(upgradeOldOpset(model, *proto)))
+  return proto;
+}
+
+/// Makes the parsed `proto` the model, validates it and brings a
+/// default-domain opset from kMinUpgradableOpset to kMinOpset - 1 to opset
+/// kMinOpset (OpsetUpgrade.h); the upgraded model is validated again.
+static LogicalResult
+validateAndUpgrade(OnnxModel &model, std::shared_ptr<onnx::ModelProto> proto) {
+  model.proto = proto;
+  if (failed(ModelValidator(model).validate()))
     return failure();
-  model.proto = std::move(proto);
-  return success();
+  int64_t opset = model.getOpsetVersion("");
+  if (opset >= kMinOpset)
+    return success();
+  // Only a model our validator accepted reaches onnx's converter, which
+  // trusts its input (a graph output that no node produces crashes it).
+  std::string error = upgradeOpset(*proto, kMinOpset);
+  if (!error.empty())
+    return emitError(model.loc)
+           << kDefaultDomainName << " opset " << opset
+           << " cannot be upgraded to opset " << kMinOpset << ": " << error;
+  model.originalOpset = opset;
+  model.opsets.clear();
+  model.nodeOrder.clear();
+  emitRemark(model.loc) << kDefaultDomainName << " opset " << opset
+                        << " upgraded to opset " << kMinOpset
+                        << " by onnx's version converter";
+  return ModelValidator(model).validate();
 }
 
 FailureOr<std::unique_ptr<OnnxModel>>
@@ -406,7 +403,9 @@ moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
            << " bytes; an ONNX protobuf over 2 GiB must keep its weights in "
               "external data";
   google::protobuf::io::FileInputStream stream(file->fd());
-  if (failed(parseModel(*model, stream)))
+  FailureOr<std::shared_ptr<onnx::ModelProto>> proto =
+      parseModel(*model, stream);
+  if (failed(proto))
     return failure();
 
   SmallString<256> directory(llvm::sys::path::parent_path(path));
@@ -418,7 +417,7 @@ moec::onnx_import::loadOnnxModel(MLIRContext *context, StringRef path) {
            << "cannot resolve the model's directory: " << ec.message();
   model->directory = std::string(realDirectory);
 
-  if (failed(ModelValidator(*model).validate()))
+  if (failed(validateAndUpgrade(*model, std::move(*proto))))
     return failure();
   return model;
 }
@@ -433,10 +432,12 @@ moec::onnx_import::loadOnnxModelFromBuffer(MLIRContext *context,
            << " bytes; an ONNX protobuf over 2 GiB must keep its weights in "
               "external data";
   google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
-  if (failed(parseModel(*model, stream)))
+  FailureOr<std::shared_ptr<onnx::ModelProto>> proto =
+      parseModel(*model, stream);
+  if (failed(proto))
     return failure();
   // No directory: external data has nothing to resolve against.
-  if (failed(ModelValidator(*model).validate()))
+  if (failed(validateAndUpgrade(*model, std::move(*proto))))
     return failure();
   return model;
 }

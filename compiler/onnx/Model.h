@@ -32,8 +32,8 @@ constexpr llvm::StringLiteral kMicrosoftDomain = "com.microsoft";
 /// kMinUpgradableOpset (OpsetUpgrade.h) are upgraded to kMinOpset first.
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 24;
-/// The ONNX IR versions moec reads (7 came with opset 13).
-constexpr int64_t kMinIrVersion = 7;
+/// The ONNX IR versions moec reads (3 came with opset 7, 7 with opset 13).
+constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 13;
 
 /// Returns `domain` with the default domain spelled "" however the model
