@@ -17,6 +17,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace moec::moe;
@@ -747,7 +748,9 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
                                " (expected -1, 0 or a positive size)");
     shape.push_back(resolved.getSize());
     if (!ShapedType::isDynamic(shape.back())) {
-      outputStatic *= shape.back();
+      if (llvm::MulOverflow(outputStatic, shape.back(), outputStatic))
+        return emitOptionalError(location, "shape ", formatShape(shape),
+                                 " has more than 2^63 elements");
       continue;
     }
     auto *it = llvm::find_if(
