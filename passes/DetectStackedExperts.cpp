@@ -197,11 +197,15 @@ public:
     if (hidden != perTokenShape[2])
       return Failure("the down projection does not produce H columns");
 
+    // A gated activation of a fused [N, 2F] projection, else one of an
+    // [N, F] projection (ReLU, GELU, SiLU).
     if (std::optional<Failure> failure =
             matchGatedActivation(down->rows, layer.activation))
-      return failure;
+      if (!matchPlainActivation(down->rows, layer.activation))
+        return failure;
     Value fused = layer.activation.fused;
-    if (getShape(fused).back() != 2 * ffn)
+    int64_t width = layer.activation.gated ? 2 * ffn : ffn;
+    if (getShape(fused).back() != width)
       return Failure("gate and up are not the two halves of one fused "
                      "projection of size 2F");
     std::optional<ExpertProduct> gateUp =
@@ -211,8 +215,9 @@ public:
                      "stacked weights gathered at the flattened top-k "
                      "indices, in the down projection's layout");
     layer.gateUp = *gateUp;
-    if (getInOut(layer.gateUp) != std::pair(hidden, 2 * ffn))
-      return Failure("the fused gate/up weights are not H x 2F per expert");
+    if (getInOut(layer.gateUp) != std::pair(hidden, width))
+      return Failure("the fused gate/up weights are not H x 2F per expert "
+                     "(H x F without a gate)");
     Value tokens = getRepeatedTokens(gateUp->rows, topK, hidden);
     if (!tokens)
       return Failure("the experts' rows are not the router's tokens each "

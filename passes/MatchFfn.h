@@ -16,9 +16,11 @@
 namespace moec {
 
 /// A gated activation `act(g) * u` whose g and u are the two parts of one
-/// fused `[..., 2F]` projection `fused`, packed as `glu` says.
+/// fused `[..., 2F]` projection `fused`, packed as `glu` says; or, when not
+/// `gated`, `act(h)` of a `[..., F]` projection `fused`.
 struct GatedActivation {
   mlir::Value fused;
+  bool gated = true;
   moe::Activation activation = moe::Activation::SiluGlu;
   moe::GluLayout glu = moe::GluLayout::Concatenated;
   std::optional<float> alpha, beta, limit;
@@ -142,10 +144,45 @@ matchGatedActivation(mlir::Value a, GatedActivation &activation) {
                      "projection of size 2F");
 }
 
+/// Matches `a` as `act(h)` of one projection h: ReLU, GELU (exact or the
+/// tanh approximation) or SiLU (`h * sigmoid(h)`, any operand order).
+/// Returns whether it is one.
+inline bool matchPlainActivation(mlir::Value a, GatedActivation &activation) {
+  activation = GatedActivation();
+  activation.gated = false;
+  if (auto relu = a.getDefiningOp<moe::ReluOp>()) {
+    activation.fused = relu.getInput();
+    activation.activation = moe::Activation::Relu;
+    return true;
+  }
+  if (auto gelu = a.getDefiningOp<moe::GeluOp>()) {
+    if (gelu.getApproximate() != "none" && gelu.getApproximate() != "tanh")
+      return false;
+    activation.fused = gelu.getInput();
+    activation.activation = gelu.getApproximate() == "tanh"
+                                ? moe::Activation::GeluTanh
+                                : moe::Activation::Gelu;
+    return true;
+  }
+  auto silu = a.getDefiningOp<moe::MulOp>();
+  if (!silu)
+    return false;
+  for (auto [h, sigmoidValue] : {std::pair(silu.getLhs(), silu.getRhs()),
+                                 std::pair(silu.getRhs(), silu.getLhs())}) {
+    auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
+    if (sigmoid && sigmoid.getInput() == h) {
+      activation.fused = h;
+      activation.activation = moe::Activation::Silu;
+      return true;
+    }
+  }
+  return false;
+}
+
 /// Sets `ffn`'s activation and its attributes to `activation`'s.
 inline void setActivation(ExpertFfn &ffn, const GatedActivation &activation) {
   ffn.activation = activation.activation;
-  ffn.glu = activation.glu;
+  ffn.glu = activation.gated ? std::optional(activation.glu) : std::nullopt;
   ffn.alpha = activation.alpha;
   ffn.beta = activation.beta;
   ffn.limit = activation.limit;

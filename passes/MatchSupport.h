@@ -165,18 +165,28 @@ inline void eraseIfUnused(mlir::Value value) {
 
 /// Breaks a proposed rewrite for `--moe-test-corrupt-rewrite`: the routers
 /// it built scale their weights twice (a routed scaling factor applied
-/// twice), a plausible detector mistake that any layer's output shows.
-inline void corruptRewrite(mlir::Value replacement) {
+/// twice), and a combine of a gate of generic ops adds its weights twice, a
+/// plausible detector mistake that any layer's output shows. The walk stops
+/// at the layer's `tokens`, so that earlier layers stay as committed.
+inline void corruptRewrite(mlir::Value replacement, mlir::Value tokens) {
   llvm::SmallVector<mlir::Value> worklist{replacement};
   llvm::DenseSet<mlir::Operation *> visited;
-  mlir::Builder builder(replacement.getContext());
+  mlir::OpBuilder builder(replacement.getContext());
   while (!worklist.empty()) {
-    mlir::Operation *op = worklist.pop_back_val().getDefiningOp();
-    if (!op || !visited.insert(op).second)
+    mlir::Value value = worklist.pop_back_val();
+    mlir::Operation *op = value.getDefiningOp();
+    if (value == tokens || !op || !visited.insert(op).second)
       continue;
     if (auto router = llvm::dyn_cast<moe::RouterOp>(op))
       router.setRoutedScalingFactorAttr(builder.getF32FloatAttr(
           2 * router.getRoutedScalingFactorAttr().getValueAsDouble()));
+    auto combine = llvm::dyn_cast<moe::CombineOp>(op);
+    if (combine && !combine.getWeights().getDefiningOp<moe::RouterOp>()) {
+      builder.setInsertionPoint(combine);
+      mlir::Value weights = combine.getWeights();
+      combine.getWeightsMutable().assign(
+          moe::AddOp::create(builder, combine.getLoc(), weights, weights));
+    }
     llvm::append_range(worklist, op->getOperands());
   }
 }
@@ -198,7 +208,7 @@ inline mlir::LogicalResult validateRewrite(llvm::StringRef pass,
   if (!validator)
     return mlir::success();
   if (validator->corruptRewrites())
-    corruptRewrite(replacement);
+    corruptRewrite(replacement, tokens);
   std::optional<std::string> why =
       validator->validate(original, replacement, tokens);
   if (!why)

@@ -500,3 +500,49 @@ func.func @shared_expert(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %out = moe.add %routed, %shared : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %out : tensor<?x8xf32>
 }
+
+// -----
+
+// Tests that a non-gated expert (relu between an [E, F, H] up projection
+// and the [E, H, F] down projection) becomes moe.experts relu without a
+// gate/up packing.
+// CHECK-LABEL: func.func @relu_experts
+// CHECK: moe.router %{{.*}} top 2 softmax normalize
+// CHECK: moe.experts relu %{{.*}} w1 %{{.*}} : tensor<4x4x8xf32> w2 %{{.*}} : tensor<4x8x4xf32> layout out_in
+// CHECK-NOT: glu
+// CHECK-NOT: moe.gather %
+func.func @relu_experts(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w1 = moe.constant dense<1.250000e-01> : tensor<4x4x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %probs, %k : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %w = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g1 = moe.gather %w1, %if : (tensor<4x4x8xf32>, tensor<?xi64>) -> tensor<?x4x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g1, %xc : (tensor<?x4x8xf32>, tensor<?x8x1xf32>) -> tensor<?x4x1xf32>
+  %h = moe.squeeze %h3, %c2 : (tensor<?x4x1xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  %a = moe.relu %h : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x4xf32>, tensor<?xi64>) -> tensor<?x8x4xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x4xf32>, tensor<?x4x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}
