@@ -20,6 +20,7 @@
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
+#include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
 
 #include "mlir/IR/Builders.h"
@@ -270,58 +271,15 @@ private:
   /// `g' = min(g, limit)`, `u' = clamp(u, -limit, limit)`, and g / u the even
   /// / odd columns of `x @ w1 + b1`.
   std::optional<Failure> matchActivation(Value value) {
-    auto product = value.getDefiningOp<moe::MulOp>();
-    if (!product)
-      return Failure("the activation is not a product of gate and up terms");
-    // One factor is `u' + beta`, the other `g' * sigmoid(alpha * g')`.
-    for (auto [upTerm, gateTerm] :
-         {std::pair(product.getLhs(), product.getRhs()),
-          std::pair(product.getRhs(), product.getLhs())}) {
-      auto upShift = upTerm.getDefiningOp<moe::AddOp>();
-      auto gated = gateTerm.getDefiningOp<moe::MulOp>();
-      if (!upShift || !gated)
-        continue;
-      for (auto [clippedUp, beta] :
-           {std::pair(upShift.getLhs(), upShift.getRhs()),
-            std::pair(upShift.getRhs(), upShift.getLhs())}) {
-        std::optional<double> betaValue = getScalarFloat(beta);
-        auto upClip = clippedUp.getDefiningOp<moe::ClipOp>();
-        if (!betaValue || !upClip)
-          continue;
-        layer.beta = *betaValue;
-        return matchGate(gated, upClip);
-      }
-    }
-    return Failure("the activation is not (clip(up) + beta) times the gated "
-                   "term");
-  }
-
-  std::optional<Failure> matchGate(moe::MulOp gated, moe::ClipOp upClip) {
-    for (auto [clippedGate, sigmoidValue] :
-         {std::pair(gated.getLhs(), gated.getRhs()),
-          std::pair(gated.getRhs(), gated.getLhs())}) {
-      auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
-      auto scaled =
-          sigmoid ? sigmoid.getInput().getDefiningOp<moe::MulOp>() : nullptr;
-      Value alpha = scaled ? otherOperand(scaled, clippedGate) : Value();
-      std::optional<double> alphaValue = getScalarFloat(alpha);
-      if (!alphaValue)
-        continue;
-      layer.alpha = *alphaValue;
-      auto gateClip = clippedGate.getDefiningOp<moe::ClipOp>();
-      if (!gateClip || gateClip.getMin() || !gateClip.getMax())
-        return Failure("the gate is not clamped from above only");
-      std::optional<double> limit = getScalarFloat(gateClip.getMax());
-      std::optional<double> upMin = getScalarFloat(upClip.getMin());
-      std::optional<double> upMax = getScalarFloat(upClip.getMax());
-      if (!limit || upMin != -*limit || upMax != *limit)
-        return Failure("the up projection is not clamped to [-limit, limit] "
-                       "with the gate's limit");
-      layer.limit = *limit;
-      return matchGateUp(gateClip.getInput(), upClip.getInput());
-    }
-    return Failure("the gated term is not gate * sigmoid(alpha * gate) with a "
-                   "constant alpha");
+    GatedActivation activation;
+    std::pair<Value, Value> parts;
+    if (std::optional<Failure> failure =
+            matchClampedSwiglu(value, activation, parts))
+      return failure;
+    layer.alpha = *activation.alpha;
+    layer.beta = *activation.beta;
+    layer.limit = *activation.limit;
+    return matchGateUp(parts.first, parts.second);
   }
 
   /// Whether `slice` takes every second column of the last dimension of a

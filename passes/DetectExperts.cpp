@@ -18,7 +18,9 @@
 
 #include "passes/Passes.h"
 
+#include "passes/MatchGates.h"
 #include "passes/MatchSupport.h"
+#include "passes/SharedExperts.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
@@ -50,18 +52,6 @@ namespace {
 /// Why a match failed: the message of the remark.
 using Failure = std::string;
 
-/// Whether `value` is a single integer constant equal to `expected`.
-bool isConstInt(Value value, int64_t expected) {
-  std::optional<int64_t> actual = moe::getConstantInt(value);
-  return actual && *actual == expected;
-}
-
-/// A ranked type of rank 2 whose second dimension is static `dim1`.
-bool isMatrixWithCols(Value value, int64_t dim1) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.getRank() == 2 && type.getDimSize(1) == dim1;
-}
-
 /// Whether `value` is a column of values in row order: `[N]` or `[N, 1]`.
 bool isColumn(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -82,18 +72,6 @@ Value stripColumnReshapes(Value value) {
       return value;
     value = input;
   }
-}
-
-/// Strips reshapes between `[n, cols]` matrices: element counts match, so
-/// the rows and their contents are unchanged.
-Value stripMatrixReshapes(Value value, int64_t cols) {
-  while (auto reshape = value.getDefiningOp<moe::ReshapeOp>()) {
-    if (!isMatrixWithCols(reshape.getData(), cols) ||
-        !isMatrixWithCols(reshape.getOutput(), cols))
-      break;
-    value = reshape.getData();
-  }
-  return value;
 }
 
 /// Strips reshapes, squeezes and unsqueezes between one-element values of
@@ -150,217 +128,6 @@ bool isRowCountOf(Value count, Value tokens) {
   std::optional<int64_t> lhs = getDimIndex(mul.getLhs(), source);
   std::optional<int64_t> rhs = getDimIndex(mul.getRhs(), source);
   return lhs && rhs && *lhs + *rhs == 1 && *lhs * *rhs == 0;
-}
-
-/// Whether `value` is a `constant_of_shape` filled with float zeros.
-moe::ConstantOfShapeOp getZeros(Value value) {
-  auto zeros = value.getDefiningOp<moe::ConstantOfShapeOp>();
-  if (!zeros || !zeros.getValue())
-    return nullptr;
-  auto fill = dyn_cast<DenseFPElementsAttr>(*zeros.getValue());
-  if (!fill || fill.getNumElements() != 1 ||
-      !(*fill.getValues<APFloat>().begin()).isZero())
-    return nullptr;
-  return zeros;
-}
-
-/// The float weight constant defining `value`, or null.
-moe::ConstantOp getWeight(Value value) {
-  auto constant = value.getDefiningOp<moe::ConstantOp>();
-  if (!constant || !isa<FloatType>(constant.getType().getElementType()))
-    return nullptr;
-  return constant;
-}
-
-/// The bytes of a constant, or nullopt where they are not directly readable.
-/// `storage` keeps expanded splats alive.
-std::optional<ArrayRef<char>> getWeightBytes(moe::ConstantOp constant,
-                                             std::vector<char> &storage) {
-  auto type = cast<ShapedType>(constant.getType());
-  int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
-  if (auto resource =
-          dyn_cast<DenseResourceElementsAttr>(constant.getValue())) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob || static_cast<int64_t>(blob->getData().size()) != bytes)
-      return std::nullopt;
-    return blob->getData();
-  }
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || type.getElementTypeBitWidth() % 8)
-    return std::nullopt;
-  ArrayRef<char> raw = dense.getRawData();
-  if (!dense.isSplat())
-    return raw;
-  storage.clear();
-  for (int64_t i = 0, e = type.getNumElements(); i < e; ++i)
-    storage.insert(storage.end(), raw.begin(), raw.end());
-  return ArrayRef<char>(storage);
-}
-
-/// The elements of an f32 constant of at most `maxElements` elements (so
-/// that probing an operand never copies a weight), or nullopt.
-std::optional<SmallVector<float>> getConstantFloats(Value value,
-                                                    int64_t maxElements) {
-  moe::ConstantOp constant = getWeight(value);
-  if (!constant || !constant.getType().getElementType().isF32() ||
-      constant.getType().getNumElements() > maxElements)
-    return std::nullopt;
-  std::vector<char> storage;
-  std::optional<ArrayRef<char>> bytes = getWeightBytes(constant, storage);
-  if (!bytes)
-    return std::nullopt;
-  SmallVector<float> floats(bytes->size() / sizeof(float));
-  std::memcpy(floats.data(), bytes->data(), floats.size() * sizeof(float));
-  return floats;
-}
-
-/// Whether `value` is a one-element f32 constant equal to `expected`.
-bool isConstFloat(Value value, float expected) {
-  std::optional<SmallVector<float>> floats = getConstantFloats(value, 1);
-  return floats && floats->size() == 1 && (*floats)[0] == expected;
-}
-
-/// Whether the axis attribute `axis` (as stored: a signed value in an
-/// unsigned getter) names the last axis of a `rank`-D tensor.
-bool isLastAxis(uint64_t axis, int64_t rank) {
-  int64_t signedAxis = static_cast<int64_t>(axis);
-  return signedAxis == -1 || signedAxis == rank - 1;
-}
-
-/// Whether `op` selects the largest entries along the last axis of its
-/// `rank`-D input.
-bool isLargestOnLastAxis(moe::TopKOp op, int64_t rank) {
-  return op.getLargest() == 1 && isLastAxis(op.getAxis(), rank);
-}
-
-/// A projection `x @ w` of rows `x`: a MatMul, or a Gemm without bias
-/// (`transB` set when `w` is stored `[out, in]`, as torch's Linear exports).
-struct Linear {
-  Value input;
-  /// The weight; null when it is not a float constant.
-  moe::ConstantOp weight;
-  bool transposed = false;
-};
-
-std::optional<Linear> matchLinear(Value output) {
-  if (auto matmul = output.getDefiningOp<moe::MatMulOp>())
-    return Linear{matmul.getA(), getWeight(matmul.getB()), false};
-  auto gemm = output.getDefiningOp<moe::GemmOp>();
-  if (!gemm || gemm.getTransA() != 0 || gemm.getC() ||
-      gemm.getAlpha().convertToFloat() != 1.0f)
-    return std::nullopt;
-  return Linear{gemm.getA(), getWeight(gemm.getB()), gemm.getTransB() != 0};
-}
-
-/// A SwiGLU feed-forward network `(silu(x @ w1) * (x @ w3)) @ w2` on rows
-/// `x`, with constant weights, all `[in, out]` or all `[out, in]`.
-struct SwiGlu {
-  Value input;
-  moe::ConstantOp w1, w3, w2;
-  moe::WeightLayout layout = moe::WeightLayout::InOut;
-
-  /// The FFN size when the weights are f32 of the layout's shapes for hidden
-  /// size `hidden`, else nullopt.
-  std::optional<int64_t> getFfnSize(int64_t hidden) {
-    auto w1Type = cast<RankedTensorType>(w1.getType());
-    if (w1Type.getRank() != 2)
-      return std::nullopt;
-    bool outIn = layout == moe::WeightLayout::OutIn;
-    int64_t ffn = w1Type.getDimSize(outIn ? 0 : 1);
-    auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
-      auto type = cast<RankedTensorType>(weight.getType());
-      ArrayRef<int64_t> shape = type.getShape();
-      return type.getElementType().isF32() &&
-             shape == (outIn ? ArrayRef<int64_t>{out, in}
-                             : ArrayRef<int64_t>{in, out});
-    };
-    if (!expect(w1, hidden, ffn) || !expect(w3, hidden, ffn) ||
-        !expect(w2, ffn, hidden))
-      return std::nullopt;
-    return ffn;
-  }
-};
-
-/// Matches `output` as a SwiGLU MLP with `silu(a) = a * sigmoid(a)`.
-std::optional<Failure> matchSwiGlu(Value output, SwiGlu &ffn) {
-  std::optional<Linear> down = matchLinear(output);
-  if (!down || !down->weight)
-    return Failure("the expert output is not a matmul by a down-projection "
-                   "weight");
-  std::optional<std::pair<Value, Value>> glu = matchSiluGlu(down->input);
-  std::optional<Linear> gate = glu ? matchLinear(glu->first) : std::nullopt;
-  std::optional<Linear> up = glu ? matchLinear(glu->second) : std::nullopt;
-  if (!gate || !up || gate->input != up->input)
-    return Failure("the activation is not SwiGLU (silu(x @ w1) * (x @ w3))");
-  if (!gate->weight || !up->weight)
-    return Failure("gate or up projection is not a constant weight");
-  if (gate->transposed != down->transposed ||
-      up->transposed != down->transposed)
-    return Failure("the projections mix [in, out] and [out, in] weights");
-  ffn.input = gate->input;
-  ffn.w1 = gate->weight;
-  ffn.w3 = up->weight;
-  ffn.w2 = down->weight;
-  ffn.layout =
-      down->transposed ? moe::WeightLayout::OutIn : moe::WeightLayout::InOut;
-  return std::nullopt;
-}
-
-/// A shared expert: a SwiGLU MLP on every token, optionally scaled by
-/// `sigmoid(x @ gate)` with a `[H, 1]` gate (Qwen2-MoE's
-/// `shared_expert_gate`).
-struct SharedExpert {
-  SwiGlu ffn;
-  moe::ConstantOp gate;
-};
-
-/// Whether `ffn` is an f32 SwiGLU on `tokens` (`[..., H]`).
-bool isSharedFfnOn(SwiGlu ffn, Value tokens) {
-  int64_t hidden = cast<RankedTensorType>(tokens.getType()).getShape().back();
-  return ffn.input == tokens && ffn.getFfnSize(hidden).has_value();
-}
-
-/// Matches `value` as a shared expert on `tokens`: the rows the routed
-/// experts see (`[T, H]`), or the model's `[B, S, H]` they were flattened
-/// from. Sets `nearMiss` when `value` is a SwiGLU MLP (possibly gated) that
-/// is not such a shared expert.
-std::optional<SharedExpert>
-matchSharedExpert(Value value, Value tokens, std::optional<Failure> &nearMiss) {
-  SharedExpert shared;
-  Value ffnValue = value;
-  // sigmoid(x @ gate) [T, 1] broadcast over the FFN's [T, H] scales each row.
-  if (auto mul = value.getDefiningOp<moe::MulOp>()) {
-    for (auto [gateValue, other] : {std::pair{mul.getLhs(), mul.getRhs()},
-                                    std::pair{mul.getRhs(), mul.getLhs()}}) {
-      auto sigmoid = gateValue.getDefiningOp<moe::SigmoidOp>();
-      auto matmul =
-          sigmoid ? sigmoid.getInput().getDefiningOp<moe::MatMulOp>() : nullptr;
-      if (!matmul || !other.getDefiningOp<moe::MatMulOp>())
-        continue;
-      shared.gate = getWeight(matmul.getB());
-      ffnValue = other;
-      int64_t hidden =
-          cast<RankedTensorType>(tokens.getType()).getShape().back();
-      if (!shared.gate || matmul.getA() != tokens ||
-          shared.gate.getType().getShape() != ArrayRef<int64_t>{hidden, 1} ||
-          !shared.gate.getType().getElementType().isF32()) {
-        if (!matchSwiGlu(ffnValue, shared.ffn))
-          nearMiss = "its gate is not sigmoid(tokens @ w) with a constant "
-                     "f32 [H, 1] weight w";
-        return std::nullopt;
-      }
-      break;
-    }
-  }
-  if (matchSwiGlu(ffnValue, shared.ffn))
-    return std::nullopt;
-  if (!isSharedFfnOn(shared.ffn, tokens) ||
-      value.getType() != tokens.getType()) {
-    nearMiss = "it is not an f32 SwiGLU MLP on the router's tokens with "
-               "weights [H, F], [H, F], [F, H] (or all transposed)";
-    return std::nullopt;
-  }
-  return shared;
 }
 
 /// One expert's block of the loop: its SwiGLU weights and the accumulation
@@ -472,26 +239,25 @@ public:
   LoopLayer layer;
 
 private:
-  Value weights, values, mask;
-  /// The router's scores: the softmax or sigmoid of the logits.
-  Value scores;
-  /// The choice score grouped selection gives experts of dropped groups.
-  float maskFill = 0.0f;
+  Value weights, mask;
+  /// The gate as matchGateScores and matchGateWeights found it.
+  KnownGate gate;
 
   /// Softmax or Sigmoid [-> selection bias, grouped masking] -> TopK
   /// -> OneHot -> Transpose.
   std::optional<Failure> matchRouter() {
     moe::TopKOp topK = layer.topK;
-    Value selection = topK.getInput();
-    if (auto softmax = selection.getDefiningOp<moe::SoftmaxOp>()) {
-      int64_t softmaxAxis = static_cast<int64_t>(softmax.getAxis());
-      if (softmaxAxis != 1 && softmaxAxis != -1)
-        return Failure("softmax or top-k is not over the expert axis");
-      scores = softmax.getOutput();
-      layer.logits = softmax.getInput();
-    } else if (auto failure = matchSigmoidSelection(selection)) {
-      return failure;
-    }
+    std::optional<Failure> scoresFailure = matchGateScores(topK, gate);
+    // The top-ks of grouped selection are part of this gate, matched or
+    // not, rather than candidates of their own.
+    layer.groupTopKs = gate.groupTopKs;
+    if (scoresFailure)
+      return scoresFailure;
+    layer.logits = gate.logits;
+    layer.score = gate.score;
+    layer.bias = gate.bias;
+    layer.nGroup = gate.nGroup;
+    layer.topkGroup = gate.topkGroup;
     Value logits = layer.logits;
     auto logitsType = cast<RankedTensorType>(logits.getType());
     if (logitsType.getRank() != 2 || logitsType.isDynamicDim(1))
@@ -514,7 +280,6 @@ private:
       return Failure("router logits are not a matmul of the tokens");
     layer.tokens = projection->input;
     layer.topKValue = *k;
-    values = topK.getValues();
 
     Value oneHot = getOneHot(topK.getIndices());
     if (!oneHot)
@@ -570,197 +335,18 @@ private:
     return nullptr;
   }
 
-  /// Sigmoid scores `s` chosen by `c = s [+ bias]`, optionally restricted to
-  /// the best expert groups (DeepSeek-V3).
-  std::optional<Failure> matchSigmoidSelection(Value selection) {
-    const char *notScores = "top-k input is neither a softmax nor sigmoid "
-                            "scores with an optional selection bias";
-    Value choice = selection;
-    auto where = selection.getDefiningOp<moe::WhereOp>();
-    if (where)
-      choice = where.getY();
-    auto choiceType = dyn_cast<RankedTensorType>(choice.getType());
-    if (!choiceType || choiceType.getRank() != 2 || choiceType.isDynamicDim(1))
-      return Failure(notScores);
-    int64_t numExperts = choiceType.getDimSize(1);
-    Value base = choice;
-    if (auto add = choice.getDefiningOp<moe::AddOp>()) {
-      for (auto [lhs, rhs] : {std::pair{add.getLhs(), add.getRhs()},
-                              std::pair{add.getRhs(), add.getLhs()}}) {
-        moe::ConstantOp constant = getWeight(rhs);
-        auto shape =
-            constant ? constant.getType().getShape() : ArrayRef<int64_t>();
-        if (!constant || !(shape == ArrayRef<int64_t>{numExperts} ||
-                           shape == ArrayRef<int64_t>{1, numExperts}))
-          continue;
-        std::optional<SmallVector<float>> bias =
-            getConstantFloats(rhs, numExperts);
-        if (!bias)
-          return Failure("the selection bias is not readable f32 data");
-        layer.bias = std::move(*bias);
-        base = lhs;
-        break;
-      }
-    }
-    auto sigmoid =
-        stripMatrixReshapes(base, numExperts).getDefiningOp<moe::SigmoidOp>();
-    if (!sigmoid)
-      return Failure(notScores);
-    scores = sigmoid.getOutput();
-    layer.logits = sigmoid.getInput();
-    layer.score = moe::ScoreFunction::Sigmoid;
-    if (!where)
-      return std::nullopt;
-    if (auto failure = matchGroupMask(where, choice, numExperts))
-      return Failure(llvm::formatv("grouped selection: {0}", *failure));
-    // Masked experts get the fill value, which excludes them only while it
-    // is below every eligible choice score `sigmoid + bias >= bias` (the
-    // sigmoid may underflow to 0).
-    SmallVector<float> lowest = layer.bias;
-    if (lowest.empty())
-      lowest.push_back(0.0f);
-    if (llvm::any_of(lowest, [&](float b) { return !(b > maskFill); })) {
-      char fill[32];
-      std::snprintf(fill, sizeof(fill), "%g", maskFill);
-      return Failure(llvm::formatv("grouped selection sets masked experts to "
-                                   "{0}, not below every selection bias, so "
-                                   "they could still be chosen",
-                                   fill));
-    }
-    return std::nullopt;
-  }
-
-  /// `where(not(cast(mask)), fill, c)` where `mask` marks the experts of the
-  /// `topk_group` groups with the largest sum of their two best `c`; the
-  /// constant `fill` is checked against the choice scores by the caller.
-  std::optional<Failure> matchGroupMask(moe::WhereOp where, Value choice,
-                                        int64_t numExperts) {
-    auto negate = where.getCondition().getDefiningOp<moe::NotOp>();
-    auto toBool =
-        negate ? negate.getInput().getDefiningOp<moe::CastOp>() : nullptr;
-    std::optional<SmallVector<float>> fill = getConstantFloats(where.getX(), 1);
-    if (!toBool || !toBool.getTo().isInteger(1) || !fill || fill->size() != 1)
-      return Failure("experts outside the kept groups are not set to a "
-                     "constant");
-    maskFill = (*fill)[0];
-    auto flat = toBool.getInput().getDefiningOp<moe::ReshapeOp>();
-    auto expand =
-        flat ? flat.getData().getDefiningOp<moe::ExpandOp>() : nullptr;
-    auto unsqueeze =
-        expand ? expand.getInput().getDefiningOp<moe::UnsqueezeOp>() : nullptr;
-    if (!unsqueeze || !isMatrixWithCols(flat.getOutput(), numExperts) ||
-        !isConstAxes(unsqueeze.getAxes(), {2}, 3))
-      return Failure("the expert mask is not the group mask repeated over "
-                     "each group's experts");
-    auto groupMask = unsqueeze.getData();
-    auto groupMaskType = cast<RankedTensorType>(groupMask.getType());
-    if (groupMaskType.getRank() != 2 || groupMaskType.isDynamicDim(1))
-      return Failure("the group mask is not a [T, n] matrix");
-    int64_t nGroup = groupMaskType.getDimSize(1);
-    if (nGroup < 1 || numExperts % nGroup || numExperts / nGroup < 2)
-      return Failure("the groups do not split E into groups of at least 2");
-    int64_t groupSize = numExperts / nGroup;
-    if (moe::getConstantInts(expand.getShape()) !=
-        SmallVector<int64_t>{1, nGroup, groupSize})
-      return Failure("the expert mask is not the group mask repeated over "
-                     "each group's experts");
-
-    // mask = scatter_elements(zeros_like(g), top_k(g, m).indices, 1).
-    auto scatter = groupMask.getDefiningOp<moe::ScatterElementsOp>();
-    auto ones =
-        scatter ? scatter.getUpdates().getDefiningOp<moe::ExpandOp>() : nullptr;
-    auto zeros = scatter ? getZeros(scatter.getData()) : nullptr;
-    auto groupTopK =
-        scatter ? scatter.getIndices().getDefiningOp<moe::TopKOp>() : nullptr;
-    if (!ones || !zeros || !groupTopK ||
-        scatter.getIndices() != groupTopK.getIndices() ||
-        !isLastAxis(scatter.getAxis(), 2) || scatter.getReduction() != "none" ||
-        !isConstFloat(ones.getInput(), 1.0f))
-      return Failure("the group mask is not ones scattered at the top "
-                     "groups' indices into zeros");
-    // From here on the group top-k, and the top-k within groups feeding it,
-    // are part of this gate rather than candidates of their own.
-    Value groupScores = groupTopK.getInput();
-    auto sum = groupScores.getDefiningOp<moe::ReduceSumOp>();
-    auto innerTopK = sum ? sum.getData().getDefiningOp<moe::TopKOp>() : nullptr;
-    layer.groupTopKs.push_back(groupTopK);
-    if (innerTopK)
-      layer.groupTopKs.push_back(innerTopK);
-    auto zerosShape = zeros.getInput().getDefiningOp<moe::ShapeOp>();
-    std::optional<int64_t> topkGroup = moe::getConstantInt(groupTopK.getK());
-    if (!zerosShape || zerosShape.getData() != groupScores ||
-        zerosShape.getStart() != 0 || zerosShape.getEnd() ||
-        !isLargestOnLastAxis(groupTopK, 2) || !topkGroup || *topkGroup < 1 ||
-        *topkGroup > nGroup)
-      return Failure("the kept groups are not the top-m of the group scores");
-
-    // g = reduce_sum(top_k(reshape(c, [-1, n, E / n]), 2).values, -1).
-    auto grouped = innerTopK
-                       ? innerTopK.getInput().getDefiningOp<moe::ReshapeOp>()
-                       : nullptr;
-    if (!grouped || sum.getData() != innerTopK.getValues() ||
-        sum.getKeepdims() != 0 || !sum.getAxes() ||
-        !isConstAxes(sum.getAxes(), {2}, 3) ||
-        !isLargestOnLastAxis(innerTopK, 3) ||
-        !isConstInt(innerTopK.getK(), 2) || grouped.getData() != choice ||
-        moe::getConstantInts(grouped.getShape()) !=
-            SmallVector<int64_t>{-1, nGroup, groupSize})
-      return Failure("a group's score is not the sum of its two best "
-                     "choice scores");
-    layer.nGroup = nGroup;
-    layer.topkGroup = *topkGroup;
-    return std::nullopt;
-  }
-
-  /// Matches the routing weights a block gathers: the chosen scores (the
-  /// top-k values, or the scores gathered at the top-k indices where a bias
-  /// or groups chose them), optionally renormalised over k
-  /// (`w / (reduce_sum(w, -1, keepdims) [+ 1e-20])`), then optionally
-  /// scaled by a constant.
+  /// Matches the routing weights a block gathers (matchGateWeights); every
+  /// block must gather the same.
   std::optional<Failure> matchWeights(Value gathered) {
     if (weights)
       return gathered == weights
                  ? std::nullopt
                  : std::optional<Failure>("experts gather different weights");
-    Value chosen = gathered;
-    if (auto mul = chosen.getDefiningOp<moe::MulOp>()) {
-      for (auto [lhs, rhs] : {std::pair{mul.getLhs(), mul.getRhs()},
-                              std::pair{mul.getRhs(), mul.getLhs()}}) {
-        std::optional<SmallVector<float>> factor = getConstantFloats(rhs, 1);
-        if (!factor || factor->size() != 1 || !((*factor)[0] > 0.0f) ||
-            !std::isfinite((*factor)[0]))
-          continue;
-        layer.scale = (*factor)[0];
-        chosen = lhs;
-        break;
-      }
-    }
-    if (auto div = chosen.getDefiningOp<moe::DivOp>()) {
-      Value denominator = div.getRhs();
-      // The router adds the same 1e-20 (see moe.router).
-      if (auto add = denominator.getDefiningOp<moe::AddOp>()) {
-        if (isConstFloat(add.getRhs(), 1e-20f))
-          denominator = add.getLhs();
-        else if (isConstFloat(add.getLhs(), 1e-20f))
-          denominator = add.getRhs();
-      }
-      auto sum = denominator.getDefiningOp<moe::ReduceSumOp>();
-      if (!sum || sum.getData() != div.getLhs() || sum.getKeepdims() != 1 ||
-          !sum.getAxes() || !isConstAxes(sum.getAxes(), {1}, 2))
-        return Failure("routing weights are neither the top-k scores nor "
-                       "their renormalisation over k");
-      layer.normalize = true;
-      chosen = div.getLhs();
-    }
-    bool isTopKValues = chosen == values && layer.topK.getInput() == scores;
-    auto gatherScores = chosen.getDefiningOp<moe::GatherElementsOp>();
-    bool isGatheredScores =
-        gatherScores && gatherScores.getData() == scores &&
-        gatherScores.getIndices() == layer.topK.getIndices() &&
-        isLastAxis(gatherScores.getAxis(), 2);
-    if (!isTopKValues && !isGatheredScores)
-      return Failure("routing weights are neither the top-k scores nor "
-                     "their renormalisation over k");
+    if (std::optional<Failure> failure =
+            matchGateWeights(gathered, layer.topK, gate))
+      return failure;
+    layer.normalize = gate.normalize;
+    layer.scale = gate.scale;
     weights = gathered;
     return std::nullopt;
   }
@@ -1541,13 +1127,7 @@ struct DetectExpertsPass
     Value w3 = stackWeights(builder, loc, layer, &ExpertBlock::w3);
     Value w2 = stackWeights(builder, loc, layer, &ExpertBlock::w2);
     MLIRContext *context = builder.getContext();
-    Value bias;
-    if (!layer.bias.empty())
-      bias = moe::ConstantOp::create(
-          builder, loc,
-          DenseElementsAttr::get(
-              RankedTensorType::get({layer.numExperts}, builder.getF32Type()),
-              ArrayRef<float>(layer.bias)));
+    Value bias = createBiasConstant(builder, loc, layer.bias);
     RouterConfig config;
     config.topK = layer.topKValue;
     config.score = layer.score;
@@ -1585,75 +1165,8 @@ struct DetectExpertsPass
     if (failed(commitLayerRewrite(getArgument(), layer.topK, result,
                                   combine.getOutput(), layer.tokens)))
       return failure();
-    rewriteSharedExperts(combine, layer.tokens);
+    rewriteSharedExperts(getArgument(), combine, layer.tokens);
     return success();
-  }
-
-  /// Rewrites the shared experts whose output is added to the layer's
-  /// combined output into `moe.shared_expert`; their ops die with the loop's.
-  void rewriteSharedExperts(moe::CombineOp combine, Value tokens) {
-    rewriteSharedExpertsAddedTo(combine.getOutput(), tokens, tokens);
-    // Exports often add the shared expert after reshaping the routed output
-    // back to the model's [B, S, H], computing it on the [B, S, H] input the
-    // tokens were flattened from.
-    auto flatten = tokens.getDefiningOp<moe::ReshapeOp>();
-    if (!flatten)
-      return;
-    Value input = flatten.getData();
-    auto inputType = cast<RankedTensorType>(input.getType());
-    if (inputType.getRank() < 2 ||
-        inputType.getShape().back() !=
-            cast<RankedTensorType>(tokens.getType()).getDimSize(1))
-      return;
-    for (Operation *user : combine.getOutput().getUsers())
-      if (auto reshape = dyn_cast<moe::ReshapeOp>(user))
-        if (reshape.getOutput().getType() == inputType)
-          rewriteSharedExpertsAddedTo(reshape.getOutput(), input, tokens);
-  }
-
-  /// Rewrites the shared experts on `input` added to `sum` into
-  /// `moe.shared_expert` on the `[T, H]` `tokens` flattened from `input`:
-  /// the expert acts row by row, so `F(input)` is `F(tokens)` reshaped to
-  /// `input`'s shape.
-  void rewriteSharedExpertsAddedTo(Value sum, Value input, Value tokens) {
-    MLIRContext *context = sum.getContext();
-    for (Operation *user : llvm::make_early_inc_range(sum.getUsers())) {
-      auto add = dyn_cast<moe::AddOp>(user);
-      if (!add || add.getLhs() == add.getRhs())
-        continue;
-      OpOperand &operand =
-          add.getLhs() == sum ? add.getRhsMutable() : add.getLhsMutable();
-      std::optional<Failure> nearMiss;
-      std::optional<SharedExpert> shared =
-          matchSharedExpert(operand.get(), input, nearMiss);
-      if (!shared) {
-        if (nearMiss)
-          add.emitRemark("MoE shared expert not detected in the MLP added to "
-                         "the routed experts' output: ")
-              << *nearMiss;
-        continue;
-      }
-      OpBuilder builder(add);
-      Location loc = operand.get().getLoc();
-      Value output = moe::SharedExpertOp::create(
-          builder, loc, tokens, shared->ffn.w1,
-          /*b1=*/Value(), shared->ffn.w3, /*b3=*/Value(), shared->ffn.w2,
-          /*b2=*/Value(), shared->gate ? shared->gate.getOutput() : Value(),
-          moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
-          moe::WeightLayoutAttr::get(context, shared->ffn.layout),
-          /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
-          /*limit=*/nullptr);
-      if (input != tokens) {
-        Value shape = moe::ShapeOp::create(builder, loc, input,
-                                           builder.getI64IntegerAttr(0),
-                                           /*end=*/nullptr);
-        output = moe::ReshapeOp::create(builder, loc, input.getType(), output,
-                                        shape);
-      }
-      if (succeeded(validateRewrite(getArgument(), add, operand.get(), output,
-                                    input)))
-        operand.set(output);
-    }
   }
 };
 

@@ -28,6 +28,7 @@
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchSupport.h"
 #include "passes/SegmentSupport.h"
+#include "passes/SharedExperts.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -549,8 +550,11 @@ struct DetectSegmentExpertsPass
       eraseIfUnused(combine.getOutput());
       return failure();
     }
-    return commitLayerRewrite(getArgument(), layer.router, layer.result,
-                              combine.getOutput(), layer.tokens);
+    if (failed(commitLayerRewrite(getArgument(), layer.router, layer.result,
+                                  combine.getOutput(), layer.tokens)))
+      return failure();
+    rewriteSharedExperts(getArgument(), combine, layer.tokens);
+    return success();
   }
 
   /// The expert indices and routing weights the sparse ops take: a

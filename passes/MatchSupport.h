@@ -12,10 +12,13 @@
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
+#include "passes/MatchGates.h"
+#include "passes/SharedExperts.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectInterface.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
@@ -162,18 +165,28 @@ inline void eraseIfUnused(mlir::Value value) {
 
 /// Breaks a proposed rewrite for `--moe-test-corrupt-rewrite`: the routers
 /// it built scale their weights twice (a routed scaling factor applied
-/// twice), a plausible detector mistake that any layer's output shows.
-inline void corruptRewrite(mlir::Value replacement) {
+/// twice), and a combine of a gate of generic ops adds its weights twice, a
+/// plausible detector mistake that any layer's output shows. The walk stops
+/// at the layer's `tokens`, so that earlier layers stay as committed.
+inline void corruptRewrite(mlir::Value replacement, mlir::Value tokens) {
   llvm::SmallVector<mlir::Value> worklist{replacement};
   llvm::DenseSet<mlir::Operation *> visited;
-  mlir::Builder builder(replacement.getContext());
+  mlir::OpBuilder builder(replacement.getContext());
   while (!worklist.empty()) {
-    mlir::Operation *op = worklist.pop_back_val().getDefiningOp();
-    if (!op || !visited.insert(op).second)
+    mlir::Value value = worklist.pop_back_val();
+    mlir::Operation *op = value.getDefiningOp();
+    if (value == tokens || !op || !visited.insert(op).second)
       continue;
     if (auto router = llvm::dyn_cast<moe::RouterOp>(op))
       router.setRoutedScalingFactorAttr(builder.getF32FloatAttr(
           2 * router.getRoutedScalingFactorAttr().getValueAsDouble()));
+    auto combine = llvm::dyn_cast<moe::CombineOp>(op);
+    if (combine && !combine.getWeights().getDefiningOp<moe::RouterOp>()) {
+      builder.setInsertionPoint(combine);
+      mlir::Value weights = combine.getWeights();
+      combine.getWeightsMutable().assign(
+          moe::AddOp::create(builder, combine.getLoc(), weights, weights));
+    }
     llvm::append_range(worklist, op->getOperands());
   }
 }
@@ -195,7 +208,7 @@ inline mlir::LogicalResult validateRewrite(llvm::StringRef pass,
   if (!validator)
     return mlir::success();
   if (validator->corruptRewrites())
-    corruptRewrite(replacement);
+    corruptRewrite(replacement, tokens);
   std::optional<std::string> why =
       validator->validate(original, replacement, tokens);
   if (!why)
@@ -361,6 +374,21 @@ struct RouterConfig {
   mlir::Value bias;
 };
 
+/// The `[E]` f32 constant of a router's selection-only `bias`, or null when
+/// it is empty.
+inline mlir::Value createBiasConstant(mlir::OpBuilder &builder,
+                                      mlir::Location loc,
+                                      llvm::ArrayRef<float> bias) {
+  if (bias.empty())
+    return nullptr;
+  return moe::ConstantOp::create(
+      builder, loc,
+      mlir::DenseElementsAttr::get(
+          mlir::RankedTensorType::get({static_cast<int64_t>(bias.size())},
+                                      builder.getF32Type()),
+          bias));
+}
+
 /// Builds the moe.router of `logits` that `config` describes.
 inline moe::RouterOp createRouter(mlir::OpBuilder &builder, mlir::Location loc,
                                   mlir::Value logits,
@@ -389,43 +417,239 @@ createRouterAndDispatch(mlir::OpBuilder &builder, mlir::Location loc,
   return {router, dispatch};
 }
 
-/// Replaces `result` (the `[T, H]` output of a matched layer) with
-/// `moe.router -> moe.dispatch -> moe.experts silu_glu (fused concatenated
-/// gate/up) -> moe.combine` for `gate`, built before `result`'s op. `w1` is
-/// the stacked `[E, 2F, H]` or `[E, H, 2F]` gate/up weight and `w2` the down
-/// projection, both in `layout`. Returns why nothing was replaced when the
-/// combined type differs from `result`'s (the built ops are then erased),
-/// or an empty string when validation rejected the rewrite
-/// (commitLayerRewrite has given the remark at `anchor`).
+/// The moe.router configuration of a matched softmax router.
+inline RouterConfig getRouterConfig(const SoftmaxGate &softmax) {
+  RouterConfig config;
+  config.topK = softmax.topK;
+  config.afterTopK = softmax.afterTopK;
+  config.normalize = softmax.normalize;
+  return config;
+}
+
+/// Whether every element of the integer tensor `ids` provably lies in
+/// `[0, numExperts)`: the positions top-k or arg-max choose along an axis of
+/// size `numExperts`, and concatenations, reshapes, squeezes and unsqueezes
+/// of such tensors (they move elements, never change them). moe.dispatch
+/// drops -1 and rejects other indices outside the range, where a Gather
+/// would wrap a negative one: the rewrite needs this proof.
+inline bool isExpertIndex(mlir::Value ids, int64_t numExperts) {
+  using namespace mlir;
+  auto axisSize = [](Value input, int64_t axis) -> int64_t {
+    ArrayRef<int64_t> shape = getShape(input);
+    int64_t rank = shape.size();
+    if (axis < 0)
+      axis += rank;
+    return axis >= 0 && axis < rank ? shape[axis] : ShapedType::kDynamic;
+  };
+  Operation *op = ids.getDefiningOp();
+  if (!op)
+    return false;
+  if (auto topK = dyn_cast<moe::TopKOp>(op))
+    return ids == topK.getIndices() &&
+           axisSize(topK.getInput(), static_cast<int64_t>(topK.getAxis())) ==
+               numExperts;
+  if (auto argMax = dyn_cast<moe::ArgMaxOp>(op))
+    return axisSize(argMax.getData(), static_cast<int64_t>(argMax.getAxis())) ==
+           numExperts;
+  if (auto concat = dyn_cast<moe::ConcatOp>(op))
+    return llvm::all_of(concat->getOperands(), [&](Value input) {
+      return isExpertIndex(input, numExperts);
+    });
+  if (isa<moe::ReshapeOp, moe::SqueezeOp, moe::UnsqueezeOp, moe::FlattenOp>(op))
+    return isExpertIndex(op->getOperand(0), numExperts);
+  return false;
+}
+
+/// The gate of a detected layer as its experts see it: token `t` goes to
+/// experts `indices[t, j]` (`[T, k]` i64, each in `[0, E)`) and their
+/// outputs are summed with weights `weights[t, j]` (`[T, k]` f32). Where the
+/// values come from a known router, `router` describes it and `logits` are
+/// its input; otherwise the gate's ops stay as they are (generic) and feed
+/// moe.dispatch and moe.combine directly.
+struct LayerGate {
+  mlir::Value tokens, indices, weights;
+  int64_t numExperts = 0, topK = 0;
+  std::optional<RouterConfig> router;
+  mlir::Value logits;
+  /// The known router's selection-only bias (`[E]` floats), empty when
+  /// absent: built as a constant with the router.
+  llvm::SmallVector<float> bias;
+};
+
+/// Matches the gate that sends the `[T, H]` `tokens` to experts `indices`
+/// with `weights`, both `[T, k]`, among `numExperts` experts; returns why it
+/// cannot be the gate of a layer. Only the expert side has to be proven: the
+/// gate is any computation whose indices are provably expert indices
+/// (isExpertIndex). When `indices` and `weights` are those of a router of
+/// the same tokens in a known form (matchSoftmaxGate, or the sigmoid,
+/// selection-bias, grouped and scaled gates of matchGateScores and
+/// matchGateWeights), the gate becomes that moe.router; otherwise it stays
+/// generic.
 inline std::optional<std::string>
-replaceWithSiluGluLayer(llvm::StringRef pass, mlir::Operation *anchor,
-                        mlir::Value result, const SoftmaxGate &gate,
-                        mlir::Value w1, mlir::Value w2,
-                        moe::WeightLayout layout) {
+matchLayerGate(mlir::Value tokens, mlir::Value indices, mlir::Value weights,
+               int64_t numExperts, LayerGate &gate) {
+  using namespace mlir;
+  ArrayRef<int64_t> indicesShape = getShape(indices);
+  ArrayRef<int64_t> weightsShape = getShape(weights);
+  ArrayRef<int64_t> tokensShape = getShape(tokens);
+  if (indicesShape.size() != 2 || ShapedType::isDynamic(indicesShape[1]) ||
+      indicesShape[1] < 1 ||
+      !getElementTypeOrSelf(indices.getType()).isInteger(64))
+    return std::string("the expert indices are not an i64 [T, k] tensor with "
+                       "static k");
+  if (weightsShape.size() != 2 || weightsShape[1] != indicesShape[1] ||
+      !getElementTypeOrSelf(weights.getType()).isF32())
+    return std::string("the routing weights are not an f32 [T, k] tensor of "
+                       "the indices' shape");
+  if (tokensShape.size() != 2 || ShapedType::isDynamic(tokensShape[1]) ||
+      !getElementTypeOrSelf(tokens.getType()).isF32())
+    return std::string("the tokens are not an f32 [T, H] matrix with static "
+                       "H");
+  // Rows must agree where both are static; dynamic rows are the same token
+  // dimension, which moe.dispatch and moe.combine check at run time.
+  for (int64_t rows : {indicesShape[0], weightsShape[0]})
+    if (!ShapedType::isDynamic(rows) &&
+        !ShapedType::isDynamic(tokensShape[0]) && rows != tokensShape[0])
+      return std::string("the indices, weights and tokens have different "
+                         "numbers of rows");
+  if (!isExpertIndex(indices, numExperts))
+    return std::string("the expert indices are not provably in [0, E): "
+                       "top-k or arg-max positions over the E experts");
+  gate.tokens = tokens;
+  gate.indices = indices;
+  gate.weights = weights;
+  gate.numExperts = numExperts;
+  gate.topK = indicesShape[1];
+  gate.router.reset();
+  gate.logits = nullptr;
+  gate.bias.clear();
+  auto topK = indices.getDefiningOp<moe::TopKOp>();
+  if (!topK)
+    return std::nullopt;
+  SoftmaxGate softmax;
+  if (!matchSoftmaxGate(topK, softmax) && softmax.weights == weights &&
+      softmax.tokens == tokens && softmax.numExperts == numExperts) {
+    gate.router = getRouterConfig(softmax);
+    gate.logits = softmax.logits;
+    return std::nullopt;
+  }
+  // Sigmoid scores, a selection bias, groups, scaling: the other gates
+  // moe.router computes, when the logits project these tokens.
+  KnownGate known;
+  if (matchGateScores(topK, known) || matchGateWeights(weights, topK, known))
+    return std::nullopt;
+  std::optional<Linear> projection = matchLinear(known.logits);
+  ArrayRef<int64_t> logitsShape = getShape(known.logits);
+  std::optional<int64_t> k = moe::getConstantInt(topK.getK());
+  if (!projection || projection->input != tokens || logitsShape.size() != 2 ||
+      logitsShape[1] != numExperts || !isLargestOnLastAxis(topK, 2) ||
+      k != gate.topK ||
+      (known.nGroup > 1 &&
+       known.topkGroup * (numExperts / known.nGroup) < gate.topK))
+    return std::nullopt;
+  RouterConfig config;
+  config.topK = gate.topK;
+  config.score = known.score;
+  config.normalize = known.normalize;
+  config.scale = known.scale;
+  config.nGroup = known.nGroup;
+  config.topkGroup = known.topkGroup;
+  gate.router = config;
+  gate.logits = known.logits;
+  gate.bias = known.bias;
+  return std::nullopt;
+}
+
+/// The LayerGate of a matched softmax router.
+inline LayerGate getLayerGate(const SoftmaxGate &softmax) {
+  LayerGate gate;
+  gate.tokens = softmax.tokens;
+  gate.weights = softmax.weights;
+  gate.numExperts = softmax.numExperts;
+  gate.topK = softmax.topK;
+  gate.router = getRouterConfig(softmax);
+  gate.logits = softmax.logits;
+  return gate;
+}
+
+/// The routing of `gate`, built at `builder`'s point: the moe.router of a
+/// known gate (null for a generic one), the `[T, k]` indices and weights the
+/// layer uses, and the moe.dispatch of the tokens by those indices.
+struct LayerRouting {
+  moe::RouterOp router;
+  mlir::Value indices, weights;
+  moe::DispatchOp dispatch;
+};
+
+inline LayerRouting createLayerRouting(mlir::OpBuilder &builder,
+                                       mlir::Location loc,
+                                       const LayerGate &gate) {
+  LayerRouting routing;
+  routing.indices = gate.indices;
+  routing.weights = gate.weights;
+  if (gate.router) {
+    RouterConfig config = *gate.router;
+    config.bias = createBiasConstant(builder, loc, gate.bias);
+    routing.router = createRouter(builder, loc, gate.logits, config);
+    routing.indices = routing.router.getIndices();
+    routing.weights = routing.router.getWeights();
+  }
+  routing.dispatch =
+      moe::DispatchOp::create(builder, loc, gate.tokens, routing.indices,
+                              builder.getI64IntegerAttr(gate.numExperts));
+  return routing;
+}
+
+/// The weights and attributes of one moe.experts feed-forward network.
+struct ExpertFfn {
+  mlir::Value w1, b1, w3, b3, w2, b2;
+  moe::Activation activation = moe::Activation::SiluGlu;
+  moe::WeightLayout layout = moe::WeightLayout::OutIn;
+  std::optional<moe::GluLayout> glu;
+  std::optional<float> alpha, beta, limit;
+};
+
+/// Replaces `result` (the `[T, H]` output of a matched layer) with
+/// `[moe.router ->] moe.dispatch -> moe.experts -> moe.combine` for `gate`
+/// and the experts `ffn`, built before `result`'s op. Returns why nothing
+/// was replaced when the combined type differs from `result`'s (the built
+/// ops are then erased), or an empty string when validation rejected the
+/// rewrite (commitLayerRewrite has given the remark at `anchor`). On
+/// success, `combined` (when given) is set to the moe.combine. The
+/// rewrite is validated as a function of the gate's tokens, or of
+/// `validationTokens` where the gate dispatches values computed from them.
+inline std::optional<std::string>
+replaceWithExpertsLayer(llvm::StringRef pass, mlir::Operation *anchor,
+                        mlir::Value result, const LayerGate &gate,
+                        const ExpertFfn &ffn,
+                        moe::CombineOp *combined = nullptr,
+                        mlir::Value validationTokens = nullptr) {
   using namespace mlir;
   OpBuilder builder(result.getDefiningOp());
   Location loc = result.getLoc();
   MLIRContext *context = builder.getContext();
-  RouterConfig config;
-  config.topK = gate.topK;
-  config.afterTopK = gate.afterTopK;
-  config.normalize = gate.normalize;
-  auto [router, dispatch] = createRouterAndDispatch(
-      builder, loc, gate.logits, config, gate.tokens, gate.numExperts);
+  LayerRouting routing = createLayerRouting(builder, loc, gate);
+  auto f32 = [&](std::optional<float> value) {
+    return value ? builder.getF32FloatAttr(*value) : FloatAttr();
+  };
   auto experts = moe::ExpertsOp::create(
-      builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
-      /*b1=*/Value(), /*w3=*/Value(), /*b3=*/Value(), w2, /*b2=*/Value(),
-      moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
-      moe::WeightLayoutAttr::get(context, layout),
-      moe::GluLayoutAttr::get(context, moe::GluLayout::Concatenated),
-      /*alpha=*/nullptr, /*beta=*/nullptr, /*limit=*/nullptr);
+      builder, loc, routing.dispatch.getRows(), routing.dispatch.getOffsets(),
+      ffn.w1, ffn.b1, ffn.w3, ffn.b3, ffn.w2, ffn.b2,
+      moe::ActivationAttr::get(context, ffn.activation),
+      moe::WeightLayoutAttr::get(context, ffn.layout),
+      ffn.glu ? moe::GluLayoutAttr::get(context, *ffn.glu)
+              : moe::GluLayoutAttr(),
+      f32(ffn.alpha), f32(ffn.beta), f32(ffn.limit));
   auto combine = moe::CombineOp::create(
-      builder, loc, experts.getOutput(), dispatch.getSource(),
-      router.getWeights(), /*passthrough=*/Value(), /*indices=*/Value());
+      builder, loc, experts.getOutput(), routing.dispatch.getSource(),
+      routing.weights, /*passthrough=*/Value(), /*indices=*/Value());
   if (combine.getType() == result.getType()) {
     if (failed(commitLayerRewrite(pass, anchor, result, combine.getOutput(),
-                                  gate.tokens)))
+                                  validationTokens ? validationTokens
+                                                   : gate.tokens)))
       return std::string();
+    if (combined)
+      *combined = combine;
     return std::nullopt;
   }
   std::string message;
@@ -434,14 +658,37 @@ replaceWithSiluGluLayer(llvm::StringRef pass, mlir::Operation *anchor,
      << " differs from the layer's " << result.getType();
   // Erase what was built, users first, and the weight stacks that only it
   // used, so the graph is left as it was.
-  SmallVector<Operation *> dead{combine, experts, dispatch, router};
-  for (Value weight : {w1, w2})
+  SmallVector<Operation *> dead{combine, experts, routing.dispatch};
+  if (routing.router) {
+    dead.push_back(routing.router);
+    if (Value bias = routing.router.getBias())
+      dead.push_back(bias.getDefiningOp());
+  }
+  for (Value weight : {ffn.w1, ffn.w2})
     if (weight.getDefiningOp<moe::StackOp>())
       dead.push_back(weight.getDefiningOp());
   for (Operation *op : dead)
     if (op->use_empty())
       op->erase();
   return message;
+}
+
+/// Replaces `result` (the `[T, H]` output of a matched layer) with
+/// `moe.router -> moe.dispatch -> moe.experts silu_glu (fused concatenated
+/// gate/up) -> moe.combine` for the softmax `gate`: replaceWithExpertsLayer
+/// with `w1` the stacked `[E, 2F, H]` or `[E, H, 2F]` gate/up weight and
+/// `w2` the down projection, both in `layout`.
+inline std::optional<std::string>
+replaceWithSiluGluLayer(llvm::StringRef pass, mlir::Operation *anchor,
+                        mlir::Value result, const SoftmaxGate &gate,
+                        mlir::Value w1, mlir::Value w2,
+                        moe::WeightLayout layout) {
+  ExpertFfn ffn;
+  ffn.w1 = w1;
+  ffn.w2 = w2;
+  ffn.layout = layout;
+  ffn.glu = moe::GluLayout::Concatenated;
+  return replaceWithExpertsLayer(pass, anchor, result, getLayerGate(gate), ffn);
 }
 
 } // namespace moec

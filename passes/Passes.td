@@ -78,33 +78,96 @@ def MoeDetectDenseExperts
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeDetectInputScaledExperts
+    : Pass<"moe-detect-input-scaled-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the input-scaled (Llama4) MoE form into sparse ops";
+  let description = [{
+    Recognises the MoE form transformers v5 exports for Llama4: the router
+    keeps the top-1 logit of each token and scatters it into `-inf`
+    everywhere else (`s = sigmoid(scatter_elements(-inf, i, v))`, zero for
+    the experts not chosen); every token, tiled E times, is scaled by its
+    score for each expert *before* the expert (`tile(x, [E, 1]) *
+    reshape(transpose(s), [-1, 1])`); the experts run as batched products
+    with stacked `[E, H, 2F]` / `[E, F, H]` weights and a gated activation
+    (SwiGLU or the clamped SwiGLU, no biases), and the outputs are summed
+    over the experts. Since such an expert maps a zero input to zero, only
+    the chosen expert contributes, and the sum is replaced by
+
+    ```
+    moe.dispatch (x * s[t, i_t]) -> moe.experts -> moe.combine (weights 1)
+    ```
+
+    with the gate kept as generic ops (`score: generic` in the report). A
+    SwiGLU MLP on the same tokens added to the result becomes
+    `moe.shared_expert`. A sum over the experts of products with stacked
+    weights that does not match gets a remark naming the first condition
+    that failed.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
+def MoeCanonicalizeIdioms
+    : Pass<"moe-canonicalize-idioms", "mlir::func::FuncOp"> {
+  let summary = "Rewrite exporter idioms of one computation into one form";
+  let description = [{
+    Different exporters write the same computation with different ops; this
+    pass rewrites each idiom into the form the MoE detectors match, only
+    where the two are equal element for element:
+
+    - `gather_nd(data, indices)` with `batch_dims = 0` and a trailing index
+      dimension of size 1 (torch dynamo's `W[ids]`) becomes
+      `gather(data, squeeze(indices, -1), axis = 0)`; an index that was
+      `unsqueeze(x, -1)` is `x`.
+    - `expand(x, shape)` with a constant `shape` of x's rank that only
+      broadcasts static size-1 dimensions (torch dynamo's
+      `repeat_interleave` as Unsqueeze + Expand + Reshape) becomes
+      `tile(x, repeats)`. A dynamic dimension is kept only where the shape
+      says 1, since its run-time size would decide between keeping and
+      broadcasting.
+    - `squeeze(unsqueeze(x, axes), axes)` (dynamo's pairs around batched
+      products) becomes `x`.
+
+    The pipeline runs it after the detectors that match the dynamo forms
+    themselves and before `moe-detect-stacked-experts`.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeDetectStackedExperts
     : Pass<"moe-detect-stacked-experts", "mlir::func::FuncOp"> {
   let summary = "Rewrite the stacked-weight (transformers v5 batched_mm) MoE "
                 "form into sparse ops";
   let description = [{
     Recognises the MoE form transformers v5 exports for experts with stacked
-    weights (`gate_up_proj [E, 2F, H]`, `down_proj [E, H, F]`) and
-    `experts_implementation = "batched_mm"`: a softmax router (`softmax ->
-    top_k [-> renormalise]`, or `top_k -> softmax over k`); each token
-    repeated k times (`unsqueeze -> tile [1, k, 1] -> flatten`); per repeated
-    row `r = t * k + j` the weights of expert `indices[t, j]` gathered from
-    the stacked tensors (`gather(W, reshape(indices, [-1]))`) and applied as
-    a batched matrix-vector product; `silu(gate) * up` on the two halves of
-    the fused projection; the rows scaled by the flattened routing weights,
-    reshaped to `[T, k, H]` and summed over k. The sum is replaced by
+    weights (`gate_up_proj [E, 2F, H]`, `down_proj [E, H, F]`, or the
+    transposed `[E, H, 2F]` / `[E, F, H]`) and `experts_implementation =
+    "batched_mm"`, in the canonical form of `moe-canonicalize-idioms`:
+    each token repeated k times (`unsqueeze -> tile [1, k, 1] -> flatten`);
+    per repeated row `r = t * k + j` the weights (and `[E, out]` biases) of
+    expert `ids[t, j]` gathered from the stacked tensors (`gather(W,
+    reshape(ids, [-1]))`) and applied as a batched matrix-vector product;
+    `silu(gate) * up` or GPT-OSS's clamped SwiGLU on the two halves or the
+    even/odd columns of the fused projection; the rows scaled by the
+    flattened weights `w`, reshaped to `[T, k, H]` and summed over k. The
+    sum is replaced by
 
     ```
-    moe.router -> moe.dispatch
-      -> moe.experts silu_glu (glu concatenated, layout out_in)
-      -> moe.combine
+    [moe.router ->] moe.dispatch -> moe.experts -> moe.combine
     ```
 
-    which computes the same sums. The stacked weights are used as exported
-    (`W[e] @ x` is `layout out_in`, `x @ W[e]` is `layout in_out`); nothing
-    is copied. Every `moe.top_k` that does not head such a layer gets a
-    remark naming the first condition that failed; the graph then stays
-    generic (correct, only slower).
+    which computes the same sums. Only the expert side is proven: `ids` and
+    `w` may be any `[T, k]` values, the indices provably in `[0, E)` (top-k
+    or arg-max positions over the E experts). A softmax router becomes
+    `moe.router`; any other gate stays as generic ops feeding moe.dispatch
+    and moe.combine. A SwiGLU MLP on the same tokens (optionally
+    sigmoid-gated) added to the result becomes `moe.shared_expert`. The
+    stacked weights are used as exported (`W[e] @ x` is `layout out_in`,
+    `x @ W[e]` is `layout in_out`); nothing is copied. Every sum over k of
+    rows weighted per choice whose values are products with weights
+    gathered at flattened indices, and that does not match, gets a remark
+    (on the indices' top-k, else the down projection's gather) naming the
+    first condition that failed; the graph then stays generic (correct,
+    only slower).
   }];
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }

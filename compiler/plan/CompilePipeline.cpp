@@ -29,11 +29,15 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
     return;
   funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeDetectDenseExperts());
+  funcPM.addPass(createMoeDetectParallelExperts());
+  // The stacked form is matched in one canonical form of its exporters'
+  // idioms; the detectors above match their dynamo forms themselves.
+  funcPM.addPass(createMoeCanonicalizeIdioms());
   funcPM.addPass(createMoeDetectStackedExperts());
+  funcPM.addPass(createMoeDetectInputScaledExperts());
   // After the stacked form, whose gathers it would rewrite.
   funcPM.addPass(createMoeCanonicalizeSegments());
   funcPM.addPass(createMoeDetectSegmentExperts());
-  funcPM.addPass(createMoeDetectParallelExperts());
   funcPM.addPass(createMoeFuseNorms());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
@@ -76,13 +80,14 @@ static llvm::json::Object toJson(const llvm::StringMap<int64_t> &counts) {
   return object;
 }
 
-/// One routed MoE layer of a compiled module: a `moe.router`, the
-/// `moe.experts` its dispatched rows run through and the `moe.shared_expert`s
-/// on the same tokens.
+/// One routed MoE layer of a compiled module: its `moe.router` (null for a
+/// gate of generic ops), the `moe.experts` its dispatched rows run through
+/// and the `moe.shared_expert`s on the same tokens.
 struct MoeLayerInfo {
   moe::RouterOp router;
   moe::ExpertsOp experts;
   int64_t numExperts = 0;
+  int64_t topK = 0;
   int64_t sharedExperts = 0;
 };
 
@@ -103,24 +108,77 @@ template <typename OpTy> static OpTy findUser(Value value) {
 }
 
 /// The layers of the function of device 0 (all devices run the same layers).
+/// The value `indices` was taken from by the slices, reshapes and slot
+/// assignments of expert parallelism and of the detectors: a router's
+/// indices, or the generic gate's.
+static Value getRoutingSource(Value indices) {
+  while (Operation *op = indices.getDefiningOp()) {
+    if (auto slice = dyn_cast<moe::SliceOp>(op))
+      indices = slice.getData();
+    else if (auto reshape = dyn_cast<moe::ReshapeOp>(op))
+      indices = reshape.getData();
+    else if (auto assign = dyn_cast<moe::AssignSlotsOp>(op))
+      indices = assign.getIndices();
+    else
+      break;
+  }
+  return indices;
+}
+
+/// The number of shared experts on the tokens `dispatch` routes.
+static int64_t countSharedExperts(moe::DispatchOp dispatch) {
+  Value tokens = dispatch.getTokens();
+  // A micro-batch dispatches a slice of the layer's tokens.
+  if (auto slice = tokens.getDefiningOp<moe::SliceOp>())
+    tokens = slice.getData();
+  // A layer that scales its tokens before the experts (Llama4) dispatches
+  // `x * s`; its shared experts read x.
+  SmallVector<Value, 3> inputs{tokens};
+  if (auto scaled = tokens.getDefiningOp<moe::MulOp>())
+    inputs.append({scaled.getLhs(), scaled.getRhs()});
+  int64_t count = 0;
+  for (Value input : inputs)
+    for (Operation *tokensUser : input.getUsers())
+      count += isa<moe::SharedExpertOp>(tokensUser);
+  return count;
+}
+
 static SmallVector<MoeLayerInfo> collectMoeLayers(ModuleOp module) {
   SmallVector<MoeLayerInfo> layers;
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return layers;
-  funcs->front().walk([&](moe::RouterOp router) {
+  // Layers in program order: each router, and each generic gate's indices
+  // at the first dispatch that reads them.
+  llvm::DenseSet<Value> generic;
+  funcs->front().walk([&](Operation *op) {
     MoeLayerInfo info;
-    info.router = router;
-    info.numExperts = router.getLogits().getType().getShape().back();
-    if (auto dispatch = findUser<moe::DispatchOp>(router.getIndices())) {
-      Value tokens = dispatch.getTokens();
-      // A micro-batch dispatches a slice of the layer's tokens.
-      if (auto slice = tokens.getDefiningOp<moe::SliceOp>())
-        tokens = slice.getData();
-      for (Operation *tokensUser : tokens.getUsers())
-        info.sharedExperts += isa<moe::SharedExpertOp>(tokensUser);
+    if (auto router = dyn_cast<moe::RouterOp>(op)) {
+      info.router = router;
+      info.numExperts = router.getLogits().getType().getShape().back();
+      info.topK = router.getTopKAttr().getInt();
+      if (auto dispatch = findUser<moe::DispatchOp>(router.getIndices()))
+        info.sharedExperts = countSharedExperts(dispatch);
+      info.experts = findUser<moe::ExpertsOp>(router.getIndices());
+      layers.push_back(info);
+      return;
     }
-    info.experts = findUser<moe::ExpertsOp>(router.getIndices());
+    auto dispatch = dyn_cast<moe::DispatchOp>(op);
+    if (!dispatch)
+      return;
+    Value source = getRoutingSource(dispatch.getIndices());
+    if (source.getDefiningOp<moe::RouterOp>() || !generic.insert(source).second)
+      return;
+    info.topK = cast<RankedTensorType>(source.getType()).getDimSize(1);
+    info.sharedExperts = countSharedExperts(dispatch);
+    info.experts = findUser<moe::ExpertsOp>(dispatch.getOffsets());
+    info.numExperts = dispatch.getNumExperts();
+    // Under expert parallelism the dispatch is over slots: the experts are
+    // the rows of the weight each device's shard is cut from.
+    if (info.experts)
+      if (auto shard = info.experts.getW1().getDefiningOp<moe::ShardOp>())
+        info.numExperts =
+            cast<ShapedType>(shard.getWeight().getType()).getDimSize(0);
     layers.push_back(info);
   });
   return layers;
@@ -193,17 +251,29 @@ static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
   llvm::json::Array array;
   for (MoeLayerInfo layer : layers) {
     moe::RouterOp router = layer.router;
-    std::optional<uint64_t> capacity = router.getCapacity();
+    // A gate of generic ops has no router attributes: only its top-k.
+    auto routerField = [&](auto get) -> llvm::json::Value {
+      return router ? llvm::json::Value(get()) : llvm::json::Value(nullptr);
+    };
+    std::optional<uint64_t> capacity =
+        router ? router.getCapacity() : std::nullopt;
     llvm::json::Object object{
         {"experts", layer.numExperts},
-        {"top_k", router.getTopKAttr().getInt()},
-        {"score", stringifyEnum(router.getScoreFunction()).str()},
-        {"topk_before_softmax", router.getScoreAfterTopk()},
-        {"normalize", router.getNormalize()},
-        {"scale", router.getRoutedScalingFactorAttr().getValueAsDouble()},
-        {"groups", router.getNGroupAttr().getInt()},
-        {"topk_groups", router.getTopkGroupAttr().getInt()},
-        {"selection_bias", static_cast<bool>(router.getBias())},
+        {"top_k", layer.topK},
+        {"score", router ? stringifyEnum(router.getScoreFunction()).str()
+                         : std::string("generic")},
+        {"topk_before_softmax",
+         routerField([&] { return router.getScoreAfterTopk(); })},
+        {"normalize", routerField([&] { return router.getNormalize(); })},
+        {"scale", routerField([&] {
+           return router.getRoutedScalingFactorAttr().getValueAsDouble();
+         })},
+        {"groups",
+         routerField([&] { return router.getNGroupAttr().getInt(); })},
+        {"topk_groups",
+         routerField([&] { return router.getTopkGroupAttr().getInt(); })},
+        {"selection_bias",
+         routerField([&] { return static_cast<bool>(router.getBias()); })},
         {"capacity", capacity ? llvm::json::Value(int64_t(*capacity))
                               : llvm::json::Value(nullptr)},
         {"shared_experts", layer.sharedExperts},
@@ -305,21 +375,35 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
                       "shared", "hidden", "ffn", "activation");
   for (auto [index, layer] : llvm::enumerate(layers)) {
     moe::RouterOp router = layer.router;
-    std::optional<uint64_t> capacity = router.getCapacity();
+    std::optional<uint64_t> capacity =
+        router ? router.getCapacity() : std::nullopt;
+    auto routerField = [&](auto get) -> std::string {
+      return router ? get() : std::string("-");
+    };
     os << llvm::formatv(
         "{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}{8,-5}{9,-9}"
         "{10,-7}{11,-7}{12,-7}{13}\n",
-        index, layer.numExperts, router.getTopKAttr().getInt(),
-        stringifyEnum(router.getScoreFunction()),
-        router.getScoreAfterTopk() ? "yes" : "no",
-        router.getNormalize() ? "yes" : "no",
-        llvm::formatv("{0}",
-                      router.getRoutedScalingFactorAttr().getValueAsDouble())
-            .str(),
-        llvm::formatv("{0}/{1}", router.getTopkGroupAttr().getInt(),
-                      router.getNGroupAttr().getInt())
-            .str(),
-        router.getBias() ? "yes" : "no",
+        index, layer.numExperts, layer.topK,
+        router ? stringifyEnum(router.getScoreFunction()).str()
+               : std::string("generic"),
+        routerField([&] {
+          return std::string(router.getScoreAfterTopk() ? "yes" : "no");
+        }),
+        routerField(
+            [&] { return std::string(router.getNormalize() ? "yes" : "no"); }),
+        routerField([&] {
+          return llvm::formatv(
+                     "{0}",
+                     router.getRoutedScalingFactorAttr().getValueAsDouble())
+              .str();
+        }),
+        routerField([&] {
+          return llvm::formatv("{0}/{1}", router.getTopkGroupAttr().getInt(),
+                               router.getNGroupAttr().getInt())
+              .str();
+        }),
+        routerField(
+            [&] { return std::string(router.getBias() ? "yes" : "no"); }),
         capacity ? std::to_string(*capacity) : "-", layer.sharedExperts,
         dim(hiddenSize(layer)),
         layer.experts ? dim(layer.experts.getInterSize()) : "?",

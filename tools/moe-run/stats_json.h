@@ -84,8 +84,12 @@ inline void appendMoeLayers(std::string &json, std::string_view key,
       absl::StrAppend(
           &json,
           ", \"comm_ms\": ", absl::StrFormat("%.6f", l.commSeconds * perRun),
-          ",\n", pad, "   \"routed_per_expert\": [",
-          absl::StrJoin(l.routedPerExpert, ", "), "], \"slot_experts\": [",
+          ",\n", pad, "   \"routed_per_expert\": ",
+          // A gate of generic ops (no Router step) counts no assignments.
+          l.routedPerExpert.empty()
+              ? std::string("null")
+              : absl::StrCat("[", absl::StrJoin(l.routedPerExpert, ", "), "]"),
+          ", \"slot_experts\": [",
           absl::StrJoin(l.slotExperts, ", "), "], \"tokens_per_slot\": [",
           absl::StrJoin(l.tokensPerSlot, ", "), "]");
     if (merged)
