@@ -17,8 +17,8 @@
 // order), so the layer becomes [moe.router ->] moe.dispatch -> moe.experts
 // -> moe.combine. The gate is not this detector's business: ids are the
 // indices of any top-k over `[T, E]` and w any `[T, k]` weights the graph
-// computes; a softmax gate matchSoftmaxGate knows becomes moe.router, any
-// other stays generic ops feeding the dispatch and the combine.
+// computes; a gate matchLayerGate knows becomes moe.router, any other stays
+// generic ops feeding the dispatch and the combine.
 //
 //===----------------------------------------------------------------------===//
 
@@ -518,64 +518,36 @@ struct DetectSegmentExpertsPass
   /// Builds [moe.router ->] moe.dispatch -> moe.experts -> moe.combine for
   /// `layer` and commits it through validation.
   LogicalResult rewrite(SegmentLayer &layer) {
-    Operation *anchor = layer.result.getDefiningOp();
-    OpBuilder builder(anchor);
-    Location loc = layer.result.getLoc();
-    MLIRContext *context = builder.getContext();
-    auto [indices, weights] = getRouting(builder, layer);
-    auto dispatch =
-        moe::DispatchOp::create(builder, loc, layer.tokens, indices,
-                                builder.getI64IntegerAttr(layer.numExperts));
-    const Activation &activation = layer.activation;
-    auto f32 = [&](std::optional<float> value) {
-      return value ? builder.getF32FloatAttr(*value) : FloatAttr();
-    };
-    auto experts = moe::ExpertsOp::create(
-        builder, loc, dispatch.getRows(), dispatch.getOffsets(),
-        layer.gateUp.weight, layer.gateUp.bias, /*w3=*/Value(),
-        /*b3=*/Value(), layer.down.weight, layer.down.bias,
-        moe::ActivationAttr::get(context, activation.kind),
-        moe::WeightLayoutAttr::get(context, moe::WeightLayout::InOut),
-        activation.glu ? moe::GluLayoutAttr::get(context, *activation.glu)
-                       : moe::GluLayoutAttr(),
-        f32(activation.alpha), f32(activation.beta), f32(activation.limit));
-    auto combine = moe::CombineOp::create(
-        builder, loc, experts.getOutput(), dispatch.getSource(), weights,
-        /*passthrough=*/Value(), /*indices=*/Value());
-    if (combine.getType() != layer.result.getType()) {
-      layer.router->emitRemark("MoE segment experts not rewritten: the "
-                               "combined output type ")
-          << combine.getType() << " differs from the layer's "
-          << layer.result.getType();
-      eraseIfUnused(combine.getOutput());
+    // The gate is any computation of provable expert indices; a known one
+    // becomes moe.router (matchLayerGate, shared with the stacked form).
+    LayerGate gate;
+    if (std::optional<std::string> why = matchLayerGate(
+            layer.tokens, layer.ids, layer.weights, layer.numExperts, gate)) {
+      layer.router->emitRemark("MoE segment experts not rewritten: ") << *why;
       return failure();
     }
-    if (failed(commitLayerRewrite(getArgument(), layer.router, layer.result,
-                                  combine.getOutput(), layer.tokens)))
+    const Activation &activation = layer.activation;
+    ExpertFfn ffn;
+    ffn.w1 = layer.gateUp.weight;
+    ffn.b1 = layer.gateUp.bias;
+    ffn.w2 = layer.down.weight;
+    ffn.b2 = layer.down.bias;
+    ffn.layout = moe::WeightLayout::InOut;
+    ffn.activation = activation.kind;
+    ffn.glu = activation.glu;
+    ffn.alpha = activation.alpha;
+    ffn.beta = activation.beta;
+    ffn.limit = activation.limit;
+    moe::CombineOp combine;
+    std::optional<std::string> why = replaceWithExpertsLayer(
+        getArgument(), layer.router, layer.result, gate, ffn, &combine);
+    if (why) {
+      if (!why->empty())
+        layer.router->emitRemark("MoE segment experts not rewritten: ") << *why;
       return failure();
+    }
     rewriteSharedExperts(getArgument(), combine, layer.tokens);
     return success();
-  }
-
-  /// The expert indices and routing weights the sparse ops take: a
-  /// moe.router's when the gate is a softmax gate of the layer's tokens
-  /// whose weights are the ones the layer scales by, else the graph's own
-  /// top-k indices and weights, left as generic ops.
-  std::pair<Value, Value> getRouting(OpBuilder &builder, SegmentLayer &layer) {
-    SoftmaxGate gate;
-    auto topK = dyn_cast<moe::TopKOp>(layer.router);
-    if (topK && topK.getIndices() == layer.ids &&
-        !matchSoftmaxGate(topK, gate) && gate.weights == layer.weights &&
-        gate.tokens == layer.tokens && gate.numExperts == layer.numExperts) {
-      RouterConfig config;
-      config.topK = gate.topK;
-      config.afterTopK = gate.afterTopK;
-      config.normalize = gate.normalize;
-      moe::RouterOp router =
-          createRouter(builder, layer.result.getLoc(), gate.logits, config);
-      return {router.getIndices(), router.getWeights()};
-    }
-    return {layer.ids, layer.weights};
   }
 };
 

@@ -107,19 +107,17 @@ func.func @softmax_gate(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 
 // -----
 
-// Tests that a gate matchSoftmaxGate does not know (sigmoid scores) still
-// runs sparse: its top-k indices feed moe.dispatch and its weights
-// moe.combine, with no moe.router.
-// CHECK-LABEL: func.func @generic_gate
-// CHECK-NOT: moe.router
-// CHECK: %[[P:.*]] = moe.sigmoid
-// CHECK: %[[W:.*]], %[[I:.*]] = moe.top_k %[[P]]
+// Tests that the gate is matched apart from the experts (matchLayerGate):
+// sigmoid scores selected by top-k, without renormalisation, are a known
+// gate and become moe.router ... sigmoid.
+// CHECK-LABEL: func.func @sigmoid_gate
+// CHECK: %[[W:.*]], %[[I:.*]] = moe.router %{{.*}} top 2 sigmoid
 // CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch %{{.*}}, %[[I]] experts 2
 // CHECK: %[[Y:.*]] = moe.experts silu_glu %[[ROWS]], %[[OFF]]
 // CHECK: %[[OUT:.*]] = moe.combine %[[Y]], %[[SRC]], %[[W]]
 // CHECK-NOT: moe.range
 // CHECK: return %[[OUT]]
-func.func @generic_gate(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+func.func @sigmoid_gate(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %wr = moe.constant dense<5.000000e-01> : tensor<8x2xf32>
   %w13 = moe.constant dense<1.250000e-01> : tensor<2x8x8xf32>
   %w2 = moe.constant dense<2.500000e-01> : tensor<2x4x8xf32>
