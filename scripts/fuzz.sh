@@ -9,9 +9,11 @@
 #   scripts/fuzz.sh --smoke [TARGET...]
 #
 # --smoke is the repeatable run that scripts/test.sh (CI) does: a fixed
-# seed, a fixed number of inputs per target (about a minute each here) and a
-# fresh corpus of the seeds alone, so that two runs of one tree fuzz the
-# same inputs; a crash it finds is found again by the next run.
+# seed, a fixed number of inputs per target (about a minute each here), a
+# fresh corpus of the seeds alone and one BLAS thread. fuzz_plan's smoke is
+# then the same run every time; fuzz_onnx_import's coverage feedback still
+# varies a little (hash orders in the compiler), so its later inputs can
+# differ between runs.
 #
 # Environment: MOEC_FUZZ_BUILD_DIR (default build-fuzz), MOEC_FUZZ_ARGS
 # (extra libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1" for long runs),
@@ -83,6 +85,9 @@ for target in "${targets[@]}"; do
     corpus="$fuzz_build/smoke-corpus/$target"
     rm -rf "$corpus"
     bound+=(-runs="$runs" -seed=1)
+    # BLAS threads make coverage depend on scheduling: with one, fuzz_plan's
+    # smoke is repeatable exactly.
+    export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
   fi
   mkdir -p "$corpus" "$regressions"
   log="$fuzz_build/$target.log"
