@@ -10,10 +10,10 @@
 #
 # --smoke is the repeatable run that scripts/test.sh (CI) does: a fixed
 # seed, a fixed number of inputs per target (about a minute each here), a
-# fresh corpus of the seeds alone and one BLAS thread. fuzz_plan's smoke is
-# then the same run every time; fuzz_onnx_import's coverage feedback still
-# varies a little (hash orders in the compiler), so its later inputs can
-# differ between runs.
+# fresh corpus of the seeds alone and one BLAS thread. Every run starts from
+# the same inputs with the same mutation sequence and does the same number
+# of them; the coverage feedback still varies a little between runs, so the
+# later inputs can differ (close, not identical runs).
 #
 # Environment: MOEC_FUZZ_BUILD_DIR (default build-fuzz), MOEC_FUZZ_ARGS
 # (extra libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1" for long runs),
@@ -85,8 +85,8 @@ for target in "${targets[@]}"; do
     corpus="$fuzz_build/smoke-corpus/$target"
     rm -rf "$corpus"
     bound+=(-runs="$runs" -seed=1)
-    # BLAS threads make coverage depend on scheduling: with one, fuzz_plan's
-    # smoke is repeatable exactly.
+    # BLAS threads make coverage depend on scheduling: one keeps the runs
+    # closer.
     export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
   fi
   mkdir -p "$corpus" "$regressions"
