@@ -26,13 +26,12 @@
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
+#include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
 #include "passes/SegmentSupport.h"
 #include "passes/SharedExperts.h"
 
 #include "mlir/IR/BuiltinTypes.h"
-
-#include <array>
 
 namespace moec {
 #define GEN_PASS_DEF_MOEDETECTSEGMENTEXPERTS
@@ -209,104 +208,18 @@ bool isTokenOf(Value value, Value perm, int64_t topK) {
   return isNegative(both.getLhs()) || isNegative(both.getRhs());
 }
 
-/// The expert network between the two projections.
-struct Activation {
-  moe::Activation kind = moe::Activation::SiluGlu;
-  std::optional<moe::GluLayout> glu;
-  std::optional<float> alpha, beta, limit;
-};
-
-/// Matches GPT-OSS's clamped SwiGLU `g' * sigmoid(alpha * g') * (u' +
-/// beta)`, `g' = min(g, limit)`, `u' = clamp(u, -limit, limit)`, any operand
-/// order; returns {g, u} and sets alpha, beta and limit. (Branch `stacked`
-/// shares this matcher as passes/MatchFfn.h's matchGatedActivation.)
-std::optional<std::pair<Value, Value>>
-matchClampedSwigluTerms(Value activated, Activation &activation) {
-  auto product = activated.getDefiningOp<moe::MulOp>();
-  if (!product)
-    return std::nullopt;
-  auto operands = [](auto op) {
-    return std::array{std::pair(op.getLhs(), op.getRhs()),
-                      std::pair(op.getRhs(), op.getLhs())};
-  };
-  for (auto [upTerm, gateTerm] : operands(product)) {
-    auto shift = upTerm.getDefiningOp<moe::AddOp>();
-    auto gated = gateTerm.getDefiningOp<moe::MulOp>();
-    if (!shift || !gated)
-      continue;
-    for (auto [clippedUp, beta] : operands(shift)) {
-      auto upClip = clippedUp.getDefiningOp<moe::ClipOp>();
-      std::optional<double> betaValue = getScalarFloat(beta);
-      if (!upClip || !betaValue || !upClip.getMin() || !upClip.getMax())
-        continue;
-      for (auto [clippedGate, sigmoidValue] : operands(gated)) {
-        auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
-        auto scaled =
-            sigmoid ? sigmoid.getInput().getDefiningOp<moe::MulOp>() : nullptr;
-        auto gateClip = clippedGate.getDefiningOp<moe::ClipOp>();
-        std::optional<double> alpha =
-            scaled ? getScalarFloat(otherOperand(scaled, clippedGate))
-                   : std::nullopt;
-        if (!alpha || !gateClip || gateClip.getMin() || !gateClip.getMax())
-          continue;
-        std::optional<double> limit = getScalarFloat(gateClip.getMax());
-        if (!limit || getScalarFloat(upClip.getMin()) != -*limit ||
-            getScalarFloat(upClip.getMax()) != *limit)
-          continue;
-        activation.kind = moe::Activation::ClampedSwiglu;
-        activation.alpha = *alpha;
-        activation.beta = *betaValue;
-        activation.limit = *limit;
-        return std::pair(gateClip.getInput(), upClip.getInput());
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-/// The fused `[N, 2F]` projection whose even columns are `gate` and odd
-/// ones `up`: two step-2 Slices of its last axis from 0 and 1. Null if not.
-Value getInterleavedHalves(Value gate, Value up) {
-  auto gateSlice = gate.getDefiningOp<moe::SliceOp>();
-  auto upSlice = up.getDefiningOp<moe::SliceOp>();
-  if (!gateSlice || !upSlice || gateSlice.getData() != upSlice.getData() ||
-      getShape(gateSlice.getData()).size() != 2)
-    return nullptr;
-  int64_t columns = getShape(gateSlice.getData())[1];
-  auto isHalf = [&](moe::SliceOp slice, int64_t start) {
-    std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
-    return slice.getAxes() && slice.getSteps() &&
-           isConstAxes(slice.getAxes(), {1}, 2) &&
-           moe::getConstantInt(slice.getStarts()) == start && end &&
-           *end >= columns && moe::getConstantInt(slice.getSteps()) == 2;
-  };
-  if (ShapedType::isDynamic(columns) || !isHalf(gateSlice, 0) ||
-      !isHalf(upSlice, 1))
-    return nullptr;
-  return gateSlice.getData();
-}
-
 /// Matches the gated activation `activated` of the first projection's
-/// `[N, 2F]` output: `silu(g) * u` or a clamped SwiGLU, on its halves
-/// (concatenated) or its even / odd columns (interleaved). Returns that
-/// output and F in `ffn`, or null.
-Value matchActivation(Value activated, Activation &activation, int64_t &ffn) {
-  std::optional<std::pair<Value, Value>> parts =
-      matchClampedSwigluTerms(activated, activation);
-  if (!parts)
-    parts = matchSiluGlu(activated);
-  if (!parts || getShape(parts->first).size() != 2)
+/// `[N, 2F]` output (matchGatedActivation: `silu(g) * u` or a clamped
+/// SwiGLU, on its concatenated halves or its even / odd columns). Returns
+/// that output and F in `ffn`, or null.
+Value matchActivation(Value activated, GatedActivation &activation,
+                      int64_t &ffn) {
+  if (getShape(activated).size() != 2 ||
+      matchGatedActivation(activated, activation) ||
+      getShape(activation.fused).size() != 2)
     return nullptr;
-  ffn = getShape(parts->first)[1];
-  if (Value fused = getConcatenatedGlu(parts->first, parts->second)) {
-    activation.glu = moe::GluLayout::Concatenated;
-    return fused;
-  }
-  if (Value fused = getInterleavedHalves(parts->first, parts->second)) {
-    activation.glu = moe::GluLayout::Interleaved;
-    return fused;
-  }
-  return nullptr;
+  ffn = getShape(activated)[1];
+  return activation.fused;
 }
 
 /// One segments-form MoE layer, as matched.
@@ -319,7 +232,7 @@ struct SegmentLayer {
   Value weights, tokens;
   int64_t numExperts = 0, topK = 0, hidden = 0;
   SegmentProduct gateUp, down;
-  Activation activation;
+  GatedActivation activation;
   /// The `[T, H]` sum over k the layer replaces.
   Value result;
 };
@@ -526,18 +439,13 @@ struct DetectSegmentExpertsPass
       layer.router->emitRemark("MoE segment experts not rewritten: ") << *why;
       return failure();
     }
-    const Activation &activation = layer.activation;
     ExpertFfn ffn;
     ffn.w1 = layer.gateUp.weight;
     ffn.b1 = layer.gateUp.bias;
     ffn.w2 = layer.down.weight;
     ffn.b2 = layer.down.bias;
     ffn.layout = moe::WeightLayout::InOut;
-    ffn.activation = activation.kind;
-    ffn.glu = activation.glu;
-    ffn.alpha = activation.alpha;
-    ffn.beta = activation.beta;
-    ffn.limit = activation.limit;
+    setActivation(ffn, layer.activation);
     moe::CombineOp combine;
     std::optional<std::string> why = replaceWithExpertsLayer(
         getArgument(), layer.router, layer.result, gate, ffn, &combine);
