@@ -18,7 +18,10 @@
 // change between replays of a CUDA graph that baked its values into the
 // launches: such steps stay on the host. I64 shape arithmetic (Dim, Shape,
 // Concat of shape vectors, ...) stays on the host likewise; views also take
-// data of any dtype that a GPU step made (a plain copy).
+// data of any dtype that a GPU step made (a plain copy), and Concat 8-byte
+// data when a GPU step made one of its inputs (a generic gate's i64 expert
+// indices). The ops of generic gates (TopK, ArgMax, GatherElements,
+// ScatterElements) are select_ops.cpp.
 //
 //===----------------------------------------------------------------------===//
 
