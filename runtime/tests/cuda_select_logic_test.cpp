@@ -507,6 +507,46 @@ TEST(CudaSelectDevice, GenericGateOpsArePlacedOnTheGpu) {
   }
 }
 
+TEST(CudaSelectDevice, TopKWithKFromTheHostRunsOnTheGpu) {
+  if (!cudaBackendBuilt())
+    GTEST_SKIP() << "built without the CUDA backend";
+  // K = Dim(x, 1) is made on the host (from sizes). Sorted, any K runs on
+  // the GPU; unsorted only where every K the axis allows takes the heap
+  // (an axis of 3, not of 8).
+  for (int64_t width : {int64_t{3}, int64_t{8}}) {
+    PlanWriter writer({Backend::Cuda, 1, 90u});
+    int T = writer.addSymbol("T", 1, kSelMaxT);
+    ScheduleBuilder &s = writer.schedule();
+    int32_t x = s.addTensor("x", DType::F32, {PlanDim::symbol(T), width});
+    s.addInput(x);
+    int32_t k = s.addTensor("k", DType::I64, {});
+    fb::AxisAttrsT axis1;
+    axis1.axis = 1;
+    s.addStep(OpKind::Dim, "dim", {x}, {k}, moert::attrs(axis1));
+    for (bool sorted : {true, false}) {
+      std::vector<PlanDim> dims = {PlanDim::symbol(T), PlanDim::dynamic(width)};
+      int32_t values = s.addTensor(sorted ? "sv" : "uv", DType::F32, dims);
+      int32_t indices = s.addTensor(sorted ? "si" : "ui", DType::I64, dims);
+      fb::TopKAttrsT attrs;
+      attrs.sorted = sorted;
+      s.addStep(OpKind::TopK, sorted ? "sorted" : "unsorted", {x, k},
+                {values, indices}, moert::attrs(attrs));
+      s.addOutput(values);
+      s.addOutput(indices);
+    }
+    auto bytes = writer.serialize();
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    bool graphs = false;
+    std::vector<std::string> where = placementOf(*bytes, graphs);
+    ASSERT_EQ(where.size(), 3u);
+    EXPECT_EQ(where[0], "step 0 'dim' (Dim): host");
+    EXPECT_EQ(where[1], "step 1 'sorted' (TopK): gpu");
+    EXPECT_EQ(where[2], width == 3 ? "step 2 'unsorted' (TopK): gpu"
+                                   : "step 2 'unsorted' (TopK): host");
+    EXPECT_EQ(graphs, width == 3) << width;
+  }
+}
+
 template <typename SessionT>
 absl::StatusOr<std::vector<Value>> runSelect(SessionT &session,
                                              const std::vector<float> &x) {
