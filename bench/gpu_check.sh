@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of the CUDA backend (docs/cuda.md; issue #6). One call of at
 # most 8 minutes on a lent H200, shaped by the device tool's METHOD.md:
-# correctness first (every zoo model, GPU against the CPU backend), then
-# timings (one MoE layer at 1/16/256/4096 tokens against its rooflines).
+# correctness first (every zoo model and the v5 generic gates, GPU against
+# the CPU backend), then timings (one MoE layer at 1/16/256/4096 tokens).
 #
 #   bash bench/gpu_check.sh --dry-run          check this machine; exit 1 with
 #                                              the reasons if it cannot run
@@ -89,6 +89,18 @@ print("\n".join(e["file"] for e in m["models"].values()
       --max-tokens 64
     "$build/bin/moec" compile "$model" -o "$bundle/plans/$name.cuda.bin" \
       --max-tokens 64 --target cuda --cuda-arch sm_90
+  done
+  # The v5 zoo's generic gates (`score: generic`: llama4's TopK and
+  # ScatterElements, phimoe's ArgMax and GatherElements run as GPU steps,
+  # select_ops.cpp), one plan per exporter form.
+  for name in llama4_block_hf llama4_block_dynamo llama4_block_torchscript \
+      phimoe_block_hf phimoe_block_dynamo_batched_mm \
+      phimoe_block_torchscript_batched_mm; do
+    "$build/bin/moec" compile "$root/examples/zoo/v5/$name.onnx" \
+      -o "$bundle/plans/v5_$name.cpu.bin" --max-tokens 64
+    "$build/bin/moec" compile "$root/examples/zoo/v5/$name.onnx" \
+      -o "$bundle/plans/v5_$name.cuda.bin" --max-tokens 64 --target cuda \
+      --cuda-arch sm_90
   done
   # bf16 expert weights through the zoo's activations and layouts (the
   # tensor-core tiles take experts with more than 8 rows): same plan on
@@ -202,7 +214,7 @@ if [ -x "$bin/moert_tests" ]; then
       "$bin/moert_tests" --gtest_filter='Cuda*Device*' --gtest_brief=1
   fi
 fi
-part zoo 120 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
+part zoo 150 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 1,7,32
 # A generated MoE layer per expert weight dtype (bench/layer_plan), made
 # here (100 MB at f32: too large to carry): the same plan on both backends,

@@ -28,22 +28,11 @@ using fb::OpKind;
 
 Out f32Out(std::vector<PlanDim> dims) { return {DType::F32, std::move(dims)}; }
 
-int64_t numelOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 detail::Shape shapeOf(const std::vector<int64_t> &dims) {
   detail::Shape shape;
   for (int64_t d : dims)
     shape.push(d);
   return shape;
-}
-
-std::vector<PlanDim> dimsOf(const std::vector<int64_t> &shape) {
-  return std::vector<PlanDim>(shape.begin(), shape.end());
 }
 
 /// Random floats with a few exact repeats and zeros (ties, signed zeros).
@@ -52,20 +41,6 @@ std::vector<float> values(int64_t n, uint32_t seed) {
   for (int64_t i = 0; i < n; i += 7)
     v[i] = (i / 7) % 3 == 0 ? 0.0f : -0.0f;
   return v;
-}
-
-/// Bit-exact equality (NaN equal to NaN), with the element named.
-void expectSameFloats(const std::vector<float> &got,
-                      const std::vector<float> &want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) && std::isnan(want[i]))
-      continue;
-    uint32_t a, b;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &want[i], 4);
-    ASSERT_EQ(a, b) << "element " << i << ": " << got[i] << " vs " << want[i];
-  }
 }
 
 /// Closeness within `relative` of max(|want|, floor).

@@ -139,6 +139,31 @@ std::vector<int64_t> ffnVectorShape(int64_t experts, bool lead, int64_t size) {
   return shape;
 }
 
+int64_t numelOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<PlanDim> dimsOf(const std::vector<int64_t> &shape) {
+  return std::vector<PlanDim>(shape.begin(), shape.end());
+}
+
+/// Bit-exact equality (NaN equal to NaN), with the element named.
+void expectSameFloats(const std::vector<float> &got,
+                      const std::vector<float> &want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i]))
+      continue;
+    uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &want[i], 4);
+    ASSERT_EQ(a, b) << "element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
 std::vector<float> randomFloats(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

@@ -116,6 +116,16 @@ std::vector<int64_t> ffnMatrixShape(int64_t experts, bool lead, bool inOut,
 /// dimension `experts` when `lead`.
 std::vector<int64_t> ffnVectorShape(int64_t experts, bool lead, int64_t size);
 
+/// The element count of `shape`.
+int64_t numelOf(const std::vector<int64_t> &shape);
+
+/// `shape` as static plan dims.
+std::vector<PlanDim> dimsOf(const std::vector<int64_t> &shape);
+
+/// Bit-exact equality (NaN equal to NaN), with the element named.
+void expectSameFloats(const std::vector<float> &got,
+                      const std::vector<float> &want);
+
 /// Deterministic pseudo-random floats in [-1, 1).
 std::vector<float> randomFloats(size_t count, uint32_t seed);
 

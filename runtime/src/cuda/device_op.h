@@ -96,6 +96,9 @@ const DeviceOp *collectiveDeviceOp(fb::OpKind op);
 /// The f32 data ops: views, Transpose, Slice, Concat, Expand, Gather, Where,
 /// Cast, elementwise math, Softmax, the norms (generic_ops.cpp).
 const DeviceOp *genericDeviceOp(fb::OpKind op);
+/// TopK, ArgMax, GatherElements, ScatterElements on f32 data: the ops of
+/// generic MoE gates (select_ops.cpp).
+const DeviceOp *selectDeviceOp(fb::OpKind op);
 /// Whether `op` exchanges rows between devices: on the GPU only over the
 /// NCCL communicator (the sessions share the predicate).
 using detail::isExchange;

@@ -11,6 +11,8 @@ const DeviceOp *deviceOpFor(fb::OpKind op) {
     return collective;
   if (const DeviceOp *generic = genericDeviceOp(op))
     return generic;
+  if (const DeviceOp *select = selectDeviceOp(op))
+    return select;
   return expertDeviceOp(op);
 }
 

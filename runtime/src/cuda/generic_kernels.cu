@@ -3,8 +3,9 @@
 // Thread-index mapping around generic_logic.h: grid-stride loops of
 // kGenericBlock threads over output elements, and one block of kRowBlock
 // threads per row for Softmax and the norms (partials combined in shared
-// memory by the same tree as treeReduce). Compiled with -fmad=false
-// (runtime/CMakeLists.txt): a contracted multiply-add would round
+// memory by the same tree as treeReduce); TopK and ArgMax one thread per row,
+// ScatterElements one per line of indices (select_logic.h). Compiled with
+// -fmad=false (runtime/CMakeLists.txt): a contracted multiply-add would round
 // differently from the CPU.
 //
 //===----------------------------------------------------------------------===//
@@ -197,6 +198,48 @@ __global__ void __launch_bounds__(kRowBlock)
   }
 }
 
+__global__ void topKKernel(const float *in, const TopKArgs args, float *values,
+                           int64_t *indices) {
+  MOERT_GRID_STRIDE(r, args.span.rows) {
+    topKRow(args, in, r, values, indices);
+  }
+}
+
+__global__ void argMaxKernel(const float *in, const RowSpan span, bool last,
+                             int64_t *out) {
+  MOERT_GRID_STRIDE(r, span.rows) { out[r] = argMaxRow(span, in, r, last); }
+}
+
+template <typename Index>
+__global__ void gatherElementsKernel(const float *data, const Index *indices,
+                                     const ElementIndexArgs args, int64_t n,
+                                     float *out, DeviceErrorRecord *errors,
+                                     int step) {
+  MOERT_GRID_STRIDE(i, n) {
+    int64_t index = indices[i];
+    int64_t source = elementSource(args, i, index);
+    if (source < 0) {
+      recordDeviceError(errors, kElementIndexOutOfRange, step, index, i);
+      out[i] = 0.0f;
+    } else {
+      out[i] = data[source];
+    }
+  }
+}
+
+template <typename Index>
+__global__ void
+scatterElementsKernel(ScatterOp op, const Index *indices, const float *updates,
+                      const ElementIndexArgs args, int64_t lines, float *out,
+                      DeviceErrorRecord *errors, int step) {
+  MOERT_GRID_STRIDE(line, lines) {
+    int64_t index = 0;
+    int64_t bad = scatterLine(op, args, indices, updates, line, out, index);
+    if (bad >= 0)
+      recordDeviceError(errors, kElementIndexOutOfRange, step, index, bad);
+  }
+}
+
 } // namespace
 
 cudaError_t launchStridedCopy(const float *in, const StridedArgs &args,
@@ -312,6 +355,58 @@ cudaError_t launchNorm(const float *in, int64_t rows, int64_t n, double epsilon,
     normKernel<<<rowBlocks(rows), kRowBlock, 0, stream>>>(
         in, rows, n, epsilon, simplified, params, scale, bias, out, meanOut,
         invOut);
+  return cudaGetLastError();
+}
+
+cudaError_t launchTopK(const float *in, const TopKArgs &args, float *values,
+                       int64_t *indices, cudaStream_t stream) {
+  if (args.span.rows > 0 && args.k > 0)
+    topKKernel<<<blocksFor(args.span.rows), kGenericBlock, 0, stream>>>(
+        in, args, values, indices);
+  return cudaGetLastError();
+}
+
+cudaError_t launchArgMax(const float *in, const RowSpan &span, bool last,
+                         int64_t *out, cudaStream_t stream) {
+  if (span.rows > 0)
+    argMaxKernel<<<blocksFor(span.rows), kGenericBlock, 0, stream>>>(in, span,
+                                                                     last, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launchGatherElements(const float *data, const void *indices,
+                                 bool indices32, const ElementIndexArgs &args,
+                                 int64_t n, float *out,
+                                 DeviceErrorRecord *errors, int step,
+                                 cudaStream_t stream) {
+  if (n <= 0)
+    return cudaGetLastError();
+  if (indices32)
+    gatherElementsKernel<<<blocksFor(n), kGenericBlock, 0, stream>>>(
+        data, static_cast<const int32_t *>(indices), args, n, out, errors,
+        step);
+  else
+    gatherElementsKernel<<<blocksFor(n), kGenericBlock, 0, stream>>>(
+        data, static_cast<const int64_t *>(indices), args, n, out, errors,
+        step);
+  return cudaGetLastError();
+}
+
+cudaError_t launchScatterElements(ScatterOp op, const void *indices,
+                                  bool indices32, const float *updates,
+                                  const ElementIndexArgs &args, int64_t lines,
+                                  float *out, DeviceErrorRecord *errors,
+                                  int step, cudaStream_t stream) {
+  if (lines <= 0)
+    return cudaGetLastError();
+  if (indices32)
+    scatterElementsKernel<<<blocksFor(lines), kGenericBlock, 0, stream>>>(
+        op, static_cast<const int32_t *>(indices), updates, args, lines, out,
+        errors, step);
+  else
+    scatterElementsKernel<<<blocksFor(lines), kGenericBlock, 0, stream>>>(
+        op, static_cast<const int64_t *>(indices), updates, args, lines, out,
+        errors, step);
   return cudaGetLastError();
 }
 

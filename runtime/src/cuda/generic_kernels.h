@@ -4,7 +4,8 @@
 // GPU; no Abseil or plan header, so that nvcc compiles them on their own).
 // Each enqueues one kernel on `stream` and returns the launch status; none
 // waits for the device. Shapes are checked and the argument structs filled
-// by the caller (generic_ops.cpp); the per-thread logic is generic_logic.h.
+// by the caller (generic_ops.cpp, select_ops.cpp); the per-thread logic is
+// generic_logic.h and select_logic.h.
 // `n` is the number of output elements (0: nothing is launched).
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 
 #include "cuda/device_error.h"
 #include "cuda/generic_logic.h"
+#include "cuda/select_logic.h"
 
 #include <cuda_runtime_api.h>
 
@@ -88,6 +90,31 @@ cudaError_t launchNorm(const float *in, int64_t rows, int64_t n, double epsilon,
                        bool simplified, const FusedArgs &params,
                        const float *scale, const float *bias, float *out,
                        float *meanOut, float *invOut, cudaStream_t stream);
+
+/// TopK over args.span.rows rows: values (f32) and indices (i64).
+cudaError_t launchTopK(const float *in, const TopKArgs &args, float *values,
+                       int64_t *indices, cudaStream_t stream);
+
+/// ArgMax over span.rows rows into out (i64).
+cudaError_t launchArgMax(const float *in, const RowSpan &span, bool last,
+                         int64_t *out, cudaStream_t stream);
+
+/// GatherElements of `n` elements by int64 (`indices32` false) or int32
+/// indices; a bad index is recorded as kElementIndexOutOfRange (a: the
+/// index, b: its position) and its element written 0.
+cudaError_t launchGatherElements(const float *data, const void *indices,
+                                 bool indices32, const ElementIndexArgs &args,
+                                 int64_t n, float *out,
+                                 DeviceErrorRecord *errors, int step,
+                                 cudaStream_t stream);
+
+/// ScatterElements into `out` (a copy of the data already) over `lines`
+/// lines of the indices; bad indices recorded as in launchGatherElements.
+cudaError_t launchScatterElements(ScatterOp op, const void *indices,
+                                  bool indices32, const float *updates,
+                                  const ElementIndexArgs &args, int64_t lines,
+                                  float *out, DeviceErrorRecord *errors,
+                                  int step, cudaStream_t stream);
 
 } // namespace moert::cuda
 

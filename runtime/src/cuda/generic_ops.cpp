@@ -18,11 +18,15 @@
 // change between replays of a CUDA graph that baked its values into the
 // launches: such steps stay on the host. I64 shape arithmetic (Dim, Shape,
 // Concat of shape vectors, ...) stays on the host likewise; views also take
-// data of any dtype that a GPU step made (a plain copy).
+// data of any dtype that a GPU step made (a plain copy), and Concat 8-byte
+// data when a GPU step made one of its inputs (a generic gate's i64 expert
+// indices). The ops of generic gates (TopK, ArgMax, GatherElements,
+// ScatterElements) are select_ops.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "cuda/device_op.h"
+#include "cuda/generic_ops.h"
+
 #include "cuda/generic_kernels.h"
 #include "cuda/launch.h"
 #include "kernels/shape_plan.h"
@@ -30,6 +34,36 @@
 #include <cstring>
 
 namespace moert::cuda {
+
+bool hostValued(int32_t id, const detail::ScheduleInfo &schedule) {
+  if (id < 0)
+    return true;
+  const detail::TensorInfo &tensor = schedule.tensors[id];
+  if (tensor.isWeight)
+    return true;
+  if (tensor.producer < 0)
+    return false; // A graph input: see the file comment.
+  const detail::StepInfo &producer = schedule.steps[tensor.producer];
+  if (producer.op == fb::OpKind::FusedElementwise || isExchange(producer.op))
+    return false;
+  const DeviceOp *op = deviceOpFor(producer.op);
+  return !op || (op->accepts && !op->accepts(producer, schedule));
+}
+
+bool madeOnGpu(int32_t id, const detail::ScheduleInfo &schedule) {
+  return id >= 0 && schedule.tensors[id].producer >= 0 &&
+         !hostValued(id, schedule);
+}
+
+absl::Status copyOnDevice(DeviceStep &step, void *to, const void *from,
+                          size_t bytes) {
+  if (to == from || bytes == 0)
+    return absl::OkStatus();
+  return step.check(
+      cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, step.stream()),
+      "cudaMemcpyAsync");
+}
+
 namespace {
 
 using detail::KernelContext;
@@ -40,29 +74,8 @@ using detail::Tensor;
 
 static_assert(kStridedMaxRank == kMaxRank, "strided reads cover every rank");
 
-DType inType(const StepInfo &step, const ScheduleInfo &schedule, int i) {
-  return schedule.tensors[step.inputs[i]].dtype;
-}
 DType outType(const StepInfo &step, const ScheduleInfo &schedule, int o) {
   return schedule.tensors[step.outputs[o]].dtype;
-}
-
-/// Whether tensor `id`'s host value is current whenever a step reads it: a
-/// weight, or the output of a step that runs on the host (the same decision
-/// as the session's planDeviceOps). Absent optional operands count as host.
-bool hostValued(int32_t id, const ScheduleInfo &schedule) {
-  if (id < 0)
-    return true;
-  const detail::TensorInfo &tensor = schedule.tensors[id];
-  if (tensor.isWeight)
-    return true;
-  if (tensor.producer < 0)
-    return false; // A graph input: see the file comment.
-  const StepInfo &producer = schedule.steps[tensor.producer];
-  if (producer.op == fb::OpKind::FusedElementwise || isExchange(producer.op))
-    return false;
-  const DeviceOp *op = deviceOpFor(producer.op);
-  return !op || (op->accepts && !op->accepts(producer, schedule));
 }
 
 /// Inputs [first, size) are host-valued shape operands.
@@ -85,16 +98,6 @@ absl::StatusOr<FusedArgs> broadcastArgs(const KernelContext &ctx,
   return args;
 }
 
-/// Device-to-device copy of `bytes`, nothing when in place.
-absl::Status copyOnDevice(DeviceStep &step, void *to, const void *from,
-                          size_t bytes) {
-  if (to == from || bytes == 0)
-    return absl::OkStatus();
-  return step.check(
-      cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, step.stream()),
-      "cudaMemcpyAsync");
-}
-
 //===----------------------------------------------------------------------===//
 // Views, Transpose, Slice, Concat, Expand, Gather
 //===----------------------------------------------------------------------===//
@@ -104,10 +107,8 @@ absl::Status copyOnDevice(DeviceStep &step, void *to, const void *from,
 /// read back. Other values (I64 shape arithmetic, graph inputs, weights)
 /// are host metadata and stay on the host.
 bool viewAccepts(const StepInfo &step, const ScheduleInfo &schedule) {
-  int32_t data = step.inputs[0];
-  bool madeOnGpu =
-      schedule.tensors[data].producer >= 0 && !hostValued(data, schedule);
-  return (inType(step, schedule, 0) == DType::F32 || madeOnGpu) &&
+  return (inType(step, schedule, 0) == DType::F32 ||
+          madeOnGpu(step.inputs[0], schedule)) &&
          shapeOperandsOnHost(step, schedule, 1);
 }
 
@@ -153,9 +154,21 @@ absl::Status sliceRun(DeviceStep &step) {
   return stridedRun(step, detail::sliceRead(step.ctx));
 }
 
+/// Concat of f32, or of 8-byte data that a GPU step made (the i64 expert
+/// indices of a generic gate's ArgMax or TopK steps), copied as pairs of
+/// words; I64 shape vectors made on the host stay there.
 bool concatAccepts(const StepInfo &step, const ScheduleInfo &schedule) {
-  return inType(step, schedule, 0) == DType::F32 &&
-         step.inputs.size() <= static_cast<size_t>(kConcatMaxInputs);
+  if (step.inputs.size() > static_cast<size_t>(kConcatMaxInputs))
+    return false;
+  DType type = inType(step, schedule, 0);
+  if (type == DType::F32)
+    return true;
+  if (dtypeSize(type) != 2 * sizeof(float))
+    return false;
+  for (int32_t id : step.inputs)
+    if (madeOnGpu(id, schedule))
+      return true;
+  return false;
 }
 
 absl::Status concatRun(DeviceStep &step) {
@@ -163,18 +176,20 @@ absl::Status concatRun(DeviceStep &step) {
   int axis = 0;
   MOERT_ASSIGN_OR_RETURN(Shape shape, detail::concatShape(ctx, axis));
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  // An element of `words` 4-byte words: `words` f32 elements, bits copied.
+  int64_t words = static_cast<int64_t>(dtypeSize(out->dtype) / sizeof(float));
   ConcatArgs args;
   std::memset(&args, 0, sizeof args);
   args.count = ctx.numInputs();
   args.outer = shape.span(0, axis);
   args.total = shape[axis];
-  args.inner = shape.span(axis + 1, shape.rank);
+  args.inner = shape.span(axis + 1, shape.rank) * words;
   for (int i = 0; i < args.count; ++i) {
     MOERT_ASSIGN_OR_RETURN(const void *in, step.input(i));
     args.inputs[i] = static_cast<const float *>(in);
     args.begin[i + 1] = args.begin[i] + ctx.in(i).shape[axis];
   }
-  return step.check(launchConcat(args, out->numel(),
+  return step.check(launchConcat(args, out->numel() * words,
                                  static_cast<float *>(step.output(0)),
                                  step.stream()),
                     "launchConcat");

@@ -83,13 +83,7 @@ template <typename Fn>
 absl::Status forEachElementIndex(const KernelContext &ctx, const Shape &data,
                                  const Tensor &indices, int axis, Fn &&fn) {
   const Shape &shape = indices.shape;
-  if (shape.rank != data.rank)
-    return ctx.error("indices of shape ", shape.str(),
-                     " must have the rank of data ", data.str());
-  for (int d = 0; d < data.rank; ++d)
-    if (d != axis && shape[d] > data[d])
-      return ctx.error("indices of shape ", shape.str(),
-                       " exceed data of shape ", data.str(), " in dim ", d);
+  MOERT_RETURN_IF_ERROR(checkElementIndices(ctx, data, shape, axis));
   int64_t strides[kMaxRank];
   contiguousStrides(data, strides);
   int64_t n = indices.numel();
@@ -172,10 +166,7 @@ absl::Status scatterElementsKernel(KernelContext &ctx) {
   const Tensor &data = ctx.in(0);
   const Tensor &indices = ctx.in(1);
   const Tensor &updates = ctx.in(2);
-  MOERT_ASSIGN_OR_RETURN(int axis, ctx.axis(attrs->axis(), data.shape.rank));
-  if (updates.shape != indices.shape)
-    return ctx.error("updates of shape ", updates.shape.str(),
-                     " differ from indices of shape ", indices.shape.str());
+  MOERT_ASSIGN_OR_RETURN(int axis, scatterElementsAxis(ctx));
   // Validate every index before the output (possibly data's slot) changes.
   MOERT_RETURN_IF_ERROR(forEachElementIndex(ctx, data.shape, indices, axis,
                                             [](int64_t, int64_t) {}));
@@ -354,6 +345,31 @@ absl::StatusOr<Shape> gatherShape(const KernelContext &ctx, int &axis) {
   for (int d = axis + 1; d < rank; ++d)
     shape.push(data.shape[d]);
   return shape;
+}
+
+absl::Status checkElementIndices(const KernelContext &ctx, const Shape &data,
+                                 const Shape &indices, int axis) {
+  if (indices.rank != data.rank)
+    return ctx.error("indices of shape ", indices.str(),
+                     " must have the rank of data ", data.str());
+  for (int d = 0; d < data.rank; ++d)
+    if (d != axis && indices[d] > data[d])
+      return ctx.error("indices of shape ", indices.str(),
+                       " exceed data of shape ", data.str(), " in dim ", d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> scatterElementsAxis(const KernelContext &ctx) {
+  const Shape &data = ctx.in(0).shape;
+  const Shape &indices = ctx.in(1).shape;
+  const Shape &updates = ctx.in(2).shape;
+  MOERT_ASSIGN_OR_RETURN(
+      int axis, ctx.axis(ctx.attrs<fb::ScatterAttrs>()->axis(), data.rank));
+  if (updates != indices)
+    return ctx.error("updates of shape ", updates.str(),
+                     " differ from indices of shape ", indices.str());
+  MOERT_RETURN_IF_ERROR(checkElementIndices(ctx, data, indices, axis));
+  return axis;
 }
 
 void registerIndexingOps(OpRegistry &r) {

@@ -209,20 +209,12 @@ template <typename T> bool lessNanLast(T a, T b) {
 }
 
 absl::Status argMaxKernel(KernelContext &ctx) {
-  const auto *attrs = ctx.attrs<fb::ArgMaxAttrs>();
   const Tensor &in = ctx.in(0);
-  MOERT_ASSIGN_OR_RETURN(int axis, ctx.axis(attrs->axis(), in.shape.rank));
+  int axis = 0;
+  MOERT_ASSIGN_OR_RETURN(Shape shape, argMaxShape(ctx, axis));
   AxisSplit s = splitAt(in.shape, axis);
-  if (s.n == 0)
-    return ctx.error("cannot take ArgMax over an empty axis");
-  Shape shape;
-  for (int d = 0; d < in.shape.rank; ++d)
-    if (d != axis)
-      shape.push(in.shape[d]);
-    else if (attrs->keepdims())
-      shape.push(1);
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
-  bool last = attrs->select_last_index();
+  bool last = ctx.attrs<fb::ArgMaxAttrs>()->select_last_index();
   int64_t *result = out->as<int64_t>();
   dispatchNumeric(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -363,16 +355,6 @@ absl::Status validateSoftmax(const StepCheck &check) {
 // TopK
 //===----------------------------------------------------------------------===//
 
-/// Whether TopK with `sorted = 0` keeps its k best in a binary heap (else
-/// it selects them with std::nth_element): onnxruntime's CPU kernel's rule,
-/// so that its unsorted order, which ops after the TopK may depend on, is
-/// ours too (docs/plan-format.md, "TopK order").
-bool topKUsesHeap(int64_t k, int64_t n) {
-  return k < 4 ||
-         std::log2(static_cast<double>(k)) / std::log2(static_cast<double>(n)) <
-             0.725;
-}
-
 /// The k best of `order`'s n entries in the unsorted order that onnxruntime
 /// returns, in order[0, k): a heap whose root is the worst kept entry,
 /// built bottom up over the first k entries (entry j at position k - 1 - j)
@@ -419,16 +401,11 @@ void selectUnsorted(std::vector<int64_t> &order, int64_t k,
 absl::Status topKKernel(KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::TopKAttrs>();
   const Tensor &in = ctx.in(0);
-  MOERT_ASSIGN_OR_RETURN(int axis, ctx.axis(attrs->axis(), in.shape.rank));
-  MOERT_ASSIGN_OR_RETURN(int64_t k, scalarInput(ctx, 1, "K"));
-  AxisSplit s = splitAt(in.shape, axis);
-  if (k < 0 || k > s.n)
-    return ctx.error("K = ", k, " is not in [0, ", s.n, "] (axis ", axis,
-                     " of ", in.shape.str(), ")");
-  Shape shape = in.shape;
-  shape[axis] = k;
-  MOERT_ASSIGN_OR_RETURN(Tensor * values, ctx.allocate(0, shape));
-  MOERT_ASSIGN_OR_RETURN(Tensor * indices, ctx.allocate(1, shape));
+  MOERT_ASSIGN_OR_RETURN(TopKPlan plan, topKPlan(ctx));
+  AxisSplit s{plan.outer, plan.n, plan.inner};
+  int64_t k = plan.k;
+  MOERT_ASSIGN_OR_RETURN(Tensor * values, ctx.allocate(0, plan.shape));
+  MOERT_ASSIGN_OR_RETURN(Tensor * indices, ctx.allocate(1, plan.shape));
   bool largest = attrs->largest(), sorted = attrs->sorted();
   int64_t *idx = indices->as<int64_t>();
   dispatchNumeric(in.dtype, [&](auto tag) {
@@ -482,6 +459,45 @@ absl::Status validateTopK(const StepCheck &check) {
 }
 
 } // namespace
+
+bool topKUsesHeap(int64_t k, int64_t n) {
+  return k < 4 ||
+         std::log2(static_cast<double>(k)) / std::log2(static_cast<double>(n)) <
+             0.725;
+}
+
+absl::StatusOr<Shape> argMaxShape(const KernelContext &ctx, int &axis) {
+  const auto *attrs = ctx.attrs<fb::ArgMaxAttrs>();
+  const Shape &in = ctx.in(0).shape;
+  MOERT_ASSIGN_OR_RETURN(axis, ctx.axis(attrs->axis(), in.rank));
+  if (in[axis] == 0)
+    return ctx.error("cannot take ArgMax over an empty axis");
+  Shape shape;
+  for (int d = 0; d < in.rank; ++d)
+    if (d != axis)
+      shape.push(in[d]);
+    else if (attrs->keepdims())
+      shape.push(1);
+  return shape;
+}
+
+absl::StatusOr<TopKPlan> topKPlan(const KernelContext &ctx) {
+  const Shape &in = ctx.in(0).shape;
+  TopKPlan plan;
+  MOERT_ASSIGN_OR_RETURN(plan.axis,
+                         ctx.axis(ctx.attrs<fb::TopKAttrs>()->axis(), in.rank));
+  MOERT_ASSIGN_OR_RETURN(plan.k, scalarInput(ctx, 1, "K"));
+  AxisSplit s = splitAt(in, plan.axis);
+  if (plan.k < 0 || plan.k > s.n)
+    return ctx.error("K = ", plan.k, " is not in [0, ", s.n, "] (axis ",
+                     plan.axis, " of ", in.str(), ")");
+  plan.outer = s.outer;
+  plan.n = s.n;
+  plan.inner = s.inner;
+  plan.shape = in;
+  plan.shape[plan.axis] = plan.k;
+  return plan;
+}
 
 absl::StatusOr<ReducePlan> reducePlan(const KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::ReduceAttrs>();

@@ -1,8 +1,9 @@
 //===- shape_plan.h - Output shapes of the data-movement kernels -*- C++
 //-*-===//
 //
-// The shape half of the shape kernels (shape.cpp) and of Gather
-// (indexing.cpp): each function checks a step's operands exactly as the CPU
+// The shape half of the shape kernels (shape.cpp), of Gather,
+// GatherElements and ScatterElements (indexing.cpp) and of ArgMax and TopK
+// (reduction.cpp): each function checks a step's operands exactly as the CPU
 // kernel does (same errors) and says what the output is, without touching
 // the data. The CPU kernels then move the bytes themselves; the CUDA
 // backend's data ops (runtime/src/cuda/generic_ops.cpp) launch kernels
@@ -67,6 +68,36 @@ absl::StatusOr<ReducePlan> reducePlan(const KernelContext &ctx);
 
 /// ConstantOfShape's output shape from its shape operand.
 absl::StatusOr<Shape> constantOfShapeShape(const KernelContext &ctx);
+
+/// GatherElements and ScatterElements: checks that `indices` has the rank of
+/// `data` and fits it in every dim but `axis` (the index values are not
+/// read).
+absl::Status checkElementIndices(const KernelContext &ctx, const Shape &data,
+                                 const Shape &indices, int axis);
+
+/// ScatterElements's normalised axis, after checkElementIndices and the
+/// check that the updates have the indices' shape.
+absl::StatusOr<int> scatterElementsAxis(const KernelContext &ctx);
+
+/// ArgMax's output shape (the axis dropped, or 1 with keepdims); `axis` gets
+/// the normalised axis. An empty axis is an error.
+absl::StatusOr<Shape> argMaxShape(const KernelContext &ctx, int &axis);
+
+/// TopK's geometry: input 0 seen as [outer, n, inner] around `axis`, K read
+/// from input 1 and checked against [0, n]; both outputs have `shape` (the
+/// axis of size k).
+struct TopKPlan {
+  Shape shape;
+  int axis = 0;
+  int64_t outer = 1, n = 1, inner = 1, k = 0;
+};
+absl::StatusOr<TopKPlan> topKPlan(const KernelContext &ctx);
+
+/// Whether TopK with `sorted = 0` keeps its k best in a binary heap (else
+/// it selects them with std::nth_element): onnxruntime's CPU kernel's rule,
+/// so that its unsorted order, which ops after the TopK may depend on, is
+/// ours too (docs/plan-format.md, "TopK order").
+bool topKUsesHeap(int64_t k, int64_t n);
 
 } // namespace moert::detail
 
