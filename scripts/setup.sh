@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
-# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, OpenBLAS, Open MPI, Ninja, ccache,
+# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
 # clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh)
 # and the pinned Python requirements in .venv. Idempotent and quiet when already done.
 set -euo pipefail
@@ -11,7 +11,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
-  libopenblas-dev openmpi-bin libopenmpi-dev
+  libdnnl-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
 )

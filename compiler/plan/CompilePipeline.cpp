@@ -185,18 +185,12 @@ static SmallVector<MoeLayerInfo> collectMoeLayers(ModuleOp module) {
 }
 
 /// The expert matrices of `func` that the plan stores narrowed.
-static llvm::DenseSet<Value> getNarrowed(func::FuncOp func,
-                                         ExpertWeightType expertWeights) {
-  if (expertWeights == ExpertWeightType::F32)
-    return {};
-  return getNarrowableExpertWeights(func);
-}
-
-/// The bytes the plan stores for a weight `value` of `type`: two per
-/// element when it is narrowed.
-static int64_t getStoredBytes(ShapedType type, bool narrowed) {
+/// The bytes the plan stores for a weight `value` of `type`, narrowed to
+/// `expertWeights` or not (an int8 matrix's scales not counted).
+static int64_t getStoredBytes(ShapedType type, bool narrowed,
+                              ExpertWeightType expertWeights) {
   return type.getNumElements() *
-         (narrowed ? 2
+         (narrowed ? getExpertWeightElementBytes(expertWeights)
                    : std::max<int64_t>(1, type.getElementTypeBitWidth() / 8));
 }
 
@@ -207,7 +201,8 @@ static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs,
   llvm::json::Array array;
   for (auto [device, entry] : llvm::enumerate(funcs)) {
     func::FuncOp func = entry;
-    llvm::DenseSet<Value> narrowed = getNarrowed(func, expertWeights);
+    llvm::DenseSet<Value> narrowed =
+        getNarrowableExpertWeights(func, expertWeights);
     llvm::json::Array layers;
     int64_t expertBytes = 0;
     func.walk([&](moe::ExpertsOp experts) {
@@ -216,7 +211,7 @@ static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs,
         llvm::append_range(slotExperts, shard.getRows());
       for (Value weight : experts->getOperands().drop_front(2))
         expertBytes += getStoredBytes(cast<ShapedType>(weight.getType()),
-                                      narrowed.contains(weight));
+                                      narrowed.contains(weight), expertWeights);
       layers.push_back(
           llvm::json::Object{{"slots", experts.getW1().getType().getDimSize(0)},
                              {"experts", llvm::json::Array(slotExperts)}});
@@ -414,7 +409,8 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return;
-  llvm::DenseSet<Value> narrowed = getNarrowableExpertWeights(funcs->front());
+  llvm::DenseSet<Value> narrowed =
+      getNarrowableExpertWeights(funcs->front(), expertWeights);
   int64_t networks = 0, narrowedNetworks = 0;
   funcs->front().walk([&](Operation *op) {
     if (!isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
@@ -479,7 +475,7 @@ getNarrowedInitializers(ArrayRef<func::FuncOp> funcs,
           addConstant(constant);
   };
   for (func::FuncOp func : funcs)
-    for (Value value : getNarrowed(func, expertWeights)) {
+    for (Value value : getNarrowableExpertWeights(func, expertWeights)) {
       if (auto shard = value.getDefiningOp<moe::ShardOp>())
         addWeight(shard.getWeight());
       else
@@ -505,7 +501,8 @@ LogicalResult writeReport(ModuleOp module,
   if (!arena || !naive)
     return func.emitError("no memory plan to report on");
 
-  llvm::DenseSet<Value> narrowed = getNarrowed(func, expertWeights);
+  llvm::DenseSet<Value> narrowed =
+      getNarrowableExpertWeights(func, expertWeights);
   int64_t weightBytes = 0, numWeights = 0, numSteps = 0, numFused = 0;
   for (Operation &op : func.getBody().front()) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op)) {
@@ -521,8 +518,8 @@ LogicalResult writeReport(ModuleOp module,
             return isa<moe::StackOp>(user) &&
                    narrowed.contains(user->getResult(0));
           }));
-      weightBytes +=
-          getStoredBytes(cast<ShapedType>(constant.getType()), isNarrowed);
+      weightBytes += getStoredBytes(cast<ShapedType>(constant.getType()),
+                                    isNarrowed, expertWeights);
       ++numWeights;
     } else if (!isa<func::ReturnOp>(op)) {
       ++numSteps;

@@ -84,6 +84,8 @@ struct PlanState {
   /// attribute, or the list of a stack's): the schedule and tensor that hold
   /// them. A later schedule reading the same weight shares its bytes.
   llvm::DenseMap<Attribute, std::pair<int, int32_t>> weights;
+  /// The scales of the int8 weights among `weights`, by the same keys.
+  llvm::DenseMap<Attribute, std::pair<int, int32_t>> scaleWeights;
   /// Bytes that back dense constants until the plan is written.
   std::vector<std::vector<char>> constantBytes;
 };
@@ -97,8 +99,16 @@ public:
       : func(func), device(device), state(state), writer(state.writer),
         schedule(writer.schedule(device)), symbols(state.symbols),
         constantBytes(state.constantBytes) {
-    if (state.expertWeights != ExpertWeightType::F32)
-      narrowed = getNarrowableExpertWeights(func);
+    narrowed = getNarrowableExpertWeights(func, state.expertWeights);
+    if (state.expertWeights == ExpertWeightType::I8)
+      func.walk([&](moe::ExpertsOp op) {
+        // [E, out, in] matrices have their channels along dimension 1.
+        int channelDim =
+            op.getWeightLayout() == moe::WeightLayout::InOut ? 2 : 1;
+        for (Value w : {op.getW1(), op.getW3(), op.getW2()})
+          if (w && narrowed.contains(w))
+            channelDims.try_emplace(w, channelDim);
+      });
   }
 
   LogicalResult emit() {
@@ -132,21 +142,44 @@ private:
   std::vector<std::vector<char>> &constantBytes;
   /// The expert matrices written as state.expertWeights.
   llvm::DenseSet<Value> narrowed;
+  /// For int8 matrices: the dimension of their output channels (1 or 2),
+  /// and the tensor of their scales once written.
+  llvm::DenseMap<Value, int> channelDims;
+  llvm::DenseMap<Value, int32_t> scaleIds;
 
   /// The 16-bit dtype `value` is stored as, when it is a narrowed matrix.
   std::optional<moert::DType> getNarrowedType(Value value) const {
     if (!narrowed.contains(value))
       return std::nullopt;
-    return state.expertWeights == ExpertWeightType::BF16 ? moert::DType::BF16
-                                                         : moert::DType::F16;
+    switch (state.expertWeights) {
+    case ExpertWeightType::BF16:
+      return moert::DType::BF16;
+    case ExpertWeightType::F16:
+      return moert::DType::F16;
+    case ExpertWeightType::I8:
+      return moert::DType::I8;
+    case ExpertWeightType::F32:
+      break;
+    }
+    return std::nullopt;
   }
 
-  /// Adds a weight whose bytes are `pieces`: narrowed from f32 while the plan
-  /// is written when `value` is a narrowed matrix.
+  /// Adds a weight whose bytes are `pieces`: narrowed (or quantized, with
+  /// its scales) from f32 while the plan is written when `value` is a
+  /// narrowed matrix.
   int32_t addPieces(Value value, std::string name, moert::DType dtype,
                     std::vector<int64_t> shape,
                     std::vector<moert::WeightPiece> pieces, int section = -1) {
-    if (std::optional<moert::DType> narrow = getNarrowedType(value))
+    std::optional<moert::DType> narrow = getNarrowedType(value);
+    if (narrow == moert::DType::I8) {
+      int32_t scales = -1;
+      int32_t id = schedule.addQuantizedWeightPieces(
+          std::move(name), std::move(shape), std::move(pieces),
+          channelDims.lookup(value), scales, section);
+      scaleIds[value] = scales;
+      return id;
+    }
+    if (narrow)
       return schedule.addNarrowedWeightPieces(std::move(name), *narrow,
                                               std::move(shape),
                                               std::move(pieces), section);
@@ -173,11 +206,17 @@ private:
       return false;
     tensorIds[result] = schedule.addSharedWeight(name.str(), it->second.first,
                                                  it->second.second);
+    if (auto scales = state.scaleWeights.find(key);
+        scales != state.scaleWeights.end())
+      scaleIds[result] = schedule.addSharedWeight(
+          name.str() + ".scales", scales->second.first, scales->second.second);
     return true;
   }
 
   void recordWeight(Attribute key, Value result) {
     state.weights.try_emplace(key, device, tensorIds[result]);
+    if (auto it = scaleIds.find(result); it != scaleIds.end())
+      state.scaleWeights.try_emplace(key, device, it->second);
   }
 
   /// The key of a stack of constants for `reuseWeight`.
@@ -502,6 +541,13 @@ private:
     std::vector<int32_t> inputs;
     if (failed(collectInputs(op, inputs)))
       return failure();
+    if (auto experts = dyn_cast<moe::ExpertsOp>(op);
+        experts && scaleIds.contains(experts.getW1())) {
+      // int8 matrices: their scales follow the step's six weight inputs.
+      inputs.resize(8, -1);
+      for (Value w : {experts.getW1(), experts.getW3(), experts.getW2()})
+        inputs.push_back(w ? scaleIds.lookup(w) : -1);
+    }
     if (op->getNumResults() > 0 && failed(emitResultTensors(op)))
       return failure();
     std::vector<int32_t> outputs;
@@ -1113,6 +1159,21 @@ StringRef stringifyExpertWeightType(ExpertWeightType type) {
     return "bf16";
   case ExpertWeightType::F16:
     return "f16";
+  case ExpertWeightType::I8:
+    return "int8";
+  }
+  llvm_unreachable("unknown expert weight type");
+}
+
+int64_t getExpertWeightElementBytes(ExpertWeightType type) {
+  switch (type) {
+  case ExpertWeightType::F32:
+    return 4;
+  case ExpertWeightType::BF16:
+  case ExpertWeightType::F16:
+    return 2;
+  case ExpertWeightType::I8:
+    return 1;
   }
   llvm_unreachable("unknown expert weight type");
 }
@@ -1132,13 +1193,19 @@ static SmallVector<Value, 3> getExpertMatrices(Operation *op) {
   return matrices;
 }
 
-llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func) {
+llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func,
+                                                 ExpertWeightType type) {
+  if (type == ExpertWeightType::F32)
+    return {};
   // Start from every expert network op and drop those with a matrix that
   // cannot be narrowed, until none is dropped: dropping one may make a
-  // matrix it shares with another op unnarrowable there too.
+  // matrix it shares with another op unnarrowable there too. int8 is for
+  // the routed experts only (shared experts run on every token: their
+  // weights are read as often as the dense layers').
   llvm::SetVector<Operation *> candidates;
   func.walk([&](Operation *op) {
-    if (isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
+    if (isa<moe::ExpertsOp>(op) ||
+        (type != ExpertWeightType::I8 && isa<moe::SharedExpertOp>(op)))
       candidates.insert(op);
   });
   auto isMatrixUse = [&](OpOperand &use) {

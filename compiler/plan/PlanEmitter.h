@@ -33,20 +33,27 @@ using PlanFinalizer = std::function<mlir::LogicalResult(moert::PlanWriter &)>;
 
 /// How the plan stores the matrices of the expert networks (w1, w3, w2 of
 /// moe.experts and moe.shared_expert): as in the model (f32), or narrowed
-/// to bf16 / f16 while the plan is written (`moec compile --weight-dtype`).
-/// Biases and every other tensor keep their type.
-enum class ExpertWeightType { F32, BF16, F16 };
+/// to bf16 / f16 while the plan is written (`moec compile --weight-dtype`),
+/// or quantized to int8 with an f32 scale per expert and output channel
+/// (routed experts only: shared experts stay f32). Biases and every other
+/// tensor keep their type.
+enum class ExpertWeightType { F32, BF16, F16, I8 };
 
-/// "f32", "bf16", "f16".
+/// "f32", "bf16", "f16", "int8".
 llvm::StringRef stringifyExpertWeightType(ExpertWeightType type);
 
-/// The expert matrices of `func` that a narrowing ExpertWeightType narrows:
-/// the f32 w1, w3 and w2 of every moe.experts and moe.shared_expert whose
-/// matrices are all weights (constants, stacks of constants, shards) that
-/// nothing but such matrix operands reads. An op with one matrix that
-/// cannot be narrowed keeps all of its matrices f32, so that its three
-/// matrices always share one type (the runtime requires it).
-llvm::DenseSet<mlir::Value> getNarrowableExpertWeights(mlir::func::FuncOp func);
+/// Bytes per element of an expert matrix stored as `type`.
+int64_t getExpertWeightElementBytes(ExpertWeightType type);
+
+/// The expert matrices of `func` that `type` narrows (none for F32): the f32
+/// w1, w3 and w2 of every moe.experts (and, unless `type` is I8,
+/// moe.shared_expert) whose matrices are all weights (constants, stacks of
+/// constants, shards) that nothing but such matrix operands reads. An op
+/// with one matrix that cannot be narrowed keeps all of its matrices f32,
+/// so that its three matrices always share one type (the runtime requires
+/// it).
+llvm::DenseSet<mlir::Value> getNarrowableExpertWeights(mlir::func::FuncOp func,
+                                                       ExpertWeightType type);
 
 /// Writes the plan of `func` to `path`. Every unsupported op, type or missing
 /// planning attribute is reported as an error located at the op.

@@ -28,6 +28,8 @@ const char *dtypeName(DType dtype) {
     return "i32";
   case DType::Bool:
     return "bool";
+  case DType::I8:
+    return "i8";
   }
   return "invalid";
 }
@@ -43,6 +45,7 @@ size_t dtypeSize(DType dtype) {
   case DType::I64:
     return 8;
   case DType::Bool:
+  case DType::I8:
     return 1;
   }
   return 0;

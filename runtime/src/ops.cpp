@@ -15,7 +15,7 @@ std::string Shape::str() const {
 std::string dtypeSetName(DTypeSet set) {
   std::vector<const char *> names;
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::I64,
-                      DType::I32, DType::Bool})
+                      DType::I32, DType::Bool, DType::I8})
     if (set & bit(dtype))
       names.push_back(dtypeName(dtype));
   return absl::StrJoin(names, ", ");

@@ -200,9 +200,6 @@ private:
   OpDef defs_[static_cast<int>(fb::OpKind::MAX) + 1];
 };
 
-/// Sets OpenBLAS's thread count (process-wide) to match the session's pool.
-void configureBlasThreads(int threads);
-
 void registerElementwiseOps(OpRegistry &registry);
 void registerFusedOps(OpRegistry &registry);
 void registerMatMulOps(OpRegistry &registry);

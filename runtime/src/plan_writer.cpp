@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -46,14 +47,33 @@ void releasePages(const void *data, size_t size) {
 #endif
 }
 
+/// How an int8 weight [E, rows, cols] maps its elements to the scales of
+/// its output channels: the rows (channelDim 1) or the columns (2) of each
+/// expert's matrix.
+struct Quantization {
+  int64_t rows = 0, cols = 0;
+  int channelDim = 1;
+  /// [E, channels], computed when the weight is added.
+  std::vector<float> scales;
+
+  int64_t channels() const { return channelDim == 1 ? rows : cols; }
+  /// The scale index of flat element `i`.
+  int64_t channelOf(int64_t i) const {
+    int64_t expert = i / (rows * cols), within = i % (rows * cols);
+    return expert * channels() +
+           (channelDim == 1 ? within / cols : within % cols);
+  }
+};
+
 /// Where a weight's bytes come from until the plan is written: `copy`, or
 /// the referenced `pieces` in order; f32 pieces narrowed to `narrowTo` (F16
-/// or BF16) when it is not F32.
+/// or BF16, or I8 quantized by `quantization`) when it is not F32.
 struct WeightSource {
   std::vector<WeightPiece> pieces;
   std::vector<uint8_t> copy;
   size_t bytes = 0;
   DType narrowTo = DType::F32;
+  Quantization quantization;
 };
 
 struct WeightSection {
@@ -139,25 +159,63 @@ private:
   std::FILE *file_;
 };
 
-/// Appends the f32 values of `piece` narrowed to `dtype` (F16 or BF16),
-/// through a buffer of a few kilobytes, and adds them to `crc`.
-absl::Status appendNarrowed(Sink &sink, DType dtype, const WeightPiece &piece,
-                            uint64_t &position, uint32_t &crc) {
+/// Appends the f32 values of `piece` converted to `Out` by
+/// `convert(values, count, first, out)` (`first`: the index of values[0] in
+/// the piece), through buffers of a few kilobytes, and adds them to `crc`.
+template <typename Out, typename Convert>
+absl::Status appendConverted(Sink &sink, const WeightPiece &piece,
+                             uint64_t &position, uint32_t &crc,
+                             Convert convert) {
   constexpr size_t kChunk = 8192;
   float values[kChunk];
-  uint16_t narrowed[kChunk];
+  Out converted[kChunk];
   const auto *bytes = static_cast<const uint8_t *>(piece.data);
   size_t count = piece.bytes / sizeof(float);
   for (size_t i = 0; i < count; i += kChunk) {
     size_t n = std::min(kChunk, count - i);
     // The source may be unaligned (a model's external data): copy it out.
     std::memcpy(values, bytes + i * sizeof(float), n * sizeof(float));
-    detail::narrowFloats(dtype, values, static_cast<int64_t>(n), narrowed);
-    MOERT_RETURN_IF_ERROR(sink.append(narrowed, n * sizeof(uint16_t)));
-    crc = detail::crc32(crc, narrowed, n * sizeof(uint16_t));
-    position += n * sizeof(uint16_t);
+    convert(values, n, i, converted);
+    MOERT_RETURN_IF_ERROR(sink.append(converted, n * sizeof(Out)));
+    crc = detail::crc32(crc, converted, n * sizeof(Out));
+    position += n * sizeof(Out);
   }
   return absl::OkStatus();
+}
+
+/// Appends the f32 values of `piece` narrowed to `dtype` (F16 or BF16).
+absl::Status appendNarrowed(Sink &sink, DType dtype, const WeightPiece &piece,
+                            uint64_t &position, uint32_t &crc) {
+  return appendConverted<uint16_t>(
+      sink, piece, position, crc,
+      [&](const float *values, size_t n, size_t, uint16_t *out) {
+        detail::narrowFloats(dtype, values, static_cast<int64_t>(n), out);
+      });
+}
+
+/// The int8 value of f32 `value` in a channel of scale `scale`: rounded to
+/// nearest even and clamped to [-127, 127] (symmetric: -128 is never used);
+/// 0 in an all-zero channel (scale 0).
+int8_t quantizeValue(float value, float scale) {
+  if (scale == 0)
+    return 0;
+  float q = std::nearbyint(value / scale);
+  return static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+}
+
+/// Appends the f32 values of `piece`, elements [first, ...) of an int8
+/// weight, quantized by their channels' scales.
+absl::Status appendQuantized(Sink &sink, const Quantization &quantization,
+                             const WeightPiece &piece, int64_t first,
+                             uint64_t &position, uint32_t &crc) {
+  return appendConverted<int8_t>(
+      sink, piece, position, crc,
+      [&](const float *values, size_t n, size_t at, int8_t *out) {
+        for (size_t j = 0; j < n; ++j)
+          out[j] = quantizeValue(values[j],
+                                 quantization.scales[quantization.channelOf(
+                                     first + static_cast<int64_t>(at + j))]);
+      });
 }
 
 int64_t elementCount(const std::vector<int64_t> &shape) {
@@ -386,6 +444,69 @@ int32_t ScheduleBuilder::addNarrowedWeightPieces(
   return id;
 }
 
+int32_t ScheduleBuilder::addQuantizedWeightPieces(
+    std::string name, std::vector<int64_t> shape,
+    std::vector<WeightPiece> pieces, int channelDim, int32_t &scales,
+    int section) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  scales = -1;
+  auto refuse = [&](std::string why) {
+    w.fail(absl::InvalidArgumentError(absl::StrCat(
+        "weight '", name, "' cannot be quantized to int8: ", why)));
+    return -1;
+  };
+  if (shape.size() != 3 || (channelDim != 1 && channelDim != 2))
+    return refuse("int8 weights are [E, rows, cols] with channels along "
+                  "dimension 1 or 2");
+  Quantization quantization;
+  quantization.rows = shape[1];
+  quantization.cols = shape[2];
+  quantization.channelDim = channelDim;
+  int64_t total = elementCount(shape);
+  if (total <= 0)
+    return refuse("it has no elements");
+  int64_t experts = shape[0];
+  std::vector<float> maxAbs(experts * quantization.channels(), 0.0f);
+  int64_t element = 0;
+  for (const WeightPiece &piece : pieces) {
+    if (piece.bytes % sizeof(float) != 0)
+      return refuse(absl::StrCat("a piece of ", piece.bytes,
+                                 " bytes does not hold f32 values"));
+    int64_t count = piece.bytes / sizeof(float);
+    if (element + count > total)
+      return refuse("its pieces hold more values than its shape");
+    const auto *bytes = static_cast<const uint8_t *>(piece.data);
+    for (int64_t i = 0; piece.data && i < count; ++i) {
+      float value;
+      std::memcpy(&value, bytes + i * sizeof(float), sizeof value);
+      if (!std::isfinite(value))
+        return refuse(absl::StrCat("element ", element + i, " is ", value));
+      float &m = maxAbs[quantization.channelOf(element + i)];
+      m = std::max(m, std::fabs(value));
+    }
+    element += count;
+  }
+  if (element != total)
+    return refuse("its pieces hold fewer values than its shape");
+  quantization.scales.resize(maxAbs.size());
+  for (size_t c = 0; c < maxAbs.size(); ++c)
+    quantization.scales[c] = maxAbs[c] / 127.0f;
+  int32_t id = addWeightImpl(name, DType::I8, shape, nullptr, total, section,
+                             /*copy=*/false);
+  int device = 0;
+  while (w.builders[device].get() != this)
+    ++device;
+  WeightSource &source = w.sources[device][id];
+  source.pieces = std::move(pieces);
+  source.narrowTo = DType::I8;
+  std::vector<int64_t> scaleShape = {experts, quantization.channels()};
+  scales = addWeight(name + ".scales", DType::F32, scaleShape,
+                     quantization.scales.data(),
+                     quantization.scales.size() * sizeof(float), section);
+  w.sources[device][id].quantization = std::move(quantization);
+  return id;
+}
+
 int32_t ScheduleBuilder::addWeight(std::string name, DType dtype,
                                    std::vector<int64_t> shape, const void *data,
                                    size_t bytes, int section) {
@@ -552,19 +673,28 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         crc = detail::crc32(crc, source.copy.data(), source.bytes);
         position += source.bytes;
       }
+      int64_t element = 0; // Of the weight, at the piece's start.
       for (const WeightPiece &piece : source.pieces) {
         // A piece without data is zeros (an expert absent from the model).
         uint64_t before = position;
+        int64_t pieceElements = piece.bytes / sizeof(float);
+        element += pieceElements;
         if (!piece.data) {
-          uint64_t zeroBytes =
-              source.narrowTo == DType::F32
-                  ? piece.bytes
-                  : piece.bytes / sizeof(float) * sizeof(uint16_t);
+          uint64_t zeroBytes = source.narrowTo == DType::F32
+                                   ? piece.bytes
+                                   : pieceElements * dtypeSize(source.narrowTo);
           MOERT_RETURN_IF_ERROR(sink.pad(position, position + zeroBytes));
           for (uint64_t at = before; at < position; at += kTensorAlignment)
             crc = detail::crc32(
                 crc, zeros,
                 std::min<uint64_t>(kTensorAlignment, position - at));
+          continue;
+        }
+        if (source.narrowTo == DType::I8) {
+          MOERT_RETURN_IF_ERROR(appendQuantized(sink, source.quantization,
+                                                piece, element - pieceElements,
+                                                position, crc));
+          releasePages(piece.data, piece.bytes);
           continue;
         }
         if (source.narrowTo != DType::F32) {

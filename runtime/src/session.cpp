@@ -105,7 +105,6 @@ Session::create(const Plan &plan, const SessionOptions &options) {
                                                          options.communicator));
   auto impl =
       std::make_unique<Impl>(planImpl, schedule, threads, options.collectStats);
-  detail::configureBlasThreads(threads);
 
   impl->arena = detail::allocateHostArena(schedule.arenaSize);
   if (!impl->arena)

@@ -86,6 +86,9 @@ inline constexpr DTypeSet kAllTypes =
 /// 16-bit floats that the kernels widen to f32 as they read them.
 inline constexpr DTypeSet kWeightTypes =
     kFloatTypes | bit(DType::F16) | bit(DType::BF16);
+/// kWeightTypes and the int8 matrices (with per-channel scales) that only
+/// Experts takes.
+inline constexpr DTypeSet kExpertWeightTypes = kWeightTypes | bit(DType::I8);
 /// "f32, i64" for diagnostics.
 std::string dtypeSetName(DTypeSet set);
 

@@ -184,10 +184,10 @@ TEST(Stream, SixteenBitProductsEqualTheF32ProductsOfTheWidenedWeights) {
     // [out, K]: columns [3, 24).
     std::vector<float> got(n * out, -1), want(n * out, -1);
     detail::streamProject(x.data(), n, K, w16.data(), streamType(dtype), 3, 21,
-                          bias.data(), got.data(), out);
+                          nullptr, bias.data(), got.data(), out);
     detail::streamProject(x.data(), n, K, wide.data(),
-                          detail::StreamWeights::F32, 3, 21, bias.data(),
-                          want.data(), out);
+                          detail::StreamWeights::F32, 3, 21, nullptr,
+                          bias.data(), want.data(), out);
     expectUlps(got, want);
 
     // [K, out]: weight rows [4, 33) of a [K, out] matrix, rows of x with a
@@ -296,7 +296,7 @@ TEST(Experts, SixteenBitWeightsEqualF32WeightsHoldingTheRoundedValues) {
           Value want = runExperts(net, rows, DType::F32, dtype);
           ASSERT_EQ(got.shape, want.shape);
           std::vector<float> a = got.as<float>(), b = want.as<float>();
-          // GEMM blocks multiply the same widened values (OpenBLAS may
+          // GEMM blocks multiply the same widened values (oneDNN may
           // order the sums differently for another leading dimension: a
           // few ulps).
           for (size_t i = 0; i < a.size(); ++i)
@@ -351,7 +351,7 @@ TEST(Experts, MatricesOfDifferentDtypesAreALoadError) {
   weights[2] = narrowed(DType::F16, net.matrix(16, 8, true), net.w3);
   EXPECT_THAT(runTwoTokens(net, std::move(weights)),
               StatusHas("w3 is f16 but w1 is bf16; w1, w3 and w2 must have "
-                        "one dtype (f32, f16 or bf16)"));
+                        "one dtype (f32, f16, bf16 or i8)"));
 
   // w2 f32 with 16-bit w1 and w3.
   weights = net.inputs(DType::F16, DType::F16, /*lead=*/true);

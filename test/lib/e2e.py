@@ -35,6 +35,12 @@ copy of the model whose initializers of that list are rounded the same way
 usual tolerance still applies. A narrowed matrix that is not such an
 initializer (a folded constant) cannot be reproduced and is an error.
 
+int8 expert weights (--weight-dtype int8): the plan stores the routed
+experts' matrices quantized per output channel; the reference is the f32
+model itself, so the comparison measures the quantization error and needs an
+explicit, looser --rtol (the runtime's unit tests check the int8 kernels
+exactly against the dequantized network).
+
 Torch reference (--torch-reference FILE.npz, from examples/zoo/
 export_zoo_v5.py): the file's saved inputs run as well, and every output must
 match both onnxruntime (--rtol) and the torch module's saved output
@@ -321,7 +327,7 @@ def main():
     parser.add_argument("--compile-arg", dest="compile_args", action="append",
                         default=[], help="extra moec compile argument "
                         "(repeatable), e.g. --compile-arg=--micro-batches=2")
-    parser.add_argument("--weight-dtype", choices=["f32", "bf16", "f16"],
+    parser.add_argument("--weight-dtype", choices=["f32", "bf16", "f16", "int8"],
                         default="f32", help="store the expert matrices so "
                         "(moec compile --weight-dtype) and compare with the "
                         "model whose expert weights are rounded alike")
@@ -355,7 +361,13 @@ def main():
     report_layers = report_json["moe_layers"]
 
     reference = args.model
-    if args.weight_dtype != "f32":
+    if args.weight_dtype == "int8":
+        if args.rtol < 1e-3 or args.torch_reference:
+            sys.exit("e2e: --weight-dtype int8 compares with the f32 model: "
+                     "pass --rtol (quantization error, about 1e-2) and no "
+                     "--torch-reference")
+        print("ok weights: int8 expert matrices, compared with the f32 model")
+    elif args.weight_dtype != "f32":
         names = report_json.get("narrowed_initializers")
         unnamed = report_json.get("narrowed_unnamed_constants", 0)
         if not names or unnamed:

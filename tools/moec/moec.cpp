@@ -9,7 +9,7 @@
 //                [--ptx-output FILE.ptx] [--cuda-source FILE.cu]
 //                [--devices N] [--micro-batches M]
 //                [--routing-profile FILE.json] [--replicate-hot K]
-//                [--weight-dtype f32|bf16|f16]
+//                [--weight-dtype f32|bf16|f16|int8]
 //
 // Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
 // op or fails to compile, 2 on a usage error.
@@ -172,9 +172,11 @@ static cl::opt<std::string> weightDtype(
     cl::desc("How the plan stores the expert networks' matrices (w1, w3, w2 "
              "of routed and shared experts): f32 as in the model, or bf16 / "
              "f16 (rounded to nearest even; biases and every other tensor "
-             "stay f32; the experts compute in f32)"),
-    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::sub(compileCommand),
-    cl::cat(moecCategory));
+             "stay f32; the experts compute in f32), or int8 (routed experts "
+             "only, symmetric per output channel with f32 scales; CPU "
+             "target)"),
+    cl::value_desc("f32|bf16|f16|int8"), cl::init("f32"),
+    cl::sub(compileCommand), cl::cat(moecCategory));
 
 static cl::opt<std::string>
     cudaSource("cuda-source",
@@ -513,10 +515,14 @@ static int runCompile() {
           .Case("f32", moec::plan::ExpertWeightType::F32)
           .Case("bf16", moec::plan::ExpertWeightType::BF16)
           .Case("f16", moec::plan::ExpertWeightType::F16)
+          .Case("int8", moec::plan::ExpertWeightType::I8)
           .Default(std::nullopt);
   if (!expertWeights)
-    return usageError("--weight-dtype must be f32, bf16 or f16, not '" +
+    return usageError("--weight-dtype must be f32, bf16, f16 or int8, not '" +
                       weightDtype + "'");
+  if (*expertWeights == moec::plan::ExpertWeightType::I8 && target == "cuda")
+    return usageError("--weight-dtype int8 runs on the CPU backend only; "
+                      "use bf16 or f16 with --target cuda");
   if (emitKind == "mlir" && weightDtype.getNumOccurrences())
     return usageError("--weight-dtype sets how a plan stores the expert "
                       "weights; it needs --emit plan or planned-mlir");

@@ -23,7 +23,7 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// IsNaN step, the reductions ReduceProd .. ReduceLogSumExp and
 /// `Tensor.replicated`, which a 1.1 reader would ignore and split the input.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 2;
+inline constexpr uint16_t kFormatVersionMinor = 3;
 
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kSectionEntrySize = 32;

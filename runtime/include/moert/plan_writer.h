@@ -111,6 +111,19 @@ public:
                                   std::vector<int64_t> shape,
                                   std::vector<WeightPiece> pieces,
                                   int section = -1);
+  /// Like addNarrowedWeightPieces for int8 storage (`moec compile
+  /// --weight-dtype int8`): `shape` is [E, rows, cols], and the output
+  /// channels of each expert's matrix lie along dimension `channelDim` (1:
+  /// rows, an [out, in] matrix; 2: columns, [in, out]). Each channel is
+  /// quantized symmetrically, scale = max |w| / 127 and q = w / scale rounded
+  /// to nearest even, clamped to [-127, 127] (all zeros: scale 0). The scales
+  /// are computed here (one pass over the pieces) and added as the f32
+  /// weight `scales` ([E, channels], named NAME.scales); the int8 values are
+  /// converted while the plan is written. Non-finite values fail the writer.
+  int32_t addQuantizedWeightPieces(std::string name, std::vector<int64_t> shape,
+                                   std::vector<WeightPiece> pieces,
+                                   int channelDim, int32_t &scales,
+                                   int section = -1);
   /// Adds a weight that is the weight `ownerTensor` of schedule
   /// `ownerDevice`'s: both tensor entries name the same bytes, which the file
   /// holds once (a dense weight that every device of a multi-device plan

@@ -538,7 +538,6 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   if (options.communicator &&
       std::string_view(options.communicator->backend()) == "nccl")
     s.nccl = static_cast<NcclCommunicator *>(options.communicator);
-  detail::configureBlasThreads(threads);
 
   MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
   MOERT_CUDA(cudaGetDeviceProperties(&s.props, s.gpu),

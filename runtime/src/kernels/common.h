@@ -21,11 +21,20 @@ inline int64_t rowGrain(int64_t rowLength) {
                            kElementwiseGrain / std::max<int64_t>(1, rowLength));
 }
 
-/// C[m, n] = alpha * op(A) op(B) + beta * C, row-major, through OpenBLAS
-/// (matmul.cpp). Every size and leading dimension must fit in 32 bits.
+/// C[m, n] = alpha * op(A) op(B) + beta * C, row-major, on the calling
+/// thread only, through oneDNN (matmul.cpp), whose kernels are chosen by
+/// CPUID when the process runs. Every size and leading dimension must fit in
+/// 32 bits.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// sgemm split over the pool's threads: by rows of C when there are enough,
+/// otherwise by column blocks (each thread reads its own part of B).
+void parallelSgemm(ThreadPool &pool, bool transA, bool transB, int64_t m,
+                   int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc);
 
 /// Builds an OpDef; fields beyond these are set on the result.
 inline OpDef makeOp(const char *name, int minInputs, int maxInputs,

@@ -1,16 +1,55 @@
-//===- matmul.cpp - MatMul, Gemm and Einsum through OpenBLAS --------------===//
+//===- matmul.cpp - MatMul, Gemm and Einsum through oneDNN ----------------===//
+//
+// Every GEMM of the CPU backend goes through `sgemm`: oneDNN's sgemm, whose
+// JIT kernels are picked from the CPUID of the machine that runs (AVX2,
+// AVX-512, ...), so that one binary is fast on every x86-64 CPU. OpenBLAS,
+// used before, picks its kernels from a table of known CPU models: Debian 12's
+// 0.3.21 does not know the Sapphire Rapids Xeons of these machines and falls
+// back to its SSE3 (Prescott) kernels, 11-17 GFLOP/s on one thread where
+// oneDNN reaches 50-110 (bench/README.md, "GEMM backend").
+//
+// oneDNN runs on the calling thread: the runtime's own pool splits the work
+// (parallelSgemm, and the expert blocks of moe.cpp), so no second set of
+// threads competes for the cores.
+//
+//===----------------------------------------------------------------------===//
 
 #include "kernels/matmul.h"
+#include "thread_pool.h"
 
-#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <map>
 #include <vector>
 
+// Debian's oneDNN uses the OpenMP runtime (libgomp) for its threads; each
+// thread that calls it sets its own OpenMP thread count to 1 (an OpenMP
+// per-thread setting), so that oneDNN never starts a team of its own.
+extern "C" void omp_set_num_threads(int);
+
 namespace moert::detail {
 
-void configureBlasThreads(int threads) { openblas_set_num_threads(threads); }
+namespace {
+
+/// The product without a library, for what oneDNN refuses: only arguments
+/// the callers never pass (they check the sizes), so it is a safety net that
+/// keeps results right rather than a path that runs.
+void referenceSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float beta, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += (transA ? a[p * lda + i] : a[i * lda + p]) *
+               (transB ? b[j * ldb + p] : b[p * ldb + j]);
+      float &out = c[i * ldc + j];
+      out = alpha * sum + (beta == 0 ? 0.0f : beta * out);
+    }
+}
+
+} // namespace
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
@@ -18,17 +57,55 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   if (m == 0 || n == 0)
     return;
   if (k == 0 || alpha == 0) {
-    // BLAS may leave C untouched here; the result is beta * C.
+    // The result is beta * C (and C may hold NaNs from the arena when beta
+    // is 0, which must not reach the output).
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+  static thread_local bool serial = (omp_set_num_threads(1), true);
+  (void)serial;
+  if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda,
+                 b, ldb, beta, c, ldc) != dnnl_success)
+    referenceSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                   ldc);
+}
+
+/// Below this many multiply-adds a product runs on one thread: splitting
+/// it costs more than it saves (a wake-up is a few microseconds).
+constexpr int64_t kParallelGemmWork = 1 << 18;
+/// Column blocks of a split by columns are multiples of this (one cache
+/// line of C and of B's columns).
+constexpr int64_t kColumnQuantum = 16;
+
+void parallelSgemm(ThreadPool &pool, bool transA, bool transB, int64_t m,
+                   int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc) {
+  int64_t threads = pool.size();
+  if (threads == 1 || m * n * k < kParallelGemmWork)
+    return sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // Rows of C when each thread gets a few (B is then read by every thread,
+  // from the shared cache); otherwise blocks of columns, so that a few rows
+  // against a large B (decoding) read each part of B once.
+  if (m >= 4 * threads) {
+    pool.parallelFor(m, (m + threads - 1) / threads,
+                     [&](int64_t r0, int64_t r1) {
+                       sgemm(transA, transB, r1 - r0, n, k, alpha,
+                             transA ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
+                             c + r0 * ldc, ldc);
+                     });
+    return;
+  }
+  int64_t blocks = (n + kColumnQuantum - 1) / kColumnQuantum;
+  pool.parallelFor(
+      blocks, (blocks + threads - 1) / threads, [&](int64_t b0, int64_t b1) {
+        int64_t c0 = b0 * kColumnQuantum;
+        int64_t c1 = std::min(n, b1 * kColumnQuantum);
+        sgemm(transA, transB, m, c1 - c0, k, alpha, a, lda,
+              transB ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
+      });
 }
 
 absl::StatusOr<MatMulShapes> planMatMul(KernelContext &ctx) {
@@ -113,17 +190,36 @@ absl::Status matmulKernel(KernelContext &ctx) {
   if (p.batchB.numel() == 1 && p.batchA.numel() == count &&
       fitsBlas(count * m)) {
     // B is one matrix: fold A's batch into its rows, one call.
-    sgemm(false, false, count * m, n, k, 1.0f, pa, k, pb, n, 0.0f, pc, n);
+    parallelSgemm(ctx.pool(), false, false, count * m, n, k, 1.0f, pa, k, pb, n,
+                  0.0f, pc, n);
     return absl::OkStatus();
   }
+  // The matrices' offsets, then either one product after another, each
+  // split over the threads, or (small products: attention's per-head ones)
+  // whole products shared out among the threads.
   const Shape *batches[] = {&p.batchA, &p.batchB};
   BroadcastLoop loop(p.batch, batches, 2);
+  std::vector<int64_t> offsetsA(count), offsetsB(count);
   loop.forEachRun(0, count, [&](int64_t o, const int64_t *offs, int64_t len) {
     int64_t strideA = loop.innerStride(0), strideB = loop.innerStride(1);
-    for (int64_t i = 0; i < len; ++i)
-      sgemm(false, false, m, n, k, 1.0f, pa + (offs[0] + i * strideA) * m * k,
-            k, pb + (offs[1] + i * strideB) * k * n, n, 0.0f,
-            pc + (o + i) * m * n, n);
+    for (int64_t i = 0; i < len; ++i) {
+      offsetsA[o + i] = (offs[0] + i * strideA) * m * k;
+      offsetsB[o + i] = (offs[1] + i * strideB) * k * n;
+    }
+  });
+  auto product = [&](int64_t i, auto &&gemm) {
+    gemm(false, false, m, n, k, 1.0f, pa + offsetsA[i], k, pb + offsetsB[i], n,
+         0.0f, pc + i * m * n, n);
+  };
+  if (m * n * k >= kParallelGemmWork) {
+    for (int64_t i = 0; i < count; ++i)
+      product(i, [&](auto... args) { parallelSgemm(ctx.pool(), args...); });
+    return absl::OkStatus();
+  }
+  int64_t grain = std::max<int64_t>(1, kParallelGemmWork / (m * n * k + 1));
+  ctx.pool().parallelFor(count, grain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      product(i, [](auto... args) { sgemm(args...); });
   });
   return absl::OkStatus();
 }
@@ -166,9 +262,9 @@ absl::Status gemmKernel(KernelContext &ctx) {
                     });
     beta = attrs->beta();
   }
-  sgemm(g.transA, g.transB, g.m, g.n, g.k, attrs->alpha(), a.as<const float>(),
-        a.shape[1], b.as<const float>(), b.shape[1], beta, out->as<float>(),
-        g.n);
+  parallelSgemm(ctx.pool(), g.transA, g.transB, g.m, g.n, g.k, attrs->alpha(),
+                a.as<const float>(), a.shape[1], b.as<const float>(),
+                b.shape[1], beta, out->as<float>(), g.n);
   return absl::OkStatus();
 }
 
@@ -433,8 +529,9 @@ absl::Status einsumKernel(KernelContext &ctx) {
     pack(rhs, orderB, sizes, packedB.data());
     std::vector<float> result(nb * m * n);
     for (int64_t b = 0; b < nb; ++b)
-      sgemm(false, false, m, n, k, 1.0f, packedA.data() + b * m * k, k,
-            packedB.data() + b * k * n, n, 0.0f, result.data() + b * m * n, n);
+      parallelSgemm(ctx.pool(), false, false, m, n, k, 1.0f,
+                    packedA.data() + b * m * k, k, packedB.data() + b * k * n,
+                    n, 0.0f, result.data() + b * m * n, n);
     buffers.push_back(std::move(result));
     // The result is contiguous over batch, rows, cols.
     View next;

@@ -17,8 +17,8 @@
 //    (kernels/stream.h): column blocks for [out, K] weights; for [K, out]
 //    weights with up to kSplitRows rows, ranges of weight rows whose partial
 //    products are summed afterwards (each range is one sequential stream).
-//  * More rows (prefill): column blocks as single-threaded GEMMs, OpenBLAS's
-//    own threads off meanwhile, with the activation applied per block.
+//  * More rows (prefill): column blocks as single-threaded GEMMs (oneDNN,
+//    kernels/matmul.cpp), with the activation applied per block.
 //
 // The matrices (w1, w3, w2) may be bf16 or f16 (`moec compile
 // --weight-dtype`; biases stay f32): the streaming products widen them to
@@ -435,6 +435,12 @@ absl::Status validateDispatch(const StepCheck &check) {
 enum Slot { kW1, kB1, kW3, kB3, kW2, kB2, kNumSlots };
 constexpr const char *kSlotNames[kNumSlots] = {"w1", "b1", "w3",
                                                "b3", "w2", "b2"};
+/// The matrices that int8 storage scales, and the names of their scales
+/// (Experts' inputs 8, 9 and 10: one f32 per expert and output channel).
+constexpr Slot kScaledSlots[] = {kW1, kW3, kW2};
+constexpr const char *kScaleNames[] = {"s1", "s3", "s2"};
+/// Experts' first scale input.
+constexpr int kFirstScale = 8;
 
 bool isGated(fb::Activation activation) {
   return activation >= fb::Activation::SiluGlu;
@@ -445,7 +451,8 @@ bool isGated(fb::Activation activation) {
 /// every weight has a leading expert dimension; rows have `hidden` elements.
 absl::Status resolveFfn(const StepView &view, const fb::FfnAttrs &attrs,
                         const Shape *const shapes[kNumSlots], int lead,
-                        int64_t hidden, FfnSizes &sizes) {
+                        int64_t hidden, FfnSizes &sizes,
+                        const Shape *const scaleShapes[3] = nullptr) {
   bool inOut = attrs.weight_layout() == fb::WeightLayout::InOut;
   const Shape &w1 = *shapes[kW1];
   sizes = ffnSizes(attrs, w1.dims, lead, shapes[kW3] != nullptr, hidden);
@@ -499,12 +506,23 @@ absl::Status resolveFfn(const StepView &view, const fb::FfnAttrs &attrs,
                         "; expected ", want.shape.str(), " (", want.meaning,
                         ")");
   }
+  // One scale per expert and output channel of each int8 matrix.
+  const int64_t outputs[] = {sizes.w1Out, sizes.inter, hidden};
+  const char *meanings[] = {fused ? "2F" : "F", "F", "H"};
+  for (int m = 0; scaleShapes && m < 3; ++m)
+    if (const Shape *actual = scaleShapes[m];
+        actual && *actual != vector(outputs[m]))
+      return view.error(kScaleNames[m], " has shape ", actual->str(),
+                        "; expected ", vector(outputs[m]).str(), " ([", e,
+                        meanings[m], "], a scale per output channel)");
   return absl::OkStatus();
 }
 
 /// Load-time checks of an expert network: dtypes, ranks, attributes, and
-/// the shapes when they are declared static.
-absl::Status validateFfn(const StepCheck &check, int first, int lead) {
+/// the shapes when they are declared static. `scales` is the first scale
+/// input of a step that may hold int8 matrices (Experts), else -1.
+absl::Status validateFfn(const StepCheck &check, int first, int lead,
+                         int scales = -1) {
   const auto *attrs = check.attrs<fb::FfnAttrs>();
   MOERT_RETURN_IF_ERROR(check.inType(0, kFloatTypes));
   MOERT_RETURN_IF_ERROR(check.inRank(0, 2));
@@ -514,7 +532,9 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead) {
     int i = first + slot;
     bool isBias = slot == kB1 || slot == kB3 || slot == kB2;
     // Matrices may be 16-bit floats (read as f32); biases are f32.
-    MOERT_RETURN_IF_ERROR(check.inType(i, isBias ? kFloatTypes : kWeightTypes));
+    MOERT_RETURN_IF_ERROR(check.inType(i, isBias        ? kFloatTypes
+                                          : scales >= 0 ? kExpertWeightTypes
+                                                        : kWeightTypes));
     if (check.has(i) && check.in(i).rank != lead + (isBias ? 1 : 2))
       return check.error(kSlotNames[slot], " has rank ", check.in(i).rank,
                          "; expected ", lead + (isBias ? 1 : 2));
@@ -527,8 +547,26 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead) {
       return check.error(kSlotNames[slot], " is ",
                          dtypeName(check.in(first + slot).dtype), " but w1 is ",
                          dtypeName(w1Type),
-                         "; w1, w3 and w2 must have one dtype (f32, f16 or "
-                         "bf16)");
+                         "; w1, w3 and w2 must have one dtype (f32, f16, "
+                         "bf16 or i8)");
+  if (scales >= 0) {
+    // int8 matrices come with their scales, [E, out] f32 (shapes below).
+    bool quantized = w1Type == DType::I8;
+    for (int m = 0; m < 3; ++m) {
+      int i = scales + m;
+      bool hasMatrix = check.has(first + kScaledSlots[m]);
+      MOERT_RETURN_IF_ERROR(check.inType(i, kFloatTypes));
+      if (check.has(i) != (quantized && hasMatrix))
+        return check.error(
+            kScaleNames[m], check.has(i) ? " is given but " : " is missing: ",
+            kSlotNames[kScaledSlots[m]],
+            check.has(i) ? (hasMatrix ? " is not i8" : " is absent")
+                         : " is i8 and needs its per-channel scales");
+      if (check.has(i) && check.in(i).rank != 2)
+        return check.error(kScaleNames[m], " has rank ", check.in(i).rank,
+                           "; expected 2 ([E, out])");
+    }
+  }
 
   fb::Activation activation = attrs->activation();
   if (activation > fb::Activation::MAX)
@@ -562,19 +600,25 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead) {
     return check.error("alpha, beta and limit apply only to clamped_swiglu");
   }
 
-  Shape storage[kNumSlots], tokens;
-  const Shape *shapes[kNumSlots] = {};
+  Shape storage[kNumSlots], scaleStorage[3];
+  const Shape *shapes[kNumSlots] = {}, *scaleShapes[3] = {};
   for (int slot = 0; slot < kNumSlots; ++slot)
     if (check.has(first + slot)) {
       if (!staticShape(check.in(first + slot), storage[slot]))
         return absl::OkStatus(); // Checked at run time.
       shapes[slot] = &storage[slot];
     }
+  for (int m = 0; scales >= 0 && m < 3; ++m)
+    if (check.has(scales + m)) {
+      if (!staticShape(check.in(scales + m), scaleStorage[m]))
+        return absl::OkStatus();
+      scaleShapes[m] = &scaleStorage[m];
+    }
   int64_t hidden = staticDim(check.in(0), 1);
   if (hidden < 0)
     return absl::OkStatus();
   FfnSizes sizes;
-  return resolveFfn(check, *attrs, shapes, lead, hidden, sizes);
+  return resolveFfn(check, *attrs, shapes, lead, hidden, sizes, scaleShapes);
 }
 
 /// An expert network resolved against the actual tensors of a step.
@@ -597,17 +641,25 @@ struct Ffn {
   const void *weight(Slot slot, int64_t e) const {
     return data[slot] ? data[slot] + e * stride[slot] : nullptr;
   }
+  /// Per int8 matrix slot, its scales [E, out] (null for float matrices).
+  const float *scales[kNumSlots] = {};
+  int64_t scaleStride[kNumSlots] = {};
+  /// Expert `e`'s output-channel scales of the matrix in `slot`, or null.
+  const float *scale(Slot slot, int64_t e) const {
+    return scales[slot] ? scales[slot] + e * scaleStride[slot] : nullptr;
+  }
 };
 
 /// The streaming kernels' name for a matrix dtype the loader accepted.
 StreamWeights streamWeights(DType dtype) {
   return dtype == DType::BF16  ? StreamWeights::BF16
          : dtype == DType::F16 ? StreamWeights::F16
+         : dtype == DType::I8  ? StreamWeights::I8
                                : StreamWeights::F32;
 }
 
 absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
-                        int64_t hidden, Ffn &ffn) {
+                        int64_t hidden, Ffn &ffn, int scales = -1) {
   const auto *attrs = ctx.attrs<fb::FfnAttrs>();
   const Shape *shapes[kNumSlots] = {};
   for (int slot = 0; slot < kNumSlots; ++slot)
@@ -619,8 +671,16 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
           lead ? t.shape.span(1, t.shape.rank) * dtypeSize(t.dtype) : 0;
     }
   ffn.weightType = streamWeights(ctx.in(first + kW1).dtype);
+  const Shape *scaleShapes[3] = {};
+  for (int m = 0; scales >= 0 && m < 3; ++m)
+    if (ctx.has(scales + m)) {
+      const Tensor &t = ctx.in(scales + m);
+      scaleShapes[m] = &t.shape;
+      ffn.scales[kScaledSlots[m]] = t.as<const float>();
+      ffn.scaleStride[kScaledSlots[m]] = t.shape[t.shape.rank - 1];
+    }
   MOERT_RETURN_IF_ERROR(
-      resolveFfn(ctx, *attrs, shapes, lead, hidden, ffn.sizes));
+      resolveFfn(ctx, *attrs, shapes, lead, hidden, ffn.sizes, scaleShapes));
   ffn.activation = attrs->activation();
   ffn.inOut = attrs->weight_layout() == fb::WeightLayout::InOut;
   ffn.gated = isGated(ffn.activation);
@@ -656,39 +716,49 @@ constexpr int64_t kSplitRows = 8;
 /// (measured slightly faster than 64 at 1 and 16 tokens).
 constexpr int64_t kPartRows = 128;
 
-/// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] +
-/// bias[c0 : c0 + m], for a matrix W of storage `type` with `out` outputs
-/// stored as [K, out] (`inOut`) or [out, K]. Up to kNarrowRows rows of
-/// [out, K] weights stream them ([K, out] weights with few rows are split
-/// along K by runRound instead); otherwise the layout is the GEMM's
-/// transpose flag, and the bias is the GEMM's C operand: f32 weights are
-/// never copied, 16-bit ones are widened block by block into the thread's
-/// scratch (K x m floats) for the GEMM, which then does n multiply-adds per
-/// widened element.
+/// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] (*
+/// scale[c0 : c0 + m] for int8 W) + bias[c0 : c0 + m], for a matrix W of
+/// storage `type` with `out` outputs stored as [K, out] (`inOut`) or [out,
+/// K]. Up to kNarrowRows rows of [out, K] weights stream them ([K, out]
+/// weights with few rows are split along K by runRound instead); otherwise
+/// the layout is the GEMM's transpose flag, and the bias is the GEMM's C
+/// operand: f32 weights are never copied, 16-bit and int8 ones are widened
+/// block by block into the thread's scratch (K x m floats) for the GEMM,
+/// which then does n multiply-adds per widened element; int8 products are
+/// scaled afterwards, as the streaming kernels scale theirs.
 void project(const float *x, int64_t n, int64_t K, const void *w,
              StreamWeights type, int64_t out, bool inOut, int64_t c0, int64_t m,
-             const float *bias, float *c, int64_t ldc) {
+             const float *scale, const float *bias, float *c, int64_t ldc) {
   if (!inOut && n <= kNarrowRows)
-    return streamProject(x, n, K, w, type, c0, m, bias, c, ldc);
-  if (bias)
+    return streamProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
+  bool biasFirst = bias && !scale;
+  if (biasFirst)
     for (int64_t r = 0; r < n; ++r)
       std::copy(bias + c0, bias + c0 + m, c + r * ldc);
   if (type == StreamWeights::F32) {
     const float *wf = static_cast<const float *>(w);
     sgemm(false, !inOut, n, m, K, 1.0f, x, K, inOut ? wf + c0 : wf + c0 * K,
-          inOut ? out : K, bias ? 1.0f : 0.0f, c, ldc);
+          inOut ? out : K, biasFirst ? 1.0f : 0.0f, c, ldc);
     return;
   }
-  const auto *w16 = static_cast<const uint16_t *>(w);
+  const auto *bytes = static_cast<const uint8_t *>(w);
+  const int64_t size = type == StreamWeights::I8 ? 1 : 2;
   float *block = scratch<float>(Scratch::Weights, K * m);
   if (inOut) {
     for (int64_t k = 0; k < K; ++k)
-      widenWeights(w16 + k * out + c0, type, m, block + k * m);
+      widenWeights(bytes + (k * out + c0) * size, type, m, block + k * m);
   } else {
-    widenWeights(w16 + c0 * K, type, m * K, block);
+    widenWeights(bytes + c0 * K * size, type, m * K, block);
   }
   sgemm(false, !inOut, n, m, K, 1.0f, x, K, block, inOut ? m : K,
-        bias ? 1.0f : 0.0f, c, ldc);
+        biasFirst ? 1.0f : 0.0f, c, ldc);
+  if (scale)
+    for (int64_t r = 0; r < n; ++r) {
+      float *cr = c + r * ldc;
+      for (int64_t j = 0; j < m; ++j)
+        cr[j] =
+            bias ? cr[j] * scale[c0 + j] + bias[c0 + j] : cr[j] * scale[c0 + j];
+    }
 }
 
 /// a[r, i] = act(g[r, i * step]) for rows [r0, r1) and i in [0, m)
@@ -767,30 +837,31 @@ void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
                 int64_t m, float *a, int64_t lda) {
   const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
   const void *w1 = f.weight(kW1, e);
-  const float *b1 = f.at(kB1, e);
+  const float *b1 = f.at(kB1, e), *s1 = f.scale(kW1, e);
   const StreamWeights type = f.weightType;
   const float *g = a, *u = nullptr;
   int64_t ld = lda, step = 1;
   if (!f.gated) {
-    project(x, n, H, w1, type, W1, f.inOut, f0, m, b1, a, lda);
+    project(x, n, H, w1, type, W1, f.inOut, f0, m, s1, b1, a, lda);
   } else {
     float *buffer = scratch<float>(Scratch::Task, 2 * n * m);
     if (f.fused && f.interleaved) {
       // Gate and up alternate: one GEMM over outputs [2 f0, 2 (f0 + m)).
-      project(x, n, H, w1, type, W1, f.inOut, 2 * f0, 2 * m, b1, buffer, 2 * m);
+      project(x, n, H, w1, type, W1, f.inOut, 2 * f0, 2 * m, s1, b1, buffer,
+              2 * m);
       g = buffer;
       u = buffer + 1;
       ld = 2 * m;
       step = 2;
     } else {
       // Gate and up from w1's two halves, or from w1 and w3.
-      project(x, n, H, w1, type, W1, f.inOut, f0, m, b1, buffer, m);
+      project(x, n, H, w1, type, W1, f.inOut, f0, m, s1, b1, buffer, m);
       if (f.fused)
-        project(x, n, H, w1, type, W1, f.inOut, F + f0, m, b1, buffer + n * m,
-                m);
+        project(x, n, H, w1, type, W1, f.inOut, F + f0, m, s1, b1,
+                buffer + n * m, m);
       else
         project(x, n, H, f.weight(kW3, e), type, F, f.inOut, f0, m,
-                f.at(kB3, e), buffer + n * m, m);
+                f.scale(kW3, e), f.at(kB3, e), buffer + n * m, m);
       g = buffer;
       u = buffer + n * m;
       ld = m;
@@ -829,12 +900,13 @@ struct Segment {
 };
 
 /// c[r, :cols] = bias[:cols] + sum over p < count of parts[p][r, :cols]
-/// for r < n, where parts[p] = parts + p * n * cols.
+/// for r < n, where parts[p] = parts + p * n * cols; with `scale` (int8
+/// weights) the sum is scaled per column before the bias is added.
 void sumParts(const float *parts, int64_t count, int64_t n, int64_t cols,
-              const float *bias, float *c, int64_t ldc) {
+              const float *scale, const float *bias, float *c, int64_t ldc) {
   for (int64_t r = 0; r < n; ++r) {
     float *cr = c + r * ldc;
-    if (bias)
+    if (bias && !scale)
       std::copy(bias, bias + cols, cr);
     else
       std::fill(cr, cr + cols, 0.0f);
@@ -843,6 +915,9 @@ void sumParts(const float *parts, int64_t count, int64_t n, int64_t cols,
       for (int64_t j = 0; j < cols; ++j)
         cr[j] += pr[j];
     }
+    if (scale)
+      for (int64_t j = 0; j < cols; ++j)
+        cr[j] = bias ? cr[j] * scale[j] + bias[j] : cr[j] * scale[j];
   }
 }
 
@@ -867,7 +942,6 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
   std::vector<Block> first, second;
   std::vector<int64_t> split, partOffset;
   int64_t partSize = 0;
-  bool wide = false;
   for (int64_t s = 0; s < static_cast<int64_t>(segments.size()); ++s) {
     int64_t n = segments[s].rows;
     partOffset.push_back(partSize);
@@ -886,18 +960,12 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       continue;
     }
     bool narrow = !f.inOut && n <= kNarrowRows;
-    wide |= !narrow;
     int64_t width = narrow ? kBlockColumns : kWideBlockColumns;
     for (int64_t c = 0; c < F; c += width)
       first.push_back({s, kNumSlots, c, std::min(width, F - c)});
     for (int64_t c = 0; c < H; c += width)
       second.push_back({s, kNumSlots, c, std::min(width, H - c)});
   }
-  // Wide blocks are GEMMs on the pool's threads: OpenBLAS must not start its
-  // own threads for them (it would oversubscribe the cores).
-  bool serialBlas = wide && pool.size() > 1;
-  if (serialBlas)
-    configureBlasThreads(1);
   float *a = scratch<float>(Scratch::Step, aSize);
   float *partials = scratch<float>(Scratch::Partial, partSize);
   // The partial product of split block b of weights [K, out] into its slot
@@ -928,10 +996,11 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
     int64_t n = s.rows, parts = (H + kPartRows - 1) / kPartRows;
     const float *p = partials + partOffset[split[i]];
     float *sum = scratch<float>(Scratch::Task, n * (W1 + up));
-    sumParts(p, parts, n, W1, f.at(kB1, s.expert), sum, W1);
+    sumParts(p, parts, n, W1, f.scale(kW1, s.expert), f.at(kB1, s.expert), sum,
+             W1);
     if (up)
-      sumParts(p + parts * n * W1, parts, n, F, f.at(kB3, s.expert),
-               sum + n * W1, F);
+      sumParts(p + parts * n * W1, parts, n, F, f.scale(kW3, s.expert),
+               f.at(kB3, s.expert), sum + n * W1, F);
     // Gate and up as firstLayer lays them out (ld W1 = F when there is w3).
     const float *u = !f.gated        ? nullptr
                      : up            ? sum + n * W1
@@ -946,16 +1015,15 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partial(b, a + s.aOffset, F, H, 0);
     else
       project(a + s.aOffset, s.rows, F, f.weight(kW2, s.expert), f.weightType,
-              H, f.inOut, b.col, b.cols, f.at(kB2, s.expert),
-              y + s.row * H + b.col, H);
+              H, f.inOut, b.col, b.cols, f.scale(kW2, s.expert),
+              f.at(kB2, s.expert), y + s.row * H + b.col, H);
   });
   forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
     const Segment &s = segments[split[i]];
     sumParts(partials + partOffset[split[i]], (F + kPartRows - 1) / kPartRows,
-             s.rows, H, f.at(kB2, s.expert), y + s.row * H, H);
+             s.rows, H, f.scale(kW2, s.expert), f.at(kB2, s.expert),
+             y + s.row * H, H);
   });
-  if (serialBlas)
-    configureBlasThreads(pool.size());
 }
 
 /// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
@@ -987,7 +1055,7 @@ absl::Status expertsKernel(KernelContext &ctx) {
   const Tensor &offsetsIn = ctx.in(1);
   int64_t N = tokens.shape[0], H = tokens.shape[1];
   Ffn f;
-  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 2, /*lead=*/1, H, f));
+  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 2, /*lead=*/1, H, f, kFirstScale));
   int64_t E = f.sizes.experts;
   MOERT_RETURN_IF_ERROR(checkExpertOffsets(ctx, offsetsIn.shape, E));
   const int64_t *offsets = offsetsIn.as<const int64_t>();
@@ -1015,7 +1083,7 @@ absl::Status expertsKernel(KernelContext &ctx) {
 absl::Status validateExperts(const StepCheck &check) {
   MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
   MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
-  MOERT_RETURN_IF_ERROR(validateFfn(check, 2, /*lead=*/1));
+  MOERT_RETURN_IF_ERROR(validateFfn(check, 2, /*lead=*/1, kFirstScale));
   int64_t experts = staticDim(check.in(2), 0);
   int64_t offsets = staticDim(check.in(1), 0);
   if (experts >= 0 && offsets >= 0 && offsets != experts + 1)
@@ -1205,11 +1273,11 @@ void registerMoeOps(OpRegistry &r) {
                                      dispatchKernel, fb::Attrs::DispatchAttrs)
                                   .withOutputs(3));
 
-  // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?
+  // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?, s1?, s3?, s2?
   // Each expert reads its rows before writing the same rows.
-  r.add(fb::OpKind::Experts, makeOp("Experts", 7, 8, validateExperts,
+  r.add(fb::OpKind::Experts, makeOp("Experts", 7, 11, validateExperts,
                                     expertsKernel, fb::Attrs::FfnAttrs)
-                                 .withOptionalInputs(0b10111000)
+                                 .withOptionalInputs(0b11110111000)
                                  .withInPlaceInputs(kInPlaceFirst));
 
   // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?

@@ -16,7 +16,8 @@
 //
 // 16-bit weights (bf16, f16) are widened to f32 in registers as they are
 // loaded (integer vector operations, exact), so they stream half the bytes;
-// the arithmetic is the f32 path's.
+// the arithmetic is the f32 path's. int8 weights are converted the same way
+// (a quarter of the bytes) and each output is scaled once, after its sum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,10 +37,10 @@
 #endif
 #define MOERT_ALWAYS_INLINE inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MOERT_F16C_DISPATCH 1
+#define MOERT_V3_DISPATCH 1
 #define MOERT_X86_64_V3 __attribute__((target("arch=x86-64-v3")))
 #else
-#define MOERT_F16C_DISPATCH 0
+#define MOERT_V3_DISPATCH 0
 #endif
 
 // The vector helpers below are always inlined, so the ABI of passing 32-byte
@@ -80,6 +81,8 @@ MOERT_ALWAYS_INLINE VecU load16(const uint16_t *p) {
   std::memcpy(&h, p, sizeof h);
   return __builtin_convertvector(h, VecU);
 }
+typedef int8_t Vec8 __attribute__((vector_size(kLanes * sizeof(int8_t))));
+typedef int32_t VecI __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 /// How each weight storage loads kLanes elements, or one, as f32.
 struct F32Weights {
@@ -96,6 +99,16 @@ struct Bf16Weights {
   static MOERT_ALWAYS_INLINE float scalar(uint16_t v) {
     return bfloatToFloat(v);
   }
+};
+/// int8: sign-extended and converted (exact); the scale comes after the sum.
+struct I8Weights {
+  using T = int8_t;
+  static MOERT_ALWAYS_INLINE Vec vector(const int8_t *p) {
+    Vec8 q;
+    std::memcpy(&q, p, sizeof q);
+    return __builtin_convertvector(__builtin_convertvector(q, VecI), Vec);
+  }
+  static MOERT_ALWAYS_INLINE float scalar(int8_t v) { return float(v); }
 };
 /// f16 without F16C: exponent and mantissa move up 13 bits and the
 /// exponent is rebiased; infinities and NaNs get the f32 maximum exponent;
@@ -119,13 +132,13 @@ struct F16Weights {
   static MOERT_ALWAYS_INLINE float scalar(uint16_t v) { return halfToFloat(v); }
 };
 
-#if MOERT_F16C_DISPATCH
+#if MOERT_V3_DISPATCH
 /// f16 with F16C (x86-64-v3 has it): one instruction per 8 values, where the
 /// integer form costs about ten (1-token f16 experts were slower than f32
 /// ones with it). Written as inline assembly because the intrinsic would
 /// need F16C enabled in every function it is inlined through; only the
 /// x86-64-v3 entry points below instantiate it, and only when the CPU has
-/// F16C (hasF16C). GCC 12's own _Float16 vector conversion goes element by
+/// F16C (hasV3Kernels). GCC 12's own _Float16 vector conversion goes element by
 /// element.
 struct F16CWeights {
   using T = uint16_t;
@@ -139,8 +152,25 @@ struct F16CWeights {
   static MOERT_ALWAYS_INLINE float scalar(uint16_t v) { return halfToFloat(v); }
 };
 
-/// Whether the CPU runs the x86-64-v3 F16C entry points.
-bool hasF16C() {
+/// int8 with AVX2: one sign-extending load and one conversion per 8 values
+/// (inline assembly for the same reason as F16CWeights: GCC 12 builds an
+/// 8-byte vector's conversion from scalar moves, measured slower than f32
+/// weights at 1 token).
+struct I8Avx2Weights {
+  using T = int8_t;
+  static MOERT_ALWAYS_INLINE Vec vector(const int8_t *p) {
+    Vec f;
+    int64_t q;
+    std::memcpy(&q, p, sizeof q);
+    asm("vpmovsxbd %1, %0\n\tvcvtdq2ps %0, %0" : "=x"(f) : "m"(q));
+    return f;
+  }
+  static MOERT_ALWAYS_INLINE float scalar(int8_t v) { return float(v); }
+};
+
+/// Whether the CPU runs the x86-64-v3 entry points written for AVX2 and
+/// F16C (F16CWeights, I8Avx2Weights).
+bool hasV3Kernels() {
   static const bool has = __builtin_cpu_supports("avx2") &&
                           __builtin_cpu_supports("fma") &&
                           __builtin_cpu_supports("f16c");
@@ -159,12 +189,12 @@ MOERT_ALWAYS_INLINE float horizontalSum(Vec v) {
 // [out, K] weights: each output is a dot product of a row with a weight row.
 //===----------------------------------------------------------------------===//
 
-/// c[r, j] = dot(x[r, :], w[j, :]) + bias[j] for r < R, j < C; the C weight
-/// rows are C sequential streams.
+/// c[r, j] = dot(x[r, :], w[j, :]) (* scale[j]) + bias[j] for r < R,
+/// j < C; the C weight rows are C sequential streams.
 template <int R, int C, typename W>
-MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx,
-                                 const typename W::T *w, int64_t K,
-                                 const float *bias, float *c, int64_t ldc) {
+MOERT_ALWAYS_INLINE void
+dotTile(const float *x, int64_t ldx, const typename W::T *w, int64_t K,
+        const float *scale, const float *bias, float *c, int64_t ldc) {
   Vec acc[R][C] = {};
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
@@ -182,6 +212,8 @@ MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx,
       float s = horizontalSum(acc[r][j]);
       for (int64_t t = k; t < K; ++t)
         s += x[r * ldx + t] * W::scalar(w[j * K + t]);
+      if (scale)
+        s *= scale[j];
       c[r * ldc + j] = bias ? s + bias[j] : s;
     }
 }
@@ -189,30 +221,32 @@ MOERT_ALWAYS_INLINE void dotTile(const float *x, int64_t ldx,
 /// Rows [0, n) of one column tile of C columns (rows two at a time).
 template <int C, typename W>
 MOERT_ALWAYS_INLINE void dotColumns(const float *x, int64_t n, int64_t K,
-                                    const typename W::T *w, const float *bias,
-                                    float *c, int64_t ldc) {
+                                    const typename W::T *w, const float *scale,
+                                    const float *bias, float *c, int64_t ldc) {
   int64_t r = 0;
   for (; r + 2 <= n; r += 2)
-    dotTile<2, C, W>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+    dotTile<2, C, W>(x + r * K, K, w, K, scale, bias, c + r * ldc, ldc);
   if (r < n)
-    dotTile<1, C, W>(x + r * K, K, w, K, bias, c + r * ldc, ldc);
+    dotTile<1, C, W>(x + r * K, K, w, K, scale, bias, c + r * ldc, ldc);
 }
 
 template <typename W>
 MOERT_ALWAYS_INLINE void streamOutIn(const float *x, int64_t n, int64_t K,
                                      const void *weights, int64_t c0, int64_t m,
-                                     const float *bias, float *c, int64_t ldc) {
+                                     const float *scale, const float *bias,
+                                     float *c, int64_t ldc) {
   // 16-bit weights: eight columns per tile, eight streams of half the
   // bytes (measured at 1 and 4 rows, [2816, 1024]: 20-35% faster than
   // four; f32 keeps its measured four).
   constexpr int C = std::is_same_v<W, F32Weights> ? 4 : 8;
   const auto *w = static_cast<const typename W::T *>(weights);
+  auto at = [&](const float *v, int64_t j) { return v ? v + c0 + j : nullptr; };
   int64_t j = 0;
   for (; j + C <= m; j += C)
-    dotColumns<C, W>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+    dotColumns<C, W>(x, n, K, w + (c0 + j) * K, at(scale, j), at(bias, j),
                      c + j, ldc);
   for (; j < m; ++j)
-    dotColumns<1, W>(x, n, K, w + (c0 + j) * K, bias ? bias + c0 + j : nullptr,
+    dotColumns<1, W>(x, n, K, w + (c0 + j) * K, at(scale, j), at(bias, j),
                      c + j, ldc);
 }
 
@@ -220,28 +254,42 @@ MOERT_ALWAYS_INLINE void streamOutIn(const float *x, int64_t n, int64_t K,
 // templates); the template bodies are inlined into each clone.
 MOERT_MULTIVERSION
 void streamOutInF32(const float *x, int64_t n, int64_t K, const void *w,
-                    int64_t c0, int64_t m, const float *bias, float *c,
-                    int64_t ldc) {
-  streamOutIn<F32Weights>(x, n, K, w, c0, m, bias, c, ldc);
+                    int64_t c0, int64_t m, const float *scale,
+                    const float *bias, float *c, int64_t ldc) {
+  streamOutIn<F32Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
 MOERT_MULTIVERSION
 void streamOutInBf16(const float *x, int64_t n, int64_t K, const void *w,
-                     int64_t c0, int64_t m, const float *bias, float *c,
-                     int64_t ldc) {
-  streamOutIn<Bf16Weights>(x, n, K, w, c0, m, bias, c, ldc);
+                     int64_t c0, int64_t m, const float *scale,
+                     const float *bias, float *c, int64_t ldc) {
+  streamOutIn<Bf16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
 MOERT_MULTIVERSION
 void streamOutInF16(const float *x, int64_t n, int64_t K, const void *w,
-                    int64_t c0, int64_t m, const float *bias, float *c,
-                    int64_t ldc) {
-  streamOutIn<F16Weights>(x, n, K, w, c0, m, bias, c, ldc);
+                    int64_t c0, int64_t m, const float *scale,
+                    const float *bias, float *c, int64_t ldc) {
+  streamOutIn<F16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
-#if MOERT_F16C_DISPATCH
+MOERT_MULTIVERSION
+void streamOutInI8(const float *x, int64_t n, int64_t K, const void *w,
+                   int64_t c0, int64_t m, const float *scale, const float *bias,
+                   float *c, int64_t ldc) {
+  streamOutIn<I8Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+}
+#if MOERT_V3_DISPATCH
+MOERT_X86_64_V3
+void streamOutInI8Avx2(const float *x, int64_t n, int64_t K, const void *w,
+                       int64_t c0, int64_t m, const float *scale,
+                       const float *bias, float *c, int64_t ldc) {
+  streamOutIn<I8Avx2Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+}
+#endif
+#if MOERT_V3_DISPATCH
 MOERT_X86_64_V3
 void streamOutInF16C(const float *x, int64_t n, int64_t K, const void *w,
-                     int64_t c0, int64_t m, const float *bias, float *c,
-                     int64_t ldc) {
-  streamOutIn<F16CWeights>(x, n, K, w, c0, m, bias, c, ldc);
+                     int64_t c0, int64_t m, const float *scale,
+                     const float *bias, float *c, int64_t ldc) {
+  streamOutIn<F16CWeights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
 #endif
 
@@ -334,7 +382,19 @@ void streamRowsF16(const float *x, int64_t n, int64_t ldx, const void *w,
                    int64_t out, int64_t k0, int64_t k1, float *c) {
   streamRows<F16Weights>(x, n, ldx, w, out, k0, k1, c);
 }
-#if MOERT_F16C_DISPATCH
+MOERT_MULTIVERSION
+void streamRowsI8(const float *x, int64_t n, int64_t ldx, const void *w,
+                  int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<I8Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+#if MOERT_V3_DISPATCH
+MOERT_X86_64_V3
+void streamRowsI8Avx2(const float *x, int64_t n, int64_t ldx, const void *w,
+                      int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<I8Avx2Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+#endif
+#if MOERT_V3_DISPATCH
 MOERT_X86_64_V3
 void streamRowsF16C(const float *x, int64_t n, int64_t ldx, const void *w,
                     int64_t out, int64_t k0, int64_t k1, float *c) {
@@ -359,7 +419,17 @@ MOERT_MULTIVERSION
 void widenF16(const void *w, int64_t count, float *out) {
   widen<F16Weights>(w, count, out);
 }
-#if MOERT_F16C_DISPATCH
+MOERT_MULTIVERSION
+void widenI8(const void *w, int64_t count, float *out) {
+  widen<I8Weights>(w, count, out);
+}
+#if MOERT_V3_DISPATCH
+MOERT_X86_64_V3
+void widenI8Avx2(const void *w, int64_t count, float *out) {
+  widen<I8Avx2Weights>(w, count, out);
+}
+#endif
+#if MOERT_V3_DISPATCH
 MOERT_X86_64_V3
 void widenF16C(const void *w, int64_t count, float *out) {
   widen<F16CWeights>(w, count, out);
@@ -376,9 +446,15 @@ void widenWeights(const void *w, StreamWeights type, int64_t count,
     return;
   case StreamWeights::BF16:
     return widenBf16(w, count, out);
+  case StreamWeights::I8:
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
+      return widenI8Avx2(w, count, out);
+#endif
+    return widenI8(w, count, out);
   case StreamWeights::F16:
-#if MOERT_F16C_DISPATCH
-    if (hasF16C())
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
       return widenF16C(w, count, out);
 #endif
     return widenF16(w, count, out);
@@ -389,6 +465,8 @@ void widenWeightsPortable(const void *w, StreamWeights type, int64_t count,
                           float *out) {
   if (type == StreamWeights::F16)
     return widenF16(w, count, out);
+  if (type == StreamWeights::I8)
+    return widenI8(w, count, out);
   widenWeights(w, type, count, out);
 }
 
@@ -400,9 +478,15 @@ void streamRowRange(const float *x, int64_t n, int64_t ldx, const void *w,
     return streamRowsF32(x, n, ldx, w, out, k0, k1, c);
   case StreamWeights::BF16:
     return streamRowsBf16(x, n, ldx, w, out, k0, k1, c);
+  case StreamWeights::I8:
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
+      return streamRowsI8Avx2(x, n, ldx, w, out, k0, k1, c);
+#endif
+    return streamRowsI8(x, n, ldx, w, out, k0, k1, c);
   case StreamWeights::F16:
-#if MOERT_F16C_DISPATCH
-    if (hasF16C())
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
       return streamRowsF16C(x, n, ldx, w, out, k0, k1, c);
 #endif
     return streamRowsF16(x, n, ldx, w, out, k0, k1, c);
@@ -410,19 +494,26 @@ void streamRowRange(const float *x, int64_t n, int64_t ldx, const void *w,
 }
 
 void streamProject(const float *x, int64_t n, int64_t K, const void *w,
-                   StreamWeights type, int64_t c0, int64_t m, const float *bias,
-                   float *c, int64_t ldc) {
+                   StreamWeights type, int64_t c0, int64_t m,
+                   const float *scale, const float *bias, float *c,
+                   int64_t ldc) {
   switch (type) {
   case StreamWeights::F32:
-    return streamOutInF32(x, n, K, w, c0, m, bias, c, ldc);
+    return streamOutInF32(x, n, K, w, c0, m, scale, bias, c, ldc);
   case StreamWeights::BF16:
-    return streamOutInBf16(x, n, K, w, c0, m, bias, c, ldc);
-  case StreamWeights::F16:
-#if MOERT_F16C_DISPATCH
-    if (hasF16C())
-      return streamOutInF16C(x, n, K, w, c0, m, bias, c, ldc);
+    return streamOutInBf16(x, n, K, w, c0, m, scale, bias, c, ldc);
+  case StreamWeights::I8:
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
+      return streamOutInI8Avx2(x, n, K, w, c0, m, scale, bias, c, ldc);
 #endif
-    return streamOutInF16(x, n, K, w, c0, m, bias, c, ldc);
+    return streamOutInI8(x, n, K, w, c0, m, scale, bias, c, ldc);
+  case StreamWeights::F16:
+#if MOERT_V3_DISPATCH
+    if (hasV3Kernels())
+      return streamOutInF16C(x, n, K, w, c0, m, scale, bias, c, ldc);
+#endif
+    return streamOutInF16(x, n, K, w, c0, m, scale, bias, c, ldc);
   }
 }
 
