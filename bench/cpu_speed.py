@@ -41,8 +41,12 @@ moe-run binary and token count it prints a row:
 The read bandwidth is numpy summing a 1 GiB array on --threads threads, the
 SGEMM rate numpy's BLAS on a 2048^3 float32 product with its thread count
 set to --threads; the header names the core the BLAS dispatched for, which
-may differ from what moe-run and onnxruntime use. This is a benchmark, never
-a test: bench/README.md has a measured table.
+may differ from what moe-run and onnxruntime use. Both are measured at the
+start, before each model and at the end, and the best of them is the
+roofline: other work on a shared machine only ever lowers a measurement.
+Rows are printed as they are measured (against the rooflines so far) and
+again as one table at the end. This is a benchmark, never a test:
+bench/README.md has a measured table.
 """
 
 import argparse
@@ -139,9 +143,30 @@ def compile_plan(moec, path, plan, max_tokens, dtype):
         return lines[-1]
 
 
-def row_cells(name, layers, dtype, t, label, ours, op, loop, f32, active,
-              flops, error, machine):
-    bandwidth, gemm = machine
+class Rooflines:
+    """The best read bandwidth (bytes/s) and SGEMM rate (FLOP/s) measured so
+    far in this run."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self.bandwidth = self.gemm = 0.0
+        self.measure()
+
+    def measure(self):
+        self.bandwidth = max(self.bandwidth, measure_bandwidth(self.threads))
+        self.gemm = max(self.gemm, measure_gemm())
+
+    def describe(self, blas):
+        return (f"{self.threads} threads, read bandwidth "
+                f"{self.bandwidth / 1e9:.1f} GB/s (numpy sum of 1 GiB), SGEMM "
+                f"{self.gemm / 1e9:.1f} GFLOP/s (numpy 2048^3; BLAS: "
+                f"{blas or 'not OpenBLAS, its own thread count'}), load "
+                f"average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def row_cells(row, rooflines):
+    """The printed cells of a measured row (a dict, see bench_model)."""
+    ours = row["ours"]
 
     def ms(seconds):
         return f"{seconds * 1e3:.2f}" if seconds else "-"
@@ -149,11 +174,13 @@ def row_cells(name, layers, dtype, t, label, ours, op, loop, f32, active,
     def ratio(seconds):
         return f"{seconds / ours:.2f}" if seconds else "-"
 
-    return [name, str(layers), dtype, str(t), label, ms(ours), ms(op),
-            ms(loop), ratio(op), ratio(loop), ratio(f32),
-            f"{active / 1e6:.1f}",
-            f"{100 * active / bandwidth / ours:.1f}",
-            f"{100 * flops / gemm / ours:.1f}", f"{error:.1e}"]
+    return [row["name"], str(row["layers"]), row["dtype"], str(row["tokens"]),
+            row["label"], ms(ours), ms(row["op"]), ms(row["loop"]),
+            ratio(row["op"]), ratio(row["loop"]), ratio(row["f32"]),
+            f"{row['active'] / 1e6:.1f}",
+            f"{100 * row['active'] / rooflines.bandwidth / ours:.1f}",
+            f"{100 * row['flops'] / rooflines.gemm / ours:.1f}",
+            f"{row['error']:.1e}"]
 
 
 HEADER = ["model", "layers", "dtype", "tokens", "moe-run", "moe-run ms",
@@ -168,9 +195,11 @@ def print_row(cells):
           flush=True)
 
 
-def bench_model(args, name, plan_source, feeds, references, machine, work):
-    """Compiles `plan_source` per dtype and prints its rows; `references`
-    is {tokens: (op seconds, loop seconds, onnxruntime output)}."""
+def bench_model(args, name, plan_source, feeds, references, rooflines, work):
+    """Compiles `plan_source` per dtype, prints its rows and returns them;
+    `references` is {tokens: (op seconds, loop seconds, onnxruntime
+    output)}."""
+    rows = []
     moec = tools(args.build)[0]
     model = onnx.load(plan_source, load_external_data=False)
     all_bytes = weight_bytes(model)
@@ -209,10 +238,14 @@ def bench_model(args, name, plan_source, feeds, references, machine, work):
                 op, loop, _ = references[t]
                 f32 = f32_runs[label, t][0] if dtype != "f32" and (
                     label, t) in f32_runs else None
-                print_row(row_cells(name, len(report), dtype, t, label, ours,
-                                    op, loop, f32, active, flops,
-                                    relative_error(got, want), machine))
+                rows.append(dict(name=name, layers=len(report), dtype=dtype,
+                                 tokens=t, label=label, ours=ours, op=op,
+                                 loop=loop, f32=f32, active=active,
+                                 flops=flops,
+                                 error=relative_error(got, want)))
+                print_row(row_cells(rows[-1], rooflines))
         os.remove(plan)
+    return rows
 
 
 def main():
@@ -248,20 +281,14 @@ def main():
             parser.error(f"unknown shape {shape!r}")
 
     blas = numpy_blas(args.threads)
-    bandwidth = measure_bandwidth(args.threads)
-    gemm = measure_gemm()
-    print(f"cpu: {cpu_line()}, load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"machine: {args.threads} threads, read bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s (numpy sum of 1 GiB), SGEMM "
-          f"{gemm / 1e9:.1f} GFLOP/s (numpy 2048^3; BLAS: "
-          f"{blas or 'not OpenBLAS, its own thread count'})")
+    rooflines = Rooflines(args.threads)
+    print(f"cpu: {cpu_line()}")
+    print(f"machine: {rooflines.describe(blas)}", flush=True)
     for label, path in runners(args):
         print(f"moe-run {label}: {path}")
-    machine = bandwidth, gemm
 
     os.makedirs(args.work, exist_ok=True)
-    header_printed = False
+    rows = []
     for shape in shapes + [s + "-lm" for s in whole]:
         base = shape.removesuffix("-lm")
         cfg = cpu_models.shape_config(base, args.hidden, args.ffn)
@@ -287,11 +314,15 @@ def main():
                 os.remove(os.path.join(work, "loop.bin"))
                 print(f"{shape}: moec found {len(layers)} MoE layer(s) in "
                       f"the loop form {os.path.basename(paths['loop'])}")
-            if not header_printed:
-                print_row(HEADER)
-                header_printed = True
-            bench_model(args, shape, paths[forms[0]], feeds, references,
-                        machine, work)
+            rooflines.measure()
+            print_row(HEADER)
+            rows += bench_model(args, shape, paths[forms[0]], feeds,
+                                references, rooflines, work)
+    rooflines.measure()
+    print(f"\nmachine (best of the run): {rooflines.describe(blas)}")
+    print_row(HEADER)
+    for row in rows:
+        print_row(row_cells(row, rooflines))
 
 
 if __name__ == "__main__":
