@@ -38,7 +38,7 @@ moe-run binary and token count it prints a row:
                fused op (the whole model: onnxruntime on it) for f32, the
                same binary's f32 plan for other dtypes
 
-The read bandwidth is numpy summing a 1 GiB array on --threads threads, the
+The read bandwidth is numpy reducing (maximum) a 1 GiB array on --threads threads, the
 SGEMM rate numpy's BLAS on a 2048^3 float32 product with its thread count
 set to --threads; the header names the core the BLAS dispatched for, which
 may differ from what moe-run and onnxruntime use. Both are measured at the
@@ -158,7 +158,7 @@ class Rooflines:
 
     def describe(self, blas):
         return (f"{self.threads} threads, read bandwidth "
-                f"{self.bandwidth / 1e9:.1f} GB/s (numpy sum of 1 GiB), SGEMM "
+                f"{self.bandwidth / 1e9:.1f} GB/s (numpy max of 1 GiB), SGEMM "
                 f"{self.gemm / 1e9:.1f} GFLOP/s (numpy 2048^3; BLAS: "
                 f"{blas or 'not OpenBLAS, its own thread count'}), load "
                 f"average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
