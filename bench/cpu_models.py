@@ -20,9 +20,10 @@ top-8 H=2048 F=768), on the same random weights:
                         into the [E, k, T] expert mask; per expert Gather(mask,
                         e) -> Cast -> NonZero -> Transpose -> Split -> Squeeze
                         -> Gather(tokens) -> MatMul w1, w3 ([H, F] B operands)
-                        -> x*Sigmoid(x) * up -> MatMul w2 -> Mul(weight gathered
-                        at j + t*k of the flattened weights) -> ScatterElements
-                        into zeros -> Add to the accumulator
+                        -> x*Sigmoid(x) * up -> MatMul w2 -> Mul(weight
+                        gathered at j + t*k of the flattened weights)
+                        -> ScatterElements into zeros -> Add to the
+                        accumulator
   <shape>_whole.onnx    a 2-layer causal LM of that shape: Gather embedding
                         (vocab 1024), per layer RMSNorm -> causal
                         softmax(QK^T/sqrt(d))V attention without RoPE (16
@@ -43,7 +44,6 @@ match onnxruntime's. It exits 1 naming the first failure.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -345,20 +345,18 @@ def shape_config(shape, hidden=None, ffn=None):
     return cfg
 
 
-def moe_layers(moec, path, plan, max_tokens, extra=()):
-    """Compiles `path` to `plan`; returns the report's MoE layers, or raises
-    CalledProcessError with moec's stderr."""
-    report = plan + ".json"
-    subprocess.run([moec, "compile", path, "-o", plan,
-                    f"--max-tokens={max_tokens}", "--report", report,
-                    *extra], check=True, capture_output=True, text=True)
-    with open(report) as f:
-        return json.load(f)["moe_layers"]
-
-
 def check(work, shapes, forms, hidden, ffn, moec, moe_run):
     """The --check of the module docstring; returns the failures."""
     import onnxruntime as ort
+
+    from compare_ort import save_inputs
+    from moe_layer import compile_plan, relative_error
+
+    def compare(what, got, want, tolerance=1e-4):
+        error = relative_error(got, want)
+        print(f"{what}: max relative error {error:.1e}")
+        return [f"{what}: error {error:.1e} > {tolerance}"] if \
+            error > tolerance else []
 
     failures = []
     for shape in shapes:
@@ -377,7 +375,7 @@ def check(work, shapes, forms, hidden, ffn, moec, moe_run):
             plan = path[:-len(".onnx")] + ".bin"
             want = WHOLE["layers"] if form == "whole" else 1
             try:
-                found = len(moe_layers(moec, path, plan, 16))
+                found = len(compile_plan(moec, path, plan, 16))
             except subprocess.CalledProcessError as error:
                 failures.append(f"{path}: moec failed: {error.stderr}")
                 continue
@@ -387,11 +385,8 @@ def check(work, shapes, forms, hidden, ffn, moec, moe_run):
                 failures.append(f"{path}: moec found {found} MoE layers, "
                                 f"not {want}")
             if form == "whole":
-                args = []
-                for name, value in feeds.items():
-                    np.save(os.path.join(work, name + ".npy"), value)
-                    args += ["--input", f"{name}={work}/{name}.npy"]
-                subprocess.run([moe_run, plan, "--output-dir", work, *args],
+                subprocess.run([moe_run, plan, "--output-dir", work,
+                                *save_inputs(feeds, work, shape)],
                                check=True, capture_output=True)
                 got = np.load(os.path.join(work, "output.npy"))
                 failures += compare(f"{path}: moe-run vs onnxruntime", got,
@@ -402,16 +397,16 @@ def check(work, shapes, forms, hidden, ffn, moec, moe_run):
     return failures
 
 
-def compare(what, got, want, tolerance=1e-4):
-    scale = max(1.0, float(np.max(np.abs(want))))
-    error = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
-    print(f"{what}: max relative error {error:.1e}")
-    return [f"{what}: error {error:.1e} > {tolerance}"] if \
-        error > tolerance else []
+def docstring_parser(doc):
+    """An argument parser whose --help is the module docstring `doc`."""
+    return argparse.ArgumentParser(
+        description=doc.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(doc.splitlines()[2:]))
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = docstring_parser(__doc__)
     parser.add_argument("--work", help="folder of the models (default: a "
                         "temporary one with --check, else bench/models)")
     parser.add_argument("--shape", default=",".join(SHAPES),

@@ -38,18 +38,18 @@ moe-run binary and token count it prints a row:
                fused op (the whole model: onnxruntime on it) for f32, the
                same binary's f32 plan for other dtypes
 
-The read bandwidth is numpy reducing (maximum) a 1 GiB array on --threads threads, the
-SGEMM rate numpy's BLAS on a 2048^3 float32 product with its thread count
-set to --threads; the header names the core the BLAS dispatched for, which
-may differ from what moe-run and onnxruntime use. Both are measured at the
-start, before each model and at the end, and the best of them is the
-roofline: other work on a shared machine only ever lowers a measurement.
+The read bandwidth is a numpy maximum over a 1 GiB array on --threads
+threads (numpy's float32 sum is compute-bound), the SGEMM rate numpy's BLAS
+on a 2048^3 float32 product with its thread count set to --threads; the
+header names the core the BLAS dispatched for, which may differ from what
+moe-run and onnxruntime use. Both are measured at the start, before each
+model and at the end, and the best of them is the roofline: other work on
+a shared machine only ever lowers a measurement.
 Rows are printed as they are measured (against the rooflines so far) and
 again as one table at the end. This is a benchmark, never a test:
 bench/README.md has a measured table.
 """
 
-import argparse
 import ctypes
 import glob
 import os
@@ -66,7 +66,8 @@ from compare_ort import (add_common_arguments, make_inputs,  # noqa: E402
                          measure_bandwidth, measure_gemm, ort_session,
                          static_flops, time_moe_run, time_ort, tools,
                          weight_bytes)
-from moe_layer import expert_weights, relative_error, routed_work  # noqa: E402
+from moe_layer import (compile_plan, expert_weights,  # noqa: E402
+                       relative_error, routed_work)
 
 # Bytes an expert weight element takes in a plan of each --weight-dtype.
 ITEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "int8": 1}
@@ -131,12 +132,12 @@ def time_onnxruntime(path, feeds, threads, runs):
     return results
 
 
-def compile_plan(moec, path, plan, max_tokens, dtype):
+def compile_dtype(moec, path, plan, max_tokens, dtype):
     """The report's MoE layers of `path` compiled with --weight-dtype, or
     the reason moec gave for refusing (a string)."""
     try:
-        return cpu_models.moe_layers(moec, path, plan, max_tokens,
-                                     [f"--weight-dtype={dtype}"])
+        return compile_plan(moec, path, plan, max_tokens,
+                            [f"--weight-dtype={dtype}"])
     except subprocess.CalledProcessError as error:
         lines = (error.stderr or "").strip().splitlines() or [
             f"exit status {error.returncode}"]
@@ -207,7 +208,7 @@ def bench_model(args, name, plan_source, feeds, references, rooflines, work):
     f32_runs = {}
     for dtype in args.dtypes.split(","):
         plan = os.path.join(work, f"{name}.{dtype}.bin")
-        report = compile_plan(moec, plan_source, plan, max(feeds), dtype)
+        report = compile_dtype(moec, plan_source, plan, max(feeds), dtype)
         if isinstance(report, str):
             print(f"{name} {dtype}: skipped, moec refused: {report}",
                   flush=True)
@@ -249,10 +250,7 @@ def bench_model(args, name, plan_source, feeds, references, rooflines, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]))
+    parser = cpu_models.docstring_parser(__doc__)
     add_common_arguments(parser, runs=10)
     parser.set_defaults(threads=2)
     parser.add_argument("--shapes", default="mixtral,qwen3",
@@ -308,9 +306,9 @@ def main():
         # Plans are the size of the weights: removed when the script ends.
         with tempfile.TemporaryDirectory(dir=args.work) as work:
             if "loop" in paths:
-                layers = cpu_models.moe_layers(
-                    tools(args.build)[0], paths["loop"],
-                    os.path.join(work, "loop.bin"), max(tokens))
+                layers = compile_plan(tools(args.build)[0], paths["loop"],
+                                      os.path.join(work, "loop.bin"),
+                                      max(tokens))
                 os.remove(os.path.join(work, "loop.bin"))
                 print(f"{shape}: moec found {len(layers)} MoE layer(s) in "
                       f"the loop form {os.path.basename(paths['loop'])}")
