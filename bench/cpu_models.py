@@ -63,8 +63,8 @@ SHAPES = {
 }
 WHOLE = dict(vocab=1024, layers=2, heads=16, kv_heads=4)
 FORMS = ("contrib", "loop", "whole")
-# Tensors this large are written at offsets aligned to this, so that a
-# reader may map them.
+# Every external tensor starts at an offset aligned to this (the page size),
+# so that a reader may map it.
 ALIGN = 4096
 
 
