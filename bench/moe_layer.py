@@ -52,12 +52,14 @@ from compare_ort import (ROOT, add_common_arguments, default_bounds,  # noqa: E4
 GATED = ("silu_glu", "gelu_glu", "gelu_tanh_glu", "clamped_swiglu")
 
 
-def compile_plan(moec, path, plan, max_tokens):
-    """Compiles `path`; returns the report's MoE layers."""
+def compile_plan(moec, path, plan, max_tokens, extra=()):
+    """Compiles `path` (with the moec options `extra`); returns the report's
+    MoE layers, or raises CalledProcessError holding moec's stderr."""
     report = plan + ".json"
     subprocess.run([moec, "compile", path, "-o", plan,
                     f"--max-tokens={max_tokens}", *default_bounds(path),
-                    "--report", report], check=True, stderr=subprocess.DEVNULL)
+                    "--report", report, *extra], check=True,
+                   capture_output=True, text=True)
     with open(report) as f:
         return json.load(f)["moe_layers"]
 
