@@ -12,9 +12,11 @@
 //   pair of outputs has the same element type and provably the same shape
 //   (Where would broadcast a [1] against a [4] and return the wrong shape),
 //   and every op of both branches has static shapes and constant integer
-//   operands (the untaken branch must not be able to fail at run time, as a
-//   Reshape to a size that does not fit or a Gather out of range would,
-//   where onnxruntime never runs it). Values of the untaken branch that are
+//   operands, constant indices in range and no integer division by zero
+//   (the untaken branch must not be able to fail at run time, as a Reshape
+//   to a size that does not fit or a Gather out of range would, where
+//   onnxruntime never runs it; GatherND and the Scatters, whose indices
+//   nothing checks, are refused). Values of the untaken branch that are
 //   NaN or infinite are not selected: Where never mixes them in. A remark
 //   says both branches were imported.
 // - Anything else is one error naming the node and what stands in the way.
@@ -31,6 +33,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace moec::onnx_import;
@@ -86,6 +89,50 @@ std::string describeOp(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
+/// Returns why `op`, whose shapes are static and whose integer operands are
+/// constants, could still fail at run time, or "" if it cannot: the
+/// indexing ops that inference does not check against their constant
+/// indices, and integer division by zero.
+std::string getRunTimeHazard(Operation *op, ConstantFolder &folder) {
+  auto outOfRange = [&](Value data, Value indices,
+                        int64_t axis) -> std::string {
+    auto type = cast<RankedTensorType>(data.getType());
+    if (axis < 0)
+      axis += type.getRank();
+    std::optional<SmallVector<int64_t>> values =
+        moec::moe::getInts(folder.fold(indices));
+    if (axis < 0 || axis >= type.getRank() || !values)
+      return " has indices that cannot be checked";
+    int64_t size = type.getDimSize(axis);
+    for (int64_t index : *values)
+      if (index < -size || index >= size)
+        return " has index " + std::to_string(index) +
+               ", out of range for size " + std::to_string(size);
+    return "";
+  };
+  return TypeSwitch<Operation *, std::string>(op)
+      .Case([&](moec::moe::GatherOp gather) {
+        return outOfRange(gather.getData(), gather.getIndices(),
+                          static_cast<int64_t>(gather.getAxis()));
+      })
+      .Case([&](moec::moe::GatherElementsOp gather) {
+        return outOfRange(gather.getData(), gather.getIndices(),
+                          static_cast<int64_t>(gather.getAxis()));
+      })
+      .Case<moec::moe::GatherNDOp, moec::moe::ScatterElementsOp,
+            moec::moe::ScatterNDOp>([](Operation *) {
+        return std::string(" indexes by values not checked at compile time");
+      })
+      .Case<moec::moe::DivOp, moec::moe::ModOp>([&](Operation *div) {
+        std::optional<SmallVector<int64_t>> divisor =
+            moec::moe::getInts(folder.fold(div->getOperand(1)));
+        if (divisor && llvm::is_contained(*divisor, 0))
+          return std::string(" divides by zero");
+        return std::string();
+      })
+      .Default([](Operation *) { return std::string(); });
+}
+
 /// Checks that the ops from `first` up to `end` (null: the end of the
 /// block), one branch's, cannot fail at run time, so that computing the
 /// branch when it is not taken changes nothing; reports why not at `node`.
@@ -118,6 +165,9 @@ LogicalResult checkUnconditional(NodeImporter &node, StringRef branch,
                         << ", an integer computed at run time (an index or "
                            "size that could be out of range)";
     }
+    std::string hazard = getRunTimeHazard(op, folder);
+    if (!hazard.empty())
+      return refuse() << describeOp(op) << hazard;
   }
   return success();
 }
@@ -166,8 +216,11 @@ LogicalResult importBranch(NodeImporter &node, const onnx::GraphProto &branch,
 }
 
 LogicalResult importIf(NodeImporter &node) {
-  for (NamedAttribute attr : node.getAttributes())
-    return node.emitAttributeError(attr.getName().getValue())
+  // Its branches (GRAPH attributes) were left to this handler; If has no
+  // other attribute.
+  if (!node.getAttributes().empty())
+    return node.emitAttributeError(
+               node.getAttributes().begin()->getName().getValue())
            << "is not an attribute of If";
   const onnx::GraphProto *thenBranch = nullptr, *elseBranch = nullptr;
   for (const onnx::AttributeProto &attr : node.getNode().attribute()) {
@@ -190,7 +243,6 @@ LogicalResult importIf(NodeImporter &node) {
            << "input 'cond' is " << condType << "; If takes a single bool";
 
   ConstantFolder folder;
-  SmallVector<Value> thenOutputs, elseOutputs;
   if (auto folded = moec::moe::getFoldableElements(folder.fold(cond));
       folded && folded.getNumElements() == 1 &&
       folded.getElementType().isInteger(1)) {
@@ -207,6 +259,7 @@ LogicalResult importIf(NodeImporter &node) {
     return node.setResults(outputs);
   }
 
+  SmallVector<Value> thenOutputs, elseOutputs;
   Operation *thenFirst, *elseFirst;
   if (failed(importBranch(node, *thenBranch, thenOutputs, thenFirst)) ||
       failed(importBranch(node, *elseBranch, elseOutputs, elseFirst)))
@@ -234,7 +287,10 @@ LogicalResult importIf(NodeImporter &node) {
   for (auto [thenValue, elseValue] : llvm::zip(thenOutputs, elseOutputs))
     outputs.push_back(moec::moe::WhereOp::create(
         builder, loc, thenValue.getType(), scalar, thenValue, elseValue));
-  if (failed(mlir::verify(scalar.getDefiningOp())))
+  if (failed(mlir::verify(scalar.getDefiningOp())) ||
+      llvm::any_of(outputs, [](Value output) {
+        return failed(mlir::verify(output.getDefiningOp()));
+      }))
     return failure();
   emitRemark(loc) << "the condition does not fold: both branches imported and "
                      "each output selected with Where";

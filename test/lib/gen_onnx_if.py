@@ -370,11 +370,13 @@ def _(out):
     return bad([if_node("c", ["y"], then_branch, else_branch, axis=1)])
 
 
-def not_folding(then_nodes, then_out, else_nodes, else_out, x_shape):
+def not_folding(then_nodes, then_out, else_nodes, else_out, x_shape,
+                initializers=()):
     return bad([if_node("cond", ["y"], branch("then", then_nodes, [then_out]),
                         branch("else", else_nodes, [else_out]))],
                inputs=[value("x", F32, x_shape), value("cond", BOOL, [])],
-               initializers=[W, const("idx", np.array([0], np.int64))])
+               initializers=[W, const("idx", np.array([0], np.int64))] +
+               list(initializers))
 
 
 @model("bad_rank")
@@ -408,6 +410,16 @@ def _(out):
                         node("Gather", ["x", "i"], ["e"], axis=0,
                              name="gather")],
                        value("e", F32, None), [4, 4])
+
+
+@model("bad_constant_index")
+def _(out):
+    # The then_branch gathers row 5 of 4, a constant index out of range:
+    # harmless when the branch is not taken, an error when it runs anyway.
+    return not_folding([node("Gather", ["x", "rows"], ["t"], axis=0,
+                             name="gather")], value("t", F32, None),
+                       [node("Relu", ["x"], ["e"])], value("e", F32, None),
+                       [4, 4], [const("rows", np.array([5, 0, 1, 2]))])
 
 
 def main():
