@@ -24,6 +24,9 @@ config.substitutions.append(("%moec_src", config.moec_src_root))
 config.substitutions.append(
     ("%gen_onnx", config.python_executable + " " +
      os.path.join(config.moec_src_root, "test", "lib", "gen_onnx.py")))
+config.substitutions.append(
+    ("%gen_if", config.python_executable + " " +
+     os.path.join(config.moec_src_root, "test", "lib", "gen_onnx_if.py")))
 # `%expect_exit N cmd...` succeeds only if cmd exits with status N.
 config.substitutions.append(
     ("%expect_exit", config.python_executable + " " +

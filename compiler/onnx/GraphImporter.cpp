@@ -7,6 +7,7 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/ScopeExit.h"
 
 using namespace mlir;
 using namespace moec::onnx_import;
@@ -14,8 +15,15 @@ using namespace moec::onnx_import;
 GraphImporter::GraphImporter(const OnnxModel &model, MLIRContext *context)
     : model(model), context(context), builder(context), tensors(model),
       table(OpImportTable::get()) {
-  for (const onnx::TensorProto &tensor : model.getGraph().initializer())
-    initializers[tensor.name()] = &tensor;
+  pushScope(model.getGraph());
+}
+
+void GraphImporter::pushScope(const onnx::GraphProto &graph) {
+  Scope &scope = scopes.emplace_back();
+  if (&graph != &model.getGraph())
+    scope.context = model.subgraphs.at(&graph).context;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    scope.initializers[tensor.name()] = &tensor;
 }
 
 /// Returns the tensor type of a validated graph input or output: ONNX's
@@ -58,7 +66,7 @@ LogicalResult GraphImporter::importSignature(ModuleOp module) {
   // as the constant, not as an argument.
   SmallVector<const onnx::ValueInfoProto *> inputs;
   for (const onnx::ValueInfoProto &input : model.getGraph().input())
-    if (!initializers.count(input.name()))
+    if (!scopes.front().initializers.count(input.name()))
       inputs.push_back(&input);
 
   SmallVector<Type> argTypes;
@@ -79,53 +87,110 @@ LogicalResult GraphImporter::importSignature(ModuleOp module) {
 }
 
 FailureOr<Value> GraphImporter::lookupValue(StringRef name) {
-  auto it = values.find(name);
-  if (it != values.end())
-    return it->second;
-  // Initializers are imported at their first use, so unused ones cost
-  // nothing.
-  const onnx::TensorProto *tensor = initializers.lookup(name);
-  if (!tensor)
-    return emitError(model.loc) << "value '" << name << "' is not defined";
-  Location loc = model.getSubjectLoc("initializer '" + name + "'");
-  FailureOr<ElementsAttr> attr = tensors.read(*tensor, loc, name);
-  if (failed(attr))
-    return failure();
-  Value value =
-      moec::moe::ConstantOp::create(builder, loc, attr->getType(), *attr);
-  mapValue(name, value);
-  return value;
+  // Validation refused names that redefine an enclosing scope's, so the
+  // innermost scope defining `name` is the only one.
+  for (Scope &scope : llvm::reverse(scopes)) {
+    auto it = scope.values.find(name);
+    if (it != scope.values.end())
+      return it->second;
+    // Initializers are imported at their first use, so unused ones cost
+    // nothing. The constant is bound in the initializer's own scope: a
+    // subgraph reading the enclosing graph's weight leaves it imported for
+    // the enclosing graph's later nodes.
+    const onnx::TensorProto *tensor = scope.initializers.lookup(name);
+    if (!tensor)
+      continue;
+    Location loc =
+        model.getSubjectLoc("initializer '" + name + "'" + scope.context);
+    FailureOr<ElementsAttr> attr = tensors.read(*tensor, loc, name);
+    if (failed(attr))
+      return failure();
+    Value value =
+        moec::moe::ConstantOp::create(builder, loc, attr->getType(), *attr);
+    scope.values[name] = value;
+    return value;
+  }
+  return emitError(model.loc) << "value '" << name << "' is not defined";
 }
 
 void GraphImporter::mapValue(StringRef name, Value value) {
-  values[name] = value;
+  scopes.back().values[name] = value;
 }
 
-LogicalResult GraphImporter::checkSupport() {
+LogicalResult GraphImporter::checkSupport(const onnx::GraphProto &graph) {
   // Every node is checked before any is imported: an unsupported op fails
-  // the import at once instead of after the ops before it were built.
-  for (int index : model.nodeOrder) {
-    const onnx::NodeProto &node = model.getGraph().node(index);
+  // the import at once instead of after the ops before it were built. The
+  // nodes of subgraphs are checked with their node's.
+  for (int index : model.getNodeOrder(graph)) {
+    const onnx::NodeProto &node = graph.node(index);
     StringRef domain = normalizeDomain(node.domain());
     int64_t opset = model.getOpsetVersion(domain);
     const OpImport *entry = table.lookup(domain, node.op_type(), opset);
     if (!entry || !isAvailable(*entry, context))
-      return emitError(model.getNodeLoc(index))
+      return emitError(model.getNodeLoc(graph, index))
              << "unsupported op " << node.op_type() << " ("
              << getDomainDisplayName(domain) << " opset " << opset << ")";
+    for (auto [name, subgraph] : getSubgraphs(node))
+      if (failed(checkSupport(*subgraph)))
+        return failure();
   }
   return success();
 }
 
-LogicalResult GraphImporter::importNode(int index) {
-  const onnx::NodeProto &node = model.getGraph().node(index);
+LogicalResult GraphImporter::importNode(const onnx::GraphProto &graph,
+                                        int index) {
+  const onnx::NodeProto &node = graph.node(index);
   StringRef domain = normalizeDomain(node.domain());
   const OpImport *entry =
       table.lookup(domain, node.op_type(), model.getOpsetVersion(domain));
-  NodeImporter importer(*this, node, model.getNodeLoc(index), *entry);
+  NodeImporter importer(*this, node, model.getNodeLoc(graph, index), *entry);
   if (failed(importer.initialize()))
     return failure();
   return entry->fn(importer);
+}
+
+LogicalResult GraphImporter::importSubgraph(const onnx::GraphProto &subgraph,
+                                            SmallVectorImpl<Value> &outputs) {
+  pushScope(subgraph);
+  llvm::scope_exit popScope([&] { scopes.pop_back(); });
+  for (int index : model.getNodeOrder(subgraph))
+    if (failed(importNode(subgraph, index)))
+      return failure();
+  const std::string &context = scopes.back().context;
+  for (const onnx::ValueInfoProto &output : subgraph.output()) {
+    FailureOr<Value> value = lookupValue(output.name());
+    if (failed(value) ||
+        failed(checkDeclaredType(
+            output, *value,
+            model.getSubjectLoc("output '" + output.name() + "'" + context))))
+      return failure();
+    outputs.push_back(*value);
+  }
+  return success();
+}
+
+LogicalResult
+GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &declaredValue,
+                                 Value value, Location loc) {
+  // A declared output type that disagrees with what the graph computes
+  // means the model and moec read the graph differently: refuse it rather
+  // than return something else than the model promises.
+  if (!declaredValue.type().has_tensor_type())
+    return success();
+  const onnx::TypeProto::Tensor &declared = declaredValue.type().tensor_type();
+  auto actual = cast<RankedTensorType>(value.getType());
+  Type elementType = convertDataType(context, declared.elem_type());
+  if (elementType != actual.getElementType())
+    return emitError(loc) << "is declared "
+                          << getDataTypeName(declared.elem_type())
+                          << " but the graph computes " << actual;
+  if (declared.has_shape()) {
+    RankedTensorType type = getTensorType(declared, context);
+    if (failed(verifyCompatibleShape(type.getShape(), actual.getShape())))
+      return emitError(loc)
+             << "is declared " << type << " but the graph computes " << actual;
+  }
+  return success();
 }
 
 LogicalResult GraphImporter::importOutputs() {
@@ -135,26 +200,10 @@ LogicalResult GraphImporter::importOutputs() {
     FailureOr<Value> value = lookupValue(output.name());
     if (failed(value))
       return failure();
-    // A declared output type that disagrees with what the graph computes
-    // means the model and moec read the graph differently: refuse it rather
-    // than return something else than the model promises.
-    if (output.type().has_tensor_type()) {
-      Location loc =
-          model.getSubjectLoc("graph output '" + output.name() + "'");
-      const onnx::TypeProto::Tensor &declared = output.type().tensor_type();
-      auto actual = cast<RankedTensorType>(value->getType());
-      Type elementType = convertDataType(context, declared.elem_type());
-      if (elementType != actual.getElementType())
-        return emitError(loc)
-               << "is declared " << getDataTypeName(declared.elem_type())
-               << " but the graph computes " << actual;
-      if (declared.has_shape()) {
-        RankedTensorType type = getTensorType(declared, context);
-        if (failed(verifyCompatibleShape(type.getShape(), actual.getShape())))
-          return emitError(loc) << "is declared " << type
-                                << " but the graph computes " << actual;
-      }
-    }
+    if (failed(checkDeclaredType(
+            output, *value,
+            model.getSubjectLoc("graph output '" + output.name() + "'"))))
+      return failure();
     results.push_back(*value);
     resultAttrs.push_back(getValueInfoAttrs(output));
   }
@@ -167,10 +216,11 @@ LogicalResult GraphImporter::importOutputs() {
 
 OwningOpRef<ModuleOp> GraphImporter::import() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(model.loc);
-  if (failed(checkSupport()) || failed(importSignature(*module)))
+  if (failed(checkSupport(model.getGraph())) ||
+      failed(importSignature(*module)))
     return nullptr;
   for (int index : model.nodeOrder)
-    if (failed(importNode(index)))
+    if (failed(importNode(model.getGraph(), index)))
       return nullptr;
   if (failed(importOutputs()))
     return nullptr;

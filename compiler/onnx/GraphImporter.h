@@ -2,7 +2,9 @@
 //
 // Owns the context's builder and the module being built: graph inputs become
 // the arguments of `func.func @main`, nodes are imported in topological order
-// through the op table, graph outputs are returned.
+// through the op table, graph outputs are returned. Subgraphs (the branches
+// of If, ControlFlowOps.cpp) are imported into the same block, each in a
+// scope of names of its own that can read every enclosing scope's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,18 +34,40 @@ public:
   mlir::OpBuilder &getBuilder() { return builder; }
   TensorReader &getTensors() { return tensors; }
 
-  /// Returns the value named `name`, importing it first if it is an
-  /// initializer not used before.
+  /// Returns the value named `name` in the innermost scope that defines it,
+  /// importing it first if it is an initializer not used before.
   mlir::FailureOr<mlir::Value> lookupValue(llvm::StringRef name);
 
-  /// Binds `name` to `value`.
+  /// Binds `name` to `value` in the innermost scope.
   void mapValue(llvm::StringRef name, mlir::Value value);
 
+  /// Imports the nodes of `subgraph` (validated, without inputs: a branch of
+  /// If) at the builder's insertion point, in a scope of its own, and sets
+  /// `outputs` to the values of its outputs. None of its names stays visible
+  /// afterwards.
+  mlir::LogicalResult
+  importSubgraph(const onnx::GraphProto &subgraph,
+                 llvm::SmallVectorImpl<mlir::Value> &outputs);
+
 private:
-  mlir::LogicalResult checkSupport();
+  /// The names of one graph being imported: the main graph or a subgraph.
+  struct Scope {
+    /// How locations place the graph (SubgraphInfo::context; "" for the
+    /// main graph).
+    std::string context;
+    llvm::StringMap<mlir::Value> values;
+    llvm::StringMap<const onnx::TensorProto *> initializers;
+  };
+
+  void pushScope(const onnx::GraphProto &graph);
+  mlir::LogicalResult checkSupport(const onnx::GraphProto &graph);
   mlir::LogicalResult importSignature(mlir::ModuleOp module);
-  mlir::LogicalResult importNode(int index);
+  mlir::LogicalResult importNode(const onnx::GraphProto &graph, int index);
   mlir::LogicalResult importOutputs();
+  /// Checks `value` against the type `declared` gives it (where it gives
+  /// one); `loc` names the output.
+  mlir::LogicalResult checkDeclaredType(const onnx::ValueInfoProto &declared,
+                                        mlir::Value value, mlir::Location loc);
   mlir::DictionaryAttr getValueInfoAttrs(const onnx::ValueInfoProto &value);
 
   const OnnxModel &model;
@@ -52,8 +76,8 @@ private:
   TensorReader tensors;
   const OpImportTable &table;
   mlir::func::FuncOp func;
-  llvm::StringMap<mlir::Value> values;
-  llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// The main graph's scope first, then one per subgraph being imported.
+  std::vector<Scope> scopes;
 };
 
 } // namespace moec::onnx_import

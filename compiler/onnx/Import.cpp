@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -35,20 +36,29 @@ FailureOr<ModelCoverage> moec::onnx_import::checkOnnxModel(MLIRContext *context,
         getDomainDisplayName(normalizeDomain(opset.domain())).str(),
         opset.version());
   std::map<std::pair<std::string, std::string>, OpCoverage> ops;
-  for (const onnx::NodeProto &node : (*model)->getGraph().node()) {
-    StringRef domain = normalizeDomain(node.domain());
-    OpCoverage &op = ops[{domain.str(), node.op_type()}];
-    if (!op.numNodes++) {
-      op.domain = getDomainDisplayName(domain).str();
-      op.opType = node.op_type();
-      op.opset = (*model)->getOpsetVersion(domain);
-      if (const OpImport *entry = table.lookup(domain, op.opType, op.opset)) {
-        op.sinceVersion = entry->sinceVersion;
-        op.supported = isAvailable(*entry, context);
-      }
-    }
-    ++coverage.numNodes;
-  }
+  // The nodes of subgraphs (If's branches) count like the main graph's:
+  // each must be imported too.
+  std::function<void(const onnx::GraphProto &)> count =
+      [&](const onnx::GraphProto &graph) {
+        for (const onnx::NodeProto &node : graph.node()) {
+          StringRef domain = normalizeDomain(node.domain());
+          OpCoverage &op = ops[{domain.str(), node.op_type()}];
+          if (!op.numNodes++) {
+            op.domain = getDomainDisplayName(domain).str();
+            op.opType = node.op_type();
+            op.opset = (*model)->getOpsetVersion(domain);
+            if (const OpImport *entry =
+                    table.lookup(domain, op.opType, op.opset)) {
+              op.sinceVersion = entry->sinceVersion;
+              op.supported = isAvailable(*entry, context);
+            }
+          }
+          ++coverage.numNodes;
+          for (auto [name, subgraph] : getSubgraphs(node))
+            count(*subgraph);
+        }
+      };
+  count((*model)->getGraph());
   for (auto &entry : ops)
     coverage.ops.push_back(std::move(entry.second));
   return coverage;

@@ -46,14 +46,48 @@ Location OnnxModel::getSubjectLoc(const llvm::Twine &what) const {
 }
 
 Location OnnxModel::getNodeLoc(int index) const {
-  const onnx::NodeProto &node = getGraph().node(index);
+  return getNodeLoc(getGraph(), index);
+}
+
+std::string OnnxModel::describeNode(const onnx::GraphProto &graph,
+                                    int index) const {
+  const onnx::NodeProto &node = graph.node(index);
   std::string opType = node.op_type();
   StringRef domain = normalizeDomain(node.domain());
   if (!domain.empty())
     opType = (domain + "." + opType).str();
-  if (node.name().empty())
-    return getSubjectLoc("node #" + llvm::Twine(index) + " (" + opType + ")");
-  return getSubjectLoc("node '" + node.name() + "' (" + opType + ")");
+  std::string text =
+      node.name().empty()
+          ? "node #" + std::to_string(index) + " (" + opType + ")"
+          : "node '" + node.name() + "' (" + opType + ")";
+  auto it = subgraphs.find(&graph);
+  if (it != subgraphs.end())
+    text += it->second.context;
+  return text;
+}
+
+Location OnnxModel::getNodeLoc(const onnx::GraphProto &graph, int index) const {
+  return getSubjectLoc(describeNode(graph, index));
+}
+
+const std::vector<int> &
+OnnxModel::getNodeOrder(const onnx::GraphProto &graph) const {
+  if (&graph == &getGraph())
+    return nodeOrder;
+  return subgraphs.at(&graph).nodeOrder;
+}
+
+SmallVector<std::pair<StringRef, const onnx::GraphProto *>>
+moec::onnx_import::getSubgraphs(const onnx::NodeProto &node) {
+  SmallVector<std::pair<StringRef, const onnx::GraphProto *>> result;
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    if (attr.type() == onnx::AttributeProto::GRAPH && attr.has_g())
+      result.emplace_back(attr.name(), &attr.g());
+    if (attr.type() == onnx::AttributeProto::GRAPHS)
+      for (const onnx::GraphProto &graph : attr.graphs())
+        result.emplace_back(attr.name(), &graph);
+  }
+  return result;
 }
 
 namespace {
@@ -63,12 +97,32 @@ public:
   explicit ModelValidator(OnnxModel &model) : model(model), tensors(model) {}
 
   LogicalResult validate() {
-    return success(succeeded(validateHeader()) && succeeded(validateOpsets()) &&
-                   succeeded(validateGraphInterface()) &&
-                   succeeded(validateNodes()) && succeeded(sortNodes()));
+    if (failed(validateHeader()) || failed(validateOpsets()) ||
+        failed(validateGraphInterface()))
+      return failure();
+    main.graph = &graph();
+    return success(succeeded(validateNodes(main, /*depth=*/0)) &&
+                   succeeded(sortNodes(main, model.nodeOrder)));
   }
 
 private:
+  /// One graph being validated, the main graph or a subgraph, with the
+  /// names it defines. A subgraph may read the names of every enclosing
+  /// graph (ONNX's lexical scoping), never redefine one, and none of its own
+  /// names is visible outside it.
+  struct Scope {
+    const onnx::GraphProto *graph = nullptr;
+    const Scope *parent = nullptr;
+    /// Every value name the graph defines: its inputs and initializers
+    /// (-1), node outputs (the producing node's index).
+    llvm::StringMap<int> producers;
+    /// Names the graph (its subgraphs included) reads from enclosing graphs.
+    llvm::StringSet<> outerReads;
+    /// For each node, the names of this graph that its subgraphs read: they
+    /// order the node after their producers like its inputs do.
+    std::vector<std::vector<std::string>> implicitInputs;
+  };
+
   const onnx::GraphProto &graph() const { return model.getGraph(); }
 
   LogicalResult validateHeader();
@@ -80,14 +134,24 @@ private:
                                        StringRef name, llvm::StringSet<> &seen);
   LogicalResult validateValueType(const onnx::ValueInfoProto &value,
                                   Location loc, bool requireShape);
-  LogicalResult validateNodes();
-  LogicalResult sortNodes();
+  LogicalResult validateNodes(Scope &scope, int depth);
+  LogicalResult validateIf(const onnx::NodeProto &node, Location loc);
+  LogicalResult validateSubgraph(const onnx::GraphProto &subgraph,
+                                 StringRef attrName, Scope &parent,
+                                 int nodeIndex, int depth);
+  LogicalResult sortNodes(const Scope &scope, std::vector<int> &order);
+
+  /// Whether a graph enclosing `scope` defines `name`.
+  static bool isDefinedOutside(const Scope &scope, StringRef name) {
+    for (const Scope *outer = scope.parent; outer; outer = outer->parent)
+      if (outer->producers.count(name))
+        return true;
+    return false;
+  }
 
   OnnxModel &model;
   TensorReader tensors;
-  /// Every value name a node may read: graph inputs and initializers (-1),
-  /// node outputs (the producing node's index).
-  llvm::StringMap<int> producers;
+  Scope main;
 };
 } // namespace
 
@@ -218,7 +282,7 @@ LogicalResult ModelValidator::validateGraphInterface() {
     if (failed(loc) ||
         failed(validateValueType(input, *loc, /*requireShape=*/true)))
       return failure();
-    producers[input.name()] = -1;
+    main.producers[input.name()] = -1;
   }
   llvm::StringSet<> initializers;
   for (auto [i, tensor] : llvm::enumerate(graph().initializer())) {
@@ -226,7 +290,7 @@ LogicalResult ModelValidator::validateGraphInterface() {
         getUniqueNameLoc("initializer", i, tensor.name(), initializers);
     if (failed(loc) || failed(tensors.validate(tensor, *loc)))
       return failure();
-    producers[tensor.name()] = -1;
+    main.producers[tensor.name()] = -1;
   }
   // The runtime binds outputs by name: a name listed twice has no meaning.
   llvm::StringSet<> outputs;
@@ -240,9 +304,12 @@ LogicalResult ModelValidator::validateGraphInterface() {
   return success();
 }
 
-LogicalResult ModelValidator::validateNodes() {
-  for (auto [index, node] : llvm::enumerate(graph().node())) {
-    Location loc = model.getNodeLoc(index);
+LogicalResult ModelValidator::validateNodes(Scope &scope, int depth) {
+  const onnx::GraphProto &graph = *scope.graph;
+  bool isMain = !scope.parent;
+  scope.implicitInputs.assign(graph.node_size(), {});
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    Location loc = model.getNodeLoc(graph, index);
     if (node.op_type().empty())
       return emitError(loc) << "has no op_type";
     if (!model.opsets.count(normalizeDomain(node.domain())))
@@ -252,25 +319,54 @@ LogicalResult ModelValidator::validateNodes() {
       // An empty name leaves an optional output unused.
       if (output.empty())
         continue;
-      auto [it, inserted] = producers.try_emplace(output, int(index));
+      if (isDefinedOutside(scope, output))
+        return emitError(loc) << "output '" << output
+                              << "' redefines a value of an enclosing graph";
+      auto [it, inserted] = scope.producers.try_emplace(output, int(index));
       if (inserted)
         continue;
       if (it->second < 0)
-        return emitError(loc) << "output '" << output
-                              << "' redefines a graph input or initializer";
+        return emitError(loc)
+               << "output '" << output << "' redefines a graph input or "
+               << (isMain ? "initializer" : "initializer of the subgraph");
       return emitError(loc)
              << "output '" << output << "' is already produced by another node";
     }
   }
-  for (auto [index, node] : llvm::enumerate(graph().node()))
-    for (const std::string &input : node.input())
-      if (!input.empty() && !producers.count(input))
-        return emitError(model.getNodeLoc(index))
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    Location loc = model.getNodeLoc(graph, index);
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (attr.type() == onnx::AttributeProto::GRAPH && !attr.has_g())
+        return emitError(getSubjectLoc(loc, "attribute '" + attr.name() + "'"))
+               << "is of type GRAPH but holds no graph";
+    if (normalizeDomain(node.domain()).empty() && node.op_type() == "If" &&
+        failed(validateIf(node, loc)))
+      return failure();
+    for (auto [attrName, subgraph] : getSubgraphs(node))
+      if (failed(
+              validateSubgraph(*subgraph, attrName, scope, index, depth + 1)))
+        return failure();
+    for (const std::string &input : node.input()) {
+      if (input.empty() || scope.producers.count(input))
+        continue;
+      if (isDefinedOutside(scope, input)) {
+        scope.outerReads.insert(input);
+        continue;
+      }
+      if (isMain)
+        return emitError(loc)
                << "input '" << input
                << "' is not a graph input, an initializer or the output of "
                   "any node";
-  for (const onnx::ValueInfoProto &output : graph().output())
-    if (!producers.count(output.name()))
+      return emitError(loc) << "input '" << input
+                            << "' is not defined in the subgraph or in any "
+                               "enclosing graph";
+    }
+  }
+  if (!isMain)
+    return success();
+  for (const onnx::ValueInfoProto &output : graph.output())
+    if (!scope.producers.count(output.name()))
       return emitError(
                  model.getSubjectLoc("graph output '" + output.name() + "'"))
              << "is not a graph input, an initializer or the output of any "
@@ -278,19 +374,140 @@ LogicalResult ModelValidator::validateNodes() {
   return success();
 }
 
-LogicalResult ModelValidator::sortNodes() {
+LogicalResult ModelValidator::validateIf(const onnx::NodeProto &node,
+                                         Location loc) {
+  // The importer relies on these: two graphs, each computing exactly the
+  // node's outputs from nothing but the enclosing graphs' values.
+  if (!node.output_size())
+    return emitError(loc) << "has no outputs";
+  for (StringRef name : {"then_branch", "else_branch"}) {
+    const onnx::AttributeProto *branch = nullptr;
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.name() != name)
+        continue;
+      if (branch)
+        return emitError(getSubjectLoc(loc, "attribute '" + name + "'"))
+               << "is given twice";
+      branch = &attr;
+    }
+    if (!branch)
+      return emitError(loc) << "has no attribute '" << name << "'";
+    Location attrLoc = getSubjectLoc(loc, "attribute '" + name + "'");
+    if (branch->type() != onnx::AttributeProto::GRAPH)
+      return emitError(attrLoc)
+             << "must be a graph (GRAPH), not "
+             << onnx::AttributeProto::AttributeType_Name(branch->type());
+    const onnx::GraphProto &graph = branch->g();
+    if (graph.input_size())
+      return emitError(attrLoc) << "declares " << graph.input_size()
+                                << " inputs, but a branch of If takes none";
+    if (graph.output_size() != node.output_size())
+      return emitError(attrLoc)
+             << "has " << graph.output_size() << " outputs, but the node has "
+             << node.output_size();
+  }
+  return success();
+}
+
+LogicalResult ModelValidator::validateSubgraph(const onnx::GraphProto &subgraph,
+                                               StringRef attrName,
+                                               Scope &parent, int nodeIndex,
+                                               int depth) {
+  Location nodeLoc = model.getNodeLoc(*parent.graph, nodeIndex);
+  if (depth > kMaxSubgraphDepth)
+    return emitError(getSubjectLoc(nodeLoc, "attribute '" + attrName + "'"))
+           << "subgraphs are nested more than " << kMaxSubgraphDepth
+           << " levels deep";
+  std::string where =
+      (attrName + " of " + model.describeNode(*parent.graph, nodeIndex)).str();
+  // References into the map stay valid while nested subgraphs are added.
+  SubgraphInfo &info = model.subgraphs[&subgraph];
+  info.context = " in " + where;
+  Scope scope;
+  scope.graph = &subgraph;
+  scope.parent = &parent;
+
+  auto define = [&](StringRef kind, size_t index,
+                    StringRef name) -> FailureOr<Location> {
+    if (name.empty())
+      return emitError(model.getSubjectLoc(kind + " #" + llvm::Twine(index) +
+                                           " of " + where))
+             << "has no name";
+    Location loc = model.getSubjectLoc(kind + " '" + name + "' of " + where);
+    if (isDefinedOutside(scope, name))
+      return emitError(loc) << "redefines a value of an enclosing graph";
+    if (!scope.producers.try_emplace(name, -1).second)
+      return emitError(loc) << "is defined twice";
+    return loc;
+  };
+  if (subgraph.sparse_initializer_size())
+    return emitError(model.getSubjectLoc("sparse_initializer of " + where))
+           << "sparse initializers are not supported";
+  for (auto [i, input] : llvm::enumerate(subgraph.input())) {
+    FailureOr<Location> loc = define("input", i, input.name());
+    if (failed(loc) ||
+        failed(validateValueType(input, *loc, /*requireShape=*/false)))
+      return failure();
+  }
+  for (auto [i, tensor] : llvm::enumerate(subgraph.initializer())) {
+    FailureOr<Location> loc = define("initializer", i, tensor.name());
+    if (failed(loc) || failed(tensors.validate(tensor, *loc)))
+      return failure();
+  }
+  if (failed(validateNodes(scope, depth)) ||
+      failed(sortNodes(scope, info.nodeOrder)))
+    return failure();
+  for (auto [i, output] : llvm::enumerate(subgraph.output())) {
+    Location loc =
+        model.getSubjectLoc("output #" + llvm::Twine(i) + " of " + where);
+    if (output.name().empty())
+      return emitError(loc) << "has no name";
+    if (failed(validateValueType(output, loc, /*requireShape=*/false)))
+      return failure();
+    if (scope.producers.count(output.name()))
+      continue;
+    if (!isDefinedOutside(scope, output.name()))
+      return emitError(loc) << "'" << output.name()
+                            << "' is not defined in the subgraph or in any "
+                               "enclosing graph";
+    scope.outerReads.insert(output.name());
+  }
+  // What the subgraph reads from outside is an input of the node that holds
+  // it when the node's graph defines it, else read from further out.
+  for (const auto &name : scope.outerReads) {
+    if (parent.producers.count(name.getKey()))
+      parent.implicitInputs[nodeIndex].push_back(name.getKey().str());
+    else
+      parent.outerReads.insert(name.getKey());
+  }
+  return success();
+}
+
+LogicalResult ModelValidator::sortNodes(const Scope &scope,
+                                        std::vector<int> &order) {
   // Kahn's algorithm, always taking the ready node that comes first in the
-  // file, so a file that is already sorted keeps its order.
-  int numNodes = graph().node_size();
+  // file, so a file that is already sorted keeps its order. A node depends
+  // on the producers of its inputs and of the values its subgraphs read.
+  const onnx::GraphProto &graph = *scope.graph;
+  int numNodes = graph.node_size();
+  std::vector<std::vector<int>> producersOf(numNodes);
+  auto addProducer = [&](int index, StringRef name) {
+    if (name.empty())
+      return;
+    auto it = scope.producers.find(name);
+    if (it != scope.producers.end() && it->second >= 0)
+      producersOf[index].push_back(it->second);
+  };
+  for (int index = 0; index < numNodes; ++index) {
+    for (const std::string &input : graph.node(index).input())
+      addProducer(index, input);
+    for (const std::string &input : scope.implicitInputs[index])
+      addProducer(index, input);
+  }
   std::vector<int> pending(numNodes, 0);
   std::vector<std::vector<int>> consumers(numNodes);
   for (int index = 0; index < numNodes; ++index)
-    for (const std::string &input : graph().node(index).input()) {
-      if (input.empty())
-        continue;
-      int producer = producers.lookup(input);
-      if (producer < 0)
-        continue;
+    for (int producer : producersOf[index]) {
       ++pending[index];
       consumers[producer].push_back(index);
     }
@@ -301,12 +518,12 @@ LogicalResult ModelValidator::sortNodes() {
   while (!ready.empty()) {
     int index = ready.top();
     ready.pop();
-    model.nodeOrder.push_back(index);
+    order.push_back(index);
     for (int consumer : consumers[index])
       if (!--pending[consumer])
         ready.push(consumer);
   }
-  if (int(model.nodeOrder.size()) == numNodes)
+  if (int(order.size()) == numNodes)
     return success();
 
   // Every node left waits on another node left; following unsorted producers
@@ -319,9 +536,8 @@ LogicalResult ModelValidator::sortNodes() {
   while (positionInPath[current] < 0) {
     positionInPath[current] = path.size();
     path.push_back(current);
-    for (const std::string &input : graph().node(current).input()) {
-      int producer = input.empty() ? -1 : producers.lookup(input);
-      if (producer >= 0 && pending[producer]) {
+    for (int producer : producersOf[current]) {
+      if (pending[producer]) {
         current = producer;
         break;
       }
@@ -331,14 +547,14 @@ LogicalResult ModelValidator::sortNodes() {
   // data flow; print it along the data flow.
   std::string cycle;
   auto describe = [&](int index) {
-    const onnx::NodeProto &node = graph().node(index);
+    const onnx::NodeProto &node = graph.node(index);
     return node.name().empty() ? "#" + std::to_string(index)
                                : "'" + node.name() + "'";
   };
   for (int i = path.size() - 1; i >= positionInPath[current]; --i)
     cycle += describe(path[i]) + " -> ";
   cycle += describe(path.back());
-  return emitError(model.getNodeLoc(current))
+  return emitError(model.getNodeLoc(graph, current))
          << "the graph has a cycle: " << cycle;
 }
 
@@ -378,6 +594,7 @@ validateAndUpgrade(OnnxModel &model, std::shared_ptr<onnx::ModelProto> proto) {
   model.originalOpset = opset;
   model.opsets.clear();
   model.nodeOrder.clear();
+  model.subgraphs.clear();
   emitRemark(model.loc) << kDefaultDomainName << " opset " << opset
                         << " upgraded to opset " << kMinOpset
                         << " by onnx's version converter";

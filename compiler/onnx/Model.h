@@ -20,9 +20,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace moec::onnx_import {
+
+/// How deeply subgraphs (the branches of If) may nest. Models are untrusted:
+/// validation and import recurse once per level, so the depth is bounded
+/// (exporters nest a few levels at most).
+constexpr int kMaxSubgraphDepth = 16;
 
 /// How messages name ONNX's default domain (spelled "" or "ai.onnx").
 constexpr llvm::StringLiteral kDefaultDomainName = "ai.onnx";
@@ -50,6 +56,21 @@ llvm::StringRef getDomainDisplayName(llvm::StringRef domain);
 std::optional<int64_t>
 getStaticDimSize(const onnx::TensorShapeProto::Dimension &dim);
 
+/// What validation learned about one subgraph: a GRAPH attribute of a node
+/// (If's then_branch and else_branch, Loop's body).
+struct SubgraphInfo {
+  /// How locations place the subgraph, appended to its nodes' names:
+  /// " in then_branch of node 'if' (If)"; nested subgraphs chain these.
+  std::string context;
+  /// Indices of the subgraph's nodes in a topological order.
+  std::vector<int> nodeOrder;
+};
+
+/// Returns the subgraphs `node` holds (its GRAPH and GRAPHS attributes), each
+/// with the name of its attribute.
+llvm::SmallVector<std::pair<llvm::StringRef, const onnx::GraphProto *>>
+getSubgraphs(const onnx::NodeProto &node);
+
 /// A parsed ONNX model whose structure has been validated.
 struct OnnxModel {
   OnnxModel(llvm::StringRef path, mlir::Location loc) : path(path), loc(loc) {}
@@ -73,8 +94,16 @@ struct OnnxModel {
   /// Indices of the graph's nodes in a topological order (the file's own
   /// order where it already is one).
   std::vector<int> nodeOrder;
+  /// Every subgraph of the model, nested ones included. Each reads names of
+  /// its own and of its enclosing graphs; none of its names is visible
+  /// outside it.
+  std::unordered_map<const onnx::GraphProto *, SubgraphInfo> subgraphs;
 
   const onnx::GraphProto &getGraph() const { return proto->graph(); }
+
+  /// Returns the topological order of the nodes of `graph`, the main graph
+  /// or one of its subgraphs.
+  const std::vector<int> &getNodeOrder(const onnx::GraphProto &graph) const;
 
   /// Returns the opset version the model imports for `domain`, 0 if none.
   int64_t getOpsetVersion(llvm::StringRef domain) const;
@@ -82,6 +111,14 @@ struct OnnxModel {
   /// Returns the location of node `index`: the file wrapped in
   /// "node 'name' (OpType)" (or "node #index (OpType)" for unnamed nodes).
   mlir::Location getNodeLoc(int index) const;
+
+  /// Returns the location of node `index` of `graph` (the main graph or a
+  /// subgraph): like getNodeLoc, followed by the subgraph's context
+  /// ("node 'relu' (Relu) in then_branch of node 'if' (If)").
+  mlir::Location getNodeLoc(const onnx::GraphProto &graph, int index) const;
+
+  /// Returns how getNodeLoc names node `index` of `graph`, without the file.
+  std::string describeNode(const onnx::GraphProto &graph, int index) const;
 
   /// Returns the location of `what` (for example "initializer 'w'").
   mlir::Location getSubjectLoc(const llvm::Twine &what) const;

@@ -100,10 +100,15 @@ LogicalResult NodeImporter::initialize() {
     operands.push_back(*value);
   }
   llvm::StringSet<> seen;
+  // If's branches are graphs its handler imports itself (validation checked
+  // them); a graph anywhere else is refused by convertAttribute.
+  bool isIf = import.domain.empty() && import.opType == "If";
   for (int i = 0, e = node.attribute_size(); i < e; ++i) {
     StringRef name = node.attribute(i).name();
     if (!seen.insert(name).second)
       return emitAttributeError(name) << "is given twice";
+    if (isIf && node.attribute(i).type() == onnx::AttributeProto::GRAPH)
+      continue;
     FailureOr<Attribute> value = convertAttribute(i);
     if (failed(value))
       return failure();

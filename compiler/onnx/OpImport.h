@@ -136,6 +136,9 @@ public:
   const OpImport &getImport() const { return import; }
   mlir::MLIRContext *getContext() const { return loc->getContext(); }
   mlir::OpBuilder &getBuilder();
+  /// The importer of the graph holding the node (for handlers that import
+  /// subgraphs).
+  GraphImporter &getGraphImporter() { return graph; }
 
   /// The node's operands by ONNX input position, null where an optional
   /// input is absent. Handlers may rewrite them before `createOp`.
@@ -199,6 +202,7 @@ void populateIndexingImports(OpImportTable &table);
 void populateReductionImports(OpImportTable &table);
 void populateTensorImports(OpImportTable &table);
 void populateContribImports(OpImportTable &table);
+void populateControlFlowImports(OpImportTable &table);
 
 } // namespace moec::onnx_import
 

@@ -26,6 +26,7 @@ const OpImportTable &OpImportTable::get() {
     populateReductionImports(table);
     populateTensorImports(table);
     populateContribImports(table);
+    populateControlFlowImports(table);
     llvm::sort(table.entries, [](const OpImport &a, const OpImport &b) {
       return getKey(a) < getKey(b);
     });

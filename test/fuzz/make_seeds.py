@@ -4,8 +4,9 @@
     make_seeds.py --out DIR --moec MOEC [--make-plans MOERT_MAKE_TEST_PLANS]
 
 DIR/fuzz_onnx_import/: the zoo's exported MoE models (examples/zoo, those
-small enough to compile quickly), every model test/lib/gen_onnx.py builds
-(valid ones and ones with one defect each) but the big ones, and the
+small enough to compile quickly), every model test/lib/gen_onnx.py and
+gen_onnx_if.py build (valid ones and ones with one defect each) but the big
+ones, and the
 regression inputs (test/fuzz/regressions) but those pending a fix.
 DIR/fuzz_plan/: the plans moec compiles from those models (--max-tokens 8),
 the plans the runtime's tests write (make_test_plans) and the plan
@@ -47,18 +48,25 @@ def copy_regressions(target, out):
 def gen_onnx_models(out):
     sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
     import gen_onnx
+    import gen_onnx_if
 
+    # gen_onnx_if's models (If: folded and selected branches, nested ones,
+    # malformed subgraphs) are named gen-if-*.
+    sources = [("gen-", gen_onnx.MODELS), ("gen-if-", gen_onnx_if.MODELS)]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in sorted(gen_onnx.MODELS):
-            if "big" in name or "large" in name:
-                continue
-            path = os.path.join(tmp, name, "model.onnx")
-            os.makedirs(os.path.dirname(path))
-            model = gen_onnx.MODELS[name](path)
-            if model is not None:
-                gen_onnx.write_bytes(path, model.SerializeToString())
-            if os.path.isfile(path) and os.path.getsize(path) <= MAX_MODEL_BYTES:
-                shutil.copy(path, os.path.join(out, f"gen-{name}.onnx"))
+        for prefix, models in sources:
+            for name in sorted(models):
+                if "big" in name or "large" in name:
+                    continue
+                path = os.path.join(tmp, prefix + name, "model.onnx")
+                os.makedirs(os.path.dirname(path))
+                model = models[name](path)
+                if model is not None:
+                    gen_onnx.write_bytes(path, model.SerializeToString())
+                if os.path.isfile(path) and \
+                        os.path.getsize(path) <= MAX_MODEL_BYTES:
+                    shutil.copy(path, os.path.join(out,
+                                                   f"{prefix}{name}.onnx"))
 
 
 def main():

@@ -977,22 +977,26 @@ def _(out):
                 [value("a", F32, None)], check=False)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(models=None, description=None):
+    """The command line of this script, or of another generator of `models`
+    (gen_onnx_if.py) described by `description`."""
+    models = MODELS if models is None else models
+    parser = argparse.ArgumentParser(
+        description=description or __doc__.splitlines()[0])
     parser.add_argument("name", nargs="?", help="model to build")
     parser.add_argument("out", nargs="?", help="where to write it")
     parser.add_argument("--list", action="store_true", help="list the models")
     args = parser.parse_args()
     if args.list:
-        print("\n".join(sorted(MODELS)))
+        print("\n".join(sorted(models)))
         return 0
     if not args.name or not args.out:
         parser.error("NAME and OUT are required")
-    if args.name not in MODELS:
+    if args.name not in models:
         parser.error(f"unknown model '{args.name}' (see --list)")
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)
-    m = MODELS[args.name](args.out)
+    m = models[args.name](args.out)
     if m is not None:
         write_bytes(args.out, m.SerializeToString())
     return 0
