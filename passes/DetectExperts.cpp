@@ -521,18 +521,15 @@ private:
                                               Value &updates) {
     if (scatter.getAxis() != 0 || scatter.getReduction() != "none")
       return Failure("the scatter is not a row-wise overwrite of zeros");
-    auto zeros = getZeros(scatter.getData());
-    auto zerosShape =
-        zeros ? zeros.getInput().getDefiningOp<moe::ShapeOp>() : nullptr;
-    if (!zerosShape || zerosShape.getStart() != 0 || zerosShape.getEnd() ||
-        !scatter.getOutput().hasOneUse())
-      return Failure("the scatter does not start from zeros shaped like the "
-                     "accumulator");
+    if (!scatter.getOutput().hasOneUse())
+      return Failure("the scattered output is not added to the accumulator");
     auto add = dyn_cast<moe::AddOp>(*scatter.getOutput().getUsers().begin());
     Value previous = add ? otherOperand(add, scatter.getOutput()) : nullptr;
-    if (!previous || previous != zerosShape.getData() ||
-        !isMatrixWithCols(add.getOutput(), layer.hidden))
+    if (!previous || !isMatrixWithCols(add.getOutput(), layer.hidden))
       return Failure("the scattered output is not added to the accumulator");
+    if (!isZerosShapedLike(scatter.getData(), previous))
+      return Failure("the scatter does not start from zeros shaped like the "
+                     "accumulator");
     block.previous = previous;
     block.accumulated = add.getOutput();
     updates = scatter.getUpdates();
@@ -683,10 +680,13 @@ private:
           isConstFloat(expand.getInput(), 0.0f))
         shape = expand.getShape();
     }
-    if (!shape)
-      return Failure("the accumulator does not start from zeros");
     bool rowsMatch = false;
-    if (auto shapeOf = shape.getDefiningOp<moe::ShapeOp>()) {
+    if (!shape) {
+      // Static shapes: the zeros are a folded constant of the tokens' type.
+      if (!isZerosShapedLike(start, layer.tokens))
+        return Failure("the accumulator does not start from zeros");
+      rowsMatch = true;
+    } else if (auto shapeOf = shape.getDefiningOp<moe::ShapeOp>()) {
       rowsMatch = shapeOf.getData() == layer.tokens &&
                   shapeOf.getStart() == 0 && !shapeOf.getEnd();
     } else if (auto concat = shape.getDefiningOp<moe::ConcatOp>()) {

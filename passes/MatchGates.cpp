@@ -55,6 +55,20 @@ moe::ConstantOfShapeOp getZeros(Value value) {
   return zeros;
 }
 
+bool isZerosShapedLike(Value zeros, Value like) {
+  if (auto fill = getZeros(zeros)) {
+    auto shape = fill.getInput().getDefiningOp<moe::ShapeOp>();
+    return shape && shape.getData() == like && shape.getStart() == 0 &&
+           !shape.getEnd();
+  }
+  auto type = dyn_cast<RankedTensorType>(zeros.getType());
+  DenseFPElementsAttr attr;
+  return type && type.hasStaticShape() && type == like.getType() &&
+         matchPattern(zeros, m_Constant(&attr)) &&
+         llvm::all_of(attr.getValues<APFloat>(),
+                      [](const APFloat &v) { return v.isZero(); });
+}
+
 /// The bytes of a constant, or nullopt where they are not directly readable.
 /// `storage` keeps expanded splats alive.
 std::optional<ArrayRef<char>> getWeightBytes(moe::ConstantOp constant,

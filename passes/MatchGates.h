@@ -36,6 +36,12 @@ mlir::Value stripMatrixReshapes(mlir::Value value, int64_t cols);
 /// Whether `value` is a `constant_of_shape` filled with float zeros.
 moe::ConstantOfShapeOp getZeros(mlir::Value value);
 
+/// Whether `zeros` holds float zeros of `like`'s shape:
+/// `constant_of_shape(shape(like))`, or a constant of zeros with `like`'s
+/// static type (what the first folds to when the export's shapes are
+/// static, e.g. torch.onnx.export without dynamic axes).
+bool isZerosShapedLike(mlir::Value zeros, mlir::Value like);
+
 /// The bytes of a constant, or nullopt where they are not directly readable.
 /// `storage` keeps expanded splats alive.
 std::optional<llvm::ArrayRef<char>> getWeightBytes(moe::ConstantOp constant,
