@@ -13,6 +13,7 @@
 #include "moert/generator.h"
 #include "moert/inspect.h"
 #include "moert/plan_writer.h"
+#include "plan_bytes.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -357,6 +358,33 @@ TEST(Generator, LoaderChecksTheGenerationTable) {
       Plan::loadFromMemory(extra.data(), extra.size()).status().message(),
       HasSubstr("graph input 'attention_mask' is neither the tokens, the "
                 "positions nor a cache"));
+}
+
+TEST(Generator, ProgramDamageNeverCrashes) {
+  // Damage behind valid checksums reaches the generation table's checks;
+  // whatever still loads must generate, or fail, cleanly.
+  std::vector<uint8_t> bytes = writePlan();
+  detail::SectionEntry program =
+      detail::decodeSection(bytes.data() + kFileHeaderSize);
+  int rejected = 0;
+  for (size_t i = 0; i < program.size; ++i) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}}) {
+      std::vector<uint8_t> damaged = testing::flipProgram(bytes, i, mask);
+      auto plan = Plan::loadFromMemory(damaged.data(), damaged.size());
+      if (!plan.ok()) {
+        ++rejected;
+        EXPECT_FALSE(plan.status().message().empty());
+        continue;
+      }
+      auto gen = Generator::create(**plan, {/*threads=*/1});
+      if (!gen.ok())
+        continue;
+      GenerateOptions options;
+      options.maxNewTokens = 3;
+      (void)(*gen)->generate({1, 2}, options);
+    }
+  }
+  EXPECT_GT(rejected, static_cast<int>(program.size));
 }
 
 TEST(Sampler, IsSeededAndFollowsTheOptions) {
