@@ -250,8 +250,27 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
   if (failed(logits))
     return failure();
   sig.logits = *logits;
-  if (!prefill)
+  if (!prefill) {
+    // One graph runs the prompt too (with an empty past): its token inputs
+    // take the prompt's length, and its pasts start empty.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (getArgName(func, i) != sig.inputIds)
+        continue;
+      auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+      if (!type.isDynamicDim(1)) {
+        decodeDiag.error()
+            << "input '" << sig.inputIds << "' is " << describe(type)
+            << ": without --prefill the decode graph runs the prompt too, so "
+               "its token dimension must be dynamic (give the prefill graph "
+               "with --prefill)";
+        return failure();
+      }
+      sig.prefillSeqDimParam =
+          getDimParam(func.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"), 1);
+    }
+    sig.singleGraph = true;
     return sig;
+  }
 
   // The prefill: the same token inputs and logits by name, and one cache
   // output per pair, matched by name stem (else in order) and shape.
@@ -329,6 +348,15 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
   return sig;
 }
 
+std::vector<std::string> getPastSymbols(const GenerationSignature &sig) {
+  std::vector<std::string> symbols;
+  for (const CachePairInfo &pair : sig.cache)
+    symbols.push_back(pair.pastDimParam.empty()
+                          ? pair.input + "." + std::to_string(pair.axis)
+                          : pair.pastDimParam);
+  return symbols;
+}
+
 std::vector<std::string> getGenerationBounds(const GenerationSignature &sig,
                                              bool prefill) {
   std::vector<std::string> bounds;
@@ -339,12 +367,11 @@ std::vector<std::string> getGenerationBounds(const GenerationSignature &sig,
     if (!llvm::is_contained(bounds, bound))
       bounds.push_back(bound);
   };
-  if (prefill) {
+  if (prefill || sig.singleGraph)
     add(sig.prefillSeqDimParam);
-  } else {
+  if (!prefill)
     for (const CachePairInfo &pair : sig.cache)
       add(pair.pastDimParam);
-  }
   return bounds;
 }
 

@@ -41,8 +41,12 @@ struct GenerationSignature {
   std::string positionIds;
   std::string logits;
   std::vector<CachePairInfo> cache;
-  /// The prefill's dim_param of the sequence dimension of its token ids.
+  /// The prefill's dim_param of the sequence dimension of its token ids
+  /// (the decode graph's, for a single graph).
   std::string prefillSeqDimParam;
+  /// No prefill graph: the decode graph runs the prompt with empty pasts,
+  /// so their symbols start at 0 (getPastSymbols).
+  bool singleGraph = false;
 };
 
 /// Finds the signature of the imported decode graph `decode` (from
@@ -54,6 +58,10 @@ mlir::FailureOr<GenerationSignature>
 findGenerationSignature(mlir::ModuleOp decode, llvm::StringRef decodePath,
                         mlir::ModuleOp prefill, llvm::StringRef prefillPath,
                         int64_t maxSeq);
+
+/// The plan symbols of the pasts' sequence dimensions (as the plan emitter
+/// names them: the dim_param, else "<input>.<axis>").
+std::vector<std::string> getPastSymbols(const GenerationSignature &sig);
 
 /// The --bound NAME=N bounds that size a generation plan's symbolic
 /// dimensions for `maxSeq`: the decode's past at maxSeq - 1 and the

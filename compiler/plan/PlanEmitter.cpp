@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -87,6 +88,9 @@ struct PlanState {
   llvm::DenseMap<Attribute, std::pair<int, int32_t>> weights;
   /// Bytes that back dense constants until the plan is written.
   std::vector<std::vector<char>> constantBytes;
+  /// Symbols whose minimum is 0 rather than 1 (a generation plan's pasts
+  /// when one graph also runs the prompt).
+  llvm::StringSet<> zeroMinSymbols;
   /// Whether weights are shared by their bytes, not only by their
   /// attribute: two imports of one model (a generation plan's prefill and
   /// decode graphs) hold the same initializer in different resources.
@@ -273,7 +277,9 @@ private:
         auto it = symbols.find(symbol);
         if (it == symbols.end()) {
           int64_t max = bound.asArrayRef()[index];
-          it = symbols.insert({symbol, writer.addSymbol(symbol, 1, max)}).first;
+          int64_t min = state.zeroMinSymbols.contains(symbol) ? 0 : 1;
+          it = symbols.insert({symbol, writer.addSymbol(symbol, min, max)})
+                   .first;
           state.symbolMax.resize(it->second + 1);
           state.symbolMax[it->second] = max;
         }
@@ -1307,6 +1313,12 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
     return decode.emitError("a generation plan has one device");
   PlanState state(1, expertWeights);
   state.shareByContent = prefill != nullptr;
+  // Without a prefill the prompt runs with empty pasts. The value-range
+  // analysis already takes every dynamic dimension from 0 (moe.dim's range
+  // is [0, bound]), so nothing the compiler proved assumed a past of 1.
+  if (signature.singleGraph)
+    for (const std::string &symbol : getPastSymbols(signature))
+      state.zeroMinSymbols.insert(symbol);
   if (failed(Emitter(decodeFuncs->front(), 0, state).emit()))
     return failure();
   fb::GenerationT &gen = state.writer.generation();

@@ -9,10 +9,13 @@ embeddings, split into 2 heads of 4, as the KV cache. The decode graph takes
 prompt's ids and positions and returns `logits [1, n, V]` and
 `present.0.key [1, 2, n, 4]`. Random weights, fixed seed.
 
-  gen_generation_pair.py OUT_DIR [--mismatch]
+  gen_generation_pair.py OUT_DIR [--mismatch] [--single]
 
 writes OUT_DIR/decode.onnx and OUT_DIR/prefill.onnx; --mismatch makes the
-prefill's cache [1, 4, n, 2] (other heads and head size than the decode's).
+prefill's cache [1, 4, n, 2] (other heads and head size than the decode's);
+--single writes OUT_DIR/single.onnx instead, the decode graph taking
+`input_ids [1, seq]` (it runs the prompt too, with an empty past; its
+logits are the last position's, [1, 1, V]).
 """
 
 import argparse
@@ -53,6 +56,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--mismatch", action="store_true")
+    parser.add_argument("--single", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(5)
     embed = rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32)
@@ -77,7 +81,8 @@ def main():
               const("hidden_shape", np.array([1, 1, HIDDEN], dtype=np.int64))]
     decode = helper.make_graph(
         nodes, "decode",
-        [ids_info(1), pos_info(1),
+        [ids_info("seq" if args.single else 1),
+         pos_info("seq" if args.single else 1),
          helper.make_tensor_value_info("past_key_values.0.key",
                                        TensorProto.FLOAT, [1, 2, "past", 4])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
@@ -85,6 +90,10 @@ def main():
          helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT,
                                        [1, 2, "past + 1", 4])],
         weights + extra)
+    os.makedirs(args.out_dir, exist_ok=True)
+    if args.single:
+        onnx.save(model(decode), os.path.join(args.out_dir, "single.onnx"))
+        return
 
     # Prefill: the prompt's entries are the cache; logits from running sums.
     heads, head_dim = (4, 2) if args.mismatch else (2, 4)
@@ -102,7 +111,6 @@ def main():
                                        [1, heads, "seq", head_dim])],
         weights + extra)
 
-    os.makedirs(args.out_dir, exist_ok=True)
     onnx.save(model(decode), os.path.join(args.out_dir, "decode.onnx"))
     onnx.save(model(prefill), os.path.join(args.out_dir, "prefill.onnx"))
 

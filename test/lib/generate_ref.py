@@ -9,7 +9,7 @@ decode steps feeding each step's present caches back as the next step's past.
 Tokens are chosen greedily (np.argmax) or, with --temperature, by sample(),
 a numpy/Python reimplementation of moert::Sampler (docs/cli.md, "Sampling").
 
-  generate_ref.py --decode D.onnx --prefill P.onnx --prompt-ids 3,14,15 \
+  generate_ref.py --decode D.onnx [--prefill P.onnx] --prompt-ids 3,14,15 \
       --max-new-tokens 8 --compare DIR [--temperature T --top-k K \
       --top-p P --seed S]
 
@@ -109,19 +109,30 @@ def reference(args):
     assert pairs, "no cache pairs in " + args.decode
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    prefill = ort.InferenceSession(args.prefill, options,
-                                   providers=["CPUExecutionProvider"])
     decode = ort.InferenceSession(args.decode, options,
                                   providers=["CPUExecutionProvider"])
-    prefill_outputs = [o.name for o in prefill.get_outputs()]
     prompt = [int(x) for x in args.prompt_ids.split(",")]
     n = len(prompt)
     feeds = {"input_ids": np.array([prompt], dtype=np.int64),
              "position_ids": np.arange(n, dtype=np.int64)[None, :]}
-    values = dict(zip(prefill_outputs, prefill.run(None, feeds)))
-    caches = {past: values[next(o for o in prefill_outputs
-                                if stem(o) == stem(present))]
-              for past, present in pairs}
+    if args.prefill:
+        prefill = ort.InferenceSession(args.prefill, options,
+                                       providers=["CPUExecutionProvider"])
+        prefill_outputs = [o.name for o in prefill.get_outputs()]
+        values = dict(zip(prefill_outputs, prefill.run(None, feeds)))
+        caches = {past: values[next(o for o in prefill_outputs
+                                    if stem(o) == stem(present))]
+                  for past, present in pairs}
+    else:
+        # One graph: the prompt runs with empty pasts.
+        shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+                  for i in decode_model.graph.input}
+        for past, _ in pairs:
+            # The symbolic past dimension reads 0: an empty past.
+            feeds[past] = np.zeros(shapes[past], dtype=np.float32)
+        names = [o.name for o in decode.get_outputs()]
+        values = dict(zip(names, decode.run(None, feeds)))
+        caches = {past: values[present] for past, present in pairs}
     logits = values["logits"][0, -1]
     rng = SplitMix64(args.seed)
     tokens, rows = [], []
@@ -145,7 +156,7 @@ def reference(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--decode", required=True)
-    parser.add_argument("--prefill", required=True)
+    parser.add_argument("--prefill", help="none: one graph runs the prompt")
     parser.add_argument("--prompt-ids", required=True)
     parser.add_argument("--max-new-tokens", type=int, default=8)
     parser.add_argument("--temperature", type=float, default=0.0)

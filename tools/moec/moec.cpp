@@ -703,15 +703,6 @@ static int runGenerationCompile() {
   if (maxTokens.getNumOccurrences())
     return usageError("--max-seq bounds a generation plan's sequences; "
                       "drop --max-tokens");
-  // One graph serving both (the prompt run with an empty past) would need
-  // its past dimension bounded from 0, and every bound and value-range
-  // proof of the pipeline assumes symbols of at least 1: rather than plan
-  // for sizes the proofs did not cover, ask for the prefill graph.
-  if (prefillPath.empty())
-    return usageError(
-        "--max-seq needs --prefill PREFILL.onnx: running the prompt through "
-        "the decode graph with an empty past (past length 0) is not "
-        "supported yet");
   if (numDevices != 1 || target != "cpu" || importOnly)
     return usageError("generation plans are single-device cpu plans for "
                       "now: drop --devices, --target and --import-only");
