@@ -673,10 +673,13 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
   const fb::Generation *generation = program.generation();
   if (!generation)
     return absl::OkStatus();
-  if (impl.versionMinor < 3)
+  if (impl.versionMinor < detail::kFormatVersionMinorGeneration)
     return diag.invalid("the program has a generation table, which needs "
-                        "format 1.3, but the file is version ",
-                        impl.versionMajor, ".", impl.versionMinor);
+                        "format ",
+                        kFormatVersionMajor, ".",
+                        detail::kFormatVersionMinorGeneration,
+                        ", but the file is version ", impl.versionMajor, ".",
+                        impl.versionMinor);
   const auto *prefill = generation->prefill_schedules();
   size_t prefillCount = prefill ? prefill->size() : 0;
   if (prefillCount != 0 && prefillCount != count)

@@ -620,8 +620,9 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  header.versionMinor =
-      program.generation ? kFormatVersionMinor : kFormatVersionMinorBase;
+  header.versionMinor = program.generation
+                            ? detail::kFormatVersionMinorGeneration
+                            : kFormatVersionMinorBase;
   header.headerSize = kFileHeaderSize;
   header.fileSize = position;
   header.sectionCount = sectionCount;

@@ -219,7 +219,7 @@ void expectNear(const std::vector<float> &got, const std::vector<float> &want) {
 TEST(Generator, LoadsTheGenerationTable) {
   std::unique_ptr<Plan> plan = loadPlan();
   ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->versionMinor(), 3);
+  EXPECT_EQ(plan->versionMinor(), detail::kFormatVersionMinorGeneration);
   const GenerationDesc *gen = plan->generation();
   ASSERT_NE(gen, nullptr);
   EXPECT_EQ(gen->maxSeq, kMaxSeq);
