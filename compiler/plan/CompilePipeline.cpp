@@ -489,7 +489,8 @@ getNarrowedInitializers(ArrayRef<func::FuncOp> funcs,
 
 LogicalResult writeReport(ModuleOp module,
                           const llvm::StringMap<int64_t> &opsBefore,
-                          StringRef path, ExpertWeightType expertWeights) {
+                          StringRef path, ExpertWeightType expertWeights,
+                          llvm::json::Object extra) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return failure();
@@ -556,6 +557,8 @@ LogicalResult writeReport(ModuleOp module,
     root["dense_split"] = denseSplitToJson(module);
   }
 
+  for (auto &entry : extra)
+    root[entry.first] = std::move(entry.second);
   return writeOutputFile(module.getContext(), path, [&](llvm::raw_ostream &os) {
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
   });

@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <string>
@@ -62,10 +63,12 @@ void printMoeLayers(mlir::ModuleOp module, llvm::raw_ostream &os,
 /// the gate and expert configuration ("moe_layers"), and the storage of the
 /// expert matrices ("expert_weight_dtype"; weight bytes count narrowed
 /// matrices at their stored size).
+/// `extra`'s entries are added to the report's top level.
 mlir::LogicalResult
 writeReport(mlir::ModuleOp module, const llvm::StringMap<int64_t> &opsBefore,
             llvm::StringRef path,
-            ExpertWeightType expertWeights = ExpertWeightType::F32);
+            ExpertWeightType expertWeights = ExpertWeightType::F32,
+            llvm::json::Object extra = {});
 
 /// Writes what `print` prints to `path` ("-": stdout), checking every write
 /// and the close (where a full disk often shows first). A failure is one

@@ -1,6 +1,7 @@
 //===- PlanEmitter.cpp - moe dialect to plan.bin --------------------------===//
 
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/plan/Generation.h"
 
 #include "dialects/moe/MoeOps.h"
 
@@ -13,6 +14,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -88,6 +90,45 @@ struct PlanState {
   llvm::DenseMap<Attribute, std::pair<int, int32_t>> scaleWeights;
   /// Bytes that back dense constants until the plan is written.
   std::vector<std::vector<char>> constantBytes;
+  /// Symbols whose minimum is 0 rather than 1 (a generation plan's pasts
+  /// when one graph also runs the prompt).
+  llvm::StringSet<> zeroMinSymbols;
+  /// Whether weights are shared by their bytes, not only by their
+  /// attribute: two imports of one model (a generation plan's prefill and
+  /// decode graphs) hold the same initializer in different resources.
+  bool shareByContent = false;
+  /// The resource weights seen so far by type, with their bytes.
+  llvm::DenseMap<Type, SmallVector<std::pair<Attribute, ArrayRef<char>>, 1>>
+      resources;
+
+  /// With shareByContent, `key` with every resource weight replaced by the
+  /// first resource seen with the same type and bytes (compared byte for
+  /// byte; differing weights differ in their first bytes, so a comparison
+  /// with another weight of the same shape stops early), so that equal
+  /// weights of different imports share one entry of `weights`.
+  Attribute getContentKey(Attribute key) {
+    if (!shareByContent)
+      return key;
+    if (auto array = dyn_cast<ArrayAttr>(key)) {
+      SmallVector<Attribute> elements;
+      for (Attribute element : array)
+        elements.push_back(getContentKey(element));
+      return ArrayAttr::get(key.getContext(), elements);
+    }
+    auto resource = dyn_cast<DenseResourceElementsAttr>(key);
+    AsmResourceBlob *blob =
+        resource ? resource.getRawHandle().getBlob() : nullptr;
+    if (!blob)
+      return key;
+    ArrayRef<char> data = blob->getData();
+    auto &seen = resources[resource.getType()];
+    for (auto &[first, bytes] : seen)
+      if (bytes.size() == data.size() &&
+          std::memcmp(bytes.data(), data.data(), data.size()) == 0)
+        return first;
+    seen.push_back({key, data});
+    return key;
+  }
 };
 
 /// Emits one function as the schedule of `device`. Tensors are numbered in
@@ -96,9 +137,15 @@ struct PlanState {
 class Emitter {
 public:
   Emitter(func::FuncOp func, int device, PlanState &state)
+      : Emitter(func, device, state, state.writer.schedule(device), "") {}
+  /// Emits `func` into `schedule` (a prefill schedule, say), prefixing the
+  /// names of the symbols it declares with `symbolPrefix`.
+  Emitter(func::FuncOp func, int device, PlanState &state,
+          moert::ScheduleBuilder &schedule, std::string symbolPrefix)
       : func(func), device(device), state(state), writer(state.writer),
-        schedule(writer.schedule(device)), symbols(state.symbols),
-        constantBytes(state.constantBytes) {
+        schedule(schedule), symbols(state.symbols),
+        constantBytes(state.constantBytes),
+        symbolPrefix(std::move(symbolPrefix)) {
     narrowed = getNarrowableExpertWeights(func, state.expertWeights);
     if (state.expertWeights == ExpertWeightType::I8)
       func.walk([&](moe::ExpertsOp op) {
@@ -146,6 +193,7 @@ private:
   /// and the tensor of their scales once written.
   llvm::DenseMap<Value, int> channelDims;
   llvm::DenseMap<Value, int32_t> scaleIds;
+  std::string symbolPrefix;
 
   /// The 16-bit dtype `value` is stored as, when it is a narrowed matrix.
   std::optional<moert::DType> getNarrowedType(Value value) const {
@@ -201,12 +249,12 @@ private:
   /// Makes `result` name the weight `key` when an earlier schedule already
   /// holds it: the file then stores its bytes once.
   bool reuseWeight(Attribute key, Value result, StringRef name) {
-    auto it = state.weights.find(key);
-    if (it == state.weights.end() || it->second.first == device)
+    auto it = state.weights.find(state.getContentKey(key));
+    if (it == state.weights.end() || it->second.first == schedule.index())
       return false;
     tensorIds[result] = schedule.addSharedWeight(name.str(), it->second.first,
                                                  it->second.second);
-    if (auto scales = state.scaleWeights.find(key);
+    if (auto scales = state.scaleWeights.find(state.getContentKey(key));
         scales != state.scaleWeights.end())
       scaleIds[result] = schedule.addSharedWeight(
           name.str() + ".scales", scales->second.first, scales->second.second);
@@ -214,9 +262,11 @@ private:
   }
 
   void recordWeight(Attribute key, Value result) {
-    state.weights.try_emplace(key, device, tensorIds[result]);
+    state.weights.try_emplace(state.getContentKey(key), schedule.index(),
+                              tensorIds[result]);
     if (auto it = scaleIds.find(result); it != scaleIds.end())
-      state.scaleWeights.try_emplace(key, device, it->second);
+      state.scaleWeights.try_emplace(state.getContentKey(key), schedule.index(),
+                                     it->second);
   }
 
   /// The key of a stack of constants for `reuseWeight`.
@@ -263,10 +313,13 @@ private:
             symbol = param.str();
         if (symbol.empty())
           symbol = name + "." + std::to_string(index);
+        symbol = symbolPrefix + symbol;
         auto it = symbols.find(symbol);
         if (it == symbols.end()) {
           int64_t max = bound.asArrayRef()[index];
-          it = symbols.insert({symbol, writer.addSymbol(symbol, 1, max)}).first;
+          int64_t min = state.zeroMinSymbols.contains(symbol) ? 0 : 1;
+          it = symbols.insert({symbol, writer.addSymbol(symbol, min, max)})
+                   .first;
           state.symbolMax.resize(it->second + 1);
           state.symbolMax[it->second] = max;
         }
@@ -1311,6 +1364,58 @@ LogicalResult emitPlanToBuffer(ModuleOp module, std::vector<uint8_t> &bytes,
            << serialized.status().ToString();
   bytes = std::move(*serialized);
   return success();
+}
+
+} // namespace moec::plan
+
+namespace moec::plan {
+
+LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
+                                 const GenerationSignature &signature,
+                                 StringRef path,
+                                 ExpertWeightType expertWeights) {
+  FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
+  if (failed(decodeFuncs))
+    return failure();
+  if (decodeFuncs->size() != 1)
+    return decode.emitError("a generation plan has one device");
+  PlanState state(1, expertWeights);
+  state.shareByContent = prefill != nullptr;
+  // Without a prefill the prompt runs with empty pasts. The value-range
+  // analysis already takes every dynamic dimension from 0 (moe.dim's range
+  // is [0, bound]), so nothing the compiler proved assumed a past of 1.
+  if (signature.singleGraph)
+    for (const std::string &symbol : getPastSymbols(signature))
+      state.zeroMinSymbols.insert(symbol);
+  if (failed(Emitter(decodeFuncs->front(), 0, state).emit()))
+    return failure();
+  fb::GenerationT &gen = state.writer.generation();
+  if (prefill) {
+    FailureOr<SmallVector<func::FuncOp>> prefillFuncs =
+        getDeviceFunctions(prefill);
+    if (failed(prefillFuncs))
+      return failure();
+    // The prefill's symbols are its own ("prefill.s"): its sequence length
+    // is not the decode's past length.
+    if (failed(Emitter(prefillFuncs->front(), 0, state,
+                       state.writer.prefillSchedule(0), "prefill.")
+                   .emit()))
+      return failure();
+  }
+  gen.max_seq = signature.maxSeq;
+  gen.input_ids = signature.inputIds;
+  gen.position_ids = signature.positionIds;
+  gen.logits = signature.logits;
+  for (const CachePairInfo &pair : signature.cache) {
+    auto entry = std::make_unique<fb::CachePairT>();
+    entry->input = pair.input;
+    entry->output = pair.output;
+    entry->prefill_output = pair.prefillOutput;
+    entry->layer = pair.layer;
+    entry->axis = pair.axis;
+    gen.cache.push_back(std::move(entry));
+  }
+  return writePlan(state, decode, path, {});
 }
 
 } // namespace moec::plan

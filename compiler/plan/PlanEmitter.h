@@ -76,6 +76,17 @@ emitPlan(mlir::ModuleOp module, llvm::StringRef path,
          const PlanFinalizer &finalize = {},
          ExpertWeightType expertWeights = ExpertWeightType::F32);
 
+struct GenerationSignature;
+
+/// Writes the generation plan (docs/plan-format.md, "Generation plans") of
+/// the planned `decode` module and, unless null, `prefill` module: the
+/// decode schedule, the prefill schedule (which shares the decode's weights
+/// byte for byte) and `signature`'s cache pairs and names.
+mlir::LogicalResult
+emitGenerationPlan(mlir::ModuleOp decode, mlir::ModuleOp prefill,
+                   const GenerationSignature &signature, llvm::StringRef path,
+                   ExpertWeightType expertWeights = ExpertWeightType::F32);
+
 /// Like emitPlan of a module, into `bytes` instead of a file (the fuzz
 /// targets, test/fuzz).
 mlir::LogicalResult

@@ -422,9 +422,44 @@ def export_generation(name: str, results: dict):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Greedy generation references: transformers' own generate loop.
+GREEDY_PROMPTS = ((3, 14, 15), (1, 2, 3, 5, 8), (100,), tuple(range(40, 56)))
+GREEDY_NEW_TOKENS = 24
+
+
+def save_greedy_reference(name: str):
+    """transformers' generate(do_sample=False) over the generation pair's
+    model: mixtral_generation_greedy.json, the new ids of each prompt. The
+    model is rebuilt from its seed; its prefill logits are checked against
+    the committed prefill reference first, so the ids belong to the exported
+    weights."""
+    lm = make_lm(name)
+    saved = np.load(OUT_DIR / f"{name}_generation_prefill.npz")
+    for t in TOKENS:
+        ids = torch.from_numpy(saved[f"input_ids_t{t}"])
+        got = lm_outputs(lm, ids, position_ids=torch.arange(t)[None])["logits"]
+        np.testing.assert_allclose(got, saved[f"logits_t{t}"], rtol=1e-5, atol=1e-6)
+    cases = []
+    for prompt in GREEDY_PROMPTS:
+        ids = torch.tensor([prompt])
+        with torch.no_grad():
+            out = lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=GREEDY_NEW_TOKENS, min_new_tokens=GREEDY_NEW_TOKENS,
+                              pad_token_id=0, eos_token_id=None)
+        cases.append({"prompt": list(prompt), "new_ids": out[0, len(prompt):].tolist()})
+    path = OUT_DIR / f"{name}_generation_greedy.json"
+    path.write_text(json.dumps({
+        "generator": "examples/zoo/export_zoo_v5.py --only greedy",
+        "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
+        "call": f"generate(do_sample=False, max_new_tokens={GREEDY_NEW_TOKENS})",
+        "cases": cases}, indent=1) + "\n")
+    print(f"  {path.name}: {len(cases)} prompts, {GREEDY_NEW_TOKENS} new tokens each")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="architectures (block forms), 'whole' or 'generation'")
+    parser.add_argument("--only", nargs="*",
+                        help="architectures (block forms), 'whole', 'generation' or 'greedy'")
     args = parser.parse_args()
     if transformers.__version__ != TRANSFORMERS_VERSION or not torch.__version__.startswith(TORCH_VERSION):
         sys.exit(f"export_zoo_v5: needs transformers {TRANSFORMERS_VERSION} and torch {TORCH_VERSION} "
@@ -451,6 +486,9 @@ def main():
     if "generation" in wanted:
         print("mixtral (generation)")
         export_generation("mixtral", results)
+    if "generation" in wanted or "greedy" in wanted:
+        print("mixtral (greedy generation reference)")
+        save_greedy_reference("mixtral")
     manifest.update(version=1, generator="examples/zoo/export_zoo_v5.py (see examples/zoo/README.md)",
                     tokens=list(TOKENS), seed=SEED, tolerance=PARITY_TOLERANCE)
     manifest["models"] = dict(sorted(results.items()))

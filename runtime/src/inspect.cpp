@@ -70,13 +70,28 @@ std::string describePlanText(const Plan &plan) {
   for (const SymbolDesc &symbol : impl.symbols)
     absl::StrAppendFormat(&out, "symbol %s in [%d, %d]\n", symbol.name,
                           symbol.min, symbol.max);
-  for (size_t d = 0; d < impl.schedules.size(); ++d) {
-    const ScheduleInfo &s = impl.schedules[d];
+  if (const GenerationDesc *gen = plan.generation()) {
     absl::StrAppendFormat(
         &out,
-        "\ndevice %d: %d steps, %d tensors, arena %d bytes, weights %d "
-        "bytes\n",
-        d, s.steps.size(), s.tensors.size(), s.arenaSize, weightBytes(s));
+        "\ngeneration: max_seq %d, input_ids '%s', position_ids '%s', "
+        "logits '%s' (vocab %d), %s, cache %d bytes at max_seq\n",
+        gen->maxSeq, gen->inputIds, gen->positionIds, gen->logits,
+        gen->vocabSize,
+        gen->hasPrefill ? "prefill schedule"
+                        : "no prefill schedule (the decode schedule with an "
+                          "empty past)",
+        gen->cacheBytes);
+    for (const CachePairDesc &pair : gen->cache)
+      absl::StrAppendFormat(&out,
+                            "  cache layer %d axis %d: '%s' -> '%s' (prefill "
+                            "'%s')\n",
+                            pair.layer, pair.axis, pair.input, pair.output,
+                            pair.prefillOutput);
+  }
+  auto describe = [&](const ScheduleInfo &s, const std::string &what) {
+    absl::StrAppendFormat(
+        &out, "\n%s: %d steps, %d tensors, arena %d bytes, weights %d bytes\n",
+        what, s.steps.size(), s.tensors.size(), s.arenaSize, weightBytes(s));
     absl::StrAppend(&out, "\ntensors:\n");
     for (size_t i = 0; i < s.tensors.size(); ++i) {
       const TensorInfo &t = s.tensors[i];
@@ -93,7 +108,11 @@ std::string describePlanText(const Plan &plan) {
       absl::StrAppendFormat(&out, "  %4d %-28s (%s) -> (%s)  %s\n", step.index,
                             fb::EnumNameOpKind(step.op), idList(step.inputs),
                             idList(step.outputs), step.name);
-  }
+  };
+  for (size_t d = 0; d < impl.schedules.size(); ++d)
+    describe(impl.schedules[d], absl::StrCat("device ", d));
+  for (size_t d = 0; d < impl.prefillSchedules.size(); ++d)
+    describe(impl.prefillSchedules[d], absl::StrCat("prefill of device ", d));
   return out;
 }
 
@@ -108,41 +127,66 @@ std::string describePlanJson(const Plan &plan) {
     absl::StrAppendFormat(&out, "%s{\"name\": %s, \"min\": %d, \"max\": %d}",
                           i ? ", " : "", jsonString(impl.symbols[i].name),
                           impl.symbols[i].min, impl.symbols[i].max);
-  absl::StrAppend(&out, "], \"schedules\": [");
-  for (size_t d = 0; d < impl.schedules.size(); ++d) {
-    const ScheduleInfo &s = impl.schedules[d];
-    absl::StrAppendFormat(&out,
-                          "%s{\"arena_bytes\": %d, \"weight_bytes\": %d, "
-                          "\"tensors\": [",
-                          d ? ", " : "", s.arenaSize, weightBytes(s));
-    for (size_t i = 0; i < s.tensors.size(); ++i) {
-      const TensorInfo &t = s.tensors[i];
-      std::vector<std::string> dims;
-      for (int k = 0; k < t.rank; ++k)
-        dims.push_back(absl::StrFormat("{\"bound\": %d, \"kind\": \"%s\"}",
-                                       t.dims[k].bound,
-                                       fb::EnumNameDimKind(t.dims[k].kind)));
-      absl::StrAppendFormat(
-          &out,
-          "%s{\"id\": %d, \"name\": %s, \"dtype\": \"%s\", \"dims\": [%s], "
-          "\"storage\": \"%s\", \"offset\": %d, \"bytes\": %d, \"input\": "
-          "%s, \"output\": %s}",
-          i ? ", " : "", i, jsonString(t.name), dtypeName(t.dtype),
-          absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena", t.offset,
-          t.size, t.isGraphInput ? "true" : "false",
-          t.isGraphOutput ? "true" : "false");
+  auto schedules = [&](const std::vector<ScheduleInfo> &all) {
+    for (size_t d = 0; d < all.size(); ++d) {
+      const ScheduleInfo &s = all[d];
+      absl::StrAppendFormat(&out,
+                            "%s{\"arena_bytes\": %d, \"weight_bytes\": %d, "
+                            "\"tensors\": [",
+                            d ? ", " : "", s.arenaSize, weightBytes(s));
+      for (size_t i = 0; i < s.tensors.size(); ++i) {
+        const TensorInfo &t = s.tensors[i];
+        std::vector<std::string> dims;
+        for (int k = 0; k < t.rank; ++k)
+          dims.push_back(absl::StrFormat("{\"bound\": %d, \"kind\": \"%s\"}",
+                                         t.dims[k].bound,
+                                         fb::EnumNameDimKind(t.dims[k].kind)));
+        absl::StrAppendFormat(
+            &out,
+            "%s{\"id\": %d, \"name\": %s, \"dtype\": \"%s\", \"dims\": [%s], "
+            "\"storage\": \"%s\", \"offset\": %d, \"bytes\": %d, \"input\": "
+            "%s, \"output\": %s}",
+            i ? ", " : "", i, jsonString(t.name), dtypeName(t.dtype),
+            absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena",
+            t.offset, t.size, t.isGraphInput ? "true" : "false",
+            t.isGraphOutput ? "true" : "false");
+      }
+      absl::StrAppend(&out, "], \"steps\": [");
+      for (const detail::StepInfo &step : s.steps)
+        absl::StrAppendFormat(
+            &out,
+            "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
+            "\"outputs\": [%s]}",
+            step.index ? ", " : "", fb::EnumNameOpKind(step.op),
+            jsonString(step.name), idList(step.inputs), idList(step.outputs));
+      absl::StrAppend(&out, "]}");
     }
-    absl::StrAppend(&out, "], \"steps\": [");
-    for (const detail::StepInfo &step : s.steps)
+  };
+  absl::StrAppend(&out, "], \"schedules\": [");
+  schedules(impl.schedules);
+  absl::StrAppend(&out, "]");
+  if (const GenerationDesc *gen = plan.generation()) {
+    absl::StrAppendFormat(
+        &out,
+        ", \"generation\": {\"max_seq\": %d, \"input_ids\": %s, "
+        "\"position_ids\": %s, \"logits\": %s, \"vocab\": %d, "
+        "\"cache_bytes\": %d, \"cache\": [",
+        gen->maxSeq, jsonString(gen->inputIds), jsonString(gen->positionIds),
+        jsonString(gen->logits), gen->vocabSize, gen->cacheBytes);
+    for (size_t i = 0; i < gen->cache.size(); ++i) {
+      const CachePairDesc &pair = gen->cache[i];
       absl::StrAppendFormat(
           &out,
-          "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
-          "\"outputs\": [%s]}",
-          step.index ? ", " : "", fb::EnumNameOpKind(step.op),
-          jsonString(step.name), idList(step.inputs), idList(step.outputs));
+          "%s{\"input\": %s, \"output\": %s, \"prefill_output\": %s, "
+          "\"layer\": %d, \"axis\": %d}",
+          i ? ", " : "", jsonString(pair.input), jsonString(pair.output),
+          jsonString(pair.prefillOutput), pair.layer, pair.axis);
+    }
+    absl::StrAppend(&out, "], \"prefill_schedules\": [");
+    schedules(impl.prefillSchedules);
     absl::StrAppend(&out, "]}");
   }
-  absl::StrAppend(&out, "]}\n");
+  absl::StrAppend(&out, "}\n");
   return out;
 }
 

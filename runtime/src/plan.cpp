@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "generation_plan.h"
 #include "moert/file_io.h"
 #include "ops.h"
 #include "plan_file.h"
@@ -214,16 +215,6 @@ absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
     return diag.dataLoss("padding after the last section is not zero");
   layout.program = program;
   return absl::OkStatus();
-}
-
-/// Describes a declared shape for diagnostics: "[4, <=128]".
-std::string describeDims(const TensorInfo &info) {
-  std::string out = "[";
-  for (int d = 0; d < info.rank; ++d)
-    absl::StrAppend(&out, d ? ", " : "",
-                    info.dims[d].kind == fb::DimKind::Static ? "" : "<=",
-                    info.dims[d].bound);
-  return out + "]";
 }
 
 absl::Status validateTensor(const Diag &diag, const fb::Tensor &tensor,
@@ -679,7 +670,37 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
     MOERT_RETURN_IF_ERROR(
         validateSchedule(diag.nested(absl::StrCat("schedule ", i)), impl,
                          layout, *schedules->Get(i), impl.schedules[i]));
-  return absl::OkStatus();
+  const fb::Generation *generation = program.generation();
+  if (!generation)
+    return absl::OkStatus();
+  if (impl.versionMinor < detail::kFormatVersionMinorGeneration)
+    return diag.invalid("the program has a generation table, which needs "
+                        "format ",
+                        kFormatVersionMajor, ".",
+                        detail::kFormatVersionMinorGeneration,
+                        ", but the file is version ", impl.versionMajor, ".",
+                        impl.versionMinor);
+  const auto *prefill = generation->prefill_schedules();
+  size_t prefillCount = prefill ? prefill->size() : 0;
+  if (prefillCount != 0 && prefillCount != count)
+    return diag.invalid("generation: ", prefillCount, " prefill schedules for ",
+                        count, " devices");
+  impl.prefillSchedules.resize(prefillCount);
+  for (size_t i = 0; i < prefillCount; ++i)
+    MOERT_RETURN_IF_ERROR(validateSchedule(
+        diag.nested(absl::StrCat("prefill schedule ", i)), impl, layout,
+        *prefill->Get(i), impl.prefillSchedules[i]));
+  return detail::validateGeneration(impl.source, *generation, impl);
+}
+
+/// Every schedule of `impl`: the devices', then the prefill ones.
+std::vector<const ScheduleInfo *> allSchedules(const Plan::Impl &impl) {
+  std::vector<const ScheduleInfo *> all;
+  for (const ScheduleInfo &s : impl.schedules)
+    all.push_back(&s);
+  for (const ScheduleInfo &s : impl.prefillSchedules)
+    all.push_back(&s);
+  return all;
 }
 
 /// Checks how schedules share weights: two weight tensors (of any
@@ -693,8 +714,9 @@ absl::Status validateWeightSharing(const Diag &diag, const Plan::Impl &impl) {
     absl::string_view name;
   };
   std::vector<Range> ranges;
-  for (size_t d = 0; d < impl.schedules.size(); ++d) {
-    for (const TensorInfo &t : impl.schedules[d].tensors)
+  std::vector<const ScheduleInfo *> schedules = allSchedules(impl);
+  for (size_t d = 0; d < schedules.size(); ++d) {
+    for (const TensorInfo &t : schedules[d]->tensors)
       if (t.isWeight && t.size)
         ranges.push_back({t.section, t.offset, t.size, d, t.name});
   }
@@ -722,10 +744,13 @@ absl::Status verifyWeightSections(const Diag &diag, const Layout &layout,
   if (!options.verifyWeightChecksums)
     return absl::OkStatus();
   std::vector<char> used(layout.sections.size(), 0);
-  for (size_t d = 0; d < impl.schedules.size(); ++d) {
-    if (options.device >= 0 && d != static_cast<size_t>(options.device))
+  std::vector<const ScheduleInfo *> schedules = allSchedules(impl);
+  size_t devices = impl.schedules.size();
+  for (size_t d = 0; d < schedules.size(); ++d) {
+    if (options.device >= 0 &&
+        d % devices != static_cast<size_t>(options.device))
       continue;
-    for (const TensorInfo &t : impl.schedules[d].tensors)
+    for (const TensorInfo &t : schedules[d]->tensors)
       if (t.isWeight)
         used[t.section] = 1;
   }
@@ -761,6 +786,15 @@ validate(std::unique_ptr<Plan::Impl> impl, const LoadOptions &options) {
 }
 
 } // namespace
+
+std::string detail::describeDims(const TensorInfo &info) {
+  std::string out = "[";
+  for (int d = 0; d < info.rank; ++d)
+    absl::StrAppend(&out, d ? ", " : "",
+                    info.dims[d].kind == fb::DimKind::Static ? "" : "<=",
+                    info.dims[d].bound);
+  return out + "]";
+}
 
 Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Plan::~Plan() = default;
@@ -829,6 +863,21 @@ size_t Plan::numSteps(int device) const {
 }
 uint64_t Plan::arenaSize(int device) const {
   return impl_->schedules.at(device).arenaSize;
+}
+const GenerationDesc *Plan::generation() const {
+  return impl_->isGeneration ? &impl_->generation : nullptr;
+}
+const std::vector<TensorDesc> &Plan::prefillInputs(int device) const {
+  return impl_->prefillSchedules.at(device).inputDescs;
+}
+const std::vector<TensorDesc> &Plan::prefillOutputs(int device) const {
+  return impl_->prefillSchedules.at(device).outputDescs;
+}
+size_t Plan::numPrefillSteps(int device) const {
+  return impl_->prefillSchedules.at(device).steps.size();
+}
+uint64_t Plan::prefillArenaSize(int device) const {
+  return impl_->prefillSchedules.at(device).arenaSize;
 }
 
 } // namespace moert

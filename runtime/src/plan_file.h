@@ -47,6 +47,11 @@ struct SectionEntry {
 /// Byte offset of the header checksum field, zeroed while checksumming.
 inline constexpr size_t kHeaderChecksumOffset = 48;
 
+/// The minor version that added generation plans (the one they are written
+/// as, and the least a file with a `Generation` table may declare; see
+/// kFormatVersionMinor in moert/format.h).
+inline constexpr uint16_t kFormatVersionMinorGeneration = 4;
+
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);
 void encodeSection(const SectionEntry &entry, uint8_t out[kSectionEntrySize]);

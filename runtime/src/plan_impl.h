@@ -63,6 +63,9 @@ struct StepInfo {
   int32_t pairedStep = -1;
 };
 
+/// Describes a declared shape for diagnostics: "[4, <=128]".
+std::string describeDims(const TensorInfo &info);
+
 struct ScheduleInfo {
   std::vector<TensorInfo> tensors;
   std::vector<uint32_t> inputs;
@@ -93,6 +96,11 @@ struct Plan::Impl {
   std::string producer;
   std::vector<SymbolDesc> symbols;
   std::vector<detail::ScheduleInfo> schedules;
+  /// Generation plans: the prefill schedule of each device (or none) and
+  /// the cache pairs.
+  std::vector<detail::ScheduleInfo> prefillSchedules;
+  bool isGeneration = false;
+  GenerationDesc generation;
 
   ~Impl();
 };

@@ -231,7 +231,11 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
 struct PlanWriter::Impl {
   TargetRequirements target;
   fb::ProgramT program;
+  /// The device schedules first, then the prefill schedules of a generation
+  /// plan (builder `devices + d` is device d's prefill), with their tables.
   std::vector<std::unique_ptr<ScheduleBuilder>> builders;
+  std::vector<fb::ScheduleT *> scheduleTables;
+  uint32_t devices = 1;
   std::vector<WeightSection> sections;
   /// Per schedule, per weight tensor id: its bytes.
   std::vector<std::map<int32_t, WeightSource>> sources;
@@ -251,9 +255,11 @@ PlanWriter::PlanWriter(TargetRequirements target, std::string producer)
   impl_->target = target;
   impl_->program.producer = std::move(producer);
   uint32_t devices = target.deviceCount ? target.deviceCount : 1;
+  impl_->devices = devices;
   impl_->sources.resize(devices);
   for (uint32_t d = 0; d < devices; ++d) {
     impl_->program.schedules.push_back(std::make_unique<fb::ScheduleT>());
+    impl_->scheduleTables.push_back(impl_->program.schedules.back().get());
     impl_->builders.push_back(std::unique_ptr<ScheduleBuilder>(
         new ScheduleBuilder(*this, *impl_->program.schedules.back())));
   }
@@ -290,7 +296,40 @@ ScheduleBuilder &PlanWriter::schedule(int device) {
 }
 
 int PlanWriter::numSchedules() const {
-  return static_cast<int>(impl_->builders.size());
+  return static_cast<int>(impl_->devices);
+}
+
+fb::GenerationT &PlanWriter::generation() {
+  if (!impl_->program.generation)
+    impl_->program.generation = std::make_unique<fb::GenerationT>();
+  return *impl_->program.generation;
+}
+
+ScheduleBuilder &PlanWriter::prefillSchedule(int device) {
+  if (device < 0 || static_cast<uint32_t>(device) >= impl_->devices) {
+    impl_->fail(absl::InvalidArgumentError(
+        absl::StrCat("prefill schedule ", device, " does not exist")));
+    device = 0;
+  }
+  fb::GenerationT &gen = generation();
+  // Created in device order on first use; every device gets one.
+  while (gen.prefill_schedules.size() <= static_cast<size_t>(device)) {
+    gen.prefill_schedules.push_back(std::make_unique<fb::ScheduleT>());
+    impl_->scheduleTables.push_back(gen.prefill_schedules.back().get());
+    impl_->sources.emplace_back();
+    impl_->builders.push_back(std::unique_ptr<ScheduleBuilder>(
+        new ScheduleBuilder(*this, *gen.prefill_schedules.back())));
+  }
+  return *impl_->builders[impl_->devices + device];
+}
+
+int ScheduleBuilder::index() const {
+  const std::vector<std::unique_ptr<ScheduleBuilder>> &all =
+      writer_.impl_->builders;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].get() == this)
+      return static_cast<int>(i);
+  return -1;
 }
 
 int32_t ScheduleBuilder::addTensor(std::string name, DType dtype,
@@ -386,9 +425,7 @@ int32_t ScheduleBuilder::addWeightImpl(std::string name, DType dtype,
   target.size = offset + bytes;
   schedule_.tensors.push_back(std::move(tensor));
   int32_t id = static_cast<int32_t>(schedule_.tensors.size()) - 1;
-  int device = 0;
-  while (w.builders[device].get() != this)
-    ++device;
+  int device = index();
   target.weights.push_back({device, id, offset});
   WeightSource &source = w.sources[device][id];
   source.bytes = bytes;
@@ -410,9 +447,7 @@ int32_t ScheduleBuilder::addWeightPieces(std::string name, DType dtype,
     bytes += piece.bytes;
   int32_t id = addWeightImpl(std::move(name), dtype, std::move(shape), nullptr,
                              bytes, section, /*copy=*/false);
-  int device = 0;
-  while (writer_.impl_->builders[device].get() != this)
-    ++device;
+  int device = index();
   writer_.impl_->sources[device][id].pieces = std::move(pieces);
   return id;
 }
@@ -435,9 +470,7 @@ int32_t ScheduleBuilder::addNarrowedWeightPieces(
   }
   int32_t id = addWeightImpl(std::move(name), dtype, std::move(shape), nullptr,
                              bytes, section, /*copy=*/false);
-  int device = 0;
-  while (w.builders[device].get() != this)
-    ++device;
+  int device = index();
   WeightSource &source = w.sources[device][id];
   source.pieces = std::move(pieces);
   source.narrowTo = dtype;
@@ -539,7 +572,7 @@ int32_t ScheduleBuilder::addSharedWeight(std::string name, int ownerDevice,
     // Only the entry is copied; the section placement stays the owner's, so
     // the bytes are written once.
     const fb::TensorT &owner =
-        *w.program.schedules[ownerDevice]->tensors[ownerTensor];
+        *w.scheduleTables[ownerDevice]->tensors[ownerTensor];
     tensor->dtype = owner.dtype;
     tensor->dims = owner.dims;
     tensor->storage = fb::Storage::Weight;
@@ -629,8 +662,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   MOERT_RETURN_IF_ERROR(firstError);
   for (size_t d = 0; d < builders.size(); ++d) {
     const ScheduleBuilder &b = *builders[d];
-    program.schedules[d]->arena_size =
-        b.arenaSizeSet_ ? b.arenaSize_ : b.autoEnd_;
+    scheduleTables[d]->arena_size = b.arenaSizeSet_ ? b.arenaSize_ : b.autoEnd_;
   }
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(fb::Program::Pack(fbb, &program), fb::ProgramIdentifier());
@@ -718,7 +750,9 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  header.versionMinor = kFormatVersionMinor;
+  header.versionMinor = program.generation
+                            ? detail::kFormatVersionMinorGeneration
+                            : kFormatVersionMinorBase;
   header.headerSize = kFileHeaderSize;
   header.fileSize = position;
   header.sectionCount = sectionCount;

@@ -95,12 +95,20 @@ Session::~Session() = default;
 
 absl::StatusOr<std::unique_ptr<Session>>
 Session::create(const Plan &plan, const SessionOptions &options) {
+  MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
+      plan, Backend::Cpu, "this runtime executes cpu plans only",
+      options.device));
+  return create(plan, options, plan.impl().schedules[options.device]);
+}
+
+absl::StatusOr<std::unique_ptr<Session>>
+Session::create(const Plan &plan, const SessionOptions &options,
+                const ScheduleInfo &schedule) {
   const Plan::Impl &planImpl = plan.impl();
   MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
       plan, Backend::Cpu, "this runtime executes cpu plans only",
       options.device));
   int threads = detail::sessionThreads(options.threads);
-  const ScheduleInfo &schedule = planImpl.schedules[options.device];
   MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,
                                                          options.communicator));
   auto impl =

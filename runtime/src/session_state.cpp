@@ -142,8 +142,11 @@ void SessionState::initTensors(uint8_t *arena) {
       tensor.data = arena + info.offset;
     }
   }
+  this->arena = arena;
   size_t steps = schedule.steps.size();
   staged.resize(schedule.inputs.size());
+  boundInputs.assign(schedule.inputs.size(), nullptr);
+  boundOutputs.assign(schedule.outputs.size(), nullptr);
   symbolValues.assign(plan.symbols.size(), -1);
   calls.assign(steps, 0);
   seconds.assign(steps, 0);
@@ -160,6 +163,67 @@ absl::Status SessionState::setInput(absl::string_view name, DType dtype,
     return absl::NotFoundError(
         absl::StrCat("unknown input '", name,
                      "'; the plan's inputs are: ", names(schedule.inputDescs)));
+  MOERT_ASSIGN_OR_RETURN(Shape actual,
+                         checkInput(index, name, dtype, shape, bytes));
+  Staged &input = staged[index];
+  input.shape = actual;
+  input.bytes.assign(static_cast<const uint8_t *>(data),
+                     static_cast<const uint8_t *>(data) + bytes);
+  input.set = true;
+  boundInputs[index] = nullptr;
+  hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::Status SessionState::bindInput(absl::string_view name,
+                                     const std::vector<int64_t> &shape,
+                                     const void *data) {
+  int index = find(schedule.inputDescs, name);
+  if (index < 0)
+    return absl::NotFoundError(
+        absl::StrCat("unknown input '", name,
+                     "'; the plan's inputs are: ", names(schedule.inputDescs)));
+  const TensorInfo &info = schedule.tensors[schedule.inputs[index]];
+  int64_t numel = 1;
+  for (int64_t size : shape)
+    numel *= size < 0 ? 0 : size;
+  MOERT_ASSIGN_OR_RETURN(
+      Shape actual,
+      checkInput(index, name, info.dtype, shape,
+                 static_cast<size_t>(numel) * dtypeSize(info.dtype)));
+  Staged &input = staged[index];
+  input.shape = actual;
+  input.bytes.clear();
+  input.set = true;
+  boundInputs[index] = static_cast<const uint8_t *>(data);
+  hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::Status SessionState::bindOutput(absl::string_view name, void *data,
+                                      size_t capacity) {
+  int index = find(schedule.outputDescs, name);
+  if (index < 0)
+    return absl::NotFoundError(absl::StrCat(
+        "unknown output '", name,
+        "'; the plan's outputs are: ", names(schedule.outputDescs)));
+  const TensorInfo &info = schedule.tensors[schedule.outputs[index]];
+  if (data && (info.producer < 0 || info.isGraphInput))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output '", name, "' is not computed by a step; it cannot be bound"));
+  if (data && capacity < info.size)
+    return absl::InvalidArgumentError(
+        absl::StrCat("output '", name, "' is planned for up to ", info.size,
+                     " bytes; the bound buffer has ", capacity));
+  boundOutputs[index] = static_cast<uint8_t *>(data);
+  hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Shape>
+SessionState::checkInput(int index, absl::string_view name, DType dtype,
+                         const std::vector<int64_t> &shape,
+                         size_t bytes) const {
   const TensorInfo &info = schedule.tensors[schedule.inputs[index]];
   auto error = [&](const auto &...args) {
     return absl::InvalidArgumentError(
@@ -200,13 +264,7 @@ absl::Status SessionState::setInput(absl::string_view name, DType dtype,
   if (bytes != expected)
     return error("has ", bytes, " bytes; shape ", actual.str(), " of ",
                  dtypeName(dtype), " needs ", expected);
-  Staged &input = staged[index];
-  input.shape = actual;
-  input.bytes.assign(static_cast<const uint8_t *>(data),
-                     static_cast<const uint8_t *>(data) + bytes);
-  input.set = true;
-  hasRun = false;
-  return absl::OkStatus();
+  return actual;
 }
 
 absl::Status SessionState::bindSymbols() {
@@ -240,8 +298,20 @@ void SessionState::stageInputs() {
   for (size_t k = 0; k < schedule.inputs.size(); ++k) {
     Tensor &tensor = tensors[schedule.inputs[k]];
     tensor.shape = staged[k].shape;
+    if (boundInputs[k]) {
+      tensor.data = const_cast<uint8_t *>(boundInputs[k]);
+      continue;
+    }
+    tensor.data = arena + schedule.tensors[schedule.inputs[k]].offset;
     if (!staged[k].bytes.empty())
       std::memcpy(tensor.data, staged[k].bytes.data(), staged[k].bytes.size());
+  }
+  for (size_t k = 0; k < schedule.outputs.size(); ++k) {
+    uint32_t id = schedule.outputs[k];
+    const TensorInfo &info = schedule.tensors[id];
+    if (info.producer >= 0 && !info.isGraphInput)
+      tensors[id].data =
+          boundOutputs[k] ? boundOutputs[k] : arena + info.offset;
   }
 }
 

@@ -55,11 +55,27 @@ struct SessionState {
   absl::Status setInput(absl::string_view name, DType dtype,
                         const std::vector<int64_t> &shape, const void *data,
                         size_t bytes);
+  /// Checks a value for graph input `index` as setInput does; its shape.
+  absl::StatusOr<Shape> checkInput(int index, absl::string_view name,
+                                   DType dtype,
+                                   const std::vector<int64_t> &shape,
+                                   size_t bytes) const;
+  /// Makes graph input `name` read `data` (shape `shape`, the input's dtype)
+  /// in place instead of a copy, from the next run on, until the next
+  /// setInput of it. `data` must stay valid and unchanged until then.
+  absl::Status bindInput(absl::string_view name,
+                         const std::vector<int64_t> &shape, const void *data);
+  /// Makes the steps write graph output `name` into `data` (at least
+  /// `capacity` bytes, no less than the output's planned size) instead of
+  /// the arena, from the next run on; null restores the arena. The output
+  /// must be produced by a step.
+  absl::Status bindOutput(absl::string_view name, void *data, size_t capacity);
   /// Binds every symbol to the size the inputs give it; fails when an input
   /// is not set or two inputs disagree.
   absl::Status bindSymbols();
   /// Copies the staged inputs into their tensors (their arena slots may have
-  /// been reused by the previous run).
+  /// been reused by the previous run), points bound inputs and outputs at
+  /// their memory.
   void stageInputs();
   /// The context of `step` over this state's tensors, counting MoE routing
   /// when stats are collected.
@@ -88,6 +104,11 @@ struct SessionState {
     std::vector<uint8_t> bytes;
   };
   std::vector<Staged> staged;
+  /// Per graph input / output: the caller's memory it is bound to (null:
+  /// the arena slot).
+  std::vector<const uint8_t *> boundInputs;
+  std::vector<uint8_t *> boundOutputs;
+  uint8_t *arena = nullptr;
   std::vector<int64_t> symbolValues;
   bool collectStats;
   bool hasRun = false;

@@ -6,6 +6,9 @@
 //                [--cuda-graphs on|off] [--devices N] [--comm host|nccl]
 //                [--comm-timeout SECONDS]
 //   mpirun -np N moe-run PLAN [options]
+//   moe-run GEN.plan --prompt-ids 3,14,15 [--max-new-tokens N]
+//                [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//                [--stream] [--stop-id ID] [--output-dir DIR]
 //
 // Inputs not given with --input are generated: seeded, uniform in [-1, 1)
 // for floats, in the plan's value range [lo, hi) for integers (or [0, 2)
@@ -15,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "generate.h"
 #include "group_session.h"
 #include "moert/cuda.h"
 #include "moert/file_io.h"
@@ -78,6 +82,21 @@ options:
   --comm-timeout SECONDS how long a device waits for the others in an
                          exchange before failing (default: 60)
   --help                 print this help
+
+generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
+--max-seq S`):
+  --prompt-ids 3,14,15   the prompt's token ids; generates new tokens, prints
+                         their ids on stdout and a summary on stderr, and
+                         with --output-dir writes DIR/tokens.npy (int64, the
+                         new ids) and DIR/logits.npy (each one's logits)
+  --max-new-tokens N     new tokens to generate (default: 16)
+  --temperature T        0 (default): greedy; above 0: sample (seeded by
+                         --seed)
+  --top-k K              sample among the K most likely ids (0: all)
+  --top-p P              sample among the fewest most likely ids whose
+                         probability reaches P (default: 1, all)
+  --stop-id ID           stop after generating ID (repeatable)
+  --stream               print each id as soon as it is generated
 )";
 
 struct Options {
@@ -97,6 +116,8 @@ struct Options {
   int devices = 0;
   double commTimeout = 60;
   moert::CommKind comm = moert::CommKind::Host;
+  moe_run::GenerateArgs generate;
+  bool outputDirGiven = false;
 };
 
 /// Parses argv; returns a message on a usage error, "" on success, "help"
@@ -115,8 +136,12 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       options.plan = arg;
       continue;
     }
-    if (arg == "--placement") { // The one flag without a value.
+    if (arg == "--placement") { // The flags without a value.
       options.placement = true;
+      continue;
+    }
+    if (arg == "--stream") {
+      options.generate.stream = true;
       continue;
     }
     std::string name(arg);
@@ -131,7 +156,11 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       value = argv[++i];
     }
     int64_t number = 0;
-    if (name == "--input" || name == "--dim") {
+    if (std::optional<std::string> problem =
+            moe_run::parseGenerateOption(name, value, options.generate)) {
+      if (!problem->empty())
+        return *problem;
+    } else if (name == "--input" || name == "--dim") {
       size_t sep = value.find('=');
       if (sep == std::string::npos || sep == 0)
         return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
@@ -145,6 +174,7 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       }
     } else if (name == "--output-dir") {
       options.outputDir = value;
+      options.outputDirGiven = true;
     } else if (name == "--threads") {
       if (!integer(value, 1, number) || number > 1024)
         return "--threads needs an integer in [1, 1024]";
@@ -196,6 +226,14 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   }
   if (options.plan.empty())
     return "no plan given";
+  if (std::string problem = moe_run::checkGenerateArgs(options.generate);
+      !problem.empty())
+    return problem;
+  if (options.generate.active &&
+      (!options.inputs.empty() || options.bench || options.devices ||
+       options.backend != "cpu" || options.placement))
+    return "--prompt-ids generates on the cpu backend; --input, --bench, "
+           "--devices, --backend and --placement do not apply";
   if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
     return "--comm nccl exchanges between GPUs; it needs --backend cuda";
   if (options.placement && options.backend != "cuda")
@@ -296,18 +334,7 @@ std::string fileNameFor(const std::string &name) {
   return out + ".npy";
 }
 
-using moe_run::jsonRatio;
 using moe_run::jsonString;
-
-/// The routing of a MoE step (Router, Experts): tokens each expert received
-/// over the runs, their imbalance (the largest load over the mean; null when
-/// nothing was routed) and the assignments dropped for capacity.
-void appendExpertLoad(std::string &json, const moert::StepStats &s) {
-  absl::StrAppend(
-      &json, ", \"expert_load\": [", absl::StrJoin(s.expertLoad, ", "),
-      "], \"imbalance\": ", jsonRatio(moert::loadImbalance(s.expertLoad)),
-      ", \"dropped\": ", s.droppedAssignments);
-}
 
 template <typename SessionT>
 absl::Status writeStats(const std::string &path, const Options &options,
@@ -316,23 +343,9 @@ absl::Status writeStats(const std::string &path, const Options &options,
   std::string json = absl::StrCat(
       "{\n  \"plan\": ", jsonString(options.plan),
       ",\n  \"threads\": ", session.threads(), ",\n  \"runs\": ", runs,
-      ",\n  \"median_ms\": ", absl::StrFormat("%.6f", medianMs),
-      ",\n  \"steps\": [");
+      ",\n  \"median_ms\": ", absl::StrFormat("%.6f", medianMs));
   std::vector<moert::StepStats> stats = session.stepStats();
-  for (size_t i = 0; i < stats.size(); ++i) {
-    const moert::StepStats &s = stats[i];
-    double total = s.totalSeconds * 1e3;
-    absl::StrAppend(&json, i ? "," : "", "\n    {\"index\": ", i,
-                    ", \"name\": ", jsonString(s.name),
-                    ", \"op\": ", jsonString(s.op), ", \"calls\": ", s.calls,
-                    ", \"total_ms\": ", absl::StrFormat("%.6f", total),
-                    ", \"mean_ms\": ",
-                    absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0));
-    if (!s.expertLoad.empty())
-      appendExpertLoad(json, s);
-    absl::StrAppend(&json, "}");
-  }
-  absl::StrAppend(&json, "\n  ]");
+  moe_run::appendSteps(json, "steps", stats);
   // A multi-device run's layers come with its devices.
   MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, plan, stats, session));
   absl::StrAppend(&json, "\n}\n");
@@ -426,6 +439,17 @@ absl::Status runMain(const Options &options) {
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                          moert::Plan::load(options.plan, loadOptions()));
+  if (options.generate.active)
+    return moe_run::runGeneration(
+        *plan, options.generate, options.threads, options.seed,
+        options.outputDirGiven ? options.outputDir : "", options.plan,
+        options.stats);
+  if (plan->generation())
+    std::fprintf(stderr,
+                 "moe-run: note: %s is a generation plan; without "
+                 "--prompt-ids this runs one forward pass of its decode "
+                 "schedule\n",
+                 options.plan.c_str());
   bool mpi = moert::launchedByMpi();
   bool multi = mpi || options.devices > 0 || plan->numDevices() > 1;
   for (const auto &[name, value] : options.dims) {

@@ -40,6 +40,37 @@ inline std::string jsonRatio(double ratio) {
   return ratio ? absl::StrFormat("%.4f", ratio) : "null";
 }
 
+/// The routing of a MoE step (Router, Experts): tokens each expert received
+/// over the runs, their imbalance (the largest load over the mean; null when
+/// nothing was routed) and the assignments dropped for capacity.
+inline void appendExpertLoad(std::string &json, const moert::StepStats &s) {
+  absl::StrAppend(
+      &json, ", \"expert_load\": [", absl::StrJoin(s.expertLoad, ", "),
+      "], \"imbalance\": ", jsonRatio(moert::loadImbalance(s.expertLoad)),
+      ", \"dropped\": ", s.droppedAssignments);
+}
+
+/// Appends `,\n  "key": [steps...]`: per step its name, op, calls and
+/// times, with the routing of MoE steps.
+inline void appendSteps(std::string &json, std::string_view key,
+                        const std::vector<moert::StepStats> &stats) {
+  absl::StrAppend(&json, ",\n  ", jsonString(key), ": [");
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const moert::StepStats &s = stats[i];
+    double total = s.totalSeconds * 1e3;
+    absl::StrAppend(&json, i ? "," : "", "\n    {\"index\": ", i,
+                    ", \"name\": ", jsonString(s.name),
+                    ", \"op\": ", jsonString(s.op), ", \"calls\": ", s.calls,
+                    ", \"total_ms\": ", absl::StrFormat("%.6f", total),
+                    ", \"mean_ms\": ",
+                    absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0));
+    if (!s.expertLoad.empty())
+      appendExpertLoad(json, s);
+    absl::StrAppend(&json, "}");
+  }
+  absl::StrAppend(&json, "\n  ]");
+}
+
 /// Appends `"key": [layers...]` at `indent` spaces: per MoE layer
 /// (moert/stats.h) the tokens each expert computed and the assignments
 /// dropped for capacity, summed over the runs; the imbalance (largest load
@@ -89,9 +120,9 @@ inline void appendMoeLayers(std::string &json, std::string_view key,
           l.routedPerExpert.empty()
               ? std::string("null")
               : absl::StrCat("[", absl::StrJoin(l.routedPerExpert, ", "), "]"),
-          ", \"slot_experts\": [",
-          absl::StrJoin(l.slotExperts, ", "), "], \"tokens_per_slot\": [",
-          absl::StrJoin(l.tokensPerSlot, ", "), "]");
+          ", \"slot_experts\": [", absl::StrJoin(l.slotExperts, ", "),
+          "], \"tokens_per_slot\": [", absl::StrJoin(l.tokensPerSlot, ", "),
+          "]");
     if (merged)
       absl::StrAppend(
           &json, ",\n", pad, "   \"device_rows\": [",

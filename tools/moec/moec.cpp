@@ -10,6 +10,8 @@
 //                [--devices N] [--micro-batches M]
 //                [--routing-profile FILE.json] [--replicate-hot K]
 //                [--weight-dtype f32|bf16|f16|int8]
+//   moec compile DECODE.onnx [--prefill PREFILL.onnx] --max-seq S -o OUT
+//                (a generation plan; docs/cli.md)
 //
 // Exit status: 0 on success, 1 when the model is invalid, uses an unsupported
 // op or fails to compile, 2 on a usage error.
@@ -21,6 +23,7 @@
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
+#include "compiler/plan/Generation.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/verify/RewriteValidator.h"
 #include "moert/file_io.h"
@@ -197,6 +200,20 @@ static cl::opt<bool> testCorruptRewrite(
     cl::desc("Test only: double the scaling factor of every detected "
              "router before its rewrite is validated"),
     cl::Hidden, cl::sub(compileCommand), cl::cat(moecCategory));
+
+static cl::opt<uint64_t> maxSeq(
+    "max-seq",
+    cl::desc("Compile a generation plan (a decode graph with KV-cache inputs "
+             "and outputs, docs/cli.md) for sequences of up to S tokens, "
+             "prompt and new tokens together"),
+    cl::value_desc("S"), cl::init(0), cl::sub(compileCommand),
+    cl::cat(moecCategory));
+static cl::opt<std::string> prefillPath(
+    "prefill",
+    cl::desc("With --max-seq: the prefill graph of the pair (token ids and "
+             "positions in; logits and the caches out), run once per prompt"),
+    cl::value_desc("PREFILL.onnx"), cl::init(""), cl::sub(compileCommand),
+    cl::cat(moecCategory));
 
 /// Reports a usage error the way cl does and returns its exit code.
 static int usageError(const llvm::Twine &message) {
@@ -451,7 +468,45 @@ static LogicalResult checkArenaSize(ModuleOp module) {
   return success();
 }
 
+static int runGenerationCompile();
+
+/// --weight-dtype as an ExpertWeightType; nullopt for an unknown name.
+static std::optional<moec::plan::ExpertWeightType> parseWeightDtype() {
+  return llvm::StringSwitch<std::optional<moec::plan::ExpertWeightType>>(
+             weightDtype)
+      .Case("f32", moec::plan::ExpertWeightType::F32)
+      .Case("bf16", moec::plan::ExpertWeightType::BF16)
+      .Case("f16", moec::plan::ExpertWeightType::F16)
+      .Case("int8", moec::plan::ExpertWeightType::I8)
+      .Default(std::nullopt);
+}
+
+/// The usage error of a --weight-dtype that parseWeightDtype rejects.
+static std::string weightDtypeError() {
+  return "--weight-dtype must be f32, bf16, f16 or int8, not '" + weightDtype +
+         "'";
+}
+
+/// The usage error of the --bound flags ("" when they are well formed).
+static std::string checkBoundFlags() {
+  llvm::StringSet<> boundNames;
+  for (const std::string &bound : dimBounds) {
+    auto [name, value] = llvm::StringRef(bound).split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size) || size < 1 ||
+        uint64_t(size) > moert::kMaxDimBound)
+      return ("--bound must be NAME=N with N in [1, " +
+              llvm::Twine(moert::kMaxDimBound) + "], not '" + bound + "'")
+          .str();
+    if (!boundNames.insert(name).second)
+      return ("--bound " + name + " is given twice").str();
+  }
+  return "";
+}
+
 static int runCompile() {
+  if (maxSeq.getNumOccurrences() || !prefillPath.empty())
+    return runGenerationCompile();
   if (emitKind != "plan" && emitKind != "mlir" && emitKind != "planned-mlir")
     return usageError("--emit must be plan, mlir or planned-mlir, not '" +
                       emitKind + "'");
@@ -460,18 +515,8 @@ static int runCompile() {
   if (maxTokens == 0 || maxTokens > moert::kMaxDimBound)
     return usageError("--max-tokens must be an integer in [1, " +
                       llvm::Twine(moert::kMaxDimBound) + "]");
-  llvm::StringSet<> boundNames;
-  for (const std::string &bound : dimBounds) {
-    auto [name, value] = llvm::StringRef(bound).split('=');
-    int64_t size = 0;
-    if (name.empty() || value.getAsInteger(10, size) || size < 1 ||
-        uint64_t(size) > moert::kMaxDimBound)
-      return usageError("--bound must be NAME=N with N in [1, " +
-                        llvm::Twine(moert::kMaxDimBound) + "], not '" + bound +
-                        "'");
-    if (!boundNames.insert(name).second)
-      return usageError("--bound " + name + " is given twice");
-  }
+  if (std::string problem = checkBoundFlags(); !problem.empty())
+    return usageError(problem);
   if (emitKind == "plan" && outputPath == "-")
     return usageError("a plan is a binary file: name it with -o FILE");
   if (emitKind != "mlir" && importOnly)
@@ -510,16 +555,9 @@ static int runCompile() {
     return usageError("--devices places experts in the planned model; it "
                       "needs --emit plan or planned-mlir");
   std::optional<moec::plan::ExpertWeightType> expertWeights =
-      llvm::StringSwitch<std::optional<moec::plan::ExpertWeightType>>(
-          weightDtype)
-          .Case("f32", moec::plan::ExpertWeightType::F32)
-          .Case("bf16", moec::plan::ExpertWeightType::BF16)
-          .Case("f16", moec::plan::ExpertWeightType::F16)
-          .Case("int8", moec::plan::ExpertWeightType::I8)
-          .Default(std::nullopt);
+      parseWeightDtype();
   if (!expertWeights)
-    return usageError("--weight-dtype must be f32, bf16, f16 or int8, not '" +
-                      weightDtype + "'");
+    return usageError(weightDtypeError());
   if (*expertWeights == moec::plan::ExpertWeightType::I8 && target == "cuda")
     return usageError("--weight-dtype int8 runs on the CPU backend only; "
                       "use bf16 or f16 with --target cuda");
@@ -621,6 +659,133 @@ static int runCompile() {
                                            module->print(os, flags);
                                            os << "\n";
                                          })))
+    return kFailure;
+  return kSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// moec compile --max-seq: generation plans
+//===----------------------------------------------------------------------===//
+
+/// The report's "generation" entry: the signature, the caches' bytes at
+/// max_seq and the prefill's arena.
+static llvm::json::Object
+getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
+                    ModuleOp prefill) {
+  auto main = decode.lookupSymbol<func::FuncOp>("main");
+  int64_t cacheBytes = 0;
+  llvm::json::Array cache;
+  for (const moec::plan::CachePairInfo &pair : sig.cache) {
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      auto name = main.getArgAttrOfType<StringAttr>(i, "moe.name");
+      if (!name || name.getValue() != pair.input)
+        continue;
+      auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+      int64_t elements = static_cast<int64_t>(sig.maxSeq);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (d != pair.axis)
+          elements *= type.getDimSize(d);
+      cacheBytes += elements * 4;
+    }
+    cache.push_back(llvm::json::Object{{"input", pair.input},
+                                       {"output", pair.output},
+                                       {"prefill_output", pair.prefillOutput},
+                                       {"layer", pair.layer},
+                                       {"axis", pair.axis}});
+  }
+  llvm::json::Object gen{
+      {"max_seq", sig.maxSeq},           {"input_ids", sig.inputIds},
+      {"position_ids", sig.positionIds}, {"logits", sig.logits},
+      {"cache", std::move(cache)},       {"cache_bytes", cacheBytes}};
+  if (prefill)
+    if (auto arena = prefill.lookupSymbol<func::FuncOp>("main")
+                         ->getAttrOfType<IntegerAttr>("moe.arena_size"))
+      gen["prefill_arena_bytes"] = arena.getInt();
+  return gen;
+}
+
+static int runGenerationCompile() {
+  if (maxSeq < 2 || maxSeq > moert::kMaxDimBound)
+    return usageError("--max-seq must be an integer in [2, " +
+                      llvm::Twine(moert::kMaxDimBound) + "]");
+  if (emitKind != "plan" || outputPath == "-")
+    return usageError("--max-seq and --prefill compile a generation plan: "
+                      "name it with -o FILE (no --emit)");
+  if (maxTokens.getNumOccurrences())
+    return usageError("--max-seq bounds a generation plan's sequences; "
+                      "drop --max-tokens");
+  if (numDevices != 1 || target != "cpu" || importOnly)
+    return usageError("generation plans are single-device cpu plans for "
+                      "now: drop --devices, --target and --import-only");
+  std::optional<moec::plan::ExpertWeightType> expertWeights =
+      parseWeightDtype();
+  if (!expertWeights)
+    return usageError(weightDtypeError());
+  if (std::string problem = checkBoundFlags(); !problem.empty())
+    return usageError(problem);
+
+  MLIRContext context;
+  configureContext(context);
+  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
+                                                  "moec");
+  OwningOpRef<ModuleOp> decode =
+      onnx_import::importOnnxModel(&context, modelPath);
+  if (!decode)
+    return kFailure;
+  OwningOpRef<ModuleOp> prefill;
+  if (!prefillPath.empty()) {
+    prefill = onnx_import::importOnnxModel(&context, prefillPath);
+    if (!prefill)
+      return kFailure;
+  }
+  FailureOr<moec::plan::GenerationSignature> sig =
+      moec::plan::findGenerationSignature(*decode, modelPath,
+                                          prefill ? *prefill : ModuleOp(),
+                                          prefillPath, maxSeq);
+  if (failed(sig))
+    return kFailure;
+
+  moec::verify::ValidationOptions validation;
+  validation.enabled = !noVerifyRewrites;
+  validation.maxTokens = static_cast<int64_t>(maxSeq - 1);
+  validation.corrupt = testCorruptRewrite;
+  moec::verify::registerRewriteValidator(context, validation);
+  llvm::StringMap<int64_t> opsBefore = moec::plan::countOps(*decode);
+  for (auto [module, isPrefill] :
+       {std::pair(decode.get(), false), std::pair(prefill.get(), true)}) {
+    if (!module)
+      continue;
+    // Every sequence dimension is bounded by max_seq - 1 (the decode's
+    // past, the prefill's prompt); its present grows to max_seq.
+    module->setAttr("moe.max_tokens", Builder(&context).getI64IntegerAttr(
+                                          static_cast<int64_t>(maxSeq - 1)));
+    moec::plan::CompileOptions options;
+    options.maxTokens = static_cast<int64_t>(maxSeq - 1);
+    options.dimBounds = moec::plan::getGenerationBounds(*sig, isPrefill);
+    for (const std::string &bound : dimBounds)
+      if (llvm::none_of(options.dimBounds, [&](const std::string &own) {
+            return StringRef(own).split('=').first ==
+                   StringRef(bound).split('=').first;
+          }))
+        options.dimBounds.push_back(bound);
+    PassManager pm(&context);
+    moec::plan::buildCompilePipeline(pm, options);
+    if (failed(pm.run(module)) || failed(checkArenaSize(module)))
+      return kFailure;
+  }
+  if (verbose)
+    moec::plan::printMoeLayers(*decode, llvm::errs(), *expertWeights);
+  if (!reportPath.empty() &&
+      failed(moec::plan::writeReport(
+          *decode, opsBefore, reportPath, *expertWeights,
+          llvm::json::Object{
+              {"generation",
+               getGenerationReport(*sig, *decode,
+                                   prefill ? *prefill : ModuleOp())}})))
+    return kFailure;
+  if (failed(moec::plan::emitGenerationPlan(*decode,
+                                            prefill ? *prefill : ModuleOp(),
+                                            *sig, outputPath, *expertWeights)))
     return kFailure;
   return kSuccess;
 }

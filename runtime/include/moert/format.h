@@ -21,9 +21,16 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// 1.1 appended the expert-parallel steps (AssignSlots .. Ungroup), their
 /// attribute tables and the CudaModule table (docs/plan-format.md); 1.2 the
 /// IsNaN step, the reductions ReduceProd .. ReduceLogSumExp and
-/// `Tensor.replicated`, which a 1.1 reader would ignore and split the input.
+/// `Tensor.replicated`, which a 1.1 reader would ignore and split the input;
+/// 1.3 the I8 dtype and the scale inputs of Experts (int8 expert weights);
+/// 1.4 the `Generation` table of generation plans (their cache pairs and
+/// prefill schedules), which a 1.3 reader would ignore. Plans without it are
+/// written as 1.3 (kFormatVersionMinorBase), so 1.3 runtimes keep reading
+/// them.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 3;
+inline constexpr uint16_t kFormatVersionMinor = 4;
+/// The minor version written for a plan without a generation table.
+inline constexpr uint16_t kFormatVersionMinorBase = 3;
 
 inline constexpr uint32_t kFileHeaderSize = 64;
 inline constexpr uint32_t kSectionEntrySize = 32;

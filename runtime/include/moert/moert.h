@@ -107,6 +107,37 @@ struct SymbolDesc {
   int64_t max = 0;
 };
 
+/// One key/value cache of a generation plan: the decode schedule's graph
+/// input `input` (the past) grows along `axis` into its graph output
+/// `output` (the present); the prefill schedule's `prefillOutput` starts it.
+struct CachePairDesc {
+  std::string input;
+  std::string output;
+  std::string prefillOutput;
+  int layer = 0;
+  int axis = 0;
+};
+
+/// What makes a plan a generation plan (docs/plan-format.md, "Generation
+/// plans"): the decode schedule runs one token per step, the prefill
+/// schedule (or, without one, the decode schedule with an empty past) the
+/// prompt.
+struct GenerationDesc {
+  /// Past plus new tokens a sequence may hold.
+  int64_t maxSeq = 0;
+  std::string inputIds;
+  std::string positionIds;
+  std::string logits;
+  std::vector<CachePairDesc> cache;
+  /// Whether the plan has prefill schedules.
+  bool hasPrefill = false;
+  /// The logits' last dimension.
+  int64_t vocabSize = 0;
+  /// Bytes of every cache at maxSeq positions (one copy; a Generator holds
+  /// two, Generator::cacheBytes).
+  uint64_t cacheBytes = 0;
+};
+
 struct LoadOptions {
   /// Verify the CRC-32 of every section (weights included). The header, the
   /// section table and the program are always checked.
@@ -145,6 +176,15 @@ public:
   const std::vector<TensorDesc> &outputs(int device = 0) const;
   size_t numSteps(int device = 0) const;
   uint64_t arenaSize(int device = 0) const;
+  /// Generation plans (format 1.3): the cache pairs and names; null for a
+  /// plan of one forward pass.
+  const GenerationDesc *generation() const;
+  /// The prefill schedule's inputs, outputs and steps (generation plans with
+  /// a prefill schedule only).
+  const std::vector<TensorDesc> &prefillInputs(int device = 0) const;
+  const std::vector<TensorDesc> &prefillOutputs(int device = 0) const;
+  size_t numPrefillSteps(int device = 0) const;
+  uint64_t prefillArenaSize(int device = 0) const;
 
   struct Impl;
   const Impl &impl() const { return *impl_; }
@@ -210,7 +250,10 @@ struct TensorData {
 
 namespace detail {
 struct SessionState;
+struct ScheduleInfo;
 } // namespace detail
+
+class Generator;
 
 /// What the sessions of every backend share: one device schedule's inputs,
 /// outputs and per-step statistics. A session is not thread-safe and must
@@ -241,6 +284,8 @@ protected:
   ~SessionBase() = default;
 
 private:
+  // Binds the cache inputs and outputs of its sessions to its buffers.
+  friend class Generator;
   detail::SessionState &state_;
 };
 
@@ -262,6 +307,11 @@ public:
   struct Impl;
 
 private:
+  friend class Generator;
+  /// Like create, over `schedule` of `plan` (a prefill schedule).
+  static absl::StatusOr<std::unique_ptr<Session>>
+  create(const Plan &plan, const SessionOptions &options,
+         const detail::ScheduleInfo &schedule);
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -125,9 +125,11 @@ public:
                                    int channelDim, int32_t &scales,
                                    int section = -1);
   /// Adds a weight that is the weight `ownerTensor` of schedule
-  /// `ownerDevice`'s: both tensor entries name the same bytes, which the file
-  /// holds once (a dense weight that every device of a multi-device plan
-  /// reads). `name` may differ from the owner's.
+  /// `ownerDevice`'s (a schedule index(): N + d is device d's prefill
+  /// schedule in a plan of N devices): both tensor entries name the same
+  /// bytes, which the file holds once (a dense weight that every device of a
+  /// multi-device plan reads, a weight the prefill and decode schedules of a
+  /// generation plan share). `name` may differ from the owner's.
   int32_t addSharedWeight(std::string name, int ownerDevice,
                           int32_t ownerTensor);
   /// Declares graph inputs and outputs, in signature order.
@@ -148,6 +150,9 @@ public:
   /// The step entry `index` (object API), e.g. to name its CUDA kernel.
   fb::StepT &step(int index);
   size_t numSteps() const;
+  /// This schedule's index for addSharedWeight: its device for a device
+  /// schedule, the device count plus its device for a prefill schedule.
+  int index() const;
 
 private:
   friend class PlanWriter;
@@ -181,6 +186,12 @@ public:
   ScheduleBuilder &schedule(int device = 0);
   /// The number of schedules (the target's device count).
   int numSchedules() const;
+  /// Makes the plan a generation plan (format 1.3, docs/plan-format.md):
+  /// its cache pairs, names and max_seq are the caller's to fill in.
+  fb::GenerationT &generation();
+  /// The prefill schedule of `device` in a generation plan (created, with
+  /// those of the lower devices, on first use).
+  ScheduleBuilder &prefillSchedule(int device = 0);
   /// Makes the plan a CUDA plan for compute capability `arch` (90: sm_90)
   /// that carries the compiler-generated `ptx` defining `kernels`
   /// (docs/cuda.md); steps name their kernel through `step(i).kernel`.

@@ -1,0 +1,378 @@
+//===- Generation.cpp - Finding the KV caches of generation graphs -------===//
+
+#include "compiler/plan/Generation.h"
+
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace moec::plan {
+namespace {
+
+/// Reports errors located at one model file.
+struct FileDiag {
+  MLIRContext *context;
+  StringRef path;
+  InFlightDiagnostic error() const {
+    return emitError(FileLineColLoc::get(context, path, 0, 0));
+  }
+};
+
+std::string getArgName(func::FuncOp func, unsigned index) {
+  if (auto name = func.getArgAttrOfType<StringAttr>(index, "moe.name"))
+    return name.str();
+  return "arg" + std::to_string(index);
+}
+
+std::string getResultName(func::FuncOp func, unsigned index) {
+  if (auto name = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
+    return name.str();
+  return "result" + std::to_string(index);
+}
+
+std::string getDimParam(ArrayAttr params, int64_t dim) {
+  if (params && dim < static_cast<int64_t>(params.size()))
+    if (auto param = dyn_cast<StringAttr>(params[dim]))
+      return param.str();
+  return "";
+}
+
+/// "[1, 2, ?, 16]".
+std::string describe(Type type) {
+  auto shaped = cast<RankedTensorType>(type);
+  std::string out = "[";
+  for (auto [i, size] : llvm::enumerate(shaped.getShape()))
+    out += (i ? ", " : "") +
+           (ShapedType::isDynamic(size) ? "?" : std::to_string(size));
+  return out + "]";
+}
+
+/// The name without the prefixes exporters put on a cache's input and
+/// output names, so that the decode's "input.cache.layers.0.keys" and the
+/// prefill's "cache.layers.0.keys" meet.
+StringRef getCacheStem(StringRef name) {
+  for (StringRef prefix : {"input.", "output.", "past_key_values.", "present.",
+                           "past.", "past_", "present_"})
+    if (name.consume_front(prefix))
+      break;
+  return name;
+}
+
+/// The first decimal number of `name` ("layers.3.keys" -> 3), or -1.
+int getLayerHint(StringRef name) {
+  size_t start = name.find_first_of("0123456789");
+  if (start == StringRef::npos)
+    return -1;
+  unsigned value = 0;
+  StringRef digits = name.drop_front(start).take_while(llvm::isDigit);
+  if (digits.size() > 6 || digits.getAsInteger(10, value))
+    return -1;
+  return static_cast<int>(value);
+}
+
+/// Whether `a` and `b` have one rank and agree on every dimension but
+/// `axis`.
+bool sameApartFrom(RankedTensorType a, RankedTensorType b, int64_t axis) {
+  if (a.getRank() != b.getRank() || a.getElementType() != b.getElementType())
+    return false;
+  for (int64_t d = 0; d < a.getRank(); ++d)
+    if (d != axis && a.getDimSize(d) != b.getDimSize(d))
+      return false;
+  return true;
+}
+
+FailureOr<func::FuncOp> getMain(ModuleOp module, const FileDiag &diag) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.getBody().empty())
+    return diag.error() << "the graph has no main function", failure();
+  return main;
+}
+
+/// The token inputs of `func` besides the `skip` arguments: ids and
+/// positions, by name, else ids as the one read by an embedding gather.
+LogicalResult findTokenInputs(func::FuncOp func,
+                              const llvm::DenseSet<unsigned> &skip,
+                              const FileDiag &diag, std::string &ids,
+                              std::string &positions) {
+  SmallVector<unsigned> tokens;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (skip.contains(i))
+      continue;
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    if (!type.getElementType().isInteger(64) || type.getRank() != 2) {
+      diag.error() << "input '" << getArgName(func, i) << "' " << describe(type)
+                   << " is neither the token ids, the positions (i64 [1, n]) "
+                      "nor a KV cache; a generation plan feeds only those";
+      return failure();
+    }
+    tokens.push_back(i);
+  }
+  if (tokens.size() != 2) {
+    InFlightDiagnostic error = diag.error();
+    error << "a generation graph takes the token ids and their positions "
+             "(i64 [1, n]) besides its caches; this one has "
+          << tokens.size() << " such inputs";
+    return failure();
+  }
+  auto isPositions = [&](unsigned i) {
+    return StringRef(getArgName(func, i)).contains_insensitive("position");
+  };
+  auto isEmbedded = [&](unsigned i) {
+    return llvm::any_of(func.getArgument(i).getUsers(), [&](Operation *user) {
+      auto gather = dyn_cast<moe::GatherOp>(user);
+      return gather && gather->getOperand(1) == func.getArgument(i);
+    });
+  };
+  unsigned idsIndex = tokens[0], positionsIndex = tokens[1];
+  if (isPositions(idsIndex) != isPositions(positionsIndex)) {
+    if (isPositions(idsIndex))
+      std::swap(idsIndex, positionsIndex);
+  } else if (isEmbedded(idsIndex) != isEmbedded(positionsIndex)) {
+    if (isEmbedded(positionsIndex))
+      std::swap(idsIndex, positionsIndex);
+  } else {
+    diag.error() << "cannot tell the token ids from the positions among "
+                 << "inputs '" << getArgName(func, tokens[0]) << "' and '"
+                 << getArgName(func, tokens[1])
+                 << "' (neither name says 'position' and neither alone is "
+                    "read by an embedding Gather)";
+    return failure();
+  }
+  ids = getArgName(func, idsIndex);
+  positions = getArgName(func, positionsIndex);
+  return success();
+}
+
+/// The logits: the one f32 rank-3 output among those not in `skip`,
+/// preferring one named "logits".
+FailureOr<std::string> findLogits(func::FuncOp func,
+                                  const llvm::DenseSet<unsigned> &skip,
+                                  const FileDiag &diag) {
+  SmallVector<std::string> candidates;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto type = cast<RankedTensorType>(func.getResultTypes()[i]);
+    if (skip.contains(i) || !type.getElementType().isF32() ||
+        type.getRank() != 3 || type.isDynamicDim(2))
+      continue;
+    candidates.push_back(getResultName(func, i));
+  }
+  if (candidates.size() == 1)
+    return candidates.front();
+  if (llvm::is_contained(candidates, "logits"))
+    return std::string("logits");
+  InFlightDiagnostic error = diag.error();
+  error << "found " << candidates.size()
+        << " outputs that may be the logits (f32 [1, n, vocab] besides the "
+           "caches); a generation graph has one, or one named 'logits'";
+  return failure();
+}
+
+} // namespace
+
+FailureOr<GenerationSignature>
+findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
+                        StringRef prefillPath, int64_t maxSeq) {
+  FileDiag decodeDiag{decode.getContext(), decodePath};
+  FailureOr<func::FuncOp> main = getMain(decode, decodeDiag);
+  if (failed(main))
+    return failure();
+  func::FuncOp func = *main;
+  GenerationSignature sig;
+  sig.maxSeq = maxSeq;
+
+  // A cache pair: output i is a concat whose first input is graph input j,
+  // along a dynamic dimension of j, the other dimensions kept.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  llvm::DenseSet<unsigned> cacheArgs, cacheResults;
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    auto concat = value.getDefiningOp<moe::ConcatOp>();
+    if (!concat || concat.getInputs().size() < 2)
+      continue;
+    auto past = dyn_cast<BlockArgument>(concat.getInputs().front());
+    if (!past || past.getOwner() != &func.getBody().front() ||
+        cacheArgs.contains(past.getArgNumber()))
+      continue;
+    auto pastType = cast<RankedTensorType>(past.getType());
+    auto presentType = cast<RankedTensorType>(value.getType());
+    int64_t axis = concat.getAxis();
+    if (axis < 0)
+      axis += pastType.getRank();
+    if (axis < 0 || axis >= pastType.getRank() ||
+        !pastType.isDynamicDim(axis) ||
+        !sameApartFrom(pastType, presentType, axis))
+      continue;
+    unsigned argIndex = past.getArgNumber();
+    CachePairInfo pair;
+    pair.input = getArgName(func, argIndex);
+    pair.output = getResultName(func, index);
+    pair.prefillOutput = pair.output;
+    pair.axis = static_cast<int>(axis);
+    pair.pastDimParam = getDimParam(
+        func.getArgAttrOfType<ArrayAttr>(argIndex, "moe.dim_params"), axis);
+    if (!pastType.getElementType().isF32()) {
+      decodeDiag.error() << "cache input '" << pair.input << "' is "
+                         << pastType.getElementType()
+                         << "; the generator holds f32 caches only";
+      return failure();
+    }
+    for (int64_t d = 0; d < pastType.getRank(); ++d)
+      if (d != axis && pastType.isDynamicDim(d)) {
+        decodeDiag.error()
+            << "cache input '" << pair.input << "' " << describe(pastType)
+            << " has a dynamic dimension " << d << " besides its sequence "
+            << "axis " << axis
+            << "; export the graph with a static batch, heads and head size";
+        return failure();
+      }
+    int hint = getLayerHint(getCacheStem(pair.input));
+    pair.layer = hint >= 0 ? hint : static_cast<int>(sig.cache.size());
+    sig.cache.push_back(std::move(pair));
+    cacheArgs.insert(argIndex);
+    cacheResults.insert(index);
+  }
+  if (sig.cache.empty()) {
+    decodeDiag.error()
+        << "no KV-cache pair: no graph input [b, h, past, d] is concatenated "
+           "along its dynamic 'past' dimension into a graph output, so the "
+           "graph cannot decode token by token (export it with its past "
+           "key/value inputs)";
+    return failure();
+  }
+  if (failed(findTokenInputs(func, cacheArgs, decodeDiag, sig.inputIds,
+                             sig.positionIds)))
+    return failure();
+  FailureOr<std::string> logits = findLogits(func, cacheResults, decodeDiag);
+  if (failed(logits))
+    return failure();
+  sig.logits = *logits;
+  if (!prefill) {
+    // One graph runs the prompt too (with an empty past): its token inputs
+    // take the prompt's length, and its pasts start empty.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (getArgName(func, i) != sig.inputIds)
+        continue;
+      auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+      if (!type.isDynamicDim(1)) {
+        decodeDiag.error()
+            << "input '" << sig.inputIds << "' is " << describe(type)
+            << ": without --prefill the decode graph runs the prompt too, so "
+               "its token dimension must be dynamic (give the prefill graph "
+               "with --prefill)";
+        return failure();
+      }
+      sig.prefillSeqDimParam =
+          getDimParam(func.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"), 1);
+    }
+    sig.singleGraph = true;
+    return sig;
+  }
+
+  // The prefill: the same token inputs and logits by name, and one cache
+  // output per pair, matched by name stem (else in order) and shape.
+  FileDiag prefillDiag{prefill.getContext(), prefillPath};
+  FailureOr<func::FuncOp> prefillMain = getMain(prefill, prefillDiag);
+  if (failed(prefillMain))
+    return failure();
+  func::FuncOp pre = *prefillMain;
+  std::string ids, positions;
+  if (failed(findTokenInputs(pre, {}, prefillDiag, ids, positions)))
+    return failure();
+  if (ids != sig.inputIds || positions != sig.positionIds) {
+    prefillDiag.error() << "the token inputs are '" << ids << "' and '"
+                        << positions << "' but the decode graph's are '"
+                        << sig.inputIds << "' and '" << sig.positionIds
+                        << "'; the two graphs must name them alike";
+    return failure();
+  }
+  for (unsigned i = 0; i < pre.getNumArguments(); ++i)
+    if (getArgName(pre, i) == ids)
+      sig.prefillSeqDimParam =
+          getDimParam(pre.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"), 1);
+  int logitsIndex = -1;
+  SmallVector<unsigned> caches;
+  for (unsigned i = 0; i < pre.getNumResults(); ++i) {
+    if (getResultName(pre, i) == sig.logits)
+      logitsIndex = static_cast<int>(i);
+    else
+      caches.push_back(i);
+  }
+  if (logitsIndex < 0) {
+    prefillDiag.error() << "no output '" << sig.logits
+                        << "' (the decode graph's logits)";
+    return failure();
+  }
+  if (caches.size() != sig.cache.size()) {
+    prefillDiag.error() << "has " << caches.size()
+                        << " outputs besides the logits but the decode graph "
+                        << "has " << sig.cache.size() << " KV-cache pairs";
+    return failure();
+  }
+  llvm::DenseSet<unsigned> used;
+  for (auto [k, pair] : llvm::enumerate(sig.cache)) {
+    // By name stem first, else the k-th remaining output in order.
+    std::optional<unsigned> match;
+    for (unsigned i : caches)
+      if (!used.contains(i) &&
+          getCacheStem(getResultName(pre, i)) == getCacheStem(pair.output))
+        match = i;
+    if (!match)
+      for (unsigned i : caches)
+        if (!used.contains(i)) {
+          match = i;
+          break;
+        }
+    used.insert(*match);
+    auto startType = cast<RankedTensorType>(pre.getResultTypes()[*match]);
+    auto pastType = cast<RankedTensorType>(
+        func.getArgument(*llvm::find_if(cacheArgs,
+                                        [&](unsigned a) {
+                                          return getArgName(func, a) ==
+                                                 pair.input;
+                                        }))
+            .getType());
+    pair.prefillOutput = getResultName(pre, *match);
+    if (!sameApartFrom(pastType, startType, pair.axis)) {
+      prefillDiag.error() << "cache output '" << pair.prefillOutput << "' is "
+                          << describe(startType) << " but the decode graph's '"
+                          << pair.input << "' is " << describe(pastType)
+                          << "; the shapes must agree but for axis "
+                          << pair.axis;
+      return failure();
+    }
+  }
+  return sig;
+}
+
+std::vector<std::string> getPastSymbols(const GenerationSignature &sig) {
+  std::vector<std::string> symbols;
+  for (const CachePairInfo &pair : sig.cache)
+    symbols.push_back(pair.pastDimParam.empty()
+                          ? pair.input + "." + std::to_string(pair.axis)
+                          : pair.pastDimParam);
+  return symbols;
+}
+
+std::vector<std::string> getGenerationBounds(const GenerationSignature &sig,
+                                             bool prefill) {
+  std::vector<std::string> bounds;
+  auto add = [&](const std::string &param) {
+    if (param.empty())
+      return;
+    std::string bound = param + "=" + std::to_string(sig.maxSeq - 1);
+    if (!llvm::is_contained(bounds, bound))
+      bounds.push_back(bound);
+  };
+  if (prefill || sig.singleGraph)
+    add(sig.prefillSeqDimParam);
+  if (!prefill)
+    for (const CachePairInfo &pair : sig.cache)
+      add(pair.pastDimParam);
+  return bounds;
+}
+
+} // namespace moec::plan

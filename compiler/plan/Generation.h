@@ -1,0 +1,74 @@
+//===- Generation.h - Finding the KV caches of generation graphs -*- C++
+//-*-===//
+//
+// `moec compile DECODE.onnx [--prefill PREFILL.onnx] --max-seq S` compiles a
+// generation plan (docs/plan-format.md, "Generation plans"). This finds, on
+// the imported graphs, what the runtime's Generator needs to run them: the
+// key/value cache pairs (a graph input `[b, h, past, d]` concatenated along
+// `past` into a graph output; names are only a hint), the token ids and
+// positions inputs and the logits output.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_PLAN_GENERATION_H
+#define MOEC_COMPILER_PLAN_GENERATION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moec::plan {
+
+/// One cache: decode input `input` grows along `axis` into decode output
+/// `output`; the prefill's output `prefillOutput` starts it.
+struct CachePairInfo {
+  std::string input;
+  std::string output;
+  std::string prefillOutput;
+  int layer = 0;
+  int axis = 0;
+  /// The ONNX dim_param of the input's sequence dimension ("" if unnamed).
+  std::string pastDimParam;
+};
+
+/// What the plan's generation table records.
+struct GenerationSignature {
+  int64_t maxSeq = 0;
+  std::string inputIds;
+  std::string positionIds;
+  std::string logits;
+  std::vector<CachePairInfo> cache;
+  /// The prefill's dim_param of the sequence dimension of its token ids
+  /// (the decode graph's, for a single graph).
+  std::string prefillSeqDimParam;
+  /// No prefill graph: the decode graph runs the prompt with empty pasts,
+  /// so their symbols start at 0 (getPastSymbols).
+  bool singleGraph = false;
+};
+
+/// Finds the signature of the imported decode graph `decode` (from
+/// `decodePath`) and, unless null, of its prefill graph `prefill` (from
+/// `prefillPath`). Reports, located at the file, a graph without cache
+/// pairs, inputs the generator cannot feed, and pairs whose shapes disagree
+/// between the two graphs.
+mlir::FailureOr<GenerationSignature>
+findGenerationSignature(mlir::ModuleOp decode, llvm::StringRef decodePath,
+                        mlir::ModuleOp prefill, llvm::StringRef prefillPath,
+                        int64_t maxSeq);
+
+/// The plan symbols of the pasts' sequence dimensions (as the plan emitter
+/// names them: the dim_param, else "<input>.<axis>").
+std::vector<std::string> getPastSymbols(const GenerationSignature &sig);
+
+/// The --bound NAME=N bounds that size a generation plan's symbolic
+/// dimensions for `maxSeq`: the decode's past at maxSeq - 1 and the
+/// prefill's sequence at maxSeq - 1 (one new token at least).
+std::vector<std::string> getGenerationBounds(const GenerationSignature &sig,
+                                             bool prefill);
+
+} // namespace moec::plan
+
+#endif // MOEC_COMPILER_PLAN_GENERATION_H
