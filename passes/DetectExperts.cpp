@@ -521,15 +521,23 @@ private:
                                               Value &updates) {
     if (scatter.getAxis() != 0 || scatter.getReduction() != "none")
       return Failure("the scatter is not a row-wise overwrite of zeros");
-    if (!scatter.getOutput().hasOneUse())
-      return Failure("the scattered output is not added to the accumulator");
-    auto add = dyn_cast<moe::AddOp>(*scatter.getOutput().getUsers().begin());
-    Value previous = add ? otherOperand(add, scatter.getOutput()) : nullptr;
-    if (!previous || !isMatrixWithCols(add.getOutput(), layer.hidden))
-      return Failure("the scattered output is not added to the accumulator");
-    if (!isZerosShapedLike(scatter.getData(), previous))
+    // Zeros shaped like some value (constant_of_shape(shape(v))), or, with
+    // static shapes, folded to a constant: which value is checked next.
+    Value data = scatter.getData();
+    moe::ConstantOfShapeOp zeros = getZeros(data);
+    auto zerosShape =
+        zeros ? zeros.getInput().getDefiningOp<moe::ShapeOp>() : nullptr;
+    bool shapedZeros =
+        zerosShape && zerosShape.getStart() == 0 && !zerosShape.getEnd();
+    if ((!shapedZeros && !isZerosShapedLike(data, data)) ||
+        !scatter.getOutput().hasOneUse())
       return Failure("the scatter does not start from zeros shaped like the "
                      "accumulator");
+    auto add = dyn_cast<moe::AddOp>(*scatter.getOutput().getUsers().begin());
+    Value previous = add ? otherOperand(add, scatter.getOutput()) : nullptr;
+    if (!previous || !isZerosShapedLike(data, previous) ||
+        !isMatrixWithCols(add.getOutput(), layer.hidden))
+      return Failure("the scattered output is not added to the accumulator");
     block.previous = previous;
     block.accumulated = add.getOutput();
     updates = scatter.getUpdates();
