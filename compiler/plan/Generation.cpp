@@ -328,11 +328,14 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
         }
     used.insert(*match);
     auto startType = cast<RankedTensorType>(pre.getResultTypes()[*match]);
+    // Not `pair` in the lambda: C++17 lambdas cannot capture structured
+    // bindings (clang refuses it).
+    const std::string &pastName = pair.input;
     auto pastType = cast<RankedTensorType>(
         func.getArgument(*llvm::find_if(cacheArgs,
                                         [&](unsigned a) {
                                           return getArgName(func, a) ==
-                                                 pair.input;
+                                                 pastName;
                                         }))
             .getType());
     pair.prefillOutput = getResultName(pre, *match);
