@@ -31,23 +31,16 @@ struct GatedActivation {
 /// starting at 0 and 1. Null when they are not.
 inline mlir::Value getInterleavedGlu(mlir::Value gate, mlir::Value up) {
   using namespace mlir;
-  ArrayRef<int64_t> shape = getShape(gate);
-  if (shape.empty() || getShape(up) != shape ||
-      ShapedType::isDynamic(shape.back()))
+  std::optional<int64_t> width = getGluHalfWidth(gate, up);
+  if (!width)
     return nullptr;
-  int64_t rank = shape.size(), ffn = shape.back();
+  int64_t rank = getShape(gate).size(), ffn = *width;
   auto isHalf = [&](Value half, int64_t start) -> Value {
-    auto slice = half.getDefiningOp<moe::SliceOp>();
-    if (!slice || !slice.getAxes() || !slice.getSteps() ||
-        !isConstAxes(slice.getAxes(), {rank - 1}, rank) ||
-        moe::getConstantInt(slice.getSteps()) != 2 ||
-        moe::getConstantInt(slice.getStarts()) != start)
-      return nullptr;
+    auto slice = getLastAxisSlice(half, rank, start, /*step=*/2);
     // Any end at or past 2F takes every second column to the end.
-    std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
-    if (!end || *end < 2 * ffn)
+    if (!slice || slice->second < 2 * ffn)
       return nullptr;
-    return slice.getData();
+    return slice->first;
   };
   Value fused = isHalf(gate, 0);
   if (!fused || isHalf(up, 1) != fused || getShape(fused).back() != 2 * ffn)

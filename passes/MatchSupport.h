@@ -326,28 +326,51 @@ matchSiluGlu(mlir::Value a) {
   return std::nullopt;
 }
 
+/// The common last-axis size F of the two halves `gate` and `up` of a fused
+/// gate/up projection (equal static shapes), or nullopt.
+inline std::optional<int64_t> getGluHalfWidth(mlir::Value gate,
+                                              mlir::Value up) {
+  llvm::ArrayRef<int64_t> shape = getShape(gate);
+  if (shape.empty() || getShape(up) != shape ||
+      mlir::ShapedType::isDynamic(shape.back()))
+    return std::nullopt;
+  return shape.back();
+}
+
+/// The input and constant end of `half` when it is a Slice of the last axis
+/// (of a rank-`rank` value) from `start` with step `step` (absent steps:
+/// 1), or nullopt.
+inline std::optional<std::pair<mlir::Value, int64_t>>
+getLastAxisSlice(mlir::Value half, int64_t rank, int64_t start, int64_t step) {
+  auto slice = half.getDefiningOp<moe::SliceOp>();
+  if (!slice || !slice.getAxes() ||
+      !isConstAxes(slice.getAxes(), {rank - 1}, rank))
+    return std::nullopt;
+  std::optional<int64_t> sliceStep =
+      slice.getSteps() ? moe::getConstantInt(slice.getSteps()) : 1;
+  std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
+  if (sliceStep != step || moe::getConstantInt(slice.getStarts()) != start ||
+      !end)
+    return std::nullopt;
+  return std::pair(slice.getData(), *end);
+}
+
 /// The fused `[..., 2F]` projection whose first half along the last axis is
 /// `gate` and whose second half is `up` (`glu concatenated`): two Slices or
 /// the two results of a Split in halves. Null when they are not.
 inline mlir::Value getConcatenatedGlu(mlir::Value gate, mlir::Value up) {
   using namespace mlir;
-  ArrayRef<int64_t> shape = getShape(gate);
-  if (shape.empty() || getShape(up) != shape ||
-      ShapedType::isDynamic(shape.back()))
+  std::optional<int64_t> width = getGluHalfWidth(gate, up);
+  if (!width)
     return nullptr;
-  int64_t rank = shape.size(), ffn = shape.back();
+  int64_t rank = getShape(gate).size(), ffn = *width;
   auto isHalf = [&](Value half, int64_t start) -> Value {
-    auto slice = half.getDefiningOp<moe::SliceOp>();
-    if (!slice || !slice.getAxes() ||
-        !isConstAxes(slice.getAxes(), {rank - 1}, rank) ||
-        (slice.getSteps() && moe::getConstantInt(slice.getSteps()) != 1) ||
-        moe::getConstantInt(slice.getStarts()) != start)
-      return nullptr;
-    std::optional<int64_t> end = moe::getConstantInt(slice.getEnds());
+    auto slice = getLastAxisSlice(half, rank, start, /*step=*/1);
     // The second half may end past 2F (a "to the end" slice).
-    if (!end || (*end != start + ffn && !(start == ffn && *end > 2 * ffn)))
+    if (!slice || (slice->second != start + ffn &&
+                   !(start == ffn && slice->second > 2 * ffn)))
       return nullptr;
-    return slice.getData();
+    return slice->first;
   };
   Value fused = isHalf(gate, 0);
   if (fused && isHalf(up, ffn) == fused)
