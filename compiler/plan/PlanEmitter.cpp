@@ -6,6 +6,7 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "moert/plan_writer.h"
+#include "moert/version.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -69,8 +70,9 @@ std::string getStepName(Operation *op) {
 /// What the schedules of one plan share.
 struct PlanState {
   PlanState(uint32_t devices, ExpertWeightType expertWeights)
-      : writer({moert::Backend::Cpu, devices}, "moec 0.1"), devices(devices),
-        expertWeights(expertWeights) {}
+      : writer({moert::Backend::Cpu, devices},
+               std::string("moec ") + moert::getVersion()),
+        devices(devices), expertWeights(expertWeights) {}
   moert::PlanWriter writer;
   uint32_t devices;
   /// The storage of the narrowable expert matrices.
@@ -1372,7 +1374,7 @@ namespace moec::plan {
 
 LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
                                  const GenerationSignature &signature,
-                                 StringRef path,
+                                 StringRef path, const PlanFinalizer &finalize,
                                  ExpertWeightType expertWeights) {
   FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
   if (failed(decodeFuncs))
@@ -1415,7 +1417,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
     entry->axis = pair.axis;
     gen.cache.push_back(std::move(entry));
   }
-  return writePlan(state, decode, path, {});
+  return writePlan(state, decode, path, finalize);
 }
 
 } // namespace moec::plan

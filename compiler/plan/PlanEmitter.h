@@ -85,6 +85,7 @@ struct GenerationSignature;
 mlir::LogicalResult
 emitGenerationPlan(mlir::ModuleOp decode, mlir::ModuleOp prefill,
                    const GenerationSignature &signature, llvm::StringRef path,
+                   const PlanFinalizer &finalize = {},
                    ExpertWeightType expertWeights = ExpertWeightType::F32);
 
 /// Like emitPlan of a module, into `bytes` instead of a file (the fuzz

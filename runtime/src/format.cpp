@@ -1,6 +1,7 @@
 //===- format.cpp - Names and sizes shared by the writer and the runtime --===//
 
 #include "moert/moert.h"
+#include "moert/version.h"
 
 namespace moert {
 
@@ -49,6 +50,13 @@ size_t dtypeSize(DType dtype) {
     return 1;
   }
   return 0;
+}
+
+std::string getVersionLine(std::string_view tool) {
+  return std::string(tool) + " " + getVersion() + " (git " + getGitCommit() +
+         "), reads plan format " + std::to_string(kFormatVersionMajor) +
+         ".0 to " + std::to_string(kFormatVersionMajor) + "." +
+         std::to_string(kFormatVersionMinor);
 }
 
 } // namespace moert

@@ -4,9 +4,15 @@
 
 #include "plan_impl.h"
 
+#include "moert/plan_bfbs_generated.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "flatbuffers/idl.h"
+
+#include <algorithm>
+#include <memory>
 
 namespace moert {
 namespace {
@@ -59,14 +65,130 @@ uint64_t weightBytes(const ScheduleInfo &s) {
   return bytes;
 }
 
+/// `text` with every byte outside printable ASCII replaced by '?': names and
+/// provenance come from an untrusted file and must not reach a terminal as
+/// control sequences.
+std::string printable(absl::string_view text) {
+  std::string out(text);
+  for (char &c : out)
+    if (static_cast<unsigned char>(c) < 0x20 ||
+        static_cast<unsigned char>(c) > 0x7e)
+      c = '?';
+  return out;
+}
+
+/// "input_ids i64 [batch<=1, seq<=256]" for each of `ids`.
+std::string tensorList(const Plan &plan, const ScheduleInfo &s,
+                       const std::vector<uint32_t> &ids) {
+  std::vector<std::string> parts;
+  for (uint32_t id : ids)
+    parts.push_back(absl::StrCat(printable(s.tensors[id].name), " ",
+                                 dtypeName(s.tensors[id].dtype), " ",
+                                 shapeText(plan, s.tensors[id])));
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+/// The MoE layers of a schedule: its Experts steps, and the experts each
+/// holds (dimension 0 of its w1, input 2; a device's shard under expert
+/// parallelism).
+std::string moeLayerText(const ScheduleInfo &s) {
+  std::vector<int64_t> experts;
+  for (const detail::StepInfo &step : s.steps)
+    if (step.op == fb::OpKind::Experts && step.inputs.size() > 2 &&
+        step.inputs[2] >= 0 && s.tensors[step.inputs[2]].rank > 0)
+      experts.push_back(s.tensors[step.inputs[2]].dims[0].bound);
+  if (experts.empty())
+    return "no MoE layers";
+  bool same = std::all_of(experts.begin(), experts.end(),
+                          [&](int64_t e) { return e == experts.front(); });
+  return absl::StrCat(
+      experts.size(), " MoE layer", experts.size() == 1 ? "" : "s", " with ",
+      same ? absl::StrCat(experts.front()) : absl::StrJoin(experts, "/"),
+      " experts", experts.size() == 1 ? "" : " each");
+}
+
+/// The summary `moec inspect` starts with: where the plan came from, its
+/// inputs and outputs, MoE layers, and each device's memory.
+std::string summaryText(const Plan &plan) {
+  const Plan::Impl &impl = plan.impl();
+  std::string out;
+  const ProvenanceDesc &p = impl.provenance;
+  if (!p.compilerVersion.empty() || !p.modelFile.empty()) {
+    absl::StrAppendFormat(&out, "compiled by %s (git %s) from %s",
+                          printable(p.compilerVersion), printable(p.gitCommit),
+                          printable(p.modelFile));
+    if (!p.modelSha256.empty())
+      absl::StrAppend(&out, " (sha256 ", p.modelSha256, ")");
+    if (!p.prefillFile.empty())
+      absl::StrAppend(&out, " and prefill ", printable(p.prefillFile),
+                      " (sha256 ", p.prefillSha256, ")");
+    absl::StrAppend(&out, "\n");
+    std::vector<std::string> flags;
+    for (const auto &[name, value] : p.flags)
+      flags.push_back(absl::StrCat("--", printable(name), "=",
+                                   value.empty() ? "''" : printable(value)));
+    if (!flags.empty())
+      absl::StrAppend(&out, "  options: ", absl::StrJoin(flags, " "), "\n");
+  } else {
+    absl::StrAppend(&out, "no provenance recorded (written by an older moec "
+                          "or by the plan writer directly)\n");
+  }
+  const ScheduleInfo &first = impl.schedules.front();
+  absl::StrAppend(&out, "inputs:  ", tensorList(plan, first, first.inputs),
+                  "\noutputs: ", tensorList(plan, first, first.outputs), "\n");
+  for (size_t d = 0; d < impl.schedules.size(); ++d) {
+    const ScheduleInfo &s = impl.schedules[d];
+    absl::StrAppendFormat(&out,
+                          "device %d: %s, arena %d bytes, weights %d bytes\n",
+                          d, moeLayerText(s), s.arenaSize, weightBytes(s));
+  }
+  return out;
+}
+
+/// The JSON of each step's attribute table, through the schema's
+/// reflection (the binary schema flatc embeds), so that every attribute of
+/// every op prints without a printer per table.
+class AttrPrinter {
+public:
+  AttrPrinter() {
+    parser_.opts.strict_json = true;
+    parser_.opts.indent_step = -1; // One line.
+    // Every field, defaults included: a reader need not know the schema.
+    parser_.opts.output_default_scalars_in_json = true;
+    ok_ = parser_.Deserialize(fb::ProgramBinarySchema::data(),
+                              fb::ProgramBinarySchema::size());
+  }
+
+  /// The step's attributes as a JSON object, or "null" when it has none.
+  std::string print(const fb::Step &step) {
+    const void *table = step.attrs();
+    if (!ok_ || !table || step.attrs_type() == fb::Attrs::NONE)
+      return "null";
+    std::string name =
+        absl::StrCat("moert.fb.", fb::EnumNameAttrs(step.attrs_type()));
+    std::string text;
+    if (!flatbuffers::GenerateTextFromTable(parser_, table, name, &text))
+      return "null";
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    return text;
+  }
+
+private:
+  flatbuffers::Parser parser_;
+  bool ok_ = false;
+};
+
 } // namespace
 
 std::string describePlanText(const Plan &plan) {
   const Plan::Impl &impl = plan.impl();
   std::string out = absl::StrFormat(
-      "plan %s: format %d.%d, producer '%s', backend %s, %d device(s)\n",
-      impl.source, impl.versionMajor, impl.versionMinor, impl.producer,
-      backendName(impl.target.backend), plan.numDevices());
+      "plan %s: format %d.%d, producer '%s', backend %s, %d device%s\n",
+      printable(impl.source), impl.versionMajor, impl.versionMinor,
+      printable(impl.producer), backendName(impl.target.backend),
+      plan.numDevices(), plan.numDevices() == 1 ? "" : "s");
+  absl::StrAppend(&out, summaryText(plan), "\n");
   for (const SymbolDesc &symbol : impl.symbols)
     absl::StrAppendFormat(&out, "symbol %s in [%d, %d]\n", symbol.name,
                           symbol.min, symbol.max);
@@ -127,6 +249,21 @@ std::string describePlanJson(const Plan &plan) {
     absl::StrAppendFormat(&out, "%s{\"name\": %s, \"min\": %d, \"max\": %d}",
                           i ? ", " : "", jsonString(impl.symbols[i].name),
                           impl.symbols[i].min, impl.symbols[i].max);
+  const ProvenanceDesc &p = impl.provenance;
+  std::vector<std::string> flags;
+  for (const auto &[name, value] : p.flags)
+    flags.push_back(
+        absl::StrCat("[", jsonString(name), ", ", jsonString(value), "]"));
+  absl::StrAppendFormat(
+      &out,
+      "], \"provenance\": {\"compiler_version\": %s, \"git_commit\": %s, "
+      "\"model_file\": %s, \"model_sha256\": %s, \"prefill_file\": %s, "
+      "\"prefill_sha256\": %s, \"flags\": [%s]",
+      jsonString(p.compilerVersion), jsonString(p.gitCommit),
+      jsonString(p.modelFile), jsonString(p.modelSha256),
+      jsonString(p.prefillFile), jsonString(p.prefillSha256),
+      absl::StrJoin(flags, ", "));
+  AttrPrinter attrs;
   auto schedules = [&](const std::vector<ScheduleInfo> &all) {
     for (size_t d = 0; d < all.size(); ++d) {
       const ScheduleInfo &s = all[d];
@@ -137,10 +274,17 @@ std::string describePlanJson(const Plan &plan) {
       for (size_t i = 0; i < s.tensors.size(); ++i) {
         const TensorInfo &t = s.tensors[i];
         std::vector<std::string> dims;
-        for (int k = 0; k < t.rank; ++k)
-          dims.push_back(absl::StrFormat("{\"bound\": %d, \"kind\": \"%s\"}",
-                                         t.dims[k].bound,
-                                         fb::EnumNameDimKind(t.dims[k].kind)));
+        for (int k = 0; k < t.rank; ++k) {
+          const detail::DimInfo &dim = t.dims[k];
+          std::string symbol =
+              dim.kind == fb::DimKind::Symbolic
+                  ? absl::StrCat(", \"symbol\": ",
+                                 jsonString(plan.symbols()[dim.symbol].name))
+                  : "";
+          dims.push_back(
+              absl::StrFormat("{\"bound\": %d, \"kind\": \"%s\"%s}", dim.bound,
+                              fb::EnumNameDimKind(dim.kind), symbol));
+        }
         absl::StrAppendFormat(
             &out,
             "%s{\"id\": %d, \"name\": %s, \"dtype\": \"%s\", \"dims\": [%s], "
@@ -156,13 +300,16 @@ std::string describePlanJson(const Plan &plan) {
         absl::StrAppendFormat(
             &out,
             "%s{\"op\": \"%s\", \"name\": %s, \"inputs\": [%s], "
-            "\"outputs\": [%s]}",
+            "\"outputs\": [%s], \"attrs\": %s, \"kernel\": %s}",
             step.index ? ", " : "", fb::EnumNameOpKind(step.op),
-            jsonString(step.name), idList(step.inputs), idList(step.outputs));
+            jsonString(step.name), idList(step.inputs), idList(step.outputs),
+            attrs.print(*step.fb),
+            step.fb->kernel() ? jsonString(step.fb->kernel()->str())
+                              : std::string("null"));
       absl::StrAppend(&out, "]}");
     }
   };
-  absl::StrAppend(&out, "], \"schedules\": [");
+  absl::StrAppend(&out, "}, \"schedules\": [");
   schedules(impl.schedules);
   absl::StrAppend(&out, "]");
   if (const GenerationDesc *gen = plan.generation()) {

@@ -641,10 +641,74 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
   return absl::OkStatus();
 }
 
+/// Reads the informational provenance table. It is never executed, but
+/// moec inspect prints it: the checks keep a crafted plan from flooding the
+/// terminal or faking a digest.
+absl::Status readProvenance(const Diag &diag, const fb::Program &program,
+                            ProvenanceDesc &out) {
+  const fb::Provenance *provenance = program.provenance();
+  if (!provenance)
+    return absl::OkStatus();
+  constexpr size_t kMaxText = 4096, kMaxFlags = 64;
+  auto text = [&](const flatbuffers::String *s, const char *field,
+                  std::string &into) -> absl::Status {
+    absl::string_view value = str(s);
+    if (value.size() > kMaxText)
+      return diag.invalid("provenance.", field, " is ", value.size(),
+                          " bytes long; at most ", kMaxText, " are allowed");
+    into = std::string(value);
+    return absl::OkStatus();
+  };
+  auto digest = [&](const flatbuffers::String *s, const char *field,
+                    std::string &into) -> absl::Status {
+    if (absl::Status status = text(s, field, into); !status.ok())
+      return status;
+    bool hex = into.size() == 64 &&
+               into.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!into.empty() && !hex)
+      return diag.invalid("provenance.", field,
+                          " is not a SHA-256 digest (64 lower-case hex "
+                          "digits)");
+    return absl::OkStatus();
+  };
+  for (absl::Status status :
+       {text(provenance->compiler_version(), "compiler_version",
+             out.compilerVersion),
+        text(provenance->git_commit(), "git_commit", out.gitCommit),
+        text(provenance->model_file(), "model_file", out.modelFile),
+        digest(provenance->model_sha256(), "model_sha256", out.modelSha256),
+        text(provenance->prefill_file(), "prefill_file", out.prefillFile),
+        digest(provenance->prefill_sha256(), "prefill_sha256",
+               out.prefillSha256)})
+    if (!status.ok())
+      return status;
+  if (const auto *flags = provenance->flags()) {
+    if (flags->size() > kMaxFlags)
+      return diag.invalid("provenance.flags has ", flags->size(),
+                          " entries; at most ", kMaxFlags, " are allowed");
+    for (const fb::CompileFlag *flag : *flags) {
+      std::string name, value;
+      if (absl::Status status = text(flag->name(), "flags.name", name);
+          !status.ok())
+        return status;
+      if (absl::Status status = text(flag->value(), "flags.value", value);
+          !status.ok())
+        return status;
+      if (name.empty())
+        return diag.invalid("provenance.flags has an entry without a name");
+      out.flags.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status validateProgram(const Diag &diag, const Layout &layout,
                              Plan::Impl &impl) {
   const fb::Program &program = *layout.program;
   impl.producer = std::string(str(program.producer()));
+  if (absl::Status status = readProvenance(diag, program, impl.provenance);
+      !status.ok())
+    return status;
   if (const auto *symbols = program.symbols()) {
     std::set<std::string> names;
     for (size_t i = 0; i < symbols->size(); ++i) {
@@ -864,6 +928,7 @@ size_t Plan::numSteps(int device) const {
 uint64_t Plan::arenaSize(int device) const {
   return impl_->schedules.at(device).arenaSize;
 }
+const ProvenanceDesc &Plan::provenance() const { return impl_->provenance; }
 const GenerationDesc *Plan::generation() const {
   return impl_->isGeneration ? &impl_->generation : nullptr;
 }

@@ -94,6 +94,7 @@ struct Plan::Impl {
   uint16_t versionMajor = 0;
   uint16_t versionMinor = 0;
   std::string producer;
+  ProvenanceDesc provenance;
   std::vector<SymbolDesc> symbols;
   std::vector<detail::ScheduleInfo> schedules;
   /// Generation plans: the prefill schedule of each device (or none) and

@@ -305,6 +305,23 @@ fb::GenerationT &PlanWriter::generation() {
   return *impl_->program.generation;
 }
 
+void PlanWriter::setProvenance(const ProvenanceDesc &provenance) {
+  auto table = std::make_unique<fb::ProvenanceT>();
+  table->compiler_version = provenance.compilerVersion;
+  table->git_commit = provenance.gitCommit;
+  table->model_file = provenance.modelFile;
+  table->model_sha256 = provenance.modelSha256;
+  table->prefill_file = provenance.prefillFile;
+  table->prefill_sha256 = provenance.prefillSha256;
+  for (const auto &[name, value] : provenance.flags) {
+    auto flag = std::make_unique<fb::CompileFlagT>();
+    flag->name = name;
+    flag->value = value;
+    table->flags.push_back(std::move(flag));
+  }
+  impl_->program.provenance = std::move(table);
+}
+
 ScheduleBuilder &PlanWriter::prefillSchedule(int device) {
   if (device < 0 || static_cast<uint32_t>(device) >= impl_->devices) {
     impl_->fail(absl::InvalidArgumentError(

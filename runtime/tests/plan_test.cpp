@@ -2,6 +2,8 @@
 
 #include "test_util.h"
 
+#include "moert/inspect.h"
+
 #include <cstdio>
 #include <unistd.h>
 
@@ -535,6 +537,109 @@ TEST(Plan, MultipleDeviceSchedules) {
   EXPECT_EQ(p[1], 2.0f);
   EXPECT_THAT(Session::create(*plan, {1, 2}).status(),
               StatusHas("device 2 is not in [0, 2)"));
+}
+
+//===----------------------------------------------------------------------===//
+// Provenance
+//===----------------------------------------------------------------------===//
+
+/// A valid one-step plan (y = relu(x)) carrying `provenance`.
+std::vector<uint8_t> planWithProvenance(const ProvenanceDesc &provenance) {
+  Builder b;
+  int32_t y = b.tensor("y");
+  b.s.addStep(OpKind::Relu, "relu", {b.x}, {y});
+  b.s.addOutput(y);
+  b.writer.setProvenance(provenance);
+  absl::StatusOr<std::vector<uint8_t>> bytes = b.writer.serialize();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : std::vector<uint8_t>();
+}
+
+ProvenanceDesc sampleProvenance() {
+  ProvenanceDesc p;
+  p.compilerVersion = "moec 9.8.7";
+  p.gitCommit = "0123456789ab";
+  p.modelFile = "models/m.onnx";
+  p.modelSha256 = std::string(64, 'a');
+  p.flags = {{"max-tokens", "64"}, {"bound", ""}};
+  return p;
+}
+
+TEST(Provenance, RoundTripsThroughThePlan) {
+  std::vector<uint8_t> bytes = planWithProvenance(sampleProvenance());
+  auto plan = Plan::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const ProvenanceDesc &p = (*plan)->provenance();
+  EXPECT_EQ(p.compilerVersion, "moec 9.8.7");
+  EXPECT_EQ(p.gitCommit, "0123456789ab");
+  EXPECT_EQ(p.modelFile, "models/m.onnx");
+  EXPECT_EQ(p.modelSha256, std::string(64, 'a'));
+  EXPECT_EQ(p.prefillFile, "");
+  ASSERT_EQ(p.flags.size(), 2u);
+  EXPECT_EQ(p.flags[0],
+            std::make_pair(std::string("max-tokens"), std::string("64")));
+  EXPECT_EQ(p.flags[1].second, "");
+}
+
+TEST(Provenance, PlansWithoutOneLoadWithNone) {
+  Builder b;
+  int32_t y = b.tensor("y");
+  b.s.addStep(OpKind::Relu, "relu", {b.x}, {y});
+  b.s.addOutput(y);
+  auto bytes = b.writer.serialize();
+  ASSERT_TRUE(bytes.ok());
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE((*plan)->provenance().modelFile.empty());
+  EXPECT_TRUE((*plan)->provenance().flags.empty());
+}
+
+TEST(Provenance, MalformedFieldsAreRejectedByName) {
+  auto status = [](const ProvenanceDesc &p) {
+    std::vector<uint8_t> bytes = planWithProvenance(p);
+    return Plan::loadFromMemory(bytes.data(), bytes.size()).status();
+  };
+  ProvenanceDesc digest = sampleProvenance();
+  digest.modelSha256 = "not-a-digest";
+  EXPECT_THAT(status(digest),
+              StatusHas("provenance.model_sha256 is not a SHA-256 digest"));
+  ProvenanceDesc upper = sampleProvenance();
+  upper.prefillSha256 = std::string(64, 'A');
+  EXPECT_THAT(status(upper),
+              StatusHas("provenance.prefill_sha256 is not a SHA-256 digest"));
+  ProvenanceDesc longText = sampleProvenance();
+  longText.modelFile = std::string(5000, 'm');
+  EXPECT_THAT(status(longText),
+              StatusHas("provenance.model_file is 5000 bytes long; at most "
+                        "4096 are allowed"));
+  ProvenanceDesc manyFlags = sampleProvenance();
+  manyFlags.flags.assign(65, {"f", "v"});
+  EXPECT_THAT(status(manyFlags),
+              StatusHas("provenance.flags has 65 entries; at most 64"));
+  ProvenanceDesc unnamed = sampleProvenance();
+  unnamed.flags.push_back({"", "v"});
+  EXPECT_THAT(status(unnamed),
+              StatusHas("provenance.flags has an entry without a name"));
+}
+
+TEST(Provenance, InspectPrintsItWithoutControlBytes) {
+  ProvenanceDesc p = sampleProvenance();
+  p.modelFile = "evil\x1b[2J.onnx";
+  std::vector<uint8_t> bytes = planWithProvenance(p);
+  auto plan = Plan::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string text = describePlanText(**plan);
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "compiled by moec 9.8.7 (git 0123456789ab) from "
+                        "evil?[2J.onnx (sha256 " +
+                        std::string(64, 'a') + ")"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("options: --max-tokens=64 --bound=''"));
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  std::string json = describePlanJson(**plan);
+  EXPECT_THAT(json,
+              ::testing::HasSubstr("\"model_file\": \"evil\\u001b[2J.onnx\""));
+  EXPECT_THAT(json, ::testing::HasSubstr("[\"max-tokens\", \"64\"]"));
 }
 
 } // namespace

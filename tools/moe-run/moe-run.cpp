@@ -26,6 +26,7 @@
 #include "moert/nccl.h"
 #include "moert/npy.h"
 #include "moert/stats.h"
+#include "moert/version.h"
 #include "stats_json.h"
 
 #include "absl/strings/numbers.h"
@@ -82,6 +83,8 @@ options:
   --comm-timeout SECONDS how long a device waits for the others in an
                          exchange before failing (default: 60)
   --help                 print this help
+  --version              print the version, the git commit and the plan
+                         formats this runtime reads
 
 generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
 --max-seq S`):
@@ -121,7 +124,7 @@ struct Options {
 };
 
 /// Parses argv; returns a message on a usage error, "" on success, "help"
-/// for --help.
+/// for --help and "version" for --version.
 std::string parseArgs(int argc, char **argv, Options &options) {
   auto integer = [](const std::string &text, int64_t min, int64_t &out) {
     return absl::SimpleAtoi(text, &out) && out >= min;
@@ -130,6 +133,8 @@ std::string parseArgs(int argc, char **argv, Options &options) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h")
       return "help";
+    if (arg == "--version")
+      return "version";
     if (arg.size() < 2 || arg.substr(0, 2) != "--") {
       if (!options.plan.empty())
         return absl::StrCat("unexpected argument '", arg, "'");
@@ -615,6 +620,10 @@ int runTool(int argc, char **argv) {
   std::string problem = parseArgs(argc, argv, options);
   if (problem == "help") {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (problem == "version") {
+    std::printf("%s\n", moert::getVersionLine("moe-run").c_str());
     return 0;
   }
   if (!problem.empty()) {

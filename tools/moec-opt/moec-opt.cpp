@@ -6,13 +6,21 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InitAll.h"
+#include "moert/version.h"
 #include "tools/FatalErrors.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   moec::installFatalErrorHandlers("moec-opt");
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << moert::getVersionLine("moec-opt") << ", LLVM/MLIR "
+       << LLVM_VERSION_STRING << "\n";
+  });
   mlir::DialectRegistry registry;
   moec::registerAllDialects(registry);
   moec::registerAllPasses();

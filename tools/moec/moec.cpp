@@ -25,10 +25,13 @@
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/Generation.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/plan/Provenance.h"
 #include "compiler/verify/RewriteValidator.h"
 #include "moert/file_io.h"
 #include "moert/format.h"
 #include "moert/inspect.h"
+#include "moert/plan_writer.h"
+#include "moert/version.h"
 #include "tools/FatalErrors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +41,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Config/llvm-config.h"
@@ -214,6 +218,42 @@ static cl::opt<std::string> prefillPath(
              "positions in; logits and the caches out), run once per prompt"),
     cl::value_desc("PREFILL.onnx"), cl::init(""), cl::sub(compileCommand),
     cl::cat(moecCategory));
+
+/// The compile options that shape a plan, as the plan's provenance records
+/// them (defaults included, in this fixed order).
+static std::vector<std::pair<std::string, std::string>>
+getCompileFlags(bool generation) {
+  std::vector<std::pair<std::string, std::string>> flags = {{"target", target}};
+  if (target == "cuda")
+    flags.emplace_back("cuda-arch", cudaArch);
+  if (generation)
+    flags.emplace_back("max-seq", std::to_string(maxSeq));
+  else
+    flags.emplace_back("max-tokens", std::to_string(maxTokens));
+  flags.emplace_back("bound", llvm::join(dimBounds, ","));
+  flags.emplace_back("devices", std::to_string(numDevices));
+  flags.emplace_back("routing-profile", routingProfile);
+  flags.emplace_back("replicate-hot", std::to_string(replicateHot));
+  flags.emplace_back("micro-batches", std::to_string(microBatches));
+  flags.emplace_back("weight-dtype", weightDtype);
+  return flags;
+}
+
+/// A finalizer that records the plan's provenance, then runs `next` (if
+/// any); fails, with the error printed, when a model file cannot be hashed.
+static FailureOr<moec::plan::PlanFinalizer>
+recordProvenance(bool generation, moec::plan::PlanFinalizer next = {}) {
+  FailureOr<moert::ProvenanceDesc> provenance = moec::plan::buildProvenance(
+      modelPath, prefillPath, getCompileFlags(generation), llvm::errs());
+  if (failed(provenance))
+    return failure();
+  return moec::plan::PlanFinalizer(
+      [provenance = std::move(*provenance),
+       next = std::move(next)](moert::PlanWriter &writer) {
+        writer.setProvenance(provenance);
+        return next ? next(writer) : success();
+      });
+}
 
 /// Reports a usage error the way cl does and returns its exit code.
 static int usageError(const llvm::Twine &message) {
@@ -634,7 +674,10 @@ static int runCompile() {
         return moec::cuda::addCudaKernels(writer, cudaArchValue, func.getLoc(),
                                           &cudaModule);
       };
-    if (failed(moec::plan::emitPlan(*module, outputPath, finalize,
+    FailureOr<moec::plan::PlanFinalizer> withProvenance =
+        recordProvenance(/*generation=*/false, std::move(finalize));
+    if (failed(withProvenance) ||
+        failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
                                     *expertWeights)))
       return kFailure;
     for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
@@ -783,9 +826,12 @@ static int runGenerationCompile() {
                getGenerationReport(*sig, *decode,
                                    prefill ? *prefill : ModuleOp())}})))
     return kFailure;
-  if (failed(moec::plan::emitGenerationPlan(*decode,
-                                            prefill ? *prefill : ModuleOp(),
-                                            *sig, outputPath, *expertWeights)))
+  FailureOr<moec::plan::PlanFinalizer> withProvenance =
+      recordProvenance(/*generation=*/true);
+  if (failed(withProvenance) ||
+      failed(moec::plan::emitGenerationPlan(
+          *decode, prefill ? *prefill : ModuleOp(), *sig, outputPath,
+          *withProvenance, *expertWeights)))
     return kFailure;
   return kSuccess;
 }
@@ -813,7 +859,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   moec::installFatalErrorHandlers("moec");
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "moec " MOEC_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
+    os << moert::getVersionLine("moec") << ", LLVM/MLIR " LLVM_VERSION_STRING
+       << "\n";
   });
   cl::HideUnrelatedOptions(moecCategory);
   if (!cl::ParseCommandLineOptions(

@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 /// Returns the status of `expr` from the enclosing function unless it is OK.
@@ -138,6 +139,21 @@ struct GenerationDesc {
   uint64_t cacheBytes = 0;
 };
 
+/// Where a plan came from (the plan's provenance table, written by moec):
+/// empty strings and no flags for plans written without one.
+struct ProvenanceDesc {
+  std::string compilerVersion;
+  std::string gitCommit;
+  std::string modelFile;
+  /// Hex SHA-256 of the model file's bytes.
+  std::string modelSha256;
+  /// Generation plans compiled with --prefill.
+  std::string prefillFile;
+  std::string prefillSha256;
+  /// The compile options, (name, value) in the order moec wrote them.
+  std::vector<std::pair<std::string, std::string>> flags;
+};
+
 struct LoadOptions {
   /// Verify the CRC-32 of every section (weights included). The header, the
   /// section table and the program are always checked.
@@ -179,6 +195,8 @@ public:
   /// Generation plans (format 1.3): the cache pairs and names; null for a
   /// plan of one forward pass.
   const GenerationDesc *generation() const;
+  /// What compiled the plan, from which model, with which options.
+  const ProvenanceDesc &provenance() const;
   /// The prefill schedule's inputs, outputs and steps (generation plans with
   /// a prefill schedule only).
   const std::vector<TensorDesc> &prefillInputs(int device = 0) const;

@@ -192,6 +192,9 @@ public:
   /// The prefill schedule of `device` in a generation plan (created, with
   /// those of the lower devices, on first use).
   ScheduleBuilder &prefillSchedule(int device = 0);
+  /// Records where the plan came from (the plan's provenance table; the
+  /// loader checks what moec inspect later prints).
+  void setProvenance(const ProvenanceDesc &provenance);
   /// Makes the plan a CUDA plan for compute capability `arch` (90: sm_90)
   /// that carries the compiler-generated `ptx` defining `kernels`
   /// (docs/cuda.md); steps name their kernel through `step(i).kernel`.
