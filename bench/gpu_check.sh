@@ -15,8 +15,9 @@
 #
 # Environment: MOEC_BUILD_DIR (default build-gpu, configured with
 # -DMOERT_CUDA=ON), PYTHON (default python3). The bundle (default
-# bench/gpu-bundle, git-ignored) is small: plans of the tiny zoo models, one
-# binary, a few .so files; name it in the device tool's `carry`. The layer's
+# bench/gpu-bundle, git-ignored) is small: plans of the tiny zoo models, the
+# binaries, and the .so files as one xz archive; name it in the device
+# tool's `carry`. The layer's
 # 22 GB of weights are made on the GPU.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,6 +39,16 @@ done
 say() { printf 'gpu_check: %s\n' "$*"; }
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1 ($2)"); }
+
+# The bundle's libraries travel compressed (--prepare); unpack them once.
+if [ "$mode" != prepare ] && [ -f "$bundle/lib.tar.xz" ] && [ ! -d "$bundle/lib" ]; then
+  if command -v xz >/dev/null 2>&1; then
+    xz -dc "$bundle/lib.tar.xz" | tar -C "$bundle" -xf -
+  else
+    "$python" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$bundle/lib.tar.xz" "$bundle"
+  fi
+fi
 
 # The moe-run to use: the bundle's, else the build's (not for --prepare,
 # which makes the bundle from the build).
@@ -74,7 +85,7 @@ if [ "$mode" = prepare ]; then
   grep -q '^MOERT_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
     { say "$build is configured with MOERT_CUDA=OFF"; exit 1; }
   ninja -C "$build" moec moe-run moe-layer-plan moert_tests
-  rm -rf "$bundle/plans" "$bundle/bin" "$bundle/lib"
+  rm -rf "$bundle/plans" "$bundle/bin" "$bundle/lib" "$bundle/lib.tar.xz"
   mkdir -p "$bundle/plans" "$bundle/bin" "$bundle/lib"
   # The zoo's valid models (the manifest's `any_input` entries).
   models=$("$python" -c 'import json, sys
@@ -129,7 +140,18 @@ print("\n".join(e["file"] for e in m["models"].values()
   ldd "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$build/bin/moert_tests" | awk '/=> \//{print $3}' |
     grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda' |
     sort -u | while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+  # The libraries are most of the bundle (oneDNN alone is 40 MB): they
+  # travel as one xz archive (about a fifth of the size), unpacked on the
+  # GPU machine before the first run.
+  strip --strip-unneeded "$bundle"/lib/* 2>/dev/null || true
+  tar -C "$bundle" -cf - lib | xz -T0 -6 >"$bundle/lib.tar.xz"
+  rm -rf "$bundle/lib"
   du -sh "$bundle"
+  size=$(du -sm "$bundle" | cut -f1)
+  if [ "$size" -ge 56 ]; then
+    say "the bundle is $size MiB; with the tree it must stay under the device tool's 64 MiB carry" >&2
+    exit 1
+  fi
   say "bundle ready in $bundle; on the GPU machine: bash bench/gpu_check.sh --bundle $bundle"
   exit 0
 fi
