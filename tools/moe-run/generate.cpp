@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -29,7 +30,55 @@ bool parseIds(const std::string &text, std::vector<int64_t> &ids) {
   return true;
 }
 
+/// What one prompt's generation produced.
+struct PromptResult {
+  std::vector<int64_t> tokens;
+  /// One row of logits per new token.
+  std::vector<float> logits;
+  moert::GenerationTimes times;
+};
+
 } // namespace
+
+absl::StatusOr<std::vector<std::vector<int64_t>>>
+readPromptsFile(const std::string &path) {
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 20;
+  constexpr size_t kMaxPrompts = 4096;
+  absl::StatusOr<moert::InputFile> file = moert::InputFile::open(path);
+  if (!file.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", file.status().message()));
+  absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(kMaxBytes);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", bytes.status().message()));
+  std::string text(bytes->begin(), bytes->end());
+  std::vector<std::vector<int64_t>> prompts;
+  int lineNumber = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++lineNumber;
+    std::vector<int64_t> ids;
+    for (absl::string_view part :
+         absl::StrSplit(line, absl::ByAnyChar(", \t\r"), absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(part, &id))
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": line ", lineNumber, ": '", part,
+                         "' is not an integer token id"));
+      ids.push_back(id);
+    }
+    if (ids.empty())
+      continue;
+    if (prompts.size() == kMaxPrompts)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": more than ", kMaxPrompts, " prompts; split the file"));
+    prompts.push_back(std::move(ids));
+  }
+  if (prompts.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no prompts (one line of token ids each)"));
+  return prompts;
+}
 
 std::optional<std::string> parseGenerateOption(const std::string &name,
                                                const std::string &value,
@@ -43,6 +92,15 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
              "3,14,15, not '" +
              value + "'";
     args.active = true;
+    args.flags.push_back(name);
+    return "";
+  }
+  if (name == "--prompts") {
+    if (value.empty())
+      return std::string("--prompts needs a file with one prompt per line");
+    args.promptsFile = value;
+    args.active = true;
+    args.flags.push_back(name);
     return "";
   }
   args.flags.push_back(name);
@@ -78,7 +136,9 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
 std::string checkGenerateArgs(const GenerateArgs &args) {
   if (!args.active && (!args.flags.empty() || args.stream))
     return (args.flags.empty() ? std::string("--stream") : args.flags.front()) +
-           " generates tokens; it needs --prompt-ids";
+           " generates tokens; it needs --prompt-ids or --prompts";
+  if (!args.promptIds.empty() && !args.promptsFile.empty())
+    return "--prompt-ids and --prompts both give prompts; use one";
   return "";
 }
 
@@ -87,43 +147,80 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            const std::string &outputDir,
                            const std::string &planPath,
                            const std::string &statsPath) {
+  std::vector<std::vector<int64_t>> prompts = {args.promptIds};
+  bool fromFile = !args.promptsFile.empty();
+  if (fromFile) {
+    MOERT_ASSIGN_OR_RETURN(prompts, readPromptsFile(args.promptsFile));
+  }
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = threads;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
-  moert::GenerateOptions options = args.options;
-  options.sampling.seed = seed;
-  std::vector<float> logits;
   int64_t vocab = generator->vocabSize();
-  bool first = true;
-  MOERT_ASSIGN_OR_RETURN(
-      std::vector<int64_t> tokens,
-      generator->generate(args.promptIds, options, [&](int64_t token) {
-        const std::vector<float> &row = generator->logits();
-        logits.insert(logits.end(), row.begin(), row.end());
-        if (args.stream) {
-          std::printf(first ? "%lld" : " %lld", static_cast<long long>(token));
-          std::fflush(stdout);
-        }
-        first = false;
-      }));
-  if (!args.stream)
-    for (size_t i = 0; i < tokens.size(); ++i)
-      std::printf(i ? " %lld" : "%lld", static_cast<long long>(tokens[i]));
-  std::printf("\n");
-  std::fflush(stdout);
+  // The exported graphs have a batch of one: the prompts run one after
+  // another, each from a clear cache with its own positions, stop ids and
+  // sampler (seeded with --seed, so a prompt's tokens do not depend on the
+  // prompts before it).
+  std::vector<PromptResult> results;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    moert::GenerateOptions options = args.options;
+    options.sampling.seed = seed;
+    PromptResult result;
+    bool first = true;
+    absl::StatusOr<std::vector<int64_t>> tokens =
+        generator->generate(prompts[p], options, [&](int64_t token) {
+          const std::vector<float> &row = generator->logits();
+          result.logits.insert(result.logits.end(), row.begin(), row.end());
+          if (args.stream) {
+            std::printf(first ? "%lld" : " %lld",
+                        static_cast<long long>(token));
+            std::fflush(stdout);
+          }
+          first = false;
+        });
+    if (!tokens.ok() && fromFile)
+      return absl::Status(tokens.status().code(),
+                          absl::StrCat(args.promptsFile, ": prompt ", p + 1,
+                                       ": ", tokens.status().message()));
+    MOERT_RETURN_IF_ERROR(tokens.status());
+    result.tokens = std::move(*tokens);
+    result.times = generator->times();
+    if (!args.stream)
+      for (size_t i = 0; i < result.tokens.size(); ++i)
+        std::printf(i ? " %lld" : "%lld",
+                    static_cast<long long>(result.tokens[i]));
+    std::printf("\n");
+    std::fflush(stdout);
+    results.push_back(std::move(result));
+  }
 
-  const moert::GenerationTimes &t = generator->times();
+  moert::GenerationTimes total;
+  double firstTokenSum = 0;
+  for (const PromptResult &r : results) {
+    total.promptTokens += r.times.promptTokens;
+    total.newTokens += r.times.newTokens;
+    total.prefillSeconds += r.times.prefillSeconds;
+    total.decodeSteps += r.times.decodeSteps;
+    total.decodeSeconds += r.times.decodeSeconds;
+    firstTokenSum += r.times.firstTokenSeconds;
+  }
+  double firstToken = firstTokenSum / results.size();
   double prefillRate =
-      t.prefillSeconds > 0 ? t.promptTokens / t.prefillSeconds : 0;
-  double decodeRate = t.decodeSeconds > 0 ? t.decodeSteps / t.decodeSeconds : 0;
+      total.prefillSeconds > 0 ? total.promptTokens / total.prefillSeconds : 0;
+  double decodeRate =
+      total.decodeSeconds > 0 ? total.decodeSteps / total.decodeSeconds : 0;
+  std::string prompted =
+      fromFile ? absl::StrCat(results.size(), " prompt",
+                              results.size() == 1 ? "" : "s", ", ")
+               : "";
   std::fprintf(stderr,
-               "moe-run: %lld new tokens; time to first token %.3f ms; "
+               "moe-run: %s%lld new tokens; time to first token %.3f ms%s; "
                "prefill %lld tokens at %.1f tokens/s; decode %lld tokens at "
                "%.1f tokens/s; KV cache %llu bytes\n",
-               static_cast<long long>(t.newTokens), t.firstTokenSeconds * 1e3,
-               static_cast<long long>(t.promptTokens), prefillRate,
-               static_cast<long long>(t.decodeSteps), decodeRate,
+               prompted.c_str(), static_cast<long long>(total.newTokens),
+               firstToken * 1e3, fromFile ? " (mean)" : "",
+               static_cast<long long>(total.promptTokens), prefillRate,
+               static_cast<long long>(total.decodeSteps), decodeRate,
                static_cast<unsigned long long>(generator->cacheBytes()));
 
   if (!outputDir.empty()) {
@@ -133,14 +230,31 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
       return absl::NotFoundError(
           absl::StrCat(outputDir, ": cannot create directory: ", ec.message()));
     std::filesystem::path dir(outputDir);
+    // One prompt: the new ids [n] and logits [n, vocab]. A prompts file:
+    // [prompts, longest] and [prompts, longest, vocab], a sequence that
+    // stopped early padded with id -1 and logits 0.
+    int64_t longest = 0;
+    for (const PromptResult &r : results)
+      longest = std::max<int64_t>(longest, r.tokens.size());
+    std::vector<int64_t> ids(results.size() * longest, -1);
+    std::vector<float> logits(ids.size() * vocab, 0.0f);
+    for (size_t p = 0; p < results.size(); ++p) {
+      std::copy(results[p].tokens.begin(), results[p].tokens.end(),
+                ids.begin() + p * longest);
+      std::copy(results[p].logits.begin(), results[p].logits.end(),
+                logits.begin() + p * longest * vocab);
+    }
+    std::vector<int64_t> idShape = {longest};
+    if (fromFile)
+      idShape.insert(idShape.begin(), static_cast<int64_t>(results.size()));
+    std::vector<int64_t> logitShape = idShape;
+    logitShape.push_back(vocab);
     MOERT_RETURN_IF_ERROR(
         moert::npy::write((dir / "tokens.npy").string(), moert::DType::I64,
-                          {static_cast<int64_t>(tokens.size())}, tokens.data(),
-                          tokens.size() * sizeof(int64_t)));
-    MOERT_RETURN_IF_ERROR(
-        moert::npy::write((dir / "logits.npy").string(), moert::DType::F32,
-                          {static_cast<int64_t>(tokens.size()), vocab},
-                          logits.data(), logits.size() * sizeof(float)));
+                          idShape, ids.data(), ids.size() * sizeof(int64_t)));
+    MOERT_RETURN_IF_ERROR(moert::npy::write(
+        (dir / "logits.npy").string(), moert::DType::F32, logitShape,
+        logits.data(), logits.size() * sizeof(float)));
   }
   if (statsPath.empty())
     return absl::OkStatus();
@@ -148,18 +262,34 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   std::string json = absl::StrCat(
       "{\n  \"plan\": ", jsonString(planPath),
       ",\n  \"threads\": ", generator->decodeSession().threads(),
-      ",\n  \"prompt_tokens\": ", t.promptTokens,
-      ",\n  \"new_tokens\": ", t.newTokens,
-      ",\n  \"decode_steps\": ", t.decodeSteps,
+      ",\n  \"prompts\": ", results.size(),
+      ",\n  \"prompt_tokens\": ", total.promptTokens,
+      ",\n  \"new_tokens\": ", total.newTokens,
+      ",\n  \"decode_steps\": ", total.decodeSteps,
       ",\n  \"time_to_first_token_ms\": ",
-      absl::StrFormat("%.6f", t.firstTokenSeconds * 1e3),
-      ",\n  \"prefill_ms\": ", absl::StrFormat("%.6f", t.prefillSeconds * 1e3),
-      ",\n  \"decode_ms\": ", absl::StrFormat("%.6f", t.decodeSeconds * 1e3),
+      absl::StrFormat("%.6f", firstToken * 1e3), ",\n  \"prefill_ms\": ",
+      absl::StrFormat("%.6f", total.prefillSeconds * 1e3),
+      ",\n  \"decode_ms\": ",
+      absl::StrFormat("%.6f", total.decodeSeconds * 1e3),
       ",\n  \"prefill_tokens_per_s\": ", absl::StrFormat("%.3f", prefillRate),
       ",\n  \"decode_tokens_per_s\": ", absl::StrFormat("%.3f", decodeRate),
       ",\n  \"max_seq\": ", gen.maxSeq,
       ",\n  \"kv_cache_bytes\": ", generator->cacheBytes(),
       ",\n  \"kv_cache_bytes_at_max_seq\": ", gen.cacheBytes);
+  if (fromFile) {
+    absl::StrAppend(&json, ",\n  \"per_prompt\": [");
+    for (size_t p = 0; p < results.size(); ++p) {
+      const moert::GenerationTimes &t = results[p].times;
+      absl::StrAppendFormat(
+          &json,
+          "%s\n    {\"prompt_tokens\": %d, \"new_tokens\": %d, "
+          "\"time_to_first_token_ms\": %.6f, \"prefill_ms\": %.6f, "
+          "\"decode_ms\": %.6f}",
+          p ? "," : "", t.promptTokens, t.newTokens, t.firstTokenSeconds * 1e3,
+          t.prefillSeconds * 1e3, t.decodeSeconds * 1e3);
+    }
+    absl::StrAppend(&json, "\n  ]");
+  }
   appendSteps(json, "decode_steps_stats",
               generator->decodeSession().stepStats());
   if (gen.hasPrefill)

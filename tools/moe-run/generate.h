@@ -18,9 +18,11 @@
 namespace moe_run {
 
 struct GenerateArgs {
-  /// --prompt-ids was given.
+  /// --prompt-ids or --prompts was given.
   bool active = false;
   std::vector<int64_t> promptIds;
+  /// --prompts FILE: one prompt per line, decoded one after another.
+  std::string promptsFile;
   moert::GenerateOptions options;
   bool stream = false;
   /// Generation flags seen (for "needs --prompt-ids").
@@ -36,9 +38,16 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
 /// Checks the generation options once all are parsed; "" when fine.
 std::string checkGenerateArgs(const GenerateArgs &args);
 
-/// Generates with `plan`: the ids to stdout (as they come with --stream),
-/// a summary line to stderr, DIR/tokens.npy and DIR/logits.npy with an
-/// output directory, the statistics JSON with `statsPath`.
+/// Reads a --prompts file: one prompt per non-empty line, its ids separated
+/// by commas or white space; errors name the file and the line. At most
+/// 1 MiB and 4096 prompts.
+absl::StatusOr<std::vector<std::vector<int64_t>>>
+readPromptsFile(const std::string &path);
+
+/// Generates with `plan` for each prompt in turn: the ids to stdout, one
+/// line per prompt (as they come with --stream), a summary line to stderr,
+/// DIR/tokens.npy and DIR/logits.npy with an output directory, the
+/// statistics JSON with `statsPath`.
 absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            int threads, uint64_t seed,
                            const std::string &outputDir,

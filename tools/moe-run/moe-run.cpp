@@ -92,6 +92,11 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
                          their ids on stdout and a summary on stderr, and
                          with --output-dir writes DIR/tokens.npy (int64, the
                          new ids) and DIR/logits.npy (each one's logits)
+  --prompts FILE         several prompts, one line of ids each (commas or
+                         spaces), generated one after another (the exported
+                         graphs have a batch of one): one line of new ids
+                         per prompt; tokens.npy is [prompts, longest], -1
+                         after a sequence that stopped early
   --max-new-tokens N     new tokens to generate (default: 16)
   --temperature T        0 (default): greedy; above 0: sample (seeded by
                          --seed)
@@ -237,8 +242,8 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   if (options.generate.active &&
       (!options.inputs.empty() || options.bench || options.devices ||
        options.backend != "cpu" || options.placement))
-    return "--prompt-ids generates on the cpu backend; --input, --bench, "
-           "--devices, --backend and --placement do not apply";
+    return "--prompt-ids and --prompts generate on the cpu backend; --input, "
+           "--bench, --devices, --backend and --placement do not apply";
   if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
     return "--comm nccl exchanges between GPUs; it needs --backend cuda";
   if (options.placement && options.backend != "cuda")
