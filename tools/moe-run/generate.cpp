@@ -4,6 +4,7 @@
 
 #include "moert/file_io.h"
 #include "moert/npy.h"
+#include "recording.h"
 #include "stats_json.h"
 
 #include "absl/strings/numbers.h"
@@ -86,11 +87,12 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            int threads, uint64_t seed,
                            const std::string &outputDir,
                            const std::string &planPath,
-                           const std::string &statsPath) {
+                           const std::string &statsPath, Recording &recording) {
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = threads;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
+  attachRecording(recording, *generator);
   moert::GenerateOptions options = args.options;
   options.sampling.seed = seed;
   std::vector<float> logits;
@@ -142,6 +144,10 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                           {static_cast<int64_t>(tokens.size()), vocab},
                           logits.data(), logits.size() * sizeof(float)));
   }
+  recording.config().promptTokens = t.promptTokens;
+  recording.config().newTokens = t.newTokens;
+  MOERT_RETURN_IF_ERROR(
+      finishRecording(recording, plan, generator->decodeSession()));
   if (statsPath.empty())
     return absl::OkStatus();
   const moert::GenerationDesc &gen = *plan.generation();

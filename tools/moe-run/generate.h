@@ -17,6 +17,8 @@
 
 namespace moe_run {
 
+class Recording;
+
 struct GenerateArgs {
   /// --prompt-ids was given.
   bool active = false;
@@ -38,12 +40,13 @@ std::string checkGenerateArgs(const GenerateArgs &args);
 
 /// Generates with `plan`: the ids to stdout (as they come with --stream),
 /// a summary line to stderr, DIR/tokens.npy and DIR/logits.npy with an
-/// output directory, the statistics JSON with `statsPath`.
+/// output directory, the statistics JSON with `statsPath`, and the trace
+/// and report of `recording` (a track per session: prefill and decode).
 absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            int threads, uint64_t seed,
                            const std::string &outputDir,
                            const std::string &planPath,
-                           const std::string &statsPath);
+                           const std::string &statsPath, Recording &recording);
 
 } // namespace moe_run
 
