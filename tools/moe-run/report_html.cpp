@@ -123,7 +123,8 @@ std::string barChart(const std::string &id,
   for (size_t i = 0; i < bars.size(); ++i) {
     int y = static_cast<int>(i) * row + 5;
     double width = most > 0 ? barWidth * bars[i].second / most : 0;
-    std::string value = absl::StrFormat("%.4g %s", bars[i].second, unit);
+    std::string value = absl::StrFormat("%.4g%s%s", bars[i].second,
+                                        unit.empty() ? "" : " ", unit);
     absl::StrAppend(&svg, "<text x=\"", labelWidth - 6, "\" y=\"", y + 14,
                     "\" text-anchor=\"end\">", escape(bars[i].first),
                     "</text><rect class=\"bar\" x=\"", labelWidth, "\" y=\"", y,
