@@ -39,9 +39,9 @@ std::vector<std::string> spanShapes(const moert::TraceRun &run,
   return shapes;
 }
 
-/// "decode 3", "run 0"; a prefill is run once.
+/// "decode 3", "run 0"; "prefill" when it ran once (else per prompt).
 std::string runLabel(const Track &track, const moert::TraceRun &run) {
-  if (track.runName == "prefill")
+  if (track.runName == "prefill" && track.recorder.runsSeen() == 1)
     return track.runName;
   return absl::StrCat(track.runName, " ", run.index);
 }
