@@ -252,6 +252,17 @@ for dtype in f32 bf16 f16; do
 done
 part layers 60 "$python" "$root/bench/gpu_compare.py" --plans "$layers" \
   --moe-run "$moe_run" --tokens 1,16,256
+# moe-run --trace of a CUDA run: the host's launches, copies and syncs, and
+# the GPU stream's steps between their events (docs/cli.md, "--trace").
+part trace 30 bash -c '"$1" "$2" --backend cuda --bench 3 --tokens 16 \
+  --trace "$3/trace.json" --output-dir "$3" >/dev/null &&
+  "$4" -c "import json, sys
+x = [e for e in json.load(open(sys.argv[1]))[\"traceEvents\"] if e[\"ph\"] == \"X\"]
+gpu = [e for e in x if e[\"tid\"] >= 100]
+host = [e for e in x if e[\"name\"].startswith(\"launch \") or e[\"name\"] == \"graph launch\"]
+assert gpu and host and all(e[\"dur\"] >= 0 for e in x), (len(gpu), len(host))
+print(\"trace: ok,\", len(gpu), \"GPU spans,\", len(host), \"launches\")" "$3/trace.json"' \
+  _ "$moe_run" "$layers/layer_e16_f32.cuda.bin" "$layers" "$python"
 rm -rf "$layers"
 part ep-host 45 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \

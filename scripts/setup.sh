@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
 # (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
-# clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh)
+# clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
+# Chromium, which renders `moe-run --report-html` pages headless in test/Report)
 # and the pinned Python requirements in .venv. Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +15,7 @@ packages=(
   libdnnl-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do

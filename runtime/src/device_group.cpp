@@ -522,6 +522,22 @@ absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
   return out;
 }
 
+absl::StatusOr<std::vector<std::vector<uint8_t>>>
+DeviceGroup::gather(std::vector<std::vector<uint8_t>> mine,
+                    std::string_view what) {
+  if (mine.size() != impl_->members.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather of ", mine.size(), " images from ",
+                     impl_->members.size(), " local devices"));
+  MOERT_ASSIGN_OR_RETURN(
+      std::vector<std::vector<uint8_t>> all,
+      impl_->collect(std::move(mine),
+                     absl::string_view(what.data(), what.size())));
+  if (!isRoot())
+    all.clear();
+  return all;
+}
+
 void DeviceGroup::resetStats() {
   for (Member &member : impl_->members)
     member.session().resetStats();

@@ -130,7 +130,10 @@ absl::Status Session::run() {
   Impl &s = *impl_;
   s.hasRun = false;
   MOERT_RETURN_IF_ERROR(s.bindSymbols());
+  int64_t traceBegin = s.trace ? TraceRecorder::now() : 0;
   s.stageInputs();
+  if (s.trace)
+    s.traceBeginRun(traceBegin);
   using Clock = std::chrono::steady_clock;
   for (const StepInfo &step : s.schedule.steps) {
     KernelContext ctx = s.context(step);
@@ -141,11 +144,17 @@ absl::Status Session::run() {
       start = Clock::now();
     MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
     if (s.collectStats) {
+      Clock::time_point end = Clock::now();
       s.seconds[step.index] +=
-          std::chrono::duration<double>(Clock::now() - start).count();
+          std::chrono::duration<double>(end - start).count();
       ++s.calls[step.index];
+      if (s.trace)
+        s.traceStep(step, TraceKind::Step, detail::traceNanos(start),
+                    detail::traceNanos(end));
     }
   }
+  if (s.trace)
+    s.traceEndRun();
   s.hasRun = true;
   return absl::OkStatus();
 }

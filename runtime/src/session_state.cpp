@@ -369,6 +369,47 @@ void SessionState::resetStats() {
   std::fill(calls.begin(), calls.end(), 0);
   std::fill(seconds.begin(), seconds.end(), 0);
   std::fill(moeCounters.begin(), moeCounters.end(), MoeCounters());
+  // The trace holds the runs the stats do.
+  if (trace) {
+    trace->clear();
+    traceBase = moeCounters;
+  }
+}
+
+void SessionState::setTrace(TraceRecorder *recorder) {
+  trace = collectStats ? recorder : nullptr;
+  traceBase = moeCounters;
+}
+
+void SessionState::traceBeginRun(int64_t beginNs) {
+  trace->beginRun(beginNs, symbolValues);
+  trace->addSpan(TraceKind::StageInputs, -1, beginNs, TraceRecorder::now());
+  for (uint32_t id : schedule.inputs)
+    trace->addShape(tensors[id].shape.dims, tensors[id].shape.rank);
+}
+
+void SessionState::traceStep(const StepInfo &step, TraceKind kind,
+                             int64_t beginNs, int64_t endNs) {
+  trace->addSpan(kind, static_cast<int32_t>(step.index), beginNs, endNs);
+  for (int32_t id : step.outputs)
+    if (id >= 0)
+      trace->addShape(tensors[id].shape.dims, tensors[id].shape.rank);
+}
+
+void SessionState::traceEndRun() {
+  for (const StepInfo &step : schedule.steps) {
+    const MoeCounters &now = moeCounters[step.index];
+    if (now.expertLoad.empty())
+      continue;
+    MoeCounters &base = traceBase[step.index];
+    std::vector<uint64_t> grown = now.expertLoad;
+    for (size_t e = 0; e < grown.size() && e < base.expertLoad.size(); ++e)
+      grown[e] -= base.expertLoad[e];
+    trace->addLoad(static_cast<int32_t>(step.index), std::move(grown),
+                   now.dropped - base.dropped);
+    base = now;
+  }
+  trace->endRun(TraceRecorder::now());
 }
 
 } // namespace detail
@@ -391,6 +432,10 @@ std::vector<StepStats> SessionBase::stepStats() const {
 }
 
 void SessionBase::resetStats() { state_.resetStats(); }
+
+void SessionBase::setTrace(TraceRecorder *recorder) {
+  state_.setTrace(recorder);
+}
 
 int SessionBase::threads() const { return state_.pool.size(); }
 

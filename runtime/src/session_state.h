@@ -12,7 +12,10 @@
 #ifndef MOERT_SRC_SESSION_STATE_H
 #define MOERT_SRC_SESSION_STATE_H
 
+#include "moert/trace.h"
 #include "ops.h"
+
+#include <chrono>
 
 namespace moert::detail {
 
@@ -41,6 +44,13 @@ absl::Status checkSessionCommunicator(const Plan &plan, int device,
 /// Allocates a 64-byte aligned host arena of `size` bytes (at least one);
 /// null on failure. Free it with std::free.
 uint8_t *allocateHostArena(uint64_t size);
+
+/// `time` in TraceRecorder's nanoseconds.
+inline int64_t traceNanos(std::chrono::steady_clock::time_point time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             time.time_since_epoch())
+      .count();
+}
 
 struct SessionState {
   SessionState(const Plan::Impl &plan, const ScheduleInfo &schedule,
@@ -91,6 +101,18 @@ struct SessionState {
   CommStats commStats() const;
   void resetStats();
 
+  /// Attaches `recorder` (SessionBase::setTrace); ignored without
+  /// collectStats, whose clock reads the step spans reuse.
+  void setTrace(TraceRecorder *recorder);
+  /// The trace hooks, called only while `trace` is set: the run begins at
+  /// `beginNs`, before its inputs were staged (a StageInputs span up to now,
+  /// with the inputs' shapes); a span of `step` with its outputs' shapes; the
+  /// run ends, with each MoE step's routing of the run.
+  void traceBeginRun(int64_t beginNs);
+  void traceStep(const StepInfo &step, TraceKind kind, int64_t beginNs,
+                 int64_t endNs);
+  void traceEndRun();
+
   const Plan::Impl &plan;
   const ScheduleInfo &schedule;
   ThreadPool pool;
@@ -118,6 +140,10 @@ struct SessionState {
   std::vector<double> seconds;
   std::vector<MoeCounters> moeCounters;
   std::vector<const char *> opSuffix;
+  /// The attached trace recorder (null: none), and the MoE counters when its
+  /// last run ended: a run's own routing is what they grew by.
+  TraceRecorder *trace = nullptr;
+  std::vector<MoeCounters> traceBase;
   /// The collective steps' communicator and traffic (multi-device plans).
   CollectiveState collectives;
 };

@@ -2,6 +2,8 @@
 
 #include "moert/stats.h"
 
+#include "layer_stats.h"
+#include "moert/byte_image.h"
 #include "plan_impl.h"
 
 #include "absl/strings/str_cat.h"
@@ -302,11 +304,17 @@ MoeLayerStats expertParallelLayer(const ScheduleInfo &schedule,
 std::vector<MoeLayerStats> moeLayerStats(const Plan &plan,
                                          const std::vector<StepStats> &steps,
                                          int device) {
-  std::vector<MoeLayerStats> layers;
   const auto &schedules = plan.impl().schedules;
   if (device < 0 || device >= static_cast<int>(schedules.size()))
-    return layers;
-  const ScheduleInfo &schedule = schedules[device];
+    return {};
+  return detail::scheduleLayerStats(schedules[device], steps, device);
+}
+
+namespace detail {
+std::vector<MoeLayerStats>
+scheduleLayerStats(const ScheduleInfo &schedule,
+                   const std::vector<StepStats> &steps, int device) {
+  std::vector<MoeLayerStats> layers;
   // Statistics of another schedule (or none at all) cannot be grouped.
   if (steps.size() != schedule.steps.size())
     return layers;
@@ -325,6 +333,7 @@ std::vector<MoeLayerStats> moeLayerStats(const Plan &plan,
   }
   return layers;
 }
+} // namespace detail
 
 absl::StatusOr<std::vector<MoeLayerStats>>
 mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
@@ -377,90 +386,12 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
   return merged;
 }
 
-namespace {
-
-/// Byte images in the host's byte order: both ends of a gather are ranks of
-/// one job, on hosts of the same kind.
-class Writer {
-public:
-  void word(uint64_t value) { bytes(&value, sizeof(value)); }
-  void real(double value) { bytes(&value, sizeof(value)); }
-  void text(const std::string &value) {
-    word(value.size());
-    bytes(value.data(), value.size());
-  }
-  template <typename T> void words(const std::vector<T> &values) {
-    word(values.size());
-    for (T value : values)
-      word(static_cast<uint64_t>(value));
-  }
-  std::vector<uint8_t> take() { return std::move(out_); }
-
-private:
-  void bytes(const void *data, size_t size) {
-    auto *p = static_cast<const uint8_t *>(data);
-    out_.insert(out_.end(), p, p + size);
-  }
-  std::vector<uint8_t> out_;
-};
-
-class Reader {
-public:
-  Reader(const uint8_t *data, size_t size) : data_(data), size_(size) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == size_; }
-  uint64_t word() {
-    uint64_t value = 0;
-    bytes(&value, sizeof(value));
-    return value;
-  }
-  double real() {
-    double value = 0;
-    bytes(&value, sizeof(value));
-    return value;
-  }
-  std::string text() {
-    uint64_t size = word();
-    if (!ok_ || size > size_ - pos_) {
-      ok_ = false;
-      return {};
-    }
-    std::string value(reinterpret_cast<const char *>(data_ + pos_), size);
-    pos_ += size;
-    return value;
-  }
-  template <typename T> std::vector<T> words() {
-    uint64_t count = word();
-    if (!ok_ || count > (size_ - pos_) / sizeof(uint64_t)) {
-      ok_ = false;
-      return {};
-    }
-    std::vector<T> values(count);
-    for (T &value : values)
-      value = static_cast<T>(word());
-    return values;
-  }
-
-private:
-  void bytes(void *out, size_t size) {
-    if (!ok_ || size > size_ - pos_) {
-      ok_ = false;
-      return;
-    }
-    std::memcpy(out, data_ + pos_, size);
-    pos_ += size;
-  }
-  const uint8_t *data_;
-  size_t size_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
-
-} // namespace
+using detail::ByteReader;
+using detail::ByteWriter;
 
 std::vector<uint8_t>
 serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
-  Writer out;
+  ByteWriter out;
   out.word(layers.size());
   for (const MoeLayerStats &l : layers) {
     out.text(l.name);
@@ -484,7 +415,7 @@ serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
 
 absl::StatusOr<std::vector<MoeLayerStats>>
 deserializeLayerStats(const uint8_t *data, size_t size) {
-  Reader in(data, size);
+  ByteReader in(data, size);
   uint64_t count = in.word();
   std::vector<MoeLayerStats> layers;
   for (uint64_t i = 0; in.ok() && i < count; ++i) {

@@ -4,6 +4,7 @@
 
 #include "moert/file_io.h"
 #include "moert/npy.h"
+#include "recording.h"
 #include "stats_json.h"
 
 #include "absl/strings/numbers.h"
@@ -146,7 +147,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            int threads, uint64_t seed,
                            const std::string &outputDir,
                            const std::string &planPath,
-                           const std::string &statsPath) {
+                           const std::string &statsPath, Recording &recording) {
   std::vector<std::vector<int64_t>> prompts = {args.promptIds};
   bool fromFile = !args.promptsFile.empty();
   if (fromFile) {
@@ -156,6 +157,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   sessionOptions.threads = threads;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
+  attachRecording(recording, *generator);
   int64_t vocab = generator->vocabSize();
   // The exported graphs have a batch of one: the prompts run one after
   // another, each from a clear cache with its own positions, stop ids and
@@ -256,6 +258,10 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
         (dir / "logits.npy").string(), moert::DType::F32, logitShape,
         logits.data(), logits.size() * sizeof(float)));
   }
+  recording.config().promptTokens = total.promptTokens;
+  recording.config().newTokens = total.newTokens;
+  MOERT_RETURN_IF_ERROR(
+      finishRecording(recording, plan, generator->decodeSession()));
   if (statsPath.empty())
     return absl::OkStatus();
   const moert::GenerationDesc &gen = *plan.generation();

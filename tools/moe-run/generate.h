@@ -17,6 +17,8 @@
 
 namespace moe_run {
 
+class Recording;
+
 struct GenerateArgs {
   /// --prompt-ids or --prompts was given.
   bool active = false;
@@ -52,7 +54,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                            int threads, uint64_t seed,
                            const std::string &outputDir,
                            const std::string &planPath,
-                           const std::string &statsPath);
+                           const std::string &statsPath, Recording &recording);
 
 } // namespace moe_run
 

@@ -53,6 +53,11 @@ public:
     return view;
   }
   bool reports() const { return group_->isRoot(); }
+  /// The device group (moe-run's --trace and --report-html attach to its
+  /// sessions and gather over it).
+  moert::DeviceGroup &group() { return *group_; }
+  /// How the devices exchange rows: "in-process", "mpi" or "nccl".
+  const std::string &exchange() const { return backend_; }
 
   /// Appends the MoE layers merged over the devices ("moe_layers"),
   /// ",\n  \"devices\": [...]" and the group summary: per device the rows

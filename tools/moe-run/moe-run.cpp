@@ -27,6 +27,7 @@
 #include "moert/npy.h"
 #include "moert/stats.h"
 #include "moert/version.h"
+#include "recording.h"
 #include "stats_json.h"
 
 #include "absl/strings/numbers.h"
@@ -64,6 +65,10 @@ options:
   --warmup N             warm-up runs before --bench (default: 1)
   --stats FILE.json      write per-step times (of the timed runs) as JSON,
                          with each MoE layer's tokens per expert
+  --trace FILE.json      write the timed runs (the last 100) as a Chrome
+                         trace-event file for Perfetto / chrome://tracing
+  --report-html FILE     write a self-contained HTML page: expert-load
+                         heatmaps, step-time breakdown, imbalance, config
   --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
                          from `moec compile --target cuda` on GPU 0, or each
                          device d of a multi-device plan on GPU d modulo the
@@ -118,6 +123,8 @@ struct Options {
   int bench = 0;
   int warmup = 1;
   std::string stats;
+  std::string trace;
+  std::string reportHtml;
   std::string backend = "cpu";
   bool cudaGraphs = true;
   bool placement = false;
@@ -207,6 +214,10 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       options.warmup = static_cast<int>(number);
     } else if (name == "--stats") {
       options.stats = value;
+    } else if (name == "--trace") {
+      options.trace = value;
+    } else if (name == "--report-html") {
+      options.reportHtml = value;
     } else if (name == "--devices") {
       if (!integer(value, 1, number) || number > 4096)
         return "--devices needs an integer in [1, 4096]";
@@ -368,6 +379,21 @@ template <typename SessionT>
 absl::Status runSession(const Options &options, const moert::Plan &plan,
                         SessionT &session);
 
+/// What --trace and --report-html record, and the run they describe.
+moe_run::Recording recordingFor(const Options &options,
+                                const moert::Plan &plan) {
+  moe_run::RunConfig config;
+  config.plan = options.plan;
+  config.backend = options.backend;
+  config.devices = plan.numDevices();
+  config.seed = options.seed;
+  config.warmup = options.bench ? std::max(options.warmup, 1) : 0;
+  config.bench = options.bench;
+  config.inputFiles = options.inputs;
+  return moe_run::Recording(options.trace, options.reportHtml,
+                            std::move(config));
+}
+
 /// Under MPI a rank checksums only its own schedule's weight shards.
 moert::LoadOptions loadOptions() {
   moert::LoadOptions options;
@@ -449,11 +475,13 @@ absl::Status runMain(const Options &options) {
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                          moert::Plan::load(options.plan, loadOptions()));
-  if (options.generate.active)
+  if (options.generate.active) {
+    moe_run::Recording recording = recordingFor(options, *plan);
     return moe_run::runGeneration(
         *plan, options.generate, options.threads, options.seed,
         options.outputDirGiven ? options.outputDir : "", options.plan,
-        options.stats);
+        options.stats, recording);
+  }
   if (plan->generation())
     std::fprintf(stderr,
                  "moe-run: note: %s is a generation plan; without "
@@ -505,6 +533,9 @@ absl::Status runMain(const Options &options) {
 template <typename SessionT>
 absl::Status runSession(const Options &options, const moert::Plan &plan,
                         SessionT &session) {
+  // Before the warm-up: the sessions clear their recorders with their stats.
+  moe_run::Recording recording = recordingFor(options, plan);
+  moe_run::attachRecording(recording, session);
 
   std::set<std::string> given;
   for (const auto &[name, path] : options.inputs) {
@@ -591,7 +622,7 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
   if (!options.stats.empty())
     MOERT_RETURN_IF_ERROR(
         writeStats(options.stats, options, plan, session, runs, medianMs));
-  return absl::OkStatus();
+  return moe_run::finishRecording(recording, plan, session);
 }
 
 /// Whether this process runs as one MPI rank (set once MPI is up).

@@ -98,6 +98,12 @@ public:
   /// Every device's stats, in device order (rank 0 only under MPI).
   absl::StatusOr<std::vector<DeviceStats>> deviceStats();
   void resetStats();
+  /// Rank 0's view of one byte image per device, `mine` holding this
+  /// process's local devices' in localSessions() order: in-process all of
+  /// them as given, under MPI gathered from every rank (other ranks get an
+  /// empty vector). Collective under MPI; `what` names it in errors.
+  absl::StatusOr<std::vector<std::vector<uint8_t>>>
+  gather(std::vector<std::vector<uint8_t>> mine, std::string_view what);
 
   int numDevices() const;
   /// Whether this process reports results: always in-process, rank 0 under

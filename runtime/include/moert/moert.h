@@ -61,6 +61,7 @@
 namespace moert {
 
 class Communicator;
+class TraceRecorder;
 
 /// Element types; the values match `moert.fb.DType` in the plan schema.
 enum class DType : uint8_t {
@@ -293,7 +294,15 @@ public:
 
   /// Per-step timings, one entry per step in schedule order.
   std::vector<StepStats> stepStats() const;
+  /// Clears the statistics, and the attached trace recorder's runs.
   void resetStats();
+  /// Records every later run into `recorder` (moert/trace.h; not owned, must
+  /// outlive the session or be detached with null): a span per executed step
+  /// from the clock reads of stepStats(), its outputs' shapes and, for MoE
+  /// steps, the run's assignments per expert. Needs
+  /// SessionOptions::collectStats (else nothing is recorded); costs nothing
+  /// while no recorder is attached.
+  void setTrace(TraceRecorder *recorder);
   /// Worker threads of the steps that run on the host.
   int threads() const;
 

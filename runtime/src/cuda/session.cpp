@@ -148,6 +148,8 @@ struct CudaSession::Impl : detail::SessionState {
   std::vector<StatsCopy> statsCopies;
   absl::Status planStatsCopies();
   void countMoeLoads();
+  /// Adds the GpuStep spans of the run's `timed` steps to the trace.
+  void traceGpuSteps(const std::vector<bool> &timed);
 
   /// Per GPU step, the events around its last launch (stats only).
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
@@ -394,10 +396,14 @@ absl::Status CudaSession::Impl::toDevice(int32_t id, const StepInfo &step) {
     onDevice[id] = 1;
     return absl::OkStatus();
   }
+  int64_t traceBegin = trace ? TraceRecorder::now() : 0;
   MOERT_CUDA(cudaMemcpyAsync(devicePtr(id), tensors[id].data,
                              tensors[id].bytes(), cudaMemcpyHostToDevice,
                              stream),
              step.label);
+  if (trace)
+    trace->addSpan(TraceKind::CopyToDevice, static_cast<int32_t>(step.index),
+                   traceBegin, TraceRecorder::now());
   onDevice[id] = 1;
   return absl::OkStatus();
 }
@@ -441,6 +447,7 @@ namespace moert {
 absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
   if (cuda::readsShapesOnly(step.op))
     return absl::OkStatus();
+  int64_t traceBegin = trace ? TraceRecorder::now() : 0;
   bool copied = false;
   for (int32_t id : step.inputs) {
     if (id < 0 || onHost[id])
@@ -464,6 +471,9 @@ absl::Status CudaSession::Impl::toHost(const StepInfo &step) {
   if (nccl)
     MOERT_RETURN_IF_ERROR(nccl->synchronize(step.label));
   MOERT_CUDA(cudaStreamSynchronize(stream), step.label);
+  if (trace)
+    trace->addSpan(TraceKind::CopyToHost, static_cast<int32_t>(step.index),
+                   traceBegin, TraceRecorder::now());
   // The host is in step with the GPU here anyway: a data error of an
   // earlier GPU step is reported now, before a host step reads its results.
   return checkDeviceErrors();
@@ -614,6 +624,7 @@ absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
     KernelContext ctx = context(step);
     bool device = runsOnDevice(step);
     if (device) {
+      int64_t launchBegin = trace ? TraceRecorder::now() : 0;
       // External records while the stream is being captured: there a plain
       // cudaEventRecord only marks a dependency inside the capture (no graph
       // node), and the event is then unusable (cudaEventElapsedTime fails
@@ -637,13 +648,20 @@ absl::Status CudaSession::Impl::runSteps(std::vector<bool> &timed) {
                                      cudaMemcpyDeviceToHost, stream),
                      step.label);
       timed[step.index] = start != nullptr;
+      if (trace)
+        traceStep(step, TraceKind::Launch, launchBegin, TraceRecorder::now());
     } else {
       MOERT_RETURN_IF_ERROR(toHost(step));
       Clock::time_point begin = Clock::now();
       MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
-      if (collectStats)
+      if (collectStats) {
+        Clock::time_point end = Clock::now();
         seconds[step.index] +=
-            std::chrono::duration<double>(Clock::now() - begin).count();
+            std::chrono::duration<double>(end - begin).count();
+        if (trace)
+          traceStep(step, TraceKind::Step, detail::traceNanos(begin),
+                    detail::traceNanos(end));
+      }
     }
     for (int32_t id : step.outputs) {
       onHost[id] = !device;
@@ -703,6 +721,41 @@ void CudaSession::Impl::countMoeLoads() {
   }
 }
 
+void CudaSession::Impl::traceGpuSteps(const std::vector<bool> &timed) {
+  size_t first = 0;
+  while (first < timed.size() && !timed[first])
+    ++first;
+  if (first == timed.size())
+    return;
+  // The GPU clock on the host's: the first timed step started when the
+  // graph that holds it was launched, or else when its own launch began
+  // (the GPU cannot start it earlier; it starts then when the stream is
+  // idle, which it is at the start of a run).
+  int64_t anchor = -1;
+  for (const TraceSpan &span : trace->runs().back().spans)
+    if (span.kind == TraceKind::GraphLaunch ||
+        (anchor < 0 && span.kind == TraceKind::Launch &&
+         span.step == static_cast<int32_t>(first)))
+      anchor = span.beginNs;
+  if (anchor < 0)
+    return;
+  cudaEvent_t origin = events[first].first;
+  for (const StepInfo &step : schedule.steps) {
+    if (!timed[step.index])
+      continue;
+    float begin = 0, end = 0;
+    if (cudaEventElapsedTime(&begin, origin, events[step.index].first) !=
+            cudaSuccess ||
+        cudaEventElapsedTime(&end, origin, events[step.index].second) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    traceStep(step, TraceKind::GpuStep, anchor + int64_t(double(begin) * 1e6),
+              anchor + int64_t(double(end) * 1e6));
+  }
+}
+
 absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   // The graph holds the steps only: the inputs go up before it (they come
   // from pageable host memory, which a graph cannot copy from).
@@ -711,7 +764,11 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   auto found = graphs.find(symbolValues);
   if (found != graphs.end() && found->second.exec) {
     Graph &graph = found->second;
+    int64_t traceBegin = trace ? TraceRecorder::now() : 0;
     MOERT_CUDA(cudaGraphLaunch(graph.exec, stream), "launching the CUDA graph");
+    if (trace)
+      trace->addSpan(TraceKind::GraphLaunch, -1, traceBegin,
+                     TraceRecorder::now());
     for (size_t id = 0; id < tensors.size(); ++id)
       if (!schedule.tensors[id].isWeight)
         tensors[id].shape = graph.shapes[id];
@@ -781,7 +838,11 @@ absl::Status CudaSession::Impl::runWithGraph(std::vector<bool> &timed) {
   graph.shapes.resize(tensors.size());
   for (size_t id = 0; id < tensors.size(); ++id)
     graph.shapes[id] = tensors[id].shape;
+  int64_t traceBegin = trace ? TraceRecorder::now() : 0;
   MOERT_CUDA(cudaGraphLaunch(graph.exec, stream), "launching the CUDA graph");
+  if (trace)
+    trace->addSpan(TraceKind::GraphLaunch, -1, traceBegin,
+                   TraceRecorder::now());
   return absl::OkStatus();
 }
 
@@ -789,6 +850,7 @@ absl::Status CudaSession::run() {
   Impl &s = *impl_;
   s.hasRun = false;
   MOERT_RETURN_IF_ERROR(s.bindSymbols());
+  int64_t traceBegin = s.trace ? TraceRecorder::now() : 0;
   MOERT_CUDA(cudaSetDevice(s.gpu), "selecting the CUDA device");
   // A failed call of an earlier run (or of the caller) leaves its error as
   // the thread's last error, which the next launch's cudaGetLastError check
@@ -800,6 +862,8 @@ absl::Status CudaSession::run() {
   s.stageInputs();
   for (uint32_t id : s.schedule.inputs)
     s.onHost[id] = 1;
+  if (s.trace)
+    s.traceBeginRun(traceBegin);
   MOERT_CUDA(
       cudaMemsetAsync(s.deviceErrors, 0, sizeof(DeviceErrorRecord), s.stream),
       "clearing the device error record");
@@ -809,6 +873,7 @@ absl::Status CudaSession::run() {
   if (s.collectStats)
     for (const StepInfo &step : s.schedule.steps)
       ++s.calls[step.index];
+  int64_t copyBegin = s.trace ? TraceRecorder::now() : 0;
   for (uint32_t id : s.schedule.outputs)
     if (!s.onHost[id]) {
       MOERT_CUDA(cudaMemcpyAsync(s.tensors[id].data, s.devicePtr(id),
@@ -818,9 +883,14 @@ absl::Status CudaSession::run() {
                               "' to the host"));
       s.onHost[id] = 1;
     }
+  int64_t syncBegin = s.trace ? TraceRecorder::now() : 0;
+  if (s.trace)
+    s.trace->addSpan(TraceKind::CopyToHost, -1, copyBegin, syncBegin);
   if (s.nccl)
     MOERT_RETURN_IF_ERROR(s.nccl->synchronize("finishing the run"));
   MOERT_CUDA(cudaStreamSynchronize(s.stream), "finishing the run");
+  if (s.trace)
+    s.trace->addSpan(TraceKind::Sync, -1, syncBegin, TraceRecorder::now());
   MOERT_RETURN_IF_ERROR(s.checkDeviceErrors());
   s.countMoeLoads();
   for (const StepInfo &step : s.schedule.steps)
@@ -831,6 +901,10 @@ absl::Status CudaSession::run() {
                  step.label);
       s.seconds[step.index] += ms * 1e-3;
     }
+  if (s.trace) {
+    s.traceGpuSteps(timed);
+    s.traceEndRun();
+  }
   s.hasRun = true;
   return absl::OkStatus();
 }
