@@ -64,9 +64,10 @@ uint64_t weightBytes(const ScheduleInfo &s) {
 std::string describePlanText(const Plan &plan) {
   const Plan::Impl &impl = plan.impl();
   std::string out = absl::StrFormat(
-      "plan %s: format %d.%d, producer '%s', backend %s, %d device(s)\n",
+      "plan %s: format %d.%d, producer '%s', backend %s, %d device%s\n",
       impl.source, impl.versionMajor, impl.versionMinor, impl.producer,
-      backendName(impl.target.backend), plan.numDevices());
+      backendName(impl.target.backend), plan.numDevices(),
+      plan.numDevices() == 1 ? "" : "s");
   for (const SymbolDesc &symbol : impl.symbols)
     absl::StrAppendFormat(&out, "symbol %s in [%d, %d]\n", symbol.name,
                           symbol.min, symbol.max);
