@@ -227,7 +227,8 @@ def main():
         f.write("not a plan at all, but long enough to hold a header. " * 3)
     r.expect("not a plan", [r.path("text.plan")], 1, "bad magic")
     r.expect("cuda plan", [r.path("cuda.plan")], 1,
-             "targets the cuda backend")
+             "targets the cuda backend; the CPU backend runs cpu plans; run "
+             "it on a GPU with moe-run --backend cuda")
     r.expect("multi-device plan", [r.path("multi.plan")], 1,
              "2 device schedules")
 
