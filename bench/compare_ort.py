@@ -123,7 +123,7 @@ def save_inputs(feeds, work, tag):
 
 
 def time_moe_run(moe_run, plan, feeds, threads, runs, work, tag, stats=None):
-    """Median seconds of `moe-run --bench` on `feeds`; writes its outputs to
+    """Median (p50) seconds of `moe-run --bench` on `feeds`; writes its outputs to
     work/tag (and --stats to `stats` when given)."""
     out_dir = os.path.join(work, tag)
     cmd = [moe_run, plan, f"--threads={threads}", f"--bench={runs}",
@@ -132,7 +132,7 @@ def time_moe_run(moe_run, plan, feeds, threads, runs, work, tag, stats=None):
     if stats:
         cmd += ["--stats", stats]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1)) / 1e3
+    return float(re.search(r"p50 ([0-9.]+) ms", out).group(1)) / 1e3
 
 
 def default_bounds(path):

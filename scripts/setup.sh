@@ -40,3 +40,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
   echo "$want" >"$stamp"
 fi
+
+# moec-verify (tools/verify: `moec verify`, `moe-run --compare`), the
+# accuracy check against onnxruntime, as a console entry point in .venv/bin.
+verify_stamp="$venv/.moec-verify.sha256"
+want_verify=$(cat "$root/tools/verify/pyproject.toml" "$root/tools/verify/moec_verify.py" |
+  sha256sum | cut -d' ' -f1)
+if [ ! -x "$venv/bin/moec-verify" ] || [ ! -f "$verify_stamp" ] ||
+  [ "$(cat "$verify_stamp")" != "$want_verify" ]; then
+  echo "setup: installing moec-verify into .venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$root/tools/verify"
+  echo "$want_verify" >"$verify_stamp"
+fi

@@ -61,8 +61,9 @@ void ModelDiagnosticHandler::print(Diagnostic &diagnostic) {
       subjects.push_back(nameLoc.getName().getValue());
     return WalkResult::advance();
   });
-  os << (file.empty() ? StringRef(prefix) : file) << ": "
-     << getSeverityName(diagnostic.getSeverity()) << ": ";
+  os << prefix << ": " << getSeverityName(diagnostic.getSeverity()) << ": ";
+  if (!file.empty())
+    os << file << ": ";
   for (StringRef subject : llvm::reverse(subjects))
     os << subject << ": ";
   os << diagnostic.str() << '\n';

@@ -29,8 +29,9 @@ mlir::Location getSubjectLoc(mlir::Location modelLoc,
                              const llvm::Twine &subject);
 
 /// Prints the diagnostics of a context, for as long as it lives, in the form
-/// `<file>: error: <subject>: <message>` (notes and remarks alike), one line
-/// each; diagnostics whose location names no file start with `prefix`.
+/// `<prefix>: error: <file>: <subject>: <message>` (the tool, then where,
+/// then what; notes, warnings and remarks alike), one line each; the file
+/// and subjects are left out when the location names none.
 class ModelDiagnosticHandler : public mlir::ScopedDiagnosticHandler {
 public:
   ModelDiagnosticHandler(mlir::MLIRContext *context, llvm::raw_ostream &os,

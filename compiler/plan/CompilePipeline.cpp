@@ -362,7 +362,8 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
   auto dim = [](int64_t value) -> std::string {
     return ShapedType::isDynamic(value) ? "?" : std::to_string(value);
   };
-  os << llvm::formatv("moec: {0} MoE layer(s)\n", layers.size());
+  os << llvm::formatv("moec: {0} MoE layer{1}\n", layers.size(),
+                      layers.size() == 1 ? "" : "s");
   os << llvm::formatv("{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}"
                       "{8,-5}{9,-9}{10,-7}{11,-7}{12,-7}{13}\n",
                       "layer", "experts", "top_k", "score", "topk_first",

@@ -2,6 +2,7 @@
 
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Generation.h"
+#include "compiler/plan/InputRanges.h"
 
 #include "dialects/moe/MoeOps.h"
 
@@ -334,6 +335,10 @@ private:
       // The dense part runs whole on every device (moe-insert-all-to-all).
       if (state.devices > 1 && func->hasAttr("moe.replicated"))
         schedule.tensor(*id).replicated = true;
+      // Token ids: generated inputs should index the whole embedding.
+      if (type.getElementType().isInteger())
+        if (std::optional<int64_t> rows = getEmbeddingRows(arg))
+          schedule.setValueRange(*id, 0, *rows);
       schedule.addInput(*id);
     }
     return success();
@@ -1363,7 +1368,7 @@ LogicalResult emitPlanToBuffer(ModuleOp module, std::vector<uint8_t> &bytes,
   absl::StatusOr<std::vector<uint8_t>> serialized = state->writer.serialize();
   if (!serialized.ok())
     return module.emitError("cannot serialize the plan: ")
-           << serialized.status().ToString();
+           << std::string(serialized.status().message());
   bytes = std::move(*serialized);
   return success();
 }

@@ -86,7 +86,8 @@ def main():
 def clean(text, limit=140):
     """One line of an error for the table: no colours, no paths."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    text = re.sub(r"\S*/examples/zoo/v5/\S*: error: ", "", text)
+    text = re.sub(r"(?:moec: error: )?\S*/examples/zoo/v5/\S*: (?:error: )?",
+                  "", text)
     text = text.split(" | ")[-1]  # the cause, after the exporter's generic message
     text = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", text)
     return text.replace("|", "/")[:limit]

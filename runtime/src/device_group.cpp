@@ -337,9 +337,10 @@ DeviceGroup::createMpi(const Plan &plan, const DeviceGroupOptions &options) {
                          createMpiCommunicator(options.comm));
   if (comm->size() != plan.numDevices())
     return absl::InvalidArgumentError(absl::StrCat(
-        "mpirun started ", comm->size(), " ranks but the plan has ",
-        plan.numDevices(), " device schedules; run it with mpirun -np ",
-        plan.numDevices()));
+        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
+        " but the plan has ", plan.numDevices(),
+        plan.numDevices() == 1 ? " device schedule" : " device schedules",
+        "; run it with mpirun -np ", plan.numDevices()));
   impl->devices.push_back(comm->rank());
   impl->comms.push_back(std::move(comm));
   MOERT_RETURN_IF_ERROR(impl->createSessions(options));

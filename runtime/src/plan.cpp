@@ -842,7 +842,9 @@ validate(std::unique_ptr<Plan::Impl> impl, const LoadOptions &options) {
   if (options.device >= static_cast<int>(impl->target.deviceCount))
     return diag.invalid("device ", options.device,
                         " is requested but the plan has ",
-                        impl->target.deviceCount, " device schedules");
+                        impl->target.deviceCount,
+                        impl->target.deviceCount == 1 ? " device schedule"
+                                                      : " device schedules");
   MOERT_RETURN_IF_ERROR(validateProgram(diag, layout, *impl));
   MOERT_RETURN_IF_ERROR(validateWeightSharing(diag, *impl));
   MOERT_RETURN_IF_ERROR(verifyWeightSections(diag, layout, *impl, options));

@@ -96,7 +96,9 @@ Session::~Session() = default;
 absl::StatusOr<std::unique_ptr<Session>>
 Session::create(const Plan &plan, const SessionOptions &options) {
   MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
-      plan, Backend::Cpu, "this runtime executes cpu plans only",
+      plan, Backend::Cpu,
+      "the CPU backend runs cpu plans; run it on a GPU with moe-run "
+      "--backend cuda (moert::CudaSession)",
       options.device));
   return create(plan, options, plan.impl().schedules[options.device]);
 }
@@ -106,7 +108,9 @@ Session::create(const Plan &plan, const SessionOptions &options,
                 const ScheduleInfo &schedule) {
   const Plan::Impl &planImpl = plan.impl();
   MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
-      plan, Backend::Cpu, "this runtime executes cpu plans only",
+      plan, Backend::Cpu,
+      "the CPU backend runs cpu plans; run it on a GPU with moe-run "
+      "--backend cuda (moert::CudaSession)",
       options.device));
   int threads = detail::sessionThreads(options.threads);
   MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,

@@ -153,8 +153,18 @@ def main():
                      env={"MOERT_FAULT_INJECT": f"1:10:{action}"}, within=15)
 
     if args.mpirun:
-        r.expect_run("mpi rank-count mismatch", [plans["2"]], -1,
-                     ["the plan has 2 device schedules"], ranks=3, within=60)
+        # Any world size but the plan's is one error saying so: more ranks
+        # than schedules (a rank would have none), fewer, and one.
+        for ranks in (3, 1):
+            r.expect_run(f"mpi rank-count mismatch ({ranks})", [plans["2"]],
+                         -1, [f"mpirun started {ranks} "
+                              f"rank{'s' if ranks > 1 else ''} but the plan "
+                              "has 2 device schedules; run it with mpirun "
+                              "-np 2"], ranks=ranks, within=60)
+        r.expect_run("mpi rank-count mismatch (1-device plan)", [plans["1"]],
+                     -1, ["mpirun started 2 ranks but the plan has 1 device "
+                          "schedule; run it with mpirun -np 1"], ranks=2,
+                     within=60)
         r.expect_run("mpi stall", [plans["4"], "--comm-timeout", "2",
                                    "--output-dir", r.path("fault")], -1,
                      ["device 2 stalls", "timed out after 2 s waiting for "

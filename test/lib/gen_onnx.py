@@ -595,6 +595,26 @@ def small_valid():
                 [value("y", F32, ["tokens", 4])])
 
 
+@model("gather_indices_input")
+def _(out):
+    """Integer indices into a graph input, not a constant table: the plan
+    records no value range for them."""
+    return make([node("Gather", ["x", "ids"], ["y"], name="gather")],
+                [value("x", F32, ["T", 4]), value("ids", I64, ["T"])],
+                [value("y", F32, ["T", 4])])
+
+
+@model("embedding_reshaped")
+def _(out):
+    """Token ids reshaped before they index a [10, 4] embedding table: the
+    plan records [0, 10) as their value range."""
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    return make([node("Reshape", ["ids", "flat"], ["rows"], name="flatten"),
+                 node("Gather", ["table", "rows"], ["y"], name="embed")],
+                [value("ids", I64, ["b", "s"])], [value("y", F32, [None, 4])],
+                [const("table", table), const("flat", np.array([-1]))])
+
+
 @model("truncated")
 def _(out):
     data = matmul_model(const("w", np.ones((4, 8), np.float32)))

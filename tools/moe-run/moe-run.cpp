@@ -1,8 +1,10 @@
 //===- moe-run.cpp - Run a moec plan on the CPU or GPUs -------------------===//
 //
 //   moe-run PLAN [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
-//                [--tokens N] [--dim SYMBOL=N] [--seed N] [--bench N]
-//                [--warmup N] [--stats FILE.json] [--backend cpu|cuda]
+//                [--tokens N] [--dim SYMBOL=N] [--seed N] [--save-inputs DIR]
+//                [--bench N] [--duration SECONDS] [--warmup N]
+//                [--stats FILE.json] [--compare MODEL.onnx] [--backend
+//                cpu|cuda]
 //                [--cuda-graphs on|off] [--devices N] [--comm host|nccl]
 //                [--comm-timeout SECONDS]
 //   mpirun -np N moe-run PLAN [options]
@@ -10,15 +12,16 @@
 //                [--temperature T] [--top-k K] [--top-p P] [--seed S]
 //                [--stream] [--stop-id ID] [--output-dir DIR]
 //
-// Inputs not given with --input are generated: seeded, uniform in [-1, 1)
-// for floats, in the plan's value range [lo, hi) for integers (or [0, 2)
-// when the plan has none), 0/1 for bools; symbolic dims take --dim, else
-// --tokens, else the symbol's bound. Every output is written as
-// DIR/NAME.npy (characters outside [A-Za-z0-9._-] in NAME become '_').
+// Inputs not given with --input are generated (generated_inputs.h); runs
+// are timed with --bench / --duration (bench_stats.h). With --output-dir
+// every output is written as DIR/NAME.npy (characters outside
+// [A-Za-z0-9._-] in NAME become '_').
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench_stats.h"
 #include "generate.h"
+#include "generated_inputs.h"
 #include "group_session.h"
 #include "moert/cuda.h"
 #include "moert/file_io.h"
@@ -29,6 +32,7 @@
 #include "moert/version.h"
 #include "recording.h"
 #include "stats_json.h"
+#include "tools/VerifyTool.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -53,22 +57,33 @@ Runs a plan written by `moec compile` on the CPU or on GPUs (--backend cuda).
 
 options:
   --input NAME=FILE.npy  value of graph input NAME (repeatable); inputs not
-                         given are generated from --seed
-  --output-dir DIR       where each output NAME is written as NAME.npy
-                         (default: the current directory)
+                         given are generated from --seed (one line each on
+                         stderr: shape, dtype, range, seed)
+  --output-dir DIR       write each output NAME as DIR/NAME.npy (without
+                         it, nothing is written)
+  --save-inputs DIR      write each input (given or generated) as
+                         DIR/NAME.npy
   --threads N            worker threads (default: all cores)
   --tokens N             size of every symbolic dim of generated inputs
-                         (default: the symbol's bound)
+                         (default: 16, within the symbol's range)
   --dim SYMBOL=N         size of one symbolic dim of generated inputs
   --seed N               seed of generated inputs (default: 0)
-  --bench N              time N runs after the warm-up; print the median
-  --warmup N             warm-up runs before --bench (default: 1)
-  --stats FILE.json      write per-step times (of the timed runs) as JSON,
-                         with each MoE layer's tokens per expert
+  --bench N              time N runs after the warm-up: mean, stddev,
+                         p50/p90/p99, min, max, runs/s and tokens/s
+  --duration SECONDS     time runs until SECONDS have passed (with --bench
+                         N: and at least N runs)
+  --warmup N             warm-up runs before the timed ones (default: 1
+                         with --bench or --duration, else 0: one cold run)
+  --stats FILE.json      write the timing and per-step times (of the timed
+                         runs) as JSON, with each MoE layer's tokens per
+                         expert
   --trace FILE.json      write the timed runs (the last 100) as a Chrome
                          trace-event file for Perfetto / chrome://tracing
   --report-html FILE     write a self-contained HTML page: expert-load
                          heatmaps, step-time breakdown, imbalance, config
+  --compare MODEL.onnx   check the plan against onnxruntime on MODEL.onnx
+                         (runs `moec-verify MODEL.onnx --plan PLAN`, with
+                         --input, --tokens, --seed and --save-inputs)
   --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
                          from `moec compile --target cuda` on GPU 0, or each
                          device d of a multi-device plan on GPU d modulo the
@@ -114,17 +129,18 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
 
 struct Options {
   std::string plan;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  std::string outputDir = ".";
+  moe_run::InputOptions inputs;
+  std::string outputDir;
+  std::string saveInputs;
   int threads = 0;
-  int64_t tokens = -1;
-  std::map<std::string, int64_t> dims;
-  uint64_t seed = 0;
   int bench = 0;
-  int warmup = 1;
+  double duration = 0;
+  /// -1: the default (1 with --bench or --duration, else 0).
+  int warmup = -1;
   std::string stats;
   std::string trace;
   std::string reportHtml;
+  std::string compare;
   std::string backend = "cpu";
   bool cudaGraphs = true;
   bool placement = false;
@@ -132,15 +148,103 @@ struct Options {
   double commTimeout = 60;
   moert::CommKind comm = moert::CommKind::Host;
   moe_run::GenerateArgs generate;
-  bool outputDirGiven = false;
+
+  /// Whether runs are timed (--bench or --duration).
+  bool timed() const { return bench > 0 || duration > 0; }
 };
+
+/// Parses option `name` (with its `value`) into `options`; returns the usage
+/// error, or "".
+std::string parseOption(const std::string &name, const std::string &value,
+                        Options &options) {
+  auto integer = [](const std::string &text, int64_t min, int64_t &out) {
+    return absl::SimpleAtoi(text, &out) && out >= min;
+  };
+  int64_t number = 0;
+  if (std::optional<std::string> problem =
+          moe_run::parseGenerateOption(name, value, options.generate)) {
+    if (!problem->empty())
+      return *problem;
+  } else if (name == "--input" || name == "--dim") {
+    size_t sep = value.find('=');
+    if (sep == std::string::npos || sep == 0)
+      return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
+    std::string key = value.substr(0, sep), rest = value.substr(sep + 1);
+    if (name == "--input") {
+      options.inputs.given.emplace_back(key, rest);
+    } else {
+      if (!integer(rest, 0, number))
+        return absl::StrCat("--dim ", key, " needs a non-negative integer");
+      options.inputs.dims[key] = number;
+    }
+  } else if (name == "--output-dir") {
+    options.outputDir = value;
+  } else if (name == "--save-inputs") {
+    options.saveInputs = value;
+  } else if (name == "--compare") {
+    options.compare = value;
+  } else if (name == "--duration") {
+    double seconds = 0;
+    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400)
+      return "--duration needs a number of seconds in (0, 86400]";
+    options.duration = seconds;
+  } else if (name == "--threads") {
+    if (!integer(value, 1, number) || number > 1024)
+      return "--threads needs an integer in [1, 1024]";
+    options.threads = static_cast<int>(number);
+  } else if (name == "--tokens") {
+    if (!integer(value, 0, number))
+      return "--tokens needs a non-negative integer";
+    options.inputs.tokens = number;
+  } else if (name == "--seed") {
+    if (!integer(value, 0, number))
+      return "--seed needs a non-negative integer";
+    options.inputs.seed = static_cast<uint64_t>(number);
+  } else if (name == "--bench") {
+    if (!integer(value, 1, number) || number > 1000000)
+      return "--bench needs a positive integer";
+    options.bench = static_cast<int>(number);
+  } else if (name == "--warmup") {
+    if (!integer(value, 0, number) || number > 1000000)
+      return "--warmup needs a non-negative integer";
+    options.warmup = static_cast<int>(number);
+  } else if (name == "--stats") {
+    options.stats = value;
+  } else if (name == "--trace") {
+    options.trace = value;
+  } else if (name == "--report-html") {
+    options.reportHtml = value;
+  } else if (name == "--devices") {
+    if (!integer(value, 1, number) || number > 4096)
+      return "--devices needs an integer in [1, 4096]";
+    options.devices = static_cast<int>(number);
+  } else if (name == "--comm-timeout") {
+    double seconds = 0;
+    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
+      return "--comm-timeout needs a number of seconds in (0, 1e6]";
+    options.commTimeout = seconds;
+  } else if (name == "--comm") {
+    absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
+    if (!kind.ok())
+      return std::string(kind.status().message());
+    options.comm = *kind;
+  } else if (name == "--cuda-graphs") {
+    if (value != "on" && value != "off")
+      return absl::StrCat("--cuda-graphs must be on or off, not '", value, "'");
+    options.cudaGraphs = value == "on";
+  } else if (name == "--backend") {
+    if (value != "cpu" && value != "cuda")
+      return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
+    options.backend = value;
+  } else {
+    return absl::StrCat("unknown option '", name, "'");
+  }
+  return "";
+}
 
 /// Parses argv; returns a message on a usage error, "" on success, "help"
 /// for --help and "version" for --version.
 std::string parseArgs(int argc, char **argv, Options &options) {
-  auto integer = [](const std::string &text, int64_t min, int64_t &out) {
-    return absl::SimpleAtoi(text, &out) && out >= min;
-  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h")
@@ -168,82 +272,19 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else {
-      if (i + 1 >= argc)
-        return absl::StrCat(name, " needs a value");
+      if (i + 1 >= argc) {
+        // An unknown option is named as such, not as missing its value.
+        Options scratch;
+        std::string problem = parseOption(name, "", scratch);
+        return problem.rfind("unknown option", 0) == 0
+                   ? problem
+                   : absl::StrCat(name, " needs a value");
+      }
       value = argv[++i];
     }
-    int64_t number = 0;
-    if (std::optional<std::string> problem =
-            moe_run::parseGenerateOption(name, value, options.generate)) {
-      if (!problem->empty())
-        return *problem;
-    } else if (name == "--input" || name == "--dim") {
-      size_t sep = value.find('=');
-      if (sep == std::string::npos || sep == 0)
-        return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
-      std::string key = value.substr(0, sep), rest = value.substr(sep + 1);
-      if (name == "--input") {
-        options.inputs.emplace_back(key, rest);
-      } else {
-        if (!integer(rest, 0, number))
-          return absl::StrCat("--dim ", key, " needs a non-negative integer");
-        options.dims[key] = number;
-      }
-    } else if (name == "--output-dir") {
-      options.outputDir = value;
-      options.outputDirGiven = true;
-    } else if (name == "--threads") {
-      if (!integer(value, 1, number) || number > 1024)
-        return "--threads needs an integer in [1, 1024]";
-      options.threads = static_cast<int>(number);
-    } else if (name == "--tokens") {
-      if (!integer(value, 0, number))
-        return "--tokens needs a non-negative integer";
-      options.tokens = number;
-    } else if (name == "--seed") {
-      if (!integer(value, 0, number))
-        return "--seed needs a non-negative integer";
-      options.seed = static_cast<uint64_t>(number);
-    } else if (name == "--bench") {
-      if (!integer(value, 1, number) || number > 1000000)
-        return "--bench needs a positive integer";
-      options.bench = static_cast<int>(number);
-    } else if (name == "--warmup") {
-      if (!integer(value, 0, number) || number > 1000000)
-        return "--warmup needs a non-negative integer";
-      options.warmup = static_cast<int>(number);
-    } else if (name == "--stats") {
-      options.stats = value;
-    } else if (name == "--trace") {
-      options.trace = value;
-    } else if (name == "--report-html") {
-      options.reportHtml = value;
-    } else if (name == "--devices") {
-      if (!integer(value, 1, number) || number > 4096)
-        return "--devices needs an integer in [1, 4096]";
-      options.devices = static_cast<int>(number);
-    } else if (name == "--comm-timeout") {
-      double seconds = 0;
-      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
-        return "--comm-timeout needs a number of seconds in (0, 1e6]";
-      options.commTimeout = seconds;
-    } else if (name == "--comm") {
-      absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
-      if (!kind.ok())
-        return std::string(kind.status().message());
-      options.comm = *kind;
-    } else if (name == "--cuda-graphs") {
-      if (value != "on" && value != "off")
-        return absl::StrCat("--cuda-graphs must be on or off, not '", value,
-                            "'");
-      options.cudaGraphs = value == "on";
-    } else if (name == "--backend") {
-      if (value != "cpu" && value != "cuda")
-        return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
-      options.backend = value;
-    } else {
-      return absl::StrCat("unknown option '", name, "'");
-    }
+    if (std::string problem = parseOption(name, value, options);
+        !problem.empty())
+      return problem;
   }
   if (options.plan.empty())
     return "no plan given";
@@ -251,10 +292,19 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       !problem.empty())
     return problem;
   if (options.generate.active &&
-      (!options.inputs.empty() || options.bench || options.devices ||
-       options.backend != "cpu" || options.placement))
+      (!options.inputs.given.empty() || options.timed() || options.devices ||
+       options.backend != "cpu" || options.placement ||
+       !options.saveInputs.empty() || !options.compare.empty()))
     return "--prompt-ids and --prompts generate on the cpu backend; --input, "
-           "--bench, --devices, --backend and --placement do not apply";
+           "--bench, "
+           "--duration, --devices, --backend, --placement, --save-inputs "
+           "and --compare do not apply";
+  if (!options.compare.empty() &&
+      (options.timed() || options.devices || options.backend != "cpu" ||
+       options.placement || !options.stats.empty() ||
+       !options.outputDir.empty() || !options.inputs.dims.empty()))
+    return "--compare checks the plan's outputs on the cpu backend; it "
+           "takes --input, --tokens, --seed and --save-inputs only";
   if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
     return "--comm nccl exchanges between GPUs; it needs --backend cuda";
   if (options.placement && options.backend != "cuda")
@@ -263,110 +313,22 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   return "";
 }
 
-/// The size a generated input takes for one declared dim.
-absl::StatusOr<int64_t> generatedDim(const moert::Plan &plan,
-                                     const moert::DimDesc &dim,
-                                     const Options &options) {
-  if (dim.kind != moert::DimDesc::Kind::Symbolic)
-    return dim.bound;
-  const moert::SymbolDesc *symbol = nullptr;
-  for (const moert::SymbolDesc &s : plan.symbols())
-    if (s.name == dim.symbol)
-      symbol = &s;
-  int64_t value = dim.bound;
-  std::string from = "its bound";
-  if (auto it = options.dims.find(dim.symbol); it != options.dims.end()) {
-    value = it->second;
-    from = absl::StrCat("--dim ", dim.symbol);
-  } else if (options.tokens >= 0) {
-    value = options.tokens;
-    from = "--tokens";
-  }
-  if (symbol && (value < symbol->min || value > symbol->max))
-    return absl::InvalidArgumentError(absl::StrCat(
-        from, " sets symbol '", dim.symbol, "' to ", value,
-        ", outside the plan's range [", symbol->min, ", ", symbol->max, "]"));
-  return value;
-}
-
-template <typename T>
-void fillIntegers(std::vector<uint8_t> &bytes, int64_t count, int64_t lo,
-                  int64_t hi, std::mt19937_64 &rng) {
-  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
-  bytes.resize(count * sizeof(T));
-  T *p = reinterpret_cast<T *>(bytes.data());
-  for (int64_t i = 0; i < count; ++i)
-    p[i] = static_cast<T>(dist(rng));
-}
-
-/// `SessionT` is moert::Session or moert::CudaSession.
-template <typename SessionT>
-absl::Status generateInput(const moert::Plan &plan, SessionT &session,
-                           const moert::TensorDesc &desc,
-                           const Options &options, std::mt19937_64 &rng) {
-  std::vector<int64_t> shape;
-  int64_t count = 1;
-  for (const moert::DimDesc &dim : desc.dims) {
-    MOERT_ASSIGN_OR_RETURN(int64_t size, generatedDim(plan, dim, options));
-    shape.push_back(size);
-    count *= size;
-  }
-  std::vector<uint8_t> bytes;
-  switch (desc.dtype) {
-  case moert::DType::F32: {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    bytes.resize(count * sizeof(float));
-    float *p = reinterpret_cast<float *>(bytes.data());
-    for (int64_t i = 0; i < count; ++i)
-      p[i] = dist(rng);
-    break;
-  }
-  case moert::DType::I64:
-  case moert::DType::I32: {
-    int64_t lo = desc.hasValueRange ? desc.valueLo : 0;
-    int64_t hi = desc.hasValueRange ? desc.valueHi : 2;
-    if (desc.dtype == moert::DType::I64)
-      fillIntegers<int64_t>(bytes, count, lo, hi, rng);
-    else
-      fillIntegers<int32_t>(bytes, count, lo, hi, rng);
-    break;
-  }
-  case moert::DType::Bool:
-    fillIntegers<uint8_t>(bytes, count, 0, 2, rng);
-    break;
-  default:
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot generate values for input '", desc.name, "' of dtype ",
-        moert::dtypeName(desc.dtype), "; pass it with --input"));
-  }
-  return session.setInput(desc.name, desc.dtype, shape, bytes.data(),
-                          bytes.size());
-}
-
-/// Maps an output name to a file name.
-std::string fileNameFor(const std::string &name) {
-  std::string out = name;
-  for (char &c : out)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
-        c != '-')
-      c = '_';
-  if (out.empty() || out == "." || out == "..")
-    out = "_" + out;
-  return out + ".npy";
-}
-
 using moe_run::jsonString;
 
 template <typename SessionT>
 absl::Status writeStats(const std::string &path, const Options &options,
-                        const moert::Plan &plan, SessionT &session, int runs,
-                        double medianMs) {
+                        const moert::Plan &plan, SessionT &session,
+                        const moe_run::RunTimes &times,
+                        const std::map<std::string, int64_t> &sizes) {
+  moe_run::Summary runs = times.runs();
   std::string json = absl::StrCat(
       "{\n  \"plan\": ", jsonString(options.plan),
-      ",\n  \"threads\": ", session.threads(), ",\n  \"runs\": ", runs,
-      ",\n  \"median_ms\": ", absl::StrFormat("%.6f", medianMs));
+      ",\n  \"threads\": ", session.threads(), ",\n  \"runs\": ", runs.count,
+      ",\n  \"median_ms\": ", absl::StrFormat("%.6f", runs.p50));
+  moe_run::appendTimingJson(json, times, sizes);
   std::vector<moert::StepStats> stats = session.stepStats();
-  moe_run::appendSteps(json, "steps", stats);
+  std::vector<moe_run::Summary> perRun = times.steps();
+  moe_run::appendSteps(json, "steps", stats, &perRun);
   // A multi-device run's layers come with its devices.
   MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, plan, stats, session));
   absl::StrAppend(&json, "\n}\n");
@@ -386,10 +348,12 @@ moe_run::Recording recordingFor(const Options &options,
   config.plan = options.plan;
   config.backend = options.backend;
   config.devices = plan.numDevices();
-  config.seed = options.seed;
-  config.warmup = options.bench ? std::max(options.warmup, 1) : 0;
+  config.seed = options.inputs.seed;
+  config.warmup = options.warmup >= 0 ? options.warmup
+                  : options.timed()   ? 1
+                                      : 0;
   config.bench = options.bench;
-  config.inputFiles = options.inputs;
+  config.inputFiles = options.inputs.given;
   return moe_run::Recording(options.trace, options.reportHtml,
                             std::move(config));
 }
@@ -414,11 +378,16 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
   if (!mpi && options.devices != devices)
     return absl::InvalidArgumentError(
         options.devices == 0
-            ? absl::StrCat(options.plan, ": the plan has ", devices,
-                           " device schedules; run it with --devices ", devices,
+            ? absl::StrCat(options.plan, ": the plan has ",
+                           moe_run::plural(devices, "device schedule",
+                                           "device schedules"),
+                           "; run it with --devices ", devices,
                            " or mpirun -np ", devices)
-            : absl::StrCat("--devices ", options.devices, " but ", options.plan,
-                           " has ", devices, " device schedules"));
+            : absl::StrCat(options.plan, ": --devices ", options.devices,
+                           " but the plan has ",
+                           moe_run::plural(devices, "device schedule",
+                                           "device schedules"),
+                           "; run it with --devices ", devices));
   moert::DeviceGroupOptions groupOptions;
   groupOptions.threadsPerDevice = options.threads;
   groupOptions.comm.timeoutSeconds = options.commTimeout;
@@ -473,14 +442,28 @@ absl::Status runMain(const Options &options) {
   // Without a GPU, say so before anything else.
   if (options.backend == "cuda")
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
+  // A rank loads its own schedule: first check that there is one per rank,
+  // whatever the world size (the load without checksums reads no weights).
+  if (int ranks = moert::mpiWorldSize(); ranks > 0) {
+    moert::LoadOptions peek;
+    peek.verifyWeightChecksums = false;
+    MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
+                           moert::Plan::load(options.plan, peek));
+    if (plan->numDevices() != ranks)
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.plan, ": mpirun started ",
+          moe_run::plural(ranks, "rank", "ranks"), " but the plan has ",
+          moe_run::plural(plan->numDevices(), "device schedule",
+                          "device schedules"),
+          "; run it with mpirun -np ", plan->numDevices()));
+  }
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                          moert::Plan::load(options.plan, loadOptions()));
   if (options.generate.active) {
     moe_run::Recording recording = recordingFor(options, *plan);
-    return moe_run::runGeneration(
-        *plan, options.generate, options.threads, options.seed,
-        options.outputDirGiven ? options.outputDir : "", options.plan,
-        options.stats, recording);
+    return moe_run::runGeneration(*plan, options.generate, options.threads,
+                                  options.inputs.seed, options.outputDir,
+                                  options.plan, options.stats, recording);
   }
   if (plan->generation())
     std::fprintf(stderr,
@@ -490,13 +473,23 @@ absl::Status runMain(const Options &options) {
                  options.plan.c_str());
   bool mpi = moert::launchedByMpi();
   bool multi = mpi || options.devices > 0 || plan->numDevices() > 1;
-  for (const auto &[name, value] : options.dims) {
+  for (const auto &[name, value] : options.inputs.dims) {
     bool known = false;
     for (const moert::SymbolDesc &s : plan->symbols())
       known |= s.name == name;
     if (!known)
-      return absl::InvalidArgumentError(
-          absl::StrCat("--dim names unknown symbol '", name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.plan, ": --dim ", name, "=", value,
+          ": the plan has no symbol '", name, "' (",
+          plan->symbols().empty()
+              ? std::string("it has no symbolic dims")
+              : absl::StrCat("its symbols: ",
+                             absl::StrJoin(plan->symbols(), ", ",
+                                           [](std::string *out,
+                                              const moert::SymbolDesc &symbol) {
+                                             absl::StrAppend(out, symbol.name);
+                                           })),
+          ")"));
   }
   if (multi)
     return runDevices(options, *plan, mpi);
@@ -536,78 +529,74 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
   // Before the warm-up: the sessions clear their recorders with their stats.
   moe_run::Recording recording = recordingFor(options, plan);
   moe_run::attachRecording(recording, session);
-
-  std::set<std::string> given;
-  for (const auto &[name, path] : options.inputs) {
-    if (!given.insert(name).second)
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", name, "' is given twice"));
-    // Named before its file is read, which may be large.
-    if (std::none_of(
-            plan.inputs().begin(), plan.inputs().end(),
-            [&](const moert::TensorDesc &desc) { return desc.name == name; }))
-      return absl::NotFoundError(absl::StrCat(
-          "unknown input '", name, "'; the plan's inputs are: ",
-          absl::StrJoin(plan.inputs(), ", ",
-                        [](std::string *out, const moert::TensorDesc &desc) {
-                          absl::StrAppend(out, "'", desc.name, "'");
-                        })));
-    MOERT_ASSIGN_OR_RETURN(moert::npy::Array array, moert::npy::read(path));
-    absl::Status status = session.setInput(
-        name, array.dtype, array.shape, array.data.data(), array.data.size());
-    if (!status.ok())
-      return absl::Status(status.code(),
-                          absl::StrCat(path, ": ", status.message()));
+  bool reports = moe_run::reports(session);
+  std::vector<std::string> notes;
+  MOERT_ASSIGN_OR_RETURN(std::vector<moe_run::RunInput> inputs,
+                         moe_run::prepareInputs(plan, options.inputs, notes));
+  if (reports) {
+    for (const std::string &note : notes)
+      std::fprintf(stderr, "moe-run: note: %s\n", note.c_str());
+    for (const moe_run::RunInput &input : inputs)
+      if (!input.description.empty())
+        std::fprintf(stderr, "moe-run: %s\n", input.description.c_str());
+    if (!options.saveInputs.empty())
+      MOERT_RETURN_IF_ERROR(moe_run::saveInputs(options.saveInputs, inputs));
   }
-  std::mt19937_64 rng(options.seed);
-  for (const moert::TensorDesc &desc : plan.inputs())
-    if (!given.count(desc.name))
-      MOERT_RETURN_IF_ERROR(generateInput(plan, session, desc, options, rng));
+  for (const moe_run::RunInput &input : inputs) {
+    absl::Status status =
+        session.setInput(input.name, input.array.dtype, input.array.shape,
+                         input.array.data.data(), input.array.data.size());
+    if (!status.ok())
+      return input.path.empty()
+                 ? status
+                 : absl::Status(status.code(), absl::StrCat(input.path, ": ",
+                                                            status.message()));
+  }
+  std::map<std::string, int64_t> sizes = moe_run::symbolSizes(plan, inputs);
+  inputs.clear();
 
-  // One run for the outputs (and the warm-up), then the timed runs.
+  // The warm-up runs, then the timed runs: --bench N of them, or for as long
+  // as --duration, or (neither) the one run that computes the outputs.
   using Clock = std::chrono::steady_clock;
-  int warmup = options.bench ? std::max(options.warmup, 1) : 1;
+  int warmup = options.warmup >= 0 ? options.warmup : options.timed() ? 1 : 0;
   for (int i = 0; i < warmup; ++i)
     MOERT_RETURN_IF_ERROR(session.run());
-  double medianMs = 0;
-  int runs = 1;
-  if (options.bench) {
-    session.resetStats();
-    std::vector<double> times;
-    for (int i = 0; i < options.bench; ++i) {
-      Clock::time_point start = Clock::now();
-      MOERT_RETURN_IF_ERROR(session.run());
-      times.push_back(
-          std::chrono::duration<double, std::milli>(Clock::now() - start)
-              .count());
-    }
-    std::sort(times.begin(), times.end());
-    size_t n = times.size();
-    medianMs = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
-    runs = options.bench;
-    if (moe_run::reports(session))
-      std::printf("moe-run: median %.3f ms over %d runs (min %.3f, max %.3f, "
-                  "%d threads)\n",
-                  medianMs, runs, times.front(), times.back(),
-                  session.threads());
-  } else {
-    double total = 0;
-    for (const moert::StepStats &s : session.stepStats())
-      total += s.totalSeconds;
-    medianMs = total * 1e3;
+  session.resetStats();
+  moe_run::RunTimes times(warmup);
+  Clock::time_point begin = Clock::now();
+  int minRuns = std::max(options.bench, 1);
+  // --duration stops at --bench's limit of runs too.
+  constexpr int kMaxRuns = 1000000;
+  for (int i = 0;; ++i) {
+    double elapsed =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    if (i >= minRuns && (elapsed >= options.duration || i >= kMaxRuns))
+      break;
+    Clock::time_point start = Clock::now();
+    MOERT_RETURN_IF_ERROR(session.run());
+    double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    times.add(ms, session.stepStats());
   }
+  if (reports)
+    std::fputs(moe_run::timingText(times, session.threads(), sizes).c_str(),
+               stdout);
 
-  std::error_code ec;
-  std::filesystem::create_directories(options.outputDir, ec);
-  if (ec)
-    return absl::NotFoundError(absl::StrCat(
-        options.outputDir, ": cannot create directory: ", ec.message()));
+  if (!options.outputDir.empty() && reports)
+    MOERT_RETURN_IF_ERROR(moe_run::makeDirectory(options.outputDir));
   std::set<std::string> files;
   for (const moert::TensorDesc &desc : plan.outputs()) {
+    // Collective under MPI: every rank takes part.
     MOERT_ASSIGN_OR_RETURN(moert::TensorData data, session.output(desc.name));
-    if (!moe_run::reports(session))
+    if (!reports)
       continue;
-    std::string file = fileNameFor(desc.name);
+    std::string shape = absl::StrJoin(data.shape, ", ");
+    if (options.outputDir.empty()) {
+      std::printf("output %s: %s [%s]\n", desc.name.c_str(),
+                  moert::dtypeName(data.dtype), shape.c_str());
+      continue;
+    }
+    std::string file = moe_run::fileNameFor(desc.name);
     if (!files.insert(file).second)
       return absl::InvalidArgumentError(absl::StrCat(
           "outputs '", desc.name, "' and another map to the file ", file));
@@ -616,12 +605,11 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
     MOERT_RETURN_IF_ERROR(
         moert::npy::write(path, data.dtype, data.shape, data.data, data.bytes));
     std::printf("output %s: %s [%s] -> %s\n", desc.name.c_str(),
-                moert::dtypeName(data.dtype),
-                absl::StrJoin(data.shape, ", ").c_str(), path.c_str());
+                moert::dtypeName(data.dtype), shape.c_str(), path.c_str());
   }
   if (!options.stats.empty())
     MOERT_RETURN_IF_ERROR(
-        writeStats(options.stats, options, plan, session, runs, medianMs));
+        writeStats(options.stats, options, plan, session, times, sizes));
   return moe_run::finishRecording(recording, plan, session);
 }
 
@@ -663,8 +651,23 @@ int runTool(int argc, char **argv) {
     return 0;
   }
   if (!problem.empty()) {
-    std::fprintf(stderr, "moe-run: %s\n%s", problem.c_str(), kUsage);
+    std::fprintf(stderr, "moe-run: error: %s\nrun 'moe-run --help' for usage\n",
+                 problem.c_str());
     return 2;
+  }
+  if (!options.compare.empty()) {
+    std::vector<std::string> args = {options.compare, "--plan", options.plan};
+    for (const auto &[name, path] : options.inputs.given)
+      args.insert(args.end(), {"--input", name + "=" + path});
+    if (options.inputs.tokens >= 0)
+      args.insert(args.end(),
+                  {"--tokens", std::to_string(options.inputs.tokens)});
+    args.insert(args.end(), {"--seed", std::to_string(options.inputs.seed)});
+    if (!options.saveInputs.empty())
+      args.insert(args.end(), {"--save-inputs", options.saveInputs});
+    if (options.threads)
+      args.insert(args.end(), {"--threads", std::to_string(options.threads)});
+    return moec::execVerifyTool("moe-run", args);
   }
   // Without a GPU every rank fails alike: say so before MPI starts, so that
   // the job ends as a plain exit 1 rather than an MPI abort.

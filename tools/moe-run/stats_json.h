@@ -9,6 +9,7 @@
 #ifndef MOE_RUN_STATS_JSON_H
 #define MOE_RUN_STATS_JSON_H
 
+#include "bench_stats.h"
 #include "moert/stats.h"
 
 #include "absl/strings/str_cat.h"
@@ -51,9 +52,11 @@ inline void appendExpertLoad(std::string &json, const moert::StepStats &s) {
 }
 
 /// Appends `,\n  "key": [steps...]`: per step its name, op, calls and
-/// times, with the routing of MoE steps.
+/// times, with the routing of MoE steps. With `perRun` (one per step), each
+/// step also gets the median and p90 of its time per run.
 inline void appendSteps(std::string &json, std::string_view key,
-                        const std::vector<moert::StepStats> &stats) {
+                        const std::vector<moert::StepStats> &stats,
+                        const std::vector<Summary> *perRun = nullptr) {
   absl::StrAppend(&json, ",\n  ", jsonString(key), ": [");
   for (size_t i = 0; i < stats.size(); ++i) {
     const moert::StepStats &s = stats[i];
@@ -64,6 +67,10 @@ inline void appendSteps(std::string &json, std::string_view key,
                     ", \"total_ms\": ", absl::StrFormat("%.6f", total),
                     ", \"mean_ms\": ",
                     absl::StrFormat("%.6f", s.calls ? total / s.calls : 0.0));
+    if (perRun && i < perRun->size())
+      absl::StrAppend(
+          &json, ", \"median_ms\": ", absl::StrFormat("%.6f", (*perRun)[i].p50),
+          ", \"p90_ms\": ", absl::StrFormat("%.6f", (*perRun)[i].p90));
     if (!s.expertLoad.empty())
       appendExpertLoad(json, s);
     absl::StrAppend(&json, "}");

@@ -3,6 +3,8 @@
 //   moec check MODEL [--json]       which ops of a model moec imports
 //   moec ops [--json]               every ONNX op version moec imports
 //   moec inspect PLAN [--json]      what a plan file holds
+//   moec verify MODEL [--plan PLAN] [--input NAME=FILE.npy ...] [--rtol R]
+//                [--atol A] [--tokens N] [--seed S]   (tools/verify)
 //   moec compile MODEL -o OUT [--emit plan|mlir|planned-mlir] [--max-tokens N]
 //                [--report FILE.json] [--verbose] [--emit-weights]
 //                [--import-only] [--target cpu|cuda] [--cuda-arch sm_90]
@@ -18,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommandLine.h"
 #include "compiler/InitAll.h"
 #include "compiler/cuda/CudaTarget.h"
 #include "compiler/onnx/Diagnostics.h"
@@ -33,6 +36,7 @@
 #include "moert/plan_writer.h"
 #include "moert/version.h"
 #include "tools/FatalErrors.h"
+#include "tools/VerifyTool.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -255,9 +259,14 @@ recordProvenance(bool generation, moec::plan::PlanFinalizer next = {}) {
       });
 }
 
-/// Reports a usage error the way cl does and returns its exit code.
+/// The subcommand given (argv[1] when it is one), for usage hints.
+static std::string commandName;
+
+/// Reports a usage error, `moec: error: MESSAGE` and a one-line hint, and
+/// returns its exit code.
 static int usageError(const llvm::Twine &message) {
-  llvm::errs() << "moec: " << message << "\n";
+  llvm::errs() << "moec: error: " << message << "\n"
+               << moec::usageHint(commandName) << "\n";
   return kUsageError;
 }
 
@@ -856,6 +865,11 @@ static int runInspect() {
 }
 
 int main(int argc, char **argv) {
+  // `moec verify` is the Python accuracy check (onnxruntime): hand it the
+  // arguments as they are.
+  if (argc >= 2 && llvm::StringRef(argv[1]) == "verify")
+    return moec::execVerifyTool(
+        "moec", std::vector<std::string>(argv + 2, argv + argc));
   llvm::InitLLVM initLLVM(argc, argv);
   moec::installFatalErrorHandlers("moec");
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
@@ -863,11 +877,18 @@ int main(int argc, char **argv) {
        << "\n";
   });
   cl::HideUnrelatedOptions(moecCategory);
-  if (!cl::ParseCommandLineOptions(
+  if (argc >= 2 && llvm::is_contained(
+                       std::initializer_list<llvm::StringRef>{
+                           "check", "ops", "compile", "inspect"},
+                       argv[1]))
+    commandName = argv[1];
+  // cl's own wording (and its "Try: ... --help") becomes moec's style.
+  std::string clErrors;
+  if (!moec::parseCommandLine(
           argc, argv,
           "moec: ahead-of-time compiler for Mixture-of-Experts models\n",
-          &llvm::errs()))
-    return kUsageError;
+          clErrors))
+    return usageError(moec::rewordCommandLineError(clErrors, commandName));
   if (checkCommand)
     return runCheck();
   if (opsCommand)
@@ -876,6 +897,6 @@ int main(int argc, char **argv) {
     return runCompile();
   if (inspectCommand)
     return runInspect();
-  llvm::errs() << "moec: no command given; see 'moec --help'\n";
-  return kUsageError;
+  return usageError("no command given (check, compile, inspect, ops or "
+                    "verify)");
 }

@@ -103,6 +103,8 @@ int mpiLocalRank();
 absl::Status mpiInit(int *argc, char ***argv);
 /// This process's rank in MPI_COMM_WORLD, or -1 before mpiInit.
 int mpiRank();
+/// The number of ranks in MPI_COMM_WORLD, or -1 before mpiInit.
+int mpiWorldSize();
 /// Finalises MPI if mpiInit initialised it.
 void mpiFinalize();
 /// Ends every rank of the job (MPI_Abort) with `code`; exits this process

@@ -244,6 +244,14 @@ int mpiRank() {
   return rank;
 }
 
+int mpiWorldSize() {
+  int initialised = 0, size = -1;
+  MPI_Initialized(&initialised);
+  if (initialised)
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
 void mpiFinalize() {
   int finalised = 0;
   MPI_Finalized(&finalised);

@@ -17,6 +17,7 @@ absl::Status noMpi() {
 bool mpiSupported() { return false; }
 absl::Status mpiInit(int *, char ***) { return noMpi(); }
 int mpiRank() { return -1; }
+int mpiWorldSize() { return -1; }
 void mpiFinalize() {}
 void mpiAbort(int code) { std::_Exit(code); }
 absl::Status mpiBroadcast(void *, size_t, double, absl::string_view) {

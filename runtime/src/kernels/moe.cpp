@@ -333,8 +333,7 @@ absl::Status validateRouter(const StepCheck &check) {
   if (kept < 1 || kept > groups)
     return check.error("topk_group ", kept, " is not in [1, ", groups, "]");
   if (groups > 1 && experts / groups < 2)
-    return check.error("groups of ", experts / groups,
-                       " expert(s); a group scores by its best two");
+    return check.error("groups of 1 expert; a group scores by its best two");
   if (groups > 1 && kept * (experts / groups) < k)
     return check.error("the ", kept, " kept groups of ", experts / groups,
                        " experts hold fewer than top_k = ", k);
