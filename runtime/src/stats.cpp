@@ -144,6 +144,14 @@ void addTimes(const ScheduleInfo &schedule, const std::vector<StepStats> &steps,
     switch (schedule.steps[index].op) {
     case fb::OpKind::Experts:
       layer.expertsSeconds += seconds;
+      if (steps[index].tiered) {
+        layer.tiered = true;
+        layer.cacheHits += steps[index].cacheHits;
+        layer.cacheMisses += steps[index].cacheMisses;
+        layer.bytesPagedIn += steps[index].bytesPagedIn;
+        layer.readSeconds += steps[index].readSeconds;
+        layer.waitSeconds += steps[index].waitSeconds;
+      }
       break;
     case fb::OpKind::AllToAll:
     case fb::OpKind::AllToAllStart:
@@ -359,6 +367,12 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
                                  part.tokensPerSlot.begin(),
                                  part.tokensPerSlot.end());
       layer.droppedAssignments += part.droppedAssignments;
+      layer.tiered |= part.tiered;
+      layer.cacheHits += part.cacheHits;
+      layer.cacheMisses += part.cacheMisses;
+      layer.bytesPagedIn += part.bytesPagedIn;
+      layer.readSeconds = std::max(layer.readSeconds, part.readSeconds);
+      layer.waitSeconds = std::max(layer.waitSeconds, part.waitSeconds);
       layer.expertsSeconds =
           std::max(layer.expertsSeconds, part.expertsSeconds);
       layer.commSeconds = std::max(layer.commSeconds, part.commSeconds);
