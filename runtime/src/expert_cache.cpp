@@ -218,6 +218,7 @@ ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
                          ExpertReadMode mode, uint64_t capacity)
     : plan_(plan), tiers_(tiers), mode_(mode), cache_(capacity) {
   present_.resize(tiers.layers.size());
+  verified_.resize(tiers.layers.size());
   pointers_.resize(tiers.layers.size());
   paging_.resize(tiers.layers.size());
 }
@@ -340,6 +341,12 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
       MOERT_RETURN_IF_ERROR(plan_.readBytes(begin, out, bytes));
       data = out;
     }
+    payload->inputs[i] = data;
+    // Checked on an expert's first read in the session: CRC-32 runs at
+    // about 0.7 GB/s here, a third of the page cache's read rate, and a
+    // later read of the same bytes trusts the file as a mapping would.
+    if (verified_[entry.key.layer][e])
+      continue;
     uint32_t stored = layer.crc[e * layer.inputs.size() + i];
     uint32_t computed = crc32(0, data, bytes);
     if (computed != stored)
@@ -351,8 +358,8 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
           ")) fail their checksum (stored ", absl::StrFormat("0x%08x", stored),
           ", computed ", absl::StrFormat("0x%08x", computed),
           "): the plan file is corrupt or was changed"));
-    payload->inputs[i] = data;
   }
+  verified_[entry.key.layer][e] = 1;
   return absl::OkStatus();
 }
 
@@ -482,6 +489,7 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   for (size_t l = 0; l < tiers.layers.size(); ++l) {
     const TierLayerInfo &layer = tiers.layers[l];
     store->present_[l].assign(layer.experts, nullptr);
+    store->verified_[l].assign(layer.experts, 0);
     store->pointers_[l].resize(schedule.steps[layer.step].inputs.size());
     for (const PagedInput &input : layer.inputs)
       store->pointers_[l][input.input].assign(layer.experts, nullptr);

@@ -191,6 +191,8 @@ private:
   std::vector<std::vector<Payload *>> present_;
   std::vector<std::vector<std::vector<const uint8_t *>>> pointers_;
   std::vector<LayerPaging> paging_;
+  /// Per layer and expert: its checksums were checked (on its first read).
+  std::vector<std::vector<char>> verified_;
 };
 
 /// The tiers of `schedule` (tiered) for `budget` bytes, 0 for the plan's

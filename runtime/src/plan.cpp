@@ -973,7 +973,7 @@ absl::Status verifyWeightSections(const Diag &diag, const Layout &layout,
   for (size_t i = 0; i < layout.sections.size(); ++i) {
     const detail::SectionEntry &entry = layout.sections[i];
     // A paged section is never read whole: each expert's checksum is
-    // checked whenever the runtime reads it (docs/tiered-experts.md).
+    // checked when the runtime first reads it (docs/tiered-experts.md).
     if (entry.kind != static_cast<uint32_t>(SectionKind::Weights) ||
         (entry.flags & kSectionFlagPaged) || (options.device >= 0 && !used[i]))
       continue;
