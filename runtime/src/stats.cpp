@@ -492,6 +492,12 @@ serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
     out.real(l.commSeconds);
     out.real(l.layerSeconds);
     out.words(l.deviceRows);
+    out.word(l.tiered);
+    out.word(l.cacheHits);
+    out.word(l.cacheMisses);
+    out.word(l.bytesPagedIn);
+    out.real(l.readSeconds);
+    out.real(l.waitSeconds);
   }
   return out.take();
 }
@@ -518,6 +524,12 @@ deserializeLayerStats(const uint8_t *data, size_t size) {
     l.commSeconds = in.real();
     l.layerSeconds = in.real();
     l.deviceRows = in.words<uint64_t>();
+    l.tiered = in.word() != 0;
+    l.cacheHits = in.word();
+    l.cacheMisses = in.word();
+    l.bytesPagedIn = in.word();
+    l.readSeconds = in.real();
+    l.waitSeconds = in.real();
     layers.push_back(std::move(l));
   }
   if (!in.ok() || !in.done())
