@@ -8,13 +8,12 @@
 
 #include "passes/Passes.h"
 #include "passes/PlacementLimits.h"
+#include "passes/RoutingProfile.h"
 
 #include "dialects/moe/MoeOps.h"
-#include "moert/file_io.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <limits>
@@ -110,55 +109,6 @@ Placement placeByLoad(ArrayRef<double> loads, int64_t numDevices,
   return placement;
 }
 
-/// The per-layer expert loads of a routing profile, by layer index.
-using Profile = SmallVector<SmallVector<double>>;
-
-/// Reads `path`: {"moe_layers": [{"tokens_per_expert": [n, ...]}, ...]}.
-/// Every error names the file and the field.
-FailureOr<Profile> readProfile(ModuleOp module, StringRef path) {
-  auto fail = [&](const Twine &message) {
-    module.emitError("routing profile '") << path << "': " << message;
-    return failure();
-  };
-  // Only a regular file is read (a FIFO would block, /dev/zero never end).
-  absl::StatusOr<moert::InputFile> file = moert::InputFile::open(path.str());
-  if (!file.ok())
-    return fail(std::string(file.status().message()));
-  absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll();
-  if (!bytes.ok())
-    return fail(std::string(bytes.status().message()));
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse(
-      StringRef(reinterpret_cast<const char *>(bytes->data()), bytes->size()));
-  if (!json)
-    return fail("not valid JSON: " + llvm::toString(json.takeError()));
-  const llvm::json::Object *root = json->getAsObject();
-  if (!root)
-    return fail("expected a JSON object at the top level");
-  const llvm::json::Array *layers = root->getArray("moe_layers");
-  if (!layers)
-    return fail("field 'moe_layers' is missing or not an array");
-  Profile profile;
-  for (auto [index, layer] : llvm::enumerate(*layers)) {
-    std::string field = "moe_layers[" + std::to_string(index) + "]";
-    const llvm::json::Object *object = layer.getAsObject();
-    if (!object)
-      return fail("field '" + field + "' is not an object");
-    const llvm::json::Array *counts = object->getArray("tokens_per_expert");
-    if (!counts)
-      return fail("field '" + field +
-                  ".tokens_per_expert' is missing or not an array");
-    SmallVector<double> &loads = profile.emplace_back();
-    for (auto [e, count] : llvm::enumerate(*counts)) {
-      std::optional<double> value = count.getAsNumber();
-      if (!value || *value < 0 || !std::isfinite(*value))
-        return fail("field '" + field + ".tokens_per_expert[" +
-                    std::to_string(e) + "]' is not a non-negative number");
-      loads.push_back(*value);
-    }
-  }
-  return profile;
-}
-
 struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
   using MoePlaceExpertsBase::MoePlaceExpertsBase;
 
@@ -189,9 +139,10 @@ struct PlaceExpertsPass : public impl::MoePlaceExpertsBase<PlaceExpertsPass> {
       module.emitError("moe-place-experts: no @main function");
       return signalPassFailure();
     }
-    Profile profile;
+    RoutingProfile profile;
     if (!routingProfile.empty()) {
-      FailureOr<Profile> read = readProfile(module, routingProfile);
+      FailureOr<RoutingProfile> read =
+          readRoutingProfile(module, routingProfile);
       if (failed(read))
         return signalPassFailure();
       profile = std::move(*read);

@@ -70,14 +70,18 @@ std::string getStepName(Operation *op) {
 
 /// What the schedules of one plan share.
 struct PlanState {
-  PlanState(uint32_t devices, ExpertWeightType expertWeights)
-      : writer({moert::Backend::Cpu, devices},
-               std::string("moec ") + moert::getVersion()),
-        devices(devices), expertWeights(expertWeights) {}
+  PlanState(uint32_t devices, ExpertWeightType expertWeights,
+            TierOptions tiers = {})
+      : writer({moert::Backend::Cpu, devices}, std::string("moec ") + moert::getVersion()), devices(devices),
+        expertWeights(expertWeights), tiers(std::move(tiers)) {}
   moert::PlanWriter writer;
   uint32_t devices;
   /// The storage of the narrowable expert matrices.
   ExpertWeightType expertWeights;
+  /// Tiered expert weights; per device, the paged section of its routed
+  /// experts' weights (-1 until the first).
+  TierOptions tiers;
+  SmallVector<int> pagedSections;
   llvm::StringMap<int> symbols;
   /// The largest value of each symbol, by index.
   SmallVector<int64_t> symbolMax;
@@ -150,6 +154,8 @@ public:
         constantBytes(state.constantBytes),
         symbolPrefix(std::move(symbolPrefix)) {
     narrowed = getNarrowableExpertWeights(func, state.expertWeights);
+    if (state.tiers.deviceMemory)
+      paged = getPagedExpertWeights(func);
     if (state.expertWeights == ExpertWeightType::I8)
       func.walk([&](moe::ExpertsOp op) {
         // [E, out, in] matrices have their channels along dimension 1.
@@ -167,6 +173,8 @@ public:
     for (Operation &op : func.getBody().front())
       if (failed(emitOp(&op)))
         return failure();
+    if (failed(emitTiers()))
+      return failure();
     auto arenaSize = func->getAttrOfType<IntegerAttr>("moe.arena_size");
     if (!arenaSize)
       return func.emitError("no memory plan; run moe-plan-memory first");
@@ -197,6 +205,59 @@ private:
   llvm::DenseMap<Value, int> channelDims;
   llvm::DenseMap<Value, int32_t> scaleIds;
   std::string symbolPrefix;
+  /// Tiered plans: the routed experts' weights written to the paged
+  /// section, and the tiered layers (their steps and expected loads).
+  llvm::DenseSet<Value> paged;
+  std::vector<moert::ScheduleBuilder::TierLayer> tierLayers;
+  int numExpertsOps = 0;
+
+  /// The weight operands of the moe.experts ops of `func` that can be paged:
+  /// stored weights read by one operand of one op and nothing else.
+  static llvm::DenseSet<Value> getPagedExpertWeights(func::FuncOp func) {
+    llvm::DenseSet<Value> result;
+    func.walk([&](moe::ExpertsOp op) {
+      for (Value w : {op.getW1(), op.getB1(), op.getW3(), op.getB3(),
+                      op.getW2(), op.getB2()}) {
+        if (!w || !w.hasOneUse())
+          continue;
+        Operation *def = w.getDefiningOp();
+        auto stack = dyn_cast_or_null<moe::StackOp>(def);
+        if (isa_and_nonnull<moe::ConstantOp, moe::ShardOp>(def) ||
+            (stack && stack.isWeight()))
+          result.insert(w);
+      }
+    });
+    return result;
+  }
+
+  /// The weight section of `value`: the device's paged section for a paged
+  /// expert weight, else `section`.
+  int getSection(Value value, int section = -1) {
+    if (!paged.contains(value))
+      return section;
+    state.pagedSections.resize(state.devices, -1);
+    int &pagedSection = state.pagedSections[device];
+    if (pagedSection < 0)
+      pagedSection = writer.addWeightSection(/*paged=*/true);
+    return pagedSection;
+  }
+
+  /// Tiers the schedule's layers whose weights were paged.
+  LogicalResult emitTiers() {
+    if (!state.tiers.deviceMemory)
+      return success();
+    if (tierLayers.empty())
+      return func.emitError("--device-memory tiers the routed experts' "
+                            "weights, but no moe.experts op has weights that "
+                            "only it reads");
+    if (!state.tiers.loads.empty() &&
+        state.tiers.loads.size() != static_cast<size_t>(numExpertsOps))
+      return func.emitError("the routing profile has ")
+             << state.tiers.loads.size() << " MoE layers; the model has "
+             << numExpertsOps;
+    schedule.setExpertTiers(state.tiers.deviceMemory, std::move(tierLayers));
+    return success();
+  }
 
   /// The 16-bit dtype `value` is stored as, when it is a narrowed matrix.
   std::optional<moert::DType> getNarrowedType(Value value) const {
@@ -430,7 +491,8 @@ private:
     if (isOnlyStacked(op))
       return success();
     Attribute key = getWeightKey(getStackKey(op), op.getResult());
-    if (reuseWeight(key, op.getResult(), getStepName(op)))
+    bool isPaged = paged.contains(op.getResult());
+    if (!isPaged && reuseWeight(key, op.getResult(), getStepName(op)))
       return success();
     std::vector<moert::WeightPiece> pieces;
     for (Value input : op.getInputs()) {
@@ -441,9 +503,11 @@ private:
       pieces.push_back(*piece);
     }
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    tensorIds[op.getResult()] = addPieces(op.getResult(), getStepName(op),
-                                          *dtype, shape, std::move(pieces));
-    recordWeight(key, op.getResult());
+    tensorIds[op.getResult()] =
+        addPieces(op.getResult(), getStepName(op), *dtype, shape,
+                  std::move(pieces), getSection(op.getResult()));
+    if (!isPaged)
+      recordWeight(key, op.getResult());
     return success();
   }
 
@@ -496,12 +560,12 @@ private:
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     state.shardSections.resize(state.devices, -1);
     int &section = state.shardSections[device];
-    if (section < 0)
+    if (section < 0 && !paged.contains(op.getResult()))
       section = writer.addWeightSection();
     tensorIds[op.getResult()] = addPieces(
         op.getResult(),
         getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device),
-        *dtype, shape, std::move(pieces), section);
+        *dtype, shape, std::move(pieces), getSection(op.getResult(), section));
     return success();
   }
 
@@ -536,19 +600,22 @@ private:
              << type.getElementType() << " has no runtime representation";
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     Attribute key = getWeightKey(op.getValue(), op.getResult());
-    if (reuseWeight(key, op.getResult(), getStepName(op)))
+    bool isPaged = paged.contains(op.getResult());
+    if (!isPaged && reuseWeight(key, op.getResult(), getStepName(op)))
       return success();
     FailureOr<ArrayRef<char>> data = getConstantData(op, *dtype);
     if (failed(data))
       return failure();
+    int section = getSection(op.getResult());
     if (narrowed.contains(op.getResult()))
       tensorIds[op.getResult()] =
           addPieces(op.getResult(), getStepName(op), *dtype, shape,
-                    {moert::WeightPiece{data->data(), data->size()}});
+                    {moert::WeightPiece{data->data(), data->size()}}, section);
     else
       tensorIds[op.getResult()] = schedule.addWeightRef(
-          getStepName(op), *dtype, shape, data->data(), data->size());
-    recordWeight(key, op.getResult());
+          getStepName(op), *dtype, shape, data->data(), data->size(), section);
+    if (!isPaged)
+      recordWeight(key, op.getResult());
     return success();
   }
 
@@ -616,8 +683,22 @@ private:
     FailureOr<fb::AttrsUnion> attrs = getAttrs(op);
     if (failed(attrs))
       return failure();
-    schedule.addStep(*kind, getStepName(op), std::move(inputs),
-                     std::move(outputs), std::move(*attrs));
+    int step = schedule.addStep(*kind, getStepName(op), std::move(inputs),
+                                std::move(outputs), std::move(*attrs));
+    if (auto experts = dyn_cast<moe::ExpertsOp>(op)) {
+      // Layer i of a routing profile is the i-th moe.experts op; a device
+      // function's slots are no profile's experts, so several devices tier
+      // by index.
+      int layer = numExpertsOps++;
+      if (state.tiers.deviceMemory && paged.contains(experts.getW1())) {
+        moert::ScheduleBuilder::TierLayer tier;
+        tier.step = step;
+        if (state.devices == 1 &&
+            static_cast<size_t>(layer) < state.tiers.loads.size())
+          tier.loads = state.tiers.loads[layer];
+        tierLayers.push_back(std::move(tier));
+      }
+    }
     return success();
   }
 
@@ -1337,11 +1418,12 @@ FailureOr<SmallVector<func::FuncOp>> getDeviceFunctions(ModuleOp module) {
 /// Emits the schedules of every device function of `module` into a new plan
 /// state; null after reporting an error.
 static std::unique_ptr<PlanState> emitModule(ModuleOp module,
-                                             ExpertWeightType expertWeights) {
+                                             ExpertWeightType expertWeights,
+                                             const TierOptions &tiers = {}) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(module);
   if (failed(funcs))
     return nullptr;
-  auto state = std::make_unique<PlanState>(funcs->size(), expertWeights);
+  auto state = std::make_unique<PlanState>(funcs->size(), expertWeights, tiers);
   for (auto [device, func] : llvm::enumerate(*funcs))
     if (failed(Emitter(func, device, *state).emit()))
       return nullptr;
@@ -1350,8 +1432,9 @@ static std::unique_ptr<PlanState> emitModule(ModuleOp module,
 
 LogicalResult emitPlan(ModuleOp module, StringRef path,
                        const PlanFinalizer &finalize,
-                       ExpertWeightType expertWeights) {
-  std::unique_ptr<PlanState> state = emitModule(module, expertWeights);
+                       ExpertWeightType expertWeights,
+                       const TierOptions &tiers) {
+  std::unique_ptr<PlanState> state = emitModule(module, expertWeights, tiers);
   if (!state)
     return failure();
   return writePlan(*state, module, path, finalize);

@@ -55,6 +55,18 @@ int64_t getExpertWeightElementBytes(ExpertWeightType type);
 llvm::DenseSet<mlir::Value> getNarrowableExpertWeights(mlir::func::FuncOp func,
                                                        ExpertWeightType type);
 
+/// Tiered expert weights (`moec compile --device-memory`,
+/// docs/tiered-experts.md): the routed experts' weights go into a paged
+/// section per device and each schedule is tiered for the budget.
+struct TierOptions {
+  /// The memory budget of each device in bytes; 0: no tiers.
+  uint64_t deviceMemory = 0;
+  /// Per MoE layer (the moe.experts ops of a single-device plan in program
+  /// order), each expert's expected load: a routing profile. Empty: the
+  /// experts' index order.
+  std::vector<std::vector<double>> loads;
+};
+
 /// Writes the plan of `func` to `path`. Every unsupported op, type or missing
 /// planning attribute is reported as an error located at the op.
 mlir::LogicalResult
@@ -74,7 +86,8 @@ getDeviceFunctions(mlir::ModuleOp module);
 mlir::LogicalResult
 emitPlan(mlir::ModuleOp module, llvm::StringRef path,
          const PlanFinalizer &finalize = {},
-         ExpertWeightType expertWeights = ExpertWeightType::F32);
+         ExpertWeightType expertWeights = ExpertWeightType::F32,
+         const TierOptions &tiers = {});
 
 struct GenerationSignature;
 

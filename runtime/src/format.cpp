@@ -15,6 +15,51 @@ const char *backendName(Backend backend) {
   return "unknown";
 }
 
+bool parseByteSize(const char *text, uint64_t &bytes) {
+  uint64_t value = 0;
+  const char *p = text;
+  if (*p < '0' || *p > '9')
+    return false;
+  for (; *p >= '0' && *p <= '9'; ++p)
+    if (__builtin_mul_overflow(value, 10, &value) ||
+        __builtin_add_overflow(value, uint64_t(*p - '0'), &value))
+      return false;
+  int shift = 0;
+  switch (*p) {
+  case 'K':
+  case 'k':
+    shift = 10;
+    break;
+  case 'M':
+  case 'm':
+    shift = 20;
+    break;
+  case 'G':
+  case 'g':
+    shift = 30;
+    break;
+  case 'T':
+  case 't':
+    shift = 40;
+    break;
+  default:
+    break;
+  }
+  if (shift) {
+    ++p;
+    if (*p == 'i')
+      ++p;
+    if (*p == 'B')
+      ++p;
+  } else if (*p == 'B') {
+    ++p;
+  }
+  if (*p != '\0' || value == 0 || value > (uint64_t{1} << (63 - shift)))
+    return false;
+  bytes = value << shift;
+  return true;
+}
+
 const char *dtypeName(DType dtype) {
   switch (dtype) {
   case DType::F32:

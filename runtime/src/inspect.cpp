@@ -2,6 +2,7 @@
 
 #include "moert/inspect.h"
 
+#include "expert_cache.h"
 #include "plan_impl.h"
 
 #include "moert/plan_bfbs_generated.h"
@@ -179,7 +180,65 @@ private:
   bool ok_ = false;
 };
 
+/// "0-3, 6": the indices of the set entries of `hot`, ranges joined.
+std::string indexRanges(const std::vector<bool> &hot) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < hot.size();) {
+    if (!hot[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < hot.size() && hot[j + 1])
+      ++j;
+    parts.push_back(i == j ? absl::StrCat(i) : absl::StrCat(i, "-", j));
+    i = j + 1;
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
 } // namespace
+
+std::string describeTiersText(const ExpertTiersDesc &t,
+                              const std::string &indent) {
+  std::string out = absl::StrFormat(
+      "%stiers: budget %d bytes = resident weights %d + experts' cache %d "
+      "(least %d); arena %d bytes besides\n%s  hot: %d experts, %d bytes; "
+      "cold: %d experts, %d bytes\n",
+      indent, t.budget, t.residentBytes, t.cacheBytes, t.windowBytes,
+      t.arenaBytes, indent, t.hotExperts, t.hotBytes, t.coldExperts,
+      t.coldBytes);
+  for (const TierLayerDesc &layer : t.layers)
+    absl::StrAppendFormat(&out,
+                          "%s  step %d '%s': %d experts of %d bytes, hot %s\n",
+                          indent, layer.stepIndex, layer.step, layer.experts,
+                          layer.expertBytes, indexRanges(layer.hot));
+  return out;
+}
+
+std::string describeTiersJson(const ExpertTiersDesc &t) {
+  std::string out = absl::StrFormat(
+      "{\"budget\": %d, \"resident_bytes\": %d, \"arena_bytes\": %d, "
+      "\"cache_bytes\": %d, \"window_bytes\": %d, \"hot_experts\": %d, "
+      "\"hot_bytes\": %d, \"cold_experts\": %d, \"cold_bytes\": %d, "
+      "\"layers\": [",
+      t.budget, t.residentBytes, t.arenaBytes, t.cacheBytes, t.windowBytes,
+      t.hotExperts, t.hotBytes, t.coldExperts, t.coldBytes);
+  for (size_t l = 0; l < t.layers.size(); ++l) {
+    const TierLayerDesc &layer = t.layers[l];
+    std::vector<int> hot;
+    for (size_t e = 0; e < layer.hot.size(); ++e)
+      if (layer.hot[e])
+        hot.push_back(static_cast<int>(e));
+    absl::StrAppendFormat(&out,
+                          "%s{\"step\": %d, \"name\": %s, \"experts\": %d, "
+                          "\"expert_bytes\": %d, \"hot\": [%s]}",
+                          l ? ", " : "", layer.stepIndex,
+                          jsonString(layer.step), layer.experts,
+                          layer.expertBytes, absl::StrJoin(hot, ", "));
+  }
+  return out + "]}";
+}
 
 std::string describePlanText(const Plan &plan) {
   const Plan::Impl &impl = plan.impl();
@@ -214,10 +273,18 @@ std::string describePlanText(const Plan &plan) {
     absl::StrAppendFormat(
         &out, "\n%s: %d steps, %d tensors, arena %d bytes, weights %d bytes\n",
         what, s.steps.size(), s.tensors.size(), s.arenaSize, weightBytes(s));
+    if (s.tiers.present) {
+      absl::StatusOr<ExpertTiersDesc> tiers = detail::describeTiers(impl, s, 0);
+      absl::StrAppend(
+          &out, tiers.ok()
+                    ? describeTiersText(*tiers, "")
+                    : absl::StrCat("tiers: ", tiers.status().message(), "\n"));
+    }
     absl::StrAppend(&out, "\ntensors:\n");
     for (size_t i = 0; i < s.tensors.size(); ++i) {
       const TensorInfo &t = s.tensors[i];
-      std::string role = t.isWeight        ? "weight"
+      std::string role = t.paged           ? "paged"
+                         : t.isWeight      ? "weight"
                          : t.isGraphInput  ? "input"
                          : t.isGraphOutput ? "output"
                                            : "arena";
@@ -291,7 +358,10 @@ std::string describePlanJson(const Plan &plan) {
             "\"storage\": \"%s\", \"offset\": %d, \"bytes\": %d, \"input\": "
             "%s, \"output\": %s}",
             i ? ", " : "", i, jsonString(t.name), dtypeName(t.dtype),
-            absl::StrJoin(dims, ", "), t.isWeight ? "weight" : "arena",
+            absl::StrJoin(dims, ", "),
+            t.paged      ? "paged"
+            : t.isWeight ? "weight"
+                         : "arena",
             t.offset, t.size, t.isGraphInput ? "true" : "false",
             t.isGraphOutput ? "true" : "false");
       }
@@ -306,7 +376,13 @@ std::string describePlanJson(const Plan &plan) {
             attrs.print(*step.fb),
             step.fb->kernel() ? jsonString(step.fb->kernel()->str())
                               : std::string("null"));
-      absl::StrAppend(&out, "]}");
+      absl::StrAppend(&out, "]");
+      if (s.tiers.present)
+        if (absl::StatusOr<ExpertTiersDesc> tiers =
+                detail::describeTiers(impl, s, 0);
+            tiers.ok())
+          absl::StrAppend(&out, ", \"tiers\": ", describeTiersJson(*tiers));
+      absl::StrAppend(&out, "}");
     }
   };
   absl::StrAppend(&out, "}, \"schedules\": [");

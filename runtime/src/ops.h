@@ -19,6 +19,8 @@
 
 namespace moert::detail {
 
+class ExpertStore;
+
 /// What the load-time and run-time views of a step share: its arity, its
 /// attributes and diagnostics prefixed with the step's label.
 class StepView {
@@ -119,6 +121,14 @@ public:
   /// The session's collective state (multi-device sessions), else null.
   CollectiveState *collectives() const { return collectives_; }
   void setCollectives(CollectiveState *state) { collectives_ = state; }
+  /// A tiered Experts step: the store its paged weights come from and its
+  /// layer there; else null and -1.
+  ExpertStore *expertStore() const { return expertStore_; }
+  int tierLayer() const { return tierLayer_; }
+  void setExpertStore(ExpertStore *store, int layer) {
+    expertStore_ = store;
+    tierLayer_ = layer;
+  }
 
   /// Gives output `o` the shape `shape` after checking it against the plan:
   /// same rank, static dims equal, symbolic dims equal to their symbol's
@@ -144,6 +154,8 @@ private:
   ThreadPool &pool_;
   MoeCounters *moeCounters_ = nullptr;
   CollectiveState *collectives_ = nullptr;
+  ExpertStore *expertStore_ = nullptr;
+  int tierLayer_ = -1;
 };
 
 using ValidateFn = absl::Status (*)(const StepCheck &);

@@ -22,6 +22,7 @@
 #include <set>
 #include <sys/mman.h>
 #include <tuple>
+#include <unistd.h>
 #include <unordered_set>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -38,6 +39,34 @@ Plan::Impl::~Impl() {
   if (mapping)
     ::munmap(mapping, mappingSize);
   std::free(ownedCopy);
+  if (fd >= 0)
+    ::close(fd);
+}
+
+absl::Status Plan::Impl::readBytes(uint64_t offset, void *out,
+                                   size_t size) const {
+  if (offset > this->size || size > this->size - offset)
+    return absl::OutOfRangeError(absl::StrCat(
+        source, ": bytes [", offset, ", +", size, ") are past the end"));
+  if (fd < 0) {
+    std::memcpy(out, data + offset, size);
+    return absl::OkStatus();
+  }
+  auto *bytes = static_cast<uint8_t *>(out);
+  while (size) {
+    ssize_t n = ::pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return absl::DataLossError(absl::StrCat(
+          source, ": cannot read bytes [", offset, ", +", size, "): ",
+          n < 0 ? std::strerror(errno)
+                : "the file is shorter than its header says"));
+    bytes += n;
+    offset += n;
+    size -= n;
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -80,6 +109,26 @@ absl::string_view str(const flatbuffers::String *s) {
 bool overflowsAdd(uint64_t a, uint64_t b, uint64_t limit) {
   uint64_t sum;
   return __builtin_add_overflow(a, b, &sum) || sum > limit;
+}
+
+/// Whether bytes [begin, end) of the plan are all zero: read in place where
+/// mapped, else (past a tiered plan's mapped prefix) through readBytes.
+absl::StatusOr<bool> allZero(const Plan::Impl &impl, uint64_t begin,
+                             uint64_t end) {
+  auto zero = [](uint8_t byte) { return byte == 0; };
+  uint64_t mapped = std::min<uint64_t>(end, impl.mappedSize);
+  if (begin < mapped &&
+      !std::all_of(impl.data + begin, impl.data + mapped, zero))
+    return false;
+  uint8_t buffer[4096];
+  for (uint64_t at = std::max(begin, mapped); at < end;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(end - at, sizeof buffer));
+    MOERT_RETURN_IF_ERROR(impl.readBytes(at, buffer, n));
+    if (!std::all_of(buffer, buffer + n, zero))
+      return false;
+    at += n;
+  }
+  return true;
 }
 
 /// The file-level structure: header, section table, checksums, program.
@@ -149,8 +198,18 @@ absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
     if (entry.kind != static_cast<uint32_t>(SectionKind::Program) &&
         entry.kind != static_cast<uint32_t>(SectionKind::Weights))
       return sdiag.invalid("unknown section kind ", entry.kind);
-    if (entry.flags != 0 || entry.reserved != 0)
-      return sdiag.invalid("flags and reserved fields must be zero");
+    bool paged = entry.kind == static_cast<uint32_t>(SectionKind::Weights) &&
+                 entry.flags == kSectionFlagPaged;
+    if ((entry.flags != 0 && !paged) || entry.reserved != 0)
+      return sdiag.invalid(
+          "flags and reserved fields must be zero (a weight section may be "
+          "flagged paged, ",
+          kSectionFlagPaged, ")");
+    if (paged && header.versionMinor < detail::kFormatVersionMinorTiers)
+      return sdiag.invalid(
+          "is a paged weight section, which needs format ", kFormatVersionMajor,
+          ".", detail::kFormatVersionMinorTiers, ", but the file is version ",
+          header.versionMajor, ".", header.versionMinor);
     if (entry.offset < tableEnd || overflowsAdd(entry.offset, entry.size, size))
       return sdiag.invalid("bytes [", entry.offset, ", +", entry.size,
                            ") are not inside the file after the section table "
@@ -162,6 +221,13 @@ absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
     if (entry.offset % alignment != 0)
       return sdiag.invalid("offset ", entry.offset, " is not a multiple of ",
                            alignment);
+    // A tiered plan is mapped up to its first paged section: everything the
+    // runtime reads in place lies before it.
+    if (!paged && entry.offset + entry.size > impl.mappedSize)
+      return sdiag.invalid("bytes [", entry.offset, ", +", entry.size,
+                           ") lie after a paged weight section (at byte ",
+                           impl.mappedSize,
+                           "); paged sections must follow every other");
     // Weight sections are checked once the program says which ones the
     // device uses (verifyWeightSections).
     bool checked = isProgram;
@@ -204,14 +270,14 @@ absl::Status validateHeader(const Diag &diag, const uint8_t *data, size_t size,
     if (entry.offset < covered)
       return diag.invalid("section ", byOffset[k].second,
                           " overlaps the section before it");
-    if (!std::all_of(data + covered, data + entry.offset,
-                     [](uint8_t byte) { return byte == 0; }))
+    MOERT_ASSIGN_OR_RETURN(bool zero, allZero(impl, covered, entry.offset));
+    if (!zero)
       return diag.dataLoss("padding before section ", byOffset[k].second,
                            " is not zero");
     covered = entry.offset + entry.size;
   }
-  if (!std::all_of(data + covered, data + size,
-                   [](uint8_t byte) { return byte == 0; }))
+  MOERT_ASSIGN_OR_RETURN(bool zero, allZero(impl, covered, size));
+  if (!zero)
     return diag.dataLoss("padding after the last section is not zero");
   layout.program = program;
   return absl::OkStatus();
@@ -313,6 +379,11 @@ absl::Status validateTensor(const Diag &diag, const fb::Tensor &tensor,
       return diag.invalid("bytes [", info.offset, ", +", info.size,
                           ") exceed weight section ", section, " (", entry.size,
                           " bytes)");
+    if (entry.flags & kSectionFlagPaged) {
+      info.paged = true;
+      info.fileOffset = entry.offset + info.offset;
+      return absl::OkStatus();
+    }
     info.weightData = impl.data + entry.offset + info.offset;
     return absl::OkStatus();
   }
@@ -560,6 +631,149 @@ TensorDesc describeTensor(const Plan::Impl &impl, const fb::Tensor &tensor,
   return desc;
 }
 
+/// Checks a schedule's expert tiers against its steps and paged weights: a
+/// paged weight is read by one input (w1 .. s2) of one tiered Experts step
+/// and nothing else, with the step's experts first; every tiered layer has
+/// exactly its experts' ranks and checksums, and the ranks of all layers are
+/// one permutation.
+absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
+                           const fb::Schedule &fbSched,
+                           ScheduleInfo &schedule) {
+  detail::TierInfo &tiers = schedule.tiers;
+  tiers.layerOfStep.assign(schedule.steps.size(), -1);
+  const fb::ExpertTiers *table = fbSched.tiers();
+  std::vector<int> uses(schedule.tensors.size(), 0);
+  for (const StepInfo &step : schedule.steps)
+    for (int32_t id : step.inputs)
+      if (id >= 0)
+        ++uses[id];
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (uint32_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &t = schedule.tensors[id];
+    if (t.isWeight && !t.paged && seen.insert({t.section, t.offset}).second)
+      tiers.residentBytes += t.size;
+    if (!t.paged)
+      continue;
+    if (!table)
+      return diag.invalid("weight '", t.name, "' lies in paged section ",
+                          t.section, " but the schedule has no expert tiers");
+    if (t.isGraphOutput || uses[id] != 1)
+      return diag.invalid("paged weight '", t.name, "' (section ", t.section,
+                          ") must be read by exactly one step input, of a "
+                          "tiered Experts step");
+  }
+  uint32_t topK = 0;
+  for (const StepInfo &step : schedule.steps)
+    if (step.op == fb::OpKind::Router)
+      topK = std::max<uint32_t>(
+          topK,
+          static_cast<uint32_t>(step.fb->attrs_as_RouterAttrs()->top_k()));
+  tiers.topK = topK ? topK : 2;
+  if (!table)
+    return absl::OkStatus();
+  Diag tdiag = diag.nested("expert tiers");
+  if (impl.versionMinor < detail::kFormatVersionMinorTiers)
+    return tdiag.invalid("need format ", kFormatVersionMajor, ".",
+                         detail::kFormatVersionMinorTiers,
+                         ", but the file is version ", impl.versionMajor, ".",
+                         impl.versionMinor);
+  tiers.present = true;
+  tiers.budget = table->budget();
+  tiers.hotCount = table->hot_count();
+  const auto *layers = table->layers();
+  if (layers->size() == 0 || layers->size() > schedule.steps.size())
+    return tdiag.invalid(layers->size(), " layers for ", schedule.steps.size(),
+                         " steps");
+  uint64_t total = 0;
+  for (uint32_t l = 0; l < layers->size(); ++l) {
+    const fb::TierLayer *fbLayer = layers->Get(l);
+    Diag ldiag = tdiag.nested(absl::StrCat("layer ", l));
+    uint32_t index = fbLayer->step();
+    if (index >= schedule.steps.size() ||
+        schedule.steps[index].op != fb::OpKind::Experts)
+      return ldiag.invalid("step ", index, " is not an Experts step");
+    if (tiers.layerOfStep[index] >= 0)
+      return ldiag.invalid("step ", index, " is tiered twice");
+    tiers.layerOfStep[index] = static_cast<int32_t>(l);
+    const StepInfo &step = schedule.steps[index];
+    detail::TierLayerInfo layer;
+    layer.step = static_cast<int32_t>(index);
+    const TensorInfo &w1 = schedule.tensors[step.inputs[2]];
+    if (w1.rank < 1 || w1.dims[0].bound < 1 ||
+        static_cast<uint64_t>(w1.dims[0].bound) > (uint64_t{1} << 24))
+      return ldiag.invalid(step.label, ": w1 ", describeDims(w1),
+                           " has no expert dimension in [1, 2^24]");
+    layer.experts = static_cast<uint32_t>(w1.dims[0].bound);
+    for (size_t i = 2; i < step.inputs.size(); ++i) {
+      int32_t id = step.inputs[i];
+      if (id < 0 || !schedule.tensors[id].paged)
+        continue;
+      const TensorInfo &t = schedule.tensors[id];
+      if (t.rank < 1 || t.dims[0].bound != w1.dims[0].bound)
+        return ldiag.invalid(step.label, ": paged input ", i, " '", t.name,
+                             "' ", describeDims(t), " does not have the ",
+                             layer.experts, " experts first");
+      detail::PagedInput input;
+      input.input = static_cast<int>(i);
+      input.tensor = id;
+      input.section = t.section;
+      input.fileOffset = t.fileOffset;
+      input.expertBytes = t.size / layer.experts;
+      layer.expertBytes += input.expertBytes;
+      layer.inputs.push_back(input);
+    }
+    if (layer.inputs.empty())
+      return ldiag.invalid(step.label, " reads no paged weight");
+    for (int32_t id : step.inputs)
+      if (id >= 0 && schedule.tensors[id].paged &&
+          std::count(step.inputs.begin(), step.inputs.end(), id) != 1)
+        return ldiag.invalid(step.label, " reads paged weight '",
+                             schedule.tensors[id].name, "' twice");
+    const auto *rank = fbLayer->rank();
+    const auto *crc = fbLayer->crc();
+    if (rank->size() != layer.experts ||
+        crc->size() != uint64_t{layer.experts} * layer.inputs.size())
+      return ldiag.invalid("has ", rank->size(), " ranks and ", crc->size(),
+                           " checksums; expected ", layer.experts, " and ",
+                           uint64_t{layer.experts} * layer.inputs.size(), " (",
+                           layer.experts, " experts, ", layer.inputs.size(),
+                           " paged inputs)");
+    layer.rank.assign(rank->begin(), rank->end());
+    layer.crc.assign(crc->begin(), crc->end());
+    total += layer.experts;
+    tiers.layers.push_back(std::move(layer));
+  }
+  for (uint32_t id = 0; id < schedule.tensors.size(); ++id) {
+    const TensorInfo &t = schedule.tensors[id];
+    if (!t.paged)
+      continue;
+    bool tiered = false;
+    for (const StepInfo &step : schedule.steps)
+      for (size_t i = 0; i < step.inputs.size(); ++i)
+        if (step.inputs[i] == static_cast<int32_t>(id))
+          tiered = i >= 2 && tiers.layerOfStep[step.index] >= 0;
+    if (!tiered)
+      return tdiag.invalid("paged weight '", t.name,
+                           "' is read by a step that is no tiered layer");
+  }
+  if (total > UINT32_MAX)
+    return tdiag.invalid(total, " experts in all");
+  tiers.totalExperts = static_cast<uint32_t>(total);
+  std::vector<char> ranked(total, 0);
+  for (const detail::TierLayerInfo &layer : tiers.layers)
+    for (uint32_t r : layer.rank) {
+      if (r >= total || ranked[r])
+        return tdiag.invalid("the experts' ranks are not a permutation of [0, ",
+                             total, "): rank ", r,
+                             " is out of range or repeated");
+      ranked[r] = 1;
+    }
+  if (tiers.hotCount > total)
+    return tdiag.invalid("hot count ", tiers.hotCount, " exceeds the ", total,
+                         " experts");
+  return absl::OkStatus();
+}
+
 absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                               const Layout &layout, const fb::Schedule &fbSched,
                               ScheduleInfo &schedule) {
@@ -631,6 +845,7 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
   MOERT_RETURN_IF_ERROR(
       validateCollectives(diag, schedule, impl.target.deviceCount));
   MOERT_RETURN_IF_ERROR(validateArena(diag, schedule));
+  MOERT_RETURN_IF_ERROR(validateTiers(diag, impl, fbSched, schedule));
 
   for (uint32_t id : schedule.inputs)
     schedule.inputDescs.push_back(
@@ -821,8 +1036,10 @@ absl::Status verifyWeightSections(const Diag &diag, const Layout &layout,
   // Without a device every section is checked, referenced or not.
   for (size_t i = 0; i < layout.sections.size(); ++i) {
     const detail::SectionEntry &entry = layout.sections[i];
+    // A paged section is never read whole: each expert's checksum is
+    // checked when the runtime first reads it (docs/tiered-experts.md).
     if (entry.kind != static_cast<uint32_t>(SectionKind::Weights) ||
-        (options.device >= 0 && !used[i]))
+        (entry.flags & kSectionFlagPaged) || (options.device >= 0 && !used[i]))
       continue;
     uint32_t sum = detail::crc32(0, impl.data + entry.offset, entry.size);
     if (sum != entry.checksum)
@@ -862,6 +1079,44 @@ std::string detail::describeDims(const TensorInfo &info) {
   return out + "]";
 }
 
+namespace {
+
+/// How much of the file `impl` (its fd and size set) Plan::load maps: up to
+/// the first paged weight section (a tiered plan's cold experts, never
+/// mapped, so that they take no address space), else all of it. Read from
+/// the raw section table; a malformed one maps the whole file, whose
+/// validation then reports the problem.
+size_t mappedPrefix(const Plan::Impl &impl) {
+  uint8_t header[kFileHeaderSize];
+  if (impl.size < kFileHeaderSize ||
+      !impl.readBytes(0, header, sizeof header).ok())
+    return impl.size;
+  detail::FileHeader decoded = detail::decodeHeader(header);
+  if (decoded.sectionCount == 0 || decoded.sectionCount > kMaxSections ||
+      kFileHeaderSize + uint64_t{decoded.sectionCount} * kSectionEntrySize >
+          impl.size)
+    return impl.size;
+  std::vector<uint8_t> table(decoded.sectionCount * kSectionEntrySize);
+  if (!impl.readBytes(kFileHeaderSize, table.data(), table.size()).ok())
+    return impl.size;
+  uint64_t prefix = impl.size;
+  for (uint32_t i = 0; i < decoded.sectionCount; ++i) {
+    detail::SectionEntry entry =
+        detail::decodeSection(table.data() + i * kSectionEntrySize);
+    if (entry.kind == static_cast<uint32_t>(SectionKind::Weights) &&
+        entry.flags == kSectionFlagPaged &&
+        entry.offset % kWeightSectionAlignment == 0)
+      prefix = std::min(prefix, entry.offset);
+  }
+  // The header and table are always mapped (a paged section overlapping
+  // them is refused by the validation).
+  if (prefix < kFileHeaderSize + table.size())
+    return impl.size;
+  return static_cast<size_t>(prefix);
+}
+
+} // namespace
+
 Plan::Plan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Plan::~Plan() = default;
 
@@ -874,17 +1129,23 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::load(const std::string &path,
     return absl::Status(file.status().code(),
                         absl::StrCat(path, ": ", file.status().message()));
   size_t size = static_cast<size_t>(file->size());
-  if (size > 0) {
+  impl->fd = ::dup(file->fd());
+  if (impl->fd < 0)
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": cannot keep open: ", std::strerror(errno)));
+  impl->size = size;
+  size_t mapped = mappedPrefix(*impl);
+  if (mapped > 0) {
     void *mapping =
-        ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file->fd(), 0);
+        ::mmap(nullptr, mapped, PROT_READ, MAP_PRIVATE, file->fd(), 0);
     if (mapping == MAP_FAILED)
       return absl::ResourceExhaustedError(
           absl::StrCat(path, ": cannot map: ", std::strerror(errno)));
     impl->mapping = mapping;
-    impl->mappingSize = size;
+    impl->mappingSize = mapped;
     impl->data = static_cast<const uint8_t *>(mapping);
   }
-  impl->size = size;
+  impl->mappedSize = mapped;
   MOERT_ASSIGN_OR_RETURN(impl, validate(std::move(impl), options));
   return std::unique_ptr<Plan>(new Plan(std::move(impl)));
 }
@@ -906,6 +1167,7 @@ Plan::loadFromMemory(const void *data, size_t size,
     std::memcpy(impl->ownedCopy, data, size);
   impl->data = impl->ownedCopy;
   impl->size = size;
+  impl->mappedSize = size;
   MOERT_ASSIGN_OR_RETURN(impl, validate(std::move(impl), options));
   return std::unique_ptr<Plan>(new Plan(std::move(impl)));
 }

@@ -51,6 +51,10 @@ inline constexpr size_t kHeaderChecksumOffset = 48;
 /// as, and the least a file with a `Generation` table may declare; see
 /// kFormatVersionMinor in moert/format.h).
 inline constexpr uint16_t kFormatVersionMinorGeneration = 4;
+/// The minor version that added tiered plans (`Schedule.tiers`, paged
+/// weight sections): written for them, and the least a file with either may
+/// declare.
+inline constexpr uint16_t kFormatVersionMinorTiers = 5;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

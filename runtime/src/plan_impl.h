@@ -37,9 +37,12 @@ struct TensorInfo {
   /// Planned maximum bytes (arena) or exact bytes (weights).
   uint64_t size = 0;
   /// The bytes of a weight inside the loaded file, in weight section
-  /// `section`.
+  /// `section`; null for a weight in a paged section (tiered plans), which
+  /// is never mapped: its bytes lie at `fileOffset` of the file.
   const uint8_t *weightData = nullptr;
   uint32_t section = 0;
+  bool paged = false;
+  uint64_t fileOffset = 0;
   bool isGraphInput = false;
   bool isGraphOutput = false;
   /// Index of the producing step; -1 for graph inputs and weights.
@@ -66,6 +69,44 @@ struct StepInfo {
 /// Describes a declared shape for diagnostics: "[4, <=128]".
 std::string describeDims(const TensorInfo &info);
 
+/// A paged weight input of a tiered layer: expert e's bytes are
+/// [fileOffset + e * expertBytes, +expertBytes) of the file.
+struct PagedInput {
+  /// The input's position among the Experts step's inputs, and its tensor.
+  int input = 0;
+  int32_t tensor = -1;
+  uint32_t section = 0;
+  uint64_t fileOffset = 0;
+  uint64_t expertBytes = 0;
+};
+
+/// One tiered MoE layer (an Experts step with paged inputs), validated.
+struct TierLayerInfo {
+  int32_t step = -1;
+  uint32_t experts = 0;
+  std::vector<PagedInput> inputs;
+  /// The sum of the inputs' expertBytes.
+  uint64_t expertBytes = 0;
+  /// Per expert its rank; per expert and input its CRC-32 (expert-major).
+  std::vector<uint32_t> rank;
+  std::vector<uint32_t> crc;
+};
+
+/// A schedule's expert tiers (`Schedule.tiers`, format 1.5).
+struct TierInfo {
+  bool present = false;
+  uint64_t budget = 0;
+  uint32_t hotCount = 0;
+  uint32_t totalExperts = 0;
+  std::vector<TierLayerInfo> layers;
+  /// Per step: its index in `layers`, or -1.
+  std::vector<int32_t> layerOfStep;
+  /// The schedule's weights outside paged sections (each range once).
+  uint64_t residentBytes = 0;
+  /// The largest top_k of the schedule's Router steps (2 when none).
+  uint32_t topK = 2;
+};
+
 struct ScheduleInfo {
   std::vector<TensorInfo> tensors;
   std::vector<uint32_t> inputs;
@@ -74,6 +115,7 @@ struct ScheduleInfo {
   uint64_t arenaSize = 0;
   std::vector<TensorDesc> inputDescs;
   std::vector<TensorDesc> outputDescs;
+  TierInfo tiers;
 };
 
 } // namespace moert::detail
@@ -89,6 +131,14 @@ struct Plan::Impl {
   void *mapping = nullptr;
   size_t mappingSize = 0;
   uint8_t *ownedCopy = nullptr;
+  /// The mapped bytes [0, mappedSize) of `data`: the whole file, or (a
+  /// tiered plan) up to its first paged section, whose bytes readBytes
+  /// reads from `fd` (-1 for a plan in memory: then all of `data`).
+  size_t mappedSize = 0;
+  int fd = -1;
+
+  /// Reads `size` bytes at `offset` of the plan (inside it) into `out`.
+  absl::Status readBytes(uint64_t offset, void *out, size_t size) const;
 
   TargetRequirements target;
   uint16_t versionMajor = 0;

@@ -4,6 +4,7 @@
 
 #include "plan_file.h"
 #include "tensor.h"
+#include "tier_assignment.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -77,6 +79,8 @@ struct WeightSource {
 };
 
 struct WeightSection {
+  /// Read per expert by the runtime, never mapped (kSectionFlagPaged).
+  bool paged = false;
   struct Placement {
     int device;
     int32_t tensor;
@@ -159,12 +163,49 @@ private:
   std::FILE *file_;
 };
 
+/// The checksums that a weight's bytes feed as they are written: its
+/// section's and, for a paged expert weight, each expert's (its slice of
+/// `expertBytes` bytes, checksum at experts[e * stride]).
+struct Checksums {
+  uint32_t section = 0;
+  uint32_t *experts = nullptr;
+  size_t stride = 0;
+  uint64_t expertBytes = 0;
+  /// Bytes of the current weight added so far.
+  uint64_t at = 0;
+
+  /// Starts a weight: split into experts when `expertCrcs` is not null.
+  void beginWeight(uint32_t *expertCrcs, size_t crcStride, uint64_t bytes) {
+    experts = expertCrcs;
+    stride = crcStride;
+    expertBytes = bytes;
+    at = 0;
+  }
+  /// Bytes between weights: the section's alone.
+  void addPadding(const void *data, size_t n) {
+    section = detail::crc32(section, data, n);
+  }
+  void add(const void *data, size_t n) {
+    section = detail::crc32(section, data, n);
+    const auto *p = static_cast<const uint8_t *>(data);
+    while (experts && expertBytes && n) {
+      uint64_t e = at / expertBytes;
+      size_t take = static_cast<size_t>(
+          std::min<uint64_t>(n, (e + 1) * expertBytes - at));
+      experts[e * stride] = detail::crc32(experts[e * stride], p, take);
+      p += take;
+      n -= take;
+      at += take;
+    }
+  }
+};
+
 /// Appends the f32 values of `piece` converted to `Out` by
 /// `convert(values, count, first, out)` (`first`: the index of values[0] in
 /// the piece), through buffers of a few kilobytes, and adds them to `crc`.
 template <typename Out, typename Convert>
 absl::Status appendConverted(Sink &sink, const WeightPiece &piece,
-                             uint64_t &position, uint32_t &crc,
+                             uint64_t &position, Checksums &crc,
                              Convert convert) {
   constexpr size_t kChunk = 8192;
   float values[kChunk];
@@ -177,7 +218,7 @@ absl::Status appendConverted(Sink &sink, const WeightPiece &piece,
     std::memcpy(values, bytes + i * sizeof(float), n * sizeof(float));
     convert(values, n, i, converted);
     MOERT_RETURN_IF_ERROR(sink.append(converted, n * sizeof(Out)));
-    crc = detail::crc32(crc, converted, n * sizeof(Out));
+    crc.add(converted, n * sizeof(Out));
     position += n * sizeof(Out);
   }
   return absl::OkStatus();
@@ -185,7 +226,7 @@ absl::Status appendConverted(Sink &sink, const WeightPiece &piece,
 
 /// Appends the f32 values of `piece` narrowed to `dtype` (F16 or BF16).
 absl::Status appendNarrowed(Sink &sink, DType dtype, const WeightPiece &piece,
-                            uint64_t &position, uint32_t &crc) {
+                            uint64_t &position, Checksums &crc) {
   return appendConverted<uint16_t>(
       sink, piece, position, crc,
       [&](const float *values, size_t n, size_t, uint16_t *out) {
@@ -207,7 +248,7 @@ int8_t quantizeValue(float value, float scale) {
 /// weight, quantized by their channels' scales.
 absl::Status appendQuantized(Sink &sink, const Quantization &quantization,
                              const WeightPiece &piece, int64_t first,
-                             uint64_t &position, uint32_t &crc) {
+                             uint64_t &position, Checksums &crc) {
   return appendConverted<int8_t>(
       sink, piece, position, crc,
       [&](const float *values, size_t n, size_t at, int8_t *out) {
@@ -240,8 +281,32 @@ struct PlanWriter::Impl {
   /// Per schedule, per weight tensor id: its bytes.
   std::vector<std::map<int32_t, WeightSource>> sources;
   int defaultSection = -1;
+  /// Per schedule: the tiers setExpertTiers asked for (none: budget 0 and
+  /// no layers).
+  struct TierRequest {
+    bool set = false;
+    uint64_t budget = 0;
+    std::vector<ScheduleBuilder::TierLayer> layers;
+  };
+  std::vector<TierRequest> tierRequests;
   /// The first misuse of the builder API, reported by write/serialize.
   absl::Status firstError;
+
+  /// A paged expert weight of a tiered layer: where its experts' checksums
+  /// go (crcs of tiered layer `layer` of its schedule, paged input `input`
+  /// of `inputs`) and its bytes per expert.
+  struct PagedWeight {
+    size_t layer;
+    size_t input, inputs;
+    uint64_t expertBytes;
+  };
+  /// Per schedule: the tiered layers' checksums (expert-major) and the
+  /// paged weights by tensor id.
+  std::vector<std::vector<std::vector<uint32_t>>> tierCrcs;
+  std::vector<std::map<int32_t, PagedWeight>> pagedWeights;
+
+  /// Fills `Schedule.tiers` of every schedule setExpertTiers was called on.
+  absl::Status assignTiers();
 
   void fail(absl::Status status) {
     if (firstError.ok())
@@ -281,8 +346,9 @@ int PlanWriter::addSymbol(std::string name, int64_t min, int64_t max) {
   return static_cast<int>(impl_->program.symbols.size()) - 1;
 }
 
-int PlanWriter::addWeightSection() {
+int PlanWriter::addWeightSection(bool paged) {
   impl_->sections.emplace_back();
+  impl_->sections.back().paged = paged;
   return static_cast<int>(impl_->sections.size()) - 1;
 }
 
@@ -670,6 +736,120 @@ void PlanWriter::setCudaModule(uint32_t arch, std::string ptx,
   impl_->program.cuda_module = std::move(module);
 }
 
+void ScheduleBuilder::setExpertTiers(uint64_t budget,
+                                     std::vector<TierLayer> layers) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  size_t at = static_cast<size_t>(index());
+  if (w.tierRequests.size() <= at)
+    w.tierRequests.resize(at + 1);
+  w.tierRequests[at] = {true, budget, std::move(layers)};
+}
+
+absl::Status PlanWriter::Impl::assignTiers() {
+  tierCrcs.assign(builders.size(), {});
+  pagedWeights.assign(builders.size(), {});
+  for (size_t b = 0; b < tierRequests.size(); ++b) {
+    const TierRequest &request = tierRequests[b];
+    if (!request.set)
+      continue;
+    fb::ScheduleT &table = *scheduleTables[b];
+    auto fail = [&](const auto &...args) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule ", b, ": expert tiers: ", args...));
+    };
+    if (b >= devices)
+      return fail("only device schedules are tiered");
+    if (request.layers.empty())
+      return fail("no layers to tier");
+    auto isPaged = [&](const fb::TensorT &t) {
+      return t.storage == fb::Storage::Weight && t.section >= 1 &&
+             t.section - 1 < sections.size() && sections[t.section - 1].paged;
+    };
+    std::vector<detail::TierLayerShape> shapes;
+    std::vector<std::vector<double>> loads;
+    std::vector<std::vector<uint32_t>> &crcs = tierCrcs[b];
+    std::set<int> steps;
+    for (size_t l = 0; l < request.layers.size(); ++l) {
+      const ScheduleBuilder::TierLayer &layer = request.layers[l];
+      if (layer.step < 0 ||
+          static_cast<size_t>(layer.step) >= table.steps.size() ||
+          table.steps[layer.step]->op != fb::OpKind::Experts ||
+          !steps.insert(layer.step).second)
+        return fail("layer ", l, " names step ", layer.step,
+                    ", which is no Experts step (or is named twice)");
+      const fb::StepT &step = *table.steps[layer.step];
+      if (step.inputs.size() < 3 || step.inputs[2] < 0 ||
+          static_cast<size_t>(step.inputs[2]) >= table.tensors.size())
+        return fail("step ", layer.step, " has no w1");
+      const fb::TensorT &w1 = *table.tensors[step.inputs[2]];
+      if (w1.dims.empty() || w1.dims[0].bound() <= 0)
+        return fail("step ", layer.step, "'s w1 has no experts");
+      uint64_t experts = static_cast<uint64_t>(w1.dims[0].bound());
+      std::vector<size_t> paged;
+      for (size_t i = 2; i < step.inputs.size(); ++i) {
+        int32_t id = step.inputs[i];
+        if (id >= 0 && static_cast<size_t>(id) < table.tensors.size() &&
+            isPaged(*table.tensors[id]))
+          paged.push_back(i);
+      }
+      if (paged.empty())
+        return fail("step ", layer.step, " has no weights in a paged section");
+      uint64_t expertBytes = 0;
+      for (size_t p = 0; p < paged.size(); ++p) {
+        int32_t id = step.inputs[paged[p]];
+        const fb::TensorT &t = *table.tensors[id];
+        if (t.dims.empty() ||
+            t.dims[0].bound() != static_cast<int64_t>(experts) ||
+            t.size % experts)
+          return fail("paged weight '", t.name, "' of step ", layer.step,
+                      " does not have the step's ", experts, " experts first");
+        if (!sources[b].count(id) || pagedWeights[b].count(id))
+          return fail("paged weight '", t.name,
+                      "' is shared with another step or schedule");
+        pagedWeights[b][id] = {l, p, paged.size(), t.size / experts};
+        expertBytes += t.size / experts;
+      }
+      if (layer.loads.size() && layer.loads.size() != experts)
+        return fail("layer ", l, " has ", layer.loads.size(), " loads for its ",
+                    experts, " experts");
+      shapes.push_back({static_cast<uint32_t>(experts), expertBytes});
+      loads.push_back(layer.loads);
+      crcs.emplace_back(experts * paged.size(), 0);
+    }
+    // Resident: the schedule's weights outside paged sections, each range
+    // of bytes once.
+    std::set<std::pair<uint32_t, uint64_t>> seen;
+    uint64_t resident = 0;
+    uint32_t topK = 0;
+    for (const auto &t : table.tensors)
+      if (t->storage == fb::Storage::Weight && !isPaged(*t) &&
+          seen.insert({t->section, t->offset}).second)
+        resident += t->size;
+    for (const auto &step : table.steps)
+      if (const fb::RouterAttrsT *router = step->attrs.AsRouterAttrs())
+        topK = std::max<uint32_t>(topK, static_cast<uint32_t>(router->top_k));
+    std::vector<std::vector<uint32_t>> ranks =
+        detail::rankExperts(shapes, loads);
+    absl::StatusOr<detail::TierAssignment> assignment =
+        detail::assignTiers(request.budget, resident, shapes, ranks,
+                            detail::coldWindow(shapes, topK ? topK : 2));
+    if (!assignment.ok())
+      return fail(assignment.status().message());
+    auto tiers = std::make_unique<fb::ExpertTiersT>();
+    tiers->budget = request.budget;
+    tiers->hot_count = assignment->hotCount;
+    for (size_t l = 0; l < request.layers.size(); ++l) {
+      auto layer = std::make_unique<fb::TierLayerT>();
+      layer->step = static_cast<uint32_t>(request.layers[l].step);
+      layer->rank = ranks[l];
+      layer->crc = crcs[l]; // Zeros until the weights are written.
+      tiers->layers.push_back(std::move(layer));
+    }
+    table.tiers = std::move(tiers);
+  }
+  return absl::OkStatus();
+}
+
 void ScheduleBuilder::setArenaSize(uint64_t bytes) {
   arenaSize_ = bytes;
   arenaSizeSet_ = true;
@@ -681,10 +861,18 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     const ScheduleBuilder &b = *builders[d];
     scheduleTables[d]->arena_size = b.arenaSizeSet_ ? b.arenaSize_ : b.autoEnd_;
   }
+  MOERT_RETURN_IF_ERROR(assignTiers());
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(fb::Program::Pack(fbb, &program), fb::ProgramIdentifier());
+  uint8_t *programBytes = fbb.GetBufferPointer();
+  bool tiered = false;
+  for (const auto &perSchedule : tierCrcs)
+    tiered |= !perSchedule.empty();
+  for (const WeightSection &section : sections)
+    tiered |= section.paged;
 
-  // Layout: header, table, program, then each weight section page-aligned.
+  // Layout: header, table, program, then each weight section page-aligned,
+  // the paged ones last (the runtime maps the file up to the first).
   uint32_t sectionCount = 1 + static_cast<uint32_t>(sections.size());
   uint64_t tableEnd =
       kFileHeaderSize + uint64_t{sectionCount} * kSectionEntrySize;
@@ -692,34 +880,47 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   entries[0].kind = static_cast<uint32_t>(SectionKind::Program);
   entries[0].offset = detail::alignTo(tableEnd, kProgramSectionAlignment);
   entries[0].size = fbb.GetSize();
-  entries[0].checksum = detail::crc32(0, fbb.GetBufferPointer(), fbb.GetSize());
   uint64_t end = entries[0].offset + entries[0].size;
-  for (size_t k = 0; k < sections.size(); ++k) {
+  std::vector<size_t> order;
+  for (int paged = 0; paged < 2; ++paged)
+    for (size_t k = 0; k < sections.size(); ++k)
+      if (sections[k].paged == (paged == 1))
+        order.push_back(k);
+  for (size_t k : order) {
     detail::SectionEntry &entry = entries[k + 1];
     entry.kind = static_cast<uint32_t>(SectionKind::Weights);
+    entry.flags = sections[k].paged ? kSectionFlagPaged : 0;
     entry.offset = detail::alignTo(end, kWeightSectionAlignment);
     entry.size = sections[k].size;
     end = entry.offset + entry.size;
   }
 
-  // Header and table are written last, once the weight checksums are known.
+  // Header and table are written last, once the weight checksums are known;
+  // so are the experts' checksums inside the program.
   uint64_t position = 0;
   MOERT_RETURN_IF_ERROR(sink.pad(position, entries[0].offset));
-  MOERT_RETURN_IF_ERROR(sink.append(fbb.GetBufferPointer(), fbb.GetSize()));
+  MOERT_RETURN_IF_ERROR(sink.append(programBytes, fbb.GetSize()));
   position += fbb.GetSize();
-  for (size_t k = 0; k < sections.size(); ++k) {
+  for (size_t k : order) {
     detail::SectionEntry &entry = entries[k + 1];
     MOERT_RETURN_IF_ERROR(sink.pad(position, entry.offset));
-    uint32_t crc = 0;
+    Checksums crc;
     for (const WeightSection::Placement &weight : sections[k].weights) {
       uint64_t before = position;
       MOERT_RETURN_IF_ERROR(sink.pad(position, entry.offset + weight.offset));
       static const uint8_t zeros[kTensorAlignment] = {};
-      crc = detail::crc32(crc, zeros, position - before);
+      crc.addPadding(zeros, position - before);
+      crc.beginWeight(nullptr, 0, 0);
+      if (static_cast<size_t>(weight.device) < pagedWeights.size())
+        if (auto it = pagedWeights[weight.device].find(weight.tensor);
+            it != pagedWeights[weight.device].end())
+          crc.beginWeight(tierCrcs[weight.device][it->second.layer].data() +
+                              it->second.input,
+                          it->second.inputs, it->second.expertBytes);
       const WeightSource &source = sources[weight.device].at(weight.tensor);
       if (source.pieces.empty()) {
         MOERT_RETURN_IF_ERROR(sink.append(source.copy.data(), source.bytes));
-        crc = detail::crc32(crc, source.copy.data(), source.bytes);
+        crc.add(source.copy.data(), source.bytes);
         position += source.bytes;
       }
       int64_t element = 0; // Of the weight, at the piece's start.
@@ -734,9 +935,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                                    : pieceElements * dtypeSize(source.narrowTo);
           MOERT_RETURN_IF_ERROR(sink.pad(position, position + zeroBytes));
           for (uint64_t at = before; at < position; at += kTensorAlignment)
-            crc = detail::crc32(
-                crc, zeros,
-                std::min<uint64_t>(kTensorAlignment, position - at));
+            crc.add(zeros, std::min<uint64_t>(kTensorAlignment, position - at));
           continue;
         }
         if (source.narrowTo == DType::I8) {
@@ -753,13 +952,32 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
           continue;
         }
         MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));
-        crc = detail::crc32(crc, piece.data, piece.bytes);
+        crc.add(piece.data, piece.bytes);
         position += piece.bytes;
         releasePages(piece.data, piece.bytes);
       }
     }
-    entry.checksum = crc;
+    entry.checksum = crc.section;
   }
+
+  // The experts' checksums into their vectors of the program, which is then
+  // checksummed as patched.
+  if (tiered) {
+    const fb::Program *written = fb::GetProgram(programBytes);
+    for (size_t b = 0; b < tierCrcs.size(); ++b)
+      for (size_t l = 0; l < tierCrcs[b].size(); ++l) {
+        const auto *vector =
+            written->schedules()->Get(b)->tiers()->layers()->Get(l)->crc();
+        uint64_t at =
+            reinterpret_cast<const uint8_t *>(vector->Data()) - programBytes;
+        const std::vector<uint32_t> &values = tierCrcs[b][l];
+        std::memcpy(programBytes + at, values.data(),
+                    values.size() * sizeof(uint32_t));
+        MOERT_RETURN_IF_ERROR(sink.patch(entries[0].offset + at, values.data(),
+                                         values.size() * sizeof(uint32_t)));
+      }
+  }
+  entries[0].checksum = detail::crc32(0, programBytes, fbb.GetSize());
 
   std::vector<uint8_t> table(tableEnd - kFileHeaderSize);
   for (uint32_t i = 0; i < sectionCount; ++i)
@@ -767,7 +985,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  header.versionMinor = program.generation
+  header.versionMinor = tiered ? detail::kFormatVersionMinorTiers
+                        : program.generation
                             ? detail::kFormatVersionMinorGeneration
                             : kFormatVersionMinorBase;
   header.headerSize = kFileHeaderSize;

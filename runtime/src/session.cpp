@@ -124,6 +124,8 @@ Session::create(const Plan &plan, const SessionOptions &options,
         absl::StrCat("cannot allocate the activation arena of ",
                      schedule.arenaSize, " bytes"));
   impl->initTensors(impl->arena);
+  MOERT_RETURN_IF_ERROR(impl->createExpertStore(
+      options.device, options.deviceMemory, options.expertRead));
   impl->collectives.comm = options.communicator;
   impl->device = options.device;
   impl->fault = FaultInjection::fromEnvironment();

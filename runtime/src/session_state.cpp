@@ -320,7 +320,27 @@ KernelContext SessionState::context(const StepInfo &step) {
   if (collectStats)
     ctx.setMoeCounters(&moeCounters[step.index]);
   ctx.setCollectives(&collectives);
+  if (experts && schedule.tiers.layerOfStep[step.index] >= 0)
+    ctx.setExpertStore(experts.get(), schedule.tiers.layerOfStep[step.index]);
   return ctx;
+}
+
+absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
+                                             const std::string &read) {
+  MOERT_ASSIGN_OR_RETURN(ExpertReadMode mode, parseExpertReadMode(read));
+  if (!schedule.tiers.present) {
+    if (deviceMemory)
+      return absl::FailedPreconditionError(absl::StrCat(
+          plan.source,
+          ": a device memory budget needs a tiered plan, whose expert weights "
+          "are laid out for paging: compile it with moec compile "
+          "--device-memory BYTES"));
+    return absl::OkStatus();
+  }
+  MOERT_ASSIGN_OR_RETURN(
+      experts,
+      ExpertStore::create(plan, schedule, device, deviceMemory, mode, pool));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorData> SessionState::output(absl::string_view name) const {
@@ -359,6 +379,19 @@ std::vector<StepStats> SessionState::stepStats() const {
     entry.totalSeconds = seconds[step.index];
     entry.expertLoad = moeCounters[step.index].expertLoad;
     entry.droppedAssignments = moeCounters[step.index].dropped;
+    if (int32_t layer = schedule.tiers.layerOfStep.empty()
+                            ? -1
+                            : schedule.tiers.layerOfStep[step.index];
+        experts && layer >= 0) {
+      const LayerPaging &paging = experts->paging()[layer];
+      entry.tiered = true;
+      entry.cacheHits = paging.hits;
+      entry.cacheMisses = paging.misses;
+      entry.bytesPagedIn = paging.bytesRead;
+      entry.readSeconds = paging.readSeconds;
+      entry.waitSeconds = paging.waitSeconds;
+      entry.cacheRounds = paging.rounds;
+    }
     stats.push_back(std::move(entry));
   }
   return stats;
@@ -369,6 +402,8 @@ void SessionState::resetStats() {
   std::fill(calls.begin(), calls.end(), 0);
   std::fill(seconds.begin(), seconds.end(), 0);
   std::fill(moeCounters.begin(), moeCounters.end(), MoeCounters());
+  if (experts)
+    experts->resetPaging();
   // The trace holds the runs the stats do.
   if (trace) {
     trace->clear();
@@ -438,5 +473,29 @@ void SessionBase::setTrace(TraceRecorder *recorder) {
 }
 
 int SessionBase::threads() const { return state_.pool.size(); }
+
+ExpertCacheStats SessionBase::expertCacheStats() const {
+  ExpertCacheStats out;
+  const detail::ExpertStore *store = state_.experts.get();
+  if (!store)
+    return out;
+  out.tiered = true;
+  out.budget = store->budget();
+  out.capacityBytes = store->cache().capacity();
+  out.usedBytes = store->cache().used();
+  out.hotExperts = store->hotExperts();
+  out.hotBytes = store->hotBytes();
+  out.residentBytes = store->tiers().residentBytes;
+  out.arenaBytes = state_.schedule.arenaSize;
+  out.readMode = detail::expertReadModeName(store->mode());
+  return out;
+}
+
+absl::StatusOr<double>
+SessionBase::measureExpertReadBandwidth(uint64_t maxBytes) {
+  if (!state_.experts)
+    return 0.0;
+  return state_.experts->probeBandwidth(state_.pool, maxBytes);
+}
 
 } // namespace moert

@@ -12,6 +12,7 @@
 #ifndef MOERT_SRC_SESSION_STATE_H
 #define MOERT_SRC_SESSION_STATE_H
 
+#include "expert_cache.h"
 #include "moert/trace.h"
 #include "ops.h"
 
@@ -146,6 +147,14 @@ struct SessionState {
   std::vector<MoeCounters> traceBase;
   /// The collective steps' communicator and traffic (multi-device plans).
   CollectiveState collectives;
+  /// Tiered plans: the paged experts (createExpertStore).
+  std::unique_ptr<ExpertStore> experts;
+
+  /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
+  /// plan's tiers) read the `read` way. Fails for a `deviceMemory` on a plan
+  /// that is not tiered.
+  absl::Status createExpertStore(int device, uint64_t deviceMemory,
+                                 const std::string &read);
 };
 
 } // namespace moert::detail

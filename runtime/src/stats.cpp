@@ -146,6 +146,14 @@ void addTimes(const ScheduleInfo &schedule, const std::vector<StepStats> &steps,
     switch (schedule.steps[index].op) {
     case fb::OpKind::Experts:
       layer.expertsSeconds += seconds;
+      if (steps[index].tiered) {
+        layer.tiered = true;
+        layer.cacheHits += steps[index].cacheHits;
+        layer.cacheMisses += steps[index].cacheMisses;
+        layer.bytesPagedIn += steps[index].bytesPagedIn;
+        layer.readSeconds += steps[index].readSeconds;
+        layer.waitSeconds += steps[index].waitSeconds;
+      }
       break;
     case fb::OpKind::AllToAll:
     case fb::OpKind::AllToAllStart:
@@ -368,6 +376,12 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
                                  part.tokensPerSlot.begin(),
                                  part.tokensPerSlot.end());
       layer.droppedAssignments += part.droppedAssignments;
+      layer.tiered |= part.tiered;
+      layer.cacheHits += part.cacheHits;
+      layer.cacheMisses += part.cacheMisses;
+      layer.bytesPagedIn += part.bytesPagedIn;
+      layer.readSeconds = std::max(layer.readSeconds, part.readSeconds);
+      layer.waitSeconds = std::max(layer.waitSeconds, part.waitSeconds);
       layer.expertsSeconds =
           std::max(layer.expertsSeconds, part.expertsSeconds);
       layer.commSeconds = std::max(layer.commSeconds, part.commSeconds);
@@ -409,6 +423,12 @@ serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
     out.real(l.commSeconds);
     out.real(l.layerSeconds);
     out.words(l.deviceRows);
+    out.word(l.tiered);
+    out.word(l.cacheHits);
+    out.word(l.cacheMisses);
+    out.word(l.bytesPagedIn);
+    out.real(l.readSeconds);
+    out.real(l.waitSeconds);
   }
   return out.take();
 }
@@ -435,6 +455,12 @@ deserializeLayerStats(const uint8_t *data, size_t size) {
     l.commSeconds = in.real();
     l.layerSeconds = in.real();
     l.deviceRows = in.words<uint64_t>();
+    l.tiered = in.word() != 0;
+    l.cacheHits = in.word();
+    l.cacheMisses = in.word();
+    l.bytesPagedIn = in.word();
+    l.readSeconds = in.real();
+    l.waitSeconds = in.real();
     layers.push_back(std::move(l));
   }
   if (!in.ok() || !in.done())

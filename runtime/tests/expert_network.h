@@ -214,6 +214,23 @@ struct Network {
   }
 };
 
+/// The graph tensors of a one-step Experts plan: inputs "x" [N, H] and
+/// "offsets" [E + 1], output "y" [N, H], in the arena one after another.
+struct ExpertsSignature {
+  int32_t tokens, offsets, out;
+};
+inline ExpertsSignature addExpertsSignature(ScheduleBuilder &s, int64_t N,
+                                            int64_t H, int64_t E) {
+  ExpertsSignature sig;
+  sig.tokens = s.addTensor("x", DType::F32, {N, H});
+  sig.offsets = s.addTensor("offsets", DType::I64, {E + 1});
+  sig.out = s.addTensor("y", DType::F32, {N, H});
+  s.addInput(sig.tokens);
+  s.addInput(sig.offsets);
+  s.addOutput(sig.out);
+  return sig;
+}
+
 /// Serializes and loads the one-step Experts plan of `writer` (inputs "x"
 /// [N, H] and "offsets" [E + 1], output "y"), runs it on `x` and `offsets`
 /// with 2 threads and returns y.

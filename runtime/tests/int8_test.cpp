@@ -199,12 +199,7 @@ absl::StatusOr<Value> runWriterQuantized(const Network &net,
   int64_t N = x.size() / net.H;
   PlanWriter writer;
   ScheduleBuilder &s = writer.schedule();
-  int32_t tokens = s.addTensor("x", DType::F32, {N, net.H});
-  int32_t offs = s.addTensor("offsets", DType::I64, {net.E + 1});
-  int32_t out = s.addTensor("y", DType::F32, {N, net.H});
-  s.addInput(tokens);
-  s.addInput(offs);
-  s.addOutput(out);
+  auto [tokens, offs, out] = addExpertsSignature(s, N, net.H, net.E);
   std::vector<int32_t> inputs = {tokens, offs};
   std::vector<int32_t> scales;
   int channelDim = net.inOut ? 2 : 1;

@@ -43,11 +43,13 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <set>
+#include <type_traits>
 
 namespace {
 
@@ -74,6 +76,9 @@ options:
                          N: and at least N runs)
   --warmup N             warm-up runs before the timed ones (default: 1
                          with --bench or --duration, else 0: one cold run)
+  --fresh-inputs         with --bench: draw the generated inputs anew (seed
+                         + run) before every run, untimed, so that each
+                         run routes its own tokens (tiered plans' caches)
   --stats FILE.json      write the timing and per-step times (of the timed
                          runs) as JSON, with each MoE layer's tokens per
                          expert
@@ -102,6 +107,11 @@ options:
                          multi-device run and one GPU per device)
   --comm-timeout SECONDS how long a device waits for the others in an
                          exchange before failing (default: 60)
+  --device-memory BYTES  a tiered plan (moec compile --device-memory): the
+                         memory budget (512M, 4G, ...) that replaces the
+                         plan's tiers when the session starts
+  --expert-read MODE     how a tiered plan's cold experts are read: pread
+                         (default), direct (O_DIRECT) or mmap
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -148,6 +158,10 @@ struct Options {
   double commTimeout = 60;
   moert::CommKind comm = moert::CommKind::Host;
   moe_run::GenerateArgs generate;
+
+  uint64_t deviceMemory = 0;
+  std::string expertRead = "pread";
+  bool freshInputs = false;
 
   /// Whether runs are timed (--bench or --duration).
   bool timed() const { return bench > 0 || duration > 0; }
@@ -232,6 +246,16 @@ std::string parseOption(const std::string &name, const std::string &value,
     if (value != "on" && value != "off")
       return absl::StrCat("--cuda-graphs must be on or off, not '", value, "'");
     options.cudaGraphs = value == "on";
+  } else if (name == "--device-memory") {
+    if (!moert::parseByteSize(value.c_str(), options.deviceMemory))
+      return absl::StrCat("--device-memory needs a positive byte count such "
+                          "as 536870912, 512M or 4G, not '",
+                          value, "'");
+  } else if (name == "--expert-read") {
+    if (value != "pread" && value != "direct" && value != "mmap")
+      return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
+                          value, "'");
+    options.expertRead = value;
   } else if (name == "--backend") {
     if (value != "cpu" && value != "cuda")
       return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
@@ -263,6 +287,10 @@ std::string parseArgs(int argc, char **argv, Options &options) {
     }
     if (arg == "--stream") {
       options.generate.stream = true;
+      continue;
+    }
+    if (arg == "--fresh-inputs") {
+      options.freshInputs = true;
       continue;
     }
     std::string name(arg);
@@ -315,6 +343,70 @@ std::string parseArgs(int argc, char **argv, Options &options) {
 
 using moe_run::jsonString;
 
+/// A field of /proc/self/status in bytes ("VmHWM": the peak resident set,
+/// "VmPeak": the peak virtual size); 0 when unknown.
+uint64_t procStatusBytes(const char *field) {
+  std::FILE *file = std::fopen("/proc/self/status", "r");
+  if (!file)
+    return 0;
+  char line[256];
+  uint64_t kib = 0;
+  size_t length = std::strlen(field);
+  while (std::fgets(line, sizeof line, file))
+    if (std::strncmp(line, field, length) == 0 && line[length] == ':')
+      kib = std::strtoull(line + length + 1, nullptr, 10);
+  std::fclose(file);
+  return kib * 1024;
+}
+
+/// The stats' "memory" (peak resident and virtual bytes of this process)
+/// and, for a tiered plan, "expert_cache": the budget, the cache, the hot
+/// set, the read mode and the plan file's read bandwidth measured after the
+/// runs (buffered preads of up to 256 MiB of its paged experts, through the
+/// page cache when the file is cached, else from the disk). Also printed.
+template <typename SessionT>
+absl::Status appendMemory(std::string &json, const moert::Plan &plan,
+                          SessionT &session) {
+  absl::StrAppend(
+      &json, ",\n  \"memory\": {\"peak_rss_bytes\": ", procStatusBytes("VmHWM"),
+      ", \"peak_virtual_bytes\": ", procStatusBytes("VmPeak"), "}");
+  if constexpr (std::is_base_of_v<moert::SessionBase, SessionT>) {
+    moert::ExpertCacheStats cache = session.expertCacheStats();
+    if (!cache.tiered)
+      return absl::OkStatus();
+    MOERT_ASSIGN_OR_RETURN(double bandwidth,
+                           session.measureExpertReadBandwidth(256 << 20));
+    absl::StrAppend(&json, ",\n  \"expert_cache\": {\"budget\": ", cache.budget,
+                    ", \"resident_bytes\": ", cache.residentBytes,
+                    ", \"capacity_bytes\": ", cache.capacityBytes,
+                    ", \"used_bytes\": ", cache.usedBytes,
+                    ", \"hot_experts\": ", cache.hotExperts,
+                    ", \"hot_bytes\": ", cache.hotBytes,
+                    ", \"read_mode\": ", jsonString(cache.readMode),
+                    ", \"measured_read_bandwidth_bytes_per_s\": ",
+                    absl::StrFormat("%.1f", bandwidth), "}");
+    std::printf("moe-run: expert cache: budget %llu bytes, %u hot experts "
+                "(%llu bytes), capacity %llu, %s reads; the plan file reads "
+                "at %.2f GB/s\n",
+                static_cast<unsigned long long>(cache.budget), cache.hotExperts,
+                static_cast<unsigned long long>(cache.hotBytes),
+                static_cast<unsigned long long>(cache.capacityBytes),
+                cache.readMode.c_str(), bandwidth / 1e9);
+    for (const moert::MoeLayerStats &l :
+         moert::moeLayerStats(plan, session.stepStats()))
+      if (l.tiered)
+        std::printf(
+            "moe-run: %s: %llu hits, %llu misses, %.2f MB paged in, "
+            "read at %.2f GB/s, waited %.3f ms per run\n",
+            l.name.c_str(), static_cast<unsigned long long>(l.cacheHits),
+            static_cast<unsigned long long>(l.cacheMisses),
+            l.bytesPagedIn / 1e6,
+            l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds / 1e9 : 0.0,
+            l.runs ? l.waitSeconds * 1e3 / l.runs : 0.0);
+  }
+  return absl::OkStatus();
+}
+
 template <typename SessionT>
 absl::Status writeStats(const std::string &path, const Options &options,
                         const moert::Plan &plan, SessionT &session,
@@ -331,6 +423,7 @@ absl::Status writeStats(const std::string &path, const Options &options,
   moe_run::appendSteps(json, "steps", stats, &perRun);
   // A multi-device run's layers come with its devices.
   MOERT_RETURN_IF_ERROR(moe_run::appendDevices(json, plan, stats, session));
+  MOERT_RETURN_IF_ERROR(appendMemory(json, plan, session));
   absl::StrAppend(&json, "\n}\n");
   if (!moe_run::reports(session))
     return absl::OkStatus();
@@ -491,6 +584,11 @@ absl::Status runMain(const Options &options) {
                                            })),
           ")"));
   }
+  if ((multi || options.backend == "cuda" || options.generate.active) &&
+      (options.deviceMemory || options.expertRead != "pread"))
+    return absl::InvalidArgumentError(
+        "--device-memory and --expert-read apply to single-device cpu runs "
+        "(a multi-device run keeps each device's tiers from the plan)");
   if (multi)
     return runDevices(options, *plan, mpi);
   if (options.comm == moert::CommKind::Nccl)
@@ -517,6 +615,8 @@ absl::Status runMain(const Options &options) {
   }
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = options.threads;
+  sessionOptions.deviceMemory = options.deviceMemory;
+  sessionOptions.expertRead = options.expertRead;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
                          moert::Session::create(*plan, sessionOptions));
   return runSession(options, *plan, *session);
@@ -572,6 +672,19 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
         std::chrono::duration<double>(Clock::now() - begin).count();
     if (i >= minRuns && (elapsed >= options.duration || i >= kMaxRuns))
       break;
+    if (options.freshInputs && options.timed()) {
+      // Untimed: each run routes tokens of its own (seed + 1 + run).
+      moe_run::InputOptions fresh = options.inputs;
+      fresh.seed = options.inputs.seed + 1 + i;
+      std::vector<std::string> freshNotes;
+      MOERT_ASSIGN_OR_RETURN(std::vector<moe_run::RunInput> next,
+                             moe_run::prepareInputs(plan, fresh, freshNotes));
+      for (const moe_run::RunInput &input : next)
+        if (input.path.empty())
+          MOERT_RETURN_IF_ERROR(session.setInput(
+              input.name, input.array.dtype, input.array.shape,
+              input.array.data.data(), input.array.data.size()));
+    }
     Clock::time_point start = Clock::now();
     MOERT_RETURN_IF_ERROR(session.run());
     double ms =

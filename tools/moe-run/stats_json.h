@@ -78,6 +78,33 @@ inline void appendSteps(std::string &json, std::string_view key,
   absl::StrAppend(&json, "\n  ]");
 }
 
+/// Appends a tiered layer's `"expert_cache"`: hits, misses, the hit rate,
+/// bytes paged in (per run and per second of the run's layer time), the
+/// achieved read bandwidth (bytes over the reads' wall time) and the time
+/// the compute waited for its weights, per run.
+inline void appendExpertCache(std::string &json, const moert::MoeLayerStats &l,
+                              const std::string &pad) {
+  double perRun = l.runs ? 1.0 / l.runs : 0.0;
+  uint64_t lookups = l.cacheHits + l.cacheMisses;
+  absl::StrAppend(
+      &json, ",\n", pad, "   \"expert_cache\": {\"hits\": ", l.cacheHits,
+      ", \"misses\": ", l.cacheMisses, ", \"hit_rate\": ",
+      lookups ? absl::StrFormat("%.4f", double(l.cacheHits) / lookups)
+              : std::string("null"),
+      ", \"bytes_paged_in\": ", l.bytesPagedIn,
+      ", \"bytes_paged_in_per_run\": ",
+      absl::StrFormat("%.1f", l.bytesPagedIn * perRun),
+      ", \"paging_rate_bytes_per_s\": ",
+      absl::StrFormat(
+          "%.1f", l.layerSeconds > 0 ? l.bytesPagedIn / l.layerSeconds : 0.0),
+      ", \"read_bandwidth_bytes_per_s\": ",
+      absl::StrFormat("%.1f",
+                      l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds : 0.0),
+      ", \"read_ms\": ", absl::StrFormat("%.6f", l.readSeconds * 1e3 * perRun),
+      ", \"wait_ms\": ", absl::StrFormat("%.6f", l.waitSeconds * 1e3 * perRun),
+      "}");
+}
+
 /// Appends `"key": [layers...]` at `indent` spaces: per MoE layer
 /// (moert/stats.h) the tokens each expert computed and the assignments
 /// dropped for capacity, summed over the runs; the imbalance (largest load
@@ -130,6 +157,8 @@ inline void appendMoeLayers(std::string &json, std::string_view key,
           ", \"slot_experts\": [", absl::StrJoin(l.slotExperts, ", "),
           "], \"tokens_per_slot\": [", absl::StrJoin(l.tokensPerSlot, ", "),
           "]");
+    if (l.tiered)
+      appendExpertCache(json, l, pad);
     if (merged)
       absl::StrAppend(
           &json, ",\n", pad, "   \"device_rows\": [",

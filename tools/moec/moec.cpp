@@ -35,6 +35,7 @@
 #include "moert/inspect.h"
 #include "moert/plan_writer.h"
 #include "moert/version.h"
+#include "passes/RoutingProfile.h"
 #include "tools/FatalErrors.h"
 #include "tools/VerifyTool.h"
 
@@ -158,11 +159,21 @@ static cl::opt<int64_t>
                         "data-parallel (docs/expert-parallelism.md)"),
                cl::value_desc("N"), cl::init(1), cl::sub(compileCommand),
                cl::cat(moecCategory));
+static cl::opt<std::string> deviceMemory(
+    "device-memory",
+    cl::desc("Tier the routed experts' weights for a memory budget per "
+             "device (bytes, or with K/M/G/T): resident weights first, "
+             "then the hottest experts (by --routing-profile, "
+             "else by index); the rest are read from the plan on demand "
+             "(docs/tiered-experts.md)"),
+    cl::value_desc("BYTES"), cl::init(""), cl::sub(compileCommand),
+    cl::cat(moecCategory));
 static cl::opt<std::string> routingProfile(
     "routing-profile",
     cl::desc("With --devices: place experts by the expected load in this "
              "`moe-run --stats` JSON (moe_layers[i].tokens_per_expert) "
-             "instead of by parameter bytes"),
+             "instead of by parameter bytes; with --device-memory: keep the "
+             "most loaded experts resident"),
     cl::value_desc("FILE.json"), cl::init(""), cl::sub(compileCommand),
     cl::cat(moecCategory));
 static cl::opt<int64_t> replicateHot(
@@ -553,6 +564,40 @@ static std::string checkBoundFlags() {
   return "";
 }
 
+/// A tiered plan's tiers, as the runtime reads them back from the written
+/// plan: printed with --verbose, and the report's "tiers" (one entry per
+/// device) with --report.
+static LogicalResult reportTiers(ModuleOp module,
+                                 const llvm::StringMap<int64_t> &opsBefore,
+                                 moec::plan::ExpertWeightType expertWeights) {
+  moert::LoadOptions load;
+  load.verifyWeightChecksums = false; // Written just now.
+  absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
+      moert::Plan::load(outputPath, load);
+  if (!plan.ok())
+    return module.emitError("the written plan does not load: ")
+           << std::string(plan.status().message());
+  llvm::json::Array devices;
+  for (int d = 0; d < (*plan)->numDevices(); ++d) {
+    absl::StatusOr<moert::ExpertTiersDesc> tiers = (*plan)->expertTiers(d);
+    if (!tiers.ok())
+      return module.emitError(std::string(tiers.status().message()));
+    if (verbose)
+      llvm::errs() << "moec: device " << d << " "
+                   << moert::describeTiersText(*tiers, "");
+    llvm::Expected<llvm::json::Value> json =
+        llvm::json::parse(moert::describeTiersJson(*tiers));
+    if (!json)
+      return module.emitError(llvm::toString(json.takeError()));
+    devices.push_back(std::move(*json));
+  }
+  if (reportPath.empty())
+    return success();
+  llvm::json::Object extra{{"tiers", std::move(devices)}};
+  return moec::plan::writeReport(module, opsBefore, reportPath, expertWeights,
+                                 std::move(extra));
+}
+
 static int runCompile() {
   if (maxSeq.getNumOccurrences() || !prefillPath.empty())
     return runGenerationCompile();
@@ -596,10 +641,23 @@ static int runCompile() {
   if (replicateHot > 0 && routingProfile.empty())
     return usageError("--replicate-hot needs --routing-profile: the profile "
                       "says which experts are hot");
-  if (numDevices == 1 &&
-      (!routingProfile.empty() || microBatches.getNumOccurrences()))
+  if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
+                          microBatches.getNumOccurrences()))
     return usageError("--routing-profile and --micro-batches need --devices "
-                      "N with N > 1");
+                      "N with N > 1 (or, for the profile, --device-memory)");
+  uint64_t deviceMemoryBytes = 0;
+  if (!deviceMemory.empty()) {
+    if (!moert::parseByteSize(deviceMemory.c_str(), deviceMemoryBytes))
+      return usageError("--device-memory must be a positive byte count "
+                        "such as 1073741824, 512M or 4G, not '" +
+                        deviceMemory + "'");
+    if (emitKind != "plan")
+      return usageError("--device-memory tiers a plan's expert weights; it "
+                        "needs --emit plan");
+    if (target == "cuda")
+      return usageError("--device-memory: tiered expert weights run on the "
+                        "cpu backend only; drop --target cuda");
+  }
   if (numDevices > 1 && emitKind == "mlir")
     return usageError("--devices places experts in the planned model; it "
                       "needs --emit plan or planned-mlir");
@@ -641,6 +699,7 @@ static int runCompile() {
   (*module)->setAttr("moe.max_tokens",
                      Builder(&context).getI64IntegerAttr(maxTokens));
 
+  llvm::StringMap<int64_t> opsBeforeTiers;
   if (!importOnly) {
     llvm::StringMap<int64_t> opsBefore = moec::plan::countOps(*module);
     PassManager pm(&context);
@@ -664,10 +723,12 @@ static int runCompile() {
       return kFailure;
     if (verbose)
       moec::plan::printMoeLayers(*module, llvm::errs(), *expertWeights);
-    if (!reportPath.empty() &&
+    // A tiered plan's report lists its tiers, read back from the plan.
+    if (!reportPath.empty() && deviceMemory.empty() &&
         failed(moec::plan::writeReport(*module, opsBefore, reportPath,
                                        *expertWeights)))
       return kFailure;
+    opsBeforeTiers = std::move(opsBefore);
   }
 
   if (emitKind == "plan") {
@@ -683,11 +744,24 @@ static int runCompile() {
         return moec::cuda::addCudaKernels(writer, cudaArchValue, func.getLoc(),
                                           &cudaModule);
       };
+    moec::plan::TierOptions tiers;
+    tiers.deviceMemory = deviceMemoryBytes;
+    if (deviceMemoryBytes && !routingProfile.empty() && numDevices == 1) {
+      FailureOr<moec::RoutingProfile> profile =
+          moec::readRoutingProfile(*module, routingProfile);
+      if (failed(profile))
+        return kFailure;
+      for (const auto &layer : *profile)
+        tiers.loads.emplace_back(layer.begin(), layer.end());
+    }
     FailureOr<moec::plan::PlanFinalizer> withProvenance =
         recordProvenance(/*generation=*/false, std::move(finalize));
     if (failed(withProvenance) ||
         failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
-                                    *expertWeights)))
+                                    *expertWeights, tiers)))
+      return kFailure;
+    if (deviceMemoryBytes &&
+        failed(reportTiers(*module, opsBeforeTiers, *expertWeights)))
       return kFailure;
     for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
                               std::pair(&cudaSource, &cudaModule.source)})
@@ -769,6 +843,9 @@ static int runGenerationCompile() {
   if (numDevices != 1 || target != "cpu" || importOnly)
     return usageError("generation plans are single-device cpu plans for "
                       "now: drop --devices, --target and --import-only");
+  if (!deviceMemory.empty())
+    return usageError("--device-memory tiers one-pass plans for now; drop "
+                      "it for a generation plan");
   std::optional<moec::plan::ExpertWeightType> expertWeights =
       parseWeightDtype();
   if (!expertWeights)

@@ -26,9 +26,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// 1.4 the `Generation` table of generation plans (their cache pairs and
 /// prefill schedules), which a 1.3 reader would ignore. Plans without it are
 /// written as 1.3 (kFormatVersionMinorBase), so 1.3 runtimes keep reading
-/// them.
+/// them. 1.5 added tiered plans: `Schedule.tiers` and paged weight sections
+/// (kSectionFlagPaged), which a 1.4 reader refuses (nonzero section flags).
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 4;
+inline constexpr uint16_t kFormatVersionMinor = 5;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 
@@ -60,6 +61,11 @@ inline constexpr uint64_t kMaxDeviceSlots = uint64_t{1} << 24;
 /// dispatch, exchanges and combine to every device's schedule.
 inline constexpr uint64_t kMaxMicroBatches = 1024;
 
+/// Section flag of a weight section whose bytes the runtime reads on demand
+/// (the paged expert weights of a tiered plan, format 1.5) instead of
+/// mapping them: such sections follow every other section in the file.
+inline constexpr uint32_t kSectionFlagPaged = 1;
+
 /// What a section holds.
 enum class SectionKind : uint32_t {
   Program = 1, ///< The program FlatBuffer (schema/plan.fbs); exactly one.
@@ -83,6 +89,11 @@ struct TargetRequirements {
 
 /// Returns "cpu", "cuda" or "unknown".
 const char *backendName(Backend backend);
+
+/// Parses a byte count such as `--device-memory` takes: digits with an
+/// optional binary suffix K, M, G or T (also KiB, MiB, GiB, TiB, or KB...;
+/// all powers of 1024). Returns false when malformed, zero or past 2^63.
+bool parseByteSize(const char *text, uint64_t &bytes);
 
 } // namespace moert
 

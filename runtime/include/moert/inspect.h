@@ -20,6 +20,14 @@ std::string describePlanText(const Plan &plan);
 /// Describes a loaded plan as one JSON object for tools.
 std::string describePlanJson(const Plan &plan);
 
+/// A schedule's expert tiers (Plan::expertTiers) as text lines, each
+/// starting with `indent`, and as one JSON object: the budget, the
+/// resident bytes, the hot and cold experts with their bytes, the cache,
+/// and per tiered layer its hot experts.
+std::string describeTiersText(const ExpertTiersDesc &tiers,
+                              const std::string &indent);
+std::string describeTiersJson(const ExpertTiersDesc &tiers);
+
 } // namespace moert
 
 #endif // MOERT_INSPECT_H

@@ -166,6 +166,42 @@ struct LoadOptions {
   int device = -1;
 };
 
+/// One tiered MoE layer of a schedule (docs/tiered-experts.md): an Experts
+/// step whose weights the runtime reads per expert from the plan file.
+struct TierLayerDesc {
+  /// The Experts step's name and index in the schedule.
+  std::string step;
+  int stepIndex = -1;
+  uint32_t experts = 0;
+  /// Bytes of one expert's paged weights (matrices, biases, scales).
+  uint64_t expertBytes = 0;
+  /// Per expert: hot (loaded when a session starts, pinned) or cold.
+  std::vector<bool> hot;
+};
+
+/// A schedule's expert tiers for a memory budget of weights (the activation
+/// arena comes on top): resident weights first, then the experts in the plan's
+/// rank order (routing profile or index) while they leave the cold experts'
+/// cache its least size.
+struct ExpertTiersDesc {
+  uint64_t budget = 0;
+  /// Weights outside the paged sections (router, norms, embeddings,
+  /// attention, dense and shared experts), and the activation arena (not
+  /// part of the budget).
+  uint64_t residentBytes = 0;
+  uint64_t arenaBytes = 0;
+  uint32_t hotExperts = 0;
+  uint32_t coldExperts = 0;
+  uint64_t hotBytes = 0;
+  uint64_t coldBytes = 0;
+  /// budget - resident: what the hot experts and the cold experts'
+  /// cache hold together, and the least the cache needs (one token's
+  /// experts of the largest layer).
+  uint64_t cacheBytes = 0;
+  uint64_t windowBytes = 0;
+  std::vector<TierLayerDesc> layers;
+};
+
 /// A loaded and fully validated plan. Immutable.
 class Plan {
 public:
@@ -204,6 +240,15 @@ public:
   const std::vector<TensorDesc> &prefillOutputs(int device = 0) const;
   size_t numPrefillSteps(int device = 0) const;
   uint64_t prefillArenaSize(int device = 0) const;
+  /// Whether schedule `device` is tiered (`moec compile --device-memory`,
+  /// format 1.5).
+  bool tiered(int device = 0) const;
+  /// The tiers of schedule `device` (tiered) for `budget` bytes, 0 for the
+  /// budget it was compiled for, by the rule the compiler used (so 0 gives
+  /// the plan's own tiers). Fails when the schedule is not tiered or the
+  /// budget is too small.
+  absl::StatusOr<ExpertTiersDesc> expertTiers(int device = 0,
+                                              uint64_t budget = 0) const;
 
   struct Impl;
   const Impl &impl() const { return *impl_; }
@@ -220,6 +265,11 @@ struct SessionOptions {
   int device = 0;
   /// Record per-step times (a clock read per step).
   bool collectStats = true;
+  /// Tiered plans: the memory budget in bytes that overrides the plan's
+  /// tiers (0: the plan's own), and how cold experts are read.
+  uint64_t deviceMemory = 0;
+  /// "pread" (default), "direct" (O_DIRECT) or "mmap".
+  std::string expertRead = "pread";
   /// This device's endpoint of the device group, needed by multi-device
   /// plans (their collective steps); its rank must be `device` and its size
   /// the plan's device count. Not owned; must outlive the session.
@@ -257,6 +307,35 @@ struct StepStats {
   /// Router steps with a capacity: assignments dropped because their expert
   /// was full, summed over the runs.
   uint64_t droppedAssignments = 0;
+  /// Experts steps of a tiered plan (docs/tiered-experts.md): the expert
+  /// cache's hits and misses, the bytes read for the misses, the wall
+  /// seconds of those reads and of the whole acquisition (what the compute
+  /// waited for its weights), and the rounds it took (more than one per
+  /// call when the missing experts exceed the free cache).
+  bool tiered = false;
+  uint64_t cacheHits = 0;
+  uint64_t cacheMisses = 0;
+  uint64_t bytesPagedIn = 0;
+  double readSeconds = 0;
+  double waitSeconds = 0;
+  uint64_t cacheRounds = 0;
+};
+
+/// The expert cache of a session on a tiered plan.
+struct ExpertCacheStats {
+  bool tiered = false;
+  /// The budget the tiers follow, the cache's capacity (hot experts and
+  /// cold ones together), the bytes it holds now and the hot experts'.
+  uint64_t budget = 0;
+  uint64_t capacityBytes = 0;
+  uint64_t usedBytes = 0;
+  uint32_t hotExperts = 0;
+  uint64_t hotBytes = 0;
+  /// Resident weights and the activation arena.
+  uint64_t residentBytes = 0;
+  uint64_t arenaBytes = 0;
+  /// "pread", "direct" or "mmap".
+  std::string readMode;
 };
 
 /// A view of a tensor inside a session; valid until the next `run`.
@@ -305,6 +384,12 @@ public:
   void setTrace(TraceRecorder *recorder);
   /// Worker threads of the steps that run on the host.
   int threads() const;
+  /// The expert cache of a tiered plan (`tiered` false otherwise).
+  ExpertCacheStats expertCacheStats() const;
+  /// Reads up to `maxBytes` of a tiered plan's paged experts the way the
+  /// cache reads a miss (without caching them) and returns the bytes per
+  /// second; 0 for a plan that is not tiered.
+  absl::StatusOr<double> measureExpertReadBandwidth(uint64_t maxBytes);
 
 protected:
   explicit SessionBase(detail::SessionState &state) : state_(state) {}

@@ -144,6 +144,22 @@ public:
   /// Sets the arena size; by default the end of the last arena tensor.
   void setArenaSize(uint64_t bytes);
 
+  /// One MoE layer to tier: an Experts step whose weight inputs lie in paged
+  /// weight sections (addWeightSection(true)), with each expert's expected
+  /// load (a routing profile's tokens; empty: the experts' index order).
+  struct TierLayer {
+    int step = -1;
+    std::vector<double> loads;
+  };
+  /// Makes the schedule tiered (format 1.5, docs/tiered-experts.md): its
+  /// experts are ranked by load and the hottest that fit in `budget` bytes
+  /// (with the resident weights, the arena and the cold experts' cache)
+  /// are hot. Each expert's checksum per paged input is computed while the
+  /// plan is written. Call after the steps are added; the assignment's
+  /// errors (a budget too small, a layer that is no tiered Experts step)
+  /// are reported by `write`.
+  void setExpertTiers(uint64_t budget, std::vector<TierLayer> layers);
+
   /// The tensor table entry (object API), for edits the helpers lack.
   fb::TensorT &tensor(int32_t id);
   size_t numTensors() const;
@@ -180,8 +196,10 @@ public:
   /// Declares a symbolic dimension size in [min, max]; returns its index.
   int addSymbol(std::string name, int64_t min, int64_t max);
   /// Adds a weight section (e.g. one shard per device); returns its index
-  /// for `addWeight`.
-  int addWeightSection();
+  /// for `addWeight`. A `paged` section (the expert weights of a tiered
+  /// schedule, setExpertTiers) is written after every other section, and
+  /// the runtime reads it per expert instead of mapping it.
+  int addWeightSection(bool paged = false);
   /// The schedule of `device` (< target.deviceCount).
   ScheduleBuilder &schedule(int device = 0);
   /// The number of schedules (the target's device count).

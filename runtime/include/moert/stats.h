@@ -76,6 +76,15 @@ struct MoeLayerStats {
   double layerSeconds = 0;
   /// Merged only: the rows each device's experts computed, in device order.
   std::vector<uint64_t> deviceRows;
+  /// Tiered plans (docs/tiered-experts.md): the layer's Experts steps' expert
+  /// cache counters (StepStats), summed; merged, summed over the devices
+  /// (the seconds the largest device's).
+  bool tiered = false;
+  uint64_t cacheHits = 0;
+  uint64_t cacheMisses = 0;
+  uint64_t bytesPagedIn = 0;
+  double readSeconds = 0;
+  double waitSeconds = 0;
 
   /// Assignments kept over all experts (the sum of tokensPerExpert).
   uint64_t keptAssignments() const;

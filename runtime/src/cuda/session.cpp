@@ -530,6 +530,12 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
       plan, Backend::Cuda, "compile it with 'moec compile --target cuda'",
       options.device));
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
+  // Tiered expert weights (docs/tiered-experts.md) are paged on the CPU
+  // backend only; the weight upload below needs every weight mapped.
+  if (schedule.tiers.present)
+    return absl::UnimplementedError(absl::StrCat(
+        planImpl.source, ": tiered expert weights (moec compile "
+                         "--device-memory) run on the cpu backend only"));
   // The exchanges of a multi-device schedule go through the group's
   // communicator: on the host as on the CPU backend, or over NCCL.
   MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,

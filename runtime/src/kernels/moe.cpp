@@ -46,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/moe.h"
+#include "expert_cache.h"
 #include "kernels/stream.h"
 
 #include <algorithm>
@@ -628,9 +629,15 @@ struct Ffn {
   FfnSizes sizes;
   /// The storage of w1, w3 and w2 (biases are f32).
   StreamWeights weightType = StreamWeights::F32;
+  /// Whether the step has the input of each slot.
+  bool present[kNumSlots] = {};
   const uint8_t *data[kNumSlots] = {};
   /// Bytes from one expert's weights to the next's.
   int64_t stride[kNumSlots] = {};
+  /// A tiered step's paged inputs: each expert's bytes, from the expert
+  /// store (docs/tiered-experts.md); null for an input that is mapped.
+  const uint8_t *const *paged[kNumSlots] = {};
+  const uint8_t *const *pagedScales[kNumSlots] = {};
 
   /// Expert `e`'s bias in `slot`, or null when absent.
   const float *at(Slot slot, int64_t e) const {
@@ -638,6 +645,8 @@ struct Ffn {
   }
   /// Expert `e`'s matrix (of weightType) or bias in `slot`, or null.
   const void *weight(Slot slot, int64_t e) const {
+    if (paged[slot])
+      return paged[slot][e];
     return data[slot] ? data[slot] + e * stride[slot] : nullptr;
   }
   /// Per int8 matrix slot, its scales [E, out] (null for float matrices).
@@ -645,6 +654,8 @@ struct Ffn {
   int64_t scaleStride[kNumSlots] = {};
   /// Expert `e`'s output-channel scales of the matrix in `slot`, or null.
   const float *scale(Slot slot, int64_t e) const {
+    if (pagedScales[slot])
+      return reinterpret_cast<const float *>(pagedScales[slot][e]);
     return scales[slot] ? scales[slot] + e * scaleStride[slot] : nullptr;
   }
 };
@@ -665,6 +676,7 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
     if (ctx.has(first + slot)) {
       const Tensor &t = ctx.in(first + slot);
       shapes[slot] = &t.shape;
+      ffn.present[slot] = true;
       ffn.data[slot] = t.data;
       ffn.stride[slot] =
           lead ? t.shape.span(1, t.shape.rank) * dtypeSize(t.dtype) : 0;
@@ -683,7 +695,7 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
   ffn.activation = attrs->activation();
   ffn.inOut = attrs->weight_layout() == fb::WeightLayout::InOut;
   ffn.gated = isGated(ffn.activation);
-  ffn.fused = ffn.gated && !ffn.data[kW3];
+  ffn.fused = ffn.gated && !ffn.present[kW3];
   ffn.interleaved = attrs->glu_layout() == fb::GluLayout::Interleaved;
   ffn.alpha = attrs->alpha();
   ffn.beta = attrs->beta();
@@ -932,7 +944,7 @@ void sumParts(const float *parts, int64_t count, int64_t n, int64_t cols,
 void runRound(ThreadPool &pool, const Ffn &f, const float *x,
               const std::vector<Segment> &segments, int64_t aSize, float *y) {
   const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
-  const int64_t up = f.data[kW3] ? F : 0; // w3's outputs.
+  const int64_t up = f.present[kW3] ? F : 0; // w3's outputs.
   struct Block {
     int64_t segment;
     Slot slot;         // The weights of a split block, else kNumSlots.
@@ -1026,15 +1038,22 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
 }
 
 /// Runs expert e's network on its rows x[offsets[e], offsets[e+1]) into the
-/// same rows of y, for every expert: experts are cut into segments of at
-/// most kWideChunkRows rows, and segments grouped into rounds of about
-/// kRoundRows rows.
+/// same rows of y, for every expert (or those of `only`, ascending): experts
+/// are cut into segments of at most kWideChunkRows rows, and segments
+/// grouped into rounds of about kRoundRows rows.
 void runExperts(ThreadPool &pool, const Ffn &f, const float *x,
-                const int64_t *offsets, float *y) {
+                const int64_t *offsets, float *y,
+                const std::vector<uint32_t> *only = nullptr) {
   const int64_t E = f.sizes.experts, F = f.sizes.inter;
   std::vector<Segment> round;
   int64_t rows = 0;
-  for (int64_t e = 0; e < E; ++e)
+  std::vector<int64_t> experts;
+  if (only)
+    experts.assign(only->begin(), only->end());
+  else
+    for (int64_t e = 0; e < E; ++e)
+      experts.push_back(e);
+  for (int64_t e : experts)
     for (int64_t r = offsets[e]; r < offsets[e + 1]; r += kWideChunkRows) {
       int64_t n = std::min(kWideChunkRows, offsets[e + 1] - r);
       if (rows && rows + n > kRoundRows) {
@@ -1067,7 +1086,29 @@ absl::Status expertsKernel(KernelContext &ctx) {
                        "] (the rows)");
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, tokens.shape));
   float *y = out->as<float>();
-  runExperts(ctx.pool(), f, tokens.as<const float>(), offsets, y);
+  if (ExpertStore *store = ctx.expertStore()) {
+    // A tiered step: the experts with rows are made present (read when
+    // missing) as many at a time as the cache holds, each batch computed
+    // before the next is read. Each expert writes only its own rows.
+    uint32_t layer = static_cast<uint32_t>(ctx.tierLayer());
+    for (int slot = 0; slot < kNumSlots; ++slot)
+      f.paged[slot] = store->pointers(layer, 2 + slot);
+    for (int m = 0; m < 3; ++m)
+      f.pagedScales[kScaledSlots[m]] = store->pointers(layer, kFirstScale + m);
+    std::vector<uint32_t> pending, batch;
+    for (int64_t e = 0; e < E; ++e)
+      if (offsets[e + 1] > offsets[e])
+        pending.push_back(static_cast<uint32_t>(e));
+    while (!pending.empty()) {
+      MOERT_RETURN_IF_ERROR(
+          store->acquire(layer, pending, batch, ctx.pool(), ctx.step().label));
+      std::sort(batch.begin(), batch.end());
+      runExperts(ctx.pool(), f, tokens.as<const float>(), offsets, y, &batch);
+      store->release(layer, batch);
+    }
+  } else {
+    runExperts(ctx.pool(), f, tokens.as<const float>(), offsets, y);
+  }
   std::fill(y + offsets[E] * H, y + N * H, 0.0f);
 
   if (ctx.moeCounters()) {
