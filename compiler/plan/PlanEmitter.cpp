@@ -72,8 +72,10 @@ std::string getStepName(Operation *op) {
 struct PlanState {
   PlanState(uint32_t devices, ExpertWeightType expertWeights,
             TierOptions tiers = {})
-      : writer({moert::Backend::Cpu, devices}, std::string("moec ") + moert::getVersion()), devices(devices),
-        expertWeights(expertWeights), tiers(std::move(tiers)) {}
+      : writer({moert::Backend::Cpu, devices},
+               std::string("moec ") + moert::getVersion()),
+        devices(devices), expertWeights(expertWeights),
+        tiers(std::move(tiers)) {}
   moert::PlanWriter writer;
   uint32_t devices;
   /// The storage of the narrowable expert matrices.

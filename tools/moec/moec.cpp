@@ -251,6 +251,7 @@ getCompileFlags(bool generation) {
   flags.emplace_back("replicate-hot", std::to_string(replicateHot));
   flags.emplace_back("micro-batches", std::to_string(microBatches));
   flags.emplace_back("weight-dtype", weightDtype);
+  flags.emplace_back("device-memory", deviceMemory);
   return flags;
 }
 
