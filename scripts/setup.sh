@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
 # (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
-# clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh)
+# clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
+# pybind11 and the Python headers for `import moert`, pkg-config for the embedding test)
 # and the pinned Python requirements in .venv. Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +15,7 @@ packages=(
   libdnnl-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
+  pybind11-dev python3-dev pkg-config
 )
 missing=()
 for p in "${packages[@]}"; do
