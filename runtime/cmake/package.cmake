@@ -32,9 +32,14 @@ set_target_properties(moert::gomp PROPERTIES IMPORTED_LOCATION ${MOERT_GOMP})
 set(MOERT_DIST_PUBLIC absl::status absl::statusor absl::strings)
 set(MOERT_DIST_PRIVATE absl::str_format ZLIB::ZLIB moert::dnnl moert::gomp
   Threads::Threads)
+# Open MPI by its libraries, as moertConfig.cmake names them again: FindMPI's
+# C component needs the consumer to enable C.
 set(MOERT_CONFIG_MPI OFF)
 if(MPI_C_FOUND)
-  list(APPEND MOERT_DIST_PRIVATE MPI::MPI_C)
+  add_library(moert::mpi INTERFACE IMPORTED GLOBAL)
+  set_target_properties(moert::mpi PROPERTIES
+    INTERFACE_LINK_LIBRARIES "${MPI_C_LIBRARIES}")
+  list(APPEND MOERT_DIST_PRIVATE moert::mpi)
   set(MOERT_CONFIG_MPI ON)
 endif()
 if(MOERT_CUDA)
@@ -103,6 +108,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moertConfig.cmake
 # moert.pc, relocatable: its prefix is found from the file's own directory.
 file(RELATIVE_PATH MOERT_PC_PREFIX
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" MOERT_PC_PREFIX "${MOERT_PC_PREFIX}")
 set(MOERT_PC_LIBS_PRIVATE "${MOERT_DNNL} ${MOERT_GOMP} -pthread")
 if(MPI_C_FOUND)
   string(JOIN " " MOERT_PC_MPI ${MPI_C_LIBRARIES})
