@@ -8,9 +8,11 @@
 
 #include "moert/moert.h"
 #include "moert/moert_c.h"
+#include "plan_impl.h"
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -242,6 +244,17 @@ moert_status moert_plan_load(const char *path, moert_plan **plan) {
     handle->plan = *std::move(loaded);
     handle->inputs = viewsOf(*handle->plan, handle->plan->inputs());
     handle->outputs = viewsOf(*handle->plan, handle->plan->outputs());
+    // A step's output may have more planned bytes than its bounds need; a
+    // bound buffer needs all of them (SessionBase::outputCapacity).
+    const moert::detail::ScheduleInfo &schedule =
+        handle->plan->impl().schedules[0];
+    for (size_t k = 0; k < handle->outputs.size(); ++k) {
+      const moert::detail::TensorInfo &info =
+          schedule.tensors[schedule.outputs[k]];
+      uint64_t &bytes = handle->outputs[k].desc.max_bytes;
+      if (info.producer >= 0 && !info.isGraphInput)
+        bytes = std::max(bytes, info.size);
+    }
     *plan = handle.release();
     return MOERT_OK;
   });

@@ -110,9 +110,10 @@ struct Loaded {
         << moert_last_error();
     moert_session_options options = moert_session_options_default();
     options.threads = 2;
-    if (plan)
+    if (plan) {
       EXPECT_EQ(moert_session_create(plan, &options, &session), MOERT_OK)
           << moert_last_error();
+    }
   }
   ~Loaded() {
     moert_session_free(session);

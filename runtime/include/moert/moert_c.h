@@ -106,8 +106,9 @@ typedef struct moert_tensor_desc {
   int32_t rank;
   /// `rank` entries.
   const moert_dim *dims;
-  /// Bytes of the value at the bounds of every dimension: what a buffer
-  /// bound to an output with moert_session_bind_output needs.
+  /// Bytes of the value at the bounds of every dimension (for an output a
+  /// step computes, its planned size if that is more): what a buffer bound
+  /// to the output with moert_session_bind_output needs.
   uint64_t max_bytes;
 } moert_tensor_desc;
 
