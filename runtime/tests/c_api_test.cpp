@@ -124,7 +124,8 @@ struct Loaded {
 TEST(CApi, DescribesThePlan) {
   Loaded l(writePlan());
   ASSERT_TRUE(l.session);
-  EXPECT_STREQ(moert_version(), MOERT_TEST_VERSION);
+  EXPECT_THAT(moert_version(),
+              ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
   ASSERT_EQ(moert_plan_num_inputs(l.plan), 1u);
   ASSERT_EQ(moert_plan_num_outputs(l.plan), 1u);
   EXPECT_EQ(moert_plan_num_devices(l.plan), 1);
