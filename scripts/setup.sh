@@ -2,7 +2,8 @@
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
 # (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
 # clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
-# Chromium, which renders `moe-run --report-html` pages headless in test/Report)
+# Chromium, which renders `moe-run --report-html` pages headless in test/Report,
+# pybind11 and the Python headers for `import moert`, pkg-config for the embedding test)
 # and the pinned Python requirements in .venv. Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +16,7 @@ packages=(
   libdnnl-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
-  chromium
+  chromium pybind11-dev python3-dev pkg-config
 )
 missing=()
 for p in "${packages[@]}"; do

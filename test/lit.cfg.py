@@ -21,6 +21,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moec_src", config.moec_src_root))
+config.substitutions.append(("%moec_obj_root", config.moec_obj_root))
 config.substitutions.append(
     ("%gen_onnx", config.python_executable + " " +
      os.path.join(config.moec_src_root, "test", "lib", "gen_onnx.py")))

@@ -458,6 +458,40 @@ absl::Status SessionBase::setInput(std::string_view name, DType dtype,
                          shape, data, bytes);
 }
 
+absl::Status SessionBase::bindInput(std::string_view name, DType dtype,
+                                    const std::vector<int64_t> &shape,
+                                    const void *data, size_t bytes) {
+  absl::string_view key(name.data(), name.size());
+  int index = detail::find(state_.schedule.inputDescs, key);
+  // Unknown names get bindInput's message; known ones the dtype and size
+  // checks of setInput before the binding.
+  if (index >= 0)
+    MOERT_RETURN_IF_ERROR(
+        state_.checkInput(index, key, dtype, shape, bytes).status());
+  return state_.bindInput(key, shape, data);
+}
+
+absl::Status SessionBase::bindOutput(std::string_view name, void *data,
+                                     size_t capacity) {
+  return state_.bindOutput(absl::string_view(name.data(), name.size()), data,
+                           capacity);
+}
+
+absl::StatusOr<size_t>
+SessionBase::outputCapacity(std::string_view name) const {
+  const detail::ScheduleInfo &schedule = state_.schedule;
+  absl::string_view key(name.data(), name.size());
+  int index = detail::find(schedule.outputDescs, key);
+  if (index < 0)
+    return absl::NotFoundError(absl::StrCat(
+        "unknown output '", key,
+        "'; the plan's outputs are: ", detail::names(schedule.outputDescs)));
+  const detail::TensorInfo &info = schedule.tensors[schedule.outputs[index]];
+  if (info.producer < 0 || info.isGraphInput)
+    return 0;
+  return static_cast<size_t>(info.size);
+}
+
 absl::StatusOr<TensorData> SessionBase::output(std::string_view name) const {
   return state_.output(absl::string_view(name.data(), name.size()));
 }

@@ -367,6 +367,20 @@ public:
   absl::Status setInput(std::string_view name, DType dtype,
                         const std::vector<int64_t> &shape, const void *data,
                         size_t bytes);
+  /// Like setInput, without a copy: the runs read graph input `name` from
+  /// `data` until the next setInput or bindInput of it. `data` must stay
+  /// valid and unchanged while a run that reads it executes.
+  absl::Status bindInput(std::string_view name, DType dtype,
+                         const std::vector<int64_t> &shape, const void *data,
+                         size_t bytes);
+  /// Makes the runs write graph output `name` into `data` (at least
+  /// outputCapacity(name) bytes) instead of the session's arena; null
+  /// restores the arena. `output` then views `data`. Fails for an output no
+  /// step computes (a graph input or a weight passed through).
+  absl::Status bindOutput(std::string_view name, void *data, size_t capacity);
+  /// The bytes a buffer bound to graph output `name` needs (its planned size
+  /// at the bounds); 0 for an output that cannot be bound.
+  absl::StatusOr<size_t> outputCapacity(std::string_view name) const;
   /// The value of graph output `name` after a successful `run`, in host
   /// memory.
   absl::StatusOr<TensorData> output(std::string_view name) const;

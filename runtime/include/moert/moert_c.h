@@ -1,0 +1,253 @@
+/*===- moert_c.h - The C API of the moec runtime ------------------*- C -*-===*\
+|*                                                                            *|
+|* A C interface to the runtime (library `moert`, docs/embedding.md): load a  *|
+|* plan, describe its inputs and outputs, create a session, run it on the     *|
+|* caller's buffers, read the outputs and the statistics. Plain C99; no C++   *|
+|* exception or Abseil type crosses it. Typical use:                          *|
+|*                                                                            *|
+|*   moert_plan *plan;                                                        *|
+|*   moert_session *session;                                                  *|
+|*   if (moert_plan_load("plan.bin", &plan) != MOERT_OK ||                    *|
+|*       moert_session_create(plan, NULL, &session) != MOERT_OK) {            *|
+|*     fprintf(stderr, "%s\n", moert_last_error());                           *|
+|*     return 1;                                                              *|
+|*   }                                                                        *|
+|*   int64_t shape[2] = {1, 16};                                              *|
+|*   moert_session_set_input(session, "input_ids", MOERT_DTYPE_I64, shape, 2, *|
+|*                           ids, sizeof ids);                                *|
+|*   moert_session_run(session);                                              *|
+|*   moert_tensor logits;                                                     *|
+|*   moert_session_output(session, "logits", &logits);                        *|
+|*   moert_session_free(session);                                             *|
+|*   moert_plan_free(plan);                                                   *|
+|*                                                                            *|
+|* Errors: every function that can fail returns a moert_status; on anything  *|
+|* but MOERT_OK it records a message (naming the file, input or output at     *|
+|* fault) that moert_last_error() returns on the same thread. A successful    *|
+|* call leaves the last message as it was.                                    *|
+|*                                                                            *|
+|* Threads: a plan is immutable and may be shared by sessions on several      *|
+|* threads; one session must be used by one thread at a time. A session must *|
+|* be freed before its plan.                                                  *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef MOERT_MOERT_C_H
+#define MOERT_MOERT_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The result of every fallible call. The values are stable.
+typedef enum moert_status {
+  MOERT_OK = 0,
+  /// A malformed argument: a null pointer, an index out of range, a value
+  /// of the wrong dtype, rank, shape or size.
+  MOERT_ERROR_INVALID_ARGUMENT = 1,
+  /// An unknown input or output name, or a file that does not exist.
+  MOERT_ERROR_NOT_FOUND = 2,
+  /// A call out of order: running before every input is set, reading an
+  /// output before a successful run.
+  MOERT_ERROR_FAILED_PRECONDITION = 3,
+  /// A plan file that cannot be read or fails validation (corrupted,
+  /// truncated, an unsupported format version).
+  MOERT_ERROR_INVALID_PLAN = 4,
+  /// Not enough memory for the session, or a value beyond a limit.
+  MOERT_ERROR_RESOURCE_EXHAUSTED = 5,
+  /// The plan needs what this build lacks (another backend, a communicator).
+  MOERT_ERROR_UNSUPPORTED = 6,
+  /// Anything else (a bug in the runtime).
+  MOERT_ERROR_INTERNAL = 7,
+} moert_status;
+
+/// Element types; the values match moert::DType and the plan schema.
+typedef enum moert_dtype {
+  MOERT_DTYPE_F32 = 1,
+  MOERT_DTYPE_F16 = 2,
+  MOERT_DTYPE_BF16 = 3,
+  MOERT_DTYPE_I64 = 4,
+  MOERT_DTYPE_I32 = 5,
+  /// One byte per element, 0 or 1.
+  MOERT_DTYPE_BOOL = 6,
+  MOERT_DTYPE_I8 = 7,
+} moert_dtype;
+
+/// How a declared dimension is sized.
+typedef enum moert_dim_kind {
+  /// Always `bound`.
+  MOERT_DIM_STATIC = 0,
+  /// A named graph-input size (`symbol`), in [symbol min, `bound`]; every
+  /// dimension of the same symbol has the same size in one run.
+  MOERT_DIM_SYMBOLIC = 1,
+  /// Computed by the run (data-dependent), at most `bound`.
+  MOERT_DIM_DYNAMIC = 2,
+} moert_dim_kind;
+
+/// One dimension of a declared input or output.
+typedef struct moert_dim {
+  moert_dim_kind kind;
+  /// The size (static) or the largest size (symbolic, dynamic).
+  int64_t bound;
+  /// The symbol's name (symbolic only; NULL otherwise).
+  const char *symbol;
+  /// The symbol's smallest size (symbolic only; 0 otherwise).
+  int64_t symbol_min;
+} moert_dim;
+
+/// A graph input or output as the plan declares it. The pointers stay valid
+/// as long as the plan.
+typedef struct moert_tensor_desc {
+  const char *name;
+  moert_dtype dtype;
+  int32_t rank;
+  /// `rank` entries.
+  const moert_dim *dims;
+  /// Bytes of the value at the bounds of every dimension (for an output a
+  /// step computes, its planned size if that is more): what a buffer bound
+  /// to the output with moert_session_bind_output needs.
+  uint64_t max_bytes;
+} moert_tensor_desc;
+
+/// A value of a session: an output after a run. `shape` and `data` stay
+/// valid until the session's next run (or until it is freed).
+typedef struct moert_tensor {
+  moert_dtype dtype;
+  int32_t rank;
+  /// `rank` entries.
+  const int64_t *shape;
+  const void *data;
+  size_t bytes;
+} moert_tensor;
+
+/// Options of moert_session_create; moert_session_options_default() gives
+/// the defaults.
+typedef struct moert_session_options {
+  /// Worker threads of the kernels; 0 picks the hardware concurrency.
+  int32_t threads;
+  /// Nonzero: time every step (moert_session_step_stats).
+  int32_t collect_stats;
+} moert_session_options;
+
+/// The accumulated timing of one step over the runs since the session was
+/// created or its statistics reset. The strings stay valid until the
+/// session's next run, reset or free.
+typedef struct moert_step_stats {
+  const char *name;
+  /// The step's kind ("MatMul", "Experts", ...).
+  const char *op;
+  uint64_t calls;
+  double total_seconds;
+} moert_step_stats;
+
+/// A loaded and validated plan (opaque).
+typedef struct moert_plan moert_plan;
+/// An execution context of one plan (opaque).
+typedef struct moert_session moert_session;
+
+/// The runtime's version, "MAJOR.MINOR.PATCH".
+const char *moert_version(void);
+
+/// The message of the last failed call on this thread ("" when none has
+/// failed). Valid until the next failing call on this thread.
+const char *moert_last_error(void);
+
+/// "f32", "f16", "bf16", "i64", "i32", "bool", "i8", or "invalid".
+const char *moert_dtype_name(moert_dtype dtype);
+
+/// Bytes per element of `dtype` (0 for an invalid value).
+size_t moert_dtype_size(moert_dtype dtype);
+
+/// Maps the plan file at `path` and validates it (checksums included). On
+/// success stores a plan that the caller frees with moert_plan_free.
+moert_status moert_plan_load(const char *path, moert_plan **plan);
+
+/// Frees a plan (NULL is ignored). Its sessions must be freed first.
+void moert_plan_free(moert_plan *plan);
+
+/// The number of graph inputs of the plan's (first) device schedule.
+size_t moert_plan_num_inputs(const moert_plan *plan);
+
+/// The number of graph outputs of the plan's (first) device schedule.
+size_t moert_plan_num_outputs(const moert_plan *plan);
+
+/// Describes input `index` (in [0, moert_plan_num_inputs)) into `desc`.
+moert_status moert_plan_input(const moert_plan *plan, size_t index,
+                              moert_tensor_desc *desc);
+
+/// Describes output `index` (in [0, moert_plan_num_outputs)) into `desc`.
+moert_status moert_plan_output(const moert_plan *plan, size_t index,
+                               moert_tensor_desc *desc);
+
+/// The number of device schedules; a plan of more than one needs a device
+/// group, which this API does not create (moe-run --devices does).
+int32_t moert_plan_num_devices(const moert_plan *plan);
+
+/// The default session options: hardware threads, statistics on.
+moert_session_options moert_session_options_default(void);
+
+/// Creates a CPU session over `plan` (`options` NULL: the defaults). The
+/// caller frees it with moert_session_free before the plan.
+moert_status moert_session_create(const moert_plan *plan,
+                                  const moert_session_options *options,
+                                  moert_session **session);
+
+/// Frees a session (NULL is ignored).
+void moert_session_free(moert_session *session);
+
+/// Copies the value of input `name`: `rank` sizes at `shape`, `bytes` bytes
+/// of `dtype` elements at `data`. Checks the dtype, the rank, the static
+/// sizes, the bounds and that `bytes` matches the shape. The value stays
+/// set across runs.
+moert_status moert_session_set_input(moert_session *session, const char *name,
+                                     moert_dtype dtype, const int64_t *shape,
+                                     int32_t rank, const void *data,
+                                     size_t bytes);
+
+/// Like moert_session_set_input, but without a copy: the runs read input
+/// `name` from `data` until the next set or bind of it. `data` must stay
+/// valid and unchanged while a run that reads it executes.
+moert_status moert_session_bind_input(moert_session *session, const char *name,
+                                      moert_dtype dtype, const int64_t *shape,
+                                      int32_t rank, const void *data,
+                                      size_t bytes);
+
+/// Makes the runs write output `name` into `data` (`capacity` bytes, at
+/// least the output's max_bytes) instead of the session's memory; NULL
+/// restores the session's memory. moert_session_output then points into
+/// `data`. Fails for an output that no step computes (an input or a
+/// constant passed through), which moert_session_output always reads.
+moert_status moert_session_bind_output(moert_session *session, const char *name,
+                                       void *data, size_t capacity);
+
+/// Runs every step of the plan on the inputs set or bound.
+moert_status moert_session_run(moert_session *session);
+
+/// The value of output `name` after a successful run (in the session's
+/// memory, or in the bound buffer).
+moert_status moert_session_output(moert_session *session, const char *name,
+                                  moert_tensor *tensor);
+
+/// The number of successful runs and the wall time of the last one in
+/// seconds (either pointer may be NULL).
+moert_status moert_session_run_time(const moert_session *session,
+                                    uint64_t *runs, double *last_seconds);
+
+/// The number of steps of the session's schedule.
+size_t moert_session_num_steps(const moert_session *session);
+
+/// The accumulated timing of step `index` (schedule order) into `stats`.
+moert_status moert_session_step_stats(moert_session *session, size_t index,
+                                      moert_step_stats *stats);
+
+/// Clears the step statistics and the run count.
+moert_status moert_session_reset_stats(moert_session *session);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif
+
+#endif /* MOERT_MOERT_C_H */

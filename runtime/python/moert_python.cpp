@@ -1,0 +1,501 @@
+//===- moert_python.cpp - `import moert`: the runtime from Python ---------===//
+//
+// pybind11 bindings of the C++ API (docs/embedding.md):
+//
+//   plan = moert.Plan("plan.bin")
+//   session = moert.Session(plan, threads=4)
+//   outputs = session.run({"input_ids": ids})   # {name: numpy.ndarray}
+//
+// Zero copy both ways: an input array whose dtype is the plan's and whose
+// memory is C-contiguous and aligned is read in place (the session keeps a
+// reference to it, and a later run() without inputs reads it again, as it is
+// then); any other array is refused with a TypeError (dtype) or ValueError
+// (layout) naming the input, never converted silently. Every output the
+// steps compute is written straight into a numpy buffer allocated for the
+// run (or into the caller's, with run(outputs=...)), and the returned array
+// is a view of it that keeps it alive.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moert/moert.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+/// `moert.Error`, the exception of every runtime failure that is not a
+/// wrong argument (a plan that fails validation, a run that fails).
+PyObject *errorType = nullptr;
+
+/// Raises `type` with `message`.
+[[noreturn]] void raise(PyObject *type, const std::string &message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+/// Raises the Python form of a failed `status`: a wrong argument becomes
+/// ValueError (or KeyError for an unknown name, TypeError for a dtype), the
+/// rest moert.Error.
+[[noreturn]] void raiseStatus(const absl::Status &status) {
+  std::string message(status.message());
+  switch (status.code()) {
+  case absl::StatusCode::kNotFound:
+    raise(PyExc_KeyError, message);
+  case absl::StatusCode::kInvalidArgument:
+  case absl::StatusCode::kOutOfRange:
+  case absl::StatusCode::kFailedPrecondition:
+    raise(PyExc_ValueError, message);
+  default:
+    raise(errorType, message);
+  }
+}
+
+void check(const absl::Status &status) {
+  if (!status.ok())
+    raiseStatus(status);
+}
+
+/// The numpy dtype of `dtype`; bf16 has none, and a tensor of it cannot
+/// cross (`what` names it).
+py::dtype numpyDtype(moert::DType dtype, const std::string &what) {
+  switch (dtype) {
+  case moert::DType::F32:
+    return py::dtype::of<float>();
+  case moert::DType::F16:
+    return py::dtype("float16");
+  case moert::DType::I64:
+    return py::dtype::of<int64_t>();
+  case moert::DType::I32:
+    return py::dtype::of<int32_t>();
+  case moert::DType::Bool:
+    return py::dtype::of<bool>();
+  case moert::DType::I8:
+    return py::dtype::of<int8_t>();
+  case moert::DType::BF16:
+    break;
+  }
+  raise(PyExc_TypeError,
+        absl::StrCat(what, " has dtype ", moert::dtypeName(dtype),
+                     ", which numpy has no type for"));
+}
+
+// Sizes come from moert's dtypes, never from pybind11's itemsize() or
+// nbytes(): Debian's pybind11 (2.10) reads them from the dtype struct of
+// numpy 1, whose layout numpy 2 changed. The array struct itself (data,
+// shape, strides, flags) is the same in both.
+
+/// Whether the runtime may read `array`'s memory (of `dtype` elements) as it
+/// is: C-contiguous and aligned to its element size.
+bool isPlain(const py::array &array, moert::DType dtype) {
+  return (array.flags() & py::array::c_style) &&
+         reinterpret_cast<uintptr_t>(array.data()) % moert::dtypeSize(dtype) ==
+             0;
+}
+
+/// Bytes of `array` of `dtype` elements.
+size_t bytesOf(const py::array &array, moert::DType dtype) {
+  size_t bytes = moert::dtypeSize(dtype);
+  for (py::ssize_t d = 0; d < array.ndim(); ++d)
+    bytes *= static_cast<size_t>(array.shape(d));
+  return bytes;
+}
+
+/// The C-order strides of `shape` for `dtype` elements.
+std::vector<py::ssize_t> stridesOf(const std::vector<py::ssize_t> &shape,
+                                   moert::DType dtype) {
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = static_cast<py::ssize_t>(moert::dtypeSize(dtype));
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
+/// A loaded plan; sessions share it (and keep it alive).
+struct PyPlan {
+  std::unique_ptr<moert::Plan> plan;
+  std::string path;
+};
+
+/// The description of one graph input or output, for Python.
+struct PyTensorInfo {
+  std::string name;
+  moert::DType dtype;
+  /// Per dim: an int (static), the symbol's name (symbolic) or None
+  /// (dynamic: computed by the run).
+  py::tuple shape;
+  /// Per dim: the largest size.
+  std::vector<int64_t> maxShape;
+};
+
+PyTensorInfo infoOf(const moert::TensorDesc &desc) {
+  PyTensorInfo info;
+  info.name = desc.name;
+  info.dtype = desc.dtype;
+  info.shape = py::tuple(desc.dims.size());
+  for (size_t d = 0; d < desc.dims.size(); ++d) {
+    const moert::DimDesc &dim = desc.dims[d];
+    switch (dim.kind) {
+    case moert::DimDesc::Kind::Static:
+      info.shape[d] = py::int_(dim.bound);
+      break;
+    case moert::DimDesc::Kind::Symbolic:
+      info.shape[d] = py::str(dim.symbol);
+      break;
+    case moert::DimDesc::Kind::Dynamic:
+      info.shape[d] = py::none();
+      break;
+    }
+    info.maxShape.push_back(dim.bound);
+  }
+  return info;
+}
+
+std::string dtypeText(moert::DType dtype) {
+  switch (dtype) {
+  case moert::DType::F32:
+    return "float32";
+  case moert::DType::F16:
+    return "float16";
+  case moert::DType::BF16:
+    return "bfloat16";
+  case moert::DType::I64:
+    return "int64";
+  case moert::DType::I32:
+    return "int32";
+  case moert::DType::Bool:
+    return "bool";
+  case moert::DType::I8:
+    return "int8";
+  }
+  return "invalid";
+}
+
+/// "'a', 'b'": the names of `descs`.
+std::string names(const std::vector<moert::TensorDesc> &descs) {
+  return absl::StrJoin(descs, ", ",
+                       [](std::string *out, const moert::TensorDesc &d) {
+                         absl::StrAppend(out, "'", d.name, "'");
+                       });
+}
+
+class PySession {
+public:
+  PySession(std::shared_ptr<PyPlan> plan, int threads, bool collectStats)
+      : plan_(std::move(plan)) {
+    if (threads < 0)
+      raise(PyExc_ValueError,
+            absl::StrCat("threads is ", threads,
+                         "; it must be 0 (the hardware concurrency) or more"));
+    moert::SessionOptions options;
+    options.threads = threads;
+    options.collectStats = collectStats;
+    absl::StatusOr<std::unique_ptr<moert::Session>> session =
+        moert::Session::create(*plan_->plan, options);
+    if (!session.ok())
+      raise(errorType, std::string(session.status().message()));
+    session_ = *std::move(session);
+  }
+
+  /// Binds `inputs` (kept alive here), binds each output to a fresh buffer
+  /// (or `outputs`' array of its name), runs, and returns the outputs.
+  py::dict run(py::object inputs, py::object outputs) {
+    if (!inputs.is_none())
+      bindInputs(inputs.cast<py::dict>());
+    py::dict given = outputs.is_none() ? py::dict() : outputs.cast<py::dict>();
+    for (auto item : given) {
+      std::string name = py::str(item.first);
+      if (findOutput(name) < 0)
+        raise(PyExc_KeyError, absl::StrCat("unknown output '", name,
+                                           "'; the plan's outputs "
+                                           "are: ",
+                                           names(plan_->plan->outputs())));
+    }
+    const std::vector<moert::TensorDesc> &descs = plan_->plan->outputs();
+    std::vector<py::object> buffers(descs.size(), py::none());
+    for (size_t k = 0; k < descs.size(); ++k)
+      buffers[k] = bindOutput(descs[k], given);
+
+    absl::Status status;
+    auto start = std::chrono::steady_clock::now();
+    {
+      py::gil_scoped_release release;
+      status = session_->run();
+    }
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    py::dict result;
+    if (status.ok()) {
+      for (size_t k = 0; k < descs.size(); ++k)
+        result[py::str(descs[k].name)] = outputArray(descs[k], buffers[k]);
+    }
+    // The buffers belong to the returned arrays now: a later run must not
+    // write into them.
+    for (size_t k = 0; k < descs.size(); ++k)
+      if (!buffers[k].is_none())
+        check(session_->bindOutput(descs[k].name, nullptr, 0));
+    check(status);
+    ++runs_;
+    lastSeconds_ = seconds;
+    return result;
+  }
+
+  py::dict stats() const {
+    py::list steps;
+    for (const moert::StepStats &step : session_->stepStats()) {
+      py::dict entry;
+      entry["name"] = step.name;
+      entry["op"] = step.op;
+      entry["calls"] = step.calls;
+      entry["total_seconds"] = step.totalSeconds;
+      if (!step.expertLoad.empty())
+        entry["expert_load"] = step.expertLoad;
+      steps.append(entry);
+    }
+    py::dict out;
+    out["runs"] = runs_;
+    out["last_run_seconds"] = lastSeconds_;
+    out["steps"] = steps;
+    return out;
+  }
+
+  void resetStats() {
+    session_->resetStats();
+    runs_ = 0;
+    lastSeconds_ = 0;
+  }
+
+  int threads() const { return session_->threads(); }
+  std::shared_ptr<PyPlan> plan() const { return plan_; }
+
+private:
+  int findOutput(const std::string &name) const {
+    const std::vector<moert::TensorDesc> &descs = plan_->plan->outputs();
+    for (size_t k = 0; k < descs.size(); ++k)
+      if (descs[k].name == name)
+        return static_cast<int>(k);
+    return -1;
+  }
+
+  void bindInputs(const py::dict &inputs) {
+    const std::vector<moert::TensorDesc> &descs = plan_->plan->inputs();
+    for (auto item : inputs) {
+      std::string name = py::str(item.first);
+      const moert::TensorDesc *desc = nullptr;
+      for (const moert::TensorDesc &d : descs)
+        if (d.name == name)
+          desc = &d;
+      if (!desc)
+        raise(PyExc_KeyError,
+              absl::StrCat("unknown input '", name,
+                           "'; the plan's inputs are: ", names(descs)));
+      std::string what = absl::StrCat("input '", name, "'");
+      if (!py::isinstance<py::array>(item.second))
+        raise(PyExc_TypeError,
+              absl::StrCat(
+                  what, " is a ",
+                  std::string(py::str(item.second.get_type().attr("__name__"))),
+                  ", not a numpy.ndarray"));
+      py::array array = py::reinterpret_borrow<py::array>(item.second);
+      py::dtype want = numpyDtype(desc->dtype, what);
+      if (!array.dtype().equal(want))
+        raise(PyExc_TypeError,
+              absl::StrCat(what, " has dtype ",
+                           std::string(py::str(array.dtype())),
+                           "; the plan expects ", dtypeText(desc->dtype),
+                           " (convert it with .astype)"));
+      if (!isPlain(array, desc->dtype))
+        raise(PyExc_ValueError,
+              absl::StrCat(what, " is not a C-contiguous, aligned array; "
+                                 "pass numpy.ascontiguousarray() of it"));
+      std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+      check(session_->bindInput(name, desc->dtype, shape, array.data(),
+                                bytesOf(array, desc->dtype)));
+      bound_[name] = array;
+    }
+  }
+
+  /// Binds output `desc` to the caller's array in `given` or a new buffer
+  /// of its planned size; None when no step computes it (it is copied).
+  py::object bindOutput(const moert::TensorDesc &desc, const py::dict &given) {
+    std::string what = absl::StrCat("output '", desc.name, "'");
+    absl::StatusOr<size_t> capacity = session_->outputCapacity(desc.name);
+    check(capacity.status());
+    py::dtype dtype = numpyDtype(desc.dtype, what);
+    py::str key(desc.name);
+    if (given.contains(key)) {
+      py::object value = given[key];
+      if (!py::isinstance<py::array>(value))
+        raise(PyExc_TypeError, absl::StrCat(what, " buffer is not a "
+                                                  "numpy.ndarray"));
+      py::array array = py::reinterpret_borrow<py::array>(value);
+      if (!array.dtype().equal(dtype))
+        raise(PyExc_TypeError,
+              absl::StrCat(what, " buffer has dtype ",
+                           std::string(py::str(array.dtype())),
+                           "; the plan computes ", dtypeText(desc.dtype)));
+      if (!isPlain(array, desc.dtype) || !array.writeable())
+        raise(PyExc_ValueError,
+              absl::StrCat(what, " buffer is not a writeable, C-contiguous, "
+                                 "aligned array"));
+      if (*capacity == 0)
+        raise(PyExc_ValueError,
+              absl::StrCat(what, " is not computed by a step (it passes an "
+                                 "input or a constant through); it cannot "
+                                 "take a buffer"));
+      size_t bytes = bytesOf(array, desc.dtype);
+      if (bytes < *capacity)
+        raise(PyExc_ValueError,
+              absl::StrCat(what, " buffer has ", bytes,
+                           " bytes; the plan needs up to ", *capacity));
+      check(session_->bindOutput(desc.name, array.mutable_data(), bytes));
+      return std::move(array);
+    }
+    if (*capacity == 0)
+      return py::none();
+    // Pages of the unused tail of the bound are never touched.
+    size_t itemsize = moert::dtypeSize(desc.dtype);
+    std::vector<py::ssize_t> elements = {
+        static_cast<py::ssize_t>((*capacity + itemsize - 1) / itemsize)};
+    py::array buffer(dtype, elements, stridesOf(elements, desc.dtype));
+    check(session_->bindOutput(desc.name, buffer.mutable_data(),
+                               elements[0] * itemsize));
+    return std::move(buffer);
+  }
+
+  /// The output's value: a view of `buffer` (its memory, kept alive by the
+  /// view) or, for an output no step computes, a copy.
+  py::array outputArray(const moert::TensorDesc &desc, py::object buffer) {
+    absl::StatusOr<moert::TensorData> value = session_->output(desc.name);
+    check(value.status());
+    py::dtype dtype =
+        numpyDtype(value->dtype, absl::StrCat("output '", desc.name, "'"));
+    std::vector<py::ssize_t> shape(value->shape.begin(), value->shape.end());
+    std::vector<py::ssize_t> strides = stridesOf(shape, value->dtype);
+    if (buffer.is_none())
+      return py::array(dtype, shape, strides, value->data);
+    return py::array(dtype, shape, strides, value->data, buffer);
+  }
+
+  std::shared_ptr<PyPlan> plan_;
+  std::unique_ptr<moert::Session> session_;
+  /// The input arrays the session reads in place, by name.
+  std::map<std::string, py::array> bound_;
+  uint64_t runs_ = 0;
+  double lastSeconds_ = 0;
+};
+
+std::shared_ptr<PyPlan> loadPlan(const std::string &path) {
+  absl::StatusOr<std::unique_ptr<moert::Plan>> plan = moert::Plan::load(path);
+  if (!plan.ok())
+    raise(absl::IsNotFound(plan.status()) ? PyExc_FileNotFoundError : errorType,
+          std::string(plan.status().message()));
+  auto out = std::make_shared<PyPlan>();
+  out->plan = *std::move(plan);
+  out->path = path;
+  return out;
+}
+
+py::list infos(const std::vector<moert::TensorDesc> &descs) {
+  py::list out;
+  for (const moert::TensorDesc &desc : descs)
+    out.append(infoOf(desc));
+  return out;
+}
+
+} // namespace
+
+PYBIND11_MODULE(moert, m) {
+  m.doc() = "The moec runtime: load a plan (moec compile) and run it on numpy "
+            "arrays without copies (docs/embedding.md).";
+  m.attr("__version__") = MOERT_VERSION;
+  errorType = PyErr_NewException("moert.Error", PyExc_RuntimeError, nullptr);
+  m.attr("Error") = py::handle(errorType);
+
+  py::class_<PyTensorInfo>(m, "TensorInfo",
+                           "A graph input or output as the plan declares it.")
+      .def_readonly("name", &PyTensorInfo::name)
+      .def_property_readonly(
+          "dtype",
+          [](const PyTensorInfo &info) -> py::object {
+            if (info.dtype == moert::DType::BF16)
+              return py::str("bfloat16");
+            return numpyDtype(info.dtype, info.name);
+          },
+          "The numpy dtype (the string 'bfloat16' for bf16).")
+      .def_readonly("shape", &PyTensorInfo::shape,
+                    "Per dim: its size (int), its symbol's name (str) or "
+                    "None (computed by the run).")
+      .def_readonly("max_shape", &PyTensorInfo::maxShape,
+                    "Per dim: the largest size the plan allows.")
+      .def("__repr__", [](const PyTensorInfo &info) {
+        return absl::StrCat("TensorInfo(name='", info.name,
+                            "', dtype=", dtypeText(info.dtype),
+                            ", shape=", std::string(py::repr(info.shape)), ")");
+      });
+
+  py::class_<PyPlan, std::shared_ptr<PyPlan>>(
+      m, "Plan", "A loaded and validated plan file; immutable.")
+      .def(py::init(&loadPlan), py::arg("path"),
+           "Maps and validates the plan at `path` (FileNotFoundError, or "
+           "moert.Error naming the field at fault).")
+      .def_readonly("path", &PyPlan::path)
+      .def_property_readonly(
+          "inputs", [](const PyPlan &p) { return infos(p.plan->inputs()); },
+          "The graph inputs (list of TensorInfo).")
+      .def_property_readonly(
+          "outputs", [](const PyPlan &p) { return infos(p.plan->outputs()); },
+          "The graph outputs (list of TensorInfo).")
+      .def_property_readonly(
+          "symbols",
+          [](const PyPlan &p) {
+            py::dict out;
+            for (const moert::SymbolDesc &s : p.plan->symbols())
+              out[py::str(s.name)] = py::make_tuple(s.min, s.max);
+            return out;
+          },
+          "The symbolic sizes: {name: (min, max)}.")
+      .def_property_readonly(
+          "num_devices", [](const PyPlan &p) { return p.plan->numDevices(); })
+      .def("__repr__", [](const PyPlan &p) {
+        return absl::StrCat("Plan('", p.path, "')");
+      });
+
+  py::class_<PySession>(m, "Session",
+                        "Runs a plan on the CPU; not thread-safe.")
+      .def(py::init<std::shared_ptr<PyPlan>, int, bool>(), py::arg("plan"),
+           py::arg("threads") = 0, py::arg("collect_stats") = true,
+           "threads: kernel worker threads (0: the hardware concurrency).")
+      .def("run", &PySession::run, py::arg("inputs") = py::none(),
+           py::arg("outputs") = py::none(),
+           "Runs the plan and returns {output name: numpy.ndarray}.\n\n"
+           "inputs: {name: numpy.ndarray} of the plan's dtype, C-contiguous; "
+           "read in place, and kept for later runs (run() with no inputs "
+           "reads the same arrays again). Wrong names raise KeyError, wrong "
+           "dtypes TypeError, wrong shapes or layouts ValueError.\n"
+           "outputs: optional {name: numpy.ndarray} buffers of at least the "
+           "output's planned size to write into; the returned arrays are "
+           "views of them.")
+      .def("stats", &PySession::stats,
+           "{'runs', 'last_run_seconds', 'steps': [{'name', 'op', 'calls', "
+           "'total_seconds'[, 'expert_load']}]} since creation or "
+           "reset_stats().")
+      .def("reset_stats", &PySession::resetStats)
+      .def_property_readonly("threads", &PySession::threads)
+      .def_property_readonly("plan", &PySession::plan);
+}

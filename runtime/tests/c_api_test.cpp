@@ -1,0 +1,318 @@
+//===- c_api_test.cpp - The C API (moert/moert_c.h) -----------------------===//
+//
+// A plan of y = softmax(x @ w) over T tokens runs through the C API and is
+// checked against the same computation in double; bound inputs are read in
+// place and bound outputs written in place; every error path returns its
+// code and a message naming the file, input or output at fault, on the
+// calling thread only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moert/moert_c.h"
+
+#include "test_util.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace moert::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kIn = 3, kOut = 4, kMaxTokens = 8;
+
+/// The weights of the test plan.
+std::vector<float> weights() {
+  std::vector<float> w(kIn * kOut);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.25f * static_cast<float>(i) - 1.5f;
+  return w;
+}
+
+/// Writes the plan y = softmax(x @ w), x: [T, 3] with T in [1, 8], to a
+/// file of the test's own name; its path.
+std::string writePlan() {
+  std::string path =
+      ::testing::TempDir() + "/c_api_" +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".plan";
+  PlanWriter writer;
+  int t = writer.addSymbol("T", 1, kMaxTokens);
+  ScheduleBuilder &s = writer.schedule();
+  std::vector<float> w = weights();
+  int32_t x = s.addTensor("x", DType::F32, {PlanDim::symbol(t), kIn});
+  int32_t wt = s.addWeight("w", DType::F32, {kIn, kOut}, w.data(),
+                           w.size() * sizeof(float));
+  int32_t h = s.addTensor("h", DType::F32, {PlanDim::symbol(t), kOut});
+  int32_t y = s.addTensor("y", DType::F32, {PlanDim::symbol(t), kOut});
+  fb::AxisAttrsT axis;
+  axis.axis = -1;
+  s.addInput(x);
+  s.addOutput(y);
+  s.addStep(fb::OpKind::MatMul, "proj", {x, wt}, {h});
+  s.addStep(fb::OpKind::Softmax, "softmax", {h}, {y}, attrs(axis));
+  absl::Status status = writer.write(path);
+  EXPECT_TRUE(status.ok()) << status;
+  return path;
+}
+
+/// softmax(x @ w) in double.
+std::vector<double> reference(const std::vector<float> &x) {
+  std::vector<float> w = weights();
+  size_t tokens = x.size() / kIn;
+  std::vector<double> y(tokens * kOut);
+  for (size_t r = 0; r < tokens; ++r) {
+    double row[kOut], max = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < kOut; ++c) {
+      row[c] = 0;
+      for (int64_t k = 0; k < kIn; ++k)
+        row[c] += double(x[r * kIn + k]) * w[k * kOut + c];
+      max = std::max(max, row[c]);
+    }
+    for (int64_t c = 0; c < kOut; ++c)
+      sum += row[c] = std::exp(row[c] - max);
+    for (int64_t c = 0; c < kOut; ++c)
+      y[r * kOut + c] = row[c] / sum;
+  }
+  return y;
+}
+
+std::vector<float> randomInput(int64_t tokens, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(tokens * kIn);
+  for (float &v : x)
+    v = normal(rng);
+  return x;
+}
+
+void expectMatches(const moert_tensor &y, const std::vector<float> &x) {
+  std::vector<double> want = reference(x);
+  int64_t tokens = static_cast<int64_t>(x.size()) / kIn;
+  ASSERT_EQ(y.dtype, MOERT_DTYPE_F32);
+  ASSERT_EQ(y.rank, 2);
+  EXPECT_EQ(y.shape[0], tokens);
+  EXPECT_EQ(y.shape[1], kOut);
+  ASSERT_EQ(y.bytes, want.size() * sizeof(float));
+  const float *got = static_cast<const float *>(y.data);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6) << "at " << i;
+}
+
+/// Loads `path` and creates a session of 2 threads; fails the test on error.
+struct Loaded {
+  moert_plan *plan = nullptr;
+  moert_session *session = nullptr;
+  explicit Loaded(const std::string &path) {
+    EXPECT_EQ(moert_plan_load(path.c_str(), &plan), MOERT_OK)
+        << moert_last_error();
+    moert_session_options options = moert_session_options_default();
+    options.threads = 2;
+    if (plan) {
+      EXPECT_EQ(moert_session_create(plan, &options, &session), MOERT_OK)
+          << moert_last_error();
+    }
+  }
+  ~Loaded() {
+    moert_session_free(session);
+    moert_plan_free(plan);
+  }
+};
+
+TEST(CApi, DescribesThePlan) {
+  Loaded l(writePlan());
+  ASSERT_TRUE(l.session);
+  EXPECT_THAT(moert_version(),
+              ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  ASSERT_EQ(moert_plan_num_inputs(l.plan), 1u);
+  ASSERT_EQ(moert_plan_num_outputs(l.plan), 1u);
+  EXPECT_EQ(moert_plan_num_devices(l.plan), 1);
+  moert_tensor_desc x;
+  ASSERT_EQ(moert_plan_input(l.plan, 0, &x), MOERT_OK);
+  EXPECT_STREQ(x.name, "x");
+  EXPECT_EQ(x.dtype, MOERT_DTYPE_F32);
+  ASSERT_EQ(x.rank, 2);
+  EXPECT_EQ(x.dims[0].kind, MOERT_DIM_SYMBOLIC);
+  EXPECT_STREQ(x.dims[0].symbol, "T");
+  EXPECT_EQ(x.dims[0].symbol_min, 1);
+  EXPECT_EQ(x.dims[0].bound, kMaxTokens);
+  EXPECT_EQ(x.dims[1].kind, MOERT_DIM_STATIC);
+  EXPECT_EQ(x.dims[1].bound, kIn);
+  EXPECT_EQ(x.dims[1].symbol, nullptr);
+  EXPECT_EQ(x.max_bytes, uint64_t(kMaxTokens * kIn * 4));
+  moert_tensor_desc y;
+  ASSERT_EQ(moert_plan_output(l.plan, 0, &y), MOERT_OK);
+  EXPECT_STREQ(y.name, "y");
+  EXPECT_EQ(y.max_bytes, uint64_t(kMaxTokens * kOut * 4));
+  EXPECT_EQ(moert_plan_output(l.plan, 1, &y), MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("output index 1 is out of range"));
+  EXPECT_STREQ(moert_dtype_name(MOERT_DTYPE_BF16), "bf16");
+  EXPECT_EQ(moert_dtype_size(MOERT_DTYPE_I64), 8u);
+}
+
+TEST(CApi, RunsAndTimes) {
+  Loaded l(writePlan());
+  ASSERT_TRUE(l.session);
+  for (int64_t tokens : {int64_t{1}, int64_t{5}, kMaxTokens}) {
+    std::vector<float> x = randomInput(tokens, static_cast<unsigned>(tokens));
+    int64_t shape[2] = {tokens, kIn};
+    ASSERT_EQ(moert_session_set_input(l.session, "x", MOERT_DTYPE_F32, shape, 2,
+                                      x.data(), x.size() * 4),
+              MOERT_OK)
+        << moert_last_error();
+    ASSERT_EQ(moert_session_run(l.session), MOERT_OK) << moert_last_error();
+    moert_tensor y;
+    ASSERT_EQ(moert_session_output(l.session, "y", &y), MOERT_OK);
+    expectMatches(y, x);
+  }
+  uint64_t runs = 0;
+  double seconds = -1;
+  ASSERT_EQ(moert_session_run_time(l.session, &runs, &seconds), MOERT_OK);
+  EXPECT_EQ(runs, 3u);
+  EXPECT_GT(seconds, 0);
+  ASSERT_EQ(moert_session_num_steps(l.session), 2u);
+  moert_step_stats step;
+  ASSERT_EQ(moert_session_step_stats(l.session, 1, &step), MOERT_OK);
+  EXPECT_STREQ(step.name, "softmax");
+  EXPECT_STREQ(step.op, "Softmax");
+  EXPECT_EQ(step.calls, 3u);
+  EXPECT_GT(step.total_seconds, 0);
+  EXPECT_EQ(moert_session_step_stats(l.session, 2, &step),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(moert_session_reset_stats(l.session), MOERT_OK);
+  ASSERT_EQ(moert_session_step_stats(l.session, 0, &step), MOERT_OK);
+  EXPECT_EQ(step.calls, 0u);
+  ASSERT_EQ(moert_session_run_time(l.session, &runs, nullptr), MOERT_OK);
+  EXPECT_EQ(runs, 0u);
+}
+
+TEST(CApi, BoundBuffersAreUsedInPlace) {
+  Loaded l(writePlan());
+  ASSERT_TRUE(l.session);
+  int64_t tokens = 6;
+  std::vector<float> x = randomInput(tokens, 1);
+  int64_t shape[2] = {tokens, kIn};
+  std::vector<float> out(kMaxTokens * kOut, -7.0f);
+  ASSERT_EQ(moert_session_bind_input(l.session, "x", MOERT_DTYPE_F32, shape, 2,
+                                     x.data(), x.size() * 4),
+            MOERT_OK)
+      << moert_last_error();
+  ASSERT_EQ(
+      moert_session_bind_output(l.session, "y", out.data(), out.size() * 4),
+      MOERT_OK)
+      << moert_last_error();
+  ASSERT_EQ(moert_session_run(l.session), MOERT_OK) << moert_last_error();
+  moert_tensor y;
+  ASSERT_EQ(moert_session_output(l.session, "y", &y), MOERT_OK);
+  EXPECT_EQ(y.data, out.data());
+  expectMatches(y, x);
+  // The runs read the caller's memory as it is now: a copy taken when the
+  // input was bound would give the old values.
+  std::vector<float> next = randomInput(tokens, 2);
+  std::copy(next.begin(), next.end(), x.begin());
+  ASSERT_EQ(moert_session_run(l.session), MOERT_OK) << moert_last_error();
+  ASSERT_EQ(moert_session_output(l.session, "y", &y), MOERT_OK);
+  expectMatches(y, next);
+  EXPECT_EQ(out[tokens * kOut], -7.0f) << "wrote past the output's rows";
+  // A buffer smaller than the output's bound is refused.
+  EXPECT_EQ(moert_session_bind_output(l.session, "y", out.data(), 16),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("output 'y'"));
+}
+
+TEST(CApi, MissingAndCorruptedPlansAreErrors) {
+  moert_plan *plan = reinterpret_cast<moert_plan *>(1);
+  std::string missing = ::testing::TempDir() + "/c_api_no_such.plan";
+  EXPECT_EQ(moert_plan_load(missing.c_str(), &plan), MOERT_ERROR_NOT_FOUND);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_THAT(moert_last_error(), HasSubstr(missing));
+
+  std::string path = writePlan();
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 200u);
+  bytes[bytes.size() / 2] ^= 0x10;
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  EXPECT_EQ(moert_plan_load(path.c_str(), &plan), MOERT_ERROR_INVALID_PLAN);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_THAT(moert_last_error(), HasSubstr(path));
+
+  EXPECT_EQ(moert_plan_load(nullptr, &plan), MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("path is null"));
+}
+
+TEST(CApi, BadInputsAndCallOrderAreErrors) {
+  Loaded l(writePlan());
+  ASSERT_TRUE(l.session);
+  std::vector<float> x = randomInput(2, 3);
+  int64_t shape[2] = {2, kIn};
+  moert_tensor y;
+  EXPECT_EQ(moert_session_output(l.session, "y", &y),
+            MOERT_ERROR_FAILED_PRECONDITION);
+  EXPECT_THAT(moert_last_error(), HasSubstr("output 'y'"));
+  EXPECT_EQ(moert_session_run(l.session), MOERT_ERROR_FAILED_PRECONDITION);
+  EXPECT_THAT(moert_last_error(), HasSubstr("input 'x' is not set"));
+  EXPECT_EQ(moert_session_set_input(l.session, "nope", MOERT_DTYPE_F32, shape,
+                                    2, x.data(), x.size() * 4),
+            MOERT_ERROR_NOT_FOUND);
+  EXPECT_THAT(moert_last_error(), HasSubstr("unknown input 'nope'"));
+  EXPECT_THAT(moert_last_error(), HasSubstr("'x'"));
+  EXPECT_EQ(moert_session_bind_input(l.session, "x", MOERT_DTYPE_I64, shape, 2,
+                                     x.data(), x.size() * 4),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("input 'x': has dtype i64"));
+  int64_t tooMany[2] = {kMaxTokens + 1, kIn};
+  std::vector<float> big((kMaxTokens + 1) * kIn);
+  EXPECT_EQ(moert_session_set_input(l.session, "x", MOERT_DTYPE_F32, tooMany, 2,
+                                    big.data(), big.size() * 4),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("input 'x': dim 0 is 9"));
+  EXPECT_EQ(moert_session_set_input(l.session, "x", MOERT_DTYPE_F32, shape, 2,
+                                    x.data(), 4),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("has 4 bytes"));
+  EXPECT_EQ(moert_session_set_input(l.session, "x", MOERT_DTYPE_F32, nullptr, 2,
+                                    x.data(), x.size() * 4),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moert_session_output(l.session, "z", &y), MOERT_ERROR_NOT_FOUND);
+  EXPECT_THAT(moert_last_error(), HasSubstr("unknown output 'z'"));
+  // A failed create stores null.
+  int sentinel = 0;
+  moert_session *other = reinterpret_cast<moert_session *>(&sentinel);
+  EXPECT_EQ(moert_session_create(nullptr, nullptr, &other),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(other, nullptr);
+  EXPECT_THAT(moert_last_error(), HasSubstr("plan is null"));
+  moert_session_options options = moert_session_options_default();
+  options.threads = -1;
+  EXPECT_EQ(moert_session_create(l.plan, &options, &other),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("threads is -1"));
+}
+
+TEST(CApi, TheLastErrorIsPerThread) {
+  moert_plan *plan = nullptr;
+  EXPECT_EQ(moert_plan_load(nullptr, &plan), MOERT_ERROR_INVALID_ARGUMENT);
+  std::string mine = moert_last_error();
+  std::string theirs;
+  std::thread([&] {
+    EXPECT_STREQ(moert_last_error(), "");
+    moert_plan *p = nullptr;
+    std::string missing = ::testing::TempDir() + "/c_api_other.plan";
+    EXPECT_EQ(moert_plan_load(missing.c_str(), &p), MOERT_ERROR_NOT_FOUND);
+    theirs = moert_last_error();
+  }).join();
+  EXPECT_THAT(theirs, HasSubstr("c_api_other.plan"));
+  EXPECT_EQ(moert_last_error(), mine);
+}
+
+} // namespace
+} // namespace moert::testing
