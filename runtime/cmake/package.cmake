@@ -84,10 +84,12 @@ install(TARGETS moert_shared moert_static EXPORT moertTargets
 # moe-run keeps Open MPI's library directory on its installed run path.
 set_target_properties(moe-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS moe-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Every header of runtime/include/moert but the compiler's plan writer
-# (which needs the generated FlatBuffers schema).
+# Every header of runtime/include/moert but the compiler's: the plan writer
+# (which needs the generated FlatBuffers schema) and moec inspect's dumps
+# (moert_inspect, which links flatbuffers' reflection, is not in libmoert).
 install(DIRECTORY include/moert DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "plan_writer.h" EXCLUDE)
+  FILES_MATCHING PATTERN "*.h" PATTERN "plan_writer.h" EXCLUDE
+  PATTERN "inspect.h" EXCLUDE)
 install(EXPORT moertTargets NAMESPACE moert:: DESTINATION ${MOERT_CMAKE_DIR})
 
 # moertConfig.cmake finds what the targets link; the build's locations are
