@@ -32,12 +32,14 @@ print(f"plan: {r['steps']} steps ({r['fused_elementwise_steps']} fused), "
       f"{100 * m['saved_fraction']:.0f}% saved), weights {m['weight_bytes']} B")
 PY
 
-echo "== moe-run plan.bin --tokens $tokens"
-"$build/bin/moe-run" "$out/plan.bin" --tokens "$tokens" --dim batch=1 \
-  --output-dir "$out" --bench 20
-echo "outputs in $out"
+echo "== moec inspect plan.bin (its summary)"
+"$build/bin/moec" inspect "$out/plan.bin" | sed -n '1,6p'
 
-echo "== compare with onnxruntime"
-"$root/.venv/bin/python" "$root/test/lib/e2e.py" "$model" \
-  --moec "$build/bin/moec" --moe-run "$build/bin/moe-run" \
-  --workdir "$out/e2e" --tokens "1,$tokens" --max-tokens 64 --int-high 64
+echo "== moe-run plan.bin --tokens $tokens --bench 20"
+"$build/bin/moe-run" "$out/plan.bin" --tokens "$tokens" --dim batch=1 \
+  --output-dir "$out" --bench 20 --trace "$out/trace.json" \
+  --report-html "$out/report.html"
+echo "outputs in $out; trace $out/trace.json (ui.perfetto.dev), report $out/report.html"
+
+echo "== moec verify: the plan against onnxruntime on the same inputs"
+"$build/bin/moec" verify "$model" --plan "$out/plan.bin"

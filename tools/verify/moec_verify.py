@@ -227,9 +227,12 @@ def main():
             for message in mismatches:
                 print(f"{TOOL}: error: {plan}: {message}", file=sys.stderr)
             print(f"{TOOL}: FAILED: {len(mismatches)} of {len(names)} "
-                  f"output(s) differ from onnxruntime")
+                  f"output{'' if len(names) == 1 else 's'} "
+                  f"differ{'s' if len(mismatches) == 1 else ''} from onnxruntime")
             return 1
-        print(f"{TOOL}: PASSED: {len(names)} output(s) match onnxruntime "
+        print(f"{TOOL}: PASSED: {len(names)} "
+              f"output{'' if len(names) == 1 else 's'} "
+              f"match{'es' if len(names) == 1 else ''} onnxruntime "
               f"(rtol {args.rtol:g}, atol {args.atol:g})")
         return 0
     finally:
