@@ -446,6 +446,7 @@ moe_run::Recording recordingFor(const Options &options,
                   : options.timed()   ? 1
                                       : 0;
   config.bench = options.bench;
+  config.duration = options.duration;
   config.inputFiles = options.inputs.given;
   return moe_run::Recording(options.trace, options.reportHtml,
                             std::move(config));

@@ -46,6 +46,8 @@ struct RunConfig {
   int warmup = 0;
   /// --bench N; 0 for a single run.
   int bench = 0;
+  /// --duration SECONDS; 0 unless given.
+  double duration = 0;
   /// The inputs given as files (NAME, FILE); the others are generated.
   std::vector<std::pair<std::string, std::string>> inputFiles;
   /// Generation (--prompt-ids): the prompt's and the new tokens' counts.

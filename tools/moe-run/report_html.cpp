@@ -293,8 +293,12 @@ std::string reportHtml(const moert::Plan &plan,
                      " new tokens"));
   else
     row(html, "runs",
-        absl::StrCat(seen, config.bench ? " timed" : "", " (", config.warmup,
-                     " warm-up); ", kept, " recorded (the last ones)"));
+        absl::StrCat(seen, config.bench || config.duration > 0 ? " timed" : "",
+                     config.duration > 0
+                         ? absl::StrCat(" for ", config.duration, " s")
+                         : "",
+                     " (", config.warmup, " warm-up); ", kept,
+                     " recorded (the last ones)"));
   if (!tracks.empty() && !tracks[0].recorder.runs().empty()) {
     const moert::TraceRun &last = tracks[0].recorder.runs().back();
     std::vector<std::string> symbols;
