@@ -688,16 +688,29 @@ private:
     int step = schedule.addStep(*kind, getStepName(op), std::move(inputs),
                                 std::move(outputs), std::move(*attrs));
     if (auto experts = dyn_cast<moe::ExpertsOp>(op)) {
-      // Layer i of a routing profile is the i-th moe.experts op; a device
-      // function's slots are no profile's experts, so several devices tier
-      // by index.
+      // Layer i of a routing profile is the i-th moe.experts op. A device
+      // function's slot s holds the expert its weights' moe.shard takes row
+      // s of: the device tiers its slots in the order of the profile
+      // restricted to its experts.
       int layer = numExpertsOps++;
       if (state.tiers.deviceMemory && paged.contains(experts.getW1())) {
         moert::ScheduleBuilder::TierLayer tier;
         tier.step = step;
-        if (state.devices == 1 &&
-            static_cast<size_t>(layer) < state.tiers.loads.size())
-          tier.loads = state.tiers.loads[layer];
+        if (static_cast<size_t>(layer) < state.tiers.loads.size()) {
+          const std::vector<double> &loads = state.tiers.loads[layer];
+          auto shard = experts.getW1().getDefiningOp<moe::ShardOp>();
+          if (!shard) {
+            tier.loads = loads;
+          } else {
+            for (int64_t row : shard.getRows()) {
+              if (row < 0 || static_cast<size_t>(row) >= loads.size())
+                return op->emitError("the routing profile's layer ")
+                       << layer << " has " << loads.size()
+                       << " experts; this device holds expert " << row;
+              tier.loads.push_back(loads[row]);
+            }
+          }
+        }
         tierLayers.push_back(std::move(tier));
       }
     }

@@ -264,6 +264,9 @@ struct DeviceGroup::Impl {
         sessionOptions.device = devices[i];
         sessionOptions.collectStats = options.collectStats;
         sessionOptions.communicator = sessionComm(i);
+        sessionOptions.deviceMemory = options.deviceMemory;
+        sessionOptions.expertRead = options.expertRead;
+        sessionOptions.expertPrefetch = options.expertPrefetch;
         MOERT_ASSIGN_OR_RETURN(member.cpu,
                                Session::create(plan, sessionOptions));
       }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <numeric>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,6 +30,11 @@ ExpertCache::Entry *ExpertCache::find(ExpertKey key) {
     return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return &*it->second;
+}
+
+ExpertCache::Entry *ExpertCache::peek(ExpertKey key) {
+  auto it = index_.find(id(key));
+  return it == index_.end() ? nullptr : &*it->second;
 }
 
 ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
@@ -111,7 +117,8 @@ absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text) {
 
 absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
                                               const ScheduleInfo &schedule,
-                                              uint64_t budget) {
+                                              uint64_t budget,
+                                              uint32_t layersAhead) {
   const TierInfo &tiers = schedule.tiers;
   if (!tiers.present)
     return absl::FailedPreconditionError(absl::StrCat(
@@ -125,7 +132,9 @@ absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
     ranks.push_back(layer.rank);
   }
   uint64_t fixed = tiers.residentBytes;
-  uint64_t window = coldWindow(shapes, tiers.topK);
+  uint64_t window = coldWindow(shapes, tiers.topK) * (1 + layersAhead);
+  if (layersAhead && !budget)
+    budget = tiers.budget;
   ExpertTiersDesc desc;
   desc.residentBytes = tiers.residentBytes;
   desc.arenaBytes = schedule.arenaSize;
@@ -224,6 +233,14 @@ ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
 }
 
 ExpertStore::~ExpertStore() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+  }
   for (std::vector<Payload *> &layer : present_)
     for (Payload *payload : layer)
       if (payload)
@@ -292,6 +309,7 @@ const uint8_t *const *ExpertStore::pointers(uint32_t layer, int input) const {
 }
 
 void ExpertStore::resetPaging() {
+  std::lock_guard<std::mutex> guard(mutex_);
   for (LayerPaging &paging : paging_)
     paging = LayerPaging();
 }
@@ -383,68 +401,143 @@ ExpertStore::fillAll(const std::vector<ExpertCache::Entry *> &entries,
   return failure;
 }
 
+ExpertCache::Entry *ExpertStore::insertEntry(ExpertKey key, bool &allocFailed) {
+  const TierLayerInfo &layer = tiers_.layers[key.layer];
+  allocFailed = false;
+  std::vector<ExpertCache::Evicted> evicted;
+  ExpertCache::Entry *entry =
+      cache_.insert(key, entryBytes(layer), false, evicted);
+  if (!entry)
+    return nullptr;
+  void *reuse = nullptr;
+  for (const ExpertCache::Evicted &old : evicted) {
+    setPresent(old.key, nullptr);
+    if (!reuse && old.key.layer == key.layer)
+      reuse = old.payload;
+    else
+      release(static_cast<Payload *>(old.payload));
+  }
+  Payload *payload = allocate(layer, reuse);
+  if (!payload) {
+    cache_.erase(entry);
+    allocFailed = true;
+    return nullptr;
+  }
+  entry->payload = payload;
+  return entry;
+}
+
 absl::Status ExpertStore::acquire(uint32_t layerIndex,
                                   std::vector<uint32_t> &pending,
                                   std::vector<uint32_t> &batch,
                                   ThreadPool &pool, const std::string &label) {
   Clock::time_point start = Clock::now();
   const TierLayerInfo &layer = tiers_.layers[layerIndex];
+  std::unique_lock<std::mutex> lock(mutex_);
   LayerPaging &paging = paging_[layerIndex];
+  // Reads ahead of this layer not wanted now, or of other layers, would
+  // only hold cache room: they are dropped.
+  dropQueued(layerIndex, pending);
   batch.clear();
-  std::vector<uint32_t> misses, left;
-  for (uint32_t e : pending) {
-    if (ExpertCache::Entry *entry = cache_.find({layerIndex, e})) {
-      cache_.lock(entry);
-      batch.push_back(e);
-      ++paging.hits;
-    } else {
-      misses.push_back(e);
-    }
-  }
+  std::vector<uint32_t> misses, left, inFlight;
+  // Entries this call fills: its misses and the reads ahead it takes over
+  // from the prefetch queue (still Queued).
   std::vector<ExpertCache::Entry *> reads;
-  for (uint32_t e : misses) {
-    std::vector<ExpertCache::Evicted> evicted;
-    ExpertCache::Entry *entry =
-        cache_.insert({layerIndex, e}, entryBytes(layer), false, evicted);
+  std::vector<char> takenOver;
+  for (uint32_t e : pending) {
+    ExpertCache::Entry *entry = cache_.find({layerIndex, e});
     if (!entry) {
-      left.push_back(e);
+      misses.push_back(e);
       continue;
     }
-    void *reuse = nullptr;
-    for (const ExpertCache::Evicted &old : evicted) {
-      setPresent(old.key, nullptr);
-      if (!reuse && old.key.layer == layerIndex)
-        reuse = old.payload;
-      else
-        release(static_cast<Payload *>(old.payload));
+    cache_.lock(entry);
+    batch.push_back(e);
+    // A read ahead not started yet is this call's to read: a miss.
+    bool queued = entry->state == ExpertCache::Entry::State::Queued;
+    ++(queued ? paging.misses : paging.hits);
+    if (entry->prefetched) {
+      entry->prefetched = false;
+      ++paging.prefetch.used;
+      if (entry->state != ExpertCache::Entry::State::Ready)
+        ++paging.prefetch.late;
     }
-    Payload *payload = allocate(layer, reuse);
-    if (!payload) {
-      cache_.erase(entry);
+    if (queued) {
+      entry->state = ExpertCache::Entry::State::Loading;
+      reads.push_back(entry);
+      takenOver.push_back(1);
+    } else if (entry->state == ExpertCache::Entry::State::Loading) {
+      inFlight.push_back(e);
+    }
+  }
+  for (uint32_t e : misses) {
+    bool allocFailed = false;
+    ExpertCache::Entry *entry = insertEntry({layerIndex, e}, allocFailed);
+    // A read ahead in flight holds its room until it ends.
+    while (!entry && !allocFailed && loading_ > 0) {
+      changed_.wait(lock);
+      entry = insertEntry({layerIndex, e}, allocFailed);
+    }
+    if (allocFailed) {
+      for (uint32_t b : batch)
+        if (ExpertCache::Entry *held = cache_.peek({layerIndex, b}))
+          cache_.unlock(held);
       return absl::ResourceExhaustedError(
           absl::StrCat(label, ": cannot allocate ", entryBytes(layer),
                        " bytes for expert ", e));
     }
-    entry->payload = payload;
+    if (!entry) {
+      left.push_back(e);
+      continue;
+    }
     cache_.lock(entry);
+    entry->state = ExpertCache::Entry::State::Loading;
     reads.push_back(entry);
+    takenOver.push_back(0);
     batch.push_back(e);
     ++paging.misses;
   }
+  lock.unlock();
   Clock::time_point readStart = Clock::now();
   absl::Status failure = fillAll(reads, pool);
-  paging.readSeconds += secondsSince(readStart);
+  double readSeconds = secondsSince(readStart);
+  lock.lock();
+  paging.readSeconds += readSeconds;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    ExpertCache::Entry *entry = reads[i];
+    entry->state = ExpertCache::Entry::State::Ready;
+    if (takenOver[i])
+      cache_.unlock(entry); // the prefetch's lock
+  }
   if (!failure.ok()) {
     for (uint32_t e : batch)
-      if (ExpertCache::Entry *entry = cache_.find({layerIndex, e}))
+      if (ExpertCache::Entry *entry = cache_.peek({layerIndex, e}))
         cache_.unlock(entry);
     for (ExpertCache::Entry *entry : reads)
       release(static_cast<Payload *>(cache_.erase(entry)));
+    changed_.notify_all();
     return failure;
   }
   for (ExpertCache::Entry *entry : reads) {
     setPresent(entry->key, static_cast<Payload *>(entry->payload));
     paging.bytesRead += layer.expertBytes;
+  }
+  // Reads ahead still in flight: wait for them; one whose read failed is
+  // gone and goes back to the pending experts (read, and its error
+  // reported, by the next call).
+  if (!inFlight.empty()) {
+    Clock::time_point waitStart = Clock::now();
+    for (uint32_t e : inFlight) {
+      ExpertCache::Entry *entry;
+      changed_.wait(lock, [&] {
+        entry = cache_.peek({layerIndex, e});
+        return !entry || entry->state == ExpertCache::Entry::State::Ready;
+      });
+      if (!entry) {
+        batch.erase(std::find(batch.begin(), batch.end(), e));
+        left.push_back(e);
+      }
+    }
+    paging.prefetch.waitSeconds += secondsSince(waitStart);
   }
   if (batch.empty())
     return absl::ResourceExhaustedError(
@@ -453,23 +546,176 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
                      entryBytes(layer), " bytes"));
   ++paging.rounds;
   pending = std::move(left);
+  // This layer's experts are all present and locked: the next layer's
+  // predicted experts can be read while they compute.
+  if (pending.empty() && issueAfter_ == static_cast<int32_t>(layerIndex))
+    issuePrefetch();
   paging.waitSeconds += secondsSince(start);
   return absl::OkStatus();
 }
 
 void ExpertStore::release(uint32_t layer, const std::vector<uint32_t> &batch) {
+  std::lock_guard<std::mutex> guard(mutex_);
   for (uint32_t e : batch)
-    if (ExpertCache::Entry *entry = cache_.find({layer, e}))
+    if (ExpertCache::Entry *entry = cache_.peek({layer, e}))
       cache_.unlock(entry);
+}
+
+void ExpertStore::afterStep(int step, const Tensor *tensors, ThreadPool &pool) {
+  if (prefetch_ == ExpertPrefetch::None)
+    return;
+  if (step < static_cast<int>(routerLayer_.size()) && routerLayer_[step] >= 0) {
+    int32_t from = routerLayer_[step];
+    int32_t to = nextLayer_[from];
+    const GateInfo &gate = gates_[from];
+    const Tensor &x = tensors[gate.tokens];
+    int64_t tokens = gate.hidden ? x.numel() / gate.hidden : 0;
+    std::vector<uint32_t> predicted;
+    if (tokens > 0)
+      predicted = predictExperts(gates_[to], x.as<const float>(), tokens,
+                                 /*maxTokens=*/128, pool);
+    std::lock_guard<std::mutex> guard(mutex_);
+    predicted_ = std::move(predicted);
+    predictedLayer_ = to;
+    issueAfter_ = from;
+    return;
+  }
+  int32_t layer = schedule_->tiers.layerOfStep[step];
+  if (layer >= 0 && layer == issueAfter_) {
+    // The layer's Experts step ran without acquiring (no rows).
+    std::lock_guard<std::mutex> guard(mutex_);
+    issuePrefetch();
+  }
+}
+
+void ExpertStore::issuePrefetch() {
+  issueAfter_ = -1;
+  if (predictedLayer_ < 0)
+    return;
+  uint32_t layer = static_cast<uint32_t>(predictedLayer_);
+  predictedLayer_ = -1;
+  bool queued = false;
+  for (uint32_t e : predicted_) {
+    if (cache_.peek({layer, e}))
+      continue;
+    bool allocFailed = false;
+    ExpertCache::Entry *entry = insertEntry({layer, e}, allocFailed);
+    // The rest are read on demand: reads ahead never wait for room.
+    if (!entry)
+      break;
+    cache_.lock(entry);
+    entry->state = ExpertCache::Entry::State::Queued;
+    entry->prefetched = true;
+    queue_.push_back({layer, e});
+    ++paging_[layer].prefetch.issued;
+    queued = true;
+  }
+  predicted_.clear();
+  if (queued)
+    changed_.notify_all();
+}
+
+void ExpertStore::dropQueued(uint32_t layer,
+                             const std::vector<uint32_t> &keep) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    ExpertCache::Entry *entry = cache_.peek(*it);
+    if (entry && entry->state == ExpertCache::Entry::State::Queued &&
+        (it->layer != layer ||
+         std::find(keep.begin(), keep.end(), it->expert) == keep.end())) {
+      release(static_cast<Payload *>(cache_.erase(entry)));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ExpertStore::cancelPrefetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  predictedLayer_ = issueAfter_ = -1;
+  for (const ExpertKey &key : queue_)
+    if (ExpertCache::Entry *entry = cache_.peek(key);
+        entry && entry->state == ExpertCache::Entry::State::Queued)
+      release(static_cast<Payload *>(cache_.erase(entry)));
+  queue_.clear();
+  changed_.wait(lock, [&] { return loading_ == 0; });
+}
+
+void ExpertStore::prefetchLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_)
+      return;
+    ExpertKey key = queue_.front();
+    queue_.pop_front();
+    ExpertCache::Entry *entry = cache_.peek(key);
+    // Taken over by a step (or dropped) meanwhile.
+    if (!entry || entry->state != ExpertCache::Entry::State::Queued)
+      continue;
+    entry->state = ExpertCache::Entry::State::Loading;
+    ++loading_;
+    lock.unlock();
+    Clock::time_point start = Clock::now();
+    absl::Status status = fill(*entry, static_cast<Payload *>(entry->payload));
+    double seconds = secondsSince(start);
+    lock.lock();
+    --loading_;
+    LayerPaging &paging = paging_[key.layer];
+    paging.prefetch.readSeconds += seconds;
+    if (status.ok()) {
+      entry->state = ExpertCache::Entry::State::Ready;
+      setPresent(key, static_cast<Payload *>(entry->payload));
+      paging.prefetch.bytes += tiers_.layers[key.layer].expertBytes;
+      cache_.unlock(entry);
+    } else {
+      // Read on demand instead, which reports the error with its step.
+      release(static_cast<Payload *>(cache_.erase(entry)));
+    }
+    changed_.notify_all();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ExpertStore>>
 ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
                     int device, uint64_t budget, ExpertReadMode mode,
-                    ThreadPool &pool) {
+                    ThreadPool &pool, ExpertPrefetch prefetch) {
   (void)device;
-  MOERT_ASSIGN_OR_RETURN(ExpertTiersDesc desc,
-                         describeTiers(plan, schedule, budget));
+  // Prefetch pairs each tiered layer whose router can be evaluated on the
+  // previous tiered layer's tokens (the same hidden size) with that layer.
+  std::vector<GateInfo> gates;
+  std::vector<int32_t> routerLayer, nextLayer;
+  bool ahead = false;
+  if (prefetch == ExpertPrefetch::NextLayer) {
+    const TierInfo &tiers = schedule.tiers;
+    gates = findGates(schedule);
+    routerLayer.assign(schedule.steps.size(), -1);
+    nextLayer.assign(tiers.layers.size(), -1);
+    std::vector<uint32_t> order(tiers.layers.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return tiers.layers[a].step < tiers.layers[b].step;
+    });
+    for (size_t i = 0; i + 1 < order.size(); ++i) {
+      uint32_t l = order[i], next = order[i + 1];
+      const GateInfo &from = gates[l], &to = gates[next];
+      if (from.router < 0 || to.router < 0 || from.hidden != to.hidden)
+        continue;
+      routerLayer[from.router] = static_cast<int32_t>(l);
+      nextLayer[l] = static_cast<int32_t>(next);
+      ahead = true;
+    }
+  }
+  // Reading a layer ahead needs room for a second layer's experts beside
+  // the computing one's: the cold cache gets twice its least size (fewer
+  // hot experts) when the budget allows, else prefetch fits where it can.
+  absl::StatusOr<ExpertTiersDesc> tiered =
+      ahead ? describeTiers(plan, schedule, budget, 1)
+            : absl::StatusOr<ExpertTiersDesc>(absl::UnknownError(""));
+  if (!tiered.ok())
+    tiered = describeTiers(plan, schedule, budget);
+  MOERT_RETURN_IF_ERROR(tiered.status());
+  const ExpertTiersDesc &desc = *tiered;
   std::unique_ptr<ExpertStore> store(
       new ExpertStore(plan, schedule.tiers, mode, desc.cacheBytes));
   store->budget_ = desc.budget;
@@ -519,6 +765,13 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   MOERT_RETURN_IF_ERROR(failure);
   for (ExpertCache::Entry *entry : hot)
     store->setPresent(entry->key, static_cast<Payload *>(entry->payload));
+  if (ahead && desc.coldExperts) {
+    store->gates_ = std::move(gates);
+    store->routerLayer_ = std::move(routerLayer);
+    store->nextLayer_ = std::move(nextLayer);
+    store->prefetch_ = prefetch;
+    store->worker_ = std::thread([s = store.get()] { s->prefetchLoop(); });
+  }
   return store;
 }
 

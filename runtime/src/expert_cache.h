@@ -18,13 +18,18 @@
 #define MOERT_SRC_EXPERT_CACHE_H
 
 #include "plan_impl.h"
+#include "tensor.h"
 #include "thread_pool.h"
 
 #include "absl/status/status.h"
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -47,8 +52,16 @@ public:
     /// The backend's memory of the entry.
     void *payload = nullptr;
     bool pinned = false;
-    /// Locked entries (read by the running step) are never evicted.
+    /// Locked entries (read by the running step, or queued or being filled
+    /// by a prefetch) are never evicted.
     int locks = 0;
+    /// Whether the payload holds the expert (Ready), or a prefetch reserved
+    /// the entry and is yet to fill it (Queued) or filling it (Loading). A
+    /// prefetch holds one lock until the entry is Ready.
+    enum class State : uint8_t { Ready, Queued, Loading };
+    State state = State::Ready;
+    /// Inserted by a prefetch and not yet used by a step.
+    bool prefetched = false;
   };
   /// What an insertion evicted: the backend frees (or reuses) each payload.
   struct Evicted {
@@ -66,6 +79,8 @@ public:
 
   /// The entry of `key`, or null. A hit makes it the most recently used.
   Entry *find(ExpertKey key);
+  /// The entry of `key`, or null, leaving the LRU order as it is.
+  Entry *peek(ExpertKey key);
   /// Inserts `key` (absent) of `bytes` bytes, the most recently used, after
   /// evicting the least recently used entries that are neither pinned nor
   /// locked until it fits, whose payloads are appended to `evicted`. Returns
@@ -119,7 +134,53 @@ struct LayerPaging {
   /// Rounds: batches of experts a step computed between acquisitions (more
   /// than one per call when the missing experts exceed the free cache).
   uint64_t rounds = 0;
+  /// Reads ahead of this layer's experts (ExpertPrefetch::NextLayer).
+  PrefetchStats prefetch;
 };
+
+/// Whether a tiered session reads experts ahead of the step that needs them.
+enum class ExpertPrefetch {
+  None,
+  /// While layer L computes, read the experts layer L+1's router picks for
+  /// layer L's router input (pre-gating): a prediction that only chooses
+  /// what to read; the real routing still decides what runs.
+  NextLayer,
+};
+
+/// "none", "next-layer".
+const char *expertPrefetchName(ExpertPrefetch prefetch);
+/// Parses "none", "next-layer".
+absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text);
+
+/// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
+/// (a MatMul of the layer's tokens by a resident f32 [H, E] weight), then
+/// the Router step's top-k of its scores.
+struct GateInfo {
+  /// The MatMul's token input (also the Dispatch step's, so it stays live
+  /// until the layer's experts run) and its weight.
+  int32_t tokens = -1;
+  const float *weight = nullptr;
+  int64_t hidden = 0;
+  int64_t experts = 0;
+  /// The Router step: after it runs, the next layer's experts are predicted.
+  int router = -1;
+  int64_t topK = 0;
+  bool sigmoid = false;
+  /// The Router's selection bias [E] (a resident weight), or null.
+  const float *bias = nullptr;
+};
+
+/// The gate of each tiered layer of `schedule` (router < 0 when its router
+/// is not of GateInfo's form: the layer is then neither predicted from nor
+/// for).
+std::vector<GateInfo> findGates(const ScheduleInfo &schedule);
+
+/// Pre-gating: the experts `gate` selects for the `tokens` rows of `x`
+/// [tokens, hidden] (at most `maxTokens` of them, evenly spaced), most
+/// selected first, ties to the lower index; computed on `pool`.
+std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
+                                     int64_t tokens, int64_t maxTokens,
+                                     ThreadPool &pool);
 
 /// The CPU backend's expert weights of a tiered schedule: hot experts read
 /// and pinned when the session starts, cold ones read on demand into the
@@ -131,8 +192,18 @@ public:
   /// a read or checksum fails.
   static absl::StatusOr<std::unique_ptr<ExpertStore>>
   create(const Plan::Impl &plan, const ScheduleInfo &schedule, int device,
-         uint64_t budget, ExpertReadMode mode, ThreadPool &pool);
+         uint64_t budget, ExpertReadMode mode, ThreadPool &pool,
+         ExpertPrefetch prefetch = ExpertPrefetch::None);
   ~ExpertStore();
+
+  /// Called after step `step` of the schedule ran, with the session's
+  /// tensors: after a tiered layer's Router (its tokens still live), predicts
+  /// the next tiered layer's experts; after its Experts step, reads them
+  /// ahead if acquire has not started that yet. Cheap for other steps.
+  void afterStep(int step, const Tensor *tensors, ThreadPool &pool);
+  /// Drops reads ahead not yet started (a run ended or failed).
+  void cancelPrefetch();
+  ExpertPrefetch prefetch() const { return prefetch_; }
 
   /// Makes experts of tiered layer `layer` present and locked: moves every
   /// one of `pending` that fits (hits first, then misses read in parallel
@@ -175,6 +246,18 @@ private:
   void release(Payload *payload);
   uint64_t entryBytes(const TierLayerInfo &layer) const;
   void setPresent(ExpertKey key, Payload *payload);
+  /// Inserts `key` (cold, absent) for `layer`, frees or reuses what that
+  /// evicted and allocates its payload; null when it does not fit (or the
+  /// allocation fails: `allocFailed`). Under mutex_.
+  ExpertCache::Entry *insertEntry(ExpertKey key, bool &allocFailed);
+  /// Queues reads ahead of the predicted experts of layer predictedLayer_.
+  /// Under mutex_.
+  void issuePrefetch();
+  /// Removes the queued (not started) reads ahead, except those of `keep`
+  /// of layer `layer`. Under mutex_.
+  void dropQueued(uint32_t layer, const std::vector<uint32_t> &keep);
+  /// The prefetch thread: fills queued entries one at a time.
+  void prefetchLoop();
 
   const Plan::Impl &plan_;
   const ScheduleInfo *schedule_ = nullptr;
@@ -193,13 +276,37 @@ private:
   std::vector<LayerPaging> paging_;
   /// Per layer and expert: its checksums were checked (on its first read).
   std::vector<std::vector<char>> verified_;
+
+  // Prefetch. mutex_ guards cache_, present_/pointers_ updates, paging_
+  // and the queue: the prefetch thread fills entries while steps compute.
+  ExpertPrefetch prefetch_ = ExpertPrefetch::None;
+  std::vector<GateInfo> gates_;
+  /// Per step: the tiered layer whose Router it is (gates_), else -1; and
+  /// per tiered layer, the next one in step order (-1: the last).
+  std::vector<int32_t> routerLayer_;
+  std::vector<int32_t> nextLayer_;
+  /// The prediction waiting to be read ahead: for layer predictedLayer_
+  /// (-1: none), issued once layer issueAfter_ has its experts.
+  int32_t predictedLayer_ = -1;
+  int32_t issueAfter_ = -1;
+  std::vector<uint32_t> predicted_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<ExpertKey> queue_;
+  /// Entries the prefetch thread is filling now (0 or 1).
+  int loading_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
 };
 
 /// The tiers of `schedule` (tiered) for `budget` bytes, 0 for the plan's
-/// own (Plan::expertTiers).
+/// own (Plan::expertTiers). With `layersAhead` > 0 (prefetch) the cold
+/// cache keeps room for that many more layers' least cache, the plan's ranks
+/// re-tiered for its budget when `budget` is 0.
 absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
                                               const ScheduleInfo &schedule,
-                                              uint64_t budget);
+                                              uint64_t budget,
+                                              uint32_t layersAhead = 0);
 
 /// Parses "pread", "direct", "mmap".
 absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text);

@@ -124,8 +124,9 @@ Session::create(const Plan &plan, const SessionOptions &options,
         absl::StrCat("cannot allocate the activation arena of ",
                      schedule.arenaSize, " bytes"));
   impl->initTensors(impl->arena);
-  MOERT_RETURN_IF_ERROR(impl->createExpertStore(
-      options.device, options.deviceMemory, options.expertRead));
+  MOERT_RETURN_IF_ERROR(
+      impl->createExpertStore(options.device, options.deviceMemory,
+                              options.expertRead, options.expertPrefetch));
   impl->collectives.comm = options.communicator;
   impl->device = options.device;
   impl->fault = FaultInjection::fromEnvironment();
@@ -148,7 +149,13 @@ absl::Status Session::run() {
     Clock::time_point start;
     if (s.collectStats)
       start = Clock::now();
-    MOERT_RETURN_IF_ERROR(step.def->kernel(ctx));
+    if (absl::Status status = step.def->kernel(ctx); !status.ok()) {
+      if (s.experts)
+        s.experts->cancelPrefetch();
+      return status;
+    }
+    if (s.experts)
+      s.experts->afterStep(step.index, s.tensors.data(), s.pool);
     if (s.collectStats) {
       Clock::time_point end = Clock::now();
       s.seconds[step.index] +=

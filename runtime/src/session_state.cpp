@@ -326,8 +326,10 @@ KernelContext SessionState::context(const StepInfo &step) {
 }
 
 absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
-                                             const std::string &read) {
+                                             const std::string &read,
+                                             const std::string &prefetch) {
   MOERT_ASSIGN_OR_RETURN(ExpertReadMode mode, parseExpertReadMode(read));
+  MOERT_ASSIGN_OR_RETURN(ExpertPrefetch ahead, parseExpertPrefetch(prefetch));
   if (!schedule.tiers.present) {
     if (deviceMemory)
       return absl::FailedPreconditionError(absl::StrCat(
@@ -337,9 +339,9 @@ absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
           "--device-memory BYTES"));
     return absl::OkStatus();
   }
-  MOERT_ASSIGN_OR_RETURN(
-      experts,
-      ExpertStore::create(plan, schedule, device, deviceMemory, mode, pool));
+  MOERT_ASSIGN_OR_RETURN(experts,
+                         ExpertStore::create(plan, schedule, device,
+                                             deviceMemory, mode, pool, ahead));
   return absl::OkStatus();
 }
 
@@ -391,6 +393,7 @@ std::vector<StepStats> SessionState::stepStats() const {
       entry.readSeconds = paging.readSeconds;
       entry.waitSeconds = paging.waitSeconds;
       entry.cacheRounds = paging.rounds;
+      entry.prefetch = paging.prefetch;
     }
     stats.push_back(std::move(entry));
   }
@@ -522,6 +525,7 @@ ExpertCacheStats SessionBase::expertCacheStats() const {
   out.residentBytes = store->tiers().residentBytes;
   out.arenaBytes = state_.schedule.arenaSize;
   out.readMode = detail::expertReadModeName(store->mode());
+  out.prefetch = detail::expertPrefetchName(store->prefetch());
   return out;
 }
 

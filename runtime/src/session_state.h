@@ -151,10 +151,12 @@ struct SessionState {
   std::unique_ptr<ExpertStore> experts;
 
   /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
-  /// plan's tiers) read the `read` way. Fails for a `deviceMemory` on a plan
-  /// that is not tiered.
+  /// plan's tiers) read the `read` way, reading ahead as `prefetch` says
+  /// ("none", "next-layer"). Fails for a `deviceMemory` on a plan that is
+  /// not tiered.
   absl::Status createExpertStore(int device, uint64_t deviceMemory,
-                                 const std::string &read);
+                                 const std::string &read,
+                                 const std::string &prefetch = "none");
 };
 
 } // namespace moert::detail

@@ -153,6 +153,7 @@ void addTimes(const ScheduleInfo &schedule, const std::vector<StepStats> &steps,
         layer.bytesPagedIn += steps[index].bytesPagedIn;
         layer.readSeconds += steps[index].readSeconds;
         layer.waitSeconds += steps[index].waitSeconds;
+        layer.prefetch.add(steps[index].prefetch);
       }
       break;
     case fb::OpKind::AllToAll:
@@ -382,6 +383,7 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
       layer.bytesPagedIn += part.bytesPagedIn;
       layer.readSeconds = std::max(layer.readSeconds, part.readSeconds);
       layer.waitSeconds = std::max(layer.waitSeconds, part.waitSeconds);
+      layer.prefetch.add(part.prefetch, /*maxSeconds=*/true);
       layer.expertsSeconds =
           std::max(layer.expertsSeconds, part.expertsSeconds);
       layer.commSeconds = std::max(layer.commSeconds, part.commSeconds);
@@ -398,6 +400,17 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
     merged.push_back(std::move(layer));
   }
   return merged;
+}
+
+void PrefetchStats::add(const PrefetchStats &o, bool maxSeconds) {
+  issued += o.issued;
+  used += o.used;
+  late += o.late;
+  bytes += o.bytes;
+  readSeconds = maxSeconds ? std::max(readSeconds, o.readSeconds)
+                           : readSeconds + o.readSeconds;
+  waitSeconds = maxSeconds ? std::max(waitSeconds, o.waitSeconds)
+                           : waitSeconds + o.waitSeconds;
 }
 
 using detail::ByteReader;
@@ -429,6 +442,11 @@ serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
     out.word(l.bytesPagedIn);
     out.real(l.readSeconds);
     out.real(l.waitSeconds);
+    const PrefetchStats &ahead = l.prefetch;
+    for (uint64_t count : {ahead.issued, ahead.used, ahead.late, ahead.bytes})
+      out.word(count);
+    out.real(ahead.readSeconds);
+    out.real(ahead.waitSeconds);
   }
   return out.take();
 }
@@ -461,6 +479,12 @@ deserializeLayerStats(const uint8_t *data, size_t size) {
     l.bytesPagedIn = in.word();
     l.readSeconds = in.real();
     l.waitSeconds = in.real();
+    PrefetchStats &ahead = l.prefetch;
+    for (uint64_t *count :
+         {&ahead.issued, &ahead.used, &ahead.late, &ahead.bytes})
+      *count = in.word();
+    ahead.readSeconds = in.real();
+    ahead.waitSeconds = in.real();
     layers.push_back(std::move(l));
   }
   if (!in.ok() || !in.done())

@@ -102,6 +102,50 @@ TEST(ExpertCache, RandomTrafficNeverExceedsTheCapacity) {
   }
 }
 
+TEST(ExpertCache, PeekLeavesTheOrder) {
+  ExpertCache cache(300);
+  std::vector<ExpertCache::Evicted> evicted;
+  for (uint32_t e = 0; e < 3; ++e)
+    ASSERT_NE(cache.insert({0, e}, 100, false, evicted), nullptr);
+  ExpertCache::Entry *entry = cache.peek({0, 0});
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->state, ExpertCache::Entry::State::Ready);
+  EXPECT_EQ(experts(cache.order()), (std::vector<uint32_t>{2, 1, 0}));
+  EXPECT_EQ(cache.peek({0, 7}), nullptr);
+  // A queued read ahead holds its lock: never evicted until it is done.
+  entry->state = ExpertCache::Entry::State::Queued;
+  cache.lock(entry);
+  ASSERT_NE(cache.insert({0, 3}, 100, false, evicted), nullptr);
+  EXPECT_EQ(evicted.back().key.expert, 1u);
+}
+
+TEST(Prefetch, PredictsTheRoutersTopKMostSelectedFirst) {
+  // H = 3, E = 4: logits = x @ w, w [3, 4].
+  std::vector<float> w = {1, 0, 0, 0.5f, //
+                          0, 1, 0, 0.5f, //
+                          0, 0, 1, 0.5f};
+  detail::GateInfo gate;
+  gate.weight = w.data();
+  gate.hidden = 3;
+  gate.experts = 4;
+  gate.topK = 2;
+  gate.router = 0;
+  // Token 0 picks 0 then 3; token 1 picks 2 then 3; token 2 picks 0, 3:
+  // 3 three times, 0 twice, 2 once.
+  std::vector<float> x = {1, 0, 0, 0, 0, 1, 2, 0, 0};
+  detail::ThreadPool pool(2);
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 3, 128, pool),
+            (std::vector<uint32_t>{3, 0, 2}));
+  // At most one token (evenly spaced: token 0).
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 3, 1, pool),
+            (std::vector<uint32_t>{0, 3}));
+  // A selection bias is added to the softmax scores: expert 1 wins.
+  std::vector<float> bias = {0, 2, 0, 0};
+  gate.bias = bias.data();
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 1, 128, pool),
+            (std::vector<uint32_t>{0, 1}));
+}
+
 TEST(TierAssignment, HotExpertsFollowTheRanksAndLeaveTheWindow) {
   std::vector<detail::TierLayerShape> layers = {{4, 100}, {4, 100}};
   // Index order: expert 0 of both layers, then expert 1, ...

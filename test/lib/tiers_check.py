@@ -5,6 +5,7 @@ within its budget and gives the all-resident plan's outputs bit for bit.
     tiers_check.py MODEL.onnx --workdir DIR --fraction F [--dim NAME=N ...]
                    [--expert-read pread|direct|mmap] [--check-memory]
                    [--address-limit] [--compile-arg ARG ...]
+                   [--prefetch none|next-layer]
 
 Compiles MODEL twice, all-resident and with `moec compile --device-memory`
 set to the resident weights plus F of the expert weights, or the cold
@@ -16,6 +17,9 @@ experts' least cache (one token's experts of a layer) when that is more; runs bo
 * the stats show the cache at work: per layer, hits + misses = the experts
   the routing selected, bytes paged in = misses * expert bytes, and a
   measured read bandwidth;
+* with --prefetch next-layer (the tiered runs read experts ahead), the
+  outputs are the same, and the stats count reads ahead: some were issued,
+  no more were used than issued, and their bytes are whole experts;
 * with --check-memory (a model large enough that the difference is well
   above the noise), the tiered run's peak resident set (VmHWM) stays below the baseline (the
   all-resident run's peak less its weights, which it touched) plus the
@@ -63,6 +67,7 @@ def main():
     p.add_argument("--check-memory", action="store_true")
     p.add_argument("--address-limit", action="store_true")
     p.add_argument("--compile-arg", action="append", default=[])
+    p.add_argument("--prefetch", default="none")
     args = p.parse_args()
     w = args.workdir
     os.makedirs(w, exist_ok=True)
@@ -96,7 +101,7 @@ def main():
         return run(cmd, env=env, preexec_fn=pre)
 
     a = moe_run(f"{w}/resident.plan", f"{w}/a")
-    b = moe_run(f"{w}/tiered.plan", f"{w}/b", ["--expert-read", args.expert_read])
+    b = moe_run(f"{w}/tiered.plan", f"{w}/b", ["--expert-read", args.expert_read, "--prefetch", args.prefetch])
     for name, r in (("resident", a), ("tiered", b)):
         if r.returncode:
             sys.exit(f"tiers: the {name} run failed:\n{r.stdout}{r.stderr}")
@@ -121,7 +126,7 @@ def main():
         np.save(f"{w}/in_{i.name}.npy", feeds[i.name])
     inputs = sum((["--input", f"{k}={w}/in_{k}.npy"] for k in feeds), [])
     c = moe_run(f"{w}/tiered.plan", f"{w}/c",
-                ["--expert-read", args.expert_read] + inputs)
+                ["--expert-read", args.expert_read, "--prefetch", args.prefetch] + inputs)
     if c.returncode:
         sys.exit(f"tiers: the tiered run on saved inputs failed:\n{c.stderr}")
     for o, want in zip(sess.get_outputs(), sess.run(None, feeds)):
@@ -138,6 +143,7 @@ def main():
     assert cache["budget"] == budget, cache
     assert cache["used_bytes"] <= cache["capacity_bytes"], cache
     assert cache["measured_read_bandwidth_bytes_per_s"] > 0, cache
+    issued = used = 0
     for layer in sb["moe_layers"]:
         ec = layer["expert_cache"]
         selected = sum(1 for n in layer["tokens_per_expert"] if n)
@@ -145,6 +151,17 @@ def main():
                        if t["step"] == layer["experts_step"]][0]
         assert ec["hits"] + ec["misses"] >= selected * layer["runs"], ec
         assert ec["bytes_paged_in"] == ec["misses"] * layer_tiers["expert_bytes"], ec
+        ahead = ec["prefetch"]
+        assert ahead["used"] <= ahead["issued"], ec
+        assert ahead["bytes"] % layer_tiers["expert_bytes"] == 0, ec
+        assert ahead["bytes"] <= ahead["issued"] * layer_tiers["expert_bytes"], ec
+        issued += ahead["issued"]
+        used += ahead["used"]
+    assert cache["prefetch"] == args.prefetch, cache
+    if args.prefetch != "none":
+        if not issued:
+            sys.exit("tiers: no expert was read ahead")
+        print(f"tiers: prefetch read {issued} experts ahead, {used} used")
     weights = sizes["resident_bytes"] + expert_bytes
     rss_a = sa["memory"]["peak_rss_bytes"]
     rss_b = sb["memory"]["peak_rss_bytes"]
@@ -166,7 +183,7 @@ def main():
             sys.exit(f"tiers: no address limit separates the runs ({va}, {vb})")
         a2 = moe_run(f"{w}/resident.plan", f"{w}/a2", limit=limit)
         b2 = moe_run(f"{w}/tiered.plan", f"{w}/b2",
-                     ["--expert-read", args.expert_read], limit=limit)
+                     ["--expert-read", args.expert_read, "--prefetch", args.prefetch], limit=limit)
         if a2.returncode == 0:
             sys.exit(f"tiers: the all-resident plan ran under {limit} bytes of "
                      "address space; the limit does not bind")

@@ -112,6 +112,9 @@ options:
                          plan's tiers when the session starts
   --expert-read MODE     how a tiered plan's cold experts are read: pread
                          (default), direct (O_DIRECT) or mmap
+  --prefetch MODE        a tiered plan: none (default), or next-layer (while
+                         a layer computes, read the experts the next
+                         layer's router picks for its tokens)
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -161,6 +164,7 @@ struct Options {
 
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
+  std::string prefetch = "none";
   bool freshInputs = false;
 
   /// Whether runs are timed (--bench or --duration).
@@ -256,6 +260,11 @@ std::string parseOption(const std::string &name, const std::string &value,
       return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
                           value, "'");
     options.expertRead = value;
+  } else if (name == "--prefetch") {
+    if (value != "none" && value != "next-layer")
+      return absl::StrCat("--prefetch must be none or next-layer, not '", value,
+                          "'");
+    options.prefetch = value;
   } else if (name == "--backend") {
     if (value != "cpu" && value != "cuda")
       return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
@@ -338,6 +347,11 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   if (options.placement && options.backend != "cuda")
     return "--placement shows the CUDA backend's choices; it needs "
            "--backend cuda";
+  if ((options.backend != "cpu" || options.generate.active) &&
+      (options.deviceMemory || options.expertRead != "pread" ||
+       options.prefetch != "none"))
+    return "--device-memory, --expert-read and --prefetch apply to cpu runs "
+           "of forward plans (not --backend cuda or generation yet)";
   return "";
 }
 
@@ -383,15 +397,17 @@ absl::Status appendMemory(std::string &json, const moert::Plan &plan,
                     ", \"hot_experts\": ", cache.hotExperts,
                     ", \"hot_bytes\": ", cache.hotBytes,
                     ", \"read_mode\": ", jsonString(cache.readMode),
+                    ", \"prefetch\": ", jsonString(cache.prefetch),
                     ", \"measured_read_bandwidth_bytes_per_s\": ",
                     absl::StrFormat("%.1f", bandwidth), "}");
     std::printf("moe-run: expert cache: budget %llu bytes, %u hot experts "
-                "(%llu bytes), capacity %llu, %s reads; the plan file reads "
-                "at %.2f GB/s\n",
+                "(%llu bytes), capacity %llu, %s reads, prefetch %s; the plan "
+                "file reads at %.2f GB/s\n",
                 static_cast<unsigned long long>(cache.budget), cache.hotExperts,
                 static_cast<unsigned long long>(cache.hotBytes),
                 static_cast<unsigned long long>(cache.capacityBytes),
-                cache.readMode.c_str(), bandwidth / 1e9);
+                cache.readMode.c_str(), cache.prefetch.c_str(),
+                bandwidth / 1e9);
     for (const moert::MoeLayerStats &l :
          moert::moeLayerStats(plan, session.stepStats()))
       if (l.tiered)
@@ -403,6 +419,16 @@ absl::Status appendMemory(std::string &json, const moert::Plan &plan,
             l.bytesPagedIn / 1e6,
             l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds / 1e9 : 0.0,
             l.runs ? l.waitSeconds * 1e3 / l.runs : 0.0);
+    for (const moert::MoeLayerStats &l :
+         moert::moeLayerStats(plan, session.stepStats()))
+      if (l.tiered && l.prefetch.issued)
+        std::printf("moe-run: %s: %llu experts read ahead, %llu of them used "
+                    "(%llu late), waited %.3f ms per run for reads ahead\n",
+                    l.name.c_str(),
+                    static_cast<unsigned long long>(l.prefetch.issued),
+                    static_cast<unsigned long long>(l.prefetch.used),
+                    static_cast<unsigned long long>(l.prefetch.late),
+                    l.runs ? l.prefetch.waitSeconds * 1e3 / l.runs : 0.0);
   }
   return absl::OkStatus();
 }
@@ -488,6 +514,9 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
   groupOptions.backend =
       options.backend == "cuda" ? moert::Backend::Cuda : moert::Backend::Cpu;
   groupOptions.commKind = options.comm;
+  groupOptions.deviceMemory = options.deviceMemory;
+  groupOptions.expertRead = options.expertRead;
+  groupOptions.expertPrefetch = options.prefetch;
   std::unique_ptr<moert::DeviceGroup> group;
   if (mpi) {
     MOERT_ASSIGN_OR_RETURN(group,
@@ -585,11 +614,6 @@ absl::Status runMain(const Options &options) {
                                            })),
           ")"));
   }
-  if ((multi || options.backend == "cuda" || options.generate.active) &&
-      (options.deviceMemory || options.expertRead != "pread"))
-    return absl::InvalidArgumentError(
-        "--device-memory and --expert-read apply to single-device cpu runs "
-        "(a multi-device run keeps each device's tiers from the plan)");
   if (multi)
     return runDevices(options, *plan, mpi);
   if (options.comm == moert::CommKind::Nccl)
@@ -618,6 +642,7 @@ absl::Status runMain(const Options &options) {
   sessionOptions.threads = options.threads;
   sessionOptions.deviceMemory = options.deviceMemory;
   sessionOptions.expertRead = options.expertRead;
+  sessionOptions.expertPrefetch = options.prefetch;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
                          moert::Session::create(*plan, sessionOptions));
   return runSession(options, *plan, *session);

@@ -86,6 +86,7 @@ inline void appendExpertCache(std::string &json, const moert::MoeLayerStats &l,
                               const std::string &pad) {
   double perRun = l.runs ? 1.0 / l.runs : 0.0;
   uint64_t lookups = l.cacheHits + l.cacheMisses;
+  const moert::PrefetchStats &ahead = l.prefetch;
   absl::StrAppend(
       &json, ",\n", pad, "   \"expert_cache\": {\"hits\": ", l.cacheHits,
       ", \"misses\": ", l.cacheMisses, ", \"hit_rate\": ",
@@ -102,7 +103,14 @@ inline void appendExpertCache(std::string &json, const moert::MoeLayerStats &l,
                       l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds : 0.0),
       ", \"read_ms\": ", absl::StrFormat("%.6f", l.readSeconds * 1e3 * perRun),
       ", \"wait_ms\": ", absl::StrFormat("%.6f", l.waitSeconds * 1e3 * perRun),
-      "}");
+      ", \"prefetch\": {\"issued\": ", ahead.issued, ", \"used\": ", ahead.used,
+      ", \"late\": ", ahead.late, ", \"hit_rate\": ",
+      ahead.issued ? absl::StrFormat("%.4f", double(ahead.used) / ahead.issued)
+                   : std::string("null"),
+      ", \"bytes\": ", ahead.bytes, ", \"read_ms\": ",
+      absl::StrFormat("%.6f", ahead.readSeconds * 1e3 * perRun),
+      ", \"wait_ms\": ",
+      absl::StrFormat("%.6f", ahead.waitSeconds * 1e3 * perRun), "}}");
 }
 
 /// Appends `"key": [layers...]` at `indent` spaces: per MoE layer

@@ -747,7 +747,7 @@ static int runCompile() {
       };
     moec::plan::TierOptions tiers;
     tiers.deviceMemory = deviceMemoryBytes;
-    if (deviceMemoryBytes && !routingProfile.empty() && numDevices == 1) {
+    if (deviceMemoryBytes && !routingProfile.empty()) {
       FailureOr<moec::RoutingProfile> profile =
           moec::readRoutingProfile(*module, routingProfile);
       if (failed(profile))

@@ -63,6 +63,12 @@ struct DeviceGroupOptions {
   /// through NCCL between the GPUs (needs Backend::Cuda and one GPU per
   /// device; moert/nccl.h). The host communicators still gather the outputs.
   CommKind commKind = CommKind::Host;
+  /// Tiered plans on Backend::Cpu (SessionOptions, docs/tiered-experts.md):
+  /// the memory budget of each device, replacing the plan's tiers of its
+  /// shard (0: the plan's own), how cold experts are read, and prefetch.
+  uint64_t deviceMemory = 0;
+  std::string expertRead = "pread";
+  std::string expertPrefetch = "none";
 };
 
 class DeviceGroup {

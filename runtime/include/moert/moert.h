@@ -270,6 +270,10 @@ struct SessionOptions {
   uint64_t deviceMemory = 0;
   /// "pread" (default), "direct" (O_DIRECT) or "mmap".
   std::string expertRead = "pread";
+  /// "none" (default) or "next-layer": while a tiered layer computes, read
+  /// the experts the next layer's router picks for this layer's tokens
+  /// (docs/tiered-experts.md). Outputs do not depend on it.
+  std::string expertPrefetch = "none";
   /// This device's endpoint of the device group, needed by multi-device
   /// plans (their collective steps); its rank must be `device` and its size
   /// the plan's device count. Not owned; must outlive the session.
@@ -292,6 +296,24 @@ struct CommStats {
   /// devices) and in all other steps (compute); needs collectStats.
   double commSeconds = 0;
   double computeSeconds = 0;
+};
+
+/// Reads ahead of a tiered layer's experts (SessionOptions::expertPrefetch)
+/// since the last reset: the experts read ahead, those a step then used,
+/// and those it used while they were still queued or being read (late); the
+/// bytes read ahead and their read seconds (on the prefetch thread,
+/// overlapped with compute); the seconds steps waited for reads ahead in
+/// flight (part of their wait).
+struct PrefetchStats {
+  uint64_t issued = 0;
+  uint64_t used = 0;
+  uint64_t late = 0;
+  uint64_t bytes = 0;
+  double readSeconds = 0;
+  double waitSeconds = 0;
+  /// Adds `o`'s counts; the seconds too, or (merging devices that read at
+  /// the same time) keeps the larger.
+  void add(const PrefetchStats &o, bool maxSeconds = false);
 };
 
 /// Accumulated timing of one step over the runs since the last reset.
@@ -319,6 +341,8 @@ struct StepStats {
   double readSeconds = 0;
   double waitSeconds = 0;
   uint64_t cacheRounds = 0;
+  /// Reads ahead of this layer's experts.
+  PrefetchStats prefetch;
 };
 
 /// The expert cache of a session on a tiered plan.
@@ -336,6 +360,8 @@ struct ExpertCacheStats {
   uint64_t arenaBytes = 0;
   /// "pread", "direct" or "mmap".
   std::string readMode;
+  /// "none" or "next-layer" (none when no layer can be predicted).
+  std::string prefetch;
 };
 
 /// A view of a tensor inside a session; valid until the next `run`.

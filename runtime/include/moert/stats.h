@@ -85,6 +85,9 @@ struct MoeLayerStats {
   uint64_t bytesPagedIn = 0;
   double readSeconds = 0;
   double waitSeconds = 0;
+  /// Reads ahead (StepStats), summed; merged, summed over the devices (the
+  /// seconds the largest device's).
+  PrefetchStats prefetch;
 
   /// Assignments kept over all experts (the sum of tokensPerExpert).
   uint64_t keptAssignments() const;
