@@ -191,6 +191,16 @@ TEST(Attention, StridedCacheBuffer) {
         << "element " << e;
 }
 
+TEST(Attention, NoKeysGiveZeros) {
+  // As MatMul(Softmax(scores [.., 3, 0]), V [.., 0, 4]) does.
+  std::vector<float> q = randomFloats(2 * 3 * 4, 5);
+  Value out =
+      run1(OpKind::Attention,
+           {f32({1, 2, 3, 4}, q), f32({1, 2, 0, 4}, {}), f32({1, 2, 0, 4}, {})},
+           {DType::F32, dimsOf({1, 2, 3, 4})}, attentionAttrs(1.0f));
+  expectNear(out, {1, 2, 3, 4}, std::vector<float>(24, 0.0f));
+}
+
 TEST(Attention, RejectsInconsistentShapes) {
   std::vector<float> x = randomFloats(64, 1);
   auto q = f32({1, 3, 2, 4}, std::vector<float>(x.begin(), x.begin() + 24));

@@ -71,11 +71,10 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
           float *out = a.output + b * a.outputStrides[0] +
                        h * a.outputStrides[1] + first * a.outputStrides[2];
           if (a.keys == 0) {
-            // softmax over no keys: 0 / 0 for every output element.
+            // No keys: the decomposed graph's product of empty probabilities
+            // with empty values, zeros.
             for (int64_t i = 0; i < m; ++i)
-              for (int64_t d = 0; d < a.valueDim; ++d)
-                out[i * a.outputStrides[2] + d] =
-                    std::numeric_limits<float>::quiet_NaN();
+              std::fill_n(out + i * a.outputStrides[2], a.valueDim, 0.0f);
             continue;
           }
           float *s = scores.data();
