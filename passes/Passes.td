@@ -267,6 +267,35 @@ def MoeDetectParallelExperts
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeFuseAttention : Pass<"moe-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Recognise decomposed scaled dot-product attention";
+  let description = [{
+    Exporters write attention as `mat_mul(softmax(mat_mul(Q, transpose(K,
+    [0, 1, 3, 2])) * c + mask), V)` on float32 `[B, H, S, D]` tensors, with
+    the scalar factors on the scores, on Q or on K (`mul` or `div` by
+    single-element constants, any number of them) and the additive mask
+    optional. This pass replaces each such chain by one `moe.attention` (the
+    factors multiplied into `scale`, the mask kept as the graph computes it),
+    which the runtime computes per head and block of queries without
+    materialising the `[B, H, Sq, Skv]` scores or the transposed keys.
+
+    Grouped-query attention: when K and V are both `repeat_kv` copies,
+    `reshape(expand(unsqueeze(x, 2), [b, kvh, rep, s, d]), [b, kvh * rep, s,
+    d])` with the same constant `rep`, and every size of the expand and the
+    reshape is proven (by following the graph's own shape arithmetic: dims,
+    concats, transposes, reshapes, broadcasting) to be the one repeat_kv
+    needs, the op reads x directly and maps query head h to key/value head
+    h / rep. Otherwise it reads the copies. Every matched intermediate but
+    K's transpose must have no other use; a softmax that is not over the
+    last axis, a mask of another rank, or a non-constant factor is left
+    alone.
+
+    Example: `%s = mat_mul %q, transpose(%k)`, `%t = mul %s, 0.125`, `%u =
+    add %t, %m`, `%p = softmax %u`, `%o = mat_mul %p, %v` becomes
+    `%o = moe.attention %q, %k, %v mask %m scale 0.125`.
+  }];
+}
+
 def MoeFuseNorms : Pass<"moe-fuse-norms", "mlir::func::FuncOp"> {
   let summary = "Recognise decomposed RMSNorm and fuse it into one op";
   let description = [{

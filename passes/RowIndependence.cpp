@@ -192,6 +192,25 @@ LogicalResult Analysis::visit(Operation *op) {
         setAll(op, State::rows(0));
         return success();
       })
+      .Case([&](moe::AttentionOp op) {
+        // Batch rows attend within themselves; keys of batch 1 (free) are
+        // shared by every row.
+        for (Value v : op->getOperands()) {
+          State s = get(v);
+          if (!s.isFree() && (s.kind != State::Rows || s.axis != 0))
+            return kill(op, "attention mixes " + rowsText(v));
+          // A shared operand must broadcast over the batch (size 1).
+          if (s.isFree() && v != op.getQuery() &&
+              cast<RankedTensorType>(v.getType()).getDimSize(0) != 1 &&
+              !get(op.getQuery()).isFree())
+            return kill(op, "attention reads a whole batch of keys or mask "
+                            "on every device");
+        }
+        bool free = llvm::all_of(op->getOperands(),
+                                 [&](Value v) { return get(v).isFree(); });
+        setAll(op, free ? State::free() : State::rows(0));
+        return success();
+      })
       .Case([&](func::ReturnOp op) { return visitReturn(op); })
       .Default([&](Operation *op) {
         return kill(op, op->getName().getStringRef() +

@@ -39,6 +39,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createMoeCanonicalizeSegments());
   funcPM.addPass(createMoeDetectSegmentExperts());
   funcPM.addPass(createMoeFuseNorms());
+  // Before elementwise fusion, which would take the scores' scale and mask.
+  if (options.fuseAttention)
+    funcPM.addPass(createMoeFuseAttention());
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
   funcPM.addPass(createCanonicalizerPass());

@@ -38,6 +38,10 @@ struct CompileOptions {
   /// Stop after simplification (for `--emit mlir`): no fusion, bounds or
   /// memory plan.
   bool simplifyOnly = false;
+  /// Run moe-fuse-attention. Off for --target cuda: the CUDA backend has no
+  /// Attention kernel, and the decomposed ops run on the GPU (in CUDA
+  /// graphs) where an Attention step would run on the host.
+  bool fuseAttention = true;
 };
 
 /// Adds the passes that take an imported module to a planned one:

@@ -908,6 +908,7 @@ private:
         .Case([](moe::AllToAllWaitOp) { return fb::OpKind::AllToAllWait; })
         .Case([](moe::RegroupOp) { return fb::OpKind::Regroup; })
         .Case([](moe::UngroupOp) { return fb::OpKind::Ungroup; })
+        .Case([](moe::AttentionOp) { return fb::OpKind::Attention; })
         .Default([](Operation *) { return std::nullopt; });
   }
 
@@ -1091,6 +1092,11 @@ private:
         .Case(
             [](moe::FusedElementwiseOp op) -> Result { return getProgram(op); })
         .Case([](moe::RouterOp op) -> Result { return getRouterAttrs(op); })
+        .Case([](moe::AttentionOp op) -> Result {
+          fb::AttentionAttrsT attrs;
+          attrs.scale = op.getScale().convertToFloat();
+          return moert::attrs(std::move(attrs));
+        })
         .Case([](moe::DispatchOp op) -> Result {
           fb::DispatchAttrsT attrs;
           attrs.num_experts = op.getNumExpertsAttr().getInt();

@@ -28,3 +28,74 @@ LogicalResult FusedElementwiseOp::verify() {
     return emitOpError("must produce at least one result");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// moe.attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto query = cast<RankedTensorType>(adaptor.getQuery().getType());
+  auto value = cast<RankedTensorType>(adaptor.getValue().getType());
+  if (query.getRank() != 4 || value.getRank() != 4)
+    return emitOptionalError(location, "'moe.attention' op expects query and ",
+                             "value of rank 4, got ", query, " and ", value);
+  types.push_back(
+      RankedTensorType::get({query.getDimSize(0), query.getDimSize(1),
+                             query.getDimSize(2), value.getDimSize(3)},
+                            query.getElementType()));
+  return success();
+}
+
+/// Whether static sizes `a` and `b` may be equal (either is dynamic).
+static bool mayEqual(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType(),
+                   value = getValue().getType();
+  for (auto [name, type] : {std::pair("key", key), std::pair("value", value)})
+    if (type.getRank() != 4)
+      return emitOpError("expects ")
+             << name << " of rank 4 ([B, Hkv, Skv, D]), got " << type;
+  ArrayRef<int64_t> q = query.getShape(), k = key.getShape(),
+                    v = value.getShape();
+  if (!mayEqual(q[3], k[3]))
+    return emitOpError("expects query and key of the same head size, got ")
+           << query << " and " << key;
+  for (int d = 0; d < 3; ++d)
+    if (!mayEqual(k[d], v[d]))
+      return emitOpError("expects key and value to agree in dimension ")
+             << d << ", got " << key << " and " << value;
+  if (!ShapedType::isDynamic(k[0]) && k[0] != 1 && !mayEqual(k[0], q[0]))
+    return emitOpError("expects key batch 1 or the query's batch, got ")
+           << key << " for " << query;
+  if (!ShapedType::isDynamic(k[1]) && !ShapedType::isDynamic(q[1]) &&
+      (k[1] == 0 || q[1] % k[1] != 0))
+    return emitOpError("expects the key/value heads to divide the query "
+                       "heads, got ")
+           << k[1] << " and " << q[1];
+  if (Value mask = getMask()) {
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    int64_t scores[4] = {q[0], q[1], q[2], k[2]};
+    if (maskType.getRank() != 4)
+      return emitOpError("expects a mask of rank 4, got ") << maskType;
+    for (int d = 0; d < 4; ++d) {
+      int64_t size = maskType.getDimSize(d);
+      if (size != 1 && !mayEqual(size, scores[d]))
+        return emitOpError("expects mask dimension ")
+               << d << " to be 1 or the scores' size " << scores[d] << ", got "
+               << maskType;
+    }
+  }
+  auto result = getOutput().getType();
+  int64_t expected[4] = {q[0], q[1], q[2], v[3]};
+  for (int d = 0; d < 4; ++d)
+    if (!mayEqual(result.getDimSize(d), expected[d]))
+      return emitOpError("expects a result of shape [B, H, Sq, Dv], got ")
+             << result;
+  return success();
+}

@@ -8,6 +8,7 @@
 #define MOE_FUSED_OPS_TD
 
 include "dialects/moe/MoeBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Moe_FusedElementwiseOp : Moe_Op<"fused_elementwise",
@@ -56,6 +57,55 @@ def Moe_YieldOp : Moe_Op<"yield",
   }];
   let arguments = (ins Variadic<Moe_Tensor>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Moe_AttentionOp : Moe_Op<"attention",
+    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "Scaled dot-product attention, softmax(Q K^T scale + mask) V";
+  let description = [{
+    Computes, for every batch b, query head h and query row i,
+
+        s[j]   = scale * dot(query[b, h, i, :], key[b', g, j, :])
+                 + mask[b, h, i, j]                      (mask optional)
+        out[b, h, i, :] = sum_j softmax(s)[j] * value[b', g, j, :]
+
+    with `g = h / (H / Hkv)` (grouped-query attention: `H / Hkv` query heads
+    share one key/value head, the index mapping that replaces the exporters'
+    `repeat_kv` copies) and `b' = b`, or 0 when the keys have batch 1.
+
+    Shapes: `query [B, H, Sq, D]`, `key [Bkv, Hkv, Skv, D]`,
+    `value [Bkv, Hkv, Skv, Dv]` with `Bkv` in {1, B} and `Hkv` dividing `H`;
+    the additive `mask` has rank 4 and each of its dimensions is 1 or the
+    corresponding one of `[B, H, Sq, Skv]` (numpy broadcasting into the
+    scores, never beyond them); the result is `[B, H, Sq, Dv]`. The mask is
+    whatever the graph computed (causal, padding, or both): causality is
+    never assumed. float32 only. Produced by `moe-fuse-attention`.
+
+    Example:
+    ```mlir
+    %o = moe.attention %q, %k, %v mask %m scale 0.125
+        : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>,
+          tensor<1x1x?x?xf32> -> tensor<1x8x?x16xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$query,
+                       RankedTensorOf<[F32]>:$key,
+                       RankedTensorOf<[F32]>:$value,
+                       Optional<RankedTensorOf<[F32]>>:$mask,
+                       F32Attr:$scale);
+  let results = (outs RankedTensorOf<[F32]>:$output);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `scale` $scale attr-dict `:`
+    type($query) `,` type($key) `,` type($value) (`,` type($mask)^)? `->`
+    type($output)
+  }];
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange lhs,
+                                            ::mlir::TypeRange rhs) {
+      return ::moec::moe::areCompatibleTypes(lhs, rhs);
+    }
+  }];
 }
 
 #endif // MOE_FUSED_OPS_TD

@@ -156,6 +156,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerIndexingOps(r);
     registerMoeOps(r);
     registerCollectiveOps(r);
+    registerAttentionOps(r);
     return r;
   }();
   return registry.find(kind);

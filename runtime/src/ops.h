@@ -221,6 +221,7 @@ void registerShapeOps(OpRegistry &registry);
 void registerIndexingOps(OpRegistry &registry);
 void registerMoeOps(OpRegistry &registry);
 void registerCollectiveOps(OpRegistry &registry);
+void registerAttentionOps(OpRegistry &registry);
 
 } // namespace moert::detail
 

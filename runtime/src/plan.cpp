@@ -834,9 +834,18 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
   if (numSteps > static_cast<size_t>(INT32_MAX) - 2)
     return diag.invalid("too many steps");
   schedule.steps.resize(numSteps);
-  for (size_t s = 0; s < numSteps; ++s)
-    MOERT_RETURN_IF_ERROR(validateStep(diag, schedule, *steps->Get(s),
+  for (size_t s = 0; s < numSteps; ++s) {
+    const fb::Step &step = *steps->Get(s);
+    if (step.op() == fb::OpKind::Attention &&
+        impl.versionMinor < detail::kFormatVersionMinorAttention)
+      return diag.invalid("step ", s, " is an Attention step, which needs ",
+                          "format ", kFormatVersionMajor, ".",
+                          detail::kFormatVersionMinorAttention,
+                          ", but the file is version ", impl.versionMajor, ".",
+                          impl.versionMinor);
+    MOERT_RETURN_IF_ERROR(validateStep(diag, schedule, step,
                                        static_cast<int>(s), schedule.steps[s]));
+  }
   for (uint32_t id : schedule.outputs) {
     const TensorInfo &info = schedule.tensors[id];
     if (!info.isWeight && !info.isGraphInput && info.producer < 0)

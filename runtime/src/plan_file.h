@@ -55,6 +55,9 @@ inline constexpr uint16_t kFormatVersionMinorGeneration = 4;
 /// weight sections): written for them, and the least a file with either may
 /// declare.
 inline constexpr uint16_t kFormatVersionMinorTiers = 5;
+/// The minor version that added the Attention step: written for plans that
+/// have one, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorAttention = 6;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

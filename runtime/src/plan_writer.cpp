@@ -870,6 +870,15 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= !perSchedule.empty();
   for (const WeightSection &section : sections)
     tiered |= section.paged;
+  bool attention = false;
+  auto scanSteps = [&](const auto &schedules) {
+    for (const auto &schedule : schedules)
+      for (const auto &step : schedule->steps)
+        attention |= step->op == fb::OpKind::Attention;
+  };
+  scanSteps(program.schedules);
+  if (program.generation)
+    scanSteps(program.generation->prefill_schedules);
 
   // Layout: header, table, program, then each weight section page-aligned,
   // the paged ones last (the runtime maps the file up to the first).
@@ -985,7 +994,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  header.versionMinor = tiered ? detail::kFormatVersionMinorTiers
+  header.versionMinor = attention ? detail::kFormatVersionMinorAttention
+                        : tiered  ? detail::kFormatVersionMinorTiers
                         : program.generation
                             ? detail::kFormatVersionMinorGeneration
                             : kFormatVersionMinorBase;

@@ -712,6 +712,7 @@ static int runCompile() {
     options.routingProfile = routingProfile;
     options.replicateHot = replicateHot;
     options.microBatches = microBatches;
+    options.fuseAttention = target != "cuda";
     moec::plan::buildCompilePipeline(pm, options);
     moec::verify::ValidationOptions validation;
     validation.enabled = !noVerifyRewrites;
@@ -898,6 +899,7 @@ static int runGenerationCompile() {
                    StringRef(bound).split('=').first;
           }))
         options.dimBounds.push_back(bound);
+    options.fuseAttention = target != "cuda";
     PassManager pm(&context);
     moec::plan::buildCompilePipeline(pm, options);
     if (failed(pm.run(module)) || failed(checkArenaSize(module)))

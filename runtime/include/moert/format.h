@@ -28,8 +28,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// written as 1.3 (kFormatVersionMinorBase), so 1.3 runtimes keep reading
 /// them. 1.5 added tiered plans: `Schedule.tiers` and paged weight sections
 /// (kSectionFlagPaged), which a 1.4 reader refuses (nonzero section flags).
+/// 1.6 appended the Attention step and AttentionAttrs; only plans with one
+/// are written as 1.6.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 5;
+inline constexpr uint16_t kFormatVersionMinor = 6;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -735,3 +735,50 @@ func.func @stack_empty() {
   %0 = moe.stack : () -> tensor<0xf32>
   return
 }
+
+// -----
+
+// Tests that moe.attention's key/value heads must divide the query heads:
+// query head h reads key/value head h / (H / Hkv).
+func.func @attention_heads(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expects the key/value heads to divide the query heads, got 4 and 6}}
+  %o = moe.attention %q, %k, %k scale 1.0 : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32> -> tensor<1x6x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that query and key have the same head size (their dot product).
+func.func @attention_head_size(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{expects query and key of the same head size}}
+  %o = moe.attention %q, %k, %k scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that keys and values describe the same positions and heads.
+func.func @attention_key_value(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x5x8xf32>) {
+  // expected-error @+1 {{expects key and value to agree in dimension 2}}
+  %o = moe.attention %q, %k, %v scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the mask broadcasts into the scores [B, H, Sq, Skv] and never
+// beyond them: the op's result has the query's batch and heads.
+func.func @attention_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x3xf32>) {
+  // expected-error @+1 {{expects mask dimension 3 to be 1 or the scores' size 4}}
+  %o = moe.attention %q, %k, %k mask %m scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x3xf32> -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that keys of another batch than 1 or the query's are refused.
+func.func @attention_batch(%q: tensor<2x2x4x8xf32>, %k: tensor<3x2x4x8xf32>) {
+  // expected-error @+1 {{expects key batch 1 or the query's batch}}
+  %o = moe.attention %q, %k, %k scale 1.0 : tensor<2x2x4x8xf32>, tensor<3x2x4x8xf32>, tensor<3x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  return
+}

@@ -292,3 +292,18 @@ func.func @stack(%a: tensor<16x32xf32>, %b: tensor<16x32xf32>) -> tensor<2x16x32
   %0 = moe.stack %a, %b : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<2x16x32xf32>
   return %0 : tensor<2x16x32xf32>
 }
+
+// -----
+
+// Tests that attention round-trips with and without its mask, grouped-query
+// heads (8 over 2) and dynamic sequence sizes.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                     %v: tensor<1x2x?x4xf32>, %m: tensor<1x1x?x?xf32>)
+    -> (tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>) {
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale 1.250000e-01 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32> -> tensor<1x8x?x4xf32>
+  %0 = moe.attention %q, %k, %v mask %m scale 0.125 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32> -> tensor<1x8x?x4xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} scale 1.000000e+00 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32> -> tensor<1x8x?x4xf32>
+  %1 = moe.attention %q, %k, %v scale 1.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32> -> tensor<1x8x?x4xf32>
+  return %0, %1 : tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>
+}
