@@ -565,6 +565,37 @@ static std::string checkBoundFlags() {
   return "";
 }
 
+/// The usage error of the expert-parallel flags (--devices, --micro-batches,
+/// --replicate-hot; "" when they are in range). One-pass and generation
+/// compiles share them.
+static std::string checkDeviceFlags() {
+  if (numDevices < 1)
+    return ("--devices must be at least 1, not " +
+            llvm::Twine(numDevices.getValue()))
+        .str();
+  if (numDevices > static_cast<int64_t>(moert::kMaxDevices))
+    return ("--devices must be at most " + llvm::Twine(moert::kMaxDevices) +
+            " (a plan's limit), not " + llvm::Twine(numDevices.getValue()))
+        .str();
+  if (microBatches < 1)
+    return ("--micro-batches must be at least 1, not " +
+            llvm::Twine(microBatches.getValue()))
+        .str();
+  if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches)
+    return ("--micro-batches must be at most " +
+            llvm::Twine(moert::kMaxMicroBatches) + ", not " +
+            llvm::Twine(microBatches.getValue()))
+        .str();
+  if (replicateHot < 0)
+    return ("--replicate-hot must be at least 0, not " +
+            llvm::Twine(replicateHot.getValue()))
+        .str();
+  if (replicateHot > 0 && routingProfile.empty())
+    return "--replicate-hot needs --routing-profile: the profile says which "
+           "experts are hot";
+  return "";
+}
+
 /// A tiered plan's tiers, as the runtime reads them back from the written
 /// plan: printed with --verbose, and the report's "tiers" (one entry per
 /// device) with --report.
@@ -622,26 +653,8 @@ static int runCompile() {
   if (emitKind == "mlir" && verbose)
     return usageError("--verbose lists the MoE layers of a planned model; it "
                       "needs --emit plan or planned-mlir");
-  if (numDevices < 1)
-    return usageError("--devices must be at least 1, not " +
-                      llvm::Twine(numDevices.getValue()));
-  if (numDevices > static_cast<int64_t>(moert::kMaxDevices))
-    return usageError(
-        "--devices must be at most " + llvm::Twine(moert::kMaxDevices) +
-        " (a plan's limit), not " + llvm::Twine(numDevices.getValue()));
-  if (microBatches < 1)
-    return usageError("--micro-batches must be at least 1, not " +
-                      llvm::Twine(microBatches.getValue()));
-  if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches)
-    return usageError("--micro-batches must be at most " +
-                      llvm::Twine(moert::kMaxMicroBatches) + ", not " +
-                      llvm::Twine(microBatches.getValue()));
-  if (replicateHot < 0)
-    return usageError("--replicate-hot must be at least 0, not " +
-                      llvm::Twine(replicateHot.getValue()));
-  if (replicateHot > 0 && routingProfile.empty())
-    return usageError("--replicate-hot needs --routing-profile: the profile "
-                      "says which experts are hot");
+  if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
   if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
                           microBatches.getNumOccurrences()))
     return usageError("--routing-profile and --micro-batches need --devices "
@@ -841,9 +854,15 @@ static int runGenerationCompile() {
   if (maxTokens.getNumOccurrences())
     return usageError("--max-seq bounds a generation plan's sequences; "
                       "drop --max-tokens");
-  if (numDevices != 1 || target != "cpu" || importOnly)
-    return usageError("generation plans are single-device cpu plans for "
-                      "now: drop --devices, --target and --import-only");
+  if (target != "cpu" || importOnly)
+    return usageError("generation plans are cpu plans for now: drop "
+                      "--target and --import-only");
+  if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
+  if (numDevices == 1 &&
+      (!routingProfile.empty() || microBatches.getNumOccurrences()))
+    return usageError("--routing-profile and --micro-batches need --devices "
+                      "N with N > 1");
   if (!deviceMemory.empty())
     return usageError("--device-memory tiers one-pass plans for now; drop "
                       "it for a generation plan");
@@ -892,6 +911,13 @@ static int runGenerationCompile() {
     moec::plan::CompileOptions options;
     options.maxTokens = static_cast<int64_t>(maxSeq - 1);
     options.dimBounds = moec::plan::getGenerationBounds(*sig, isPrefill);
+    // Both schedules are placed alike (the placement depends on the
+    // weights and the profile only), so that device d serves the same
+    // experts in the prefill as in the decode and their shards are shared.
+    options.devices = numDevices;
+    options.routingProfile = routingProfile;
+    options.replicateHot = replicateHot;
+    options.microBatches = microBatches;
     for (const std::string &bound : dimBounds)
       if (llvm::none_of(options.dimBounds, [&](const std::string &own) {
             return StringRef(own).split('=').first ==
