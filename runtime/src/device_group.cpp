@@ -190,6 +190,19 @@ DeviceStats getDeviceStats(const Plan &plan, const SessionBase &session,
   return stats;
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>>
+createPlanMpiCommunicator(const Plan &plan, const CommOptions &options) {
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                         createMpiCommunicator(options));
+  if (comm->size() != plan.numDevices())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
+        " but the plan has ", plan.numDevices(),
+        plan.numDevices() == 1 ? " device schedule" : " device schedules",
+        "; run it with mpirun -np ", plan.numDevices()));
+  return comm;
+}
+
 int groupGpu(int device, int localRank, int visibleGpus) {
   if (visibleGpus <= 0)
     return 0;
@@ -351,13 +364,7 @@ DeviceGroup::createMpi(const Plan &plan, const DeviceGroupOptions &options) {
   auto impl = std::make_unique<Impl>(plan);
   impl->mpi = true;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                         createMpiCommunicator(options.comm));
-  if (comm->size() != plan.numDevices())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
-        " but the plan has ", plan.numDevices(),
-        plan.numDevices() == 1 ? " device schedule" : " device schedules",
-        "; run it with mpirun -np ", plan.numDevices()));
+                         createPlanMpiCommunicator(plan, options.comm));
   impl->devices.push_back(comm->rank());
   impl->comms.push_back(std::move(comm));
   MOERT_RETURN_IF_ERROR(impl->createSessions(options));

@@ -1,6 +1,7 @@
 //===- group_generator.cpp - Expert-parallel token generation ------------===//
 
 #include "moert/group_generator.h"
+#include "moert/byte_image.h"
 
 #include "generation_loop.h"
 #include "plan_impl.h"
@@ -215,13 +216,7 @@ GroupGenerator::createMpi(const Plan &plan,
   auto impl = std::make_unique<Impl>(plan, *gen);
   impl->mpi = true;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                         createMpiCommunicator(options.comm));
-  if (comm->size() != plan.numDevices())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
-        " but the plan has ", plan.numDevices(),
-        plan.numDevices() == 1 ? " device schedule" : " device schedules",
-        "; run it with mpirun -np ", plan.numDevices()));
+                         createPlanMpiCommunicator(plan, options.comm));
   impl->devices.push_back(comm->rank());
   impl->comms.push_back(std::move(comm));
   MOERT_RETURN_IF_ERROR(impl->createMembers(options));
@@ -281,15 +276,27 @@ absl::StatusOr<std::vector<std::vector<uint8_t>>>
 GroupGenerator::gather(std::vector<std::vector<uint8_t>> mine,
                        std::string_view what) {
   Impl &g = *impl_;
-  if (mine.size() != g.members.size())
-    return absl::InvalidArgumentError(
-        absl::StrCat("gather of ", mine.size(), " images from ",
-                     g.members.size(), " local devices"));
   if (!g.mpi)
     return mine;
+  // A rank's images travel as one: their count, then each with its size.
+  detail::ByteWriter writer;
+  writer.word(mine.size());
+  for (const std::vector<uint8_t> &image : mine)
+    writer.text(std::string(image.begin(), image.end()));
+  std::vector<std::vector<uint8_t>> ranks;
+  absl::string_view name(what.data(), what.size());
+  MOERT_RETURN_IF_ERROR(g.comms[0]->gather(writer.take(), ranks, name));
   std::vector<std::vector<uint8_t>> all;
-  MOERT_RETURN_IF_ERROR(g.comms[0]->gather(
-      mine[0], all, absl::string_view(what.data(), what.size())));
+  for (const std::vector<uint8_t> &packed : ranks) {
+    detail::ByteReader reader(packed.data(), packed.size());
+    uint64_t count = reader.word();
+    for (uint64_t i = 0; reader.ok() && i < count; ++i) {
+      std::string image = reader.text();
+      all.emplace_back(image.begin(), image.end());
+    }
+    if (!reader.ok() || !reader.done())
+      return absl::DataLossError(absl::StrCat(name, ": malformed images"));
+  }
   return all;
 }
 

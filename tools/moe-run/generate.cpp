@@ -2,6 +2,7 @@
 
 #include "generate.h"
 
+#include "group_session.h"
 #include "moert/file_io.h"
 #include "moert/group_generator.h"
 #include "moert/npy.h"
@@ -172,19 +173,9 @@ absl::Status appendDevices(std::string &json, moert::GroupGenerator &group) {
                          group.deviceStats());
   absl::StrAppend(&json, ",\n  \"devices\": [");
   for (size_t i = 0; i < devices.size(); ++i) {
-    const moert::DeviceStats &d = devices[i];
-    absl::StrAppend(
-        &json, i ? "," : "", "\n    {\"device\": ", d.device,
-        ", \"exchanges\": ", d.comm.exchanges,
-        ", \"rows_sent\": ", d.comm.rowsSent,
-        ", \"rows_received\": ", d.comm.rowsReceived,
-        ", \"rows_kept\": ", d.comm.rowsKept,
-        ", \"bytes_sent\": ", d.comm.bytesSent,
-        ", \"bytes_received\": ", d.comm.bytesReceived,
-        ", \"comm_ms\": ", absl::StrFormat("%.6f", d.comm.commSeconds * 1e3),
-        ", \"compute_ms\": ",
-        absl::StrFormat("%.6f", d.comm.computeSeconds * 1e3),
-        ", \"expert_rows\": ", d.expertRows, "}");
+    absl::StrAppend(&json, i ? "," : "", "\n    ");
+    appendDeviceTraffic(json, devices[i]);
+    absl::StrAppend(&json, "}");
   }
   absl::StrAppend(
       &json, "\n  ],\n  \"expert_parallel\": {\"devices\": ", devices.size(),

@@ -127,6 +127,11 @@ private:
 /// the `visibleGpus` of this process (several members may share a GPU).
 int groupGpu(int device, int localRank, int visibleGpus);
 
+/// This MPI rank's endpoint (after mpiInit) of a group running `plan`;
+/// fails when the world size is not the plan's device count.
+absl::StatusOr<std::unique_ptr<Communicator>>
+createPlanMpiCommunicator(const Plan &plan, const CommOptions &options = {});
+
 /// What device `device` did in `session` (a session of one of its
 /// schedules) since its stats were reset, with the traffic `comm` of its
 /// collective steps; the MoE layers are grouped when the session ran the

@@ -86,7 +86,10 @@ public:
   /// schedule's). Collective under MPI.
   absl::StatusOr<std::vector<DeviceStats>> deviceStats();
   void resetStats();
-  /// Rank 0's view of one byte image per device (DeviceGroup::gather).
+  /// Rank 0's view of the byte images of every process, in rank order:
+  /// `mine` as given in-process, under MPI gathered from every rank (any
+  /// number per rank; other ranks get an empty vector). Collective under
+  /// MPI; `what` names it in errors.
   absl::StatusOr<std::vector<std::vector<uint8_t>>>
   gather(std::vector<std::vector<uint8_t>> mine, std::string_view what);
 
