@@ -812,11 +812,15 @@ static int runCompile() {
 static llvm::json::Object
 getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
                     ModuleOp prefill) {
-  auto main = decode.lookupSymbol<func::FuncOp>("main");
+  // Every device's function has the signature of the model (the caches
+  // are not split); device 0's names them.
+  FailureOr<SmallVector<func::FuncOp>> decodeFuncs =
+      moec::plan::getDeviceFunctions(decode);
+  func::FuncOp main = succeeded(decodeFuncs) ? decodeFuncs->front() : nullptr;
   int64_t cacheBytes = 0;
   llvm::json::Array cache;
   for (const moec::plan::CachePairInfo &pair : sig.cache) {
-    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
       auto name = main.getArgAttrOfType<StringAttr>(i, "moe.name");
       if (!name || name.getValue() != pair.input)
         continue;
@@ -837,10 +841,18 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
       {"max_seq", sig.maxSeq},           {"input_ids", sig.inputIds},
       {"position_ids", sig.positionIds}, {"logits", sig.logits},
       {"cache", std::move(cache)},       {"cache_bytes", cacheBytes}};
-  if (prefill)
-    if (auto arena = prefill.lookupSymbol<func::FuncOp>("main")
-                         ->getAttrOfType<IntegerAttr>("moe.arena_size"))
-      gen["prefill_arena_bytes"] = arena.getInt();
+  // The largest prefill arena of any device.
+  FailureOr<SmallVector<func::FuncOp>> prefillFuncs =
+      prefill ? moec::plan::getDeviceFunctions(prefill)
+              : FailureOr<SmallVector<func::FuncOp>>(failure());
+  if (succeeded(prefillFuncs)) {
+    int64_t arenaBytes = -1;
+    for (func::FuncOp func : *prefillFuncs)
+      if (auto arena = func->getAttrOfType<IntegerAttr>("moe.arena_size"))
+        arenaBytes = std::max(arenaBytes, arena.getInt());
+    if (arenaBytes >= 0)
+      gen["prefill_arena_bytes"] = arenaBytes;
+  }
   return gen;
 }
 
