@@ -163,14 +163,30 @@ std::string describeDevices(const moert::GroupGenerator &group) {
   return absl::StrCat(" on ", group.numDevices(), " devices (",
                       moert::mpiRank() >= 0 ? "mpi" : "in-process", ")");
 }
-absl::Status appendDevices(std::string &, moert::Generator &) {
+/// The decode schedule's MoE layers ("moe_layers", the routing profile
+/// `moec compile --routing-profile` reads).
+absl::Status appendDevices(std::string &json, const moert::Plan &plan,
+                           moert::Generator &generator) {
+  appendMoeLayers(
+      json, "moe_layers",
+      moert::moeLayerStats(plan, generator.decodeSession().stepStats()), 2);
   return absl::OkStatus();
 }
-/// Per device, the traffic of its collective steps and its experts' rows
-/// over the prefill and decode runs. Collective under MPI.
-absl::Status appendDevices(std::string &json, moert::GroupGenerator &group) {
+/// The decode schedules' MoE layers merged over the devices, and per device
+/// the traffic of its collective steps and its experts' rows over the
+/// prefill and decode runs. Collective under MPI.
+absl::Status appendDevices(std::string &json, const moert::Plan &,
+                           moert::GroupGenerator &group) {
   MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
                          group.deviceStats());
+  if (!group.isRoot())
+    return absl::OkStatus();
+  std::vector<std::vector<moert::MoeLayerStats>> layers;
+  for (const moert::DeviceStats &d : devices)
+    layers.push_back(d.moeLayers);
+  MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
+                         moert::mergeDeviceLayerStats(layers));
+  appendMoeLayers(json, "moe_layers", merged, 2);
   absl::StrAppend(&json, ",\n  \"devices\": [");
   for (size_t i = 0; i < devices.size(); ++i) {
     absl::StrAppend(&json, i ? "," : "", "\n    ");
@@ -344,7 +360,7 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
   if (gen.hasPrefill)
     appendSteps(json, "prefill_steps_stats",
                 local.prefillSession().stepStats());
-  MOERT_RETURN_IF_ERROR(appendDevices(json, generator));
+  MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
   absl::StrAppend(&json, "\n}\n");
   if (!root)
     return absl::OkStatus();
