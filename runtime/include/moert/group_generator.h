@@ -39,7 +39,10 @@ struct GroupGeneratorOptions {
 
 /// Generates tokens with every device schedule of an expert-parallel
 /// generation plan on the CPU backend. Not thread-safe; must not outlive its
-/// plan.
+/// plan. Arguments are checked before any device runs (a bad prompt leaves
+/// the group usable); a device that fails during a step aborts its
+/// endpoint, so that the others fail promptly, and the group cannot run
+/// again.
 class GroupGenerator {
 public:
   /// Runs all `plan.numDevices()` devices in this process.
