@@ -130,22 +130,31 @@ std::unique_ptr<Plan> loadPlan(int devices) {
   return plan.ok() ? std::move(*plan) : nullptr;
 }
 
+/// The generator of every device of `plan`, one thread each.
+std::unique_ptr<GroupGenerator> createGroup(const Plan &plan) {
+  GroupGeneratorOptions options;
+  options.threadsPerDevice = 1;
+  auto group = GroupGenerator::create(plan, options);
+  EXPECT_TRUE(group.ok()) << group.status();
+  return group.ok() ? std::move(*group) : nullptr;
+}
+
 TEST(GroupGenerator, GreedyMatchesTheModelOnEveryDeviceCount) {
   for (int devices : {1, 2, 3}) {
     SCOPED_TRACE(devices);
     std::unique_ptr<Plan> plan = loadPlan(devices);
     ASSERT_TRUE(plan);
-    auto group = GroupGenerator::create(*plan, {/*threadsPerDevice=*/1});
-    ASSERT_TRUE(group.ok()) << group.status();
-    EXPECT_EQ((*group)->numDevices(), devices);
-    EXPECT_TRUE((*group)->isRoot());
-    ASSERT_EQ((*group)->localGenerators().size(), size_t(devices));
+    std::unique_ptr<GroupGenerator> group = createGroup(*plan);
+    ASSERT_TRUE(group);
+    EXPECT_EQ(group->numDevices(), devices);
+    EXPECT_TRUE(group->isRoot());
+    ASSERT_EQ(group->localGenerators().size(), size_t(devices));
     std::vector<int64_t> sequence = {3, 1};
     std::vector<int64_t> seen;
     GenerateOptions options;
     options.maxNewTokens = 5;
-    auto ids = (*group)->generate(sequence, options, [&](int64_t token) {
-      std::vector<float> logits = (*group)->logits();
+    auto ids = group->generate(sequence, options, [&](int64_t token) {
+      std::vector<float> logits = group->logits();
       std::vector<float> want = expectedLogits(sequence);
       ASSERT_EQ(logits.size(), want.size());
       for (size_t v = 0; v < want.size(); ++v)
@@ -157,11 +166,11 @@ TEST(GroupGenerator, GreedyMatchesTheModelOnEveryDeviceCount) {
     ASSERT_TRUE(ids.ok()) << ids.status();
     EXPECT_EQ(*ids, seen);
     EXPECT_EQ(ids->size(), 5u);
-    EXPECT_EQ((*group)->length(), 6);
-    EXPECT_EQ((*group)->times().decodeSteps, 4);
+    EXPECT_EQ(group->length(), 6);
+    EXPECT_EQ(group->times().decodeSteps, 4);
     // Every device exchanged once per step: 1 prefill and 4 decodes (one
     // device has nothing to exchange).
-    auto stats = (*group)->deviceStats();
+    auto stats = group->deviceStats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     ASSERT_EQ(stats->size(), size_t(devices));
     for (int d = 0; d < devices; ++d) {
@@ -187,9 +196,9 @@ TEST(GroupGenerator, SampledIdsDoNotDependOnTheDeviceCount) {
     SCOPED_TRACE(devices);
     std::unique_ptr<Plan> plan = loadPlan(devices);
     ASSERT_TRUE(plan);
-    auto group = GroupGenerator::create(*plan, {/*threadsPerDevice=*/1});
-    ASSERT_TRUE(group.ok()) << group.status();
-    auto ids = (*group)->generate({2}, options);
+    std::unique_ptr<GroupGenerator> group = createGroup(*plan);
+    ASSERT_TRUE(group);
+    auto ids = group->generate({2}, options);
     ASSERT_TRUE(ids.ok()) << ids.status();
     EXPECT_EQ(*ids, *want);
   }
@@ -198,25 +207,25 @@ TEST(GroupGenerator, SampledIdsDoNotDependOnTheDeviceCount) {
 TEST(GroupGenerator, ErrorsAreReportedOnceNotPerDevice) {
   std::unique_ptr<Plan> plan = loadPlan(2);
   ASSERT_TRUE(plan);
-  auto group = GroupGenerator::create(*plan, {/*threadsPerDevice=*/1});
-  ASSERT_TRUE(group.ok()) << group.status();
+  std::unique_ptr<GroupGenerator> group = createGroup(*plan);
+  ASSERT_TRUE(group);
   GenerateOptions options;
   options.maxNewTokens = 2;
-  auto outside = (*group)->generate({1, 7}, options);
+  auto outside = group->generate({1, 7}, options);
   ASSERT_FALSE(outside.ok());
   EXPECT_THAT(outside.status().message(),
               HasSubstr("token id 7 at position 1 is outside the vocabulary "
                         "[0, 5)"));
   EXPECT_THAT(outside.status().message(), Not(HasSubstr("device")));
   options.maxNewTokens = 8;
-  auto tooLong = (*group)->generate({1}, options);
+  auto tooLong = group->generate({1}, options);
   ASSERT_FALSE(tooLong.ok());
   EXPECT_THAT(tooLong.status().message(),
               HasSubstr("more than the plan's max_seq of 8"));
-  EXPECT_FALSE((*group)->decode(1).ok());
+  EXPECT_FALSE(group->decode(1).ok());
   // A failed call leaves the group usable.
   options.maxNewTokens = 2;
-  auto ids = (*group)->generate({1}, options);
+  auto ids = group->generate({1}, options);
   EXPECT_TRUE(ids.ok()) << ids.status();
 }
 
