@@ -77,9 +77,11 @@ struct GroupGenerator::Impl {
 
   absl::Status createMembers(const GroupGeneratorOptions &options) {
     int threads = options.threadsPerDevice;
+    // The cores are shared by all devices, in this process or as ranks on
+    // one host.
     if (threads <= 0)
       threads = std::max<int>(1, std::thread::hardware_concurrency() /
-                                     static_cast<int>(devices.size()));
+                                     plan.numDevices());
     timeoutSeconds = options.comm.timeoutSeconds;
     for (size_t i = 0; i < devices.size(); ++i) {
       SessionOptions session;

@@ -30,7 +30,7 @@ namespace moert {
 
 struct GroupGeneratorOptions {
   /// Kernel threads of each device's sessions (0: the cores divided by the
-  /// local devices).
+  /// plan's devices, as DeviceGroup does).
   int threadsPerDevice = 0;
   bool collectStats = true;
   /// The timeout of every exchange and of the token broadcast.
