@@ -181,12 +181,7 @@ absl::Status appendDevices(std::string &json, const moert::Plan &,
                          group.deviceStats());
   if (!group.isRoot())
     return absl::OkStatus();
-  std::vector<std::vector<moert::MoeLayerStats>> layers;
-  for (const moert::DeviceStats &d : devices)
-    layers.push_back(d.moeLayers);
-  MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
-                         moert::mergeDeviceLayerStats(layers));
-  appendMoeLayers(json, "moe_layers", merged, 2);
+  MOERT_RETURN_IF_ERROR(appendMergedLayers(json, devices));
   absl::StrAppend(&json, ",\n  \"devices\": [");
   for (size_t i = 0; i < devices.size(); ++i) {
     absl::StrAppend(&json, i ? "," : "", "\n    ");

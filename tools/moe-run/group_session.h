@@ -40,6 +40,20 @@ inline void appendDeviceTraffic(std::string &json,
       ", \"expert_rows\": ", d.expertRows);
 }
 
+/// Appends "moe_layers": the MoE layers of `devices` merged over them (the
+/// model's layers, as one device reports them).
+inline absl::Status
+appendMergedLayers(std::string &json,
+                   const std::vector<moert::DeviceStats> &devices) {
+  std::vector<std::vector<moert::MoeLayerStats>> layers;
+  for (const moert::DeviceStats &d : devices)
+    layers.push_back(d.moeLayers);
+  MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
+                         moert::mergeDeviceLayerStats(layers));
+  appendMoeLayers(json, "moe_layers", merged, 2);
+  return absl::OkStatus();
+}
+
 class GroupSession {
 public:
   GroupSession(std::unique_ptr<moert::DeviceGroup> group, std::string backend)
@@ -87,12 +101,7 @@ public:
   absl::Status appendDevices(std::string &json) {
     MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
                            group_->deviceStats());
-    std::vector<std::vector<moert::MoeLayerStats>> layers;
-    for (const moert::DeviceStats &d : devices)
-      layers.push_back(d.moeLayers);
-    MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
-                           moert::mergeDeviceLayerStats(layers));
-    appendMoeLayers(json, "moe_layers", merged, 2);
+    MOERT_RETURN_IF_ERROR(appendMergedLayers(json, devices));
     uint64_t total = 0, most = 0;
     double comm = 0, compute = 0;
     absl::StrAppend(&json, ",\n  \"devices\": [");
