@@ -20,6 +20,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 
 #include <numeric>
 
@@ -58,6 +59,25 @@ struct Chunk {
   Value back, returned;
   moe::AllToAllStartOp dispatchStart, returnStart;
 };
+
+/// Gives `op` the result types its operands imply. A clone (or an op whose
+/// operands were replaced) keeps the original's result types, which are
+/// wrong when the original's were static for other rows: a layer of a
+/// static token count T whose device takes T*d/N of them, or whose experts
+/// receive up to N*T*k rows.
+void inferResultTypes(Operation *op) {
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return;
+  SmallVector<Type> types;
+  if (failed(infer.inferReturnTypes(
+          op->getContext(), op->getLoc(), op->getOperands(),
+          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+          op->getRegions(), types)))
+    return; // The verifier reports the op.
+  for (auto [result, type] : llvm::zip(op->getResults(), types))
+    result.setType(type);
+}
 
 /// Rewrites the layers of the function of device `device`.
 class LayerRewriter {
@@ -128,10 +148,11 @@ public:
       dispatchLocally(b, chunk);
     }
 
+    receiveCapacity = replicated ? getReceiveCapacity(b, layer) : Value();
     if (microBatches == 1) {
       Chunk &chunk = chunks.front();
       auto exchange = moe::AllToAllOp::create(
-          b, loc, chunk.dispatch.getRows(), chunk.send, Value(),
+          b, loc, chunk.dispatch.getRows(), chunk.send, receiveCapacity,
           b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices));
       chunk.received = exchange.getReceived();
       chunk.recvCounts = exchange.getRecvCounts();
@@ -149,6 +170,9 @@ public:
           combine.getPassthroughMutable().assign(chunk.passthrough);
           combine.getIndicesMutable().assign(chunk.indices);
         }
+        // The device's share of the rows; the all-gather below gives the
+        // layer's users all of them again.
+        inferResultTypes(combine);
         b.setInsertionPointAfter(combine);
         gatherRows(b, combine.getOutput(), layer.dispatch.getTokens());
       }
@@ -196,6 +220,8 @@ private:
   int64_t numSlots = 0, firstSlot = 0, localSlots = 0;
   /// The device's part of each expert weight of the current layer.
   llvm::DenseMap<Value, Value> localWeights;
+  /// getReceiveCapacity of the current layer.
+  Value receiveCapacity;
 
   Value constant(OpBuilder &b, ArrayRef<int64_t> values) {
     auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
@@ -246,6 +272,7 @@ private:
       mapping.map(router.getLogits(),
                   sliceRows(b, router.getLogits(), begin, end));
       Operation *share = b.clone(*router, mapping);
+      inferResultTypes(share);
       local.weights = share->getResult(0);
       local.indices = share->getResult(1);
       if (combineIndices)
@@ -260,6 +287,28 @@ private:
     local.tokens = sliceRows(b, local.tokens, begin, end);
     if (local.passthrough)
       local.passthrough = sliceRows(b, local.passthrough, begin, end);
+  }
+
+  /// With a replicated dense part and a static token count T, the rows any
+  /// device receives for its experts: a [T * k] tensor passed as the
+  /// dispatch exchange's `like`, whose leading size sizes `received` (the
+  /// shares partition the T tokens, each dispatched k times, so no device
+  /// receives more). Without it the exchange's received rows are inferred
+  /// as N times this device's own share, which with a static T differs
+  /// between devices: device 0's share of T = 1 on 2 devices is 0 rows, and
+  /// the 2 rows device 1 sends it would not fit. Null for a dynamic T,
+  /// whose shares every device bounds by T alike.
+  Value getReceiveCapacity(OpBuilder &b, Layer &layer) {
+    auto tokens = cast<RankedTensorType>(layer.dispatch.getTokens().getType());
+    auto indices =
+        cast<RankedTensorType>(layer.dispatch.getIndices().getType());
+    if (tokens.getRank() < 1 || tokens.isDynamicDim(0) ||
+        !indices.hasStaticShape())
+      return Value();
+    auto type =
+        RankedTensorType::get({indices.getNumElements()}, b.getI64Type());
+    return moe::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(0)));
   }
 
   /// All-gather: every device sends its rows of `value` (its share of the
@@ -356,6 +405,7 @@ private:
       localWeights[weight] = local;
     }
     Operation *experts = b.clone(*layer->experts, mapping);
+    inferResultTypes(experts);
     experts->removeAttr("moe.placement");
     chunk.back = moe::UngroupOp::create(b, loc, experts->getResult(0),
                                         regroup.getPerm());
@@ -363,7 +413,7 @@ private:
 
   void startDispatch(OpBuilder &b, Chunk &chunk) {
     chunk.dispatchStart = moe::AllToAllStartOp::create(
-        b, loc, chunk.dispatch.getRows(), chunk.send, Value(),
+        b, loc, chunk.dispatch.getRows(), chunk.send, receiveCapacity,
         b.getStringAttr(kGroup), b.getI64IntegerAttr(numDevices));
     chunk.received = chunk.dispatchStart.getReceived();
     chunk.recvCounts = chunk.dispatchStart.getRecvCounts();

@@ -540,8 +540,25 @@ private:
       return op.emitError("shard of element type ")
              << type.getElementType() << " has no runtime representation";
     Operation *weight = op.getWeight().getDefiningOp();
+    std::string name =
+        getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device);
+    // Device d's prefill and decode schedules select the same rows of the
+    // same weight: the file holds them once. The key names the device, so
+    // that a shard is never shared across devices (an MPI rank reads only
+    // its own device's shard section).
+    auto constant = dyn_cast<moe::ConstantOp>(weight);
+    Builder builder(op.getContext());
+    Attribute key =
+        getWeightKey(builder.getArrayAttr(
+                         {constant ? constant.getValue()
+                                   : getStackKey(cast<moe::StackOp>(weight)),
+                          op.getRowsAttr(), builder.getI64IntegerAttr(device)}),
+                     op.getResult());
+    bool isPaged = paged.contains(op.getResult());
+    if (!isPaged && reuseWeight(key, op.getResult(), name))
+      return success();
     std::vector<moert::WeightPiece> pieces;
-    if (auto constant = dyn_cast<moe::ConstantOp>(weight)) {
+    if (constant) {
       FailureOr<ArrayRef<char>> data = getConstantData(constant, *dtype);
       if (failed(data))
         return failure();
@@ -564,10 +581,11 @@ private:
     int &section = state.shardSections[device];
     if (section < 0 && !paged.contains(op.getResult()))
       section = writer.addWeightSection();
-    tensorIds[op.getResult()] = addPieces(
-        op.getResult(),
-        getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device),
-        *dtype, shape, std::move(pieces), getSection(op.getResult(), section));
+    tensorIds[op.getResult()] =
+        addPieces(op.getResult(), name, *dtype, shape, std::move(pieces),
+                  getSection(op.getResult(), section));
+    if (!isPaged)
+      recordWeight(key, op.getResult());
     return success();
   }
 
@@ -1488,9 +1506,20 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
   if (failed(decodeFuncs))
     return failure();
-  if (decodeFuncs->size() != 1)
-    return decode.emitError("a generation plan has one device");
-  PlanState state(1, expertWeights);
+  SmallVector<func::FuncOp> prefillFuncs;
+  if (prefill) {
+    FailureOr<SmallVector<func::FuncOp>> funcs = getDeviceFunctions(prefill);
+    if (failed(funcs))
+      return failure();
+    prefillFuncs = std::move(*funcs);
+    // An expert-parallel plan runs device d's prefill and decode schedules
+    // on one device, in lockstep with the others.
+    if (prefillFuncs.size() != decodeFuncs->size())
+      return prefill.emitError("the prefill graph compiled for ")
+             << prefillFuncs.size() << " devices but the decode graph for "
+             << decodeFuncs->size();
+  }
+  PlanState state(decodeFuncs->size(), expertWeights);
   state.shareByContent = prefill != nullptr;
   // Without a prefill the prompt runs with empty pasts. The value-range
   // analysis already takes every dynamic dimension from 0 (moe.dim's range
@@ -1498,21 +1527,17 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   if (signature.singleGraph)
     for (const std::string &symbol : getPastSymbols(signature))
       state.zeroMinSymbols.insert(symbol);
-  if (failed(Emitter(decodeFuncs->front(), 0, state).emit()))
-    return failure();
-  fb::GenerationT &gen = state.writer.generation();
-  if (prefill) {
-    FailureOr<SmallVector<func::FuncOp>> prefillFuncs =
-        getDeviceFunctions(prefill);
-    if (failed(prefillFuncs))
+  for (auto [device, func] : llvm::enumerate(*decodeFuncs))
+    if (failed(Emitter(func, device, state).emit()))
       return failure();
-    // The prefill's symbols are its own ("prefill.s"): its sequence length
-    // is not the decode's past length.
-    if (failed(Emitter(prefillFuncs->front(), 0, state,
-                       state.writer.prefillSchedule(0), "prefill.")
+  fb::GenerationT &gen = state.writer.generation();
+  // The prefill's symbols are its own ("prefill.s"): its sequence length
+  // is not the decode's past length.
+  for (auto [device, func] : llvm::enumerate(prefillFuncs))
+    if (failed(Emitter(func, device, state,
+                       state.writer.prefillSchedule(device), "prefill.")
                    .emit()))
       return failure();
-  }
   gen.max_seq = signature.maxSeq;
   gen.input_ids = signature.inputIds;
   gen.position_ids = signature.positionIds;

@@ -5,6 +5,7 @@
 //   plan = moert.Plan("plan.bin")
 //   session = moert.Session(plan, threads=4)
 //   outputs = session.run({"input_ids": ids})   # {name: numpy.ndarray}
+//   ids = moert.Generator(moert.Plan("gen.plan")).generate([3, 14, 15])
 //
 // Zero copy both ways: an input array whose dtype is the plan's and whose
 // memory is C-contiguous and aligned is read in place (the session keeps a
@@ -17,6 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moert/generator.h"
+#include "moert/group_generator.h"
 #include "moert/moert.h"
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +30,10 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -400,6 +405,108 @@ private:
   double lastSeconds_ = 0;
 };
 
+/// Token generation over a generation plan: moert::Generator on one
+/// device, or for an expert-parallel plan moert::GroupGenerator over all of
+/// its devices in this process.
+class PyGenerator {
+public:
+  PyGenerator(std::shared_ptr<PyPlan> plan, int threads)
+      : plan_(std::move(plan)) {
+    if (threads < 0)
+      raise(PyExc_ValueError,
+            absl::StrCat("threads is ", threads,
+                         "; it must be 0 (the hardware concurrency) or more"));
+    const moert::Plan &p = *plan_->plan;
+    if (p.numDevices() > 1) {
+      moert::GroupGeneratorOptions options;
+      options.threadsPerDevice = threads;
+      auto group = moert::GroupGenerator::create(p, options);
+      check(group.status());
+      group_ = *std::move(group);
+    } else {
+      moert::SessionOptions options;
+      options.threads = threads;
+      auto single = moert::Generator::create(p, options);
+      check(single.status());
+      single_ = *std::move(single);
+    }
+  }
+
+  /// The new ids; `onToken(id)` is called with each as soon as it is drawn.
+  /// An exception it raises is raised here once the generation has ended.
+  std::vector<int64_t> generate(const std::vector<int64_t> &prompt,
+                                int64_t maxNewTokens, double temperature,
+                                int64_t topK, double topP, uint64_t seed,
+                                const std::vector<int64_t> &stopIds,
+                                py::object onToken) {
+    moert::GenerateOptions options;
+    options.maxNewTokens = maxNewTokens;
+    options.stopIds = stopIds;
+    options.sampling.temperature = temperature;
+    options.sampling.topK = topK;
+    options.sampling.topP = topP;
+    options.sampling.seed = seed;
+    std::optional<py::error_already_set> raised;
+    std::function<void(int64_t)> callback;
+    if (!onToken.is_none())
+      callback = [&](int64_t token) {
+        if (raised)
+          return;
+        py::gil_scoped_acquire acquire;
+        try {
+          onToken(token);
+        } catch (py::error_already_set &error) {
+          raised = std::move(error);
+        }
+      };
+    absl::StatusOr<std::vector<int64_t>> ids;
+    {
+      py::gil_scoped_release release;
+      ids = single_ ? single_->generate(prompt, options, callback)
+                    : group_->generate(prompt, options, callback);
+    }
+    if (raised)
+      throw *raised;
+    check(ids.status());
+    return *std::move(ids);
+  }
+
+  /// The logits the last id was drawn from (device 0's), a copy.
+  py::array_t<float> logits() const {
+    const std::vector<float> &row =
+        single_ ? single_->logits() : group_->logits();
+    py::array_t<float> out(static_cast<py::ssize_t>(row.size()));
+    std::copy(row.begin(), row.end(), out.mutable_data());
+    return out;
+  }
+
+  py::dict times() const {
+    const moert::GenerationTimes &t =
+        single_ ? single_->times() : group_->times();
+    py::dict out;
+    out["prompt_tokens"] = t.promptTokens;
+    out["new_tokens"] = t.newTokens;
+    out["prefill_seconds"] = t.prefillSeconds;
+    out["first_token_seconds"] = t.firstTokenSeconds;
+    out["decode_steps"] = t.decodeSteps;
+    out["decode_seconds"] = t.decodeSeconds;
+    return out;
+  }
+
+  int numDevices() const { return plan_->plan->numDevices(); }
+  int64_t vocabSize() const {
+    return single_ ? single_->vocabSize() : group_->vocabSize();
+  }
+  int64_t maxSeq() const {
+    return single_ ? single_->maxSeq() : group_->maxSeq();
+  }
+
+private:
+  std::shared_ptr<PyPlan> plan_;
+  std::unique_ptr<moert::Generator> single_;
+  std::unique_ptr<moert::GroupGenerator> group_;
+};
+
 std::shared_ptr<PyPlan> loadPlan(const std::string &path) {
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan = moert::Plan::load(path);
   if (!plan.ok())
@@ -498,4 +605,35 @@ PYBIND11_MODULE(moert, m) {
       .def("reset_stats", &PySession::resetStats)
       .def_property_readonly("threads", &PySession::threads)
       .def_property_readonly("plan", &PySession::plan);
+
+  py::class_<PyGenerator>(
+      m, "Generator",
+      "Generates tokens with a generation plan (moec compile DECODE.onnx "
+      "--prefill PREFILL.onnx --max-seq S [--devices N]): on one device, or "
+      "on every device of an expert-parallel plan in this process; not "
+      "thread-safe.")
+      .def(py::init<std::shared_ptr<PyPlan>, int>(), py::arg("plan"),
+           py::arg("threads") = 0,
+           "threads: kernel worker threads of each device (0: the hardware "
+           "concurrency, divided by the devices). A plan that is no "
+           "generation plan raises ValueError.")
+      .def("generate", &PyGenerator::generate, py::arg("prompt"),
+           py::arg("max_new_tokens") = 16, py::arg("temperature") = 0.0,
+           py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
+           py::arg("stop_ids") = std::vector<int64_t>(),
+           py::arg("on_token") = py::none(),
+           "Runs the prompt, then draws up to max_new_tokens ids (greedy at "
+           "temperature 0, else seeded sampling, docs/cli.md 'Sampling') and "
+           "returns them; on_token(id) is called with each as it is drawn. "
+           "A prompt or options that do not fit raise ValueError.")
+      .def_property_readonly("logits", &PyGenerator::logits,
+                             "The logits the last id was drawn from.")
+      .def_property_readonly("times", &PyGenerator::times,
+                             "The last generate()'s times: prompt_tokens, "
+                             "new_tokens, prefill_seconds, "
+                             "first_token_seconds, decode_steps, "
+                             "decode_seconds.")
+      .def_property_readonly("num_devices", &PyGenerator::numDevices)
+      .def_property_readonly("vocab_size", &PyGenerator::vocabSize)
+      .def_property_readonly("max_seq", &PyGenerator::maxSeq);
 }

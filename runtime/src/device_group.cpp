@@ -129,7 +129,10 @@ absl::StatusOr<HostTensor> assemble(const TensorDesc &desc,
 
 /// The stats that travel to rank 0, as 8-byte words.
 constexpr size_t kStatWords = 10;
-std::vector<uint8_t> serialize(const DeviceStats &s) {
+
+} // namespace
+
+std::vector<uint8_t> serializeDeviceStats(const DeviceStats &s) {
   uint64_t words[kStatWords] = {uint64_t(s.device),
                                 s.comm.exchanges,
                                 s.comm.rowsSent,
@@ -149,7 +152,8 @@ std::vector<uint8_t> serialize(const DeviceStats &s) {
   return out;
 }
 
-absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
+absl::StatusOr<DeviceStats>
+deserializeDeviceStats(const std::vector<uint8_t> &in) {
   uint64_t words[kStatWords];
   if (in.size() < sizeof(words))
     return absl::DataLossError("gathered device stats are malformed");
@@ -171,7 +175,33 @@ absl::StatusOr<DeviceStats> deserializeStats(const std::vector<uint8_t> &in) {
   return s;
 }
 
-} // namespace
+DeviceStats getDeviceStats(const Plan &plan, const SessionBase &session,
+                           const CommStats &comm, int device) {
+  DeviceStats stats;
+  stats.device = device;
+  stats.comm = comm;
+  std::vector<StepStats> steps = session.stepStats();
+  for (const StepStats &step : steps)
+    // The CUDA backend suffixes the op with where the step ran.
+    if (std::string_view(step.op).substr(0, step.op.find('@')) == "Experts")
+      for (uint64_t load : step.expertLoad)
+        stats.expertRows += load;
+  stats.moeLayers = moeLayerStats(plan, steps, device);
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>>
+createPlanMpiCommunicator(const Plan &plan, const CommOptions &options) {
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                         createMpiCommunicator(options));
+  if (comm->size() != plan.numDevices())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
+        " but the plan has ", plan.numDevices(),
+        plan.numDevices() == 1 ? " device schedule" : " device schedules",
+        "; run it with mpirun -np ", plan.numDevices()));
+  return comm;
+}
 
 int groupGpu(int device, int localRank, int visibleGpus) {
   if (visibleGpus <= 0)
@@ -337,13 +367,7 @@ DeviceGroup::createMpi(const Plan &plan, const DeviceGroupOptions &options) {
   auto impl = std::make_unique<Impl>(plan);
   impl->mpi = true;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                         createMpiCommunicator(options.comm));
-  if (comm->size() != plan.numDevices())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mpirun started ", comm->size(), comm->size() == 1 ? " rank" : " ranks",
-        " but the plan has ", plan.numDevices(),
-        plan.numDevices() == 1 ? " device schedule" : " device schedules",
-        "; run it with mpirun -np ", plan.numDevices()));
+                         createPlanMpiCommunicator(plan, options.comm));
   impl->devices.push_back(comm->rank());
   impl->comms.push_back(std::move(comm));
   MOERT_RETURN_IF_ERROR(impl->createSessions(options));
@@ -503,24 +527,15 @@ absl::StatusOr<HostTensor> DeviceGroup::output(std::string_view name) {
 absl::StatusOr<std::vector<DeviceStats>> DeviceGroup::deviceStats() {
   Impl &g = *impl_;
   std::vector<std::vector<uint8_t>> mine;
-  for (size_t i = 0; i < g.members.size(); ++i) {
-    DeviceStats stats;
-    stats.device = g.devices[i];
-    stats.comm = g.members[i].commStats();
-    std::vector<StepStats> steps = g.members[i].session().stepStats();
-    for (const StepStats &step : steps)
-      // The CUDA backend suffixes the op with where the step ran.
-      if (std::string_view(step.op).substr(0, step.op.find('@')) == "Experts")
-        for (uint64_t load : step.expertLoad)
-          stats.expertRows += load;
-    stats.moeLayers = moeLayerStats(g.plan, steps, g.devices[i]);
-    mine.push_back(serialize(stats));
-  }
+  for (size_t i = 0; i < g.members.size(); ++i)
+    mine.push_back(serializeDeviceStats(
+        getDeviceStats(g.plan, g.members[i].session(), g.members[i].commStats(),
+                       g.devices[i])));
   MOERT_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> all,
                          g.collect(std::move(mine), "gather of device stats"));
   std::vector<DeviceStats> out;
   for (const std::vector<uint8_t> &blob : all) {
-    MOERT_ASSIGN_OR_RETURN(DeviceStats stats, deserializeStats(blob));
+    MOERT_ASSIGN_OR_RETURN(DeviceStats stats, deserializeDeviceStats(blob));
     out.push_back(stats);
   }
   return out;

@@ -2,13 +2,13 @@
 
 #include "moert/generator.h"
 
+#include "generation_loop.h"
 #include "generation_plan.h"
 #include "session_state.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -141,21 +141,30 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
         planImpl.source,
         ": not a generation plan (compile one with moec compile DECODE.onnx "
         "[--prefill PREFILL.onnx] --max-seq S)"));
-  if (plan.numDevices() != 1 || options.device != 0)
-    return absl::UnimplementedError(
-        absl::StrCat(planImpl.source, ": the plan has ", plan.numDevices(),
-                     " devices; generation runs single-device plans only"));
+  // One device of an expert-parallel plan runs in a GroupGenerator, which
+  // gives each device's generator its endpoint (group_generator.cpp).
+  if (plan.numDevices() != 1 && !options.communicator)
+    return absl::FailedPreconditionError(absl::StrCat(
+        planImpl.source, ": the plan has ", plan.numDevices(),
+        " device schedules; generate with moert::GroupGenerator (moe-run "
+        "--devices ",
+        plan.numDevices(), ", or mpirun -np ", plan.numDevices(), ")"));
+  if (options.device < 0 || options.device >= plan.numDevices())
+    return absl::InvalidArgumentError(
+        absl::StrCat(planImpl.source, ": device ", options.device,
+                     " is not among the plan's ", plan.numDevices()));
+  int device = options.device;
   auto impl = std::make_unique<Impl>(plan, *gen);
-  MOERT_ASSIGN_OR_RETURN(impl->decode,
-                         Session::create(plan, options, planImpl.schedules[0]));
+  MOERT_ASSIGN_OR_RETURN(
+      impl->decode, Session::create(plan, options, planImpl.schedules[device]));
   if (gen->hasPrefill) {
     MOERT_ASSIGN_OR_RETURN(
         impl->prefill,
-        Session::create(plan, options, planImpl.prefillSchedules[0]));
+        Session::create(plan, options, planImpl.prefillSchedules[device]));
   }
-  const detail::ScheduleInfo &decode = planImpl.schedules[0];
+  const detail::ScheduleInfo &decode = planImpl.schedules[device];
   const detail::ScheduleInfo &prefill =
-      gen->hasPrefill ? planImpl.prefillSchedules[0] : decode;
+      gen->hasPrefill ? planImpl.prefillSchedules[device] : decode;
   for (const CachePairDesc &pair : gen->cache) {
     Impl::Cache cache;
     cache.pair = &pair;
@@ -209,20 +218,6 @@ absl::Status Generator::readLogits(Session &session) {
   return absl::OkStatus();
 }
 
-namespace {
-
-/// Checks that token ids are in the vocabulary.
-absl::Status checkIds(const std::vector<int64_t> &ids, int64_t vocab) {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= vocab)
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i,
-                       " is outside the vocabulary [0, ", vocab, ")"));
-  return absl::OkStatus();
-}
-
-} // namespace
-
 /// Runs `session` over `ids` at positions [start, start + n): every cache's
 /// past is its current buffer, its present goes to the other one.
 static absl::Status runStep(Generator::Impl &impl, Session &session,
@@ -269,15 +264,7 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
 
 absl::Status Generator::prefill(const std::vector<int64_t> &prompt) {
   const GenerationDesc &gen = impl_->gen;
-  if (prompt.empty())
-    return absl::InvalidArgumentError("the prompt is empty");
-  if (static_cast<int64_t>(prompt.size()) >= gen.maxSeq)
-    return absl::InvalidArgumentError(
-        absl::StrCat("the prompt has ", prompt.size(),
-                     " tokens, leaving no room for a new one in the plan's "
-                     "max_seq of ",
-                     gen.maxSeq, " (moec compile --max-seq)"));
-  MOERT_RETURN_IF_ERROR(checkIds(prompt, gen.vocabSize));
+  MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
   for (Impl::Cache &cache : impl_->caches) {
     cache.shape[cache.pair->axis] = 0;
     cache.current = 0;
@@ -298,7 +285,7 @@ absl::Status Generator::decode(int64_t token) {
     return absl::OutOfRangeError(
         absl::StrCat("the sequence holds the plan's max_seq of ", gen.maxSeq,
                      " tokens (moec compile --max-seq)"));
-  MOERT_RETURN_IF_ERROR(checkIds({token}, gen.vocabSize));
+  MOERT_RETURN_IF_ERROR(detail::checkIds({token}, gen.vocabSize));
   Session &session = *impl_->decode;
   MOERT_RETURN_IF_ERROR(
       runStep(*impl_, session, session.state_, false, {token}, length_));
@@ -310,49 +297,17 @@ absl::StatusOr<std::vector<int64_t>>
 Generator::generate(const std::vector<int64_t> &prompt,
                     const GenerateOptions &options,
                     const std::function<void(int64_t)> &onToken) {
-  const GenerationDesc &gen = impl_->gen;
-  MOERT_RETURN_IF_ERROR(Sampler::validate(options.sampling));
-  if (options.maxNewTokens < 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat("the number of new tokens must be at least 1, not ",
-                     options.maxNewTokens));
-  int64_t total = static_cast<int64_t>(prompt.size()) + options.maxNewTokens;
-  if (options.maxNewTokens > gen.maxSeq || total > gen.maxSeq)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt's ", prompt.size(), " tokens plus ", options.maxNewTokens,
-        " new ones make ", total, ", more than the plan's max_seq of ",
-        gen.maxSeq, " (moec compile --max-seq)"));
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point from) {
-    return std::chrono::duration<double>(Clock::now() - from).count();
+  MOERT_RETURN_IF_ERROR(
+      detail::checkGenerateOptions(prompt, options, impl_->gen));
+  detail::GenerationSteps steps;
+  steps.prefill = [this](const std::vector<int64_t> &ids) {
+    return prefill(ids);
   };
-  times_ = GenerationTimes();
-  times_.promptTokens = static_cast<int64_t>(prompt.size());
-  Sampler sampler(options.sampling);
-  Clock::time_point start = Clock::now();
-  MOERT_RETURN_IF_ERROR(prefill(prompt));
-  times_.prefillSeconds = seconds(start);
-  std::vector<int64_t> tokens;
-  Clock::time_point decodeStart;
-  while (true) {
-    int64_t token = sampler.sample(logits_.data(), gen.vocabSize);
-    tokens.push_back(token);
-    if (tokens.size() == 1) {
-      times_.firstTokenSeconds = seconds(start);
-      decodeStart = Clock::now();
-    }
-    if (onToken)
-      onToken(token);
-    bool stop = std::find(options.stopIds.begin(), options.stopIds.end(),
-                          token) != options.stopIds.end();
-    if (stop || static_cast<int64_t>(tokens.size()) == options.maxNewTokens)
-      break;
-    MOERT_RETURN_IF_ERROR(decode(token));
-    ++times_.decodeSteps;
-  }
-  times_.decodeSeconds = seconds(decodeStart);
-  times_.newTokens = static_cast<int64_t>(tokens.size());
-  return tokens;
+  steps.decode = [this](int64_t token) { return decode(token); };
+  steps.next = [this](Sampler &sampler) -> absl::StatusOr<int64_t> {
+    return sampler.sample(logits_.data(), impl_->gen.vocabSize);
+  };
+  return detail::runGenerationLoop(prompt, options, steps, onToken, times_);
 }
 
 } // namespace moert

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "generation_model.h"
 #include "moert/generator.h"
 #include "moert/inspect.h"
 #include "moert/plan_writer.h"
@@ -24,33 +25,7 @@ namespace moert {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr int64_t kVocab = 5;
-constexpr int64_t kDim = 2;
-constexpr int64_t kMaxSeq = 8;
-
-const std::vector<float> kEmbed = {0.1f, 1.0f, 0.5f, -1.0f, -0.3f,
-                                   0.2f, 1.0f, 0.0f, 0.0f,  0.7f};
-// [kDim, kVocab].
-const std::vector<float> kProj = {0.3f,  -0.2f, 0.9f, 0.1f, -0.5f,
-                                  -0.4f, 0.8f,  0.1f, 0.2f, 0.6f};
-
-/// What the plan computes: the logits after `tokens`.
-std::vector<float> expectedLogits(const std::vector<int64_t> &tokens) {
-  float sum[kDim] = {0, 0};
-  for (int64_t t : tokens)
-    for (int64_t d = 0; d < kDim; ++d)
-      sum[d] += kEmbed[t * kDim + d];
-  std::vector<float> logits(kVocab, 0.0f);
-  for (int64_t v = 0; v < kVocab; ++v)
-    for (int64_t d = 0; d < kDim; ++d)
-      logits[v] += sum[d] * kProj[d * kVocab + v];
-  return logits;
-}
-
-int64_t argmax(const std::vector<float> &v) {
-  return std::max_element(v.begin(), v.end()) - v.begin();
-}
+using namespace ::moert::test;
 
 /// Makes `writer`'s plan a generation plan with one cache pair.
 void setGeneration(PlanWriter &writer, std::string input,

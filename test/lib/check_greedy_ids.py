@@ -2,6 +2,7 @@
 """Checks moe-run's greedy ids against committed transformers references.
 
   check_greedy_ids.py PLAN REFERENCE.json [--prompts-file WORKDIR]
+                      [--devices N [--mpi]]
 
 REFERENCE.json (examples/zoo/export_zoo_v5.py --only greedy) lists prompts
 and the new ids transformers' generate(do_sample=False) produced for them;
@@ -13,8 +14,12 @@ instead, twice: as they are, and with a --stop-id (the reference's 6th new
 id of the first prompt) that ends each sequence at its first occurrence;
 each stdout line and WORKDIR/out/tokens.npy (padded with -1) must hold the
 reference ids up to there.
+
+An expert-parallel plan (moec compile --devices N) runs with --devices N as N
+threads of moe-run, or with --mpi as `mpirun -np N moe-run` on loopback.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -23,7 +28,21 @@ import sys
 import numpy as np
 
 
-def check_prompts_file(plan, cases, workdir):
+def moe_run(args):
+    """The command that runs moe-run on the plan's devices."""
+    if not args.devices:
+        return ["moe-run", args.plan]
+    if not args.mpi:
+        return ["moe-run", args.plan, "--devices", str(args.devices)]
+    # Open MPI refuses root without both variables; --oversubscribe lets N
+    # ranks share this machine's cores.
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return ["mpirun", "-np", str(args.devices), "--oversubscribe",
+            "--bind-to", "none", "moe-run", args.plan]
+
+
+def check_prompts_file(command, cases, workdir):
     """One --prompts run over every case, without and with a stop id."""
     path = os.path.join(workdir, "prompts.txt")
     with open(path, "w") as f:
@@ -35,8 +54,8 @@ def check_prompts_file(plan, cases, workdir):
     for extra in ([], ["--stop-id", str(stop)]):
         out = os.path.join(workdir, "out")
         run = subprocess.run(
-            ["moe-run", plan, "--prompts", path, "--max-new-tokens",
-             str(steps), "--output-dir", out] + extra,
+            command + ["--prompts", path, "--max-new-tokens",
+                       str(steps), "--output-dir", out] + extra,
             capture_output=True, text=True, check=True)
         want = []
         for case in cases:
@@ -64,18 +83,25 @@ def check_prompts_file(plan, cases, workdir):
 
 
 def main():
-    plan, reference = sys.argv[1:3]
-    cases = json.load(open(reference))["cases"]
-    if len(sys.argv) == 5 and sys.argv[3] == "--prompts-file":
-        ok = check_prompts_file(plan, cases, sys.argv[4])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plan")
+    parser.add_argument("reference")
+    parser.add_argument("--prompts-file", metavar="WORKDIR")
+    parser.add_argument("--devices", type=int, default=0)
+    parser.add_argument("--mpi", action="store_true")
+    args = parser.parse_args()
+    command = moe_run(args)
+    cases = json.load(open(args.reference))["cases"]
+    if args.prompts_file:
+        ok = check_prompts_file(command, cases, args.prompts_file)
         print("greedy: " + ("matches transformers" if ok else "MISMATCH"))
         return 0 if ok else 1
     ok = True
     for case in cases:
         prompt, want = case["prompt"], case["new_ids"]
         run = subprocess.run(
-            ["moe-run", plan, "--prompt-ids", ",".join(map(str, prompt)),
-             "--max-new-tokens", str(len(want)), "--stream"],
+            command + ["--prompt-ids", ",".join(map(str, prompt)),
+                       "--max-new-tokens", str(len(want)), "--stream"],
             capture_output=True, text=True, check=True)
         got = [int(x) for x in run.stdout.split()]
         same = got == want

@@ -2,7 +2,9 @@
 
 #include "generate.h"
 
+#include "group_session.h"
 #include "moert/file_io.h"
+#include "moert/group_generator.h"
 #include "moert/npy.h"
 #include "recording.h"
 #include "stats_json.h"
@@ -143,22 +145,69 @@ std::string checkGenerateArgs(const GenerateArgs &args) {
   return "";
 }
 
-absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
-                           int threads, uint64_t seed,
-                           const std::string &outputDir,
-                           const std::string &planPath,
-                           const std::string &statsPath, Recording &recording) {
+namespace {
+
+/// What differs between one device's generator and a group's: where the
+/// results are reported (rank 0 under MPI), the first local decode session
+/// and the --stats JSON's devices.
+bool reports(const moert::Generator &) { return true; }
+bool reports(const moert::GroupGenerator &group) { return group.isRoot(); }
+moert::Generator &firstGenerator(moert::Generator &generator) {
+  return generator;
+}
+moert::Generator &firstGenerator(moert::GroupGenerator &group) {
+  return *group.localGenerators().front();
+}
+std::string describeDevices(const moert::Generator &) { return ""; }
+std::string describeDevices(const moert::GroupGenerator &group) {
+  return absl::StrCat(" on ", group.numDevices(), " devices (",
+                      moert::mpiRank() >= 0 ? "mpi" : "in-process", ")");
+}
+/// The decode schedule's MoE layers ("moe_layers", the routing profile
+/// `moec compile --routing-profile` reads).
+absl::Status appendDevices(std::string &json, const moert::Plan &plan,
+                           moert::Generator &generator) {
+  appendMoeLayers(
+      json, "moe_layers",
+      moert::moeLayerStats(plan, generator.decodeSession().stepStats()), 2);
+  return absl::OkStatus();
+}
+/// The decode schedules' MoE layers merged over the devices, and per device
+/// the traffic of its collective steps and its experts' rows over the
+/// prefill and decode runs. Collective under MPI.
+absl::Status appendDevices(std::string &json, const moert::Plan &,
+                           moert::GroupGenerator &group) {
+  MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
+                         group.deviceStats());
+  if (!group.isRoot())
+    return absl::OkStatus();
+  MOERT_RETURN_IF_ERROR(appendMergedLayers(json, devices));
+  absl::StrAppend(&json, ",\n  \"devices\": [");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    absl::StrAppend(&json, i ? "," : "", "\n    ");
+    appendDeviceTraffic(json, devices[i]);
+    absl::StrAppend(&json, "}");
+  }
+  absl::StrAppend(
+      &json, "\n  ],\n  \"expert_parallel\": {\"devices\": ", devices.size(),
+      ", \"backend\": \"", moert::mpiRank() >= 0 ? "mpi" : "in-process", "\"}");
+  return absl::OkStatus();
+}
+
+template <typename GeneratorT>
+absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
+                          const GenerateArgs &args, uint64_t seed,
+                          const std::string &outputDir,
+                          const std::string &planPath,
+                          const std::string &statsPath, Recording &recording) {
   std::vector<std::vector<int64_t>> prompts = {args.promptIds};
   bool fromFile = !args.promptsFile.empty();
   if (fromFile) {
     MOERT_ASSIGN_OR_RETURN(prompts, readPromptsFile(args.promptsFile));
   }
-  moert::SessionOptions sessionOptions;
-  sessionOptions.threads = threads;
-  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
-                         moert::Generator::create(plan, sessionOptions));
-  attachRecording(recording, *generator);
-  int64_t vocab = generator->vocabSize();
+  bool root = reports(generator);
+  attachRecording(recording, generator);
+  int64_t vocab = generator.vocabSize();
   // The exported graphs have a batch of one: the prompts run one after
   // another, each from a clear cache with its own positions, stop ids and
   // sampler (seeded with --seed, so a prompt's tokens do not depend on the
@@ -170,10 +219,10 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
     PromptResult result;
     bool first = true;
     absl::StatusOr<std::vector<int64_t>> tokens =
-        generator->generate(prompts[p], options, [&](int64_t token) {
-          const std::vector<float> &row = generator->logits();
+        generator.generate(prompts[p], options, [&](int64_t token) {
+          const std::vector<float> &row = generator.logits();
           result.logits.insert(result.logits.end(), row.begin(), row.end());
-          if (args.stream) {
+          if (args.stream && root) {
             std::printf(first ? "%lld" : " %lld",
                         static_cast<long long>(token));
             std::fflush(stdout);
@@ -186,13 +235,15 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
                                        ": ", tokens.status().message()));
     MOERT_RETURN_IF_ERROR(tokens.status());
     result.tokens = std::move(*tokens);
-    result.times = generator->times();
-    if (!args.stream)
-      for (size_t i = 0; i < result.tokens.size(); ++i)
-        std::printf(i ? " %lld" : "%lld",
-                    static_cast<long long>(result.tokens[i]));
-    std::printf("\n");
-    std::fflush(stdout);
+    result.times = generator.times();
+    if (root) {
+      if (!args.stream)
+        for (size_t i = 0; i < result.tokens.size(); ++i)
+          std::printf(i ? " %lld" : "%lld",
+                      static_cast<long long>(result.tokens[i]));
+      std::printf("\n");
+      std::fflush(stdout);
+    }
     results.push_back(std::move(result));
   }
 
@@ -215,17 +266,20 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
       fromFile ? absl::StrCat(results.size(), " prompt",
                               results.size() == 1 ? "" : "s", ", ")
                : "";
-  std::fprintf(stderr,
-               "moe-run: %s%lld new tokens; time to first token %.3f ms%s; "
-               "prefill %lld tokens at %.1f tokens/s; decode %lld tokens at "
-               "%.1f tokens/s; KV cache %llu bytes\n",
-               prompted.c_str(), static_cast<long long>(total.newTokens),
-               firstToken * 1e3, fromFile ? " (mean)" : "",
-               static_cast<long long>(total.promptTokens), prefillRate,
-               static_cast<long long>(total.decodeSteps), decodeRate,
-               static_cast<unsigned long long>(generator->cacheBytes()));
+  std::string devices = describeDevices(generator);
+  if (root)
+    std::fprintf(stderr,
+                 "moe-run: %s%lld new tokens%s; time to first token %.3f "
+                 "ms%s; prefill %lld tokens at %.1f tokens/s; decode %lld "
+                 "tokens at %.1f tokens/s; KV cache %llu bytes%s\n",
+                 prompted.c_str(), static_cast<long long>(total.newTokens),
+                 devices.c_str(), firstToken * 1e3, fromFile ? " (mean)" : "",
+                 static_cast<long long>(total.promptTokens), prefillRate,
+                 static_cast<long long>(total.decodeSteps), decodeRate,
+                 static_cast<unsigned long long>(generator.cacheBytes()),
+                 devices.empty() ? "" : " per device");
 
-  if (!outputDir.empty()) {
+  if (!outputDir.empty() && root) {
     std::error_code ec;
     std::filesystem::create_directories(outputDir, ec);
     if (ec)
@@ -260,14 +314,14 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   }
   recording.config().promptTokens = total.promptTokens;
   recording.config().newTokens = total.newTokens;
-  MOERT_RETURN_IF_ERROR(
-      finishRecording(recording, plan, generator->decodeSession()));
+  MOERT_RETURN_IF_ERROR(finishRecording(recording, plan, generator));
   if (statsPath.empty())
     return absl::OkStatus();
+  moert::Generator &local = firstGenerator(generator);
   const moert::GenerationDesc &gen = *plan.generation();
   std::string json = absl::StrCat(
       "{\n  \"plan\": ", jsonString(planPath),
-      ",\n  \"threads\": ", generator->decodeSession().threads(),
+      ",\n  \"threads\": ", local.decodeSession().threads(),
       ",\n  \"prompts\": ", results.size(),
       ",\n  \"prompt_tokens\": ", total.promptTokens,
       ",\n  \"new_tokens\": ", total.newTokens,
@@ -280,7 +334,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
       ",\n  \"prefill_tokens_per_s\": ", absl::StrFormat("%.3f", prefillRate),
       ",\n  \"decode_tokens_per_s\": ", absl::StrFormat("%.3f", decodeRate),
       ",\n  \"max_seq\": ", gen.maxSeq,
-      ",\n  \"kv_cache_bytes\": ", generator->cacheBytes(),
+      ",\n  \"kv_cache_bytes\": ", generator.cacheBytes(),
       ",\n  \"kv_cache_bytes_at_max_seq\": ", gen.cacheBytes);
   if (fromFile) {
     absl::StrAppend(&json, ",\n  \"per_prompt\": [");
@@ -296,13 +350,43 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
     }
     absl::StrAppend(&json, "\n  ]");
   }
-  appendSteps(json, "decode_steps_stats",
-              generator->decodeSession().stepStats());
+  // Device 0's steps (this rank's under MPI, which only rank 0 writes).
+  appendSteps(json, "decode_steps_stats", local.decodeSession().stepStats());
   if (gen.hasPrefill)
     appendSteps(json, "prefill_steps_stats",
-                generator->prefillSession().stepStats());
+                local.prefillSession().stepStats());
+  MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
   absl::StrAppend(&json, "\n}\n");
+  if (!root)
+    return absl::OkStatus();
   return moert::writeFile(statsPath, json.data(), json.size());
+}
+
+} // namespace
+
+absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
+                           const GenerationRun &run, Recording &recording) {
+  if (run.group) {
+    moert::GroupGeneratorOptions options;
+    options.threadsPerDevice = run.threads;
+    options.comm.timeoutSeconds = run.commTimeout;
+    std::unique_ptr<moert::GroupGenerator> group;
+    if (run.mpi) {
+      MOERT_ASSIGN_OR_RETURN(group,
+                             moert::GroupGenerator::createMpi(plan, options));
+    } else {
+      MOERT_ASSIGN_OR_RETURN(group,
+                             moert::GroupGenerator::create(plan, options));
+    }
+    return generateWith(*group, plan, args, run.seed, run.outputDir,
+                        run.planPath, run.statsPath, recording);
+  }
+  moert::SessionOptions sessionOptions;
+  sessionOptions.threads = run.threads;
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
+                         moert::Generator::create(plan, sessionOptions));
+  return generateWith(*generator, plan, args, run.seed, run.outputDir,
+                      run.planPath, run.statsPath, recording);
 }
 
 } // namespace moe_run

@@ -46,15 +46,24 @@ std::string checkGenerateArgs(const GenerateArgs &args);
 absl::StatusOr<std::vector<std::vector<int64_t>>>
 readPromptsFile(const std::string &path);
 
+/// How runGeneration runs the plan.
+struct GenerationRun {
+  int threads = 0;
+  uint64_t seed = 0;
+  std::string outputDir, planPath, statsPath;
+  /// An expert-parallel plan: every device in this process, or this MPI
+  /// rank's (moert::GroupGenerator), with this exchange timeout.
+  bool group = false;
+  bool mpi = false;
+  double commTimeout = 60;
+};
+
 /// Generates with `plan` for each prompt in turn: the ids to stdout, one
 /// line per prompt (as they come with --stream), a summary line to stderr,
 /// DIR/tokens.npy and DIR/logits.npy with an output directory, the
-/// statistics JSON with `statsPath`.
+/// statistics JSON with `statsPath` (under MPI, rank 0 writes them all).
 absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
-                           int threads, uint64_t seed,
-                           const std::string &outputDir,
-                           const std::string &planPath,
-                           const std::string &statsPath, Recording &recording);
+                           const GenerationRun &run, Recording &recording);
 
 } // namespace moe_run
 

@@ -21,6 +21,39 @@
 
 namespace moe_run {
 
+/// Appends `{"device": D, ...` with the device's exchanges, the rows and
+/// bytes it sent to and received from other devices, the rows it kept, its
+/// time in collective steps vs the others and its experts' rows, without
+/// the closing brace.
+inline void appendDeviceTraffic(std::string &json,
+                                const moert::DeviceStats &d) {
+  absl::StrAppend(
+      &json, "{\"device\": ", d.device, ", \"exchanges\": ", d.comm.exchanges,
+      ", \"rows_sent\": ", d.comm.rowsSent,
+      ", \"rows_received\": ", d.comm.rowsReceived,
+      ", \"rows_kept\": ", d.comm.rowsKept,
+      ", \"bytes_sent\": ", d.comm.bytesSent,
+      ", \"bytes_received\": ", d.comm.bytesReceived,
+      ", \"comm_ms\": ", absl::StrFormat("%.6f", d.comm.commSeconds * 1e3),
+      ", \"compute_ms\": ",
+      absl::StrFormat("%.6f", d.comm.computeSeconds * 1e3),
+      ", \"expert_rows\": ", d.expertRows);
+}
+
+/// Appends "moe_layers": the MoE layers of `devices` merged over them (the
+/// model's layers, as one device reports them).
+inline absl::Status
+appendMergedLayers(std::string &json,
+                   const std::vector<moert::DeviceStats> &devices) {
+  std::vector<std::vector<moert::MoeLayerStats>> layers;
+  for (const moert::DeviceStats &d : devices)
+    layers.push_back(d.moeLayers);
+  MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
+                         moert::mergeDeviceLayerStats(layers));
+  appendMoeLayers(json, "moe_layers", merged, 2);
+  return absl::OkStatus();
+}
+
 class GroupSession {
 public:
   GroupSession(std::unique_ptr<moert::DeviceGroup> group, std::string backend)
@@ -68,12 +101,7 @@ public:
   absl::Status appendDevices(std::string &json) {
     MOERT_ASSIGN_OR_RETURN(std::vector<moert::DeviceStats> devices,
                            group_->deviceStats());
-    std::vector<std::vector<moert::MoeLayerStats>> layers;
-    for (const moert::DeviceStats &d : devices)
-      layers.push_back(d.moeLayers);
-    MOERT_ASSIGN_OR_RETURN(std::vector<moert::MoeLayerStats> merged,
-                           moert::mergeDeviceLayerStats(layers));
-    appendMoeLayers(json, "moe_layers", merged, 2);
+    MOERT_RETURN_IF_ERROR(appendMergedLayers(json, devices));
     uint64_t total = 0, most = 0;
     double comm = 0, compute = 0;
     absl::StrAppend(&json, ",\n  \"devices\": [");
@@ -83,18 +111,8 @@ public:
       most = std::max(most, d.expertRows);
       comm += d.comm.commSeconds;
       compute += d.comm.computeSeconds;
-      absl::StrAppend(
-          &json, i ? "," : "", "\n    {\"device\": ", d.device,
-          ", \"exchanges\": ", d.comm.exchanges,
-          ", \"rows_sent\": ", d.comm.rowsSent,
-          ", \"rows_received\": ", d.comm.rowsReceived,
-          ", \"rows_kept\": ", d.comm.rowsKept,
-          ", \"bytes_sent\": ", d.comm.bytesSent,
-          ", \"bytes_received\": ", d.comm.bytesReceived,
-          ", \"comm_ms\": ", absl::StrFormat("%.6f", d.comm.commSeconds * 1e3),
-          ", \"compute_ms\": ",
-          absl::StrFormat("%.6f", d.comm.computeSeconds * 1e3),
-          ", \"expert_rows\": ", d.expertRows);
+      absl::StrAppend(&json, i ? "," : "", "\n    ");
+      appendDeviceTraffic(json, d);
       appendMoeLayers(json, "moe_layers", d.moeLayers, 6);
       absl::StrAppend(&json, "}");
     }

@@ -138,6 +138,8 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
                          probability reaches P (default: 1, all)
   --stop-id ID           stop after generating ID (repeatable)
   --stream               print each id as soon as it is generated
+  An expert-parallel generation plan (moec compile ... --devices N) runs
+  with --devices N or under mpirun -np N: device 0 draws each token.
 )";
 
 struct Options {
@@ -329,13 +331,13 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       !problem.empty())
     return problem;
   if (options.generate.active &&
-      (!options.inputs.given.empty() || options.timed() || options.devices ||
+      (!options.inputs.given.empty() || options.timed() ||
        options.backend != "cpu" || options.placement ||
-       !options.saveInputs.empty() || !options.compare.empty()))
+       !options.saveInputs.empty() || !options.compare.empty() ||
+       options.comm != moert::CommKind::Host))
     return "--prompt-ids and --prompts generate on the cpu backend; --input, "
-           "--bench, "
-           "--duration, --devices, --backend, --placement, --save-inputs "
-           "and --compare do not apply";
+           "--bench, --duration, --backend, --comm, --placement, "
+           "--save-inputs and --compare do not apply";
   if (!options.compare.empty() &&
       (options.timed() || options.devices || options.backend != "cpu" ||
        options.placement || !options.stats.empty() ||
@@ -488,8 +490,9 @@ moert::LoadOptions loadOptions() {
 /// Runs a plan's device schedules: all in this process (--devices), or this
 /// MPI rank's one. Under MPI every rank generates the same seeded inputs and
 /// keeps its share; rank 0 gathers and writes the outputs and stats.
-absl::Status runDevices(const Options &options, const moert::Plan &plan,
-                        bool mpi) {
+/// Checks that --devices (or the MPI world) runs the plan's device count.
+absl::Status checkDeviceCount(const Options &options, const moert::Plan &plan,
+                              bool mpi) {
   int devices = plan.numDevices();
   if (mpi && options.devices > 0)
     return absl::InvalidArgumentError(
@@ -508,6 +511,12 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
                            moe_run::plural(devices, "device schedule",
                                            "device schedules"),
                            "; run it with --devices ", devices));
+  return absl::OkStatus();
+}
+
+absl::Status runDevices(const Options &options, const moert::Plan &plan,
+                        bool mpi) {
+  MOERT_RETURN_IF_ERROR(checkDeviceCount(options, plan, mpi));
   moert::DeviceGroupOptions groupOptions;
   groupOptions.threadsPerDevice = options.threads;
   groupOptions.comm.timeoutSeconds = options.commTimeout;
@@ -583,10 +592,19 @@ absl::Status runMain(const Options &options) {
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                          moert::Plan::load(options.plan, loadOptions()));
   if (options.generate.active) {
+    moe_run::GenerationRun run;
+    run.threads = options.threads;
+    run.seed = options.inputs.seed;
+    run.outputDir = options.outputDir;
+    run.planPath = options.plan;
+    run.statsPath = options.stats;
+    run.mpi = moert::launchedByMpi();
+    run.group = run.mpi || options.devices > 0 || plan->numDevices() > 1;
+    run.commTimeout = options.commTimeout;
+    if (run.group)
+      MOERT_RETURN_IF_ERROR(checkDeviceCount(options, *plan, run.mpi));
     moe_run::Recording recording = recordingFor(options, *plan);
-    return moe_run::runGeneration(*plan, options.generate, options.threads,
-                                  options.inputs.seed, options.outputDir,
-                                  options.plan, options.stats, recording);
+    return moe_run::runGeneration(*plan, options.generate, run, recording);
   }
   if (plan->generation())
     std::fprintf(stderr,

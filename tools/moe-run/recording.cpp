@@ -7,6 +7,7 @@
 #include "moert/comm.h"
 #include "moert/file_io.h"
 #include "moert/generator.h"
+#include "moert/group_generator.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -178,14 +179,15 @@ void attachRecording(Recording &recording, moert::SessionBase &session) {
   recording.attach(session, std::move(track));
 }
 
-void attachRecording(Recording &recording, moert::Generator &generator) {
-  RunConfig &config = recording.config();
-  config.generation = true;
-  config.threads = generator.decodeSession().threads();
+/// Attaches `recording` to one device's generator: "prefill" and "decode"
+/// threads of `process`, or one "generation" thread.
+static void attachGenerator(Recording &recording, moert::Generator &generator,
+                            int device, std::string process) {
   moert::Session &prefill = generator.prefillSession();
   moert::Session &decode = generator.decodeSession();
   Track track;
-  track.process = "device 0: cpu";
+  track.device = device;
+  track.process = std::move(process);
   if (&prefill == &decode) {
     track.threadName = "generation";
     track.runName = "step";
@@ -199,6 +201,29 @@ void attachRecording(Recording &recording, moert::Generator &generator) {
   track.thread = 1;
   track.threadName = track.runName = "decode";
   recording.attach(decode, std::move(track));
+}
+
+void attachRecording(Recording &recording, moert::Generator &generator) {
+  RunConfig &config = recording.config();
+  config.generation = true;
+  config.threads = generator.decodeSession().threads();
+  attachGenerator(recording, generator, 0, "device 0: cpu");
+}
+
+void attachRecording(Recording &recording, moert::GroupGenerator &group) {
+  RunConfig &config = recording.config();
+  config.generation = true;
+  config.exchange = moert::mpiRank() >= 0 ? "mpi" : "in-process";
+  std::vector<moert::Generator *> generators = group.localGenerators();
+  config.threads = generators[0]->decodeSession().threads();
+  const std::vector<int> &devices = group.localDevices();
+  // Under MPI this process runs its rank's device only.
+  int rank = moert::mpiRank();
+  for (size_t i = 0; i < generators.size(); ++i)
+    attachGenerator(
+        recording, *generators[i], devices[i],
+        absl::StrCat("device ", devices[i], ": cpu",
+                     rank >= 0 ? absl::StrCat(" (rank ", rank, ")") : ""));
 }
 
 void attachRecording(Recording &recording, GroupSession &session) {
@@ -238,6 +263,22 @@ absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
             std::move(mine), "gather of the trace");
       },
       &session.group());
+}
+
+absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
+                             moert::Generator &generator) {
+  return finishRecording(recording, plan, generator.decodeSession());
+}
+
+absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
+                             moert::GroupGenerator &group) {
+  return recording.finish(
+      plan,
+      [](void *context, std::vector<std::vector<uint8_t>> mine) {
+        return static_cast<moert::GroupGenerator *>(context)->gather(
+            std::move(mine), "gather of the trace");
+      },
+      &group);
 }
 
 } // namespace moe_run

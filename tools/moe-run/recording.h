@@ -26,6 +26,7 @@
 
 namespace moert {
 class Generator;
+class GroupGenerator;
 } // namespace moert
 
 namespace moe_run {
@@ -114,11 +115,17 @@ void attachRecording(Recording &recording, GroupSession &session);
 /// threads of device 0, or one "generation" thread when the decode
 /// schedule runs the prompt too.
 void attachRecording(Recording &recording, moert::Generator &generator);
+/// The same for every local device of an expert-parallel generator.
+void attachRecording(Recording &recording, moert::GroupGenerator &group);
 /// Recording::finish for a single session, or gathering over the group.
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
                              moert::SessionBase &session);
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
                              GroupSession &session);
+absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
+                             moert::Generator &generator);
+absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
+                             moert::GroupGenerator &group);
 
 /// The trace-event JSON (Chrome's JSON object format, which Perfetto and
 /// chrome://tracing open) of `tracks`.

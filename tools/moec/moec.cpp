@@ -565,6 +565,37 @@ static std::string checkBoundFlags() {
   return "";
 }
 
+/// The usage error of the expert-parallel flags (--devices, --micro-batches,
+/// --replicate-hot; "" when they are in range). One-pass and generation
+/// compiles share them.
+static std::string checkDeviceFlags() {
+  if (numDevices < 1)
+    return ("--devices must be at least 1, not " +
+            llvm::Twine(numDevices.getValue()))
+        .str();
+  if (numDevices > static_cast<int64_t>(moert::kMaxDevices))
+    return ("--devices must be at most " + llvm::Twine(moert::kMaxDevices) +
+            " (a plan's limit), not " + llvm::Twine(numDevices.getValue()))
+        .str();
+  if (microBatches < 1)
+    return ("--micro-batches must be at least 1, not " +
+            llvm::Twine(microBatches.getValue()))
+        .str();
+  if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches)
+    return ("--micro-batches must be at most " +
+            llvm::Twine(moert::kMaxMicroBatches) + ", not " +
+            llvm::Twine(microBatches.getValue()))
+        .str();
+  if (replicateHot < 0)
+    return ("--replicate-hot must be at least 0, not " +
+            llvm::Twine(replicateHot.getValue()))
+        .str();
+  if (replicateHot > 0 && routingProfile.empty())
+    return "--replicate-hot needs --routing-profile: the profile says which "
+           "experts are hot";
+  return "";
+}
+
 /// A tiered plan's tiers, as the runtime reads them back from the written
 /// plan: printed with --verbose, and the report's "tiers" (one entry per
 /// device) with --report.
@@ -622,26 +653,8 @@ static int runCompile() {
   if (emitKind == "mlir" && verbose)
     return usageError("--verbose lists the MoE layers of a planned model; it "
                       "needs --emit plan or planned-mlir");
-  if (numDevices < 1)
-    return usageError("--devices must be at least 1, not " +
-                      llvm::Twine(numDevices.getValue()));
-  if (numDevices > static_cast<int64_t>(moert::kMaxDevices))
-    return usageError(
-        "--devices must be at most " + llvm::Twine(moert::kMaxDevices) +
-        " (a plan's limit), not " + llvm::Twine(numDevices.getValue()));
-  if (microBatches < 1)
-    return usageError("--micro-batches must be at least 1, not " +
-                      llvm::Twine(microBatches.getValue()));
-  if (static_cast<uint64_t>(microBatches) > moert::kMaxMicroBatches)
-    return usageError("--micro-batches must be at most " +
-                      llvm::Twine(moert::kMaxMicroBatches) + ", not " +
-                      llvm::Twine(microBatches.getValue()));
-  if (replicateHot < 0)
-    return usageError("--replicate-hot must be at least 0, not " +
-                      llvm::Twine(replicateHot.getValue()));
-  if (replicateHot > 0 && routingProfile.empty())
-    return usageError("--replicate-hot needs --routing-profile: the profile "
-                      "says which experts are hot");
+  if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
   if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
                           microBatches.getNumOccurrences()))
     return usageError("--routing-profile and --micro-batches need --devices "
@@ -800,11 +813,15 @@ static int runCompile() {
 static llvm::json::Object
 getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
                     ModuleOp prefill) {
-  auto main = decode.lookupSymbol<func::FuncOp>("main");
+  // Every device's function has the signature of the model (the caches
+  // are not split); device 0's names them.
+  FailureOr<SmallVector<func::FuncOp>> decodeFuncs =
+      moec::plan::getDeviceFunctions(decode);
+  func::FuncOp main = succeeded(decodeFuncs) ? decodeFuncs->front() : nullptr;
   int64_t cacheBytes = 0;
   llvm::json::Array cache;
   for (const moec::plan::CachePairInfo &pair : sig.cache) {
-    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
       auto name = main.getArgAttrOfType<StringAttr>(i, "moe.name");
       if (!name || name.getValue() != pair.input)
         continue;
@@ -825,10 +842,18 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
       {"max_seq", sig.maxSeq},           {"input_ids", sig.inputIds},
       {"position_ids", sig.positionIds}, {"logits", sig.logits},
       {"cache", std::move(cache)},       {"cache_bytes", cacheBytes}};
-  if (prefill)
-    if (auto arena = prefill.lookupSymbol<func::FuncOp>("main")
-                         ->getAttrOfType<IntegerAttr>("moe.arena_size"))
-      gen["prefill_arena_bytes"] = arena.getInt();
+  // The largest prefill arena of any device.
+  FailureOr<SmallVector<func::FuncOp>> prefillFuncs =
+      prefill ? moec::plan::getDeviceFunctions(prefill)
+              : FailureOr<SmallVector<func::FuncOp>>(failure());
+  if (succeeded(prefillFuncs)) {
+    int64_t arenaBytes = -1;
+    for (func::FuncOp func : *prefillFuncs)
+      if (auto arena = func->getAttrOfType<IntegerAttr>("moe.arena_size"))
+        arenaBytes = std::max(arenaBytes, arena.getInt());
+    if (arenaBytes >= 0)
+      gen["prefill_arena_bytes"] = arenaBytes;
+  }
   return gen;
 }
 
@@ -842,9 +867,15 @@ static int runGenerationCompile() {
   if (maxTokens.getNumOccurrences())
     return usageError("--max-seq bounds a generation plan's sequences; "
                       "drop --max-tokens");
-  if (numDevices != 1 || target != "cpu" || importOnly)
-    return usageError("generation plans are single-device cpu plans for "
-                      "now: drop --devices, --target and --import-only");
+  if (target != "cpu" || importOnly)
+    return usageError("generation plans are cpu plans for now: drop "
+                      "--target and --import-only");
+  if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
+  if (numDevices == 1 &&
+      (!routingProfile.empty() || microBatches.getNumOccurrences()))
+    return usageError("--routing-profile and --micro-batches need --devices "
+                      "N with N > 1");
   if (!deviceMemory.empty())
     return usageError("--device-memory tiers one-pass plans for now; drop "
                       "it for a generation plan");
@@ -893,6 +924,13 @@ static int runGenerationCompile() {
     moec::plan::CompileOptions options;
     options.maxTokens = static_cast<int64_t>(maxSeq - 1);
     options.dimBounds = moec::plan::getGenerationBounds(*sig, isPrefill);
+    // Both schedules are placed alike (the placement depends on the
+    // weights and the profile only), so that device d serves the same
+    // experts in the prefill as in the decode and their shards are shared.
+    options.devices = numDevices;
+    options.routingProfile = routingProfile;
+    options.replicateHot = replicateHot;
+    options.microBatches = microBatches;
     for (const std::string &bound : dimBounds)
       if (llvm::none_of(options.dimBounds, [&](const std::string &own) {
             return StringRef(own).split('=').first ==

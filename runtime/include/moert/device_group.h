@@ -133,6 +133,23 @@ private:
 /// the `visibleGpus` of this process (several members may share a GPU).
 int groupGpu(int device, int localRank, int visibleGpus);
 
+/// This MPI rank's endpoint (after mpiInit) of a group running `plan`;
+/// fails when the world size is not the plan's device count.
+absl::StatusOr<std::unique_ptr<Communicator>>
+createPlanMpiCommunicator(const Plan &plan, const CommOptions &options = {});
+
+/// What device `device` did in `session` (a session of one of its
+/// schedules) since its stats were reset, with the traffic `comm` of its
+/// collective steps; the MoE layers are grouped when the session ran the
+/// device's (decode) schedule.
+DeviceStats getDeviceStats(const Plan &plan, const SessionBase &session,
+                           const CommStats &comm, int device);
+/// A byte image of `stats` for gathering them from other MPI ranks, and its
+/// inverse (which fails on malformed bytes).
+std::vector<uint8_t> serializeDeviceStats(const DeviceStats &stats);
+absl::StatusOr<DeviceStats>
+deserializeDeviceStats(const std::vector<uint8_t> &bytes);
+
 /// Whether `desc` is split along dim 0 across devices (its dim 0 is
 /// symbolic and it is not replicated).
 bool splitsAcrossDevices(const TensorDesc &desc);
