@@ -1,13 +1,14 @@
 //===- expert_gemm.cpp - oneDNN matmul blocks of the experts --------------===//
 //
-// A primitive per block shape (rows, K, columns, weight strides, output
-// stride, dtype, bias), created on first use and kept for the process: a
-// step's experts see at most kWideChunkRows distinct row counts per shape,
-// so the cache stays small, and an exact row count lets oneDNN pick its
-// brgemm kernels (AMX for bf16), which a run-time row dimension
-// (DNNL_RUNTIME_DIM_VAL) does not in oneDNN 2.6: measured single-threaded
-// here (Sapphire Rapids), 16 x 256 x 2048 bf16, the run-time form's gemm:jit
-// kernel ran at 204 GFLOP/s against 255-326 for brgemm at 64 rows.
+// A primitive per block shape (rows rounded up to a bucket, K, columns, the
+// weights' stride and layout), created on first use and kept for the
+// process: rowBucket leaves at most 20 row counts per shape up to the 256
+// rows of a segment, so the cache stays small, and a fixed row count lets
+// oneDNN pick its brgemm kernels (AMX for bf16), which a run-time row
+// dimension (DNNL_RUNTIME_DIM_VAL) does not in oneDNN 2.6: measured
+// single-threaded here (Sapphire Rapids), 16 x 256 x 2048 bf16, the run-time
+// form's gemm:jit kernel ran at 204 GFLOP/s against 255-326 for brgemm at 64
+// rows.
 //
 // Weights are described by strides over the plan's storage, so no copy or
 // reorder happens for bf16 (int8 widens a block to bf16, exact). A reordered

@@ -8,7 +8,7 @@
 // (chosen by CPUID when the process runs). The weights are read in their plan
 // layout, [out, in] or [in, out], through strides: nothing is packed or
 // transposed, so a tiered step's paged experts (expert_cache.h) take the same
-// path. Defined in expert_gemm.cpp; moe.cpp has the measurements behind the
+// path. Defined in expert_gemm.cpp, with the measurements behind the
 // choices.
 //
 //===----------------------------------------------------------------------===//
