@@ -282,7 +282,7 @@ runExpertsInPlace(const Network &net, const std::vector<float> &x,
 /// kept row against the reference (padding rows are zero).
 inline void checkExperts(const Network &net, const std::vector<int64_t> &rows,
                          int64_t padding, uint32_t seed, int threads = 2,
-                         bool inPlace = false) {
+                         bool inPlace = false, float tolerance = 1e-4f) {
   std::vector<int64_t> offsets = {0};
   for (int64_t n : rows)
     offsets.push_back(offsets.back() + n);
@@ -310,7 +310,7 @@ inline void checkExperts(const Network &net, const std::vector<int64_t> &rows,
       std::vector<double> y = net.apply(e, x.data() + row * net.H);
       std::copy(y.begin(), y.end(), expected.begin() + row * net.H);
     }
-  expectNear((*r)[0], {N, net.H}, expected, 1e-4f);
+  expectNear((*r)[0], {N, net.H}, expected, tolerance);
 }
 
 /// Every activation in both layouts, with and without biases, and for gated

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "expert_network.h"
+#include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
 
 #include "moert/plan_writer.h"
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace moert::testing {
@@ -91,37 +93,66 @@ TEST(Int8Stream, ProductsAreTheF32ProductsOfTheValuesScaledPerColumn) {
 // Experts
 //===----------------------------------------------------------------------===//
 
-TEST(Int8Experts, EveryActivationLayoutAndPackingFewRowsPerExpert) {
-  // Streamed column blocks ([out, K]) and row splits ([K, out]).
-  for (Network net : everyNetwork()) {
-    SCOPED_TRACE(describe(net));
-    net.init(/*experts=*/5, /*hidden=*/12, /*inter=*/20, 11);
-    net.quantize();
-    checkExperts(net, {1, 0, 3, 0, 2}, /*padding=*/2, 12);
+/// Runs `check(tolerance)` on the widening GEMM blocks (tolerance 1e-4:
+/// f32 products of the widened values), then, where the CPU has
+/// AVX512-BF16, on the bf16 matmul blocks, whose activations are rounded to
+/// bf16 (a relative error of 2^-9 per element, about 1e-3 on these sums).
+template <typename Fn> void onBothGemmPaths(Fn check) {
+  {
+    SCOPED_TRACE("widened f32 blocks");
+    WidenedBlocks widened;
+    check(1e-4f);
   }
+  if (!detail::hasBf16Matmul()) {
+    std::printf("skipped the bf16 matmul blocks: this CPU has no "
+                "AVX512-BF16\n");
+    return;
+  }
+  SCOPED_TRACE("bf16 matmul blocks");
+  check(5e-3f);
+}
+
+TEST(Int8Experts, EveryActivationLayoutAndPackingFewRowsPerExpert) {
+  // Streamed column blocks ([out, K]) and row splits ([K, out]), and GEMM
+  // blocks where the crossover (streamedRows) is below 3 rows.
+  onBothGemmPaths([](float tolerance) {
+    for (Network net : everyNetwork()) {
+      SCOPED_TRACE(describe(net));
+      net.init(/*experts=*/5, /*hidden=*/12, /*inter=*/20, 11);
+      net.quantize();
+      checkExperts(net, {1, 0, 3, 0, 2}, /*padding=*/2, 12, /*threads=*/2,
+                   /*inPlace=*/false, tolerance);
+    }
+  });
 }
 
 TEST(Int8Experts, EveryActivationLayoutAndPackingManyRowsPerExpert) {
   // GEMMs over widened blocks, scaled afterwards; segments and rounds.
-  for (Network net : everyNetwork()) {
-    SCOPED_TRACE(describe(net));
-    net.init(/*experts=*/4, /*hidden=*/16, /*inter=*/24, 13);
-    net.quantize();
-    checkExperts(net, {40, 300, 0, 5}, /*padding=*/0, 14, /*threads=*/3);
-  }
+  onBothGemmPaths([](float tolerance) {
+    for (Network net : everyNetwork()) {
+      SCOPED_TRACE(describe(net));
+      net.init(/*experts=*/4, /*hidden=*/16, /*inter=*/24, 13);
+      net.quantize();
+      checkExperts(net, {40, 300, 0, 5}, /*padding=*/0, 14, /*threads=*/3,
+                   /*inPlace=*/false, tolerance);
+    }
+  });
 }
 
 TEST(Int8Experts, RowSplitsAndColumnBlocksOfLargerExperts) {
   // Several split blocks of 128 weight rows and a short last one, several
   // column blocks with a remainder, next to GEMM-sized experts.
-  for (bool inOut : {false, true}) {
-    Network net;
-    net.inOut = inOut;
-    net.biases = true;
-    net.init(/*experts=*/4, /*hidden=*/150, /*inter=*/300, 21);
-    net.quantize();
-    checkExperts(net, {1, 8, 0, 30}, /*padding=*/1, 22, /*threads=*/3);
-  }
+  onBothGemmPaths([](float tolerance) {
+    for (bool inOut : {false, true}) {
+      Network net;
+      net.inOut = inOut;
+      net.biases = true;
+      net.init(/*experts=*/4, /*hidden=*/150, /*inter=*/300, 21);
+      net.quantize();
+      checkExperts(net, {1, 8, 0, 30}, /*padding=*/1, 22, /*threads=*/3,
+                   /*inPlace=*/false, tolerance);
+    }
+  });
 }
 
 /// The status of an Experts step of a small int8 network with `edit`
@@ -240,7 +271,9 @@ absl::StatusOr<Value> runWriterQuantized(const Network &net,
 TEST(Int8PlanWriter, QuantizesPerExpertAndOutputChannelInBothLayouts) {
   // The writer's int8 weights and scales give the network that the test's
   // own quantization (the documented rule) gives, in both layouts, with an
-  // absent expert's zeros (scale 0).
+  // absent expert's zeros (scale 0). On the widening blocks, exact up to
+  // f32 sums (expert_gemm_test.cpp covers the bf16 ones).
+  WidenedBlocks widened;
   for (bool inOut : {false, true})
     for (bool separateUp : {true, false}) {
       SCOPED_TRACE(absl::StrCat(inOut ? "in_out" : "out_in",

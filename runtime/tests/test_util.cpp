@@ -2,6 +2,8 @@
 
 #include "test_util.h"
 
+#include "kernels/expert_gemm.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <cmath>
@@ -163,6 +165,9 @@ void expectSameFloats(const std::vector<float> &got,
     ASSERT_EQ(a, b) << "element " << i << ": " << got[i] << " vs " << want[i];
   }
 }
+
+WidenedBlocks::WidenedBlocks() { detail::allowBf16Matmul(false); }
+WidenedBlocks::~WidenedBlocks() { detail::allowBf16Matmul(true); }
 
 std::vector<float> randomFloats(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);

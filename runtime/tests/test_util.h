@@ -129,6 +129,16 @@ void expectSameFloats(const std::vector<float> &got,
 /// Deterministic pseudo-random floats in [-1, 1).
 std::vector<float> randomFloats(size_t count, uint32_t seed);
 
+/// While alive, the experts' GEMM blocks of bf16 and int8 weights widen to
+/// f32 as on a CPU without AVX512-BF16 (kernels/expert_gemm.h), so that the
+/// fallback is tested on every CPU.
+struct WidenedBlocks {
+  WidenedBlocks();
+  ~WidenedBlocks();
+  WidenedBlocks(const WidenedBlocks &) = delete;
+  WidenedBlocks &operator=(const WidenedBlocks &) = delete;
+};
+
 /// Matches an absl::Status whose message contains `substring`.
 MATCHER_P(StatusHas, substring, "") {
   if (arg.ok()) {

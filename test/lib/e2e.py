@@ -32,7 +32,9 @@ rounded to nearest even, and the compile report names the model initializers
 they came from ("narrowed_initializers"). The onnxruntime reference is then a
 copy of the model whose initializers of that list are rounded the same way
 (kept float32): the plan computes in f32 from exactly those values, so the
-usual tolerance still applies. A narrowed matrix that is not such an
+usual tolerance applies, except that bf16 GEMM blocks on CPUs with
+AVX512-BF16 round the activations to bf16 as well (kernels/expert_gemm.h):
+tests of bf16 plans pass --rtol 1e-2. A narrowed matrix that is not such an
 initializer (a folded constant) cannot be reproduced and is an error.
 
 int8 expert weights (--weight-dtype int8): the plan stores the routed

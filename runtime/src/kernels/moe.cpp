@@ -11,20 +11,24 @@
 // run concurrently and each weight block is read once, by one thread; the
 // kind of block is chosen per expert at run time from the rows it received:
 //
-//  * Few rows (decoding, up to kNarrowRows or kSplitRows): the step is bound by
-//  reading
-//    the active experts' weights once. Blocks are weight-streaming products
+//  * Few rows (decoding, up to streamedRows, a cost model in
+//    kernels/expert_gemm.cpp): the step is bound by reading the active
+//    experts' weights once. Blocks are weight-streaming products
 //    (kernels/stream.h): column blocks for [out, K] weights; for [K, out]
-//    weights with up to kSplitRows rows, ranges of weight rows whose partial
-//    products are summed afterwards (each range is one sequential stream).
-//  * More rows (prefill): column blocks as single-threaded GEMMs (oneDNN,
-//    kernels/matmul.cpp), with the activation applied per block.
+//    weights, ranges of weight rows whose partial products are summed
+//    afterwards (each range is one sequential stream).
+//  * More rows (prefill): column blocks as single-threaded GEMMs (oneDNN:
+//    sgemm, kernels/matmul.cpp, or for bf16 and int8 weights on CPUs with
+//    AVX512-BF16 a cached bf16 matmul primitive on AMX,
+//    kernels/expert_gemm.h), with the activation applied per block.
 //
 // The matrices (w1, w3, w2) may be bf16 or f16 (`moec compile
 // --weight-dtype`; biases stay f32): the streaming products widen them to
 // f32 in registers as they read them (half the bytes), and a GEMM block
-// widens its K x columns weights into the thread's scratch first (then does
-// rows multiply-adds per widened element). Accumulation is f32 throughout.
+// either multiplies them in bf16 (bf16 and int8 on AVX512-BF16 CPUs, the
+// activations rounded to bf16) or widens its K x columns weights into the
+// thread's scratch first (then does rows multiply-adds per widened
+// element). Accumulation is f32 throughout.
 // Measured at 1 token (E = 8, top-2, H = 1024, F = 2816, 2 threads, the
 // same shared 2-core EPYC, min of 8 alternating runs): [K, out] weights
 // 1.92 ms f32, 1.31 bf16, 1.06 f16; [out, K] weights 1.48, 1.23, 0.91. The
@@ -47,6 +51,7 @@
 
 #include "kernels/moe.h"
 #include "expert_cache.h"
+#include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
 
 #include <algorithm>
@@ -703,26 +708,6 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
   return absl::OkStatus();
 }
 
-/// Rows per expert up to which a step is bound by reading the weights (a
-/// product over n rows does 2n flops per weight element), for [out, K]
-/// weights: such experts stream their weights in column blocks
-/// (streamProject); more rows run as GEMMs. The earlier measurements (AMD
-/// EPYC, 2 threads, 8 experts, top-2, H = 1024, F = 2816), median ms of
-/// streamed blocks against OpenBLAS: 16 tokens 11.5 against 15.2, 32 tokens
-/// 15.0 against 30.5, 48 tokens (about 12 rows per expert) 18.7 against 36.1,
-/// 64 (about 16) 40.3 against 38.2, where the GEMM catches up.
-constexpr int64_t kNarrowRows = 16;
-
-/// The same bound for [K, out] weights (rows `out` floats apart), whose
-/// experts are split along K instead: each block of weight rows is one
-/// sequential stream (streamRowRange), where a column block would read a
-/// short segment of every weight row, a page apart. The partial products
-/// (rows x out per block) are summed afterwards, which costs rows /
-/// kPartRows of the weights' traffic. Past 8 rows the partial products
-/// outgrow the L1 cache and GEMMs win: at 48 and 64 tokens (about 12 and 16
-/// rows per expert) 26.2 and 30.7 ms against 42.8 and 45.0 with streamed
-/// blocks up to 16 rows, at 32 tokens 21.0 against 28.4.
-constexpr int64_t kSplitRows = 8;
 /// Weight rows per block of a split: 128 rows of 2816 outputs are 1.4 MiB
 /// (measured slightly faster than 64 at 1 and 16 tokens).
 constexpr int64_t kPartRows = 128;
@@ -730,18 +715,23 @@ constexpr int64_t kPartRows = 128;
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] (*
 /// scale[c0 : c0 + m] for int8 W) + bias[c0 : c0 + m], for a matrix W of
 /// storage `type` with `out` outputs stored as [K, out] (`inOut`) or [out,
-/// K]. Up to kNarrowRows rows of [out, K] weights stream them ([K, out]
+/// K]. Up to streamedRows rows of [out, K] weights stream them ([K, out]
 /// weights with few rows are split along K by runRound instead); otherwise
-/// the layout is the GEMM's transpose flag, and the bias is the GEMM's C
-/// operand: f32 weights are never copied, 16-bit and int8 ones are widened
-/// block by block into the thread's scratch (K x m floats) for the GEMM,
-/// which then does n multiply-adds per widened element; int8 products are
-/// scaled afterwards, as the streaming kernels scale theirs.
+/// bf16 and int8 weights run a bf16 matmul block where the CPU has
+/// AVX512-BF16 (kernels/expert_gemm.h), and the rest an sgemm whose
+/// transpose flag is the layout and whose C operand is the bias: f32
+/// weights are never copied, 16-bit and int8 ones are widened block by
+/// block into the thread's scratch (K x m floats) for the GEMM, which then
+/// does n multiply-adds per widened element; int8 products are scaled
+/// afterwards, as the streaming kernels scale theirs.
 void project(const float *x, int64_t n, int64_t K, const void *w,
              StreamWeights type, int64_t out, bool inOut, int64_t c0, int64_t m,
              const float *scale, const float *bias, float *c, int64_t ldc) {
-  if (!inOut && n <= kNarrowRows)
+  if (!inOut && n <= streamedRows(type, inOut))
     return streamProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
+  if (blockGemmFor(type) == BlockGemm::Bf16 &&
+      matmulBlock(x, n, K, w, type, out, inOut, c0, m, scale, bias, c, ldc))
+    return;
   bool biasFirst = bias && !scale;
   if (biasFirst)
     for (int64_t r = 0; r < n; ++r)
@@ -939,7 +929,7 @@ void sumParts(const float *parts, int64_t count, int64_t n, int64_t cols,
 /// and each weight block is read once by one thread. A block is a column
 /// block (a weight-streaming product or a single-threaded GEMM, with the
 /// activation applied while the block's outputs are in cache), or for
-/// split segments (kSplitRows) a range of weight rows whose partial products
+/// split segments (streamedRows) a range of weight rows whose partial products
 /// a third and a fourth phase sum, activate and write out.
 void runRound(ThreadPool &pool, const Ffn &f, const float *x,
               const std::vector<Segment> &segments, int64_t aSize, float *y) {
@@ -956,7 +946,7 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
   for (int64_t s = 0; s < static_cast<int64_t>(segments.size()); ++s) {
     int64_t n = segments[s].rows;
     partOffset.push_back(partSize);
-    if (f.inOut && n <= kSplitRows) {
+    if (f.inOut && n <= streamedRows(f.weightType, true)) {
       split.push_back(s);
       for (int64_t k = 0; k < H; k += kPartRows) {
         first.push_back({s, kW1, k, std::min(kPartRows, H - k)});
@@ -970,7 +960,7 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partSize += std::max(parts1 * n * (W1 + up), parts2 * n * H);
       continue;
     }
-    bool narrow = !f.inOut && n <= kNarrowRows;
+    bool narrow = !f.inOut && n <= streamedRows(f.weightType, false);
     int64_t width = narrow ? kBlockColumns : kWideBlockColumns;
     for (int64_t c = 0; c < F; c += width)
       first.push_back({s, kNumSlots, c, std::min(width, F - c)});

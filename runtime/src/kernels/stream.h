@@ -37,6 +37,27 @@ void streamProject(const float *x, int64_t n, int64_t K, const void *w,
                    const float *scale, const float *bias, float *c,
                    int64_t ldc);
 
+/// streamProject of bf16 or int8 weights on 16-lane AVX-512 FMAs, which
+/// streamProject runs for them where hasAvx512Streams() (other types, or
+/// builds without the AVX-512 entry points, run the 8-lane kernels);
+/// declared for the tests, which compare both. Only where
+/// hasAvx512Streams().
+void streamProjectAvx512(const float *x, int64_t n, int64_t K, const void *w,
+                         StreamWeights type, int64_t c0, int64_t m,
+                         const float *scale, const float *bias, float *c,
+                         int64_t ldc);
+
+/// Whether this CPU runs streamProjectAvx512 (AVX-512 F, BW and VL; x86-64
+/// builds with GCC only).
+bool hasAvx512Streams();
+
+/// streamProject on the 8-lane kernels whatever the CPU (the tests' other
+/// side of streamProjectAvx512).
+void streamProject8Lanes(const float *x, int64_t n, int64_t K, const void *w,
+                         StreamWeights type, int64_t c0, int64_t m,
+                         const float *scale, const float *bias, float *c,
+                         int64_t ldc);
+
 /// c[n, out] = x[:, k0 : k1] @ W[k0 : k1, :] for x [n, ldx] and W [K, out]
 /// (the `inOut` layout) of element type `type`: a partial product over a
 /// contiguous range of the weight rows, which it reads as one sequential
