@@ -24,22 +24,6 @@ constexpr int64_t kQueryBlock = 32;
 /// costs a few microseconds).
 constexpr int64_t kTaskWork = 1 << 16;
 
-/// The softmax of one row of scores in place, as the Softmax step computes
-/// it: the maximum subtracted, exponentials in f32, the sum in double.
-void softmaxRow(float *row, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    max = std::max(max, row[j]);
-  for (int64_t j = 0; j < n; ++j)
-    row[j] = fastExp(row[j] - max);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += row[j];
-  float inverse = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j)
-    row[j] *= inverse;
-}
-
 } // namespace
 
 void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
@@ -90,7 +74,7 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
               for (int64_t j = 0; j < a.keys; ++j)
                 row[j] += mask[j * stride];
             }
-            softmaxRow(row, a.keys);
+            softmaxRow(row, row, a.keys);
           }
           sgemm(false, false, m, a.valueDim, a.keys, 1.0f, s, a.keys, v,
                 a.valueStrides[2], 0.0f, out, a.outputStrides[2]);

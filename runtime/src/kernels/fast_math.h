@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace moert::detail {
 
@@ -58,6 +59,23 @@ inline float fastExp(float x) {
 
 /// 1 / (1 + e^-x); exact limits 0 and 1 for large |x|.
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
+
+/// The softmax of the `n` values of `in` into `out` (which may be `in`), as
+/// the Softmax step computes it: the maximum subtracted, exponentials in f32,
+/// their sum in double, then one f32 reciprocal.
+inline void softmaxRow(const float *in, float *out, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    max = std::max(max, in[j]);
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = fastExp(in[j] - max);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += out[j];
+  float inverse = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j)
+    out[j] *= inverse;
+}
 
 } // namespace moert::detail
 

@@ -162,17 +162,7 @@ void routeToken(const RouterParams &p, const float *l, const float *bias,
     for (int64_t e = 0; e < E; ++e)
       s[e] = sigmoid(l[e]);
   } else {
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t e = 0; e < E; ++e)
-      max = std::max(max, l[e]);
-    for (int64_t e = 0; e < E; ++e)
-      s[e] = fastExp(l[e] - max);
-    double sum = 0;
-    for (int64_t e = 0; e < E; ++e)
-      sum += s[e];
-    float inv = static_cast<float>(1.0 / sum);
-    for (int64_t e = 0; e < E; ++e)
-      s[e] *= inv;
+    softmaxRow(l, s, E);
   }
   // 2. Selection scores: the bias steers the choice, never the weights.
   const float *c = s;
