@@ -5,11 +5,13 @@
       [--max-seq 1024] [--threads 1] [--build build] [--workdir DIR]
 
 Compiles the zoo's Mixtral generation pair (examples/zoo/v5) into one
-generation plan, then for each prompt length prints one line: moe-run's
-decode tokens/s and time per token (from its --stats), the part of that
-spent in the caches' Concat steps, and the decode tokens/s of the reference
-loop of test/lib/generate_ref.py (onnxruntime, one thread, greedy) after the
-same prompt.
+generation plan, then for each prompt length prints one line per cache mode
+of moe-run (--kv-cache in-place, the default, and copy): decode tokens/s and
+time per token (from its --stats), the parts of that spent in the caches'
+Concat steps and in attention, the rest (what a step costs besides
+attention's read of the prefix, which should not grow with it), and the
+decode tokens/s of the reference loop of test/lib/generate_ref.py
+(onnxruntime, one thread, greedy) after the same prompt.
 """
 
 import argparse
@@ -81,33 +83,46 @@ def main():
                     "-o", plan], check=True, stderr=subprocess.DEVNULL)
     pairs = generate_ref.find_pairs(onnx.load(DECODE, load_external_data=False))
     presents = {present for _, present in pairs}
+    # The cache Concats are the steps producing the presents; the plan names
+    # steps after the source nodes, so find them by output name.
+    inspect = json.loads(subprocess.run(
+        [os.path.join(bin_dir, "moec"), "inspect", plan, "--json"],
+        check=True, capture_output=True, text=True).stdout)
+    schedule = inspect["schedules"][0]
+    tensors = schedule["tensors"]
+    concat = {i for i, step in enumerate(schedule["steps"])
+              if step["op"] == "Concat" and any(
+                  tensors[o]["name"] in presents for o in step["outputs"])}
+    attention = {i for i, step in enumerate(schedule["steps"])
+                 if step["op"] == "Attention"}
     for length in [int(x) for x in args.prefix.split(",")]:
         prompt = [i % 128 for i in range(length)]
-        stats = os.path.join(workdir, f"stats{length}.json")
-        subprocess.run([os.path.join(bin_dir, "moe-run"), plan, "--prompt-ids",
-                        ",".join(map(str, prompt)), "--max-new-tokens",
-                        str(args.new_tokens), "--threads", str(args.threads),
-                        "--stats", stats], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        s = json.load(open(stats))
-        steps = s["decode_steps"]
-        # The cache Concats are the steps producing the presents; the plan
-        # names steps after the source nodes, so find them by output name.
-        inspect = json.loads(subprocess.run(
-            [os.path.join(bin_dir, "moec"), "inspect", plan, "--json"],
-            check=True, capture_output=True, text=True).stdout)
-        tensors = inspect["schedules"][0]["tensors"]
-        concat = {i for i, step in enumerate(inspect["schedules"][0]["steps"])
-                  if step["op"] == "Concat" and any(
-                      tensors[o]["name"] in presents for o in step["outputs"])}
-        concat_ms = sum(x["total_ms"] for x in s["decode_steps_stats"]
-                        if x["index"] in concat) / max(steps, 1)
-        ort_rate = ort_decode_rate(prompt, steps)
-        print(f"prefix {length}: moe-run decode "
-              f"{s['decode_tokens_per_s']:.0f} tokens/s "
-              f"({s['decode_ms'] / max(steps, 1):.3f} ms/token, cache Concats "
-              f"{concat_ms:.4f} ms), onnxruntime loop {ort_rate:.0f} tokens/s")
+        for mode in ("in-place", "copy"):
+            stats = os.path.join(workdir, f"stats{length}-{mode}.json")
+            subprocess.run([os.path.join(bin_dir, "moe-run"), plan,
+                            "--prompt-ids", ",".join(map(str, prompt)),
+                            "--max-new-tokens", str(args.new_tokens),
+                            "--threads", str(args.threads),
+                            "--kv-cache", mode, "--stats", stats],
+                           check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            s = json.load(open(stats))
+            steps = max(s["decode_steps"], 1)
 
+            def ms(indices):
+                return sum(x["total_ms"] for x in s["decode_steps_stats"]
+                           if x["index"] in indices) / steps
+
+            per_token = s["decode_ms"] / steps
+            print(f"prefix {length}, --kv-cache {mode} "
+                  f"({s['kv_caches_in_place']} of {s['kv_caches']} in place): "
+                  f"moe-run decode {s['decode_tokens_per_s']:.0f} tokens/s "
+                  f"({per_token:.4f} ms/token: cache Concats "
+                  f"{ms(concat):.4f} ms, attention {ms(attention):.4f} ms, "
+                  f"the rest {per_token - ms(attention):.4f} ms)", flush=True)
+        ort_rate = ort_decode_rate(prompt, steps)
+        print(f"prefix {length}: onnxruntime loop {ort_rate:.0f} tokens/s",
+              flush=True)
 
 if __name__ == "__main__":
     main()

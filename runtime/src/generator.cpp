@@ -2,6 +2,7 @@
 
 #include "moert/generator.h"
 
+#include "cache_in_place.h"
 #include "generation_loop.h"
 #include "generation_plan.h"
 #include "session_state.h"
@@ -108,10 +109,17 @@ struct Generator::Impl {
   std::unique_ptr<Session> decode;
   std::unique_ptr<Session> prefill;
 
-  /// One cache pair's two buffers: a run reads the past from
-  /// `buffers[current]` and writes the present into the other.
+  /// One cache pair's buffers. Written in place (cache_in_place.h),
+  /// buffers[0] alone holds max_seq positions along the pair's axis: the
+  /// decode session reads its past there and appends the new positions,
+  /// and a separate prefill schedule's present is copied in once. Otherwise
+  /// a run reads the past from `buffers[current]` and writes the present
+  /// into the other.
   struct Cache {
     const CachePairDesc *pair = nullptr;
+    bool inPlace = false;
+    /// The decode schedule's present.
+    int32_t present = -1;
     /// The shape of the valid part of buffers[current].
     std::vector<int64_t> shape;
     std::vector<float> buffers[2];
@@ -168,13 +176,23 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
   for (const CachePairDesc &pair : gen->cache) {
     Impl::Cache cache;
     cache.pair = &pair;
-    const detail::TensorInfo &past =
-        decode.tensors[detail::findSignatureTensor(decode, true, pair.input)];
+    int32_t pastId = detail::findSignatureTensor(decode, true, pair.input);
+    cache.present = detail::findSignatureTensor(decode, false, pair.output);
+    cache.inPlace =
+        options.kvCacheInPlace &&
+        detail::cacheInPlaceBlocker(decode, pastId, cache.present, pair.axis)
+            .empty();
+    const detail::TensorInfo &past = decode.tensors[pastId];
     uint64_t elements = 1;
     for (int d = 0; d < past.rank; ++d) {
       int64_t size = d == pair.axis ? gen->maxSeq : past.dims[d].bound;
       cache.shape.push_back(d == pair.axis ? 0 : size);
       elements *= static_cast<uint64_t>(size);
+    }
+    if (cache.inPlace) {
+      cache.buffers[0].assign(elements, 0.0f);
+      impl->caches.push_back(std::move(cache));
+      continue;
     }
     // At least max_seq positions, and what the memory plan allows the
     // present to be (its bound may exceed max_seq).
@@ -199,6 +217,16 @@ uint64_t Generator::cacheBytes() const {
   return bytes;
 }
 
+int Generator::numCaches() const {
+  return static_cast<int>(impl_->caches.size());
+}
+
+int Generator::cachesInPlace() const {
+  return static_cast<int>(
+      std::count_if(impl_->caches.begin(), impl_->caches.end(),
+                    [](const Impl::Cache &cache) { return cache.inPlace; }));
+}
+
 Session &Generator::decodeSession() { return *impl_->decode; }
 Session &Generator::prefillSession() {
   return impl_->prefill ? *impl_->prefill : *impl_->decode;
@@ -218,8 +246,27 @@ absl::Status Generator::readLogits(Session &session) {
   return absl::OkStatus();
 }
 
+/// Copies a prefill schedule's `present` (contiguous, its shape checked
+/// against the cache's) into the first positions of the in-place `cache`,
+/// whose buffer holds `maxSeq` positions along the pair's axis.
+static void copyIntoCache(Generator::Impl::Cache &cache,
+                          const TensorData &present, int64_t maxSeq) {
+  int axis = cache.pair->axis;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d)
+    outer *= present.shape[d];
+  for (size_t d = axis + 1; d < present.shape.size(); ++d)
+    inner *= present.shape[d];
+  int64_t rows = present.shape[axis] * inner;
+  const float *from = static_cast<const float *>(present.data);
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(from + o * rows, rows,
+                cache.buffers[0].data() + o * maxSeq * inner);
+}
+
 /// Runs `session` over `ids` at positions [start, start + n): every cache's
-/// past is its current buffer, its present goes to the other one.
+/// past is its current buffer, its present goes to the other one (or, in
+/// place, the same one).
 static absl::Status runStep(Generator::Impl &impl, Session &session,
                             detail::SessionState &state, bool prefillSchedule,
                             const std::vector<int64_t> &ids, int64_t start) {
@@ -234,6 +281,18 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
                                          positions.size() * 8));
   for (Generator::Impl::Cache &cache : impl.caches) {
     const CachePairDesc &pair = *cache.pair;
+    if (cache.inPlace) {
+      // The decode schedule appends to the cache where it lies; a prefill
+      // schedule's present stays in its arena until copied in below.
+      MOERT_RETURN_IF_ERROR(
+          prefillSchedule
+              ? state.bindOutput(pair.prefillOutput, nullptr, 0)
+              : state.bindCache(pair.input, pair.output, cache.shape,
+                                cache.buffers[0].data(),
+                                cache.buffers[0].size() * sizeof(float),
+                                pair.axis, gen.maxSeq));
+      continue;
+    }
     std::vector<float> &next = cache.buffers[1 - cache.current];
     if (!prefillSchedule)
       MOERT_RETURN_IF_ERROR(state.bindInput(
@@ -247,7 +306,14 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
     const CachePairDesc &pair = *cache.pair;
     const std::string &name =
         prefillSchedule ? pair.prefillOutput : pair.output;
-    MOERT_ASSIGN_OR_RETURN(TensorData present, session.output(name));
+    TensorData present;
+    if (cache.inPlace && !prefillSchedule) {
+      const detail::Tensor &tensor = state.tensors[cache.present];
+      present.shape.assign(tensor.shape.dims,
+                           tensor.shape.dims + tensor.shape.rank);
+    } else {
+      MOERT_ASSIGN_OR_RETURN(present, session.output(name));
+    }
     std::vector<int64_t> expected = cache.shape;
     expected[pair.axis] = start + n;
     if (present.shape != expected)
@@ -256,8 +322,11 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
                        " dims of a different shape than the past grown by ", n,
                        " positions along axis ", pair.axis,
                        "; the graph does not append to its cache"));
+    if (cache.inPlace && prefillSchedule)
+      copyIntoCache(cache, present, gen.maxSeq);
+    else if (!cache.inPlace)
+      cache.current = 1 - cache.current;
     cache.shape = std::move(expected);
-    cache.current = 1 - cache.current;
   }
   return absl::OkStatus();
 }

@@ -88,6 +88,7 @@ struct GroupGenerator::Impl {
       session.threads = threads;
       session.device = devices[i];
       session.collectStats = options.collectStats;
+      session.kvCacheInPlace = options.kvCacheInPlace;
       // The device's prefill and decode sessions take turns on one
       // endpoint: every device runs the same steps in the same order.
       session.communicator = comms[i].get();

@@ -120,6 +120,17 @@ absl::StatusOr<Tensor *> KernelContext::allocate(int o, const Shape &shape) {
     }
   }
   Tensor &tensor = tensors_[step_.outputs[o]];
+  if (tensor.isCacheView()) {
+    // A cache written in place (cache_in_place.h): the Concat appending to
+    // it keeps the past where it is, so only the pitch bounds the shape.
+    if (tensor.cacheAxis >= shape.rank ||
+        shape[tensor.cacheAxis] > tensor.cachePitch)
+      return mismatch("the KV cache it is written into holds ",
+                      tensor.cachePitch, " positions along axis ",
+                      tensor.cacheAxis);
+    tensor.shape = shape;
+    return &tensor;
+  }
   tensor.shape = shape;
   // An output sharing an input's arena slot (validated in-place) must match
   // it element for element: kernels read element i before writing it.

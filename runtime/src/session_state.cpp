@@ -1,6 +1,7 @@
 //===- session_state.cpp - What every backend's session keeps -------------===//
 
 #include "session_state.h"
+#include "cache_in_place.h"
 #include "moert/file_io.h"
 #include "plan_file.h"
 
@@ -147,6 +148,8 @@ void SessionState::initTensors(uint8_t *arena) {
   staged.resize(schedule.inputs.size());
   boundInputs.assign(schedule.inputs.size(), nullptr);
   boundOutputs.assign(schedule.outputs.size(), nullptr);
+  inputViews.assign(schedule.inputs.size(), CacheView());
+  outputViews.assign(schedule.outputs.size(), CacheView());
   symbolValues.assign(plan.symbols.size(), -1);
   calls.assign(steps, 0);
   seconds.assign(steps, 0);
@@ -171,6 +174,7 @@ absl::Status SessionState::setInput(absl::string_view name, DType dtype,
                      static_cast<const uint8_t *>(data) + bytes);
   input.set = true;
   boundInputs[index] = nullptr;
+  inputViews[index] = CacheView();
   hasRun = false;
   return absl::OkStatus();
 }
@@ -196,6 +200,7 @@ absl::Status SessionState::bindInput(absl::string_view name,
   input.bytes.clear();
   input.set = true;
   boundInputs[index] = static_cast<const uint8_t *>(data);
+  inputViews[index] = CacheView();
   hasRun = false;
   return absl::OkStatus();
 }
@@ -216,7 +221,43 @@ absl::Status SessionState::bindOutput(absl::string_view name, void *data,
         absl::StrCat("output '", name, "' is planned for up to ", info.size,
                      " bytes; the bound buffer has ", capacity));
   boundOutputs[index] = static_cast<uint8_t *>(data);
+  outputViews[index] = CacheView();
   hasRun = false;
+  return absl::OkStatus();
+}
+
+absl::Status SessionState::bindCache(absl::string_view input,
+                                     absl::string_view output,
+                                     const std::vector<int64_t> &shape,
+                                     void *data, size_t capacity, int axis,
+                                     int64_t pitch) {
+  int in = find(schedule.inputDescs, input);
+  int out = find(schedule.outputDescs, output);
+  if (in < 0 || out < 0)
+    return absl::NotFoundError(
+        absl::StrCat("unknown cache pair '", input, "' -> '", output, "'"));
+  std::string blocker = cacheInPlaceBlocker(schedule, schedule.inputs[in],
+                                            schedule.outputs[out], axis);
+  if (!blocker.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat("the cache '", input, "' -> '", output,
+                     "' cannot be written in place: ", blocker));
+  if (axis < 0 || axis >= static_cast<int>(shape.size()) || shape[axis] > pitch)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache '", input, "': its past along axis ", axis,
+                     " does not fit in ", pitch, " positions"));
+  uint64_t elements = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    elements *=
+        static_cast<uint64_t>(static_cast<int>(d) == axis ? pitch : shape[d]);
+  if (capacity < elements * sizeof(float))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache '", input, "' needs ", elements * sizeof(float), " bytes at ",
+        pitch, " positions; the buffer has ", capacity));
+  MOERT_RETURN_IF_ERROR(bindInput(input, shape, data));
+  inputViews[in] = {axis, pitch};
+  boundOutputs[out] = static_cast<uint8_t *>(data);
+  outputViews[out] = {axis, pitch};
   return absl::OkStatus();
 }
 
@@ -298,6 +339,8 @@ void SessionState::stageInputs() {
   for (size_t k = 0; k < schedule.inputs.size(); ++k) {
     Tensor &tensor = tensors[schedule.inputs[k]];
     tensor.shape = staged[k].shape;
+    tensor.cacheAxis = inputViews[k].axis;
+    tensor.cachePitch = inputViews[k].pitch;
     if (boundInputs[k]) {
       tensor.data = const_cast<uint8_t *>(boundInputs[k]);
       continue;
@@ -309,9 +352,12 @@ void SessionState::stageInputs() {
   for (size_t k = 0; k < schedule.outputs.size(); ++k) {
     uint32_t id = schedule.outputs[k];
     const TensorInfo &info = schedule.tensors[id];
-    if (info.producer >= 0 && !info.isGraphInput)
+    if (info.producer >= 0 && !info.isGraphInput) {
       tensors[id].data =
           boundOutputs[k] ? boundOutputs[k] : arena + info.offset;
+      tensors[id].cacheAxis = outputViews[k].axis;
+      tensors[id].cachePitch = outputViews[k].pitch;
+    }
   }
 }
 
@@ -355,6 +401,11 @@ absl::StatusOr<TensorData> SessionState::output(absl::string_view name) const {
     return absl::FailedPreconditionError(
         absl::StrCat("output '", name, "' is read before a successful run"));
   const Tensor &tensor = tensors[schedule.outputs[index]];
+  if (tensor.isCacheView())
+    return absl::FailedPreconditionError(
+        absl::StrCat("output '", name,
+                     "' is a KV cache written in place (pitched, not "
+                     "contiguous); the Generator owns it"));
   TensorData out;
   out.dtype = tensor.dtype;
   out.shape.assign(tensor.shape.dims, tensor.shape.dims + tensor.shape.rank);

@@ -81,6 +81,17 @@ struct SessionState {
   /// the arena, from the next run on; null restores the arena. The output
   /// must be produced by a step.
   absl::Status bindOutput(absl::string_view name, void *data, size_t capacity);
+  /// Keeps the cache pair `input` -> `output` (graph input and output of
+  /// the schedule) in place in `data`, `capacity` bytes laid out with
+  /// `pitch` positions along `axis`: the input is a cache view of shape
+  /// `shape` (its first shape[axis] positions), and the output, the same
+  /// memory, gets only the new positions (cache_in_place.h). Fails unless
+  /// cacheInPlaceBlocker() allows the pair or when the memory is too small.
+  /// Until the next setInput/bindInput of the input or bindOutput of the
+  /// output.
+  absl::Status bindCache(absl::string_view input, absl::string_view output,
+                         const std::vector<int64_t> &shape, void *data,
+                         size_t capacity, int axis, int64_t pitch);
   /// Binds every symbol to the size the inputs give it; fails when an input
   /// is not set or two inputs disagree.
   absl::Status bindSymbols();
@@ -131,6 +142,14 @@ struct SessionState {
   /// the arena slot).
   std::vector<const uint8_t *> boundInputs;
   std::vector<uint8_t *> boundOutputs;
+  /// Per graph input / output bound by bindCache: its cache axis and pitch
+  /// (axis -1: none).
+  struct CacheView {
+    int axis = -1;
+    int64_t pitch = 0;
+  };
+  std::vector<CacheView> inputViews;
+  std::vector<CacheView> outputViews;
   uint8_t *arena = nullptr;
   std::vector<int64_t> symbolValues;
   bool collectStats;

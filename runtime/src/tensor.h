@@ -60,7 +60,15 @@ struct Tensor {
   DType dtype = DType::F32;
   Shape shape;
   uint8_t *data = nullptr;
+  /// A KV-cache view (Generator::create binds one where the schedule allows
+  /// it, cache_in_place.h): dimension `cacheAxis` is laid out with
+  /// `cachePitch` positions, of which the first shape[cacheAxis] hold data.
+  /// -1 for a contiguous tensor. Only the steps cacheViewUse() accepts read
+  /// or write such a view.
+  int cacheAxis = -1;
+  int64_t cachePitch = 0;
 
+  bool isCacheView() const { return cacheAxis >= 0; }
   int64_t numel() const { return shape.numel(); }
   size_t bytes() const {
     return static_cast<size_t>(numel()) * dtypeSize(dtype);

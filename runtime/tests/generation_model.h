@@ -9,8 +9,11 @@
 #ifndef MOERT_TESTS_GENERATION_MODEL_H
 #define MOERT_TESTS_GENERATION_MODEL_H
 
+#include "moert/plan_writer.h"
+
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moert::test {
@@ -42,6 +45,42 @@ inline std::vector<float> expectedLogits(const std::vector<int64_t> &tokens) {
 inline int64_t argmax(const std::vector<float> &v) {
   return std::max_element(v.begin(), v.end()) - v.begin();
 }
+
+/// The decode schedule's graph inputs that the test plans share: the token
+/// ids and positions [1, n] and the cache's past "past.0" [1, 1, past,
+/// kDim], added to `s` in that order.
+struct DecodeInputs {
+  int32_t ids = -1, positions = -1, past = -1;
+};
+DecodeInputs addDecodeInputs(ScheduleBuilder &s, PlanDim n, int pastSymbol);
+
+/// Makes `writer`'s plan a generation plan (max_seq kMaxSeq, "input_ids",
+/// "position_ids", "logits") with one cache pair along axis 2: `input` ->
+/// "present.0", started by the prefill's `prefillOutput`.
+void setGenerationTable(PlanWriter &writer, std::string input,
+                        std::string prefillOutput);
+
+/// The attention generation plan (generation_plans.cpp): the token's
+/// embedding is the query, the embeddings of every token so far are the keys
+/// and values (the KV cache, [1, 1, positions, kDim]), and the logits are
+/// attention's output (scale kScale) @ W. Its decode schedule has the
+/// exported form, Concat(past, new) read by fused attention and a Shape, so
+/// that a Generator writes its cache in place.
+struct AttentionPlanOptions {
+  /// A prefill schedule (else the decode schedule runs the prompt with an
+  /// empty past).
+  bool prefill = true;
+  /// The decode schedule also sums the present (a read that keeps the
+  /// cache from being written in place).
+  bool sumPresent = false;
+};
+constexpr float kScale = 0.5f;
+/// The bytes of that plan (empty after a test failure).
+std::vector<uint8_t>
+writeAttentionGenerationPlan(const AttentionPlanOptions &options = {});
+/// What it computes: the logits after `tokens`, attention of the last
+/// token's embedding over all of them, in double.
+std::vector<float> attentionLogits(const std::vector<int64_t> &tokens);
 
 } // namespace moert::test
 

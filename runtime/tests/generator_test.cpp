@@ -27,22 +27,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace ::moert::test;
 
-/// Makes `writer`'s plan a generation plan with one cache pair.
-void setGeneration(PlanWriter &writer, std::string input,
-                   std::string prefillOutput) {
-  fb::GenerationT &gen = writer.generation();
-  gen.max_seq = kMaxSeq;
-  gen.input_ids = "input_ids";
-  gen.position_ids = "position_ids";
-  gen.logits = "logits";
-  auto pair = std::make_unique<fb::CachePairT>();
-  pair->input = std::move(input);
-  pair->output = "present.0";
-  pair->prefill_output = std::move(prefillOutput);
-  pair->axis = 2;
-  gen.cache.push_back(std::move(pair));
-}
-
 struct PlanOptions {
   /// Name the cache pair's input after no graph input.
   bool badPairInput = false;
@@ -61,13 +45,7 @@ std::vector<uint8_t> writeSingleSchedulePlan() {
   int tokens = writer.addSymbol("n", 1, kMaxSeq - 1);
   ScheduleBuilder &d = writer.schedule(0);
   PlanDim n = PlanDim::symbol(tokens);
-  int32_t ids = d.addTensor("input_ids", DType::I64, {1, n});
-  int32_t pos = d.addTensor("position_ids", DType::I64, {1, n});
-  int32_t cache =
-      d.addTensor("past.0", DType::F32, {1, 1, PlanDim::symbol(past), kDim});
-  d.addInput(ids);
-  d.addInput(pos);
-  d.addInput(cache);
+  auto [ids, pos, cache] = addDecodeInputs(d, n, past);
   int32_t embed =
       d.addWeight("embed", DType::F32, {kVocab, kDim}, kEmbed.data(), 40);
   int32_t proj =
@@ -95,7 +73,7 @@ std::vector<uint8_t> writeSingleSchedulePlan() {
   d.addStep(OpKind::MatMul, "proj", {sum, proj}, {logits});
   d.addOutput(logits);
   d.addOutput(present);
-  setGeneration(writer, "past.0", "present.0");
+  setGenerationTable(writer, "past.0", "present.0");
   auto bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();
@@ -107,13 +85,7 @@ std::vector<uint8_t> writePlan(const PlanOptions &options = {}) {
   int past = writer.addSymbol("past", 1, kMaxSeq - 1);
   int prompt = writer.addSymbol("prefill.n", 1, kMaxSeq - 1);
   ScheduleBuilder &d = writer.schedule(0);
-  int32_t ids = d.addTensor("input_ids", DType::I64, {1, 1});
-  int32_t pos = d.addTensor("position_ids", DType::I64, {1, 1});
-  int32_t cache =
-      d.addTensor("past.0", DType::F32, {1, 1, PlanDim::symbol(past), kDim});
-  d.addInput(ids);
-  d.addInput(pos);
-  d.addInput(cache);
+  auto [ids, pos, cache] = addDecodeInputs(d, 1, past);
   if (options.extraInput)
     d.addInput(d.addTensor("attention_mask", DType::I64, {1, 1}));
   int32_t embed =
@@ -172,7 +144,8 @@ std::vector<uint8_t> writePlan(const PlanOptions &options = {}) {
   p.addOutput(pLogits);
   p.addOutput(start);
 
-  setGeneration(writer, options.badPairInput ? "nothing" : "past.0", "cache.0");
+  setGenerationTable(writer, options.badPairInput ? "nothing" : "past.0",
+                     "cache.0");
   auto bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();

@@ -39,13 +39,7 @@ std::vector<uint8_t> writePlan(int devices) {
   for (int device = 0; device < devices; ++device) {
     ScheduleBuilder &d = writer.schedule(device);
     PlanDim n = PlanDim::symbol(tokens);
-    int32_t ids = d.addTensor("input_ids", DType::I64, {1, n});
-    int32_t pos = d.addTensor("position_ids", DType::I64, {1, n});
-    int32_t cache =
-        d.addTensor("past.0", DType::F32, {1, 1, PlanDim::symbol(past), kDim});
-    d.addInput(ids);
-    d.addInput(pos);
-    d.addInput(cache);
+    auto [ids, pos, cache] = addDecodeInputs(d, n, past);
     int32_t e, p;
     if (device == 0) {
       embed = e =
@@ -107,17 +101,7 @@ std::vector<uint8_t> writePlan(int devices) {
     d.addOutput(logits);
     d.addOutput(present);
   }
-  fb::GenerationT &gen = writer.generation();
-  gen.max_seq = kMaxSeq;
-  gen.input_ids = "input_ids";
-  gen.position_ids = "position_ids";
-  gen.logits = "logits";
-  auto pair = std::make_unique<fb::CachePairT>();
-  pair->input = "past.0";
-  pair->output = "present.0";
-  pair->prefill_output = "present.0";
-  pair->axis = 2;
-  gen.cache.push_back(std::move(pair));
+  setGenerationTable(writer, "past.0", "present.0");
   auto bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();

@@ -125,6 +125,10 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
     if (!absl::SimpleAtod(value, &real) || !(real > 0 && real <= 1))
       return "--top-p needs a number in (0, 1], not '" + value + "'";
     options.sampling.topP = real;
+  } else if (name == "--kv-cache") {
+    if (value != "in-place" && value != "copy")
+      return "--kv-cache must be in-place or copy, not '" + value + "'";
+    args.kvCacheInPlace = value == "in-place";
   } else if (name == "--stop-id") {
     if (!absl::SimpleAtoi(value, &number) || number < 0)
       return "--stop-id needs a token id, not '" + value + "'";
@@ -271,13 +275,16 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     std::fprintf(stderr,
                  "moe-run: %s%lld new tokens%s; time to first token %.3f "
                  "ms%s; prefill %lld tokens at %.1f tokens/s; decode %lld "
-                 "tokens at %.1f tokens/s; KV cache %llu bytes%s\n",
+                 "tokens at %.1f tokens/s; KV cache %llu bytes%s, %d of "
+                 "%d caches written in place\n",
                  prompted.c_str(), static_cast<long long>(total.newTokens),
                  devices.c_str(), firstToken * 1e3, fromFile ? " (mean)" : "",
                  static_cast<long long>(total.promptTokens), prefillRate,
                  static_cast<long long>(total.decodeSteps), decodeRate,
                  static_cast<unsigned long long>(generator.cacheBytes()),
-                 devices.empty() ? "" : " per device");
+                 devices.empty() ? "" : " per device",
+                 firstGenerator(generator).cachesInPlace(),
+                 firstGenerator(generator).numCaches());
 
   if (!outputDir.empty() && root) {
     std::error_code ec;
@@ -335,6 +342,8 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
       ",\n  \"decode_tokens_per_s\": ", absl::StrFormat("%.3f", decodeRate),
       ",\n  \"max_seq\": ", gen.maxSeq,
       ",\n  \"kv_cache_bytes\": ", generator.cacheBytes(),
+      ",\n  \"kv_caches\": ", local.numCaches(),
+      ",\n  \"kv_caches_in_place\": ", local.cachesInPlace(),
       ",\n  \"kv_cache_bytes_at_max_seq\": ", gen.cacheBytes);
   if (fromFile) {
     absl::StrAppend(&json, ",\n  \"per_prompt\": [");
@@ -369,6 +378,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   if (run.group) {
     moert::GroupGeneratorOptions options;
     options.threadsPerDevice = run.threads;
+    options.kvCacheInPlace = args.kvCacheInPlace;
     options.comm.timeoutSeconds = run.commTimeout;
     std::unique_ptr<moert::GroupGenerator> group;
     if (run.mpi) {
@@ -383,6 +393,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   }
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = run.threads;
+  sessionOptions.kvCacheInPlace = args.kvCacheInPlace;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
   return generateWith(*generator, plan, args, run.seed, run.outputDir,

@@ -27,6 +27,8 @@ struct GenerateArgs {
   std::string promptsFile;
   moert::GenerateOptions options;
   bool stream = false;
+  /// --kv-cache in-place (default) or copy (SessionOptions::kvCacheInPlace).
+  bool kvCacheInPlace = true;
   /// Generation flags seen (for "needs --prompt-ids").
   std::vector<std::string> flags;
 };

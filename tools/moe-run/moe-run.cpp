@@ -137,6 +137,10 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
   --top-p P              sample among the fewest most likely ids whose
                          probability reaches P (default: 1, all)
   --stop-id ID           stop after generating ID (repeatable)
+  --kv-cache MODE        in-place (default): a decode step appends to each
+                         cache where it lies, where the plan allows it (the
+                         cache read only by fused attention); copy: the
+                         exported Concat copies the past every step
   --stream               print each id as soon as it is generated
   An expert-parallel generation plan (moec compile ... --devices N) runs
   with --devices N or under mpirun -np N: device 0 draws each token.

@@ -103,8 +103,13 @@ public:
   int64_t length() const { return length_; }
   int64_t vocabSize() const;
   int64_t maxSeq() const;
-  /// Bytes of the cache buffers (two per cache, at max_seq positions).
+  /// Bytes of the cache buffers at max_seq positions: one per cache written
+  /// in place, two per other cache.
   uint64_t cacheBytes() const;
+  /// The plan's caches, and how many of them a decode step appends to in
+  /// place (SessionOptions::kvCacheInPlace) instead of copying the past.
+  int numCaches() const;
+  int cachesInPlace() const;
 
   /// prefill, then up to maxNewTokens tokens drawn by a Sampler, calling
   /// `onToken` with each as soon as it is drawn; returns the new tokens.

@@ -33,6 +33,8 @@ struct GroupGeneratorOptions {
   /// plan's devices, as DeviceGroup does).
   int threadsPerDevice = 0;
   bool collectStats = true;
+  /// SessionOptions::kvCacheInPlace of every device's generator.
+  bool kvCacheInPlace = true;
   /// The timeout of every exchange and of the token broadcast.
   CommOptions comm;
 };

@@ -274,6 +274,12 @@ struct SessionOptions {
   /// the experts the next layer's router picks for this layer's tokens
   /// (docs/tiered-experts.md). Outputs do not depend on it.
   std::string expertPrefetch = "none";
+  /// Generators: keep each KV cache in one buffer of max_seq positions that
+  /// the decode step appends to in place, where its schedule allows it (the
+  /// cache is read only by its Concat, fused attention and shape queries).
+  /// false keeps two buffers per cache, between which the exported Concat
+  /// copies the whole past every step. Outputs do not depend on it.
+  bool kvCacheInPlace = true;
   /// This device's endpoint of the device group, needed by multi-device
   /// plans (their collective steps); its rank must be `device` and its size
   /// the plan's device count. Not owned; must outlive the session.

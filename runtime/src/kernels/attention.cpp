@@ -100,6 +100,16 @@ void rowStrides(const Shape &shape, int64_t strides[3]) {
   strides[0] = shape[1] * strides[1];
 }
 
+/// The strides of a key or value, which may be a KV cache written in place
+/// (cache_in_place.h): its positions (dimension 2) then lie in rows of
+/// cachePitch.
+void operandStrides(const Tensor &t, int64_t strides[3]) {
+  Shape layout = t.shape;
+  if (t.isCacheView())
+    layout[2] = t.cachePitch;
+  rowStrides(layout, strides);
+}
+
 absl::Status attentionKernel(KernelContext &ctx) {
   const Tensor &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
   const Shape &qs = q.shape, &ks = k.shape, &vs = v.shape;
@@ -127,10 +137,14 @@ absl::Status attentionKernel(KernelContext &ctx) {
   args.scale = ctx.attrs<fb::AttentionAttrs>()->scale();
   args.query = q.as<const float>();
   rowStrides(qs, args.queryStrides);
+  for (const Tensor *t : {&k, &v})
+    if (t->isCacheView() && t->cacheAxis != 2)
+      return ctx.error("a KV cache view along axis ", t->cacheAxis,
+                       " is not keys or values by position");
   args.key = k.as<const float>();
-  rowStrides(ks, args.keyStrides);
+  operandStrides(k, args.keyStrides);
   args.value = v.as<const float>();
-  rowStrides(vs, args.valueStrides);
+  operandStrides(v, args.valueStrides);
   if (ks[0] == 1) {
     args.keyStrides[0] = 0;
     args.valueStrides[0] = 0;

@@ -350,8 +350,24 @@ absl::Status concatKernel(KernelContext &ctx) {
   int64_t innerBytes = shape.span(axis + 1, rank) * elementSize;
   int64_t rowBytes = shape[axis] * innerBytes;
   int64_t column = 0;
-  for (int i = 0; i < ctx.numInputs(); ++i) {
+  int begin = 0;
+  if (out->isCacheView() || first.isCacheView()) {
+    // Appending to a KV cache written in place (cache_in_place.h): the past
+    // is already the first positions of the output, which has room for
+    // cachePitch of them; only the new positions are written.
+    if (!out->isCacheView() || !first.isCacheView() ||
+        first.data != out->data || first.cacheAxis != axis ||
+        out->cacheAxis != axis || first.cachePitch != out->cachePitch)
+      return ctx.error("a KV cache view reaches a Concat that does not "
+                       "append to it along its axis");
+    rowBytes = out->cachePitch * innerBytes;
+    column = first.shape[axis] * innerBytes;
+    begin = 1;
+  }
+  for (int i = begin; i < ctx.numInputs(); ++i) {
     const Tensor &t = ctx.in(i);
+    if (t.isCacheView())
+      return ctx.error("input ", i, " is a KV cache view");
     int64_t bytes = t.shape[axis] * innerBytes;
     for (int64_t o = 0; o < outer && bytes > 0; ++o)
       std::memcpy(out->data + o * rowBytes + column, t.data + o * bytes, bytes);
