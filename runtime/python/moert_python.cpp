@@ -21,6 +21,7 @@
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 #include "moert/moert.h"
+#include "plan_generator.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -416,20 +417,10 @@ public:
       raise(PyExc_ValueError,
             absl::StrCat("threads is ", threads,
                          "; it must be 0 (the hardware concurrency) or more"));
-    const moert::Plan &p = *plan_->plan;
-    if (p.numDevices() > 1) {
-      moert::GroupGeneratorOptions options;
-      options.threadsPerDevice = threads;
-      auto group = moert::GroupGenerator::create(p, options);
-      check(group.status());
-      group_ = *std::move(group);
-    } else {
-      moert::SessionOptions options;
-      options.threads = threads;
-      auto single = moert::Generator::create(p, options);
-      check(single.status());
-      single_ = *std::move(single);
-    }
+    auto generator =
+        moert::detail::PlanGenerator::create(*plan_->plan, threads);
+    check(generator.status());
+    generator_ = *std::move(generator);
   }
 
   /// The new ids; `onToken(id)` is called with each as soon as it is drawn.
@@ -462,8 +453,7 @@ public:
     absl::StatusOr<std::vector<int64_t>> ids;
     {
       py::gil_scoped_release release;
-      ids = single_ ? single_->generate(prompt, options, callback)
-                    : group_->generate(prompt, options, callback);
+      ids = generator_->generate(prompt, options, callback);
     }
     if (raised)
       throw *raised;
@@ -473,16 +463,14 @@ public:
 
   /// The logits the last id was drawn from (device 0's), a copy.
   py::array_t<float> logits() const {
-    const std::vector<float> &row =
-        single_ ? single_->logits() : group_->logits();
+    const std::vector<float> &row = generator_->logits();
     py::array_t<float> out(static_cast<py::ssize_t>(row.size()));
     std::copy(row.begin(), row.end(), out.mutable_data());
     return out;
   }
 
   py::dict times() const {
-    const moert::GenerationTimes &t =
-        single_ ? single_->times() : group_->times();
+    const moert::GenerationTimes &t = generator_->times();
     py::dict out;
     out["prompt_tokens"] = t.promptTokens;
     out["new_tokens"] = t.newTokens;
@@ -494,17 +482,12 @@ public:
   }
 
   int numDevices() const { return plan_->plan->numDevices(); }
-  int64_t vocabSize() const {
-    return single_ ? single_->vocabSize() : group_->vocabSize();
-  }
-  int64_t maxSeq() const {
-    return single_ ? single_->maxSeq() : group_->maxSeq();
-  }
+  int64_t vocabSize() const { return generator_->vocabSize(); }
+  int64_t maxSeq() const { return generator_->maxSeq(); }
 
 private:
   std::shared_ptr<PyPlan> plan_;
-  std::unique_ptr<moert::Generator> single_;
-  std::unique_ptr<moert::GroupGenerator> group_;
+  std::unique_ptr<moert::detail::PlanGenerator> generator_;
 };
 
 std::shared_ptr<PyPlan> loadPlan(const std::string &path) {

@@ -8,6 +8,7 @@
 
 #include "moert/moert.h"
 #include "moert/moert_c.h"
+#include "plan_generator.h"
 #include "plan_impl.h"
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,10 @@ struct moert_session {
   std::vector<moert::StepStats> steps;
   uint64_t runs = 0;
   double lastSeconds = 0;
+};
+
+struct moert_generator {
+  std::unique_ptr<moert::detail::PlanGenerator> generator;
 };
 
 namespace {
@@ -203,6 +208,21 @@ moert_status giveInput(const char *function,
         name, static_cast<moert::DType>(dtype), dims, data, bytes);
     return status.ok() ? MOERT_OK : fail(status);
   });
+}
+
+/// The ids of a C prompt; fails on a null prompt of positive length.
+moert_status promptOf(const char *function, const int64_t *prompt,
+                      size_t length, std::vector<int64_t> &out) {
+  if (length > 0 && !prompt)
+    return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                absl::StrCat(function, ": prompt is null"));
+  out.assign(prompt, prompt + length);
+  return MOERT_OK;
+}
+
+/// Converts a moert::Status into the C result.
+moert_status resultOf(const absl::Status &status) {
+  return status.ok() ? MOERT_OK : fail(status);
 }
 
 } // namespace
@@ -436,6 +456,138 @@ moert_status moert_session_reset_stats(moert_session *session) {
     session->steps = session->session->stepStats();
     return MOERT_OK;
   });
+}
+
+moert_generate_options moert_generate_options_default(void) {
+  moert_generate_options options{};
+  options.max_new_tokens = 16;
+  options.top_p = 1.0;
+  return options;
+}
+
+moert_status moert_generator_create(const moert_plan *plan,
+                                    const moert_session_options *options,
+                                    moert_generator **generator) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(generator);
+    *generator = nullptr;
+    MOERT_C_REQUIRE(plan);
+    int32_t threads = options ? options->threads : 0;
+    if (threads < 0)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("moert_generator_create: threads is ", threads,
+                               "; it must be 0 (the hardware concurrency) or "
+                               "positive"));
+    auto created = moert::detail::PlanGenerator::create(*plan->plan, threads);
+    if (!created.ok())
+      return fail(created.status());
+    *generator = new moert_generator{*std::move(created)};
+    return MOERT_OK;
+  });
+}
+
+void moert_generator_free(moert_generator *generator) { delete generator; }
+
+moert_status moert_generator_generate(moert_generator *generator,
+                                      const int64_t *prompt,
+                                      size_t prompt_length,
+                                      const moert_generate_options *options,
+                                      int64_t *tokens, size_t capacity,
+                                      size_t *num_tokens) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(generator);
+    MOERT_C_REQUIRE(tokens);
+    MOERT_C_REQUIRE(num_tokens);
+    *num_tokens = 0;
+    moert_generate_options c =
+        options ? *options : moert_generate_options_default();
+    if (c.num_stop_ids > 0 && !c.stop_ids)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_generator_generate: stop_ids is null");
+    if (c.max_new_tokens < 0 ||
+        static_cast<uint64_t>(c.max_new_tokens) > capacity)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("moert_generator_generate: tokens has room for ",
+                               capacity, " ids; max_new_tokens is ",
+                               c.max_new_tokens));
+    std::vector<int64_t> ids;
+    if (moert_status s = promptOf(__func__, prompt, prompt_length, ids))
+      return s;
+    moert::GenerateOptions cxx;
+    cxx.maxNewTokens = c.max_new_tokens;
+    cxx.sampling.temperature = c.temperature;
+    cxx.sampling.topK = c.top_k;
+    cxx.sampling.topP = c.top_p;
+    cxx.sampling.seed = c.seed;
+    cxx.stopIds.assign(c.stop_ids, c.stop_ids + c.num_stop_ids);
+    std::function<void(int64_t)> onToken;
+    if (c.on_token)
+      onToken = [&c](int64_t token) { c.on_token(token, c.user_data); };
+    absl::StatusOr<std::vector<int64_t>> drawn =
+        generator->generator->generate(ids, cxx, onToken);
+    if (!drawn.ok())
+      return fail(drawn.status());
+    std::copy(drawn->begin(), drawn->end(), tokens);
+    *num_tokens = drawn->size();
+    return MOERT_OK;
+  });
+}
+
+moert_status moert_generator_prefill(moert_generator *generator,
+                                     const int64_t *prompt,
+                                     size_t prompt_length) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(generator);
+    std::vector<int64_t> ids;
+    if (moert_status s = promptOf(__func__, prompt, prompt_length, ids))
+      return s;
+    return resultOf(generator->generator->prefill(ids));
+  });
+}
+
+moert_status moert_generator_decode(moert_generator *generator, int64_t token) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(generator);
+    return resultOf(generator->generator->decode(token));
+  });
+}
+
+moert_status moert_generator_logits(const moert_generator *generator,
+                                    const float **logits, int64_t *vocab) {
+  MOERT_C_REQUIRE(generator);
+  MOERT_C_REQUIRE(logits);
+  MOERT_C_REQUIRE(vocab);
+  const std::vector<float> &row = generator->generator->logits();
+  if (row.empty())
+    return fail(MOERT_ERROR_FAILED_PRECONDITION,
+                "moert_generator_logits: no step has run");
+  *logits = row.data();
+  *vocab = static_cast<int64_t>(row.size());
+  return MOERT_OK;
+}
+
+moert_status moert_generator_length(const moert_generator *generator,
+                                    int64_t *length, int64_t *max_seq) {
+  MOERT_C_REQUIRE(generator);
+  if (length)
+    *length = generator->generator->length();
+  if (max_seq)
+    *max_seq = generator->generator->maxSeq();
+  return MOERT_OK;
+}
+
+moert_status moert_generator_times(const moert_generator *generator,
+                                   moert_generation_times *times) {
+  MOERT_C_REQUIRE(generator);
+  MOERT_C_REQUIRE(times);
+  const moert::GenerationTimes &t = generator->generator->times();
+  times->prompt_tokens = t.promptTokens;
+  times->new_tokens = t.newTokens;
+  times->prefill_seconds = t.prefillSeconds;
+  times->first_token_seconds = t.firstTokenSeconds;
+  times->decode_steps = t.decodeSteps;
+  times->decode_seconds = t.decodeSeconds;
+  return MOERT_OK;
 }
 
 } // extern "C"

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "generation_model.h"
 #include "moert/moert_c.h"
 
 #include "test_util.h"
@@ -312,6 +313,123 @@ TEST(CApi, TheLastErrorIsPerThread) {
   }).join();
   EXPECT_THAT(theirs, HasSubstr("c_api_other.plan"));
   EXPECT_EQ(moert_last_error(), mine);
+}
+
+/// Writes the attention generation plan (generation_model.h) to a file of
+/// the test's own name; its path.
+std::string writeGenerationPlan() {
+  std::string path =
+      ::testing::TempDir() + "/c_api_gen_" +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".plan";
+  std::vector<uint8_t> bytes = test::writeAttentionGenerationPlan();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+void collectToken(int64_t token, void *user) {
+  static_cast<std::vector<int64_t> *>(user)->push_back(token);
+}
+
+TEST(CApiGenerator, GeneratesTheModelsGreedyIdsAndStepsByStep) {
+  moert_plan *plan = nullptr;
+  ASSERT_EQ(moert_plan_load(writeGenerationPlan().c_str(), &plan), MOERT_OK)
+      << moert_last_error();
+  moert_generator *generator = nullptr;
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK)
+      << moert_last_error();
+
+  // Greedy: each id the argmax of the model's logits after the ones before.
+  std::vector<int64_t> sequence = {1, 3};
+  std::vector<int64_t> want;
+  for (int i = 0; i < 5; ++i) {
+    want.push_back(test::argmax(test::attentionLogits(sequence)));
+    sequence.push_back(want.back());
+  }
+  moert_generate_options options = moert_generate_options_default();
+  options.max_new_tokens = 5;
+  std::vector<int64_t> streamed;
+  options.on_token = collectToken;
+  options.user_data = &streamed;
+  const int64_t prompt[] = {1, 3};
+  int64_t tokens[8] = {};
+  size_t count = 0;
+  ASSERT_EQ(moert_generator_generate(generator, prompt, 2, &options, tokens, 8,
+                                     &count),
+            MOERT_OK)
+      << moert_last_error();
+  EXPECT_EQ(std::vector<int64_t>(tokens, tokens + count), want);
+  EXPECT_EQ(streamed, want);
+  moert_generation_times times{};
+  ASSERT_EQ(moert_generator_times(generator, &times), MOERT_OK);
+  EXPECT_EQ(times.prompt_tokens, 2);
+  EXPECT_EQ(times.new_tokens, 5);
+  EXPECT_EQ(times.decode_steps, 4);
+
+  // Step by step: the logits after each step.
+  ASSERT_EQ(moert_generator_prefill(generator, prompt, 2), MOERT_OK)
+      << moert_last_error();
+  ASSERT_EQ(moert_generator_decode(generator, 4), MOERT_OK)
+      << moert_last_error();
+  const float *logits = nullptr;
+  int64_t vocab = 0;
+  ASSERT_EQ(moert_generator_logits(generator, &logits, &vocab), MOERT_OK);
+  std::vector<float> expected = test::attentionLogits({1, 3, 4});
+  ASSERT_EQ(vocab, static_cast<int64_t>(expected.size()));
+  for (int64_t v = 0; v < vocab; ++v)
+    EXPECT_NEAR(logits[v], expected[v], 1e-5) << "logit " << v;
+  int64_t length = 0, maxSeq = 0;
+  ASSERT_EQ(moert_generator_length(generator, &length, &maxSeq), MOERT_OK);
+  EXPECT_EQ(length, 3);
+  EXPECT_EQ(maxSeq, test::kMaxSeq);
+
+  moert_generator_free(generator);
+  moert_plan_free(plan);
+}
+
+TEST(CApiGenerator, ErrorsNameWhatIsWrong) {
+  Loaded plain(writePlan());
+  moert_generator *generator = nullptr;
+  EXPECT_EQ(moert_generator_create(plain.plan, nullptr, &generator),
+            MOERT_ERROR_FAILED_PRECONDITION);
+  EXPECT_THAT(moert_last_error(), HasSubstr("not a generation plan"));
+  EXPECT_EQ(generator, nullptr);
+
+  moert_plan *plan = nullptr;
+  ASSERT_EQ(moert_plan_load(writeGenerationPlan().c_str(), &plan), MOERT_OK);
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK);
+  const float *logits = nullptr;
+  int64_t vocab = 0;
+  EXPECT_EQ(moert_generator_logits(generator, &logits, &vocab),
+            MOERT_ERROR_FAILED_PRECONDITION);
+  EXPECT_EQ(moert_generator_decode(generator, 1),
+            MOERT_ERROR_FAILED_PRECONDITION);
+  EXPECT_THAT(moert_last_error(), HasSubstr("decode before prefill"));
+  int64_t tokens[4];
+  size_t count = 0;
+  const int64_t prompt[] = {1, 3}, outside[] = {1, test::kVocab};
+  moert_generate_options options = moert_generate_options_default();
+  EXPECT_EQ(moert_generator_generate(generator, prompt, 2, &options, tokens, 4,
+                                     &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("tokens has room for 4 ids"));
+  options.max_new_tokens = 4;
+  EXPECT_EQ(moert_generator_generate(generator, outside, 2, &options, tokens, 4,
+                                     &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("outside the vocabulary"));
+  options.max_new_tokens = 4;
+  const int64_t longPrompt[] = {1, 2, 3, 4, 0};
+  EXPECT_EQ(moert_generator_generate(generator, longPrompt, 5, &options, tokens,
+                                     4, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("max_seq"));
+  EXPECT_EQ(moert_generator_prefill(generator, nullptr, 2),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("prompt is null"));
+  moert_generator_free(generator);
+  moert_plan_free(plan);
 }
 
 } // namespace

@@ -13,13 +13,17 @@ installed moec, and runs the plan on fresh random inputs through
       copy both ways, the exceptions of wrong names, dtypes and shapes);
   (d) the installed moe-run;
 
-each compared with onnxruntime (e2e.py's tolerance). Also checks what the
+each compared with onnxruntime (e2e.py's tolerance); and (e) a C program
+(test/Embed/Inputs/generate.c, the C API's generator) built with
+pkg-config generates from the zoo's Mixtral generation pair, compiled by the
+installed moec, transformers' greedy ids (examples/zoo/v5). Also checks what the
 prefix holds: the tools, libmoert.so and libmoert.a, the headers, the CMake
 package, moert.pc, the Python module, and none of the compiler's archives.
 Exit 0 when everything matches.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -106,6 +110,33 @@ def check_app(label, cmd, plan, workdir, feeds, reference, outputs):
         sys.exit(f"install: {label} does not match onnxruntime\n{stdout}")
     print(f"install: {label} matches onnxruntime")
     return stdout
+
+
+def check_generation(prefix, inputs, workdir, env_flags, libdir):
+    """Builds Inputs/generate.c with pkg-config's flags and checks its greedy
+    ids against examples/zoo/v5/mixtral_generation_greedy.json."""
+    zoo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                       "examples", "zoo", "v5")
+    plan = os.path.join(workdir, "gen.plan")
+    run([os.path.join(prefix, "bin", "moec"), "compile",
+         os.path.join(zoo, "mixtral_generation_decode.onnx"), "--prefill",
+         os.path.join(zoo, "mixtral_generation_prefill.onnx"), "--max-seq",
+         "48", "-o", plan])
+    app = os.path.join(workdir, "generate")
+    run(["cc", "-std=c99", "-Wall", "-Werror",
+         os.path.join(inputs, "generate.c"), "-o", app] + env_flags +
+        [f"-Wl,-rpath,{libdir}"])
+    with open(os.path.join(zoo, "mixtral_generation_greedy.json")) as f:
+        cases = json.load(f)["cases"]
+    for case in cases:
+        out = run([app, plan, str(len(case["new_ids"])),
+                   ",".join(map(str, case["prompt"]))])
+        got = [int(x) for x in out.splitlines()[0].split()]
+        if got != case["new_ids"]:
+            sys.exit(f"install: C generation of {case['prompt']}: {got}, "
+                     f"transformers {case['new_ids']}")
+    print(f"install: C generation matches transformers' greedy ids "
+          f"({len(cases)} prompts)")
 
 
 def main():
@@ -196,6 +227,10 @@ def main():
                            1e-5, "onnxruntime"):
             sys.exit("install: the installed moe-run does not match")
     print("install: moe-run matches onnxruntime")
+
+    # (e) generation through the C API: the zoo's Mixtral generation pair,
+    # compiled by the installed moec, against transformers' greedy ids.
+    check_generation(prefix, inputs, workdir, env_flags=flags, libdir=libdir)
     print("install: all embedding checks pass")
 
 

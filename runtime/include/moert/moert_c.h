@@ -147,6 +147,44 @@ typedef struct moert_step_stats {
 typedef struct moert_plan moert_plan;
 /// An execution context of one plan (opaque).
 typedef struct moert_session moert_session;
+/// Token generation over a generation plan (opaque).
+typedef struct moert_generator moert_generator;
+
+/// Options of moert_generator_generate; moert_generate_options_default()
+/// gives the defaults (docs/cli.md, "Sampling", gives the algorithm).
+typedef struct moert_generate_options {
+  /// New tokens to produce (default 16); prompt plus new tokens must fit in
+  /// the plan's max_seq.
+  int64_t max_new_tokens;
+  /// 0 (default): greedy, the first id of the largest logit; above 0:
+  /// sampled, reproducibly for `seed`.
+  double temperature;
+  /// Keep the k most likely ids (0, default: all).
+  int64_t top_k;
+  /// Keep the fewest most likely ids whose probability reaches top_p (1,
+  /// default: all).
+  double top_p;
+  uint64_t seed;
+  /// Generation stops after producing one of these `num_stop_ids` ids (kept).
+  const int64_t *stop_ids;
+  size_t num_stop_ids;
+  /// Called with each new id as soon as it is drawn, with `user_data`
+  /// (NULL: not called).
+  void (*on_token)(int64_t token, void *user_data);
+  void *user_data;
+} moert_generate_options;
+
+/// The times of a generator's last moert_generator_generate.
+typedef struct moert_generation_times {
+  int64_t prompt_tokens;
+  int64_t new_tokens;
+  /// The prefill run, and from the start to the first new token.
+  double prefill_seconds;
+  double first_token_seconds;
+  /// The decode steps (new_tokens - 1 of them), sampling included.
+  int64_t decode_steps;
+  double decode_seconds;
+} moert_generation_times;
 
 /// The runtime's version, "MAJOR.MINOR.PATCH".
 const char *moert_version(void);
@@ -245,6 +283,56 @@ moert_status moert_session_step_stats(moert_session *session, size_t index,
 
 /// Clears the step statistics and the run count.
 moert_status moert_session_reset_stats(moert_session *session);
+
+/// The default generation options: 16 new tokens, greedy, no stop ids.
+moert_generate_options moert_generate_options_default(void);
+
+/// Creates a generator over a generation plan (`moec compile DECODE.onnx
+/// [--prefill PREFILL.onnx] --max-seq S`) on the CPU; an expert-parallel
+/// one (`--devices N`) runs its N devices in this process. Of `options`
+/// (NULL: the defaults) only `threads` applies: per device, 0 dividing the
+/// hardware concurrency among them. Fails with MOERT_ERROR_FAILED_PRECONDITION
+/// for a plan that is no generation plan. The caller frees it with
+/// moert_generator_free before the plan.
+moert_status moert_generator_create(const moert_plan *plan,
+                                    const moert_session_options *options,
+                                    moert_generator **generator);
+
+/// Frees a generator (NULL is ignored).
+void moert_generator_free(moert_generator *generator);
+
+/// Runs the prompt's `prompt_length` ids from a clear cache, then draws up
+/// to `options->max_new_tokens` new ids (`options` NULL: the defaults) into
+/// `tokens`, which must have room for that many (`capacity`); stores their
+/// count in `num_tokens`. Ids must be in [0, vocab).
+moert_status moert_generator_generate(moert_generator *generator,
+                                      const int64_t *prompt,
+                                      size_t prompt_length,
+                                      const moert_generate_options *options,
+                                      int64_t *tokens, size_t capacity,
+                                      size_t *num_tokens);
+
+/// One step at a time: moert_generator_prefill runs the prompt from a clear
+/// cache; moert_generator_decode runs `token` at the next position. Each
+/// leaves the logits of its last position (moert_generator_logits).
+moert_status moert_generator_prefill(moert_generator *generator,
+                                     const int64_t *prompt,
+                                     size_t prompt_length);
+moert_status moert_generator_decode(moert_generator *generator, int64_t token);
+
+/// The `vocab` logits of the last position of the last step (device 0's),
+/// valid until the next step.
+moert_status moert_generator_logits(const moert_generator *generator,
+                                    const float **logits, int64_t *vocab);
+
+/// The positions the caches hold, the plan's max_seq (either pointer may be
+/// NULL).
+moert_status moert_generator_length(const moert_generator *generator,
+                                    int64_t *length, int64_t *max_seq);
+
+/// The times of the last moert_generator_generate.
+moert_status moert_generator_times(const moert_generator *generator,
+                                   moert_generation_times *times);
 
 #ifdef __cplusplus
 } // extern "C"
