@@ -519,7 +519,7 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
   }
   for (ExpertCache::Entry *entry : reads) {
     setPresent(entry->key, static_cast<Payload *>(entry->payload));
-    paging.bytesRead += layer.expertBytes;
+    paging.bytesPagedIn += layer.expertBytes;
   }
   // Reads ahead still in flight: wait for them; one whose read failed is
   // gone and goes back to the pending experts (read, and its error

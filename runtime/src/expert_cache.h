@@ -123,20 +123,7 @@ enum class ExpertReadMode {
 const char *expertReadModeName(ExpertReadMode mode);
 
 /// Paging counters of one tiered layer, summed since the last reset.
-struct LayerPaging {
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t bytesRead = 0;
-  /// Wall seconds of the reads (several experts in parallel), and of the
-  /// whole acquisition (what the layer's compute waited for its weights).
-  double readSeconds = 0;
-  double waitSeconds = 0;
-  /// Rounds: batches of experts a step computed between acquisitions (more
-  /// than one per call when the missing experts exceed the free cache).
-  uint64_t rounds = 0;
-  /// Reads ahead of this layer's experts (ExpertPrefetch::NextLayer).
-  PrefetchStats prefetch;
-};
+using LayerPaging = ExpertCacheCounters;
 
 /// Whether a tiered session reads experts ahead of the step that needs them.
 enum class ExpertPrefetch {

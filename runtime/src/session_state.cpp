@@ -436,15 +436,8 @@ std::vector<StepStats> SessionState::stepStats() const {
                             ? -1
                             : schedule.tiers.layerOfStep[step.index];
         experts && layer >= 0) {
-      const LayerPaging &paging = experts->paging()[layer];
       entry.tiered = true;
-      entry.cacheHits = paging.hits;
-      entry.cacheMisses = paging.misses;
-      entry.bytesPagedIn = paging.bytesRead;
-      entry.readSeconds = paging.readSeconds;
-      entry.waitSeconds = paging.waitSeconds;
-      entry.cacheRounds = paging.rounds;
-      entry.prefetch = paging.prefetch;
+      entry.cache = experts->paging()[layer];
     }
     stats.push_back(std::move(entry));
   }

@@ -148,12 +148,7 @@ void addTimes(const ScheduleInfo &schedule, const std::vector<StepStats> &steps,
       layer.expertsSeconds += seconds;
       if (steps[index].tiered) {
         layer.tiered = true;
-        layer.cacheHits += steps[index].cacheHits;
-        layer.cacheMisses += steps[index].cacheMisses;
-        layer.bytesPagedIn += steps[index].bytesPagedIn;
-        layer.readSeconds += steps[index].readSeconds;
-        layer.waitSeconds += steps[index].waitSeconds;
-        layer.prefetch.add(steps[index].prefetch);
+        layer.cache.add(steps[index].cache);
       }
       break;
     case fb::OpKind::AllToAll:
@@ -378,12 +373,7 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
                                  part.tokensPerSlot.end());
       layer.droppedAssignments += part.droppedAssignments;
       layer.tiered |= part.tiered;
-      layer.cacheHits += part.cacheHits;
-      layer.cacheMisses += part.cacheMisses;
-      layer.bytesPagedIn += part.bytesPagedIn;
-      layer.readSeconds = std::max(layer.readSeconds, part.readSeconds);
-      layer.waitSeconds = std::max(layer.waitSeconds, part.waitSeconds);
-      layer.prefetch.add(part.prefetch, /*maxSeconds=*/true);
+      layer.cache.add(part.cache, /*maxSeconds=*/true);
       layer.expertsSeconds =
           std::max(layer.expertsSeconds, part.expertsSeconds);
       layer.commSeconds = std::max(layer.commSeconds, part.commSeconds);
@@ -413,6 +403,18 @@ void PrefetchStats::add(const PrefetchStats &o, bool maxSeconds) {
                            : waitSeconds + o.waitSeconds;
 }
 
+void ExpertCacheCounters::add(const ExpertCacheCounters &o, bool maxSeconds) {
+  hits += o.hits;
+  misses += o.misses;
+  bytesPagedIn += o.bytesPagedIn;
+  readSeconds = maxSeconds ? std::max(readSeconds, o.readSeconds)
+                           : readSeconds + o.readSeconds;
+  waitSeconds = maxSeconds ? std::max(waitSeconds, o.waitSeconds)
+                           : waitSeconds + o.waitSeconds;
+  rounds += o.rounds;
+  prefetch.add(o.prefetch, maxSeconds);
+}
+
 using detail::ByteReader;
 using detail::ByteWriter;
 
@@ -437,12 +439,13 @@ serializeLayerStats(const std::vector<MoeLayerStats> &layers) {
     out.real(l.layerSeconds);
     out.words(l.deviceRows);
     out.word(l.tiered);
-    out.word(l.cacheHits);
-    out.word(l.cacheMisses);
-    out.word(l.bytesPagedIn);
-    out.real(l.readSeconds);
-    out.real(l.waitSeconds);
-    const PrefetchStats &ahead = l.prefetch;
+    out.word(l.cache.hits);
+    out.word(l.cache.misses);
+    out.word(l.cache.bytesPagedIn);
+    out.real(l.cache.readSeconds);
+    out.real(l.cache.waitSeconds);
+    out.word(l.cache.rounds);
+    const PrefetchStats &ahead = l.cache.prefetch;
     for (uint64_t count : {ahead.issued, ahead.used, ahead.late, ahead.bytes})
       out.word(count);
     out.real(ahead.readSeconds);
@@ -474,12 +477,13 @@ deserializeLayerStats(const uint8_t *data, size_t size) {
     l.layerSeconds = in.real();
     l.deviceRows = in.words<uint64_t>();
     l.tiered = in.word() != 0;
-    l.cacheHits = in.word();
-    l.cacheMisses = in.word();
-    l.bytesPagedIn = in.word();
-    l.readSeconds = in.real();
-    l.waitSeconds = in.real();
-    PrefetchStats &ahead = l.prefetch;
+    l.cache.hits = in.word();
+    l.cache.misses = in.word();
+    l.cache.bytesPagedIn = in.word();
+    l.cache.readSeconds = in.real();
+    l.cache.waitSeconds = in.real();
+    l.cache.rounds = in.word();
+    PrefetchStats &ahead = l.cache.prefetch;
     for (uint64_t *count :
          {&ahead.issued, &ahead.used, &ahead.late, &ahead.bytes})
       *count = in.word();

@@ -417,24 +417,26 @@ absl::Status appendMemory(std::string &json, const moert::Plan &plan,
     for (const moert::MoeLayerStats &l :
          moert::moeLayerStats(plan, session.stepStats()))
       if (l.tiered)
-        std::printf(
-            "moe-run: %s: %llu hits, %llu misses, %.2f MB paged in, "
-            "read at %.2f GB/s, waited %.3f ms per run\n",
-            l.name.c_str(), static_cast<unsigned long long>(l.cacheHits),
-            static_cast<unsigned long long>(l.cacheMisses),
-            l.bytesPagedIn / 1e6,
-            l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds / 1e9 : 0.0,
-            l.runs ? l.waitSeconds * 1e3 / l.runs : 0.0);
+        std::printf("moe-run: %s: %llu hits, %llu misses, %.2f MB paged in, "
+                    "read at %.2f GB/s, waited %.3f ms per run\n",
+                    l.name.c_str(),
+                    static_cast<unsigned long long>(l.cache.hits),
+                    static_cast<unsigned long long>(l.cache.misses),
+                    l.cache.bytesPagedIn / 1e6,
+                    l.cache.readSeconds > 0
+                        ? l.cache.bytesPagedIn / l.cache.readSeconds / 1e9
+                        : 0.0,
+                    l.runs ? l.cache.waitSeconds * 1e3 / l.runs : 0.0);
     for (const moert::MoeLayerStats &l :
          moert::moeLayerStats(plan, session.stepStats()))
-      if (l.tiered && l.prefetch.issued)
+      if (l.tiered && l.cache.prefetch.issued)
         std::printf("moe-run: %s: %llu experts read ahead, %llu of them used "
                     "(%llu late), waited %.3f ms per run for reads ahead\n",
                     l.name.c_str(),
-                    static_cast<unsigned long long>(l.prefetch.issued),
-                    static_cast<unsigned long long>(l.prefetch.used),
-                    static_cast<unsigned long long>(l.prefetch.late),
-                    l.runs ? l.prefetch.waitSeconds * 1e3 / l.runs : 0.0);
+                    static_cast<unsigned long long>(l.cache.prefetch.issued),
+                    static_cast<unsigned long long>(l.cache.prefetch.used),
+                    static_cast<unsigned long long>(l.cache.prefetch.late),
+                    l.runs ? l.cache.prefetch.waitSeconds * 1e3 / l.runs : 0.0);
   }
   return absl::OkStatus();
 }

@@ -85,24 +85,25 @@ inline void appendSteps(std::string &json, std::string_view key,
 inline void appendExpertCache(std::string &json, const moert::MoeLayerStats &l,
                               const std::string &pad) {
   double perRun = l.runs ? 1.0 / l.runs : 0.0;
-  uint64_t lookups = l.cacheHits + l.cacheMisses;
-  const moert::PrefetchStats &ahead = l.prefetch;
+  const moert::ExpertCacheCounters &c = l.cache;
+  uint64_t lookups = c.hits + c.misses;
+  const moert::PrefetchStats &ahead = c.prefetch;
   absl::StrAppend(
-      &json, ",\n", pad, "   \"expert_cache\": {\"hits\": ", l.cacheHits,
-      ", \"misses\": ", l.cacheMisses, ", \"hit_rate\": ",
-      lookups ? absl::StrFormat("%.4f", double(l.cacheHits) / lookups)
+      &json, ",\n", pad, "   \"expert_cache\": {\"hits\": ", c.hits,
+      ", \"misses\": ", c.misses, ", \"hit_rate\": ",
+      lookups ? absl::StrFormat("%.4f", double(c.hits) / lookups)
               : std::string("null"),
-      ", \"bytes_paged_in\": ", l.bytesPagedIn,
+      ", \"bytes_paged_in\": ", c.bytesPagedIn,
       ", \"bytes_paged_in_per_run\": ",
-      absl::StrFormat("%.1f", l.bytesPagedIn * perRun),
+      absl::StrFormat("%.1f", c.bytesPagedIn * perRun),
       ", \"paging_rate_bytes_per_s\": ",
       absl::StrFormat(
-          "%.1f", l.layerSeconds > 0 ? l.bytesPagedIn / l.layerSeconds : 0.0),
+          "%.1f", l.layerSeconds > 0 ? c.bytesPagedIn / l.layerSeconds : 0.0),
       ", \"read_bandwidth_bytes_per_s\": ",
       absl::StrFormat("%.1f",
-                      l.readSeconds > 0 ? l.bytesPagedIn / l.readSeconds : 0.0),
-      ", \"read_ms\": ", absl::StrFormat("%.6f", l.readSeconds * 1e3 * perRun),
-      ", \"wait_ms\": ", absl::StrFormat("%.6f", l.waitSeconds * 1e3 * perRun),
+                      c.readSeconds > 0 ? c.bytesPagedIn / c.readSeconds : 0.0),
+      ", \"read_ms\": ", absl::StrFormat("%.6f", c.readSeconds * 1e3 * perRun),
+      ", \"wait_ms\": ", absl::StrFormat("%.6f", c.waitSeconds * 1e3 * perRun),
       ", \"prefetch\": {\"issued\": ", ahead.issued, ", \"used\": ", ahead.used,
       ", \"late\": ", ahead.late, ", \"hit_rate\": ",
       ahead.issued ? absl::StrFormat("%.4f", double(ahead.used) / ahead.issued)

@@ -322,6 +322,25 @@ struct PrefetchStats {
   void add(const PrefetchStats &o, bool maxSeconds = false);
 };
 
+/// The expert cache's counters of a tiered Experts step, or of a MoE layer's
+/// (docs/tiered-experts.md): its hits and misses, the bytes read for the
+/// misses, the wall seconds of those reads (several experts in parallel)
+/// and of the whole acquisition (what the compute waited for its weights),
+/// the rounds it took (more than one per call when the missing experts
+/// exceed the free cache), and the reads ahead of its experts.
+struct ExpertCacheCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t bytesPagedIn = 0;
+  double readSeconds = 0;
+  double waitSeconds = 0;
+  uint64_t rounds = 0;
+  PrefetchStats prefetch;
+  /// Adds `o`'s counts; the seconds too, or (merging devices that ran at
+  /// the same time) keeps the larger.
+  void add(const ExpertCacheCounters &o, bool maxSeconds = false);
+};
+
 /// Accumulated timing of one step over the runs since the last reset.
 struct StepStats {
   std::string name;
@@ -335,20 +354,9 @@ struct StepStats {
   /// Router steps with a capacity: assignments dropped because their expert
   /// was full, summed over the runs.
   uint64_t droppedAssignments = 0;
-  /// Experts steps of a tiered plan (docs/tiered-experts.md): the expert
-  /// cache's hits and misses, the bytes read for the misses, the wall
-  /// seconds of those reads and of the whole acquisition (what the compute
-  /// waited for its weights), and the rounds it took (more than one per
-  /// call when the missing experts exceed the free cache).
+  /// Experts steps of a tiered plan: the expert cache's counters.
   bool tiered = false;
-  uint64_t cacheHits = 0;
-  uint64_t cacheMisses = 0;
-  uint64_t bytesPagedIn = 0;
-  double readSeconds = 0;
-  double waitSeconds = 0;
-  uint64_t cacheRounds = 0;
-  /// Reads ahead of this layer's experts.
-  PrefetchStats prefetch;
+  ExpertCacheCounters cache;
 };
 
 /// The expert cache of a session on a tiered plan.

@@ -80,14 +80,7 @@ struct MoeLayerStats {
   /// cache counters (StepStats), summed; merged, summed over the devices
   /// (the seconds the largest device's).
   bool tiered = false;
-  uint64_t cacheHits = 0;
-  uint64_t cacheMisses = 0;
-  uint64_t bytesPagedIn = 0;
-  double readSeconds = 0;
-  double waitSeconds = 0;
-  /// Reads ahead (StepStats), summed; merged, summed over the devices (the
-  /// seconds the largest device's).
-  PrefetchStats prefetch;
+  ExpertCacheCounters cache;
 
   /// Assignments kept over all experts (the sum of tokensPerExpert).
   uint64_t keptAssignments() const;
