@@ -350,26 +350,42 @@ struct DeviceGroup::Impl {
 DeviceGroup::DeviceGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DeviceGroup::~DeviceGroup() = default;
 
+absl::StatusOr<GroupEndpoints>
+createGroupEndpoints(const Plan &plan, bool mpi, const CommOptions &options) {
+  GroupEndpoints group;
+  if (mpi) {
+    MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                           createPlanMpiCommunicator(plan, options));
+    group.devices.push_back(comm->rank());
+    group.comms.push_back(std::move(comm));
+    return group;
+  }
+  group.comms = createInProcessGroup(plan.numDevices(), options);
+  for (int d = 0; d < plan.numDevices(); ++d)
+    group.devices.push_back(d);
+  return group;
+}
+
 absl::StatusOr<std::unique_ptr<DeviceGroup>>
 DeviceGroup::create(const Plan &plan, const DeviceGroupOptions &options) {
-  MOERT_RETURN_IF_ERROR(checkSignatures(plan));
-  auto impl = std::make_unique<Impl>(plan);
-  impl->comms = createInProcessGroup(plan.numDevices(), options.comm);
-  for (int d = 0; d < plan.numDevices(); ++d)
-    impl->devices.push_back(d);
-  MOERT_RETURN_IF_ERROR(impl->createSessions(options));
-  return std::unique_ptr<DeviceGroup>(new DeviceGroup(std::move(impl)));
+  return createGroup(plan, options, /*mpi=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceGroup>>
 DeviceGroup::createMpi(const Plan &plan, const DeviceGroupOptions &options) {
+  return createGroup(plan, options, /*mpi=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGroup>>
+DeviceGroup::createGroup(const Plan &plan, const DeviceGroupOptions &options,
+                         bool mpi) {
   MOERT_RETURN_IF_ERROR(checkSignatures(plan));
   auto impl = std::make_unique<Impl>(plan);
-  impl->mpi = true;
-  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                         createPlanMpiCommunicator(plan, options.comm));
-  impl->devices.push_back(comm->rank());
-  impl->comms.push_back(std::move(comm));
+  impl->mpi = mpi;
+  MOERT_ASSIGN_OR_RETURN(GroupEndpoints endpoints,
+                         createGroupEndpoints(plan, mpi, options.comm));
+  impl->devices = std::move(endpoints.devices);
+  impl->comms = std::move(endpoints.comms);
   MOERT_RETURN_IF_ERROR(impl->createSessions(options));
   return std::unique_ptr<DeviceGroup>(new DeviceGroup(std::move(impl)));
 }

@@ -206,25 +206,25 @@ groupGeneration(const Plan &plan) {
 
 absl::StatusOr<std::unique_ptr<GroupGenerator>>
 GroupGenerator::create(const Plan &plan, const GroupGeneratorOptions &options) {
-  MOERT_ASSIGN_OR_RETURN(const GenerationDesc *gen, groupGeneration(plan));
-  auto impl = std::make_unique<Impl>(plan, *gen);
-  impl->comms = createInProcessGroup(plan.numDevices(), options.comm);
-  for (int d = 0; d < plan.numDevices(); ++d)
-    impl->devices.push_back(d);
-  MOERT_RETURN_IF_ERROR(impl->createMembers(options));
-  return std::unique_ptr<GroupGenerator>(new GroupGenerator(std::move(impl)));
+  return createGroup(plan, options, /*mpi=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<GroupGenerator>>
 GroupGenerator::createMpi(const Plan &plan,
                           const GroupGeneratorOptions &options) {
+  return createGroup(plan, options, /*mpi=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<GroupGenerator>>
+GroupGenerator::createGroup(const Plan &plan,
+                            const GroupGeneratorOptions &options, bool mpi) {
   MOERT_ASSIGN_OR_RETURN(const GenerationDesc *gen, groupGeneration(plan));
   auto impl = std::make_unique<Impl>(plan, *gen);
-  impl->mpi = true;
-  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                         createPlanMpiCommunicator(plan, options.comm));
-  impl->devices.push_back(comm->rank());
-  impl->comms.push_back(std::move(comm));
+  impl->mpi = mpi;
+  MOERT_ASSIGN_OR_RETURN(GroupEndpoints endpoints,
+                         createGroupEndpoints(plan, mpi, options.comm));
+  impl->devices = std::move(endpoints.devices);
+  impl->comms = std::move(endpoints.comms);
   MOERT_RETURN_IF_ERROR(impl->createMembers(options));
   return std::unique_ptr<GroupGenerator>(new GroupGenerator(std::move(impl)));
 }

@@ -125,6 +125,9 @@ public:
 
 private:
   explicit DeviceGroup(std::unique_ptr<Impl> impl);
+  /// create (mpi false) and createMpi.
+  static absl::StatusOr<std::unique_ptr<DeviceGroup>>
+  createGroup(const Plan &plan, const DeviceGroupOptions &options, bool mpi);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -137,6 +140,16 @@ int groupGpu(int device, int localRank, int visibleGpus);
 /// fails when the world size is not the plan's device count.
 absl::StatusOr<std::unique_ptr<Communicator>>
 createPlanMpiCommunicator(const Plan &plan, const CommOptions &options = {});
+
+/// The devices this process runs of a group running `plan`, with their
+/// endpoints: every device in process, or (`mpi`) this rank's alone
+/// (createPlanMpiCommunicator).
+struct GroupEndpoints {
+  std::vector<int> devices;
+  std::vector<std::unique_ptr<Communicator>> comms;
+};
+absl::StatusOr<GroupEndpoints> createGroupEndpoints(const Plan &plan, bool mpi,
+                                                    const CommOptions &options);
 
 /// What device `device` did in `session` (a session of one of its
 /// schedules) since its stats were reset, with the traffic `comm` of its

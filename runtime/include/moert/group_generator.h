@@ -102,6 +102,9 @@ public:
 
 private:
   explicit GroupGenerator(std::unique_ptr<Impl> impl);
+  /// create (mpi false) and createMpi.
+  static absl::StatusOr<std::unique_ptr<GroupGenerator>>
+  createGroup(const Plan &plan, const GroupGeneratorOptions &options, bool mpi);
   std::unique_ptr<Impl> impl_;
   GenerationTimes times_;
 };
