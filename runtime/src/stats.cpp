@@ -392,26 +392,32 @@ mergeDeviceLayerStats(const std::vector<std::vector<MoeLayerStats>> &devices) {
   return merged;
 }
 
+namespace {
+
+/// Adds `more` seconds to `seconds`, or (`keepLarger`: devices that ran at
+/// the same time) keeps the larger of the two.
+void addSeconds(double &seconds, double more, bool keepLarger) {
+  seconds = keepLarger ? std::max(seconds, more) : seconds + more;
+}
+
+} // namespace
+
 void PrefetchStats::add(const PrefetchStats &o, bool maxSeconds) {
   issued += o.issued;
   used += o.used;
   late += o.late;
   bytes += o.bytes;
-  readSeconds = maxSeconds ? std::max(readSeconds, o.readSeconds)
-                           : readSeconds + o.readSeconds;
-  waitSeconds = maxSeconds ? std::max(waitSeconds, o.waitSeconds)
-                           : waitSeconds + o.waitSeconds;
+  addSeconds(readSeconds, o.readSeconds, maxSeconds);
+  addSeconds(waitSeconds, o.waitSeconds, maxSeconds);
 }
 
 void ExpertCacheCounters::add(const ExpertCacheCounters &o, bool maxSeconds) {
   hits += o.hits;
   misses += o.misses;
   bytesPagedIn += o.bytesPagedIn;
-  readSeconds = maxSeconds ? std::max(readSeconds, o.readSeconds)
-                           : readSeconds + o.readSeconds;
-  waitSeconds = maxSeconds ? std::max(waitSeconds, o.waitSeconds)
-                           : waitSeconds + o.waitSeconds;
   rounds += o.rounds;
+  addSeconds(readSeconds, o.readSeconds, maxSeconds);
+  addSeconds(waitSeconds, o.waitSeconds, maxSeconds);
   prefetch.add(o.prefetch, maxSeconds);
 }
 
