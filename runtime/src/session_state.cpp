@@ -150,6 +150,7 @@ void SessionState::initTensors(uint8_t *arena) {
   boundOutputs.assign(schedule.outputs.size(), nullptr);
   inputViews.assign(schedule.inputs.size(), CacheView());
   outputViews.assign(schedule.outputs.size(), CacheView());
+  provenCaches.assign(schedule.inputs.size(), ProvenCache());
   symbolValues.assign(plan.symbols.size(), -1);
   calls.assign(steps, 0);
   seconds.assign(steps, 0);
@@ -236,12 +237,16 @@ absl::Status SessionState::bindCache(absl::string_view input,
   if (in < 0 || out < 0)
     return absl::NotFoundError(
         absl::StrCat("unknown cache pair '", input, "' -> '", output, "'"));
-  std::string blocker = cacheInPlaceBlocker(schedule, schedule.inputs[in],
-                                            schedule.outputs[out], axis);
-  if (!blocker.empty())
-    return absl::FailedPreconditionError(
-        absl::StrCat("the cache '", input, "' -> '", output,
-                     "' cannot be written in place: ", blocker));
+  ProvenCache &proven = provenCaches[in];
+  if (proven.output != out || proven.axis != axis) {
+    std::string blocker = cacheInPlaceBlocker(schedule, schedule.inputs[in],
+                                              schedule.outputs[out], axis);
+    if (!blocker.empty())
+      return absl::FailedPreconditionError(
+          absl::StrCat("the cache '", input, "' -> '", output,
+                       "' cannot be written in place: ", blocker));
+    proven = {out, axis};
+  }
   if (axis < 0 || axis >= static_cast<int>(shape.size()) || shape[axis] > pitch)
     return absl::InvalidArgumentError(
         absl::StrCat("cache '", input, "': its past along axis ", axis,

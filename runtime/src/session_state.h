@@ -150,6 +150,14 @@ struct SessionState {
   };
   std::vector<CacheView> inputViews;
   std::vector<CacheView> outputViews;
+  /// Per graph input: the output and axis bindCache proved it may be
+  /// appended to in place (output -1: none yet). The schedule does not
+  /// change, so a decode step does not scan it again.
+  struct ProvenCache {
+    int output = -1;
+    int axis = -1;
+  };
+  std::vector<ProvenCache> provenCaches;
   uint8_t *arena = nullptr;
   std::vector<int64_t> symbolValues;
   bool collectStats;
