@@ -9,13 +9,17 @@ embeddings, split into 2 heads of 4, as the KV cache. The decode graph takes
 prompt's ids and positions and returns `logits [1, n, V]` and
 `present.0.key [1, 2, n, 4]`. Random weights, fixed seed.
 
-  gen_generation_pair.py OUT_DIR [--mismatch] [--single]
+  gen_generation_pair.py OUT_DIR [--mismatch] [--single [--attention]]
 
 writes OUT_DIR/decode.onnx and OUT_DIR/prefill.onnx; --mismatch makes the
 prefill's cache [1, 4, n, 2] (other heads and head size than the decode's);
 --single writes OUT_DIR/single.onnx instead, the decode graph taking
 `input_ids [1, seq]` (it runs the prompt too, with an empty past; its
-logits are the last position's, [1, 1, V]).
+logits are the last position's, [1, 1, V]). --attention makes that graph's
+logits come from attention instead of the sum: the new tokens' entries are
+the queries, the present both keys and values (softmax(0.5 Q K^T) V, no
+mask), the last position's output projected to the vocabulary, so that moec
+fuses the attention and moe-run appends to the cache in place.
 """
 
 import argparse
@@ -57,7 +61,10 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--mismatch", action="store_true")
     parser.add_argument("--single", action="store_true")
+    parser.add_argument("--attention", action="store_true")
     args = parser.parse_args()
+    if args.attention and not args.single:
+        parser.error("--attention goes with --single")
     rng = np.random.default_rng(5)
     embed = rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32)
     proj = rng.standard_normal((HIDDEN, VOCAB)).astype(np.float32)
@@ -69,16 +76,32 @@ def main():
 
     # Decode: concat the new entry to the past, logits from the sum.
     nodes, extra = embed_nodes(2, 4, "new")
+    nodes.append(helper.make_node("Concat", ["past_key_values.0.key", "new"],
+                                  ["present.0.key"], axis=2))
+    if args.attention:
+        # softmax(0.5 new present^T) present, the last query's row.
+        nodes += [
+            helper.make_node("Transpose", ["present.0.key"], ["keys_t"],
+                             perm=[0, 1, 3, 2]),
+            helper.make_node("MatMul", ["new", "keys_t"], ["scores"]),
+            helper.make_node("Mul", ["scores", "half"], ["scaled"]),
+            helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1),
+            helper.make_node("MatMul", ["probs", "present.0.key"],
+                             ["attended"]),
+            helper.make_node("Gather", ["attended", "last"], ["sum"], axis=2),
+        ]
+        extra += [const("half", np.array(0.5, dtype=np.float32)),
+                  const("last", np.array(-1, dtype=np.int64))]
+    else:
+        nodes.append(helper.make_node("ReduceSum", ["present.0.key", "axis2"],
+                                      ["sum"], keepdims=0))
+        extra.append(const("axis2", np.array([2], dtype=np.int64)))
     nodes += [
-        helper.make_node("Concat", ["past_key_values.0.key", "new"],
-                         ["present.0.key"], axis=2),
-        helper.make_node("ReduceSum", ["present.0.key", "axis2"], ["sum"],
-                         keepdims=0),
         helper.make_node("Reshape", ["sum", "hidden_shape"], ["flat"]),
         helper.make_node("MatMul", ["flat", "proj"], ["logits"]),
     ]
-    extra += [const("axis2", np.array([2], dtype=np.int64)),
-              const("hidden_shape", np.array([1, 1, HIDDEN], dtype=np.int64))]
+    extra.append(const("hidden_shape", np.array([1, 1, HIDDEN],
+                                                dtype=np.int64)))
     decode = helper.make_graph(
         nodes, "decode",
         [ids_info("seq" if args.single else 1),
