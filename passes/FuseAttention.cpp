@@ -74,10 +74,21 @@ struct SizeKey {
   }
 };
 
-/// Longest chain of shape ops followed back for one size.
-constexpr int kMaxDepth = 32;
+/// Longest chain of shape ops followed back for one size: a deep model's
+/// last layer reaches its sequence length through every layer before it
+/// (residual adds, norms, projections, the MoE layers and attention). A
+/// chain cut short gives the value's own key, which is still its size, so
+/// the proofs only miss, never err.
+constexpr int kMaxDepth = 512;
 
 SizeKey getDimKey(Value value, int64_t dim, int depth = 0);
+
+/// Memoised getDimKey results of this thread's pass while it matches (a
+/// residual add reaches the previous layer both directly and through the
+/// layer, so the plain walk doubles with every layer). The pass clears it
+/// before each rewrite: keys hold Values, which a rewrite may erase.
+thread_local llvm::DenseMap<std::pair<Value, int64_t>, SizeKey> *dimKeyCache =
+    nullptr;
 SizeKey getScalarKey(Value scalar, int depth);
 
 /// One entry of a 1-D shape vector: a constant, a scalar value, or a
@@ -217,7 +228,19 @@ std::optional<SizeKey> getInferredDimKey(moe::ReshapeOp reshape, int64_t dim,
 /// The size of dimension `dim` of `value`, followed back through the shape
 /// ops that carry it (transposes, reshapes to computed shapes, elementwise
 /// broadcasting and mat_mul).
+SizeKey computeDimKey(Value value, int64_t dim, int depth);
+
 SizeKey getDimKey(Value value, int64_t dim, int depth) {
+  if (!dimKeyCache)
+    return computeDimKey(value, dim, depth);
+  if (auto it = dimKeyCache->find({value, dim}); it != dimKeyCache->end())
+    return it->second;
+  SizeKey key = computeDimKey(value, dim, depth);
+  dimKeyCache->try_emplace({value, dim}, key);
+  return key;
+}
+
+SizeKey computeDimKey(Value value, int64_t dim, int depth) {
   auto type = cast<RankedTensorType>(value.getType());
   if (dim < 0 || dim >= type.getRank())
     return SizeKey::of(value, dim);
@@ -364,6 +387,28 @@ SizeKey getDimKey(Value value, int64_t dim, int depth) {
   if (isa<moe::NegOp, moe::SqrtOp, moe::ReciprocalOp, moe::CastOp, moe::CosOp,
           moe::SinOp, moe::ExpOp, moe::SigmoidOp, moe::TanhOp>(op))
     return getDimKey(op->getOperand(0), dim, depth + 1);
+  // The MoE ops keep the tokens' rows: a combine has the router weights'
+  // rows and the expert outputs' columns, a router's results the logits'
+  // leading dimensions, a shared expert its tokens' shape.
+  if (auto combine = dyn_cast<moe::CombineOp>(op))
+    return dim == 0 ? getDimKey(combine.getWeights(), 0, depth + 1)
+                    : getDimKey(combine.getExpertOutputs(), dim, depth + 1);
+  if (auto router = dyn_cast<moe::RouterOp>(op))
+    return dim < rank - 1 ? getDimKey(router.getLogits(), dim, depth + 1)
+                          : opaque;
+  if (auto shared = dyn_cast<moe::SharedExpertOp>(op))
+    return getDimKey(shared.getTokens(), dim, depth + 1);
+  // An earlier layer's fused attention: the query's shape, the value's
+  // head size.
+  if (auto attention = dyn_cast<moe::AttentionOp>(op))
+    return dim < rank - 1 ? getDimKey(attention.getQuery(), dim, depth + 1)
+                          : getDimKey(attention.getValue(), dim, depth + 1);
+  if (auto gemm = dyn_cast<moe::GemmOp>(op)) {
+    // [M, N] from op(a) [M, K] and op(b) [K, N].
+    if (dim == 0)
+      return getDimKey(gemm.getA(), gemm.getTransA() ? 1 : 0, depth + 1);
+    return getDimKey(gemm.getB(), gemm.getTransB() ? 0 : 1, depth + 1);
+  }
   if (auto matmul = dyn_cast<moe::MatMulOp>(op)) {
     Value a = matmul.getA(), b = matmul.getB();
     int64_t rankA = cast<RankedTensorType>(a.getType()).getRank();
@@ -605,9 +650,14 @@ struct FuseAttentionPass
   void runOnOperation() override {
     SmallVector<moe::SoftmaxOp> softmaxes;
     getOperation().walk([&](moe::SoftmaxOp op) { softmaxes.push_back(op); });
+    llvm::DenseMap<std::pair<Value, int64_t>, SizeKey> keys;
+    dimKeyCache = &keys;
     for (moe::SoftmaxOp softmax : softmaxes)
-      if (std::optional<Attention> attention = matchAttention(softmax))
+      if (std::optional<Attention> attention = matchAttention(softmax)) {
+        keys.clear();
         rewrite(*attention);
+      }
+    dimKeyCache = nullptr;
   }
 
   void rewrite(Attention &attention) {

@@ -117,6 +117,56 @@ func.func @grouped_query(%q: tensor<?x?x?x8xf32>, %k: tensor<?x?x?x8xf32>,
 
 // -----
 
+// Tests the repeat_kv proof of a later layer, whose keys' sizes come back
+// through the layer before it: K is a reshape of a MoE layer's output
+// (moe.combine rows = the router's rows = the gate's Gemm rows = x's
+// tokens), V the output of that layer's fused attention (the query's
+// positions); the expand and reshape take their sizes from x and from the
+// earlier query by moe.dim.
+// CHECK-LABEL: func.func @sizes_through_moe_and_attention
+// CHECK: %[[KT:.*]] = moe.transpose
+// CHECK: %[[V0:.*]] = moe.attention
+// CHECK: moe.attention %{{.*}}, %[[KT]], %[[V0]] scale 1.000000e+00
+// CHECK-NOT: moe.expand
+func.func @sizes_through_moe_and_attention(
+    %x: tensor<?x16xf32>, %wr: tensor<4x16xf32>, %out: tensor<?x16xf32>,
+    %source: tensor<?xi64>, %q0: tensor<1x2x?x8xf32>, %k0: tensor<1x2x?x8xf32>,
+    %q: tensor<1x4x?x8xf32>) -> tensor<1x4x?x8xf32> {
+  %logits = moe.gemm %x, %wr {transB = 1 : i64} : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
+  %rw, %ri = moe.router %logits top 2 softmax normalize : tensor<?x4xf32>
+  %y = moe.combine %out, %source, %rw : tensor<?x16xf32>, tensor<?xi64>, tensor<?x2xf32>
+  %split = moe.constant dense<[1, -1, 2, 8]> : tensor<4xi64>
+  %y4 = moe.reshape %y, %split : (tensor<?x16xf32>, tensor<4xi64>) -> tensor<1x?x2x8xf32>
+  %k = moe.transpose %y4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x?x2x8xf32>) -> tensor<1x2x?x8xf32>
+  %v = moe.attention %q0, %k0, %k0 scale 1.0 : tensor<1x2x?x8xf32>, tensor<1x2x?x8xf32>, tensor<1x2x?x8xf32> -> tensor<1x2x?x8xf32>
+  %zero = moe.constant dense<0> : tensor<1xi64>
+  %axis = moe.constant dense<2> : tensor<1xi64>
+  %head = moe.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %d = moe.constant dense<8> : tensor<1xi64>
+  %heads = moe.constant dense<[1, 4]> : tensor<2xi64>
+  %t0 = moe.dim %x, 0 : tensor<?x16xf32>
+  %t1 = moe.unsqueeze %t0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %kshape5 = moe.concat %head, %t1, %d {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<5xi64>
+  %kshape4 = moe.concat %heads, %t1, %d {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %ku = moe.unsqueeze %k, %axis : (tensor<1x2x?x8xf32>, tensor<1xi64>) -> tensor<1x2x1x?x8xf32>
+  %ke = moe.expand %ku, %kshape5 : (tensor<1x2x1x?x8xf32>, tensor<5xi64>) -> tensor<1x2x2x?x8xf32>
+  %kr = moe.reshape %ke, %kshape4 : (tensor<1x2x2x?x8xf32>, tensor<4xi64>) -> tensor<1x4x?x8xf32>
+  %p0 = moe.dim %q0, 2 : tensor<1x2x?x8xf32>
+  %p1 = moe.unsqueeze %p0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %vshape5 = moe.concat %head, %p1, %d {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<5xi64>
+  %vshape4 = moe.concat %heads, %p1, %d {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %vu = moe.unsqueeze %v, %axis : (tensor<1x2x?x8xf32>, tensor<1xi64>) -> tensor<1x2x1x?x8xf32>
+  %ve = moe.expand %vu, %vshape5 : (tensor<1x2x1x?x8xf32>, tensor<5xi64>) -> tensor<1x2x2x?x8xf32>
+  %vr = moe.reshape %ve, %vshape4 : (tensor<1x2x2x?x8xf32>, tensor<4xi64>) -> tensor<1x4x?x8xf32>
+  %kt = moe.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x?x8xf32>) -> tensor<1x4x8x?xf32>
+  %s = moe.mat_mul %q, %kt : (tensor<1x4x?x8xf32>, tensor<1x4x8x?xf32>) -> tensor<1x4x?x?xf32>
+  %p = moe.softmax %s : (tensor<1x4x?x?xf32>) -> tensor<1x4x?x?xf32>
+  %o = moe.mat_mul %p, %vr : (tensor<1x4x?x?xf32>, tensor<1x4x?x8xf32>) -> tensor<1x4x?x8xf32>
+  return %o : tensor<1x4x?x8xf32>
+}
+
+// -----
+
 // Tests that a copy whose reshape target is not provably [b, kvh * rep, s,
 // d] (its head count comes from another tensor) is not mapped by index: the
 // op reads the copies, which is exact whatever the sizes are.
