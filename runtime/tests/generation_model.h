@@ -53,6 +53,8 @@ struct DecodeInputs {
   int32_t ids = -1, positions = -1, past = -1;
 };
 DecodeInputs addDecodeInputs(ScheduleBuilder &s, PlanDim n, int pastSymbol);
+/// The same without the past: a prefill schedule's ids and positions.
+DecodeInputs addTokenInputs(ScheduleBuilder &s, PlanDim n);
 
 /// Makes `writer`'s plan a generation plan (max_seq kMaxSeq, "input_ids",
 /// "position_ids", "logits") with one cache pair along axis 2: `input` ->

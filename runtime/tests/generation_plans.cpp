@@ -91,14 +91,19 @@ std::vector<float> attentionLogits(const std::vector<int64_t> &tokens) {
   return logits;
 }
 
-DecodeInputs addDecodeInputs(ScheduleBuilder &s, PlanDim n, int pastSymbol) {
+DecodeInputs addTokenInputs(ScheduleBuilder &s, PlanDim n) {
   DecodeInputs inputs;
   inputs.ids = s.addTensor("input_ids", DType::I64, {1, n});
   inputs.positions = s.addTensor("position_ids", DType::I64, {1, n});
-  inputs.past = s.addTensor("past.0", DType::F32,
-                            {1, 1, PlanDim::symbol(pastSymbol), kDim});
   s.addInput(inputs.ids);
   s.addInput(inputs.positions);
+  return inputs;
+}
+
+DecodeInputs addDecodeInputs(ScheduleBuilder &s, PlanDim n, int pastSymbol) {
+  DecodeInputs inputs = addTokenInputs(s, n);
+  inputs.past = s.addTensor("past.0", DType::F32,
+                            {1, 1, PlanDim::symbol(pastSymbol), kDim});
   s.addInput(inputs.past);
   return inputs;
 }
@@ -139,10 +144,7 @@ writeAttentionGenerationPlan(const AttentionPlanOptions &options) {
     int prompt = writer.addSymbol("prefill.n", 1, kMaxSeq - 1);
     ScheduleBuilder &p = writer.prefillSchedule(0);
     PlanDim m = PlanDim::symbol(prompt);
-    int32_t pIds = p.addTensor("input_ids", DType::I64, {1, m});
-    int32_t pPos = p.addTensor("position_ids", DType::I64, {1, m});
-    p.addInput(pIds);
-    p.addInput(pPos);
+    int32_t pIds = addTokenInputs(p, m).ids;
     auto [start, pLogits] =
         addAttentionModel(p, m, pIds, -1, p.addSharedWeight("embed", 0, embed),
                           p.addSharedWeight("proj", 0, proj), options);

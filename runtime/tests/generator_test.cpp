@@ -122,10 +122,7 @@ std::vector<uint8_t> writePlan(const PlanOptions &options = {}) {
 
   ScheduleBuilder &p = writer.prefillSchedule(0);
   PlanDim n = PlanDim::symbol(prompt);
-  int32_t pIds = p.addTensor("input_ids", DType::I64, {1, n});
-  int32_t pPos = p.addTensor("position_ids", DType::I64, {1, n});
-  p.addInput(pIds);
-  p.addInput(pPos);
+  int32_t pIds = addTokenInputs(p, n).ids;
   int32_t pEmbed = p.addSharedWeight("embed", 0, embed);
   int32_t pProj = p.addSharedWeight("proj", 0, proj);
   const int64_t axis1[] = {1};
