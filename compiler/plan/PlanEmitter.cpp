@@ -97,6 +97,11 @@ struct PlanState {
   llvm::DenseMap<Attribute, std::pair<int, int32_t>> weights;
   /// The scales of the int8 weights among `weights`, by the same keys.
   llvm::DenseMap<Attribute, std::pair<int, int32_t>> scaleWeights;
+  /// The paged expert weights written so far (and their scales), by the
+  /// same keys: a tiered generation plan's prefill schedule reads its
+  /// decode schedule's, so that one expert cache serves both.
+  llvm::DenseMap<Attribute, std::pair<int, int32_t>> pagedWeights;
+  llvm::DenseMap<Attribute, std::pair<int, int32_t>> pagedScaleWeights;
   /// Bytes that back dense constants until the plan is written.
   std::vector<std::vector<char>> constantBytes;
   /// Symbols whose minimum is 0 rather than 1 (a generation plan's pasts
@@ -149,12 +154,17 @@ public:
       : Emitter(func, device, state, state.writer.schedule(device), "") {}
   /// Emits `func` into `schedule` (a prefill schedule, say), prefixing the
   /// names of the symbols it declares with `symbolPrefix`.
+  /// With `sharesPagedWeights` (a tiered generation plan's prefill), the
+  /// paged expert weights are the ones an earlier schedule wrote and the
+  /// schedule gets no tiers of its own.
   Emitter(func::FuncOp func, int device, PlanState &state,
-          moert::ScheduleBuilder &schedule, std::string symbolPrefix)
+          moert::ScheduleBuilder &schedule, std::string symbolPrefix,
+          bool sharesPagedWeights = false)
       : func(func), device(device), state(state), writer(state.writer),
         schedule(schedule), symbols(state.symbols),
         constantBytes(state.constantBytes),
-        symbolPrefix(std::move(symbolPrefix)) {
+        symbolPrefix(std::move(symbolPrefix)),
+        sharesPagedWeights(sharesPagedWeights) {
     narrowed = getNarrowableExpertWeights(func, state.expertWeights);
     if (state.tiers.deviceMemory)
       paged = getPagedExpertWeights(func);
@@ -212,6 +222,7 @@ private:
   llvm::DenseSet<Value> paged;
   std::vector<moert::ScheduleBuilder::TierLayer> tierLayers;
   int numExpertsOps = 0;
+  bool sharesPagedWeights = false;
 
   /// The weight operands of the moe.experts ops of `func` that can be paged:
   /// stored weights read by one operand of one op and nothing else.
@@ -246,7 +257,7 @@ private:
 
   /// Tiers the schedule's layers whose weights were paged.
   LogicalResult emitTiers() {
-    if (!state.tiers.deviceMemory)
+    if (!state.tiers.deviceMemory || sharesPagedWeights)
       return success();
     if (tierLayers.empty())
       return func.emitError("--device-memory tiers the routed experts' "
@@ -328,11 +339,40 @@ private:
   }
 
   void recordWeight(Attribute key, Value result) {
-    state.weights.try_emplace(state.getContentKey(key), schedule.index(),
-                              tensorIds[result]);
+    bool isPaged = paged.contains(result);
+    (isPaged ? state.pagedWeights : state.weights)
+        .try_emplace(state.getContentKey(key), schedule.index(),
+                     tensorIds[result]);
     if (auto it = scaleIds.find(result); it != scaleIds.end())
-      state.scaleWeights.try_emplace(state.getContentKey(key), schedule.index(),
-                                     it->second);
+      (isPaged ? state.pagedScaleWeights : state.scaleWeights)
+          .try_emplace(state.getContentKey(key), schedule.index(), it->second);
+  }
+
+  /// Like reuseWeight for every weight: a paged expert weight is never
+  /// shared within a schedule or with a resident weight (its one reader
+  /// pages it), only by a schedule that shares the paged weights, which
+  /// must find it. Fails when that schedule's weight is not an earlier
+  /// schedule's.
+  FailureOr<bool> shareWeight(Attribute key, Value result, StringRef name) {
+    if (!paged.contains(result))
+      return reuseWeight(key, result, name);
+    if (!sharesPagedWeights)
+      return false;
+    Attribute content = state.getContentKey(key);
+    auto it = state.pagedWeights.find(content);
+    if (it == state.pagedWeights.end() || it->second.first == schedule.index())
+      return emitError(result.getLoc())
+             << "expert weight '" << name
+             << "' of the prefill graph is not among the decode graph's "
+                "tiered experts; a tiered generation plan pages the experts "
+                "both graphs share";
+    tensorIds[result] = schedule.addSharedWeight(name.str(), it->second.first,
+                                                 it->second.second);
+    if (auto scales = state.pagedScaleWeights.find(content);
+        scales != state.pagedScaleWeights.end())
+      scaleIds[result] = schedule.addSharedWeight(
+          name.str() + ".scales", scales->second.first, scales->second.second);
+    return true;
   }
 
   /// The key of a stack of constants for `reuseWeight`.
@@ -493,9 +533,9 @@ private:
     if (isOnlyStacked(op))
       return success();
     Attribute key = getWeightKey(getStackKey(op), op.getResult());
-    bool isPaged = paged.contains(op.getResult());
-    if (!isPaged && reuseWeight(key, op.getResult(), getStepName(op)))
-      return success();
+    FailureOr<bool> shared = shareWeight(key, op.getResult(), getStepName(op));
+    if (failed(shared) || *shared)
+      return failure(failed(shared));
     std::vector<moert::WeightPiece> pieces;
     for (Value input : op.getInputs()) {
       FailureOr<moert::WeightPiece> piece =
@@ -508,8 +548,7 @@ private:
     tensorIds[op.getResult()] =
         addPieces(op.getResult(), getStepName(op), *dtype, shape,
                   std::move(pieces), getSection(op.getResult()));
-    if (!isPaged)
-      recordWeight(key, op.getResult());
+    recordWeight(key, op.getResult());
     return success();
   }
 
@@ -554,9 +593,9 @@ private:
                                    : getStackKey(cast<moe::StackOp>(weight)),
                           op.getRowsAttr(), builder.getI64IntegerAttr(device)}),
                      op.getResult());
-    bool isPaged = paged.contains(op.getResult());
-    if (!isPaged && reuseWeight(key, op.getResult(), name))
-      return success();
+    FailureOr<bool> shared = shareWeight(key, op.getResult(), name);
+    if (failed(shared) || *shared)
+      return failure(failed(shared));
     std::vector<moert::WeightPiece> pieces;
     if (constant) {
       FailureOr<ArrayRef<char>> data = getConstantData(constant, *dtype);
@@ -584,8 +623,7 @@ private:
     tensorIds[op.getResult()] =
         addPieces(op.getResult(), name, *dtype, shape, std::move(pieces),
                   getSection(op.getResult(), section));
-    if (!isPaged)
-      recordWeight(key, op.getResult());
+    recordWeight(key, op.getResult());
     return success();
   }
 
@@ -620,9 +658,9 @@ private:
              << type.getElementType() << " has no runtime representation";
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     Attribute key = getWeightKey(op.getValue(), op.getResult());
-    bool isPaged = paged.contains(op.getResult());
-    if (!isPaged && reuseWeight(key, op.getResult(), getStepName(op)))
-      return success();
+    FailureOr<bool> shared = shareWeight(key, op.getResult(), getStepName(op));
+    if (failed(shared) || *shared)
+      return failure(failed(shared));
     FailureOr<ArrayRef<char>> data = getConstantData(op, *dtype);
     if (failed(data))
       return failure();
@@ -634,8 +672,7 @@ private:
     else
       tensorIds[op.getResult()] = schedule.addWeightRef(
           getStepName(op), *dtype, shape, data->data(), data->size(), section);
-    if (!isPaged)
-      recordWeight(key, op.getResult());
+    recordWeight(key, op.getResult());
     return success();
   }
 
@@ -1502,7 +1539,8 @@ namespace moec::plan {
 LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
                                  const GenerationSignature &signature,
                                  StringRef path, const PlanFinalizer &finalize,
-                                 ExpertWeightType expertWeights) {
+                                 ExpertWeightType expertWeights,
+                                 const TierOptions &tiers) {
   FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
   if (failed(decodeFuncs))
     return failure();
@@ -1519,7 +1557,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
              << prefillFuncs.size() << " devices but the decode graph for "
              << decodeFuncs->size();
   }
-  PlanState state(decodeFuncs->size(), expertWeights);
+  PlanState state(decodeFuncs->size(), expertWeights, tiers);
   state.shareByContent = prefill != nullptr;
   // Without a prefill the prompt runs with empty pasts. The value-range
   // analysis already takes every dynamic dimension from 0 (moe.dim's range
@@ -1535,7 +1573,8 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   // is not the decode's past length.
   for (auto [device, func] : llvm::enumerate(prefillFuncs))
     if (failed(Emitter(func, device, state,
-                       state.writer.prefillSchedule(device), "prefill.")
+                       state.writer.prefillSchedule(device), "prefill.",
+                       /*sharesPagedWeights=*/tiers.deviceMemory != 0)
                    .emit()))
       return failure();
   gen.max_seq = signature.maxSeq;

@@ -94,12 +94,15 @@ struct GenerationSignature;
 /// Writes the generation plan (docs/plan-format.md, "Generation plans") of
 /// the planned `decode` module and, unless null, `prefill` module: the
 /// decode schedule, the prefill schedule (which shares the decode's weights
-/// byte for byte) and `signature`'s cache pairs and names.
+/// byte for byte) and `signature`'s cache pairs and names. With `tiers`,
+/// the decode schedule's routed experts are tiered and the prefill
+/// schedule pages the same experts (one expert cache serves both).
 mlir::LogicalResult
 emitGenerationPlan(mlir::ModuleOp decode, mlir::ModuleOp prefill,
                    const GenerationSignature &signature, llvm::StringRef path,
                    const PlanFinalizer &finalize = {},
-                   ExpertWeightType expertWeights = ExpertWeightType::F32);
+                   ExpertWeightType expertWeights = ExpertWeightType::F32,
+                   const TierOptions &tiers = {});
 
 /// Like emitPlan of a module, into `bytes` instead of a file (the fuzz
 /// targets, test/fuzz).

@@ -229,7 +229,6 @@ ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
   present_.resize(tiers.layers.size());
   verified_.resize(tiers.layers.size());
   pointers_.resize(tiers.layers.size());
-  paging_.resize(tiers.layers.size());
 }
 
 ExpertStore::~ExpertStore() {
@@ -308,10 +307,17 @@ const uint8_t *const *ExpertStore::pointers(uint32_t layer, int input) const {
   return table.empty() ? nullptr : table.data();
 }
 
-void ExpertStore::resetPaging() {
+void ExpertStore::resetPaging(int view) {
   std::lock_guard<std::mutex> guard(mutex_);
-  for (LayerPaging &paging : paging_)
+  for (LayerPaging &paging : views_[view].paging)
     paging = LayerPaging();
+}
+
+void ExpertStore::beginRun(int view) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (view != view_)
+    predictedLayer_ = issueAfter_ = -1;
+  view_ = view;
 }
 
 absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
@@ -434,7 +440,7 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
   Clock::time_point start = Clock::now();
   const TierLayerInfo &layer = tiers_.layers[layerIndex];
   std::unique_lock<std::mutex> lock(mutex_);
-  LayerPaging &paging = paging_[layerIndex];
+  LayerPaging &paging = views_[view_].paging[layerIndex];
   // Reads ahead of this layer not wanted now, or of other layers, would
   // only hold cache room: they are dropped.
   dropQueued(layerIndex, pending);
@@ -564,15 +570,18 @@ void ExpertStore::release(uint32_t layer, const std::vector<uint32_t> &batch) {
 void ExpertStore::afterStep(int step, const Tensor *tensors, ThreadPool &pool) {
   if (prefetch_ == ExpertPrefetch::None)
     return;
-  if (step < static_cast<int>(routerLayer_.size()) && routerLayer_[step] >= 0) {
-    int32_t from = routerLayer_[step];
-    int32_t to = nextLayer_[from];
-    const GateInfo &gate = gates_[from];
+  // view_ changes only between runs, on the thread that runs the steps.
+  const View &view = views_[view_];
+  if (step < static_cast<int>(view.routerLayer.size()) &&
+      view.routerLayer[step] >= 0) {
+    int32_t from = view.routerLayer[step];
+    int32_t to = view.nextLayer[from];
+    const GateInfo &gate = view.gates[from];
     const Tensor &x = tensors[gate.tokens];
     int64_t tokens = gate.hidden ? x.numel() / gate.hidden : 0;
     std::vector<uint32_t> predicted;
     if (tokens > 0)
-      predicted = predictExperts(gates_[to], x.as<const float>(), tokens,
+      predicted = predictExperts(view.gates[to], x.as<const float>(), tokens,
                                  /*maxTokens=*/128, pool);
     std::lock_guard<std::mutex> guard(mutex_);
     predicted_ = std::move(predicted);
@@ -580,7 +589,7 @@ void ExpertStore::afterStep(int step, const Tensor *tensors, ThreadPool &pool) {
     issueAfter_ = from;
     return;
   }
-  int32_t layer = schedule_->tiers.layerOfStep[step];
+  int32_t layer = view.schedule->tiers.layerOfStep[step];
   if (layer >= 0 && layer == issueAfter_) {
     // The layer's Experts step ran without acquiring (no rows).
     std::lock_guard<std::mutex> guard(mutex_);
@@ -606,8 +615,8 @@ void ExpertStore::issuePrefetch() {
     cache_.lock(entry);
     entry->state = ExpertCache::Entry::State::Queued;
     entry->prefetched = true;
-    queue_.push_back({layer, e});
-    ++paging_[layer].prefetch.issued;
+    queue_.push_back({{layer, e}, view_});
+    ++views_[view_].paging[layer].prefetch.issued;
     queued = true;
   }
   predicted_.clear();
@@ -618,10 +627,10 @@ void ExpertStore::issuePrefetch() {
 void ExpertStore::dropQueued(uint32_t layer,
                              const std::vector<uint32_t> &keep) {
   for (auto it = queue_.begin(); it != queue_.end();) {
-    ExpertCache::Entry *entry = cache_.peek(*it);
+    ExpertCache::Entry *entry = cache_.peek(it->key);
     if (entry && entry->state == ExpertCache::Entry::State::Queued &&
-        (it->layer != layer ||
-         std::find(keep.begin(), keep.end(), it->expert) == keep.end())) {
+        (it->key.layer != layer ||
+         std::find(keep.begin(), keep.end(), it->key.expert) == keep.end())) {
       release(static_cast<Payload *>(cache_.erase(entry)));
       it = queue_.erase(it);
     } else {
@@ -633,8 +642,8 @@ void ExpertStore::dropQueued(uint32_t layer,
 void ExpertStore::cancelPrefetch() {
   std::unique_lock<std::mutex> lock(mutex_);
   predictedLayer_ = issueAfter_ = -1;
-  for (const ExpertKey &key : queue_)
-    if (ExpertCache::Entry *entry = cache_.peek(key);
+  for (const QueuedRead &read : queue_)
+    if (ExpertCache::Entry *entry = cache_.peek(read.key);
         entry && entry->state == ExpertCache::Entry::State::Queued)
       release(static_cast<Payload *>(cache_.erase(entry)));
   queue_.clear();
@@ -647,7 +656,8 @@ void ExpertStore::prefetchLoop() {
     changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_)
       return;
-    ExpertKey key = queue_.front();
+    ExpertKey key = queue_.front().key;
+    int view = queue_.front().view;
     queue_.pop_front();
     ExpertCache::Entry *entry = cache_.peek(key);
     // Taken over by a step (or dropped) meanwhile.
@@ -661,7 +671,7 @@ void ExpertStore::prefetchLoop() {
     double seconds = secondsSince(start);
     lock.lock();
     --loading_;
-    LayerPaging &paging = paging_[key.layer];
+    LayerPaging &paging = views_[view].paging[key.layer];
     paging.prefetch.readSeconds += seconds;
     if (status.ok()) {
       entry->state = ExpertCache::Entry::State::Ready;
@@ -676,36 +686,69 @@ void ExpertStore::prefetchLoop() {
   }
 }
 
+bool ExpertStore::planPrefetch(View &view) {
+  // Prefetch pairs each tiered layer whose router can be evaluated on the
+  // previous tiered layer's tokens (the same hidden size) with that layer.
+  const ScheduleInfo &schedule = *view.schedule;
+  const TierInfo &tiers = schedule.tiers;
+  view.gates = findGates(schedule);
+  view.routerLayer.assign(schedule.steps.size(), -1);
+  view.nextLayer.assign(tiers.layers.size(), -1);
+  std::vector<uint32_t> order(tiers.layers.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return tiers.layers[a].step < tiers.layers[b].step;
+  });
+  bool ahead = false;
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    uint32_t l = order[i], next = order[i + 1];
+    const GateInfo &from = view.gates[l], &to = view.gates[next];
+    if (from.router < 0 || to.router < 0 || from.hidden != to.hidden)
+      continue;
+    view.routerLayer[from.router] = static_cast<int32_t>(l);
+    view.nextLayer[l] = static_cast<int32_t>(next);
+    ahead = true;
+  }
+  return ahead;
+}
+
+absl::StatusOr<int> ExpertStore::attach(const ScheduleInfo &schedule) {
+  const TierInfo &own = tiers_, &other = schedule.tiers;
+  bool same = other.present && other.layers.size() == own.layers.size();
+  for (size_t l = 0; same && l < own.layers.size(); ++l) {
+    const TierLayerInfo &a = own.layers[l], &b = other.layers[l];
+    same = a.experts == b.experts && a.inputs.size() == b.inputs.size();
+    for (size_t i = 0; same && i < a.inputs.size(); ++i)
+      same = a.inputs[i].input == b.inputs[i].input &&
+             a.inputs[i].fileOffset == b.inputs[i].fileOffset &&
+             a.inputs[i].expertBytes == b.inputs[i].expertBytes;
+  }
+  if (!same)
+    return absl::FailedPreconditionError(absl::StrCat(
+        plan_.source, ": a schedule whose tiered layers page other experts "
+                      "cannot share this expert cache"));
+  View view;
+  view.schedule = &schedule;
+  view.paging.resize(other.layers.size());
+  // Views predict only when the store reads ahead at all.
+  if (prefetch_ != ExpertPrefetch::None && !planPrefetch(view)) {
+    view.gates.clear();
+    view.routerLayer.clear();
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  views_.push_back(std::move(view));
+  return static_cast<int>(views_.size()) - 1;
+}
+
 absl::StatusOr<std::unique_ptr<ExpertStore>>
 ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
                     int device, uint64_t budget, ExpertReadMode mode,
                     ThreadPool &pool, ExpertPrefetch prefetch) {
   (void)device;
-  // Prefetch pairs each tiered layer whose router can be evaluated on the
-  // previous tiered layer's tokens (the same hidden size) with that layer.
-  std::vector<GateInfo> gates;
-  std::vector<int32_t> routerLayer, nextLayer;
-  bool ahead = false;
-  if (prefetch == ExpertPrefetch::NextLayer) {
-    const TierInfo &tiers = schedule.tiers;
-    gates = findGates(schedule);
-    routerLayer.assign(schedule.steps.size(), -1);
-    nextLayer.assign(tiers.layers.size(), -1);
-    std::vector<uint32_t> order(tiers.layers.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return tiers.layers[a].step < tiers.layers[b].step;
-    });
-    for (size_t i = 0; i + 1 < order.size(); ++i) {
-      uint32_t l = order[i], next = order[i + 1];
-      const GateInfo &from = gates[l], &to = gates[next];
-      if (from.router < 0 || to.router < 0 || from.hidden != to.hidden)
-        continue;
-      routerLayer[from.router] = static_cast<int32_t>(l);
-      nextLayer[l] = static_cast<int32_t>(next);
-      ahead = true;
-    }
-  }
+  View first;
+  first.schedule = &schedule;
+  first.paging.resize(schedule.tiers.layers.size());
+  bool ahead = prefetch == ExpertPrefetch::NextLayer && planPrefetch(first);
   // Reading a layer ahead needs room for a second layer's experts beside
   // the computing one's: the cold cache gets twice its least size (fewer
   // hot experts) when the budget allows, else prefetch fits where it can.
@@ -765,10 +808,12 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   MOERT_RETURN_IF_ERROR(failure);
   for (ExpertCache::Entry *entry : hot)
     store->setPresent(entry->key, static_cast<Payload *>(entry->payload));
+  if (!ahead || !desc.coldExperts) {
+    first.gates.clear();
+    first.routerLayer.clear();
+  }
+  store->views_.push_back(std::move(first));
   if (ahead && desc.coldExperts) {
-    store->gates_ = std::move(gates);
-    store->routerLayer_ = std::move(routerLayer);
-    store->nextLayer_ = std::move(nextLayer);
     store->prefetch_ = prefetch;
     store->worker_ = std::thread([s = store.get()] { s->prefetchLoop(); });
   }

@@ -140,13 +140,22 @@ const char *expertPrefetchName(ExpertPrefetch prefetch);
 absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text);
 
 /// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
-/// (a MatMul of the layer's tokens by a resident f32 [H, E] weight), then
-/// the Router step's top-k of its scores.
+/// (a MatMul of the layer's tokens by a resident f32 [H, E] weight), or
+/// alpha x @ w (w [H, E], or [E, H] transposed) + beta c (a Gemm, as
+/// exporters write nn.Linear), then the Router step's top-k of its scores.
 struct GateInfo {
-  /// The MatMul's token input (also the Dispatch step's, so it stays live
-  /// until the layer's experts run) and its weight.
+  /// The MatMul's or Gemm's token input (also the Dispatch step's, so it
+  /// stays live until the layer's experts run) and its weight.
   int32_t tokens = -1;
   const float *weight = nullptr;
+  /// The weight is [E, H] (Gemm trans_b).
+  bool transposed = false;
+  float alpha = 1.0f;
+  /// The Gemm's resident addend [E] (or one value broadcast) times beta;
+  /// null when none.
+  const float *addend = nullptr;
+  int64_t addendSize = 0;
+  float beta = 1.0f;
   int64_t hidden = 0;
   int64_t experts = 0;
   /// The Router step: after it runs, the next layer's experts are predicted.
@@ -183,10 +192,21 @@ public:
          ExpertPrefetch prefetch = ExpertPrefetch::None);
   ~ExpertStore();
 
-  /// Called after step `step` of the schedule ran, with the session's
-  /// tensors: after a tiered layer's Router (its tokens still live), predicts
-  /// the next tiered layer's experts; after its Experts step, reads them
-  /// ahead if acquire has not started that yet. Cheap for other steps.
+  /// Lets another schedule whose tiered layers page the same experts layer
+  /// for layer (a generation plan's prefill, plan.cpp's deriveSharedTiers)
+  /// use this store: one cache, one budget. Returns its view, the index
+  /// beginRun and paging take; the creating schedule's is 0.
+  absl::StatusOr<int> attach(const ScheduleInfo &schedule);
+  /// Makes `view` the one whose steps run next: afterStep's step indices
+  /// are its schedule's, and its paging counters count. Views take turns;
+  /// they never run at once.
+  void beginRun(int view);
+
+  /// Called after step `step` of the running view's schedule ran, with the
+  /// session's tensors: after a tiered layer's Router (its tokens still
+  /// live), predicts the next tiered layer's experts; after its Experts
+  /// step, reads them ahead if acquire has not started that yet. Cheap for
+  /// other steps.
   void afterStep(int step, const Tensor *tensors, ThreadPool &pool);
   /// Drops reads ahead not yet started (a run ended or failed).
   void cancelPrefetch();
@@ -207,8 +227,11 @@ public:
   const uint8_t *const *pointers(uint32_t layer, int input) const;
 
   const TierInfo &tiers() const { return tiers_; }
-  const std::vector<LayerPaging> &paging() const { return paging_; }
-  void resetPaging();
+  /// The paging counters of `view`'s runs, per tiered layer.
+  const std::vector<LayerPaging> &paging(int view = 0) const {
+    return views_[view].paging;
+  }
+  void resetPaging(int view = 0);
   ExpertReadMode mode() const { return mode_; }
   uint64_t budget() const { return budget_; }
   const ExpertCache &cache() const { return cache_; }
@@ -246,8 +269,32 @@ private:
   /// The prefetch thread: fills queued entries one at a time.
   void prefetchLoop();
 
+  /// One schedule using the store: its reads ahead (gates_ and the tables
+  /// below, empty without prefetch) and paging counters.
+  struct View {
+    const ScheduleInfo *schedule = nullptr;
+    std::vector<GateInfo> gates;
+    /// Per step: the tiered layer whose Router it is, else -1; and per
+    /// tiered layer, the next one in step order (-1: the last).
+    std::vector<int32_t> routerLayer;
+    std::vector<int32_t> nextLayer;
+    std::vector<LayerPaging> paging;
+  };
+  /// Fills `view`'s prefetch tables for its schedule; whether any layer is
+  /// predicted from another.
+  static bool planPrefetch(View &view);
+  /// A read ahead waiting for the prefetch thread, and the view that issued
+  /// it (whose counters it adds to).
+  struct QueuedRead {
+    ExpertKey key;
+    int view = 0;
+  };
+
   const Plan::Impl &plan_;
   const ScheduleInfo *schedule_ = nullptr;
+  /// Guarded by mutex_ (the counters; the tables are set before any run).
+  std::vector<View> views_;
+  int view_ = 0;
   const TierInfo &tiers_;
   ExpertReadMode mode_;
   uint64_t budget_ = 0;
@@ -260,18 +307,12 @@ private:
   /// pointer tables (per step input, per expert).
   std::vector<std::vector<Payload *>> present_;
   std::vector<std::vector<std::vector<const uint8_t *>>> pointers_;
-  std::vector<LayerPaging> paging_;
   /// Per layer and expert: its checksums were checked (on its first read).
   std::vector<std::vector<char>> verified_;
 
   // Prefetch. mutex_ guards cache_, present_/pointers_ updates, paging_
   // and the queue: the prefetch thread fills entries while steps compute.
   ExpertPrefetch prefetch_ = ExpertPrefetch::None;
-  std::vector<GateInfo> gates_;
-  /// Per step: the tiered layer whose Router it is (gates_), else -1; and
-  /// per tiered layer, the next one in step order (-1: the last).
-  std::vector<int32_t> routerLayer_;
-  std::vector<int32_t> nextLayer_;
   /// The prediction waiting to be read ahead: for layer predictedLayer_
   /// (-1: none), issued once layer issueAfter_ has its experts.
   int32_t predictedLayer_ = -1;
@@ -279,7 +320,7 @@ private:
   std::vector<uint32_t> predicted_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<ExpertKey> queue_;
+  std::deque<QueuedRead> queue_;
   /// Entries the prefetch thread is filling now (0 or 1).
   int loading_ = 0;
   bool stop_ = false;

@@ -69,23 +69,44 @@ GateInfo findGate(const ScheduleInfo &schedule, const StepInfo &experts) {
   if (!router || router->op != fb::OpKind::Router || router->inputs.empty())
     return gate;
   const StepInfo *matmul = producer(schedule, router->inputs[0]);
-  if (!matmul || matmul->op != fb::OpKind::MatMul ||
-      matmul->inputs.size() != 2 || matmul->inputs[0] != dispatch->inputs[0])
+  if (!matmul || matmul->inputs.size() < 2 ||
+      matmul->inputs[0] != dispatch->inputs[0])
     return gate;
+  if (matmul->op == fb::OpKind::Gemm) {
+    // Y = alpha A B' + beta C, A the tokens [T, H] (not transposed).
+    const auto *gemm = matmul->fb->attrs_as<fb::GemmAttrs>();
+    if (!gemm || gemm->trans_a())
+      return gate;
+    gate.transposed = gemm->trans_b();
+    gate.alpha = gemm->alpha();
+    gate.beta = gemm->beta();
+    if (matmul->inputs.size() > 2 && matmul->inputs[2] >= 0) {
+      const TensorInfo *c = residentWeight(schedule, matmul->inputs[2]);
+      if (!c || c->rank > 1)
+        return GateInfo();
+      gate.addend = reinterpret_cast<const float *>(c->weightData);
+      gate.addendSize = static_cast<int64_t>(c->size / 4);
+    }
+  } else if (matmul->op != fb::OpKind::MatMul || matmul->inputs.size() != 2) {
+    return gate;
+  }
   const TensorInfo *w = residentWeight(schedule, matmul->inputs[1]);
   const TensorInfo &x = schedule.tensors[matmul->inputs[0]];
   const auto *attrs = router->fb->attrs_as<fb::RouterAttrs>();
   if (!w || w->rank != 2 || x.dtype != DType::F32 || x.rank < 2 || !attrs)
-    return gate;
-  int64_t hidden = w->dims[0].bound, E = w->dims[1].bound;
+    return GateInfo();
+  int64_t hidden = w->dims[gate.transposed ? 1 : 0].bound,
+          E = w->dims[gate.transposed ? 0 : 1].bound;
+  if (gate.addend && gate.addendSize != 1 && gate.addendSize != E)
+    return GateInfo();
   if (x.dims[x.rank - 1].kind != fb::DimKind::Static ||
       x.dims[x.rank - 1].bound != hidden || attrs->top_k() < 1 ||
       attrs->top_k() > E)
-    return gate;
+    return GateInfo();
   if (router->inputs.size() > 1 && router->inputs[1] >= 0) {
     const TensorInfo *bias = residentWeight(schedule, router->inputs[1]);
     if (!bias || static_cast<int64_t>(bias->size) != E * 4)
-      return gate;
+      return GateInfo();
     gate.bias = reinterpret_cast<const float *>(bias->weightData);
   }
   gate.tokens = matmul->inputs[0];
@@ -123,11 +144,26 @@ std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
     for (int64_t i = begin; i < end; ++i) {
       const float *row = x + (i * tokens / used) * H;
       std::fill(logits.begin(), logits.end(), 0.0f);
-      for (int64_t h = 0; h < H; ++h) {
-        float v = row[h];
-        const float *w = gate.weight + h * E;
-        for (int64_t e = 0; e < E; ++e)
-          logits[e] += v * w[e];
+      if (gate.transposed) {
+        for (int64_t e = 0; e < E; ++e) {
+          const float *w = gate.weight + e * H;
+          float sum = 0;
+          for (int64_t h = 0; h < H; ++h)
+            sum += row[h] * w[h];
+          logits[e] = sum;
+        }
+      } else {
+        for (int64_t h = 0; h < H; ++h) {
+          float v = row[h];
+          const float *w = gate.weight + h * E;
+          for (int64_t e = 0; e < E; ++e)
+            logits[e] += v * w[e];
+        }
+      }
+      for (int64_t e = 0; e < E; ++e) {
+        logits[e] *= gate.alpha;
+        if (gate.addend)
+          logits[e] += gate.beta * gate.addend[gate.addendSize == 1 ? 0 : e];
       }
       // Softmax and sigmoid keep the logits' order; a selection bias is
       // added to the scores themselves.

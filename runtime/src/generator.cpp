@@ -166,9 +166,10 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
   MOERT_ASSIGN_OR_RETURN(
       impl->decode, Session::create(plan, options, planImpl.schedules[device]));
   if (gen->hasPrefill) {
-    MOERT_ASSIGN_OR_RETURN(
-        impl->prefill,
-        Session::create(plan, options, planImpl.prefillSchedules[device]));
+    MOERT_ASSIGN_OR_RETURN(impl->prefill,
+                           Session::create(plan, options,
+                                           planImpl.prefillSchedules[device],
+                                           impl->decode.get()));
   }
   const detail::ScheduleInfo &decode = planImpl.schedules[device];
   const detail::ScheduleInfo &prefill =

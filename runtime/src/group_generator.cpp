@@ -89,6 +89,9 @@ struct GroupGenerator::Impl {
       session.device = devices[i];
       session.collectStats = options.collectStats;
       session.kvCacheInPlace = options.kvCacheInPlace;
+      session.deviceMemory = options.deviceMemory;
+      session.expertRead = options.expertRead;
+      session.expertPrefetch = options.expertPrefetch;
       // The device's prefill and decode sessions take turns on one
       // endpoint: every device runs the same steps in the same order.
       session.communicator = comms[i].get();

@@ -631,14 +631,88 @@ TensorDesc describeTensor(const Plan::Impl &impl, const fb::Tensor &tensor,
   return desc;
 }
 
+/// A prefill schedule's tiers, taken from its device's tiered `decode`
+/// schedule: each tiered layer of the decode is read by exactly one Experts
+/// step of the prefill, whose paged inputs are the layer's (the same input
+/// positions and bytes of the file), and no other prefill step reads a
+/// paged weight. The prefill's layer l is the decode's layer l, so that one
+/// expert cache serves both schedules.
+absl::Status deriveSharedTiers(const Diag &diag, const ScheduleInfo &decode,
+                               ScheduleInfo &prefill) {
+  detail::TierInfo &tiers = prefill.tiers;
+  bool anyPaged = false;
+  for (const TensorInfo &t : prefill.tensors)
+    anyPaged |= t.paged;
+  if (!anyPaged) {
+    if (decode.tiers.present)
+      return diag.invalid("the decode schedule is tiered but the prefill "
+                          "schedule reads no paged expert weights");
+    return absl::OkStatus();
+  }
+  // The decode layer each of its paged inputs belongs to.
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<uint32_t, int>> owner;
+  for (uint32_t l = 0; l < decode.tiers.layers.size(); ++l)
+    for (const detail::PagedInput &input : decode.tiers.layers[l].inputs)
+      owner[{input.fileOffset, input.expertBytes}] = {l, input.input};
+  tiers.present = true;
+  tiers.budget = decode.tiers.budget;
+  tiers.hotCount = decode.tiers.hotCount;
+  tiers.totalExperts = decode.tiers.totalExperts;
+  tiers.layers.resize(decode.tiers.layers.size());
+  for (const StepInfo &step : prefill.steps) {
+    int32_t layer = -1;
+    size_t paged = 0;
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      int32_t id = step.inputs[i];
+      if (id < 0 || !prefill.tensors[id].paged)
+        continue;
+      const TensorInfo &t = prefill.tensors[id];
+      auto it = owner.end();
+      if (step.op == fb::OpKind::Experts && i >= 2 && t.rank >= 1 &&
+          t.dims[0].bound >= 1)
+        it = owner.find({t.fileOffset, t.size / t.dims[0].bound});
+      if (it == owner.end() || it->second.second != static_cast<int>(i) ||
+          (layer >= 0 && layer != static_cast<int32_t>(it->second.first)))
+        return diag.invalid(step.label, " reads paged weight '", t.name,
+                            "' as input ", i,
+                            ", which is no input of the decode schedule's "
+                            "tiered layers at that position");
+      layer = static_cast<int32_t>(it->second.first);
+      ++paged;
+    }
+    if (layer < 0)
+      continue;
+    const detail::TierLayerInfo &shared = decode.tiers.layers[layer];
+    detail::TierLayerInfo &own = tiers.layers[layer];
+    if (own.step >= 0 || paged != shared.inputs.size())
+      return diag.invalid(
+          step.label, " reads ", paged, " of the ", shared.inputs.size(),
+          " paged inputs of the decode schedule's tiered layer ", layer,
+          (own.step >= 0 ? ", which another step reads" : ""));
+    own = shared;
+    own.step = step.index;
+    for (detail::PagedInput &input : own.inputs)
+      input.tensor = step.inputs[input.input];
+    tiers.layerOfStep[step.index] = layer;
+  }
+  for (uint32_t l = 0; l < tiers.layers.size(); ++l)
+    if (tiers.layers[l].step < 0)
+      return diag.invalid("no Experts step reads the experts of the decode "
+                          "schedule's tiered layer ",
+                          l);
+  return absl::OkStatus();
+}
+
 /// Checks a schedule's expert tiers against its steps and paged weights: a
 /// paged weight is read by one input (w1 .. s2) of one tiered Experts step
 /// and nothing else, with the step's experts first; every tiered layer has
 /// exactly its experts' ranks and checksums, and the ranks of all layers are
-/// one permutation.
+/// one permutation. A generation plan's prefill schedule (`decode` set: its
+/// device's decode schedule) has no tiers of its own: its paged weights are
+/// the decode's (deriveSharedTiers).
 absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
-                           const fb::Schedule &fbSched,
-                           ScheduleInfo &schedule) {
+                           const fb::Schedule &fbSched, ScheduleInfo &schedule,
+                           const ScheduleInfo *decode) {
   detail::TierInfo &tiers = schedule.tiers;
   tiers.layerOfStep.assign(schedule.steps.size(), -1);
   const fb::ExpertTiers *table = fbSched.tiers();
@@ -654,7 +728,7 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
       tiers.residentBytes += t.size;
     if (!t.paged)
       continue;
-    if (!table)
+    if (!table && !(decode && decode->tiers.present))
       return diag.invalid("weight '", t.name, "' lies in paged section ",
                           t.section, " but the schedule has no expert tiers");
     if (t.isGraphOutput || uses[id] != 1)
@@ -669,6 +743,12 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
           topK,
           static_cast<uint32_t>(step.fb->attrs_as_RouterAttrs()->top_k()));
   tiers.topK = topK ? topK : 2;
+  if (decode) {
+    if (table)
+      return diag.invalid("a prefill schedule has no expert tiers of its own; "
+                          "it pages its decode schedule's experts");
+    return deriveSharedTiers(diag, *decode, schedule);
+  }
   if (!table)
     return absl::OkStatus();
   Diag tdiag = diag.nested("expert tiers");
@@ -776,7 +856,8 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
 
 absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                               const Layout &layout, const fb::Schedule &fbSched,
-                              ScheduleInfo &schedule) {
+                              ScheduleInfo &schedule,
+                              const ScheduleInfo *decode = nullptr) {
   schedule.arenaSize = fbSched.arena_size();
   if (schedule.arenaSize > kMaxArenaSize)
     return diag.invalid("arena size ", schedule.arenaSize,
@@ -854,7 +935,7 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
   MOERT_RETURN_IF_ERROR(
       validateCollectives(diag, schedule, impl.target.deviceCount));
   MOERT_RETURN_IF_ERROR(validateArena(diag, schedule));
-  MOERT_RETURN_IF_ERROR(validateTiers(diag, impl, fbSched, schedule));
+  MOERT_RETURN_IF_ERROR(validateTiers(diag, impl, fbSched, schedule, decode));
 
   for (uint32_t id : schedule.inputs)
     schedule.inputDescs.push_back(
@@ -863,6 +944,21 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
     schedule.outputDescs.push_back(
         describeTensor(impl, *tensors->Get(id), schedule.tensors[id]));
   return absl::OkStatus();
+}
+
+/// A tiered generation plan's device holds the resident weights of its
+/// decode and prefill schedules at once: both schedules' tiers count every
+/// resident range of either once.
+void countSharedResidents(ScheduleInfo &decode, ScheduleInfo &prefill) {
+  if (!decode.tiers.present || !prefill.tiers.present)
+    return;
+  std::set<std::pair<uint32_t, uint64_t>> seen;
+  for (const ScheduleInfo *schedule : {&decode, &prefill})
+    for (const TensorInfo &t : schedule->tensors)
+      if (t.isWeight && !t.paged && seen.insert({t.section, t.offset}).second &&
+          schedule == &prefill)
+        decode.tiers.residentBytes += t.size;
+  prefill.tiers.residentBytes = decode.tiers.residentBytes;
 }
 
 /// Reads the informational provenance table. It is never executed, but
@@ -974,10 +1070,12 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
     return diag.invalid("generation: ", prefillCount, " prefill schedules for ",
                         count, " devices");
   impl.prefillSchedules.resize(prefillCount);
-  for (size_t i = 0; i < prefillCount; ++i)
+  for (size_t i = 0; i < prefillCount; ++i) {
     MOERT_RETURN_IF_ERROR(validateSchedule(
         diag.nested(absl::StrCat("prefill schedule ", i)), impl, layout,
-        *prefill->Get(i), impl.prefillSchedules[i]));
+        *prefill->Get(i), impl.prefillSchedules[i], &impl.schedules[i]));
+    countSharedResidents(impl.schedules[i], impl.prefillSchedules[i]);
+  }
   return detail::validateGeneration(impl.source, *generation, impl);
 }
 

@@ -817,14 +817,19 @@ absl::Status PlanWriter::Impl::assignTiers() {
       crcs.emplace_back(experts * paged.size(), 0);
     }
     // Resident: the schedule's weights outside paged sections, each range
-    // of bytes once.
+    // of bytes once; a generation plan's device holds its prefill
+    // schedule's too, which pages the same experts.
     std::set<std::pair<uint32_t, uint64_t>> seen;
     uint64_t resident = 0;
     uint32_t topK = 0;
-    for (const auto &t : table.tensors)
-      if (t->storage == fb::Storage::Weight && !isPaged(*t) &&
-          seen.insert({t->section, t->offset}).second)
-        resident += t->size;
+    std::vector<const fb::ScheduleT *> holders{&table};
+    if (program.generation && b < program.generation->prefill_schedules.size())
+      holders.push_back(program.generation->prefill_schedules[b].get());
+    for (const fb::ScheduleT *holder : holders)
+      for (const auto &t : holder->tensors)
+        if (t->storage == fb::Storage::Weight && !isPaged(*t) &&
+            seen.insert({t->section, t->offset}).second)
+          resident += t->size;
     for (const auto &step : table.steps)
       if (const fb::RouterAttrsT *router = step->attrs.AsRouterAttrs())
         topK = std::max<uint32_t>(topK, static_cast<uint32_t>(router->top_k));

@@ -105,7 +105,7 @@ Session::create(const Plan &plan, const SessionOptions &options) {
 
 absl::StatusOr<std::unique_ptr<Session>>
 Session::create(const Plan &plan, const SessionOptions &options,
-                const ScheduleInfo &schedule) {
+                const ScheduleInfo &schedule, const Session *sharesExperts) {
   const Plan::Impl &planImpl = plan.impl();
   MOERT_RETURN_IF_ERROR(detail::checkSessionPlan(
       plan, Backend::Cpu,
@@ -124,9 +124,15 @@ Session::create(const Plan &plan, const SessionOptions &options,
         absl::StrCat("cannot allocate the activation arena of ",
                      schedule.arenaSize, " bytes"));
   impl->initTensors(impl->arena);
-  MOERT_RETURN_IF_ERROR(
-      impl->createExpertStore(options.device, options.deviceMemory,
-                              options.expertRead, options.expertPrefetch));
+  if (sharesExperts && sharesExperts->impl_->experts &&
+      schedule.tiers.present) {
+    MOERT_RETURN_IF_ERROR(
+        impl->shareExpertStore(sharesExperts->impl_->experts));
+  } else {
+    MOERT_RETURN_IF_ERROR(
+        impl->createExpertStore(options.device, options.deviceMemory,
+                                options.expertRead, options.expertPrefetch));
+  }
   impl->collectives.comm = options.communicator;
   impl->device = options.device;
   impl->fault = FaultInjection::fromEnvironment();
@@ -138,6 +144,8 @@ absl::Status Session::run() {
   s.hasRun = false;
   MOERT_RETURN_IF_ERROR(s.bindSymbols());
   int64_t traceBegin = s.trace ? TraceRecorder::now() : 0;
+  if (s.experts)
+    s.experts->beginRun(s.expertView);
   s.stageInputs();
   if (s.trace)
     s.traceBeginRun(traceBegin);

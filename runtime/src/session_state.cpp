@@ -396,6 +396,13 @@ absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
   return absl::OkStatus();
 }
 
+absl::Status
+SessionState::shareExpertStore(std::shared_ptr<ExpertStore> store) {
+  MOERT_ASSIGN_OR_RETURN(expertView, store->attach(schedule));
+  experts = std::move(store);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TensorData> SessionState::output(absl::string_view name) const {
   int index = find(schedule.outputDescs, name);
   if (index < 0)
@@ -442,7 +449,7 @@ std::vector<StepStats> SessionState::stepStats() const {
                             : schedule.tiers.layerOfStep[step.index];
         experts && layer >= 0) {
       entry.tiered = true;
-      entry.cache = experts->paging()[layer];
+      entry.cache = experts->paging(expertView)[layer];
     }
     stats.push_back(std::move(entry));
   }
@@ -455,7 +462,7 @@ void SessionState::resetStats() {
   std::fill(seconds.begin(), seconds.end(), 0);
   std::fill(moeCounters.begin(), moeCounters.end(), MoeCounters());
   if (experts)
-    experts->resetPaging();
+    experts->resetPaging(expertView);
   // The trace holds the runs the stats do.
   if (trace) {
     trace->clear();

@@ -174,8 +174,11 @@ struct SessionState {
   std::vector<MoeCounters> traceBase;
   /// The collective steps' communicator and traffic (multi-device plans).
   CollectiveState collectives;
-  /// Tiered plans: the paged experts (createExpertStore).
-  std::unique_ptr<ExpertStore> experts;
+  /// Tiered plans: the paged experts (createExpertStore), perhaps shared
+  /// with another session of the device (shareExpertStore), and this
+  /// session's view of them.
+  std::shared_ptr<ExpertStore> experts;
+  int expertView = 0;
 
   /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
   /// plan's tiers) read the `read` way, reading ahead as `prefetch` says
@@ -184,6 +187,9 @@ struct SessionState {
   absl::Status createExpertStore(int device, uint64_t deviceMemory,
                                  const std::string &read,
                                  const std::string &prefetch = "none");
+  /// Uses `store` (another session's, whose schedule pages the same
+  /// experts: a generation plan's decode) instead of a store of its own.
+  absl::Status shareExpertStore(std::shared_ptr<ExpertStore> store);
 };
 
 } // namespace moert::detail

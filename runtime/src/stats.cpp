@@ -307,8 +307,9 @@ MoeLayerStats expertParallelLayer(const ScheduleInfo &schedule,
 
 std::vector<MoeLayerStats> moeLayerStats(const Plan &plan,
                                          const std::vector<StepStats> &steps,
-                                         int device) {
-  const auto &schedules = plan.impl().schedules;
+                                         int device, bool prefill) {
+  const auto &schedules =
+      prefill ? plan.impl().prefillSchedules : plan.impl().schedules;
   if (device < 0 || device >= static_cast<int>(schedules.size()))
     return {};
   return detail::scheduleLayerStats(schedules[device], steps, device);

@@ -119,20 +119,28 @@ TEST(ExpertCache, PeekLeavesTheOrder) {
   EXPECT_EQ(evicted.back().key.expert, 1u);
 }
 
-TEST(Prefetch, PredictsTheRoutersTopKMostSelectedFirst) {
-  // H = 3, E = 4: logits = x @ w, w [3, 4].
-  std::vector<float> w = {1, 0, 0, 0.5f, //
-                          0, 1, 0, 0.5f, //
-                          0, 0, 1, 0.5f};
+/// A top-2 gate of H = 3, E = 4 over `w` ([E, H] when `transposed`), and
+/// three tokens: token 0 picks 0 then 3; token 1 picks 2 then 3; token 2
+/// picks 0, 3 (3 three times, 0 twice, 2 once).
+detail::GateInfo testGate(const std::vector<float> &w, bool transposed) {
   detail::GateInfo gate;
   gate.weight = w.data();
+  gate.transposed = transposed;
   gate.hidden = 3;
   gate.experts = 4;
   gate.topK = 2;
   gate.router = 0;
-  // Token 0 picks 0 then 3; token 1 picks 2 then 3; token 2 picks 0, 3:
-  // 3 three times, 0 twice, 2 once.
-  std::vector<float> x = {1, 0, 0, 0, 0, 1, 2, 0, 0};
+  return gate;
+}
+const std::vector<float> kGateTokens = {1, 0, 0, 0, 0, 1, 2, 0, 0};
+
+TEST(Prefetch, PredictsTheRoutersTopKMostSelectedFirst) {
+  // logits = x @ w, w [3, 4].
+  std::vector<float> w = {1, 0, 0, 0.5f, //
+                          0, 1, 0, 0.5f, //
+                          0, 0, 1, 0.5f};
+  detail::GateInfo gate = testGate(w, false);
+  const std::vector<float> &x = kGateTokens;
   detail::ThreadPool pool(2);
   EXPECT_EQ(detail::predictExperts(gate, x.data(), 3, 128, pool),
             (std::vector<uint32_t>{3, 0, 2}));
@@ -144,6 +152,33 @@ TEST(Prefetch, PredictsTheRoutersTopKMostSelectedFirst) {
   gate.bias = bias.data();
   EXPECT_EQ(detail::predictExperts(gate, x.data(), 1, 128, pool),
             (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(Prefetch, PredictsAGemmGateOfTransposedWeight) {
+  // A Gemm as exporters write nn.Linear: logits = alpha x @ w' + beta c,
+  // w [E = 4, H = 3] (the MatMul test's weight transposed).
+  std::vector<float> w = {1,    0,    0, //
+                          0,    1,    0, //
+                          0,    0,    1, //
+                          0.5f, 0.5f, 0.5f};
+  detail::GateInfo gate = testGate(w, true);
+  const std::vector<float> &x = kGateTokens;
+  detail::ThreadPool pool(2);
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 3, 128, pool),
+            (std::vector<uint32_t>{3, 0, 2}));
+  // beta c lifts expert 1 to the top: token 0's logits [1, 4, 0, 0.5] pick
+  // 1 and 0 (each once: listed by index).
+  std::vector<float> c = {0, 4, 0, 0};
+  gate.addend = c.data();
+  gate.addendSize = 4;
+  gate.beta = 1.0f;
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 1, 128, pool),
+            (std::vector<uint32_t>{0, 1}));
+  gate.beta = 0.0f;
+  gate.alpha = -1.0f;
+  // Token 0: -[1, 0, 0, 0.5]: experts 1 and 2 (0 each), the lower first.
+  EXPECT_EQ(detail::predictExperts(gate, x.data(), 1, 128, pool),
+            (std::vector<uint32_t>{1, 2}));
 }
 
 TEST(TierAssignment, HotExpertsFollowTheRanksAndLeaveTheWindow) {

@@ -2,6 +2,7 @@
 
 #include "generate.h"
 
+#include "expert_cache_report.h"
 #include "group_session.h"
 #include "moert/file_io.h"
 #include "moert/group_generator.h"
@@ -365,6 +366,14 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     appendSteps(json, "prefill_steps_stats",
                 local.prefillSession().stepStats());
   MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
+  // The prefill and decode sessions share one expert cache (device 0's).
+  appendProcessMemory(json);
+  std::vector<CachePhase> phases;
+  if (gen.hasPrefill)
+    phases.push_back({"prefill ", local.prefillSession().stepStats(), true});
+  phases.push_back({"decode ", local.decodeSession().stepStats()});
+  MOERT_RETURN_IF_ERROR(
+      reportExpertCache(json, plan, local.decodeSession(), phases, stderr));
   absl::StrAppend(&json, "\n}\n");
   if (!root)
     return absl::OkStatus();
@@ -380,6 +389,9 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
     options.threadsPerDevice = run.threads;
     options.kvCacheInPlace = args.kvCacheInPlace;
     options.comm.timeoutSeconds = run.commTimeout;
+    options.deviceMemory = run.deviceMemory;
+    options.expertRead = run.expertRead;
+    options.expertPrefetch = run.expertPrefetch;
     std::unique_ptr<moert::GroupGenerator> group;
     if (run.mpi) {
       MOERT_ASSIGN_OR_RETURN(group,
@@ -394,6 +406,9 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   moert::SessionOptions sessionOptions;
   sessionOptions.threads = run.threads;
   sessionOptions.kvCacheInPlace = args.kvCacheInPlace;
+  sessionOptions.deviceMemory = run.deviceMemory;
+  sessionOptions.expertRead = run.expertRead;
+  sessionOptions.expertPrefetch = run.expertPrefetch;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
   return generateWith(*generator, plan, args, run.seed, run.outputDir,

@@ -58,6 +58,10 @@ struct GenerationRun {
   bool group = false;
   bool mpi = false;
   double commTimeout = 60;
+  /// A tiered plan's budget, read mode and reads ahead (SessionOptions).
+  uint64_t deviceMemory = 0;
+  std::string expertRead = "pread";
+  std::string expertPrefetch = "none";
 };
 
 /// Generates with `plan` for each prompt in turn: the ids to stdout, one

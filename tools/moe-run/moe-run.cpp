@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench_stats.h"
+#include "expert_cache_report.h"
 #include "generate.h"
 #include "generated_inputs.h"
 #include "group_session.h"
@@ -353,31 +354,15 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   if (options.placement && options.backend != "cuda")
     return "--placement shows the CUDA backend's choices; it needs "
            "--backend cuda";
-  if ((options.backend != "cpu" || options.generate.active) &&
+  if (options.backend != "cpu" &&
       (options.deviceMemory || options.expertRead != "pread" ||
        options.prefetch != "none"))
     return "--device-memory, --expert-read and --prefetch apply to cpu runs "
-           "of forward plans (not --backend cuda or generation yet)";
+           "(not --backend cuda yet)";
   return "";
 }
 
 using moe_run::jsonString;
-
-/// A field of /proc/self/status in bytes ("VmHWM": the peak resident set,
-/// "VmPeak": the peak virtual size); 0 when unknown.
-uint64_t procStatusBytes(const char *field) {
-  std::FILE *file = std::fopen("/proc/self/status", "r");
-  if (!file)
-    return 0;
-  char line[256];
-  uint64_t kib = 0;
-  size_t length = std::strlen(field);
-  while (std::fgets(line, sizeof line, file))
-    if (std::strncmp(line, field, length) == 0 && line[length] == ':')
-      kib = std::strtoull(line + length + 1, nullptr, 10);
-  std::fclose(file);
-  return kib * 1024;
-}
 
 /// The stats' "memory" (peak resident and virtual bytes of this process)
 /// and, for a tiered plan, "expert_cache": the budget, the cache, the hot
@@ -387,57 +372,10 @@ uint64_t procStatusBytes(const char *field) {
 template <typename SessionT>
 absl::Status appendMemory(std::string &json, const moert::Plan &plan,
                           SessionT &session) {
-  absl::StrAppend(
-      &json, ",\n  \"memory\": {\"peak_rss_bytes\": ", procStatusBytes("VmHWM"),
-      ", \"peak_virtual_bytes\": ", procStatusBytes("VmPeak"), "}");
-  if constexpr (std::is_base_of_v<moert::SessionBase, SessionT>) {
-    moert::ExpertCacheStats cache = session.expertCacheStats();
-    if (!cache.tiered)
-      return absl::OkStatus();
-    MOERT_ASSIGN_OR_RETURN(double bandwidth,
-                           session.measureExpertReadBandwidth(256 << 20));
-    absl::StrAppend(&json, ",\n  \"expert_cache\": {\"budget\": ", cache.budget,
-                    ", \"resident_bytes\": ", cache.residentBytes,
-                    ", \"capacity_bytes\": ", cache.capacityBytes,
-                    ", \"used_bytes\": ", cache.usedBytes,
-                    ", \"hot_experts\": ", cache.hotExperts,
-                    ", \"hot_bytes\": ", cache.hotBytes,
-                    ", \"read_mode\": ", jsonString(cache.readMode),
-                    ", \"prefetch\": ", jsonString(cache.prefetch),
-                    ", \"measured_read_bandwidth_bytes_per_s\": ",
-                    absl::StrFormat("%.1f", bandwidth), "}");
-    std::printf("moe-run: expert cache: budget %llu bytes, %u hot experts "
-                "(%llu bytes), capacity %llu, %s reads, prefetch %s; the plan "
-                "file reads at %.2f GB/s\n",
-                static_cast<unsigned long long>(cache.budget), cache.hotExperts,
-                static_cast<unsigned long long>(cache.hotBytes),
-                static_cast<unsigned long long>(cache.capacityBytes),
-                cache.readMode.c_str(), cache.prefetch.c_str(),
-                bandwidth / 1e9);
-    for (const moert::MoeLayerStats &l :
-         moert::moeLayerStats(plan, session.stepStats()))
-      if (l.tiered)
-        std::printf("moe-run: %s: %llu hits, %llu misses, %.2f MB paged in, "
-                    "read at %.2f GB/s, waited %.3f ms per run\n",
-                    l.name.c_str(),
-                    static_cast<unsigned long long>(l.cache.hits),
-                    static_cast<unsigned long long>(l.cache.misses),
-                    l.cache.bytesPagedIn / 1e6,
-                    l.cache.readSeconds > 0
-                        ? l.cache.bytesPagedIn / l.cache.readSeconds / 1e9
-                        : 0.0,
-                    l.runs ? l.cache.waitSeconds * 1e3 / l.runs : 0.0);
-    for (const moert::MoeLayerStats &l :
-         moert::moeLayerStats(plan, session.stepStats()))
-      if (l.tiered && l.cache.prefetch.issued)
-        std::printf("moe-run: %s: %llu experts read ahead, %llu of them used "
-                    "(%llu late), waited %.3f ms per run for reads ahead\n",
-                    l.name.c_str(),
-                    static_cast<unsigned long long>(l.cache.prefetch.issued),
-                    static_cast<unsigned long long>(l.cache.prefetch.used),
-                    static_cast<unsigned long long>(l.cache.prefetch.late),
-                    l.runs ? l.cache.prefetch.waitSeconds * 1e3 / l.runs : 0.0);
-  }
+  moe_run::appendProcessMemory(json);
+  if constexpr (std::is_base_of_v<moert::SessionBase, SessionT>)
+    return moe_run::reportExpertCache(json, plan, session,
+                                      {{"", session.stepStats()}}, stdout);
   return absl::OkStatus();
 }
 
@@ -607,6 +545,9 @@ absl::Status runMain(const Options &options) {
     run.mpi = moert::launchedByMpi();
     run.group = run.mpi || options.devices > 0 || plan->numDevices() > 1;
     run.commTimeout = options.commTimeout;
+    run.deviceMemory = options.deviceMemory;
+    run.expertRead = options.expertRead;
+    run.expertPrefetch = options.prefetch;
     if (run.group)
       MOERT_RETURN_IF_ERROR(checkDeviceCount(options, *plan, run.mpi));
     moe_run::Recording recording = recordingFor(options, *plan);

@@ -599,9 +599,40 @@ static std::string checkDeviceFlags() {
 /// A tiered plan's tiers, as the runtime reads them back from the written
 /// plan: printed with --verbose, and the report's "tiers" (one entry per
 /// device) with --report.
+/// Parses --device-memory into `bytes`; false when it is no byte count.
+static bool parseDeviceMemory(uint64_t &bytes) {
+  return moert::parseByteSize(deviceMemory.c_str(), bytes);
+}
+
+static std::string deviceMemoryError() {
+  return "--device-memory must be a positive byte count such as 1073741824, "
+         "512M or 4G, not '" +
+         deviceMemory + "'";
+}
+
+/// The tiers of --device-memory, with the loads of --routing-profile read
+/// against `module`'s MoE layers.
+static FailureOr<moec::plan::TierOptions> getTierOptions(ModuleOp module,
+                                                         uint64_t bytes) {
+  moec::plan::TierOptions tiers;
+  tiers.deviceMemory = bytes;
+  if (bytes && !routingProfile.empty()) {
+    FailureOr<moec::RoutingProfile> profile =
+        moec::readRoutingProfile(module, routingProfile);
+    if (failed(profile))
+      return failure();
+    for (const auto &layer : *profile)
+      tiers.loads.emplace_back(layer.begin(), layer.end());
+  }
+  return tiers;
+}
+
+/// Prints (--verbose) and reports (--report, with `extra`'s entries) the
+/// tiers of the plan just written, read back from it.
 static LogicalResult reportTiers(ModuleOp module,
                                  const llvm::StringMap<int64_t> &opsBefore,
-                                 moec::plan::ExpertWeightType expertWeights) {
+                                 moec::plan::ExpertWeightType expertWeights,
+                                 llvm::json::Object extra = {}) {
   moert::LoadOptions load;
   load.verifyWeightChecksums = false; // Written just now.
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
@@ -625,7 +656,7 @@ static LogicalResult reportTiers(ModuleOp module,
   }
   if (reportPath.empty())
     return success();
-  llvm::json::Object extra{{"tiers", std::move(devices)}};
+  extra["tiers"] = std::move(devices);
   return moec::plan::writeReport(module, opsBefore, reportPath, expertWeights,
                                  std::move(extra));
 }
@@ -661,10 +692,8 @@ static int runCompile() {
                       "N with N > 1 (or, for the profile, --device-memory)");
   uint64_t deviceMemoryBytes = 0;
   if (!deviceMemory.empty()) {
-    if (!moert::parseByteSize(deviceMemory.c_str(), deviceMemoryBytes))
-      return usageError("--device-memory must be a positive byte count "
-                        "such as 1073741824, 512M or 4G, not '" +
-                        deviceMemory + "'");
+    if (!parseDeviceMemory(deviceMemoryBytes))
+      return usageError(deviceMemoryError());
     if (emitKind != "plan")
       return usageError("--device-memory tiers a plan's expert weights; it "
                         "needs --emit plan");
@@ -759,21 +788,15 @@ static int runCompile() {
         return moec::cuda::addCudaKernels(writer, cudaArchValue, func.getLoc(),
                                           &cudaModule);
       };
-    moec::plan::TierOptions tiers;
-    tiers.deviceMemory = deviceMemoryBytes;
-    if (deviceMemoryBytes && !routingProfile.empty()) {
-      FailureOr<moec::RoutingProfile> profile =
-          moec::readRoutingProfile(*module, routingProfile);
-      if (failed(profile))
-        return kFailure;
-      for (const auto &layer : *profile)
-        tiers.loads.emplace_back(layer.begin(), layer.end());
-    }
+    FailureOr<moec::plan::TierOptions> tiers =
+        getTierOptions(*module, deviceMemoryBytes);
+    if (failed(tiers))
+      return kFailure;
     FailureOr<moec::plan::PlanFinalizer> withProvenance =
         recordProvenance(/*generation=*/false, std::move(finalize));
     if (failed(withProvenance) ||
         failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
-                                    *expertWeights, tiers)))
+                                    *expertWeights, *tiers)))
       return kFailure;
     if (deviceMemoryBytes &&
         failed(reportTiers(*module, opsBeforeTiers, *expertWeights)))
@@ -872,13 +895,13 @@ static int runGenerationCompile() {
                       "--target and --import-only");
   if (std::string problem = checkDeviceFlags(); !problem.empty())
     return usageError(problem);
-  if (numDevices == 1 &&
-      (!routingProfile.empty() || microBatches.getNumOccurrences()))
+  if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
+                          microBatches.getNumOccurrences()))
     return usageError("--routing-profile and --micro-batches need --devices "
-                      "N with N > 1");
-  if (!deviceMemory.empty())
-    return usageError("--device-memory tiers one-pass plans for now; drop "
-                      "it for a generation plan");
+                      "N with N > 1 (or, for the profile, --device-memory)");
+  uint64_t deviceMemoryBytes = 0;
+  if (!deviceMemory.empty() && !parseDeviceMemory(deviceMemoryBytes))
+    return usageError(deviceMemoryError());
   std::optional<moec::plan::ExpertWeightType> expertWeights =
       parseWeightDtype();
   if (!expertWeights)
@@ -945,20 +968,28 @@ static int runGenerationCompile() {
   }
   if (verbose)
     moec::plan::printMoeLayers(*decode, llvm::errs(), *expertWeights);
-  if (!reportPath.empty() &&
-      failed(moec::plan::writeReport(
-          *decode, opsBefore, reportPath, *expertWeights,
-          llvm::json::Object{
-              {"generation",
-               getGenerationReport(*sig, *decode,
-                                   prefill ? *prefill : ModuleOp())}})))
+  llvm::json::Object generationReport{
+      {"generation",
+       getGenerationReport(*sig, *decode, prefill ? *prefill : ModuleOp())}};
+  // A tiered plan's report lists its tiers, read back from the plan.
+  if (!reportPath.empty() && !deviceMemoryBytes &&
+      failed(moec::plan::writeReport(*decode, opsBefore, reportPath,
+                                     *expertWeights, generationReport)))
+    return kFailure;
+  FailureOr<moec::plan::TierOptions> tiers =
+      getTierOptions(*decode, deviceMemoryBytes);
+  if (failed(tiers))
     return kFailure;
   FailureOr<moec::plan::PlanFinalizer> withProvenance =
       recordProvenance(/*generation=*/true);
   if (failed(withProvenance) ||
       failed(moec::plan::emitGenerationPlan(
           *decode, prefill ? *prefill : ModuleOp(), *sig, outputPath,
-          *withProvenance, *expertWeights)))
+          *withProvenance, *expertWeights, *tiers)))
+    return kFailure;
+  if (deviceMemoryBytes &&
+      failed(reportTiers(*decode, opsBefore, *expertWeights,
+                         std::move(generationReport))))
     return kFailure;
   return kSuccess;
 }

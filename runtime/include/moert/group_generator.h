@@ -37,6 +37,11 @@ struct GroupGeneratorOptions {
   bool kvCacheInPlace = true;
   /// The timeout of every exchange and of the token broadcast.
   CommOptions comm;
+  /// A tiered plan: each device's budget (0: the plan's tiers), how its
+  /// cold experts are read and whether ahead (SessionOptions).
+  uint64_t deviceMemory = 0;
+  std::string expertRead = "pread";
+  std::string expertPrefetch = "none";
 };
 
 /// Generates tokens with every device schedule of an expert-parallel

@@ -475,9 +475,12 @@ public:
 private:
   friend class Generator;
   /// Like create, over `schedule` of `plan` (a prefill schedule).
+  /// With `sharesExperts` (a generation plan's decode session), a tiered
+  /// `schedule` pages its experts through that session's expert cache.
   static absl::StatusOr<std::unique_ptr<Session>>
   create(const Plan &plan, const SessionOptions &options,
-         const detail::ScheduleInfo &schedule);
+         const detail::ScheduleInfo &schedule,
+         const Session *sharesExperts = nullptr);
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

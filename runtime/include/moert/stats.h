@@ -95,12 +95,13 @@ struct MoeLayerStats {
 /// sum to 0.
 double loadImbalance(const std::vector<uint64_t> &loads);
 
-/// The MoE layers of schedule `device` of `plan`, in schedule order, with the
-/// statistics of `steps` (the Session::stepStats() of a session on that
-/// schedule). Empty when the schedule has no Dispatch step.
+/// The MoE layers of schedule `device` of `plan` (its prefill schedule with
+/// `prefill`, a generation plan's), in schedule order, with the statistics
+/// of `steps` (the Session::stepStats() of a session on that schedule).
+/// Empty when the schedule has no Dispatch step.
 std::vector<MoeLayerStats> moeLayerStats(const Plan &plan,
                                          const std::vector<StepStats> &steps,
-                                         int device = 0);
+                                         int device = 0, bool prefill = false);
 
 /// The model's MoE layers from every device's (`devices[d]` is
 /// moeLayerStats(plan, ..., d)): counts summed over the devices (so
