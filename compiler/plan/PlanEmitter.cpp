@@ -221,7 +221,10 @@ private:
   /// section, and the tiered layers (their steps and expected loads).
   llvm::DenseSet<Value> paged;
   std::vector<moert::ScheduleBuilder::TierLayer> tierLayers;
-  int numExpertsOps = 0;
+  /// The MoE layers by their w1 (one moe.experts op per micro-batch), and
+  /// the tiered layer of each paged w1.
+  llvm::DenseMap<Value, int> layerOfWeights;
+  llvm::DenseMap<Value, size_t> tierLayerOfWeights;
   bool sharesPagedWeights = false;
 
   /// The weight operands of the moe.experts ops of `func` that can be paged:
@@ -231,7 +234,7 @@ private:
     func.walk([&](moe::ExpertsOp op) {
       for (Value w : {op.getW1(), op.getB1(), op.getW3(), op.getB3(),
                       op.getW2(), op.getB2()}) {
-        if (!w || !w.hasOneUse())
+        if (!w || !isReadByOneLayer(w))
           continue;
         Operation *def = w.getDefiningOp();
         auto stack = dyn_cast_or_null<moe::StackOp>(def);
@@ -241,6 +244,22 @@ private:
       }
     });
     return result;
+  }
+
+  /// Whether every use of `w` is the same operand of a moe.experts op of one
+  /// layer (the ops sharing its w1: one per micro-batch).
+  static bool isReadByOneLayer(Value w) {
+    std::optional<std::pair<unsigned, Value>> first;
+    for (OpOperand &use : w.getUses()) {
+      auto experts = dyn_cast<moe::ExpertsOp>(use.getOwner());
+      if (!experts)
+        return false;
+      std::pair<unsigned, Value> role(use.getOperandNumber(), experts.getW1());
+      if (first && *first != role)
+        return false;
+      first = role;
+    }
+    return first.has_value();
   }
 
   /// The weight section of `value`: the device's paged section for a paged
@@ -264,10 +283,10 @@ private:
                             "weights, but no moe.experts op has weights that "
                             "only it reads");
     if (!state.tiers.loads.empty() &&
-        state.tiers.loads.size() != static_cast<size_t>(numExpertsOps))
+        state.tiers.loads.size() != layerOfWeights.size())
       return func.emitError("the routing profile has ")
              << state.tiers.loads.size() << " MoE layers; the model has "
-             << numExpertsOps;
+             << layerOfWeights.size();
     schedule.setExpertTiers(state.tiers.deviceMemory, std::move(tierLayers));
     return success();
   }
@@ -743,12 +762,21 @@ private:
     int step = schedule.addStep(*kind, getStepName(op), std::move(inputs),
                                 std::move(outputs), std::move(*attrs));
     if (auto experts = dyn_cast<moe::ExpertsOp>(op)) {
-      // Layer i of a routing profile is the i-th moe.experts op. A device
-      // function's slot s holds the expert its weights' moe.shard takes row
-      // s of: the device tiers its slots in the order of the profile
-      // restricted to its experts.
-      int layer = numExpertsOps++;
-      if (state.tiers.deviceMemory && paged.contains(experts.getW1())) {
+      // Layer i of a routing profile is the i-th moe.experts op (of the
+      // first micro-batch). A device function's slot s holds the expert its
+      // weights' moe.shard takes row s of: the device tiers its slots in
+      // the order of the profile restricted to its experts.
+      int layer = layerOfWeights
+                      .try_emplace(experts.getW1(),
+                                   static_cast<int>(layerOfWeights.size()))
+                      .first->second;
+      if (state.tiers.deviceMemory && paged.contains(experts.getW1()) &&
+          tierLayerOfWeights.count(experts.getW1())) {
+        // A later micro-batch of a tiered layer pages the same experts.
+        tierLayers[tierLayerOfWeights[experts.getW1()]].moreSteps.push_back(
+            step);
+      } else if (state.tiers.deviceMemory && paged.contains(experts.getW1())) {
+        tierLayerOfWeights[experts.getW1()] = tierLayers.size();
         moert::ScheduleBuilder::TierLayer tier;
         tier.step = step;
         if (static_cast<size_t>(layer) < state.tiers.loads.size()) {

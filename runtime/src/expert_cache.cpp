@@ -597,6 +597,39 @@ void ExpertStore::afterStep(int step, const Tensor *tensors, ThreadPool &pool) {
   }
 }
 
+void ExpertStore::beforeStep(int step, const Tensor *tensors) {
+  if (prefetch_ != ExpertPrefetch::NextMicroBatch)
+    return;
+  const View &view = views_[view_];
+  if (step >= static_cast<int>(view.nextRows.size()) ||
+      view.nextRows[step].tensor < 0)
+    return;
+  int32_t layer = view.schedule->tiers.layerOfStep[step];
+  const View::RoutedRows &rows = view.nextRows[step];
+  const Tensor &t = tensors[rows.tensor];
+  int64_t experts = tiers_.layers[layer].experts;
+  // The kernels check the offsets and counts when they run; malformed ones
+  // only make nothing (or less) read ahead.
+  std::vector<uint32_t> routed;
+  const int64_t *at = t.data ? t.as<const int64_t>() : nullptr;
+  if (at && rows.sources == 0 && t.numel() == experts + 1) {
+    for (int64_t e = 0; e < experts; ++e)
+      if (at[e + 1] > at[e])
+        routed.push_back(static_cast<uint32_t>(e));
+  } else if (at && rows.sources > 0 && t.numel() == rows.sources * experts) {
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t s = 0; s < rows.sources; ++s)
+        if (at[s * experts + e] > 0) {
+          routed.push_back(static_cast<uint32_t>(e));
+          break;
+        }
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  predicted_ = std::move(routed);
+  predictedLayer_ = layer;
+  issueAfter_ = layer;
+}
+
 void ExpertStore::issuePrefetch() {
   issueAfter_ = -1;
   if (predictedLayer_ < 0)
@@ -686,11 +719,54 @@ void ExpertStore::prefetchLoop() {
   }
 }
 
-bool ExpertStore::planPrefetch(View &view) {
-  // Prefetch pairs each tiered layer whose router can be evaluated on the
-  // previous tiered layer's tokens (the same hidden size) with that layer.
+bool ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
   const ScheduleInfo &schedule = *view.schedule;
   const TierInfo &tiers = schedule.tiers;
+  if (prefetch == ExpertPrefetch::NextMicroBatch) {
+    // Each micro-batch's Experts step of a layer reads ahead for the next
+    // one when the next one's offsets are computed before it runs.
+    view.nextRows.assign(schedule.steps.size(), {});
+    bool any = false;
+    auto before = [&](int32_t tensor, int32_t step) {
+      return tensor >= 0 && schedule.tensors[tensor].dtype == DType::I64 &&
+             schedule.tensors[tensor].producer < step;
+    };
+    for (const TierLayerInfo &layer : tiers.layers) {
+      std::vector<int32_t> steps = layer.moreSteps;
+      steps.push_back(layer.step);
+      std::sort(steps.begin(), steps.end());
+      for (size_t i = 0; i + 1 < steps.size(); ++i) {
+        const StepInfo &next = schedule.steps[steps[i + 1]];
+        int32_t offsets = next.inputs.size() > 1 ? next.inputs[1] : -1;
+        View::RoutedRows rows;
+        if (before(offsets, steps[i])) {
+          rows.tensor = offsets;
+        } else if (offsets >= 0 && schedule.tensors[offsets].producer >= 0) {
+          // Offsets regrouped after this step, from counts known before.
+          const StepInfo &regroup =
+              schedule.steps[schedule.tensors[offsets].producer];
+          const auto *attrs = regroup.fb->attrs_as<fb::RegroupAttrs>();
+          if (regroup.op == fb::OpKind::Regroup && attrs &&
+              regroup.outputs.size() > 1 && regroup.outputs[1] == offsets &&
+              regroup.inputs.size() > 1 &&
+              before(regroup.inputs[1], steps[i]) &&
+              attrs->num_slots() == layer.experts && attrs->num_sources() > 0) {
+            rows.tensor = regroup.inputs[1];
+            rows.sources = attrs->num_sources();
+          }
+        }
+        if (rows.tensor < 0)
+          continue;
+        view.nextRows[steps[i]] = rows;
+        any = true;
+      }
+    }
+    return any;
+  }
+  if (prefetch != ExpertPrefetch::NextLayer)
+    return false;
+  // Prefetch pairs each tiered layer whose router can be evaluated on the
+  // previous tiered layer's tokens (the same hidden size) with that layer.
   view.gates = findGates(schedule);
   view.routerLayer.assign(schedule.steps.size(), -1);
   view.nextLayer.assign(tiers.layers.size(), -1);
@@ -731,9 +807,10 @@ absl::StatusOr<int> ExpertStore::attach(const ScheduleInfo &schedule) {
   view.schedule = &schedule;
   view.paging.resize(other.layers.size());
   // Views predict only when the store reads ahead at all.
-  if (prefetch_ != ExpertPrefetch::None && !planPrefetch(view)) {
+  if (prefetch_ != ExpertPrefetch::None && !planPrefetch(view, prefetch_)) {
     view.gates.clear();
     view.routerLayer.clear();
+    view.nextRows.clear();
   }
   std::lock_guard<std::mutex> guard(mutex_);
   views_.push_back(std::move(view));
@@ -748,7 +825,7 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   View first;
   first.schedule = &schedule;
   first.paging.resize(schedule.tiers.layers.size());
-  bool ahead = prefetch == ExpertPrefetch::NextLayer && planPrefetch(first);
+  bool ahead = planPrefetch(first, prefetch);
   // Reading a layer ahead needs room for a second layer's experts beside
   // the computing one's: the cold cache gets twice its least size (fewer
   // hot experts) when the budget allows, else prefetch fits where it can.
@@ -811,6 +888,7 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   if (!ahead || !desc.coldExperts) {
     first.gates.clear();
     first.routerLayer.clear();
+    first.nextRows.clear();
   }
   store->views_.push_back(std::move(first));
   if (ahead && desc.coldExperts) {

@@ -132,11 +132,16 @@ enum class ExpertPrefetch {
   /// layer L's router input (pre-gating): a prediction that only chooses
   /// what to read; the real routing still decides what runs.
   NextLayer,
+  /// Before a tiered layer's micro-batch computes, read the experts the
+  /// layer's next micro-batch routes to (known exactly once that
+  /// micro-batch's expert offsets are computed, in an expert-parallel plan
+  /// after its count exchange): no prediction.
+  NextMicroBatch,
 };
 
-/// "none", "next-layer".
+/// "none", "next-layer", "next-micro-batch".
 const char *expertPrefetchName(ExpertPrefetch prefetch);
-/// Parses "none", "next-layer".
+/// Parses "none", "next-layer", "next-micro-batch".
 absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text);
 
 /// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
@@ -201,6 +206,13 @@ public:
   /// are its schedule's, and its paging counters count. Views take turns;
   /// they never run at once.
   void beginRun(int view);
+
+  /// Called before step `step` of the running view's schedule runs: before
+  /// a micro-batch's Experts step of a tiered layer, when the layer's next
+  /// micro-batch's expert offsets are already computed, queues that
+  /// micro-batch's experts to be read ahead once this step has its own
+  /// (NextMicroBatch). Cheap for other steps.
+  void beforeStep(int step, const Tensor *tensors);
 
   /// Called after step `step` of the running view's schedule ran, with the
   /// session's tensors: after a tiered layer's Router (its tokens still
@@ -278,11 +290,21 @@ private:
     /// tiered layer, the next one in step order (-1: the last).
     std::vector<int32_t> routerLayer;
     std::vector<int32_t> nextLayer;
+    /// NextMicroBatch: per step, where the next micro-batch of the tiered
+    /// layer whose Experts step it is finds its rows per expert, computed
+    /// before the step: its offsets [E + 1] (sources 0), or the [sources,
+    /// E] row counts of the Regroup that makes them (an expert-parallel
+    /// layer, after the count exchange); tensor -1 for none.
+    struct RoutedRows {
+      int32_t tensor = -1;
+      int64_t sources = 0;
+    };
+    std::vector<RoutedRows> nextRows;
     std::vector<LayerPaging> paging;
   };
-  /// Fills `view`'s prefetch tables for its schedule; whether any layer is
-  /// predicted from another.
-  static bool planPrefetch(View &view);
+  /// Fills `view`'s prefetch tables for its schedule and `prefetch`;
+  /// whether any layer can be read ahead.
+  static bool planPrefetch(View &view, ExpertPrefetch prefetch);
   /// A read ahead waiting for the prefetch thread, and the view that issued
   /// it (whose counters it adds to).
   struct QueuedRead {

@@ -19,16 +19,27 @@
 namespace moert::detail {
 
 const char *expertPrefetchName(ExpertPrefetch prefetch) {
-  return prefetch == ExpertPrefetch::NextLayer ? "next-layer" : "none";
+  switch (prefetch) {
+  case ExpertPrefetch::NextLayer:
+    return "next-layer";
+  case ExpertPrefetch::NextMicroBatch:
+    return "next-micro-batch";
+  case ExpertPrefetch::None:
+    break;
+  }
+  return "none";
 }
 
 absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text) {
   for (ExpertPrefetch prefetch :
-       {ExpertPrefetch::None, ExpertPrefetch::NextLayer})
+       {ExpertPrefetch::None, ExpertPrefetch::NextLayer,
+        ExpertPrefetch::NextMicroBatch})
     if (text == expertPrefetchName(prefetch))
       return prefetch;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the expert prefetch must be none or next-layer, not '", text, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the expert prefetch must be none, next-layer or "
+                   "next-micro-batch, not '",
+                   text, "'"));
 }
 
 namespace {

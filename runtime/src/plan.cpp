@@ -684,16 +684,25 @@ absl::Status deriveSharedTiers(const Diag &diag, const ScheduleInfo &decode,
       continue;
     const detail::TierLayerInfo &shared = decode.tiers.layers[layer];
     detail::TierLayerInfo &own = tiers.layers[layer];
-    if (own.step >= 0 || paged != shared.inputs.size())
+    if (paged != shared.inputs.size())
       return diag.invalid(
           step.label, " reads ", paged, " of the ", shared.inputs.size(),
-          " paged inputs of the decode schedule's tiered layer ", layer,
-          (own.step >= 0 ? ", which another step reads" : ""));
+          " paged inputs of the decode schedule's tiered layer ", layer);
+    tiers.layerOfStep[step.index] = layer;
+    // A later micro-batch's step of the layer.
+    if (own.step >= 0) {
+      for (const detail::PagedInput &input : own.inputs)
+        if (step.inputs[input.input] != input.tensor)
+          return diag.invalid(step.label, " does not read the paged weights ",
+                              "of the other steps of tiered layer ", layer);
+      own.moreSteps.push_back(step.index);
+      continue;
+    }
     own = shared;
     own.step = step.index;
+    own.moreSteps.clear();
     for (detail::PagedInput &input : own.inputs)
       input.tensor = step.inputs[input.input];
-    tiers.layerOfStep[step.index] = layer;
   }
   for (uint32_t l = 0; l < tiers.layers.size(); ++l)
     if (tiers.layers[l].step < 0)
@@ -731,10 +740,10 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
     if (!table && !(decode && decode->tiers.present))
       return diag.invalid("weight '", t.name, "' lies in paged section ",
                           t.section, " but the schedule has no expert tiers");
-    if (t.isGraphOutput || uses[id] != 1)
+    if (t.isGraphOutput || uses[id] < 1)
       return diag.invalid("paged weight '", t.name, "' (section ", t.section,
-                          ") must be read by exactly one step input, of a "
-                          "tiered Experts step");
+                          ") must be read by the step inputs of one tiered "
+                          "layer's Experts steps only");
   }
   uint32_t topK = 0;
   for (const StepInfo &step : schedule.steps)
@@ -804,6 +813,34 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
     }
     if (layer.inputs.empty())
       return ldiag.invalid(step.label, " reads no paged weight");
+    if (const auto *more = fbLayer->more_steps(); more && more->size()) {
+      if (impl.versionMinor < detail::kFormatVersionMinorMicroBatchTiers)
+        return ldiag.invalid("has more steps, which need format ",
+                             kFormatVersionMajor, ".",
+                             detail::kFormatVersionMinorMicroBatchTiers,
+                             ", but the file is version ", impl.versionMajor,
+                             ".", impl.versionMinor);
+      for (uint32_t other : *more) {
+        if (other >= schedule.steps.size() ||
+            schedule.steps[other].op != fb::OpKind::Experts)
+          return ldiag.invalid("step ", other, " is not an Experts step");
+        if (tiers.layerOfStep[other] >= 0)
+          return ldiag.invalid("step ", other, " is tiered twice");
+        tiers.layerOfStep[other] = static_cast<int32_t>(l);
+        const StepInfo &next = schedule.steps[other];
+        for (size_t i = 2; i < std::max(step.inputs.size(), next.inputs.size());
+             ++i) {
+          int32_t a = i < step.inputs.size() ? step.inputs[i] : -1;
+          int32_t b = i < next.inputs.size() ? next.inputs[i] : -1;
+          bool paged = (a >= 0 && schedule.tensors[a].paged) ||
+                       (b >= 0 && schedule.tensors[b].paged);
+          if (paged && a != b)
+            return ldiag.invalid(next.label, " does not read ", step.label,
+                                 "'s paged weights at input ", i);
+        }
+        layer.moreSteps.push_back(static_cast<int32_t>(other));
+      }
+    }
     for (int32_t id : step.inputs)
       if (id >= 0 && schedule.tensors[id].paged &&
           std::count(step.inputs.begin(), step.inputs.end(), id) != 1)
@@ -827,14 +864,22 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
     const TensorInfo &t = schedule.tensors[id];
     if (!t.paged)
       continue;
-    bool tiered = false;
+    // Every reader is a step of one tiered layer, and each of its steps
+    // reads it once.
+    bool tiered = true;
+    int32_t layer = -1;
     for (const StepInfo &step : schedule.steps)
       for (size_t i = 0; i < step.inputs.size(); ++i)
-        if (step.inputs[i] == static_cast<int32_t>(id))
-          tiered = i >= 2 && tiers.layerOfStep[step.index] >= 0;
-    if (!tiered)
+        if (step.inputs[i] == static_cast<int32_t>(id)) {
+          int32_t of = tiers.layerOfStep[step.index];
+          tiered &= i >= 2 && of >= 0 && (layer < 0 || of == layer);
+          layer = of;
+        }
+    if (!tiered || layer < 0 ||
+        uses[id] != 1 + static_cast<int>(tiers.layers[layer].moreSteps.size()))
       return tdiag.invalid("paged weight '", t.name,
-                           "' is read by a step that is no tiered layer");
+                           "' is read by a step that is no tiered layer, or "
+                           "not once by each step of its layer");
   }
   if (total > UINT32_MAX)
     return tdiag.invalid(total, " experts in all");

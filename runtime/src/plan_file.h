@@ -58,6 +58,10 @@ inline constexpr uint16_t kFormatVersionMinorTiers = 5;
 /// The minor version that added the Attention step: written for plans that
 /// have one, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorAttention = 6;
+/// The minor version that added tiered layers of several Experts steps
+/// (`TierLayer.more_steps`): written for plans that have one, and the least
+/// a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorMicroBatchTiers = 7;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

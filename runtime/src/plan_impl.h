@@ -83,6 +83,9 @@ struct PagedInput {
 /// One tiered MoE layer (an Experts step with paged inputs), validated.
 struct TierLayerInfo {
   int32_t step = -1;
+  /// The layer's other Experts steps (later micro-batches; format 1.7),
+  /// reading the same paged tensors at the same inputs.
+  std::vector<int32_t> moreSteps;
   uint32_t experts = 0;
   std::vector<PagedInput> inputs;
   /// The sum of the inputs' expertBytes.

@@ -794,6 +794,28 @@ absl::Status PlanWriter::Impl::assignTiers() {
       }
       if (paged.empty())
         return fail("step ", layer.step, " has no weights in a paged section");
+      // A later micro-batch's step reads the same paged weights, at the
+      // same inputs, and no others.
+      for (int more : layer.moreSteps) {
+        if (more < 0 || static_cast<size_t>(more) >= table.steps.size() ||
+            table.steps[more]->op != fb::OpKind::Experts ||
+            !steps.insert(more).second)
+          return fail("layer ", l, " names step ", more,
+                      ", which is no Experts step (or is named twice)");
+        const fb::StepT &other = *table.steps[more];
+        for (size_t i = 2;
+             i < std::max(step.inputs.size(), other.inputs.size()); ++i) {
+          int32_t a = i < step.inputs.size() ? step.inputs[i] : -1;
+          int32_t b = i < other.inputs.size() ? other.inputs[i] : -1;
+          bool aPaged = std::find(paged.begin(), paged.end(), i) != paged.end();
+          bool bPaged = b >= 0 &&
+                        static_cast<size_t>(b) < table.tensors.size() &&
+                        isPaged(*table.tensors[b]);
+          if ((aPaged || bPaged) && a != b)
+            return fail("step ", more, " of layer ", l, " does not read step ",
+                        layer.step, "'s paged weights at the same inputs");
+        }
+      }
       uint64_t expertBytes = 0;
       for (size_t p = 0; p < paged.size(); ++p) {
         int32_t id = step.inputs[paged[p]];
@@ -846,6 +868,8 @@ absl::Status PlanWriter::Impl::assignTiers() {
     for (size_t l = 0; l < request.layers.size(); ++l) {
       auto layer = std::make_unique<fb::TierLayerT>();
       layer->step = static_cast<uint32_t>(request.layers[l].step);
+      for (int more : request.layers[l].moreSteps)
+        layer->more_steps.push_back(static_cast<uint32_t>(more));
       layer->rank = ranks[l];
       layer->crc = crcs[l]; // Zeros until the weights are written.
       tiers->layers.push_back(std::move(layer));
@@ -999,11 +1023,17 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  header.versionMinor = attention ? detail::kFormatVersionMinorAttention
-                        : tiered  ? detail::kFormatVersionMinorTiers
-                        : program.generation
-                            ? detail::kFormatVersionMinorGeneration
-                            : kFormatVersionMinorBase;
+  bool multiStepTiers = false;
+  for (const auto &schedule : program.schedules)
+    if (schedule->tiers)
+      for (const auto &layer : schedule->tiers->layers)
+        multiStepTiers |= !layer->more_steps.empty();
+  header.versionMinor =
+      multiStepTiers       ? detail::kFormatVersionMinorMicroBatchTiers
+      : attention          ? detail::kFormatVersionMinorAttention
+      : tiered             ? detail::kFormatVersionMinorTiers
+      : program.generation ? detail::kFormatVersionMinorGeneration
+                           : kFormatVersionMinorBase;
   header.headerSize = kFileHeaderSize;
   header.fileSize = position;
   header.sectionCount = sectionCount;

@@ -154,6 +154,8 @@ absl::Status Session::run() {
     KernelContext ctx = s.context(step);
     if (step.index == s.fault.step && s.device == s.fault.device)
       return s.fault.inject(s.device, step, s.collectives.comm);
+    if (s.experts)
+      s.experts->beforeStep(step.index, s.tensors.data());
     Clock::time_point start;
     if (s.collectStats)
       start = Clock::now();

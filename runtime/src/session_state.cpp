@@ -449,7 +449,10 @@ std::vector<StepStats> SessionState::stepStats() const {
                             : schedule.tiers.layerOfStep[step.index];
         experts && layer >= 0) {
       entry.tiered = true;
-      entry.cache = experts->paging(expertView)[layer];
+      // A layer of several steps (micro-batches) has one set of counters:
+      // its first step carries them, so that the layer's sum counts once.
+      if (schedule.tiers.layers[layer].step == step.index)
+        entry.cache = experts->paging(expertView)[layer];
     }
     stats.push_back(std::move(entry));
   }

@@ -285,6 +285,94 @@ Network testNetwork(bool int8) {
   return net;
 }
 
+/// Two Experts steps of one tiered layer, as an expert-parallel plan's
+/// micro-batches are (format 1.7): both read `net`'s paged weights (the
+/// second its own copy when `ownWeights`, which the writer refuses), on the
+/// same tokens, into "y" and "y2".
+absl::StatusOr<std::vector<uint8_t>>
+writeMicroBatchPlan(const Network &net, int64_t N, bool ownWeights) {
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  auto [tokens, offs, out] = addExpertsSignature(s, N, net.H, net.E);
+  int32_t out2 = s.addTensor("y2", DType::F32, {N, net.H});
+  s.addOutput(out2);
+  int section = writer.addWeightSection(/*paged=*/true);
+  auto addWeights = [&] {
+    std::vector<int32_t> inputs = {tokens, offs};
+    int slot = 0;
+    for (auto &w : net.weightInputs(/*lead=*/true))
+      inputs.push_back(w ? s.addWeight(absl::StrCat("w", slot++), w->dtype,
+                                       w->shape, w->bytes.data(),
+                                       w->bytes.size(), section)
+                         : (++slot, -1));
+    return inputs;
+  };
+  std::vector<int32_t> inputs = addWeights();
+  int first = s.addStep(fb::OpKind::Experts, "experts.0", inputs, {out},
+                        net.attributes());
+  if (ownWeights)
+    inputs = addWeights();
+  int second = s.addStep(fb::OpKind::Experts, "experts.1", inputs, {out2},
+                         net.attributes());
+  s.setExpertTiers(uint64_t{1} << 40, {{first, {}, {second}}});
+  return writer.serialize();
+}
+
+TEST(TieredExperts, MicroBatchStepsPageOneLayer) {
+  Network net = testNetwork(false);
+  std::vector<int64_t> offsets = {0, 3, 3, 5, 9, 9, 10, 12, 12};
+  int64_t N = offsets.back();
+  std::vector<float> x = randomFloats(N * net.H, 5);
+  std::vector<uint8_t> resident = tieredPlan(net, N, false);
+  auto plain = Plan::loadFromMemory(resident.data(), resident.size());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<TieredRun> want = runPlan(**plain, x, offsets, net.H);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      writeMicroBatchPlan(net, N, /*ownWeights=*/false);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::load(writeTemp(*bytes, "micro.plan"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), 7);
+  absl::StatusOr<ExpertTiersDesc> all = (*plan)->expertTiers();
+  ASSERT_TRUE(all.ok()) << all.status();
+  uint64_t expert = all->layers[0].expertBytes;
+  for (uint64_t hot : {8, 2, 0}) {
+    SCOPED_TRACE(absl::StrCat(hot, " of 8 hot"));
+    SessionOptions options;
+    options.threads = 2;
+    options.deviceMemory =
+        all->residentBytes + (hot + (hot < 8 ? 2 : 0)) * expert;
+    auto session = Session::create(**plan, options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)
+                    ->setInput("x", DType::F32, {N, net.H}, x.data(),
+                               x.size() * sizeof(float))
+                    .ok());
+    ASSERT_TRUE((*session)
+                    ->setInput("offsets", DType::I64,
+                               {static_cast<int64_t>(offsets.size())},
+                               offsets.data(), offsets.size() * sizeof(int64_t))
+                    .ok());
+    ASSERT_TRUE((*session)->run().ok());
+    for (const char *name : {"y", "y2"}) {
+      absl::StatusOr<Value> y = outputValue(**session, name);
+      ASSERT_TRUE(y.ok()) << y.status();
+      expectSameFloats(y->as<float>(), want->y);
+    }
+    // Both steps acquire the 5 experts with rows; the layer's counters
+    // count once: its first step carries them.
+    std::vector<StepStats> steps = (*session)->stepStats();
+    EXPECT_TRUE(steps[0].tiered && steps[1].tiered);
+    EXPECT_EQ(steps[0].cache.hits + steps[0].cache.misses, 2u * 5);
+    EXPECT_EQ(steps[1].cache.hits + steps[1].cache.misses, 0u);
+  }
+  EXPECT_THAT(writeMicroBatchPlan(net, N, /*ownWeights=*/true).status(),
+              StatusHas("does not read step 0's paged weights at the same "
+                        "inputs"));
+}
+
 TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
   for (bool int8 : {false, true}) {
     Network net = testNetwork(int8);

@@ -113,9 +113,12 @@ options:
                          plan's tiers when the session starts
   --expert-read MODE     how a tiered plan's cold experts are read: pread
                          (default), direct (O_DIRECT) or mmap
-  --prefetch MODE        a tiered plan: none (default), or next-layer (while
+  --prefetch MODE        a tiered plan: none (default), next-layer (while
                          a layer computes, read the experts the next
-                         layer's router picks for its tokens)
+                         layer's router picks for its tokens) or
+                         next-micro-batch (while a micro-batch of an
+                         expert-parallel layer computes, read the experts
+                         the next micro-batch routes to)
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -268,9 +271,10 @@ std::string parseOption(const std::string &name, const std::string &value,
                           value, "'");
     options.expertRead = value;
   } else if (name == "--prefetch") {
-    if (value != "none" && value != "next-layer")
-      return absl::StrCat("--prefetch must be none or next-layer, not '", value,
-                          "'");
+    if (value != "none" && value != "next-layer" && value != "next-micro-batch")
+      return absl::StrCat(
+          "--prefetch must be none, next-layer or next-micro-batch, not '",
+          value, "'");
     options.prefetch = value;
   } else if (name == "--backend") {
     if (value != "cpu" && value != "cuda")

@@ -29,9 +29,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// them. 1.5 added tiered plans: `Schedule.tiers` and paged weight sections
 /// (kSectionFlagPaged), which a 1.4 reader refuses (nonzero section flags).
 /// 1.6 appended the Attention step and AttentionAttrs; only plans with one
-/// are written as 1.6.
+/// are written as 1.6. 1.7 added `TierLayer.more_steps` (a tiered layer of
+/// several micro-batches' Experts steps), which a 1.6 reader would ignore
+/// and then refuse the weights those steps share; only plans with such a
+/// layer are written as 1.7.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 6;
+inline constexpr uint16_t kFormatVersionMinor = 7;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -270,9 +270,11 @@ struct SessionOptions {
   uint64_t deviceMemory = 0;
   /// "pread" (default), "direct" (O_DIRECT) or "mmap".
   std::string expertRead = "pread";
-  /// "none" (default) or "next-layer": while a tiered layer computes, read
-  /// the experts the next layer's router picks for this layer's tokens
-  /// (docs/tiered-experts.md). Outputs do not depend on it.
+  /// "none" (default), "next-layer" (while a tiered layer computes, read
+  /// the experts the next layer's router picks for this layer's tokens) or
+  /// "next-micro-batch" (while a micro-batch of a tiered layer computes,
+  /// read the experts the layer's next micro-batch routes to;
+  /// docs/tiered-experts.md). Outputs do not depend on it.
   std::string expertPrefetch = "none";
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the
@@ -374,7 +376,8 @@ struct ExpertCacheStats {
   uint64_t arenaBytes = 0;
   /// "pread", "direct" or "mmap".
   std::string readMode;
-  /// "none" or "next-layer" (none when no layer can be predicted).
+  /// "none", "next-layer" or "next-micro-batch" (none when no layer can be
+  /// read ahead).
   std::string prefetch;
 };
 

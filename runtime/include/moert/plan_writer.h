@@ -150,6 +150,9 @@ public:
   struct TierLayer {
     int step = -1;
     std::vector<double> loads;
+    /// The layer's other Experts steps (later micro-batches), reading the
+    /// same paged weights at the same inputs (format 1.7).
+    std::vector<int> moreSteps;
   };
   /// Makes the schedule tiered (format 1.5, docs/tiered-experts.md): its
   /// experts are ranked by load and the hottest that fit in `budget` bytes
