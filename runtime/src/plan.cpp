@@ -777,13 +777,18 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
   for (uint32_t l = 0; l < layers->size(); ++l) {
     const fb::TierLayer *fbLayer = layers->Get(l);
     Diag ldiag = tdiag.nested(absl::StrCat("layer ", l));
+    // Makes step `index` (an Experts step of no other layer) one of l's.
+    auto claimStep = [&](uint32_t index) -> absl::Status {
+      if (index >= schedule.steps.size() ||
+          schedule.steps[index].op != fb::OpKind::Experts)
+        return ldiag.invalid("step ", index, " is not an Experts step");
+      if (tiers.layerOfStep[index] >= 0)
+        return ldiag.invalid("step ", index, " is tiered twice");
+      tiers.layerOfStep[index] = static_cast<int32_t>(l);
+      return absl::OkStatus();
+    };
     uint32_t index = fbLayer->step();
-    if (index >= schedule.steps.size() ||
-        schedule.steps[index].op != fb::OpKind::Experts)
-      return ldiag.invalid("step ", index, " is not an Experts step");
-    if (tiers.layerOfStep[index] >= 0)
-      return ldiag.invalid("step ", index, " is tiered twice");
-    tiers.layerOfStep[index] = static_cast<int32_t>(l);
+    MOERT_RETURN_IF_ERROR(claimStep(index));
     const StepInfo &step = schedule.steps[index];
     detail::TierLayerInfo layer;
     layer.step = static_cast<int32_t>(index);
@@ -821,12 +826,7 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
                              ", but the file is version ", impl.versionMajor,
                              ".", impl.versionMinor);
       for (uint32_t other : *more) {
-        if (other >= schedule.steps.size() ||
-            schedule.steps[other].op != fb::OpKind::Experts)
-          return ldiag.invalid("step ", other, " is not an Experts step");
-        if (tiers.layerOfStep[other] >= 0)
-          return ldiag.invalid("step ", other, " is tiered twice");
-        tiers.layerOfStep[other] = static_cast<int32_t>(l);
+        MOERT_RETURN_IF_ERROR(claimStep(other));
         const StepInfo &next = schedule.steps[other];
         for (size_t i = 2; i < std::max(step.inputs.size(), next.inputs.size());
              ++i) {
