@@ -68,6 +68,10 @@ std::string getStepName(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
+/// The most bytes a constant that is not a weight blob of the model (a
+/// splat, a folded value) may take once expanded into the plan.
+constexpr uint64_t kMaxExpandedConstantBytes = uint64_t{1} << 30;
+
 /// What the schedules of one plan share.
 struct PlanState {
   PlanState(uint32_t devices, ExpertWeightType expertWeights,
@@ -535,6 +539,17 @@ private:
       return blob->getData();
     }
     if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue())) {
+      // A splat (a folded ConstantOfShape, say) is stored expanded: one of
+      // a crafted shape could ask for terabytes.
+      uint64_t bytes = 0;
+      if (__builtin_mul_overflow(static_cast<uint64_t>(dense.getNumElements()),
+                                 static_cast<uint64_t>(moert::dtypeSize(dtype)),
+                                 &bytes) ||
+          bytes > kMaxExpandedConstantBytes)
+        return op.emitError("constant of ")
+               << dense.getNumElements() << " elements is more than "
+               << kMaxExpandedConstantBytes
+               << " bytes expanded; a plan stores constants expanded";
       constantBytes.push_back(getBytes(dense, dtype));
       return ArrayRef<char>(constantBytes.back());
     }
