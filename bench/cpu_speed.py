@@ -34,6 +34,12 @@ moe-run binary and token count it prints a row:
                2 x rows x weights of every expert network run) / moe-run
                time, over the SGEMM rate measured at the start (the figure
                of merit at 256 tokens)
+  roof %       the roofline time of the run, max(active bytes / read
+               bandwidth, FLOPs / SGEMM rate), over moe-run time: how close
+               the run is to what the measured machine allows at this shape
+  gemm cap %   the highest gemm % the shape allows: FLOPs / SGEMM rate over
+               that roofline time (below 100 when reading the active bytes
+               takes longer than their FLOPs: few rows per expert)
   max err      max |moe-run - ref| / max(1, max |ref|): ref is onnxruntime's
                fused op (the whole model: onnxruntime on it) for f32, the
                same binary's f32 plan for other dtypes
@@ -175,19 +181,24 @@ def row_cells(row, rooflines):
     def ratio(seconds):
         return f"{seconds / ours:.2f}" if seconds else "-"
 
+    read_seconds = row["active"] / rooflines.bandwidth
+    gemm_seconds = row["flops"] / rooflines.gemm
+    roof = max(read_seconds, gemm_seconds)
     return [row["name"], str(row["layers"]), row["dtype"], str(row["tokens"]),
             row["label"], ms(ours), ms(row["op"]), ms(row["loop"]),
             ratio(row["op"]), ratio(row["loop"]), ratio(row["f32"]),
             f"{row['active'] / 1e6:.1f}",
-            f"{100 * row['active'] / rooflines.bandwidth / ours:.1f}",
-            f"{100 * row['flops'] / rooflines.gemm / ours:.1f}",
+            f"{100 * read_seconds / ours:.1f}",
+            f"{100 * gemm_seconds / ours:.1f}",
+            f"{100 * roof / ours:.1f}",
+            f"{100 * gemm_seconds / roof:.1f}",
             f"{row['error']:.1e}"]
 
 
 HEADER = ["model", "layers", "dtype", "tokens", "moe-run", "moe-run ms",
           "op ms", "loop ms", "x op", "x loop", "x f32", "active MB", "bw %",
-          "gemm %", "max err"]
-WIDTHS = [10, 6, 5, 6, 8, 10, 9, 9, 6, 6, 5, 9, 6, 6, 8]
+          "gemm %", "roof %", "gemm cap %", "max err"]
+WIDTHS = [10, 6, 5, 6, 8, 10, 9, 9, 6, 6, 5, 9, 6, 6, 6, 10, 8]
 
 
 def print_row(cells):

@@ -291,7 +291,18 @@ private:
       return func.emitError("the routing profile has ")
              << state.tiers.loads.size() << " MoE layers; the model has "
              << layerOfWeights.size();
-    schedule.setExpertTiers(state.tiers.deviceMemory, std::move(tierLayers));
+    std::optional<moert::fb::TierPrefetch> prefetch =
+        llvm::StringSwitch<std::optional<moert::fb::TierPrefetch>>(
+            state.tiers.prefetch)
+            .Case("none", moert::fb::TierPrefetch::None)
+            .Case("next-layer", moert::fb::TierPrefetch::NextLayer)
+            .Case("next-micro-batch", moert::fb::TierPrefetch::NextMicroBatch)
+            .Default(std::nullopt);
+    if (!prefetch)
+      return func.emitError("unknown expert prefetch '")
+             << state.tiers.prefetch << "'";
+    schedule.setExpertTiers(state.tiers.deviceMemory, std::move(tierLayers),
+                            *prefetch);
     return success();
   }
 

@@ -65,6 +65,9 @@ struct TierOptions {
   /// order), each expert's expected load: a routing profile. Empty: the
   /// experts' index order.
   std::vector<std::vector<double>> loads;
+  /// The plan's read-ahead policy (`moec compile --prefetch`): "none",
+  /// "next-layer" or "next-micro-batch".
+  std::string prefetch = "none";
 };
 
 /// Writes the plan of `func` to `path`. Every unsupported op, type or missing

@@ -177,6 +177,8 @@ absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
                      " bytes its resident weights, hot experts and cold cache "
                      "need"));
   desc.cacheBytes = desc.budget - fixed;
+  desc.prefetch = expertPrefetchName(tiers.prefetch);
+  desc.layersReadAhead = ExpertStore::layersReadAhead(schedule, tiers.prefetch);
   return desc;
 }
 
@@ -719,19 +721,20 @@ void ExpertStore::prefetchLoop() {
   }
 }
 
-bool ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
+uint32_t ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
   const ScheduleInfo &schedule = *view.schedule;
   const TierInfo &tiers = schedule.tiers;
   if (prefetch == ExpertPrefetch::NextMicroBatch) {
     // Each micro-batch's Experts step of a layer reads ahead for the next
     // one when the next one's offsets are computed before it runs.
     view.nextRows.assign(schedule.steps.size(), {});
-    bool any = false;
+    uint32_t layers = 0;
     auto before = [&](int32_t tensor, int32_t step) {
       return tensor >= 0 && schedule.tensors[tensor].dtype == DType::I64 &&
              schedule.tensors[tensor].producer < step;
     };
     for (const TierLayerInfo &layer : tiers.layers) {
+      bool any = false;
       std::vector<int32_t> steps = layer.moreSteps;
       steps.push_back(layer.step);
       std::sort(steps.begin(), steps.end());
@@ -760,11 +763,12 @@ bool ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
         view.nextRows[steps[i]] = rows;
         any = true;
       }
+      layers += any;
     }
-    return any;
+    return layers;
   }
   if (prefetch != ExpertPrefetch::NextLayer)
-    return false;
+    return 0;
   // Prefetch pairs each tiered layer whose router can be evaluated on the
   // previous tiered layer's tokens (the same hidden size) with that layer.
   view.gates = findGates(schedule);
@@ -775,7 +779,7 @@ bool ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return tiers.layers[a].step < tiers.layers[b].step;
   });
-  bool ahead = false;
+  uint32_t ahead = 0;
   for (size_t i = 0; i + 1 < order.size(); ++i) {
     uint32_t l = order[i], next = order[i + 1];
     const GateInfo &from = view.gates[l], &to = view.gates[next];
@@ -783,9 +787,16 @@ bool ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
       continue;
     view.routerLayer[from.router] = static_cast<int32_t>(l);
     view.nextLayer[l] = static_cast<int32_t>(next);
-    ahead = true;
+    ++ahead;
   }
   return ahead;
+}
+
+uint32_t ExpertStore::layersReadAhead(const ScheduleInfo &schedule,
+                                      ExpertPrefetch prefetch) {
+  View view;
+  view.schedule = &schedule;
+  return planPrefetch(view, prefetch);
 }
 
 absl::StatusOr<int> ExpertStore::attach(const ScheduleInfo &schedule) {

@@ -125,24 +125,24 @@ const char *expertReadModeName(ExpertReadMode mode);
 /// Paging counters of one tiered layer, summed since the last reset.
 using LayerPaging = ExpertCacheCounters;
 
-/// Whether a tiered session reads experts ahead of the step that needs them.
-enum class ExpertPrefetch {
-  None,
-  /// While layer L computes, read the experts layer L+1's router picks for
-  /// layer L's router input (pre-gating): a prediction that only chooses
-  /// what to read; the real routing still decides what runs.
-  NextLayer,
-  /// Before a tiered layer's micro-batch computes, read the experts the
-  /// layer's next micro-batch routes to (known exactly once that
-  /// micro-batch's expert offsets are computed, in an expert-parallel plan
-  /// after its count exchange): no prediction.
-  NextMicroBatch,
-};
+/// Whether a tiered session reads experts ahead of the step that needs them:
+/// the schema's policy (plan.fbs TierPrefetch), which a plan records as its
+/// sessions' default.
+/// * NextLayer: while layer L computes, read the experts layer L+1's router
+///   picks for layer L's router input (pre-gating): a prediction that only
+///   chooses what to read; the real routing still decides what runs.
+/// * NextMicroBatch: before a tiered layer's micro-batch computes, read the
+///   experts the layer's next micro-batch routes to (known exactly once that
+///   micro-batch's expert offsets are computed, in an expert-parallel plan
+///   after its count exchange): no prediction.
+using ExpertPrefetch = fb::TierPrefetch;
 
 /// "none", "next-layer", "next-micro-batch".
 const char *expertPrefetchName(ExpertPrefetch prefetch);
-/// Parses "none", "next-layer", "next-micro-batch".
-absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text);
+/// Parses "none", "next-layer", "next-micro-batch"; "" is `planDefault`.
+absl::StatusOr<ExpertPrefetch>
+parseExpertPrefetch(absl::string_view text,
+                    ExpertPrefetch planDefault = ExpertPrefetch::None);
 
 /// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
 /// (a MatMul of the layer's tokens by a resident f32 [H, E] weight), or
@@ -223,6 +223,9 @@ public:
   /// Drops reads ahead not yet started (a run ended or failed).
   void cancelPrefetch();
   ExpertPrefetch prefetch() const { return prefetch_; }
+  /// How many of `schedule`'s tiered layers `prefetch` reads ahead.
+  static uint32_t layersReadAhead(const ScheduleInfo &schedule,
+                                  ExpertPrefetch prefetch);
 
   /// Makes experts of tiered layer `layer` present and locked: moves every
   /// one of `pending` that fits (hits first, then misses read in parallel
@@ -302,9 +305,9 @@ private:
     std::vector<RoutedRows> nextRows;
     std::vector<LayerPaging> paging;
   };
-  /// Fills `view`'s prefetch tables for its schedule and `prefetch`;
-  /// whether any layer can be read ahead.
-  static bool planPrefetch(View &view, ExpertPrefetch prefetch);
+  /// Fills `view`'s prefetch tables for its schedule and `prefetch`; the
+  /// number of layers that can be read ahead (0: none).
+  static uint32_t planPrefetch(View &view, ExpertPrefetch prefetch);
   /// A read ahead waiting for the prefetch thread, and the view that issued
   /// it (whose counters it adds to).
   struct QueuedRead {

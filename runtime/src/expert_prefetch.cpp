@@ -30,7 +30,10 @@ const char *expertPrefetchName(ExpertPrefetch prefetch) {
   return "none";
 }
 
-absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text) {
+absl::StatusOr<ExpertPrefetch> parseExpertPrefetch(absl::string_view text,
+                                                   ExpertPrefetch planDefault) {
+  if (text.empty())
+    return planDefault;
   for (ExpertPrefetch prefetch :
        {ExpertPrefetch::None, ExpertPrefetch::NextLayer,
         ExpertPrefetch::NextMicroBatch})

@@ -208,6 +208,10 @@ std::string describeTiersText(const ExpertTiersDesc &t,
       indent, t.budget, t.residentBytes, t.cacheBytes, t.windowBytes,
       t.arenaBytes, indent, t.hotExperts, t.hotBytes, t.coldExperts,
       t.coldBytes);
+  if (t.prefetch != "none")
+    absl::StrAppendFormat(
+        &out, "%s  prefetch: %s, %d of %d layers read ahead\n", indent,
+        t.prefetch, t.layersReadAhead, t.layers.size());
   for (const TierLayerDesc &layer : t.layers)
     absl::StrAppendFormat(&out,
                           "%s  step %d '%s': %d experts of %d bytes, hot %s\n",
@@ -221,9 +225,10 @@ std::string describeTiersJson(const ExpertTiersDesc &t) {
       "{\"budget\": %d, \"resident_bytes\": %d, \"arena_bytes\": %d, "
       "\"cache_bytes\": %d, \"window_bytes\": %d, \"hot_experts\": %d, "
       "\"hot_bytes\": %d, \"cold_experts\": %d, \"cold_bytes\": %d, "
-      "\"layers\": [",
+      "\"prefetch\": %s, \"layers_read_ahead\": %d, \"layers\": [",
       t.budget, t.residentBytes, t.arenaBytes, t.cacheBytes, t.windowBytes,
-      t.hotExperts, t.hotBytes, t.coldExperts, t.coldBytes);
+      t.hotExperts, t.hotBytes, t.coldExperts, t.coldBytes,
+      jsonString(t.prefetch), t.layersReadAhead);
   for (size_t l = 0; l < t.layers.size(); ++l) {
     const TierLayerDesc &layer = t.layers[l];
     std::vector<int> hot;

@@ -658,6 +658,7 @@ absl::Status deriveSharedTiers(const Diag &diag, const ScheduleInfo &decode,
   tiers.budget = decode.tiers.budget;
   tiers.hotCount = decode.tiers.hotCount;
   tiers.totalExperts = decode.tiers.totalExperts;
+  tiers.prefetch = decode.tiers.prefetch;
   tiers.layers.resize(decode.tiers.layers.size());
   for (const StepInfo &step : prefill.steps) {
     int32_t layer = -1;
@@ -769,6 +770,18 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
   tiers.present = true;
   tiers.budget = table->budget();
   tiers.hotCount = table->hot_count();
+  tiers.prefetch = table->prefetch();
+  if (tiers.prefetch != fb::TierPrefetch::None) {
+    if (static_cast<uint8_t>(tiers.prefetch) >
+        static_cast<uint8_t>(fb::TierPrefetch::MAX))
+      return tdiag.invalid("prefetch ", static_cast<int>(tiers.prefetch),
+                           " is no read-ahead policy");
+    if (impl.versionMinor < detail::kFormatVersionMinorTierPrefetch)
+      return tdiag.invalid("a prefetch needs format ", kFormatVersionMajor, ".",
+                           detail::kFormatVersionMinorTierPrefetch,
+                           ", but the file is version ", impl.versionMajor, ".",
+                           impl.versionMinor);
+  }
   const auto *layers = table->layers();
   if (layers->size() == 0 || layers->size() > schedule.steps.size())
     return tdiag.invalid(layers->size(), " layers for ", schedule.steps.size(),

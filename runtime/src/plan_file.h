@@ -62,6 +62,10 @@ inline constexpr uint16_t kFormatVersionMinorAttention = 6;
 /// (`TierLayer.more_steps`): written for plans that have one, and the least
 /// a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorMicroBatchTiers = 7;
+/// The minor version that added the tiers' read-ahead policy
+/// (`ExpertTiers.prefetch`): written for plans that set one, and the least a
+/// file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorTierPrefetch = 8;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -108,6 +108,8 @@ struct TierInfo {
   uint64_t residentBytes = 0;
   /// The largest top_k of the schedule's Router steps (2 when none).
   uint32_t topK = 2;
+  /// The plan's read-ahead policy (format 1.8), sessions' default.
+  fb::TierPrefetch prefetch = fb::TierPrefetch::None;
 };
 
 struct ScheduleInfo {

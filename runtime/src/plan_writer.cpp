@@ -287,6 +287,7 @@ struct PlanWriter::Impl {
     bool set = false;
     uint64_t budget = 0;
     std::vector<ScheduleBuilder::TierLayer> layers;
+    fb::TierPrefetch prefetch = fb::TierPrefetch::None;
   };
   std::vector<TierRequest> tierRequests;
   /// The first misuse of the builder API, reported by write/serialize.
@@ -737,12 +738,13 @@ void PlanWriter::setCudaModule(uint32_t arch, std::string ptx,
 }
 
 void ScheduleBuilder::setExpertTiers(uint64_t budget,
-                                     std::vector<TierLayer> layers) {
+                                     std::vector<TierLayer> layers,
+                                     fb::TierPrefetch prefetch) {
   PlanWriter::Impl &w = *writer_.impl_;
   size_t at = static_cast<size_t>(index());
   if (w.tierRequests.size() <= at)
     w.tierRequests.resize(at + 1);
-  w.tierRequests[at] = {true, budget, std::move(layers)};
+  w.tierRequests[at] = {true, budget, std::move(layers), prefetch};
 }
 
 absl::Status PlanWriter::Impl::assignTiers() {
@@ -857,14 +859,28 @@ absl::Status PlanWriter::Impl::assignTiers() {
         topK = std::max<uint32_t>(topK, static_cast<uint32_t>(router->top_k));
     std::vector<std::vector<uint32_t>> ranks =
         detail::rankExperts(shapes, loads);
+    uint64_t window = detail::coldWindow(shapes, topK ? topK : 2);
+    // Reading a layer ahead wants room for a second layer's experts beside
+    // the computing one's: fewer hot experts where the budget allows it, as
+    // the runtime re-tiers a plan read ahead that was not tiered for it.
     absl::StatusOr<detail::TierAssignment> assignment =
-        detail::assignTiers(request.budget, resident, shapes, ranks,
-                            detail::coldWindow(shapes, topK ? topK : 2));
+        request.prefetch != fb::TierPrefetch::None
+            ? detail::assignTiers(request.budget, resident, shapes, ranks,
+                                  2 * window)
+            : absl::StatusOr<detail::TierAssignment>(absl::UnknownError(""));
+    if (!assignment.ok())
+      assignment =
+          detail::assignTiers(request.budget, resident, shapes, ranks, window);
     if (!assignment.ok())
       return fail(assignment.status().message());
+    if (static_cast<uint8_t>(request.prefetch) >
+        static_cast<uint8_t>(fb::TierPrefetch::MAX))
+      return fail("prefetch ", static_cast<int>(request.prefetch),
+                  " is no TierPrefetch");
     auto tiers = std::make_unique<fb::ExpertTiersT>();
     tiers->budget = request.budget;
     tiers->hot_count = assignment->hotCount;
+    tiers->prefetch = request.prefetch;
     for (size_t l = 0; l < request.layers.size(); ++l) {
       auto layer = std::make_unique<fb::TierLayerT>();
       layer->step = static_cast<uint32_t>(request.layers[l].step);
@@ -1023,13 +1039,16 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   detail::FileHeader header{};
   std::memcpy(header.magic, kPlanMagic, sizeof(kPlanMagic));
   header.versionMajor = kFormatVersionMajor;
-  bool multiStepTiers = false;
+  bool multiStepTiers = false, tierPrefetch = false;
   for (const auto &schedule : program.schedules)
-    if (schedule->tiers)
+    if (schedule->tiers) {
+      tierPrefetch |= schedule->tiers->prefetch != fb::TierPrefetch::None;
       for (const auto &layer : schedule->tiers->layers)
         multiStepTiers |= !layer->more_steps.empty();
+    }
   header.versionMinor =
-      multiStepTiers       ? detail::kFormatVersionMinorMicroBatchTiers
+      tierPrefetch         ? detail::kFormatVersionMinorTierPrefetch
+      : multiStepTiers     ? detail::kFormatVersionMinorMicroBatchTiers
       : attention          ? detail::kFormatVersionMinorAttention
       : tiered             ? detail::kFormatVersionMinorTiers
       : program.generation ? detail::kFormatVersionMinorGeneration

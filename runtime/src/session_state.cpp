@@ -380,7 +380,9 @@ absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
                                              const std::string &read,
                                              const std::string &prefetch) {
   MOERT_ASSIGN_OR_RETURN(ExpertReadMode mode, parseExpertReadMode(read));
-  MOERT_ASSIGN_OR_RETURN(ExpertPrefetch ahead, parseExpertPrefetch(prefetch));
+  MOERT_ASSIGN_OR_RETURN(
+      ExpertPrefetch ahead,
+      parseExpertPrefetch(prefetch, schedule.tiers.prefetch));
   if (!schedule.tiers.present) {
     if (deviceMemory)
       return absl::FailedPreconditionError(absl::StrCat(

@@ -186,7 +186,7 @@ struct SessionState {
   /// not tiered.
   absl::Status createExpertStore(int device, uint64_t deviceMemory,
                                  const std::string &read,
-                                 const std::string &prefetch = "none");
+                                 const std::string &prefetch = "");
   /// Uses `store` (another session's, whose schedule pages the same
   /// experts: a generation plan's decode) instead of a store of its own.
   absl::Status shareExpertStore(std::shared_ptr<ExpertStore> store);

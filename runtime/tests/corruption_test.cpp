@@ -110,9 +110,9 @@ TEST(Corruption, HeaderFieldsAreChecked) {
   auto edited = [&](auto edit) { return loadBytes(rewrite(bytes, edit)); };
   EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMajor = 2; }),
               StatusHas("plan format version 2.3 is not supported; this "
-                        "runtime reads version 1.0 to 1.7"));
-  EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMinor = 8; }),
-              StatusHas("version 1.8 is not supported"));
+                        "runtime reads version 1.0 to 1.8"));
+  EXPECT_THAT(edited([](FileHeader &h, auto &) { h.versionMinor = 9; }),
+              StatusHas("version 1.9 is not supported"));
   // Plans of an older minor version stay readable.
   for (uint16_t minor : {0, 1, 2})
     EXPECT_TRUE(loadBytes(rewrite(bytes, [minor](FileHeader &h, auto &) {

@@ -208,7 +208,8 @@ TEST(TierAssignment, HotExpertsFollowTheRanksAndLeaveTheWindow) {
 /// whose expert weights lie in a paged section, tiered for `budget`.
 absl::StatusOr<std::vector<uint8_t>>
 writeTieredPlan(const Network &net, int64_t N, bool tiered, uint64_t budget,
-                std::vector<double> loads) {
+                std::vector<double> loads,
+                fb::TierPrefetch prefetch = fb::TierPrefetch::None) {
   PlanWriter writer;
   ScheduleBuilder &s = writer.schedule();
   auto [tokens, offs, out] = addExpertsSignature(s, N, net.H, net.E);
@@ -225,7 +226,7 @@ writeTieredPlan(const Network &net, int64_t N, bool tiered, uint64_t budget,
   int step = s.addStep(fb::OpKind::Experts, "experts", inputs, {out},
                        net.attributes());
   if (tiered)
-    s.setExpertTiers(budget, {{step, std::move(loads)}});
+    s.setExpertTiers(budget, {{step, std::move(loads)}}, prefetch);
   return writer.serialize();
 }
 
@@ -429,13 +430,19 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
   }
 }
 
+/// The tiers of `net`'s one-layer plan with every expert hot (its resident
+/// and per-expert bytes).
+absl::StatusOr<ExpertTiersDesc> allHotTiers(const Network &net) {
+  std::vector<uint8_t> probe = tieredPlan(net, 4, true);
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Plan> loaded,
+                         Plan::loadFromMemory(probe.data(), probe.size()));
+  return loaded->expertTiers();
+}
+
 TEST(TieredExperts, ThePlansTiersFollowTheProfileAndTheBudget) {
   Network net = testNetwork(false);
-  std::vector<uint8_t> probe = tieredPlan(net, 4, true);
-  auto loaded = Plan::loadFromMemory(probe.data(), probe.size());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  absl::StatusOr<ExpertTiersDesc> all = (*loaded)->expertTiers();
-  ASSERT_TRUE(all.ok());
+  absl::StatusOr<ExpertTiersDesc> all = allHotTiers(net);
+  ASSERT_TRUE(all.ok()) << all.status();
   uint64_t fixed = all->residentBytes;
   uint64_t expert = all->layers[0].expertBytes;
   // Three hot experts, the three most loaded, and room for two cold ones.
@@ -453,6 +460,53 @@ TEST(TieredExperts, ThePlansTiersFollowTheProfileAndTheBudget) {
   // Too small for one token's two experts: refused when written.
   EXPECT_THAT(writeTieredPlan(net, 4, true, fixed + expert, {}).status(),
               StatusHas("the cold experts' cache needs at least"));
+}
+
+TEST(TieredExperts, ThePlansPrefetchIsRecordedAndLeavesRoomToReadAhead) {
+  Network net = testNetwork(false);
+  absl::StatusOr<ExpertTiersDesc> all = allHotTiers(net);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->prefetch, "none");
+  uint64_t budget = all->residentBytes + 5 * all->layers[0].expertBytes;
+  // Without a prefetch the cold cache keeps room for one token's two
+  // experts (3 hot); with one, for a second layer's two as well (1 hot).
+  for (auto [prefetch, hot] : {std::pair(fb::TierPrefetch::None, 3u),
+                               std::pair(fb::TierPrefetch::NextLayer, 1u)}) {
+    absl::StatusOr<std::vector<uint8_t>> bytes =
+        writeTieredPlan(net, 4, true, budget, {}, prefetch);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->versionMinor(),
+              prefetch == fb::TierPrefetch::None
+                  ? detail::kFormatVersionMinorTiers
+                  : detail::kFormatVersionMinorTierPrefetch);
+    absl::StatusOr<ExpertTiersDesc> tiers = (*plan)->expertTiers();
+    ASSERT_TRUE(tiers.ok()) << tiers.status();
+    EXPECT_EQ(tiers->hotExperts, hot);
+    EXPECT_EQ(tiers->prefetch,
+              prefetch == fb::TierPrefetch::None ? "none" : "next-layer");
+    // One layer: nothing to read ahead for.
+    EXPECT_EQ(tiers->layersReadAhead, 0u);
+    if (prefetch == fb::TierPrefetch::None)
+      continue;
+    // A file that declares an older version cannot carry the policy.
+    std::vector<uint8_t> older = *bytes;
+    detail::FileHeader header = detail::decodeHeader(older.data());
+    header.versionMinor = detail::kFormatVersionMinorMicroBatchTiers;
+    detail::encodeHeader(header, older.data());
+    header.checksum =
+        detail::headerChecksum(older.data(), older.data() + kFileHeaderSize,
+                               header.sectionCount * kSectionEntrySize);
+    detail::encodeHeader(header, older.data());
+    EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+                StatusHas("expert tiers: a prefetch needs format 1.8, but "
+                          "the file is version 1.7"));
+  }
+  EXPECT_THAT(writeTieredPlan(net, 4, true, budget, {},
+                              static_cast<fb::TierPrefetch>(7))
+                  .status(),
+              StatusHas("prefetch 7 is no TierPrefetch"));
 }
 
 /// Overwrites 4 bytes of `bytes` at `offset` and repairs the checksums of

@@ -61,7 +61,7 @@ struct GenerationRun {
   /// A tiered plan's budget, read mode and reads ahead (SessionOptions).
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
-  std::string expertPrefetch = "none";
+  std::string expertPrefetch;
 };
 
 /// Generates with `plan` for each prompt in turn: the ids to stdout, one

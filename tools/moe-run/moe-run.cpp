@@ -113,12 +113,13 @@ options:
                          plan's tiers when the session starts
   --expert-read MODE     how a tiered plan's cold experts are read: pread
                          (default), direct (O_DIRECT) or mmap
-  --prefetch MODE        a tiered plan: none (default), next-layer (while
-                         a layer computes, read the experts the next
-                         layer's router picks for its tokens) or
-                         next-micro-batch (while a micro-batch of an
-                         expert-parallel layer computes, read the experts
-                         the next micro-batch routes to)
+  --prefetch MODE        a tiered plan: none, next-layer (while a layer
+                         computes, read the experts the next layer's
+                         router picks for its tokens) or next-micro-batch
+                         (while a micro-batch of an expert-parallel layer
+                         computes, read the experts the next micro-batch
+                         routes to); default: the plan's (moec compile
+                         --prefetch), else none
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -174,7 +175,8 @@ struct Options {
 
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
-  std::string prefetch = "none";
+  /// Empty: the plan's.
+  std::string prefetch;
   bool freshInputs = false;
 
   /// Whether runs are timed (--bench or --duration).
@@ -360,7 +362,7 @@ std::string parseArgs(int argc, char **argv, Options &options) {
            "--backend cuda";
   if (options.backend != "cpu" &&
       (options.deviceMemory || options.expertRead != "pread" ||
-       options.prefetch != "none"))
+       !options.prefetch.empty()))
     return "--device-memory, --expert-read and --prefetch apply to cpu runs "
            "(not --backend cuda yet)";
   return "";

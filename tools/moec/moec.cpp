@@ -168,6 +168,16 @@ static cl::opt<std::string> deviceMemory(
              "(docs/tiered-experts.md)"),
     cl::value_desc("BYTES"), cl::init(""), cl::sub(compileCommand),
     cl::cat(moecCategory));
+static cl::opt<std::string> tierPrefetch(
+    "prefetch",
+    cl::desc("With --device-memory: how sessions read cold experts ahead "
+             "unless moe-run --prefetch says otherwise: none (default), "
+             "next-layer (pre-gating: the next layer's router on this "
+             "layer's input) or next-micro-batch (the next micro-batch's "
+             "exchanged routing); the cold cache keeps room for a second "
+             "layer's experts where the budget allows"),
+    cl::value_desc("MODE"), cl::init("none"), cl::sub(compileCommand),
+    cl::cat(moecCategory));
 static cl::opt<std::string> routingProfile(
     "routing-profile",
     cl::desc("With --devices: place experts by the expected load in this "
@@ -252,6 +262,7 @@ getCompileFlags(bool generation) {
   flags.emplace_back("micro-batches", std::to_string(microBatches));
   flags.emplace_back("weight-dtype", weightDtype);
   flags.emplace_back("device-memory", deviceMemory);
+  flags.emplace_back("prefetch", tierPrefetch);
   return flags;
 }
 
@@ -599,6 +610,17 @@ static std::string checkDeviceFlags() {
 /// A tiered plan's tiers, as the runtime reads them back from the written
 /// plan: printed with --verbose, and the report's "tiers" (one entry per
 /// device) with --report.
+/// The problem with --prefetch, or "".
+static std::string checkPrefetchFlag() {
+  if (tierPrefetch != "none" && tierPrefetch != "next-layer" &&
+      tierPrefetch != "next-micro-batch")
+    return "--prefetch must be none, next-layer or next-micro-batch, not '" +
+           tierPrefetch + "'";
+  if (tierPrefetch != "none" && deviceMemory.empty())
+    return "--prefetch reads cold experts ahead; it needs --device-memory";
+  return "";
+}
+
 /// Parses --device-memory into `bytes`; false when it is no byte count.
 static bool parseDeviceMemory(uint64_t &bytes) {
   return moert::parseByteSize(deviceMemory.c_str(), bytes);
@@ -616,6 +638,7 @@ static FailureOr<moec::plan::TierOptions> getTierOptions(ModuleOp module,
                                                          uint64_t bytes) {
   moec::plan::TierOptions tiers;
   tiers.deviceMemory = bytes;
+  tiers.prefetch = tierPrefetch;
   if (bytes && !routingProfile.empty()) {
     FailureOr<moec::RoutingProfile> profile =
         moec::readRoutingProfile(module, routingProfile);
@@ -645,6 +668,22 @@ static LogicalResult reportTiers(ModuleOp module,
     absl::StatusOr<moert::ExpertTiersDesc> tiers = (*plan)->expertTiers(d);
     if (!tiers.ok())
       return module.emitError(std::string(tiers.status().message()));
+    // A policy that reads nothing ahead is a mistake the user should hear
+    // of now, not find in the stats of every run.
+    if (tiers->prefetch != "none" && !tiers->layersReadAhead) {
+      llvm::sys::fs::remove(outputPath);
+      return module.emitError("--prefetch ")
+             << tiers->prefetch << ": no tiered layer of device " << d
+             << " can be read ahead ("
+             << (tiers->prefetch == "next-layer"
+                     ? "pre-gating needs two tiered layers in a row whose "
+                       "routers are a MatMul or Gemm of the same hidden "
+                       "size"
+                     : "the next micro-batch's routing is known early only "
+                       "in an expert-parallel plan of several micro-batches "
+                       "(--devices N --micro-batches M)")
+             << "); the plan is not written";
+    }
     if (verbose)
       llvm::errs() << "moec: device " << d << " "
                    << moert::describeTiersText(*tiers, "");
@@ -685,6 +724,8 @@ static int runCompile() {
     return usageError("--verbose lists the MoE layers of a planned model; it "
                       "needs --emit plan or planned-mlir");
   if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
+  if (std::string problem = checkPrefetchFlag(); !problem.empty())
     return usageError(problem);
   if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
                           microBatches.getNumOccurrences()))
@@ -894,6 +935,8 @@ static int runGenerationCompile() {
     return usageError("generation plans are cpu plans for now: drop "
                       "--target and --import-only");
   if (std::string problem = checkDeviceFlags(); !problem.empty())
+    return usageError(problem);
+  if (std::string problem = checkPrefetchFlag(); !problem.empty())
     return usageError(problem);
   if (numDevices == 1 && ((!routingProfile.empty() && deviceMemory.empty()) ||
                           microBatches.getNumOccurrences()))

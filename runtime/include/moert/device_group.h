@@ -68,7 +68,7 @@ struct DeviceGroupOptions {
   /// shard (0: the plan's own), how cold experts are read, and prefetch.
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
-  std::string expertPrefetch = "none";
+  std::string expertPrefetch;
 };
 
 class DeviceGroup {

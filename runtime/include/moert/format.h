@@ -32,9 +32,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// are written as 1.6. 1.7 added `TierLayer.more_steps` (a tiered layer of
 /// several micro-batches' Experts steps), which a 1.6 reader would ignore
 /// and then refuse the weights those steps share; only plans with such a
-/// layer are written as 1.7.
+/// layer are written as 1.7. 1.8 added `ExpertTiers.prefetch` (the plan's
+/// read-ahead policy); only plans that set one are written as 1.8.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 7;
+inline constexpr uint16_t kFormatVersionMinor = 8;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

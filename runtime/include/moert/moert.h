@@ -200,6 +200,13 @@ struct ExpertTiersDesc {
   uint64_t cacheBytes = 0;
   uint64_t windowBytes = 0;
   std::vector<TierLayerDesc> layers;
+  /// The plan's read-ahead policy (SessionOptions::expertPrefetch's
+  /// default): "none", "next-layer" or "next-micro-batch"; and how many of
+  /// the layers it can read ahead (pre-gating needs a router of a known
+  /// form and the next layer's hidden size; the next micro-batch's
+  /// experts need its offsets computed before this one's step runs).
+  std::string prefetch = "none";
+  uint32_t layersReadAhead = 0;
 };
 
 /// A loaded and fully validated plan. Immutable.
@@ -270,12 +277,13 @@ struct SessionOptions {
   uint64_t deviceMemory = 0;
   /// "pread" (default), "direct" (O_DIRECT) or "mmap".
   std::string expertRead = "pread";
-  /// "none" (default), "next-layer" (while a tiered layer computes, read
-  /// the experts the next layer's router picks for this layer's tokens) or
+  /// "none", "next-layer" (while a tiered layer computes, read the experts
+  /// the next layer's router picks for this layer's tokens) or
   /// "next-micro-batch" (while a micro-batch of a tiered layer computes,
   /// read the experts the layer's next micro-batch routes to;
-  /// docs/tiered-experts.md). Outputs do not depend on it.
-  std::string expertPrefetch = "none";
+  /// docs/tiered-experts.md); empty (default): the plan's own (moec compile
+  /// --prefetch, ExpertTiersDesc::prefetch). Outputs do not depend on it.
+  std::string expertPrefetch;
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the
   /// cache is read only by its Concat, fused attention and shape queries).

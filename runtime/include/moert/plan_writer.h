@@ -160,8 +160,11 @@ public:
   /// are hot. Each expert's checksum per paged input is computed while the
   /// plan is written. Call after the steps are added; the assignment's
   /// errors (a budget too small, a layer that is no tiered Experts step)
-  /// are reported by `write`.
-  void setExpertTiers(uint64_t budget, std::vector<TierLayer> layers);
+  /// are reported by `write`. `prefetch` is the sessions' read-ahead policy
+  /// unless they choose one (format 1.8); with one, the cold cache keeps
+  /// room for a second layer's experts where the budget allows.
+  void setExpertTiers(uint64_t budget, std::vector<TierLayer> layers,
+                      fb::TierPrefetch prefetch = fb::TierPrefetch::None);
 
   /// The tensor table entry (object API), for edits the helpers lack.
   fb::TensorT &tensor(int32_t id);
