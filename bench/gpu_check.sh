@@ -131,6 +131,22 @@ print("\n".join(e["file"] for e in m["models"].values()
       -o "$bundle/plans/$name.ep2.cuda.bin" --max-tokens 64 --devices 2 \
       --target cuda --cuda-arch sm_90
   done
+  # Tiered experts on the GPU (docs/tiered-experts.md, "On the GPU"): a
+  # 4-layer stack of 16 experts, all hot in the plan; the check runs it at
+  # the budgets listed beside it (the least cache, a quarter and half of the
+  # experts hot) against the same plan all hot.
+  stack=$(mktemp -d)
+  "$python" "$root/test/lib/gen_stacked_moe.py" "$stack/stack.onnx" \
+    --layers 4 --experts 16 --hidden 64 --ffn 128 --skew 1
+  "$build/bin/moec" compile "$stack/stack.onnx" \
+    -o "$bundle/plans/stack.tiered.cuda.bin" --max-tokens 64 --target cuda \
+    --cuda-arch sm_90 --device-memory 1T --report "$stack/report.json"
+  "$python" -c 'import json, sys
+t = json.load(open(sys.argv[1]))["tiers"][0]
+least = t["resident_bytes"] + t["window_bytes"]
+print(least, least + t["hot_bytes"] // 4, least + t["hot_bytes"] // 2)' \
+    "$stack/report.json" >"$bundle/plans/stack.tiered.budgets"
+  rm -rf "$stack"
   cp "$build/bin/moe-run" "$build/bin/moe-layer-plan" "$build/bin/moert_tests" \
     "$bundle/bin/"
   # The carry limit is 64 MiB for the tree and the bundle together.
@@ -264,6 +280,26 @@ assert gpu and host and all(e[\"dur\"] >= 0 for e in x), (len(gpu), len(host))
 print(\"trace: ok,\", len(gpu), \"GPU spans,\", len(host), \"launches\")" "$3/trace.json"' \
   _ "$moe_run" "$layers/layer_e16_f32.cuda.bin" "$layers" "$python"
 rm -rf "$layers"
+# Tiered experts: the stack at each budget gives the all-hot plan's outputs
+# bit for bit, with misses (the cache pages experts in).
+part tiered 45 bash -c 'set -e
+plan=$1/plans/stack.tiered.cuda.bin
+for tokens in 1 16 64; do
+  "$2" "$plan" --backend cuda --dim tokens=$tokens --seed 7 --bench 3 \
+    --output-dir "$3/all$tokens" >/dev/null
+  for budget in $(cat "$1/plans/stack.tiered.budgets"); do
+    out=$3/b$budget.$tokens
+    "$2" "$plan" --backend cuda --dim tokens=$tokens --seed 7 --bench 3 \
+      --device-memory $budget --output-dir "$out" --stats "$out.json" >/dev/null
+    for f in "$3/all$tokens"/*.npy; do cmp "$f" "$out/$(basename "$f")"; done
+    "$4" -c "import json, sys
+s = json.load(open(sys.argv[1]))
+c = [l[\"expert_cache\"] for l in s[\"moe_layers\"]]
+print(\"tiered: tokens\", sys.argv[2], \"budget\", sys.argv[3], \"hits\",
+      sum(x[\"hits\"] for x in c), \"misses\", sum(x[\"misses\"] for x in c),
+      \"identical\")" "$out.json" $tokens $budget
+  done
+done' _ "$bundle" "$moe_run" "$(mktemp -d)" "$python"
 part ep-host 45 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \
   --moe-run "$moe_run" --tokens 7,32 --cuda-suffix ep2.cuda.bin \
   --cuda-args "--devices 2 --comm host"

@@ -284,6 +284,7 @@ struct DeviceGroup::Impl {
         cudaOptions.device = devices[i];
         cudaOptions.collectStats = options.collectStats;
         cudaOptions.communicator = sessionComm(i);
+        cudaOptions.deviceMemory = options.deviceMemory;
         member.gpu = gpuOf[i];
         cudaOptions.gpu = member.gpu;
         MOERT_ASSIGN_OR_RETURN(member.cuda,

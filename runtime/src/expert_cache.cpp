@@ -217,6 +217,26 @@ uint64_t alignDown(uint64_t value, uint64_t alignment) {
 
 /// The memory of one present expert: one anonymous buffer holding every
 /// paged input (Pread, Direct), or one file mapping per input (Mmap).
+absl::Status checkExpertBytes(const Plan::Impl &plan,
+                              const ScheduleInfo &schedule,
+                              const TierLayerInfo &layer, uint32_t e, size_t i,
+                              const uint8_t *data) {
+  const PagedInput &input = layer.inputs[i];
+  uint64_t begin = input.fileOffset + e * input.expertBytes;
+  uint32_t stored = layer.crc[e * layer.inputs.size() + i];
+  uint32_t computed = crc32(0, data, input.expertBytes);
+  if (computed == stored)
+    return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      plan.source, ": ", schedule.steps[layer.step].label, ": expert ", e,
+      "'s bytes of '", schedule.tensors[input.tensor].name, "' (input ",
+      input.input, ", section ", input.section, ", file bytes [", begin, ", +",
+      input.expertBytes, ")) fail their checksum (stored ",
+      absl::StrFormat("0x%08x", stored), ", computed ",
+      absl::StrFormat("0x%08x", computed),
+      "): the plan file is corrupt or was changed"));
+}
+
 struct ExpertStore::Payload {
   uint8_t *buffer = nullptr;
   size_t bufferBytes = 0;
@@ -371,19 +391,9 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
     // Checked on an expert's first read in the session: CRC-32 runs at
     // about 0.7 GB/s here, a third of the page cache's read rate, and a
     // later read of the same bytes trusts the file as a mapping would.
-    if (verified_[entry.key.layer][e])
-      continue;
-    uint32_t stored = layer.crc[e * layer.inputs.size() + i];
-    uint32_t computed = crc32(0, data, bytes);
-    if (computed != stored)
-      return absl::DataLossError(absl::StrCat(
-          plan_.source, ": ", schedule_->steps[layer.step].label, ": expert ",
-          e, "'s bytes of '", schedule_->tensors[input.tensor].name,
-          "' (input ", input.input, ", section ", input.section,
-          ", file bytes [", begin, ", +", bytes,
-          ")) fail their checksum (stored ", absl::StrFormat("0x%08x", stored),
-          ", computed ", absl::StrFormat("0x%08x", computed),
-          "): the plan file is corrupt or was changed"));
+    if (!verified_[entry.key.layer][e])
+      MOERT_RETURN_IF_ERROR(
+          checkExpertBytes(plan_, *schedule_, layer, e, i, data));
   }
   verified_[entry.key.layer][e] = 1;
   return absl::OkStatus();

@@ -352,6 +352,14 @@ private:
   std::thread worker_;
 };
 
+/// Checks expert e's bytes `data` of paged input i of `layer` (a tiered
+/// layer of `schedule`) against its stored CRC-32; the error names the
+/// step, the tensor and the file bytes.
+absl::Status checkExpertBytes(const Plan::Impl &plan,
+                              const ScheduleInfo &schedule,
+                              const TierLayerInfo &layer, uint32_t e, size_t i,
+                              const uint8_t *data);
+
 /// The tiers of `schedule` (tiered) for `budget` bytes, 0 for the plan's
 /// own (Plan::expertTiers). With `layersAhead` > 0 (prefetch) the cold
 /// cache keeps room for that many more layers' least cache, the plan's ranks

@@ -449,12 +449,13 @@ std::vector<StepStats> SessionState::stepStats() const {
     if (int32_t layer = schedule.tiers.layerOfStep.empty()
                             ? -1
                             : schedule.tiers.layerOfStep[step.index];
-        experts && layer >= 0) {
+        (experts || backendPaging) && layer >= 0) {
       entry.tiered = true;
       // A layer of several steps (micro-batches) has one set of counters:
       // its first step carries them, so that the layer's sum counts once.
       if (schedule.tiers.layers[layer].step == step.index)
-        entry.cache = experts->paging(expertView)[layer];
+        entry.cache = experts ? experts->paging(expertView)[layer]
+                              : (*backendPaging)[layer];
     }
     stats.push_back(std::move(entry));
   }
@@ -468,6 +469,9 @@ void SessionState::resetStats() {
   std::fill(moeCounters.begin(), moeCounters.end(), MoeCounters());
   if (experts)
     experts->resetPaging(expertView);
+  if (backendPaging)
+    std::fill(backendPaging->begin(), backendPaging->end(),
+              ExpertCacheCounters());
   // The trace holds the runs the stats do.
   if (trace) {
     trace->clear();
@@ -575,6 +579,8 @@ int SessionBase::threads() const { return state_.pool.size(); }
 ExpertCacheStats SessionBase::expertCacheStats() const {
   ExpertCacheStats out;
   const detail::ExpertStore *store = state_.experts.get();
+  if (!store && state_.describeBackendExperts)
+    return state_.describeBackendExperts();
   if (!store)
     return out;
   out.tiered = true;

@@ -17,6 +17,7 @@
 #include "ops.h"
 
 #include <chrono>
+#include <functional>
 
 namespace moert::detail {
 
@@ -179,6 +180,12 @@ struct SessionState {
   /// session's view of them.
   std::shared_ptr<ExpertStore> experts;
   int expertView = 0;
+  /// Tiered plans on a backend with an expert store of its own (the CUDA
+  /// session's, cuda/expert_tiers.h): its per-layer counters, which
+  /// stepStats reports and resetStats clears, and its description for
+  /// expertCacheStats; null without one.
+  std::vector<ExpertCacheCounters> *backendPaging = nullptr;
+  std::function<ExpertCacheStats()> describeBackendExperts;
 
   /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
   /// plan's tiers) read the `read` way, reading ahead as `prefetch` says

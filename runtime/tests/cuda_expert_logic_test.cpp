@@ -181,10 +181,12 @@ TEST(ExpertLogic, EmulatedMmaReadsBothOperandLayouts) {
 
 /// The exclusive prefix of the tile counts, as the schedule kernel writes it.
 std::vector<int32_t> prefixOf(const int64_t *offsets, int64_t E, int64_t N,
-                              int regime) {
+                              int regime,
+                              const void *const *present = nullptr) {
   std::vector<int32_t> prefix(E + 1, 0);
   for (int64_t e = 0; e < E; ++e)
-    prefix[e + 1] = prefix[e] + int32_t(tileCount(offsets, N, e, regime));
+    prefix[e + 1] =
+        prefix[e] + int32_t(tileCount(offsets, N, e, regime, present));
   return prefix;
 }
 
@@ -540,17 +542,17 @@ void emulateWideOf(const std::vector<int32_t> &prefix, const int64_t *offsets,
     emulateWide(prefix, offsets, N, f, columns, make);
 }
 
-/// The step's launches in order, on the host. Unwritten outputs stay NaN.
+/// The step's launches in order, on the host, once per round of `rounds`
+/// (each an ExpertLaunch::present array; none: one launch of every expert).
+/// Unwritten outputs stay NaN.
 template <typename W>
-std::vector<float> emulateStep(const ExpertFfn &f, const ExpertWeights<W> &w,
-                               std::vector<float> x, int64_t N,
-                               const int64_t *offsets, const float *gate,
-                               bool inPlace) {
+std::vector<float>
+emulateStep(const ExpertFfn &f, const ExpertWeights<W> &w, std::vector<float> x,
+            int64_t N, const int64_t *offsets, const float *gate, bool inPlace,
+            const std::vector<std::vector<const void *>> &rounds = {}) {
   const int64_t E = f.experts, H = f.hidden, F = f.inter;
   for (int64_t e = 0; e <= E; ++e)
     EXPECT_TRUE(offsetValid(offsets, N, e));
-  std::vector<int32_t> narrow = prefixOf(offsets, E, N, kRegimeNarrow);
-  std::vector<int32_t> wide = prefixOf(offsets, E, N, kRegimeWide);
   std::vector<float> factors(N);
   if (gate)
     for (int64_t t = 0; t < N; ++t) {
@@ -574,12 +576,22 @@ std::vector<float> emulateStep(const ExpertFfn &f, const ExpertWeights<W> &w,
                       act.data() + tile.row * F, F);
   };
   int parts = isGatedActivation(f.activation) ? 2 : 1;
-  emulateNarrow(narrow, offsets, N, f, F, first);
-  emulateWideOf<W>(wide, offsets, N, f, F * parts, first);
-  for (int64_t i = paddingBegin(offsets, E, N) * H; i < N * H; ++i)
-    y[i] = 0.0f;
-  emulateNarrow(narrow, offsets, N, f, H, second);
-  emulateWideOf<W>(wide, offsets, N, f, H, second);
+  std::vector<const void *const *> launches;
+  for (const std::vector<const void *> &round : rounds)
+    launches.push_back(round.data());
+  if (launches.empty())
+    launches.push_back(nullptr);
+  for (const void *const *present : launches) {
+    std::vector<int32_t> narrow =
+        prefixOf(offsets, E, N, kRegimeNarrow, present);
+    std::vector<int32_t> wide = prefixOf(offsets, E, N, kRegimeWide, present);
+    emulateNarrow(narrow, offsets, N, f, F, first);
+    emulateWideOf<W>(wide, offsets, N, f, F * parts, first);
+    for (int64_t i = paddingBegin(offsets, E, N) * H; i < N * H; ++i)
+      y[i] = 0.0f;
+    emulateNarrow(narrow, offsets, N, f, H, second);
+    emulateWideOf<W>(wide, offsets, N, f, H, second);
+  }
   return inPlace ? x : separate;
 }
 
@@ -605,18 +617,51 @@ template <typename W> float tolerance() {
   return std::is_same_v<W, Bf16> ? 1e-5f : 1e-4f;
 }
 
+/// The per-expert table (ExpertWeights::table) of `contiguous`'s weights,
+/// each expert's block copied into a buffer of its own in `blocks`,
+/// poisoned around it: a tiered step's weights, with no contiguous array.
+template <typename W>
+std::vector<const void *>
+tieredTable(const ExpertFfn &f, const ExpertWeights<W> &contiguous,
+            std::vector<std::vector<uint8_t>> &blocks) {
+  int64_t E = f.experts, H = f.hidden;
+  // Per slot, its contiguous array and elements per expert.
+  std::pair<const void *, int64_t> slots[kExpertSlots] = {
+      {contiguous.w1, H * f.w1Out}, {contiguous.b1, f.w1Out},
+      {contiguous.w3, H * f.inter}, {contiguous.b3, f.inter},
+      {contiguous.w2, f.inter * H}, {contiguous.b2, H}};
+  std::vector<const void *> table(kExpertSlots * E, nullptr);
+  for (int s = 0; s < kExpertSlots; ++s) {
+    if (!slots[s].first)
+      continue;
+    size_t bytes = slots[s].second * (s % 2 ? sizeof(float) : sizeof(W));
+    for (int64_t e = 0; e < E; ++e) {
+      std::vector<uint8_t> &block = blocks.emplace_back(bytes + 128, 0xff);
+      std::memcpy(block.data() + 64,
+                  static_cast<const uint8_t *>(slots[s].first) + e * bytes,
+                  bytes);
+      table[s * E + e] = block.data() + 64;
+    }
+  }
+  return table;
+}
+
 /// Emulates an Experts step with `rows[e]` rows for expert e (and `padding`
-/// rows after them) and compares it with the CPU backend's.
+/// rows after them) and compares it with the CPU backend's. With `rounds`
+/// (sets of experts present at once, together each expert once) it is a
+/// tiered step: every weight comes through the per-expert table, one launch
+/// per round.
 template <typename W>
 void checkExperts(const Net &net, const std::vector<int64_t> &rows,
-                  int64_t padding, uint32_t seed, bool inPlace = false) {
+                  int64_t padding, uint32_t seed, bool inPlace = false,
+                  const std::vector<std::vector<int>> &rounds = {}) {
   std::vector<int64_t> offsets = {0};
   for (int64_t n : rows)
     offsets.push_back(offsets.back() + n);
-  int64_t N = offsets.back() + padding, H = net.f.hidden;
+  int64_t N = offsets.back() + padding, H = net.f.hidden, E = net.f.experts;
   std::vector<float> x = randomFloats(N * H, seed);
-  std::vector<std::optional<Value>> inputs = {
-      f32({N, H}, x), i64({net.f.experts + 1}, offsets)};
+  std::vector<std::optional<Value>> inputs = {f32({N, H}, x),
+                                              i64({E + 1}, offsets)};
   for (auto &w : net.inputs(/*lead=*/true))
     inputs.push_back(std::move(w));
   auto cpu = runStep(OpKind::Experts, inputs, {{DType::F32, {N, H}}},
@@ -624,8 +669,22 @@ void checkExperts(const Net &net, const std::vector<int64_t> &rows,
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   std::vector<W> storage[3];
   ExpertWeights<W> w = weightsOf<W>(net, storage);
+  std::vector<std::vector<uint8_t>> blocks;
+  std::vector<const void *> table;
+  std::vector<std::vector<const void *>> present;
+  if (!rounds.empty()) {
+    table = tieredTable(net.f, w, blocks);
+    w = ExpertWeights<W>();
+    w.table = table.data();
+    w.experts = E;
+    for (const std::vector<int> &round : rounds) {
+      std::vector<const void *> &mask = present.emplace_back(E, nullptr);
+      for (int e : round)
+        mask[e] = table[kSlotW1 * E + e];
+    }
+  }
   std::vector<float> gpu =
-      emulateStep(net.f, w, x, N, offsets.data(), nullptr, inPlace);
+      emulateStep(net.f, w, x, N, offsets.data(), nullptr, inPlace, present);
   expectNear(f32({N, H}, gpu), {N, H}, (*cpu)[0].as<float>(), tolerance<W>());
 }
 
@@ -749,6 +808,27 @@ TEST(ExpertLogic, TensorCoreSumsAreWithinTheDocumentedBound) {
   // The data tell the split from rounding the activations to bf16 once,
   // which is beyond the bound here.
   EXPECT_GT(worstHiOnly, 4 * std::ldexp(1.0, -16));
+}
+
+TEST(ExpertLogic, TieredExpertsRunThroughTheTableInRounds) {
+  uint32_t seed = 400;
+  for (Net net : everyForm()) {
+    SCOPED_TRACE(describe(net, kWeightF32));
+    net.init(6, 20, 36, ++seed, kWeightF32);
+    std::vector<int64_t> rows = {3, 0, 75, 9, 1, 12};
+    // One round of all, rounds of two, one expert a round (in place).
+    checkExperts<float>(net, rows, 2, ++seed, false, {{0, 1, 2, 3, 4, 5}});
+    checkExperts<float>(net, rows, 2, ++seed, false, {{2, 5}, {0, 3}, {1, 4}});
+    checkExperts<float>(net, rows, 0, ++seed, true,
+                        {{5}, {4}, {3}, {2}, {1}, {0}});
+  }
+  Net net;
+  net.f.hasW3 = true;
+  net.biases = true;
+  net.init(4, 24, 40, ++seed, kWeightBf16);
+  checkExperts<Bf16>(net, {70, 2, 0, 9}, 1, ++seed, true, {{0, 3}, {1, 2}});
+  net.init(4, 24, 40, ++seed, kWeightF16);
+  checkExperts<F16>(net, {70, 2, 0, 9}, 1, ++seed, false, {{1, 2}, {3, 0}});
 }
 
 TEST(ExpertLogic, EmulatedExpertsInPlaceAndWithOnlyPadding) {

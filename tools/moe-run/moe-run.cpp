@@ -361,10 +361,10 @@ std::string parseArgs(int argc, char **argv, Options &options) {
     return "--placement shows the CUDA backend's choices; it needs "
            "--backend cuda";
   if (options.backend != "cpu" &&
-      (options.deviceMemory || options.expertRead != "pread" ||
-       !options.prefetch.empty()))
-    return "--device-memory, --expert-read and --prefetch apply to cpu runs "
-           "(not --backend cuda yet)";
+      (options.expertRead != "pread" || !options.prefetch.empty()))
+    return "--expert-read and --prefetch apply to cpu runs (--backend cuda "
+           "keeps cold experts in pinned host memory and reads nothing "
+           "ahead yet)";
   return "";
 }
 
@@ -596,6 +596,7 @@ absl::Status runMain(const Options &options) {
     moert::CudaSessionOptions cudaOptions;
     cudaOptions.threads = options.threads;
     cudaOptions.useGraphs = options.cudaGraphs;
+    cudaOptions.deviceMemory = options.deviceMemory;
     MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::CudaSession> session,
                            moert::CudaSession::create(*plan, cudaOptions));
     std::printf("moe-run: cuda backend on %s, CUDA graphs %s\n",

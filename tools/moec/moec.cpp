@@ -738,9 +738,6 @@ static int runCompile() {
     if (emitKind != "plan")
       return usageError("--device-memory tiers a plan's expert weights; it "
                         "needs --emit plan");
-    if (target == "cuda")
-      return usageError("--device-memory: tiered expert weights run on the "
-                        "cpu backend only; drop --target cuda");
   }
   if (numDevices > 1 && emitKind == "mlir")
     return usageError("--devices places experts in the planned model; it "

@@ -49,6 +49,12 @@ struct CudaSessionOptions {
   /// Replay runs as CUDA graphs, one per distinct binding of the plan's
   /// symbols, when every step runs on the GPU (docs/cuda.md).
   bool useGraphs = true;
+  /// Tiered plans (docs/tiered-experts.md, "On the GPU"): the device memory
+  /// budget in bytes that replaces the plan's tiers (0: the plan's own).
+  /// Hot experts stay in device memory, cold ones in pinned host memory,
+  /// copied into a bounded device cache as the routing selects them. Runs
+  /// of a tiered plan do not use graphs.
+  uint64_t deviceMemory = 0;
 };
 
 /// Where a CudaSession runs the steps of one device schedule, decided from

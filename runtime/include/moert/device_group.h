@@ -63,9 +63,10 @@ struct DeviceGroupOptions {
   /// through NCCL between the GPUs (needs Backend::Cuda and one GPU per
   /// device; moert/nccl.h). The host communicators still gather the outputs.
   CommKind commKind = CommKind::Host;
-  /// Tiered plans on Backend::Cpu (SessionOptions, docs/tiered-experts.md):
-  /// the memory budget of each device, replacing the plan's tiers of its
-  /// shard (0: the plan's own), how cold experts are read, and prefetch.
+  /// Tiered plans (SessionOptions, docs/tiered-experts.md): the memory
+  /// budget of each device, replacing the plan's tiers of its shard (0: the
+  /// plan's own; Backend::Cuda too, CudaSessionOptions), and on Backend::Cpu
+  /// how cold experts are read and prefetch.
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   std::string expertPrefetch;

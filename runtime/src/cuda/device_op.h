@@ -33,6 +33,7 @@ struct cublasContext;
 namespace moert::cuda {
 
 struct CublasApi;
+struct ExpertLaunch;
 class DeviceStepHost;
 
 /// One execution of a step on the GPU.
@@ -65,6 +66,16 @@ public:
   const CublasApi &cublas() const;
   /// OK, or the error naming the call, the CUDA error and this step.
   absl::Status check(cudaError_t error, const char *call) const;
+
+  /// A tiered plan's Experts step (docs/tiered-experts.md): its tiered
+  /// layer, or -1; whether input `i` is paged (its device address is then
+  /// the expert store's, and input(i) must not be asked for); and the run
+  /// of the step through the store, in rounds of the experts it holds
+  /// (`launch` with null addresses for the paged weights). Unlike other
+  /// ops, a tiered step waits for its routing on the host.
+  int32_t tierLayer() const;
+  bool isPaged(int i) const;
+  absl::Status runTiered(const ExpertLaunch &launch);
 
 private:
   DeviceStepHost &host_;

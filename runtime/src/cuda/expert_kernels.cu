@@ -28,8 +28,8 @@ constexpr int kScheduleThreads = 1024;
 /// are bad (no tile then runs; the session reports the error). One block.
 __global__ void __launch_bounds__(kScheduleThreads)
     scheduleKernel(const int64_t *offsets, int64_t experts, int64_t rows,
-                   int32_t *narrowPrefix, int32_t *widePrefix,
-                   DeviceErrorRecord *errors, int step) {
+                   const void *const *present, int32_t *narrowPrefix,
+                   int32_t *widePrefix, DeviceErrorRecord *errors, int step) {
   __shared__ int32_t scanNarrow[kScheduleThreads], scanWide[kScheduleThreads];
   int t = threadIdx.x;
   int bad = 0;
@@ -48,8 +48,9 @@ __global__ void __launch_bounds__(kScheduleThreads)
     int64_t e = base + t;
     bool mine = e < experts && !bad;
     scanNarrow[t] =
-        mine ? int32_t(tileCount(offsets, rows, e, kRegimeNarrow)) : 0;
-    scanWide[t] = mine ? int32_t(tileCount(offsets, rows, e, kRegimeWide)) : 0;
+        mine ? int32_t(tileCount(offsets, rows, e, kRegimeNarrow, present)) : 0;
+    scanWide[t] =
+        mine ? int32_t(tileCount(offsets, rows, e, kRegimeWide, present)) : 0;
     __syncthreads();
     // Inclusive Hillis-Steele scan of the chunk.
     for (int stride = 1; stride < kScheduleThreads; stride <<= 1) {
@@ -307,6 +308,8 @@ cudaError_t launchTyped(const ExpertLaunch &l, cudaStream_t stream) {
   s.w.b1 = l.b1;
   s.w.b3 = l.b3;
   s.w.b2 = l.b2;
+  s.w.table = l.table;
+  s.w.experts = f.experts;
   s.x = l.x;
   s.rows = l.rows;
   s.offsets = l.offsets;
@@ -320,7 +323,8 @@ cudaError_t launchTyped(const ExpertLaunch &l, cudaStream_t stream) {
   s.y = l.y;
 
   scheduleKernel<<<1, kScheduleThreads, 0, stream>>>(
-      l.offsets, f.experts, l.rows, narrowPrefix, widePrefix, l.errors, l.step);
+      l.offsets, f.experts, l.rows, l.present, narrowPrefix, widePrefix,
+      l.errors, l.step);
   if (l.gate && l.rows > 0)
     gateKernel<<<blocksFor(l.rows * 32, 256), 256, 0, stream>>>(
         l.x, l.gate, l.rows, f.hidden, factors);
@@ -340,6 +344,7 @@ cudaError_t launchTyped(const ExpertLaunch &l, cudaStream_t stream) {
     firstNarrowKernel<W><<<narrowFirst, kNarrowThreads, 0, stream>>>(s);
   if (wideTiles && wideFirst.y)
     firstWideKernel<W><<<wideFirst, kTileThreads, 0, stream>>>(s);
+  // Every round of a tiered step zeroes them again: no expert's rows.
   if (l.rows > 0 && f.hidden > 0) {
     // A grid-stride loop: a bounded grid covers any row count.
     // Capped before the narrowing to unsigned: rows * hidden / 256 may

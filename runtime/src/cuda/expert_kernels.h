@@ -46,6 +46,14 @@ struct ExpertLaunch {
   void *scratch = nullptr;
   DeviceErrorRecord *errors = nullptr;
   int step = 0;
+  /// A tiered Experts step (docs/tiered-experts.md): the device table of
+  /// the paged weights' per-expert blocks ([kExpertSlots][E],
+  /// ExpertWeights::table), and which experts run in this launch (device
+  /// [E], non-null: present); the step runs as rounds of the experts its
+  /// cache holds at once, each writing only its experts' rows. Null: every
+  /// weight is contiguous and every expert runs.
+  const void *const *table = nullptr;
+  const void *const *present = nullptr;
 };
 
 /// Enqueues the step on `stream`: the tile schedule, the first projection

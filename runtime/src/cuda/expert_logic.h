@@ -82,11 +82,42 @@ struct ExpertFfn {
   int64_t w1Out = 0;   ///< F, or 2F for a fused gate/up w1.
 };
 
+/// The weight inputs of an expert network step, in the step's input order
+/// from its first weight (w1): the rows of an ExpertWeights table.
+enum ExpertSlot : int {
+  kSlotW1 = 0,
+  kSlotB1,
+  kSlotW3,
+  kSlotB3,
+  kSlotW2,
+  kSlotB2,
+  kExpertSlots
+};
+
 /// The device (or, in the test, host) addresses of an expert network's
 /// weights; absent biases and w3 are null.
+///
+/// A tiered step (docs/tiered-experts.md) has no contiguous copy of its
+/// paged weights: `table` ([kExpertSlots][experts] addresses) gives expert
+/// e's block of slot s at table[s * experts + e] (the expert's [in, out] or
+/// [out, in] matrix, or its bias row), null where the slot is not paged
+/// (then the contiguous array above) or the expert is not present. Only
+/// present experts run (ExpertLaunch::present).
 template <typename W> struct ExpertWeights {
   const W *w1 = nullptr, *w3 = nullptr, *w2 = nullptr;
   const float *b1 = nullptr, *b3 = nullptr, *b2 = nullptr;
+  const void *const *table = nullptr;
+  int64_t experts = 0;
+
+  /// Expert e's block of slot `slot` (`size` elements per expert), from
+  /// the table or from `base`; null when neither has it.
+  template <typename T>
+  MOERT_HD const T *block(const T *base, int slot, int64_t e,
+                          int64_t size) const {
+    if (table && table[slot * experts + e])
+      return static_cast<const T *>(table[slot * experts + e]);
+    return base ? base + e * size : nullptr;
+  }
 };
 
 MOERT_HD inline float floatFromBits(uint32_t bits) {
@@ -224,10 +255,17 @@ template <typename W> struct FirstProjection {
   /// k * inputStride(). (w3, when present, has w1's F columns.)
   MOERT_HD const W *columnStart(int64_t j) const {
     FirstColumn c = firstColumn(f, j / parts(), int(j % parts()));
-    return c.fromW3 ? moert::cuda::columnStart(w.w3, f.inOut, expert, f.hidden,
+    return c.fromW3 ? moert::cuda::columnStart(w3(), f.inOut, 0, f.hidden,
                                                f.inter, c.column)
-                    : moert::cuda::columnStart(w.w1, f.inOut, expert, f.hidden,
+                    : moert::cuda::columnStart(w1(), f.inOut, 0, f.hidden,
                                                f.w1Out, c.column);
+  }
+  /// This expert's w1 and w3 matrices.
+  MOERT_HD const W *w1() const {
+    return w.block(w.w1, kSlotW1, expert, f.hidden * f.w1Out);
+  }
+  MOERT_HD const W *w3() const {
+    return w.block(w.w3, kSlotW3, expert, f.hidden * f.inter);
   }
   MOERT_HD int64_t inputStride() const {
     return columnStride(f.inOut, f.w1Out);
@@ -235,16 +273,15 @@ template <typename W> struct FirstProjection {
   /// Virtual column j's weight at input k.
   MOERT_HD float weight(int64_t k, int64_t j) const {
     FirstColumn c = firstColumn(f, j / parts(), int(j % parts()));
-    return c.fromW3 ? loadWeight(w.w3, f.inOut, expert, f.hidden, f.inter, k,
-                                 c.column)
-                    : loadWeight(w.w1, f.inOut, expert, f.hidden, f.w1Out, k,
-                                 c.column);
+    return c.fromW3
+               ? loadWeight(w3(), f.inOut, 0, f.hidden, f.inter, k, c.column)
+               : loadWeight(w1(), f.inOut, 0, f.hidden, f.w1Out, k, c.column);
   }
   MOERT_HD float bias(int64_t unit, int part) const {
     FirstColumn c = firstColumn(f, unit, part);
-    const float *b = c.fromW3 ? w.b3 : w.b1;
-    int64_t size = c.fromW3 ? f.inter : f.w1Out;
-    return b ? b[expert * size + c.column] : 0.0f;
+    const float *b = c.fromW3 ? w.block(w.b3, kSlotB3, expert, f.inter)
+                              : w.block(w.b1, kSlotB1, expert, f.w1Out);
+    return b ? b[c.column] : 0.0f;
   }
   /// Stores the unit's value for tile row r from its unbiased sums.
   MOERT_HD void store(int64_t r, int64_t unit, float v0, float v1) const {
@@ -266,17 +303,21 @@ template <typename W> struct SecondProjection {
   MOERT_HD int64_t units() const { return f.hidden; }
   MOERT_HD int64_t depth() const { return f.inter; }
   MOERT_HD const W *columnStart(int64_t j) const {
-    return moert::cuda::columnStart(w.w2, f.inOut, expert, f.inter, f.hidden,
-                                    j);
+    return moert::cuda::columnStart(w2(), f.inOut, 0, f.inter, f.hidden, j);
+  }
+  /// This expert's w2 matrix.
+  MOERT_HD const W *w2() const {
+    return w.block(w.w2, kSlotW2, expert, f.inter * f.hidden);
   }
   MOERT_HD int64_t inputStride() const {
     return columnStride(f.inOut, f.hidden);
   }
   MOERT_HD float weight(int64_t k, int64_t j) const {
-    return loadWeight(w.w2, f.inOut, expert, f.inter, f.hidden, k, j);
+    return loadWeight(w2(), f.inOut, 0, f.inter, f.hidden, k, j);
   }
   MOERT_HD void store(int64_t r, int64_t unit, float v0, float) const {
-    float v = v0 + (w.b2 ? w.b2[expert * f.hidden + unit] : 0.0f);
+    const float *b2 = w.block(w.b2, kSlotB2, expert, f.hidden);
+    float v = v0 + (b2 ? b2[unit] : 0.0f);
     int64_t row = row0 + r;
     y[row * f.hidden + unit] = gate ? v * gate[row] : v;
   }
@@ -327,9 +368,13 @@ MOERT_HD inline bool offsetValid(const int64_t *offsets, int64_t rows,
   return offsets[e] >= offsets[e - 1] && offsets[e] <= rows;
 }
 
-/// Tiles of `regime` that expert e's rows make.
+/// Tiles of `regime` that expert e's rows make; none when `present` (a
+/// tiered step's round, ExpertLaunch::present) says e is not present.
 MOERT_HD inline int64_t tileCount(const int64_t *offsets, int64_t rows,
-                                  int64_t e, int regime) {
+                                  int64_t e, int regime,
+                                  const void *const *present = nullptr) {
+  if (present && !present[e])
+    return 0;
   int64_t n = expertBegin(offsets, rows, e + 1) - expertBegin(offsets, rows, e);
   if (regime == kRegimeNarrow)
     return n > 0 && n <= kNarrowRows ? 1 : 0;

@@ -35,7 +35,15 @@ static_assert(int(fb::GluLayout::Interleaved) == kGluInterleaved &&
               "ExpertGlu must mirror fb::GluLayout");
 
 /// Input slots of the network's weights, from the step's first weight input.
-enum Slot { kW1, kB1, kW3, kB3, kW2, kB2, kNumSlots };
+enum Slot {
+  kW1 = kSlotW1,
+  kB1 = kSlotB1,
+  kW3 = kSlotW3,
+  kB3 = kSlotB3,
+  kW2 = kSlotW2,
+  kB2 = kSlotB2,
+  kNumSlots = kExpertSlots
+};
 
 /// Where a step's weights start, and whether they have an expert dimension.
 struct Form {
@@ -155,6 +163,11 @@ absl::Status runFfn(DeviceStep &s) {
                                                  : kWeightF32;
   const void *addresses[kNumSlots];
   for (int slot = 0; slot < kNumSlots; ++slot) {
+    // A tiered step's paged weights are in the expert store.
+    if (s.isPaged(form.first + slot)) {
+      addresses[slot] = nullptr;
+      continue;
+    }
     MOERT_ASSIGN_OR_RETURN(addresses[slot], s.input(form.first + slot));
   }
   launch.w1 = addresses[kW1];
@@ -177,6 +190,8 @@ absl::Status runFfn(DeviceStep &s) {
   launch.scratch = s.scratch();
   launch.errors = s.errors();
   launch.step = s.step.index;
+  if (s.tierLayer() >= 0)
+    return s.runTiered(launch);
   return s.check(launchExpertFfn(launch, s.stream()), "launchExpertFfn");
 }
 

@@ -98,7 +98,9 @@ absl::StatusOr<CudaPlacement> cudaPlacement(const Plan &plan, int device,
     placement.onGpu[step.index] =
         cuda::hasGeneratedKernel(step) || ops[step.index] != nullptr;
   }
+  // A tiered step waits for its routing on the host: no graphs.
   placement.graphs = !nccl && !schedule.steps.empty() &&
+                     !schedule.tiers.present &&
                      cuda::hostStepsReadOnlySizes(schedule, placement.onGpu);
   return placement;
 }

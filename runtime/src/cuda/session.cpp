@@ -15,6 +15,7 @@
 #include "cuda/cublas.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_op.h"
+#include "cuda/expert_tiers.h"
 #include "cuda/launch.h"
 #include "cuda/placement.h"
 #include "kernels/common.h"
@@ -154,6 +155,10 @@ struct CudaSession::Impl : detail::SessionState {
   /// Per GPU step, the events around its last launch (stats only).
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
 
+  /// A tiered schedule's experts (docs/tiered-experts.md, "On the GPU").
+  std::unique_ptr<cuda::DeviceExpertStore> deviceExperts;
+  absl::Status createDeviceExperts(uint64_t budget);
+
   using SessionState::SessionState;
   ~Impl();
 
@@ -219,7 +224,8 @@ absl::Status CudaSession::Impl::uploadWeights() {
   weightOffsets.assign(schedule.tensors.size(), 0);
   for (size_t id = 0; id < schedule.tensors.size(); ++id) {
     const TensorInfo &info = schedule.tensors[id];
-    if (!info.isWeight)
+    // Paged experts are the tiered store's (createDeviceExperts).
+    if (!info.isWeight || info.paged)
       continue;
     auto [it, inserted] =
         placed.emplace(std::pair(info.weightData, info.size), total);
@@ -357,6 +363,38 @@ absl::Status CudaSession::Impl::planDeviceOps() {
   return absl::OkStatus();
 }
 
+absl::Status CudaSession::Impl::createDeviceExperts(uint64_t budget) {
+  // Every step that reads paged experts must be a GPU step: the host
+  // kernels read them through the CPU backend's store, which this session
+  // does not have.
+  for (const detail::TierLayerInfo &layer : schedule.tiers.layers) {
+    std::vector<int32_t> steps = layer.moreSteps;
+    steps.push_back(layer.step);
+    for (int32_t index : steps) {
+      const StepInfo &step = schedule.steps[index];
+      if (!deviceOps[index] || step.op != fb::OpKind::Experts)
+        return absl::UnimplementedError(absl::StrCat(
+            plan.source, ": ", step.label,
+            " is tiered but does not run on the GPU (its weights are not "
+            "f32, bf16 or f16, or its shapes not static): run the plan on "
+            "the cpu backend"));
+    }
+    for (const detail::PagedInput &input : layer.inputs)
+      if (input.input < 2 || input.input >= 2 + cuda::kExpertSlots)
+        return absl::UnimplementedError(
+            absl::StrCat(plan.source, ": ", schedule.steps[layer.step].label,
+                         ": paged input ", input.input,
+                         " is no weight the GPU experts read (w1 .. b2)"));
+  }
+  MOERT_ASSIGN_OR_RETURN(
+      deviceExperts, cuda::DeviceExpertStore::create(plan, schedule, budget));
+  backendPaging = &deviceExperts->paging();
+  describeBackendExperts = [store = deviceExperts.get()] {
+    return store->describe();
+  };
+  return absl::OkStatus();
+}
+
 absl::Status CudaSession::Impl::checkDeviceErrors() {
   DeviceErrorRecord record{};
   MOERT_CUDA(
@@ -428,6 +466,23 @@ absl::StatusOr<const void *> DeviceStep::input(int i) {
 }
 
 void *DeviceStep::output(int o) { return host_.s.devicePtr(step.outputs[o]); }
+
+int32_t DeviceStep::tierLayer() const {
+  const detail::TierInfo &tiers = host_.s.schedule.tiers;
+  if (!host_.s.deviceExperts || tiers.layerOfStep.empty())
+    return -1;
+  return tiers.layerOfStep[step.index];
+}
+
+bool DeviceStep::isPaged(int i) const {
+  int32_t layer = tierLayer();
+  return layer >= 0 && host_.s.deviceExperts->isPaged(layer, i);
+}
+
+absl::Status DeviceStep::runTiered(const ExpertLaunch &launch) {
+  return host_.s.deviceExperts->runLayer(tierLayer(), launch, host_.s.stream,
+                                         step.label);
+}
 
 cudaStream_t DeviceStep::stream() const { return host_.s.stream; }
 const cudaDeviceProp &DeviceStep::props() const { return host_.s.props; }
@@ -530,12 +585,12 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
       plan, Backend::Cuda, "compile it with 'moec compile --target cuda'",
       options.device));
   const ScheduleInfo &schedule = planImpl.schedules[options.device];
-  // Tiered expert weights (docs/tiered-experts.md) are paged on the CPU
-  // backend only; the weight upload below needs every weight mapped.
-  if (schedule.tiers.present)
-    return absl::UnimplementedError(absl::StrCat(
-        planImpl.source, ": tiered expert weights (moec compile "
-                         "--device-memory) run on the cpu backend only"));
+  if (options.deviceMemory && !schedule.tiers.present)
+    return absl::FailedPreconditionError(absl::StrCat(
+        planImpl.source,
+        ": a device memory budget needs a tiered plan, whose expert weights "
+        "are laid out for paging: compile it with moec compile "
+        "--device-memory BYTES"));
   // The exchanges of a multi-device schedule go through the group's
   // communicator: on the host as on the CPU backend, or over NCCL.
   MOERT_RETURN_IF_ERROR(detail::checkSessionCommunicator(plan, options.device,
@@ -591,6 +646,8 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_RETURN_IF_ERROR(s.loadKernels());
   MOERT_RETURN_IF_ERROR(s.planDeviceOps());
   MOERT_RETURN_IF_ERROR(s.planStatsCopies());
+  if (schedule.tiers.present)
+    MOERT_RETURN_IF_ERROR(s.createDeviceExperts(options.deviceMemory));
 
   s.initTensors(s.hostArena);
   s.onHost.assign(schedule.tensors.size(), 0);
@@ -603,7 +660,9 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
     onGpu[step.index] = s.runsOnDevice(step);
     s.opSuffix[step.index] = onGpu[step.index] ? "@cuda" : "@host";
   }
+  // A tiered step waits for its routing on the host: no graphs.
   s.graphable = options.useGraphs && !schedule.steps.empty() && !s.nccl &&
+                !s.deviceExperts &&
                 cuda::hostStepsReadOnlySizes(
                     schedule, onGpu, &s.hostUploadOffsets, &s.hostUploadBytes);
   s.events.assign(schedule.steps.size(), {nullptr, nullptr});

@@ -1,0 +1,342 @@
+//===- expert_tiers.cpp - Tiered expert weights on the GPU ----------------===//
+//
+// DeviceExpertStore (expert_tiers.h): the hot experts and a cache of cold
+// ones in fixed-size device slots, the cold experts in pinned host memory,
+// and the rounds of a tiered Experts step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/expert_tiers.h"
+#include "cuda/cuda_check.h"
+#include "plan_file.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace moert::cuda {
+
+using detail::ExpertCache;
+using detail::ExpertKey;
+using detail::ScheduleInfo;
+using detail::TierLayerInfo;
+
+namespace {
+
+/// Alignment of each paged input inside an expert's block.
+constexpr uint64_t kBlockAlignment = 256;
+
+/// The payload an ExpertCache entry carries: its slot, plus one (so that
+/// slot 0 is not null).
+void *slotPayload(int slot) {
+  return reinterpret_cast<void *>(static_cast<uintptr_t>(slot) + 1);
+}
+int slotOf(void *payload) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(payload)) - 1;
+}
+
+} // namespace
+
+DeviceExpertStore::DeviceExpertStore(const Plan::Impl &plan,
+                                     const ScheduleInfo &schedule,
+                                     uint64_t capacity)
+    : plan_(plan), schedule_(schedule), tiers_(schedule.tiers),
+      cache_(capacity) {}
+
+DeviceExpertStore::~DeviceExpertStore() {
+  // Teardown cannot report errors; the session's device is current.
+  if (copyStream_)
+    cudaStreamSynchronize(copyStream_);
+  for (cudaEvent_t event : slotCopied_)
+    if (event)
+      cudaEventDestroy(event);
+  for (cudaEvent_t event : {computePassed_, tableUploaded_})
+    if (event)
+      cudaEventDestroy(event);
+  if (copyStream_)
+    cudaStreamDestroy(copyStream_);
+  cudaFree(pool_);
+  cudaFree(tableDevice_);
+  cudaFreeHost(tableHost_);
+  cudaFreeHost(offsetsHost_);
+  for (uint8_t *block : hostAllocations_)
+    cudaFreeHost(block);
+}
+
+uint64_t DeviceExpertStore::blockBytes(uint32_t layer) const {
+  uint64_t bytes = 0;
+  for (const detail::PagedInput &input : tiers_.layers[layer].inputs)
+    bytes = detail::alignTo(bytes, kBlockAlignment) + input.expertBytes;
+  return detail::alignTo(bytes, kBlockAlignment);
+}
+
+bool DeviceExpertStore::isPaged(uint32_t layer, int input) const {
+  for (const detail::PagedInput &paged : tiers_.layers[layer].inputs)
+    if (paged.input == input)
+      return true;
+  return false;
+}
+
+absl::Status DeviceExpertStore::readExpert(uint32_t layer, uint32_t e,
+                                           uint8_t *out) const {
+  const TierLayerInfo &info = tiers_.layers[layer];
+  for (size_t i = 0; i < info.inputs.size(); ++i) {
+    const detail::PagedInput &input = info.inputs[i];
+    uint8_t *at = out + inputOffsets_[layer][i];
+    MOERT_RETURN_IF_ERROR(plan_.readBytes(
+        input.fileOffset + e * input.expertBytes, at, input.expertBytes));
+    MOERT_RETURN_IF_ERROR(
+        detail::checkExpertBytes(plan_, schedule_, info, e, i, at));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DeviceExpertStore>>
+DeviceExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
+                          uint64_t budget) {
+  MOERT_ASSIGN_OR_RETURN(ExpertTiersDesc desc,
+                         detail::describeTiers(plan, schedule, budget));
+  std::unique_ptr<DeviceExpertStore> store(
+      new DeviceExpertStore(plan, schedule, desc.cacheBytes));
+  DeviceExpertStore &s = *store;
+  s.desc_ = desc;
+  const detail::TierInfo &tiers = schedule.tiers;
+  size_t layers = tiers.layers.size();
+  s.paging_.resize(layers);
+  s.inputOffsets_.resize(layers);
+  s.hostBlocks_.resize(layers);
+  // Slots hold the largest block; as many as the cache holds of the
+  // smallest experts (equal sizes, the usual case, waste nothing).
+  uint64_t smallest = UINT64_MAX;
+  for (uint32_t l = 0; l < layers; ++l) {
+    const TierLayerInfo &layer = tiers.layers[l];
+    uint64_t at = 0;
+    for (const detail::PagedInput &input : layer.inputs) {
+      at = detail::alignTo(at, kBlockAlignment);
+      s.inputOffsets_[l].push_back(at);
+      at += input.expertBytes;
+    }
+    s.slotBytes_ = std::max(s.slotBytes_, s.blockBytes(l));
+    smallest = std::min(smallest, layer.expertBytes);
+    s.maxExperts_ = std::max(s.maxExperts_, layer.experts);
+  }
+  uint64_t slots = smallest ? desc.cacheBytes / smallest : 0;
+  // Never more slots than experts to hold.
+  slots = std::min<uint64_t>(slots, tiers.totalExperts);
+  if (slots == 0)
+    return absl::ResourceExhaustedError(
+        absl::StrCat(plan.source, ": the expert cache of ", desc.cacheBytes,
+                     " bytes holds no expert"));
+  s.slotCount_ = static_cast<int>(slots);
+  std::string where = absl::StrCat(plan.source, ": tiered experts");
+  MOERT_CUDA(
+      cudaMalloc(reinterpret_cast<void **>(&s.pool_), slots * s.slotBytes_),
+      absl::StrCat(where, ": allocating ", slots, " device slots of ",
+                   s.slotBytes_, " bytes"));
+  s.slotCopied_.assign(slots, nullptr);
+  for (uint64_t k = 0; k < slots; ++k) {
+    MOERT_CUDA(
+        cudaEventCreateWithFlags(&s.slotCopied_[k], cudaEventDisableTiming),
+        where);
+    s.freeSlots_.push_back(static_cast<int>(slots - 1 - k));
+  }
+  MOERT_CUDA(cudaStreamCreateWithFlags(&s.copyStream_, cudaStreamNonBlocking),
+             absl::StrCat(where, ": creating the copy stream"));
+  for (cudaEvent_t *event : {&s.computePassed_, &s.tableUploaded_})
+    MOERT_CUDA(cudaEventCreateWithFlags(event, cudaEventDisableTiming), where);
+  size_t tableEntries = (kExpertSlots + 1) * size_t{s.maxExperts_};
+  MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&s.tableHost_),
+                            tableEntries * sizeof(void *)),
+             where);
+  MOERT_CUDA(cudaMalloc(reinterpret_cast<void **>(&s.tableDevice_),
+                        tableEntries * sizeof(void *)),
+             where);
+  MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&s.offsetsHost_),
+                            (s.maxExperts_ + 1) * sizeof(int64_t)),
+             where);
+
+  // Every expert is read once: the hot ones through a staging block into
+  // their pinned slots, the cold ones into the host tier.
+  uint8_t *staging = nullptr;
+  MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&staging), s.slotBytes_),
+             where);
+  s.hostAllocations_.push_back(staging);
+  for (uint32_t l = 0; l < layers; ++l) {
+    const TierLayerInfo &layer = tiers.layers[l];
+    uint64_t block = s.blockBytes(l);
+    uint32_t cold = 0;
+    for (uint32_t e = 0; e < layer.experts; ++e)
+      cold += desc.layers[l].hot[e] ? 0 : 1;
+    uint8_t *host = nullptr;
+    if (cold)
+      MOERT_CUDA(
+          cudaMallocHost(reinterpret_cast<void **>(&host), cold * block),
+          absl::StrCat(where, ": pinning ", cold * block,
+                       " bytes of host memory for the cold experts of layer ",
+                       l));
+    if (host)
+      s.hostAllocations_.push_back(host);
+    s.hostBlocks_[l].assign(layer.experts, nullptr);
+    for (uint32_t e = 0; e < layer.experts; ++e) {
+      if (!desc.layers[l].hot[e]) {
+        MOERT_RETURN_IF_ERROR(s.readExpert(l, e, host));
+        s.hostBlocks_[l][e] = host;
+        host += block;
+        continue;
+      }
+      std::vector<ExpertCache::Evicted> none;
+      ExpertCache::Entry *entry =
+          s.cache_.insert({l, e}, layer.expertBytes, /*pinned=*/true, none);
+      if (!entry || s.freeSlots_.empty())
+        return absl::ResourceExhaustedError(absl::StrCat(
+            plan.source, ": cannot hold hot expert ", e, " of tiered layer ", l,
+            " in the expert cache of ", desc.cacheBytes, " bytes"));
+      int slot = s.freeSlots_.back();
+      s.freeSlots_.pop_back();
+      entry->payload = slotPayload(slot);
+      MOERT_RETURN_IF_ERROR(s.readExpert(l, e, staging));
+      MOERT_CUDA(cudaMemcpy(s.slotAddress(slot), staging, block,
+                            cudaMemcpyHostToDevice),
+                 where);
+      ++s.hotExperts_;
+      s.hotBytes_ += layer.expertBytes;
+    }
+  }
+  return store;
+}
+
+absl::Status DeviceExpertStore::acquire(uint32_t layer,
+                                        std::vector<uint32_t> &pending,
+                                        std::vector<uint32_t> &batch,
+                                        cudaStream_t stream,
+                                        const std::string &label) {
+  const TierLayerInfo &info = tiers_.layers[layer];
+  ExpertCacheCounters &paging = paging_[layer];
+  std::vector<uint32_t> misses, left;
+  for (uint32_t e : pending) {
+    if (ExpertCache::Entry *entry = cache_.find({layer, e})) {
+      cache_.lock(entry);
+      batch.push_back(e);
+      ++paging.hits;
+    } else {
+      misses.push_back(e);
+    }
+  }
+  bool waited = false;
+  uint64_t block = blockBytes(layer);
+  for (uint32_t e : misses) {
+    std::vector<ExpertCache::Evicted> evicted;
+    ExpertCache::Entry *entry =
+        cache_.insert({layer, e}, info.expertBytes, false, evicted);
+    for (const ExpertCache::Evicted &gone : evicted)
+      freeSlots_.push_back(slotOf(gone.payload));
+    if (!entry || freeSlots_.empty()) {
+      if (entry)
+        cache_.erase(entry);
+      left.push_back(e);
+      continue;
+    }
+    int slot = freeSlots_.back();
+    freeSlots_.pop_back();
+    entry->payload = slotPayload(slot);
+    cache_.lock(entry);
+    if (!waited) {
+      // A slot evicted now may still be read by a launch of this step's
+      // earlier rounds: the copies start once the compute stream is past
+      // every launch enqueued so far.
+      MOERT_CUDA(cudaEventRecord(computePassed_, stream), label);
+      MOERT_CUDA(cudaStreamWaitEvent(copyStream_, computePassed_, 0), label);
+      waited = true;
+    }
+    MOERT_CUDA(cudaMemcpyAsync(slotAddress(slot), hostBlocks_[layer][e], block,
+                               cudaMemcpyHostToDevice, copyStream_),
+               label);
+    MOERT_CUDA(cudaEventRecord(slotCopied_[slot], copyStream_), label);
+    // The launch waits for this expert's copy, not for the others'.
+    MOERT_CUDA(cudaStreamWaitEvent(stream, slotCopied_[slot], 0), label);
+    batch.push_back(e);
+    ++paging.misses;
+    paging.bytesPagedIn += info.expertBytes;
+  }
+  pending.swap(left);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceExpertStore::runLayer(uint32_t layer, ExpertLaunch launch,
+                                         cudaStream_t stream,
+                                         const std::string &label) {
+  const TierLayerInfo &info = tiers_.layers[layer];
+  int64_t E = info.experts;
+  // The routing, on the host: the one wait of the step.
+  MOERT_CUDA(cudaMemcpyAsync(offsetsHost_, launch.offsets,
+                             (E + 1) * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                             stream),
+             label);
+  MOERT_CUDA(cudaStreamSynchronize(stream), label);
+  std::vector<uint32_t> pending;
+  bool valid = offsetsHost_[0] == 0;
+  for (int64_t e = 0; valid && e < E; ++e) {
+    valid = offsetsHost_[e + 1] >= offsetsHost_[e] &&
+            offsetsHost_[e + 1] <= launch.rows;
+    if (valid && offsetsHost_[e + 1] > offsetsHost_[e])
+      pending.push_back(static_cast<uint32_t>(e));
+  }
+  // Bad offsets: one launch of no expert, whose schedule records the error.
+  if (!valid)
+    pending.clear();
+  ExpertCacheCounters &paging = paging_[layer];
+  const void **present = tableHost_ + kExpertSlots * E;
+  bool first = true;
+  while (first || !pending.empty()) {
+    first = false;
+    std::vector<uint32_t> batch;
+    MOERT_RETURN_IF_ERROR(acquire(layer, pending, batch, stream, label));
+    if (batch.empty() && !pending.empty())
+      return absl::ResourceExhaustedError(
+          absl::StrCat(label, ": the expert cache of ", cache_.capacity(),
+                       " bytes has no room for one more expert"));
+    // The pinned table is rewritten once its last upload has left it.
+    if (tableInFlight_)
+      MOERT_CUDA(cudaEventSynchronize(tableUploaded_), label);
+    std::fill(tableHost_, tableHost_ + (kExpertSlots + 1) * E, nullptr);
+    for (uint32_t e : batch) {
+      uint8_t *base = slotAddress(slotOf(cache_.peek({layer, e})->payload));
+      for (size_t i = 0; i < info.inputs.size(); ++i) {
+        int slot = info.inputs[i].input - 2; // Inputs from w1 on.
+        tableHost_[slot * E + e] = base + inputOffsets_[layer][i];
+      }
+      present[e] = base;
+    }
+    size_t bytes = (kExpertSlots + 1) * E * sizeof(void *);
+    MOERT_CUDA(cudaMemcpyAsync(tableDevice_, tableHost_, bytes,
+                               cudaMemcpyHostToDevice, stream),
+               label);
+    MOERT_CUDA(cudaEventRecord(tableUploaded_, stream), label);
+    tableInFlight_ = true;
+    launch.table = tableDevice_;
+    launch.present = tableDevice_ + kExpertSlots * E;
+    MOERT_CUDA(launchExpertFfn(launch, stream), label);
+    ++paging.rounds;
+    for (uint32_t e : batch)
+      cache_.unlock(cache_.peek({layer, e}));
+  }
+  return absl::OkStatus();
+}
+
+ExpertCacheStats DeviceExpertStore::describe() const {
+  ExpertCacheStats out;
+  out.tiered = true;
+  out.budget = desc_.budget;
+  out.capacityBytes = cache_.capacity();
+  out.usedBytes = cache_.used();
+  out.hotExperts = hotExperts_;
+  out.hotBytes = hotBytes_;
+  out.residentBytes = tiers_.residentBytes;
+  out.arenaBytes = schedule_.arenaSize;
+  out.readMode = "pinned";
+  out.prefetch = "none";
+  return out;
+}
+
+} // namespace moert::cuda
