@@ -280,24 +280,31 @@ assert gpu and host and all(e[\"dur\"] >= 0 for e in x), (len(gpu), len(host))
 print(\"trace: ok,\", len(gpu), \"GPU spans,\", len(host), \"launches\")" "$3/trace.json"' \
   _ "$moe_run" "$layers/layer_e16_f32.cuda.bin" "$layers" "$python"
 rm -rf "$layers"
-# Tiered experts: the stack at each budget gives the all-hot plan's outputs
-# bit for bit, with misses (the cache pages experts in).
+# Tiered experts: the stack at each budget, with and without pre-gating,
+# gives the all-hot plan's outputs bit for bit; the stats show the misses
+# and the reads ahead.
 part tiered 45 bash -c 'set -e
 plan=$1/plans/stack.tiered.cuda.bin
 for tokens in 1 16 64; do
   "$2" "$plan" --backend cuda --dim tokens=$tokens --seed 7 --bench 3 \
     --output-dir "$3/all$tokens" >/dev/null
   for budget in $(cat "$1/plans/stack.tiered.budgets"); do
-    out=$3/b$budget.$tokens
+   for ahead in none next-layer; do
+    out=$3/b$budget.$tokens.$ahead
     "$2" "$plan" --backend cuda --dim tokens=$tokens --seed 7 --bench 3 \
-      --device-memory $budget --output-dir "$out" --stats "$out.json" >/dev/null
+      --device-memory $budget --prefetch $ahead --output-dir "$out" \
+      --stats "$out.json" >/dev/null
     for f in "$3/all$tokens"/*.npy; do cmp "$f" "$out/$(basename "$f")"; done
     "$4" -c "import json, sys
 s = json.load(open(sys.argv[1]))
 c = [l[\"expert_cache\"] for l in s[\"moe_layers\"]]
-print(\"tiered: tokens\", sys.argv[2], \"budget\", sys.argv[3], \"hits\",
-      sum(x[\"hits\"] for x in c), \"misses\", sum(x[\"misses\"] for x in c),
-      \"identical\")" "$out.json" $tokens $budget
+print(\"tiered: tokens\", sys.argv[2], \"budget\", sys.argv[3], sys.argv[4],
+      \"hits\", sum(x[\"hits\"] for x in c), \"misses\",
+      sum(x[\"misses\"] for x in c), \"ahead\",
+      sum(x[\"prefetch\"][\"issued\"] for x in c), \"used\",
+      sum(x[\"prefetch\"][\"used\"] for x in c), \"identical\")" \
+      "$out.json" $tokens $budget $ahead
+   done
   done
 done' _ "$bundle" "$moe_run" "$(mktemp -d)" "$python"
 part ep-host 45 "$python" "$root/bench/gpu_compare.py" --plans "$bundle/plans" \

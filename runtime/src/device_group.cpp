@@ -285,6 +285,7 @@ struct DeviceGroup::Impl {
         cudaOptions.collectStats = options.collectStats;
         cudaOptions.communicator = sessionComm(i);
         cudaOptions.deviceMemory = options.deviceMemory;
+        cudaOptions.expertPrefetch = options.expertPrefetch;
         member.gpu = gpuOf[i];
         cudaOptions.gpu = member.gpu;
         MOERT_ASSIGN_OR_RETURN(member.cuda,

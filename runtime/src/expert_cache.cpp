@@ -779,26 +779,15 @@ uint32_t ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
   }
   if (prefetch != ExpertPrefetch::NextLayer)
     return 0;
-  // Prefetch pairs each tiered layer whose router can be evaluated on the
-  // previous tiered layer's tokens (the same hidden size) with that layer.
   view.gates = findGates(schedule);
   view.routerLayer.assign(schedule.steps.size(), -1);
-  view.nextLayer.assign(tiers.layers.size(), -1);
-  std::vector<uint32_t> order(tiers.layers.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return tiers.layers[a].step < tiers.layers[b].step;
-  });
+  view.nextLayer = pregatingTargets(schedule, view.gates);
   uint32_t ahead = 0;
-  for (size_t i = 0; i + 1 < order.size(); ++i) {
-    uint32_t l = order[i], next = order[i + 1];
-    const GateInfo &from = view.gates[l], &to = view.gates[next];
-    if (from.router < 0 || to.router < 0 || from.hidden != to.hidden)
-      continue;
-    view.routerLayer[from.router] = static_cast<int32_t>(l);
-    view.nextLayer[l] = static_cast<int32_t>(next);
-    ++ahead;
-  }
+  for (size_t l = 0; l < tiers.layers.size(); ++l)
+    if (view.nextLayer[l] >= 0) {
+      view.routerLayer[view.gates[l].router] = static_cast<int32_t>(l);
+      ++ahead;
+    }
   return ahead;
 }
 

@@ -176,6 +176,13 @@ struct GateInfo {
 /// for).
 std::vector<GateInfo> findGates(const ScheduleInfo &schedule);
 
+/// Per tiered layer of `schedule` (whose gates are `gates`), the tiered
+/// layer pre-gating reads ahead for while it computes: the next one in step
+/// order when both routers are of GateInfo's form with the same hidden
+/// size; -1 for none.
+std::vector<int32_t> pregatingTargets(const ScheduleInfo &schedule,
+                                      const std::vector<GateInfo> &gates);
+
 /// Pre-gating: the experts `gate` selects for the `tokens` rows of `x`
 /// [tokens, hidden] (at most `maxTokens` of them, evenly spaced), most
 /// selected first, ties to the lower index; computed on `pool`.

@@ -146,6 +146,25 @@ std::vector<GateInfo> findGates(const ScheduleInfo &schedule) {
   return gates;
 }
 
+std::vector<int32_t> pregatingTargets(const ScheduleInfo &schedule,
+                                      const std::vector<GateInfo> &gates) {
+  // Each tiered layer whose router can be evaluated on the previous tiered
+  // layer's tokens (the same hidden size) is read ahead for by that layer.
+  const TierInfo &tiers = schedule.tiers;
+  std::vector<int32_t> next(tiers.layers.size(), -1);
+  std::vector<uint32_t> order(tiers.layers.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return tiers.layers[a].step < tiers.layers[b].step;
+  });
+  for (size_t i = 0; i + 1 < order.size(); ++i) {
+    const GateInfo &from = gates[order[i]], &to = gates[order[i + 1]];
+    if (from.router >= 0 && to.router >= 0 && from.hidden == to.hidden)
+      next[order[i]] = static_cast<int32_t>(order[i + 1]);
+  }
+  return next;
+}
+
 std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
                                      int64_t tokens, int64_t maxTokens,
                                      ThreadPool &pool) {

@@ -360,11 +360,12 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   if (options.placement && options.backend != "cuda")
     return "--placement shows the CUDA backend's choices; it needs "
            "--backend cuda";
-  if (options.backend != "cpu" &&
-      (options.expertRead != "pread" || !options.prefetch.empty()))
-    return "--expert-read and --prefetch apply to cpu runs (--backend cuda "
-           "keeps cold experts in pinned host memory and reads nothing "
-           "ahead yet)";
+  if (options.backend != "cpu" && options.expertRead != "pread")
+    return "--expert-read applies to cpu runs (--backend cuda keeps cold "
+           "experts in pinned host memory)";
+  if (options.backend != "cpu" && options.prefetch == "next-micro-batch")
+    return "--prefetch next-micro-batch applies to cpu runs (--backend cuda "
+           "reads ahead with next-layer)";
   return "";
 }
 
@@ -597,6 +598,7 @@ absl::Status runMain(const Options &options) {
     cudaOptions.threads = options.threads;
     cudaOptions.useGraphs = options.cudaGraphs;
     cudaOptions.deviceMemory = options.deviceMemory;
+    cudaOptions.expertPrefetch = options.prefetch;
     MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::CudaSession> session,
                            moert::CudaSession::create(*plan, cudaOptions));
     std::printf("moe-run: cuda backend on %s, CUDA graphs %s\n",

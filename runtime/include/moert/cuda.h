@@ -55,6 +55,10 @@ struct CudaSessionOptions {
   /// copied into a bounded device cache as the routing selects them. Runs
   /// of a tiered plan do not use graphs.
   uint64_t deviceMemory = 0;
+  /// Tiered plans: "none" or "next-layer" (pre-gating: the next layer's
+  /// router evaluated on this layer's router input on the host, its picks
+  /// copied ahead); empty: the plan's own (next-micro-batch is refused).
+  std::string expertPrefetch;
 };
 
 /// Where a CudaSession runs the steps of one device schedule, decided from

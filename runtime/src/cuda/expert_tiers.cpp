@@ -48,12 +48,12 @@ DeviceExpertStore::~DeviceExpertStore() {
   // Teardown cannot report errors; the session's device is current.
   if (copyStream_)
     cudaStreamSynchronize(copyStream_);
-  for (cudaEvent_t event : slotCopied_)
-    if (event)
-      cudaEventDestroy(event);
-  for (cudaEvent_t event : {computePassed_, tableUploaded_})
-    if (event)
-      cudaEventDestroy(event);
+  for (const std::vector<cudaEvent_t> *events : {&slotCopied_, &slotReleased_})
+    for (cudaEvent_t event : *events)
+      if (event)
+        cudaEventDestroy(event);
+  if (tableUploaded_)
+    cudaEventDestroy(tableUploaded_);
   if (copyStream_)
     cudaStreamDestroy(copyStream_);
   cudaFree(pool_);
@@ -94,13 +94,38 @@ absl::Status DeviceExpertStore::readExpert(uint32_t layer, uint32_t e,
 
 absl::StatusOr<std::unique_ptr<DeviceExpertStore>>
 DeviceExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
-                          uint64_t budget) {
-  MOERT_ASSIGN_OR_RETURN(ExpertTiersDesc desc,
-                         detail::describeTiers(plan, schedule, budget));
+                          uint64_t budget, detail::ExpertPrefetch prefetch) {
+  if (prefetch == detail::ExpertPrefetch::NextMicroBatch)
+    return absl::UnimplementedError(absl::StrCat(
+        plan.source, ": the CUDA backend reads tiered experts ahead with "
+                     "next-layer or none, not next-micro-batch"));
+  std::vector<detail::GateInfo> gates;
+  std::vector<int32_t> next;
+  bool ahead = false;
+  if (prefetch == detail::ExpertPrefetch::NextLayer) {
+    gates = detail::findGates(schedule);
+    next = detail::pregatingTargets(schedule, gates);
+    ahead = std::any_of(next.begin(), next.end(),
+                        [](int32_t layer) { return layer >= 0; });
+  }
+  // Reading a layer ahead wants room for a second layer's experts: twice
+  // the least cold cache where the budget allows, as on the CPU.
+  absl::StatusOr<ExpertTiersDesc> tiered =
+      ahead ? detail::describeTiers(plan, schedule, budget, 1)
+            : absl::StatusOr<ExpertTiersDesc>(absl::UnknownError(""));
+  if (!tiered.ok())
+    tiered = detail::describeTiers(plan, schedule, budget);
+  MOERT_RETURN_IF_ERROR(tiered.status());
+  const ExpertTiersDesc &desc = *tiered;
   std::unique_ptr<DeviceExpertStore> store(
       new DeviceExpertStore(plan, schedule, desc.cacheBytes));
   DeviceExpertStore &s = *store;
   s.desc_ = desc;
+  if (ahead && desc.coldExperts) {
+    s.prefetch_ = prefetch;
+    s.gates_ = std::move(gates);
+    s.nextLayer_ = std::move(next);
+  }
   const detail::TierInfo &tiers = schedule.tiers;
   size_t layers = tiers.layers.size();
   s.paging_.resize(layers);
@@ -135,16 +160,19 @@ DeviceExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
       absl::StrCat(where, ": allocating ", slots, " device slots of ",
                    s.slotBytes_, " bytes"));
   s.slotCopied_.assign(slots, nullptr);
+  s.slotReleased_.assign(slots, nullptr);
+  s.slotLaunched_.assign(slots, 0);
   for (uint64_t k = 0; k < slots; ++k) {
-    MOERT_CUDA(
-        cudaEventCreateWithFlags(&s.slotCopied_[k], cudaEventDisableTiming),
-        where);
+    for (cudaEvent_t *event : {&s.slotCopied_[k], &s.slotReleased_[k]})
+      MOERT_CUDA(cudaEventCreateWithFlags(event, cudaEventDisableTiming),
+                 where);
     s.freeSlots_.push_back(static_cast<int>(slots - 1 - k));
   }
   MOERT_CUDA(cudaStreamCreateWithFlags(&s.copyStream_, cudaStreamNonBlocking),
              absl::StrCat(where, ": creating the copy stream"));
-  for (cudaEvent_t *event : {&s.computePassed_, &s.tableUploaded_})
-    MOERT_CUDA(cudaEventCreateWithFlags(event, cudaEventDisableTiming), where);
+  MOERT_CUDA(
+      cudaEventCreateWithFlags(&s.tableUploaded_, cudaEventDisableTiming),
+      where);
   size_t tableEntries = (kExpertSlots + 1) * size_t{s.maxExperts_};
   MOERT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&s.tableHost_),
                             tableEntries * sizeof(void *)),
@@ -206,6 +234,35 @@ DeviceExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
   return store;
 }
 
+absl::StatusOr<ExpertCache::Entry *>
+DeviceExpertStore::copyIn(uint32_t layer, uint32_t e,
+                          const std::string &label) {
+  const TierLayerInfo &info = tiers_.layers[layer];
+  std::vector<ExpertCache::Evicted> evicted;
+  ExpertCache::Entry *entry =
+      cache_.insert({layer, e}, info.expertBytes, false, evicted);
+  for (const ExpertCache::Evicted &gone : evicted)
+    freeSlots_.push_back(slotOf(gone.payload));
+  if (!entry || freeSlots_.empty()) {
+    if (entry)
+      cache_.erase(entry);
+    return nullptr;
+  }
+  int slot = freeSlots_.back();
+  freeSlots_.pop_back();
+  entry->payload = slotPayload(slot);
+  // The slot's last reader (a launch of an earlier round or layer) is done
+  // before it is refilled; copies into other slots do not wait for it.
+  if (slotLaunched_[slot])
+    MOERT_CUDA(cudaStreamWaitEvent(copyStream_, slotReleased_[slot], 0), label);
+  MOERT_CUDA(cudaMemcpyAsync(slotAddress(slot), hostBlocks_[layer][e],
+                             blockBytes(layer), cudaMemcpyHostToDevice,
+                             copyStream_),
+             label);
+  MOERT_CUDA(cudaEventRecord(slotCopied_[slot], copyStream_), label);
+  return entry;
+}
+
 absl::Status DeviceExpertStore::acquire(uint32_t layer,
                                         std::vector<uint32_t> &pending,
                                         std::vector<uint32_t> &batch,
@@ -215,46 +272,34 @@ absl::Status DeviceExpertStore::acquire(uint32_t layer,
   ExpertCacheCounters &paging = paging_[layer];
   std::vector<uint32_t> misses, left;
   for (uint32_t e : pending) {
-    if (ExpertCache::Entry *entry = cache_.find({layer, e})) {
-      cache_.lock(entry);
-      batch.push_back(e);
-      ++paging.hits;
-    } else {
+    ExpertCache::Entry *entry = cache_.find({layer, e});
+    if (!entry) {
       misses.push_back(e);
+      continue;
+    }
+    cache_.lock(entry);
+    batch.push_back(e);
+    ++paging.hits;
+    if (entry->prefetched) {
+      // Read ahead: its copy may still be in flight.
+      entry->prefetched = false;
+      ++paging.prefetch.used;
+      MOERT_CUDA(
+          cudaStreamWaitEvent(stream, slotCopied_[slotOf(entry->payload)], 0),
+          label);
     }
   }
-  bool waited = false;
-  uint64_t block = blockBytes(layer);
   for (uint32_t e : misses) {
-    std::vector<ExpertCache::Evicted> evicted;
-    ExpertCache::Entry *entry =
-        cache_.insert({layer, e}, info.expertBytes, false, evicted);
-    for (const ExpertCache::Evicted &gone : evicted)
-      freeSlots_.push_back(slotOf(gone.payload));
-    if (!entry || freeSlots_.empty()) {
-      if (entry)
-        cache_.erase(entry);
+    MOERT_ASSIGN_OR_RETURN(ExpertCache::Entry * entry, copyIn(layer, e, label));
+    if (!entry) {
       left.push_back(e);
       continue;
     }
-    int slot = freeSlots_.back();
-    freeSlots_.pop_back();
-    entry->payload = slotPayload(slot);
     cache_.lock(entry);
-    if (!waited) {
-      // A slot evicted now may still be read by a launch of this step's
-      // earlier rounds: the copies start once the compute stream is past
-      // every launch enqueued so far.
-      MOERT_CUDA(cudaEventRecord(computePassed_, stream), label);
-      MOERT_CUDA(cudaStreamWaitEvent(copyStream_, computePassed_, 0), label);
-      waited = true;
-    }
-    MOERT_CUDA(cudaMemcpyAsync(slotAddress(slot), hostBlocks_[layer][e], block,
-                               cudaMemcpyHostToDevice, copyStream_),
-               label);
-    MOERT_CUDA(cudaEventRecord(slotCopied_[slot], copyStream_), label);
     // The launch waits for this expert's copy, not for the others'.
-    MOERT_CUDA(cudaStreamWaitEvent(stream, slotCopied_[slot], 0), label);
+    MOERT_CUDA(
+        cudaStreamWaitEvent(stream, slotCopied_[slotOf(entry->payload)], 0),
+        label);
     batch.push_back(e);
     ++paging.misses;
     paging.bytesPagedIn += info.expertBytes;
@@ -263,9 +308,37 @@ absl::Status DeviceExpertStore::acquire(uint32_t layer,
   return absl::OkStatus();
 }
 
+absl::Status
+DeviceExpertStore::readAhead(uint32_t layer,
+                             const std::vector<uint32_t> &predicted,
+                             const std::string &label) {
+  const TierLayerInfo &info = tiers_.layers[layer];
+  ExpertCacheCounters &paging = paging_[layer];
+  for (uint32_t e : predicted) {
+    if (e >= info.experts || cache_.peek({layer, e}))
+      continue;
+    MOERT_ASSIGN_OR_RETURN(ExpertCache::Entry * entry, copyIn(layer, e, label));
+    if (!entry)
+      break;
+    entry->prefetched = true;
+    ++paging.prefetch.issued;
+    paging.prefetch.bytes += info.expertBytes;
+  }
+  return absl::OkStatus();
+}
+
+int32_t DeviceExpertStore::gateTokensOf(uint32_t layer) const {
+  if (prefetch_ != detail::ExpertPrefetch::NextLayer || nextLayer_[layer] < 0)
+    return -1;
+  return gates_[layer].tokens;
+}
+
 absl::Status DeviceExpertStore::runLayer(uint32_t layer, ExpertLaunch launch,
                                          cudaStream_t stream,
-                                         const std::string &label) {
+                                         const std::string &label,
+                                         const float *gateTokens,
+                                         int64_t gateElements,
+                                         detail::ThreadPool &pool) {
   const TierLayerInfo &info = tiers_.layers[layer];
   int64_t E = info.experts;
   // The routing, on the host: the one wait of the step.
@@ -318,8 +391,24 @@ absl::Status DeviceExpertStore::runLayer(uint32_t layer, ExpertLaunch launch,
     launch.present = tableDevice_ + kExpertSlots * E;
     MOERT_CUDA(launchExpertFfn(launch, stream), label);
     ++paging.rounds;
-    for (uint32_t e : batch)
-      cache_.unlock(cache_.peek({layer, e}));
+    for (uint32_t e : batch) {
+      ExpertCache::Entry *entry = cache_.peek({layer, e});
+      int slot = slotOf(entry->payload);
+      MOERT_CUDA(cudaEventRecord(slotReleased_[slot], stream), label);
+      slotLaunched_[slot] = 1;
+      cache_.unlock(entry);
+    }
+  }
+  // Pre-gating: the next layer's router on this layer's router input (on
+  // the host since the offsets' wait); its copies overlap the compute
+  // that is left of this layer and what runs before the next one.
+  int64_t hidden = gateTokensOf(layer) >= 0 ? gates_[layer].hidden : 0;
+  if (gateTokens && hidden > 0 && gateElements >= hidden) {
+    uint32_t next = static_cast<uint32_t>(nextLayer_[layer]);
+    std::vector<uint32_t> predicted =
+        detail::predictExperts(gates_[next], gateTokens, gateElements / hidden,
+                               /*maxTokens=*/128, pool);
+    MOERT_RETURN_IF_ERROR(readAhead(next, predicted, label));
   }
   return absl::OkStatus();
 }
@@ -335,7 +424,7 @@ ExpertCacheStats DeviceExpertStore::describe() const {
   out.residentBytes = tiers_.residentBytes;
   out.arenaBytes = schedule_.arenaSize;
   out.readMode = "pinned";
-  out.prefetch = "none";
+  out.prefetch = detail::expertPrefetchName(prefetch_);
   return out;
 }
 

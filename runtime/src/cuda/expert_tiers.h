@@ -14,7 +14,14 @@
 // exactly those copies (an event per slot), uploads the round's table of
 // per-expert addresses and launches the expert kernels for the round's
 // experts only (ExpertLaunch::table, ::present). A slot is refilled only
-// after the compute stream has passed every launch that read it.
+// after the compute stream has passed the last launch that read it (another
+// event per slot), so copies into other slots overlap the compute.
+//
+// With next-layer prefetch (pre-gating), the step also reads back the
+// layer's router input, evaluates the next tiered layer's router on it on
+// the host (expert_prefetch.cpp) and, after its last round, starts the
+// copies of the predicted experts that are absent; the next layer finds
+// them as hits and waits only for the copies still in flight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +30,7 @@
 
 #include "cuda/expert_kernels.h"
 #include "expert_cache.h"
+#include "thread_pool.h"
 
 #include <cuda_runtime_api.h>
 
@@ -39,9 +47,12 @@ public:
   /// the hot ones into device memory, the cold ones into pinned host
   /// memory. Fails when the budget is too small, a read or checksum fails,
   /// or an allocation fails.
+  /// With `prefetch` NextLayer the cache keeps room for a second layer's
+  /// experts where the budget allows (as the CPU store does); NextMicroBatch
+  /// is refused.
   static absl::StatusOr<std::unique_ptr<DeviceExpertStore>>
   create(const Plan::Impl &plan, const detail::ScheduleInfo &schedule,
-         uint64_t budget);
+         uint64_t budget, detail::ExpertPrefetch prefetch);
   ~DeviceExpertStore();
   DeviceExpertStore(const DeviceExpertStore &) = delete;
   DeviceExpertStore &operator=(const DeviceExpertStore &) = delete;
@@ -51,8 +62,18 @@ public:
   /// addresses for its paged weights. Waits for the offsets, then launches
   /// the step once per round of experts the cache holds at once (once at
   /// least, so that the padding rows are zeroed and bad offsets reported).
+  ///
+  /// With prefetch, `gateTokens` is the host mirror of this layer's router
+  /// input (GateInfo::tokens, gateTokensOf) whose copy from the device is
+  /// enqueued on `stream` (valid once the offsets are), of `gateElements`
+  /// floats; `pool` evaluates the next layer's router on it.
   absl::Status runLayer(uint32_t layer, ExpertLaunch launch,
-                        cudaStream_t stream, const std::string &label);
+                        cudaStream_t stream, const std::string &label,
+                        const float *gateTokens, int64_t gateElements,
+                        detail::ThreadPool &pool);
+  /// The router input tensor whose value runLayer(layer) predicts from, or
+  /// -1 when nothing is read ahead after `layer`.
+  int32_t gateTokensOf(uint32_t layer) const;
 
   /// The paging counters per tiered layer since the last reset (hits,
   /// misses, bytes copied to the device, rounds; the copy and wait times
@@ -78,6 +99,15 @@ private:
   absl::Status acquire(uint32_t layer, std::vector<uint32_t> &pending,
                        std::vector<uint32_t> &batch, cudaStream_t stream,
                        const std::string &label);
+  /// Inserts expert e of `layer` (absent) into a slot, evicting the least
+  /// recently used unlocked entries, and enqueues its copy; null when it
+  /// does not fit.
+  absl::StatusOr<detail::ExpertCache::Entry *>
+  copyIn(uint32_t layer, uint32_t e, const std::string &label);
+  /// Starts the copies of the predicted experts of `layer` that are absent,
+  /// most predicted first, while they fit.
+  absl::Status readAhead(uint32_t layer, const std::vector<uint32_t> &predicted,
+                         const std::string &label);
   uint8_t *slotAddress(int slot) const {
     return pool_ + static_cast<uint64_t>(slot) * slotBytes_;
   }
@@ -101,13 +131,18 @@ private:
   int slotCount_ = 0;
   std::vector<int> freeSlots_;
   std::vector<cudaEvent_t> slotCopied_;
+  /// Per slot: the event the compute stream recorded after the last launch
+  /// that read it (the copy stream waits for it before refilling the slot),
+  /// and whether there was one.
+  std::vector<cudaEvent_t> slotReleased_;
+  std::vector<char> slotLaunched_;
   uint64_t hotBytes_ = 0;
   uint32_t hotExperts_ = 0;
-  /// The copy stream; an event the compute stream records before a round's
-  /// copies (which the copy stream waits for: no slot is refilled while a
-  /// launch may still read it).
   cudaStream_t copyStream_ = nullptr;
-  cudaEvent_t computePassed_ = nullptr;
+  /// Pre-gating: the gates, and per layer the layer read ahead for (-1).
+  detail::ExpertPrefetch prefetch_ = detail::ExpertPrefetch::None;
+  std::vector<detail::GateInfo> gates_;
+  std::vector<int32_t> nextLayer_;
   /// The round's address table ([kExpertSlots][E] then present [E]) in
   /// pinned host memory and on the device, and the event of its last upload
   /// (the host waits for it before rewriting the pinned copy).

@@ -157,7 +157,8 @@ struct CudaSession::Impl : detail::SessionState {
 
   /// A tiered schedule's experts (docs/tiered-experts.md, "On the GPU").
   std::unique_ptr<cuda::DeviceExpertStore> deviceExperts;
-  absl::Status createDeviceExperts(uint64_t budget);
+  absl::Status createDeviceExperts(uint64_t budget,
+                                   const std::string &prefetch);
 
   using SessionState::SessionState;
   ~Impl();
@@ -363,7 +364,9 @@ absl::Status CudaSession::Impl::planDeviceOps() {
   return absl::OkStatus();
 }
 
-absl::Status CudaSession::Impl::createDeviceExperts(uint64_t budget) {
+absl::Status
+CudaSession::Impl::createDeviceExperts(uint64_t budget,
+                                       const std::string &prefetch) {
   // Every step that reads paged experts must be a GPU step: the host
   // kernels read them through the CPU backend's store, which this session
   // does not have.
@@ -387,7 +390,10 @@ absl::Status CudaSession::Impl::createDeviceExperts(uint64_t budget) {
                          " is no weight the GPU experts read (w1 .. b2)"));
   }
   MOERT_ASSIGN_OR_RETURN(
-      deviceExperts, cuda::DeviceExpertStore::create(plan, schedule, budget));
+      detail::ExpertPrefetch ahead,
+      detail::parseExpertPrefetch(prefetch, schedule.tiers.prefetch));
+  MOERT_ASSIGN_OR_RETURN(deviceExperts, cuda::DeviceExpertStore::create(
+                                            plan, schedule, budget, ahead));
   backendPaging = &deviceExperts->paging();
   describeBackendExperts = [store = deviceExperts.get()] {
     return store->describe();
@@ -480,8 +486,26 @@ bool DeviceStep::isPaged(int i) const {
 }
 
 absl::Status DeviceStep::runTiered(const ExpertLaunch &launch) {
-  return host_.s.deviceExperts->runLayer(tierLayer(), launch, host_.s.stream,
-                                         step.label);
+  CudaSession::Impl &s = host_.s;
+  int32_t layer = tierLayer();
+  // Pre-gating reads the layer's router input on the host: its copy back
+  // is enqueued here and complete when runLayer has its offsets.
+  const float *gate = nullptr;
+  int64_t elements = 0;
+  if (int32_t id = s.deviceExperts->gateTokensOf(layer);
+      id >= 0 && s.tensors[id].dtype == DType::F32) {
+    detail::Tensor &tokens = s.tensors[id];
+    if (!s.onHost[id]) {
+      MOERT_CUDA(cudaMemcpyAsync(tokens.data, s.devicePtr(id), tokens.bytes(),
+                                 cudaMemcpyDeviceToHost, s.stream),
+                 step.label);
+      s.onHost[id] = 1;
+    }
+    gate = tokens.as<const float>();
+    elements = tokens.numel();
+  }
+  return s.deviceExperts->runLayer(layer, launch, s.stream, step.label, gate,
+                                   elements, s.pool);
 }
 
 cudaStream_t DeviceStep::stream() const { return host_.s.stream; }
@@ -647,7 +671,8 @@ CudaSession::create(const Plan &plan, const CudaSessionOptions &options) {
   MOERT_RETURN_IF_ERROR(s.planDeviceOps());
   MOERT_RETURN_IF_ERROR(s.planStatsCopies());
   if (schedule.tiers.present)
-    MOERT_RETURN_IF_ERROR(s.createDeviceExperts(options.deviceMemory));
+    MOERT_RETURN_IF_ERROR(
+        s.createDeviceExperts(options.deviceMemory, options.expertPrefetch));
 
   s.initTensors(s.hostArena);
   s.onHost.assign(schedule.tensors.size(), 0);
