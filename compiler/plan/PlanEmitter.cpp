@@ -170,6 +170,7 @@ public:
         symbolPrefix(std::move(symbolPrefix)),
         sharesPagedWeights(sharesPagedWeights) {
     narrowed = getNarrowableExpertWeights(func, state.expertWeights);
+    transposed = getTransposableExpertWeights(func);
     if (state.tiers.deviceMemory)
       paged = getPagedExpertWeights(func);
     if (state.expertWeights == ExpertWeightType::I8)
@@ -216,6 +217,10 @@ private:
   std::vector<std::vector<char>> &constantBytes;
   /// The expert matrices written as state.expertWeights.
   llvm::DenseSet<Value> narrowed;
+  /// The routed experts' [E, in, out] matrices written as [E, out, in]
+  /// (getTransposableExpertWeights): their steps run the layout whose
+  /// column blocks are contiguous.
+  llvm::DenseSet<Value> transposed;
   /// For int8 matrices: the dimension of their output channels (1 or 2),
   /// and the tensor of their scales once written.
   llvm::DenseMap<Value, int> channelDims;
@@ -336,25 +341,33 @@ private:
           std::move(name), std::move(shape), std::move(pieces),
           channelDims.lookup(value), scales, section);
       scaleIds[value] = scales;
+      if (transposed.contains(value))
+        schedule.transposeExpertMatrices(id);
       return id;
     }
-    if (narrow)
-      return schedule.addNarrowedWeightPieces(std::move(name), *narrow,
-                                              std::move(shape),
-                                              std::move(pieces), section);
-    return schedule.addWeightPieces(std::move(name), dtype, std::move(shape),
-                                    std::move(pieces), section);
+    int32_t id =
+        narrow
+            ? schedule.addNarrowedWeightPieces(std::move(name), *narrow,
+                                               std::move(shape),
+                                               std::move(pieces), section)
+            : schedule.addWeightPieces(std::move(name), dtype, std::move(shape),
+                                       std::move(pieces), section);
+    if (transposed.contains(value))
+      schedule.transposeExpertMatrices(id);
+    return id;
   }
 
   /// The key under which the weight `value` with contents `key` is shared:
   /// a narrowed copy differs from the f32 one.
   Attribute getWeightKey(Attribute key, Value value) const {
+    MLIRContext *context = key.getContext();
+    if (transposed.contains(value))
+      key = ArrayAttr::get(context, {key, StringAttr::get(context, "out_in")});
     if (!narrowed.contains(value))
       return key;
     return ArrayAttr::get(
-        key.getContext(),
-        {key, StringAttr::get(key.getContext(),
-                              stringifyExpertWeightType(state.expertWeights))});
+        context, {key, StringAttr::get(context, stringifyExpertWeightType(
+                                                    state.expertWeights))});
   }
 
   /// Makes `result` name the weight `key` when an earlier schedule already
@@ -710,7 +723,8 @@ private:
     if (failed(data))
       return failure();
     int section = getSection(op.getResult());
-    if (narrowed.contains(op.getResult()))
+    if (narrowed.contains(op.getResult()) ||
+        transposed.contains(op.getResult()))
       tensorIds[op.getResult()] =
           addPieces(op.getResult(), getStepName(op), *dtype, shape,
                     {moert::WeightPiece{data->data(), data->size()}}, section);
@@ -1211,8 +1225,9 @@ private:
           attrs.num_experts = op.getNumExpertsAttr().getInt();
           return moert::attrs(std::move(attrs));
         })
-        .Case<moe::ExpertsOp, moe::SharedExpertOp>(
-            [](auto op) -> Result { return getFfnAttrs(op); })
+        .Case<moe::ExpertsOp, moe::SharedExpertOp>([this](auto op) -> Result {
+          return getFfnAttrs(op, transposed.contains(op.getW1()));
+        })
         .Case([](moe::AssignSlotsOp op) -> Result {
           fb::SlotAttrsT attrs;
           ArrayRef<int64_t> offsets = op.getExpertSlotOffsets();
@@ -1278,12 +1293,15 @@ private:
   }
 
   /// The expert network of moe.experts and moe.shared_expert.
-  template <typename OpT> static fb::AttrsUnion getFfnAttrs(OpT op) {
+  /// `outIn`: the matrices are written transposed to [out, in].
+  template <typename OpT>
+  static fb::AttrsUnion getFfnAttrs(OpT op, bool outIn) {
     fb::FfnAttrsT attrs;
     attrs.activation = getActivation(op.getActivation());
-    attrs.weight_layout = op.getWeightLayout() == moe::WeightLayout::InOut
-                              ? fb::WeightLayout::InOut
-                              : fb::WeightLayout::OutIn;
+    attrs.weight_layout =
+        op.getWeightLayout() == moe::WeightLayout::InOut && !outIn
+            ? fb::WeightLayout::InOut
+            : fb::WeightLayout::OutIn;
     if (std::optional<moe::GluLayout> glu = op.getGluLayout())
       attrs.glu_layout = *glu == moe::GluLayout::Interleaved
                              ? fb::GluLayout::Interleaved
@@ -1464,26 +1482,20 @@ static SmallVector<Value, 3> getExpertMatrices(Operation *op) {
   return matrices;
 }
 
-llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func,
-                                                 ExpertWeightType type) {
-  if (type == ExpertWeightType::F32)
-    return {};
-  // Start from every expert network op and drop those with a matrix that
-  // cannot be narrowed, until none is dropped: dropping one may make a
-  // matrix it shares with another op unnarrowable there too. int8 is for
-  // the routed experts only (shared experts run on every token: their
-  // weights are read as often as the dense layers').
-  llvm::SetVector<Operation *> candidates;
-  func.walk([&](Operation *op) {
-    if (isa<moe::ExpertsOp>(op) ||
-        (type != ExpertWeightType::I8 && isa<moe::SharedExpertOp>(op)))
-      candidates.insert(op);
-  });
+/// The matrices of the expert network ops `candidates` that the plan
+/// writer may store in another form (narrowed, quantized, transposed):
+/// stored f32 weights (constants, stacks of constants, shards) that nothing
+/// but the candidates' matrix operands reads. Candidates with a matrix that
+/// is not are dropped, until none is: dropping one may make a matrix it
+/// shares with another op unfit there too. An op keeps all of its matrices
+/// or none.
+static llvm::DenseSet<Value>
+getRewritableMatrices(llvm::SetVector<Operation *> candidates) {
   auto isMatrixUse = [&](OpOperand &use) {
     return candidates.contains(use.getOwner()) &&
            llvm::is_contained(getExpertMatrices(use.getOwner()), use.get());
   };
-  auto isNarrowable = [&](Value value) {
+  auto isRewritable = [&](Value value) {
     Operation *def = value.getDefiningOp();
     auto stack = dyn_cast_or_null<moe::StackOp>(def);
     bool storedWeight = isa_and_nonnull<moe::ConstantOp, moe::ShardOp>(def) ||
@@ -1495,17 +1507,41 @@ llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func,
   for (bool changed = true; changed;) {
     SmallVector<Operation *> kept;
     for (Operation *op : candidates)
-      if (llvm::all_of(getExpertMatrices(op), isNarrowable))
+      if (llvm::all_of(getExpertMatrices(op), isRewritable))
         kept.push_back(op);
     changed = kept.size() != candidates.size();
     candidates.clear();
     candidates.insert(kept.begin(), kept.end());
   }
-  llvm::DenseSet<Value> narrowed;
+  llvm::DenseSet<Value> matrices;
   for (Operation *op : candidates)
     for (Value value : getExpertMatrices(op))
-      narrowed.insert(value);
-  return narrowed;
+      matrices.insert(value);
+  return matrices;
+}
+
+llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func,
+                                                 ExpertWeightType type) {
+  if (type == ExpertWeightType::F32)
+    return {};
+  // int8 is for the routed experts only (shared experts run on every
+  // token: their weights are read as often as the dense layers').
+  llvm::SetVector<Operation *> candidates;
+  func.walk([&](Operation *op) {
+    if (isa<moe::ExpertsOp>(op) ||
+        (type != ExpertWeightType::I8 && isa<moe::SharedExpertOp>(op)))
+      candidates.insert(op);
+  });
+  return getRewritableMatrices(std::move(candidates));
+}
+
+llvm::DenseSet<Value> getTransposableExpertWeights(func::FuncOp func) {
+  llvm::SetVector<Operation *> candidates;
+  func.walk([&](moe::ExpertsOp op) {
+    if (op.getWeightLayout() == moe::WeightLayout::InOut)
+      candidates.insert(op);
+  });
+  return getRewritableMatrices(std::move(candidates));
 }
 
 LogicalResult emitPlan(func::FuncOp func, StringRef path,

@@ -55,6 +55,15 @@ int64_t getExpertWeightElementBytes(ExpertWeightType type);
 llvm::DenseSet<mlir::Value> getNarrowableExpertWeights(mlir::func::FuncOp func,
                                                        ExpertWeightType type);
 
+/// The [E, in, out] matrices of the routed experts (moe.experts with the
+/// in_out layout) that the plan stores transposed, [E, out, in], with the
+/// out_in layout in their steps: on the CPU a column block of an [out, in]
+/// matrix is one contiguous range, where an [in, out] one is a row slice per
+/// input (a page each for wide layers), which the GEMM blocks read 1.5x
+/// slower. The same stored weights as getNarrowableExpertWeights finds.
+llvm::DenseSet<mlir::Value>
+getTransposableExpertWeights(mlir::func::FuncOp func);
+
 /// Tiered expert weights (`moec compile --device-memory`,
 /// docs/tiered-experts.md): the routed experts' weights go into a paged
 /// section per device and each schedule is tiered for the budget.

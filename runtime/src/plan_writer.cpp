@@ -76,7 +76,60 @@ struct WeightSource {
   size_t bytes = 0;
   DType narrowTo = DType::F32;
   Quantization quantization;
+  /// The pieces hold f32 [E, transposeRows, transposeCols] matrices that
+  /// are written transposed, [E, transposeCols, transposeRows]
+  /// (transposeExpertMatrices); 0: as they are.
+  int64_t transposeRows = 0, transposeCols = 0;
 };
+
+/// Reads the f32 values of a weight's pieces in order (a piece without data
+/// reads as zeros), releasing each piece's pages once it is read (as the
+/// untransposed writes do), so that writing a weight never holds all of
+/// its mapped source.
+class PieceReader {
+public:
+  explicit PieceReader(const std::vector<WeightPiece> &pieces)
+      : pieces_(pieces) {}
+  /// The next `count` values into `out`; false when the pieces end first.
+  bool read(float *out, size_t count) {
+    while (count) {
+      if (piece_ == pieces_.size())
+        return false;
+      const WeightPiece &piece = pieces_[piece_];
+      size_t left = piece.bytes / sizeof(float) - offset_;
+      size_t n = std::min(left, count);
+      if (piece.data)
+        std::memcpy(out, static_cast<const float *>(piece.data) + offset_,
+                    n * sizeof(float));
+      else
+        std::fill(out, out + n, 0.0f);
+      out += n;
+      count -= n;
+      offset_ += n;
+      if (offset_ * sizeof(float) == piece.bytes) {
+        if (piece.data)
+          releasePages(piece.data, piece.bytes);
+        ++piece_;
+        offset_ = 0;
+      }
+    }
+    return true;
+  }
+
+private:
+  const std::vector<WeightPiece> &pieces_;
+  size_t piece_ = 0, offset_ = 0;
+};
+
+/// out[c * rows + r] = in[r * cols + c], in tiles that stay in cache.
+void transposeMatrix(const float *in, int64_t rows, int64_t cols, float *out) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+          out[c * rows + r] = in[r * cols + c];
+}
 
 struct WeightSection {
   /// Read per expert by the runtime, never mapped (kSectionFlagPaged).
@@ -624,6 +677,34 @@ int32_t ScheduleBuilder::addQuantizedWeightPieces(
   return id;
 }
 
+void ScheduleBuilder::transposeExpertMatrices(int32_t id) {
+  PlanWriter::Impl &w = *writer_.impl_;
+  int device = index();
+  auto it = w.sources[device].find(id);
+  fb::TensorT &t = tensor(id);
+  auto refuse = [&](const char *why) {
+    w.fail(absl::InvalidArgumentError(absl::StrCat(
+        "weight '", t.name, "' cannot be written transposed: ", why)));
+  };
+  if (it == w.sources[device].end() || it->second.pieces.empty())
+    return refuse("it is not a weight of f32 pieces");
+  WeightSource &source = it->second;
+  if (t.dims.size() != 3 || source.transposeRows)
+    return refuse("it is not [E, rows, cols], or is transposed already");
+  for (const WeightPiece &piece : source.pieces)
+    if (piece.bytes % sizeof(float))
+      return refuse("a piece does not hold f32 values");
+  source.transposeRows = t.dims[1].bound();
+  source.transposeCols = t.dims[2].bound();
+  std::swap(t.dims[1], t.dims[2]);
+  // int8: the scales, [E, channels], stay; the channels move to the other
+  // dimension of the written matrices.
+  if (source.narrowTo == DType::I8) {
+    std::swap(source.quantization.rows, source.quantization.cols);
+    source.quantization.channelDim = 3 - source.quantization.channelDim;
+  }
+}
+
 int32_t ScheduleBuilder::addWeight(std::string name, DType dtype,
                                    std::vector<int64_t> shape, const void *data,
                                    size_t bytes, int section) {
@@ -977,6 +1058,40 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         crc.add(source.copy.data(), source.bytes);
         position += source.bytes;
       }
+      // Appends `piece`, elements [first, ...) of the weight as written,
+      // converted to its stored type.
+      auto appendPiece = [&](const WeightPiece &piece,
+                             int64_t first) -> absl::Status {
+        if (source.narrowTo == DType::I8)
+          return appendQuantized(sink, source.quantization, piece, first,
+                                 position, crc);
+        if (source.narrowTo != DType::F32)
+          return appendNarrowed(sink, source.narrowTo, piece, position, crc);
+        MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));
+        crc.add(piece.data, piece.bytes);
+        position += piece.bytes;
+        return absl::OkStatus();
+      };
+      if (source.transposeRows) {
+        // One expert's matrix at a time, transposed.
+        int64_t rows = source.transposeRows, cols = source.transposeCols;
+        int64_t per = rows * cols;
+        int64_t total = 0;
+        for (const WeightPiece &piece : source.pieces)
+          total += piece.bytes / sizeof(float);
+        std::vector<float> matrix(per), transposed(per);
+        PieceReader reader(source.pieces);
+        for (int64_t first = 0; per && first < total; first += per) {
+          if (!reader.read(matrix.data(), per))
+            return absl::InternalError("a transposed weight's pieces end "
+                                       "inside an expert's matrix");
+          transposeMatrix(matrix.data(), rows, cols, transposed.data());
+          MOERT_RETURN_IF_ERROR(appendPiece(
+              {transposed.data(), static_cast<size_t>(per) * sizeof(float)},
+              first));
+        }
+        continue;
+      }
       int64_t element = 0; // Of the weight, at the piece's start.
       for (const WeightPiece &piece : source.pieces) {
         // A piece without data is zeros (an expert absent from the model).
@@ -992,22 +1107,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
             crc.add(zeros, std::min<uint64_t>(kTensorAlignment, position - at));
           continue;
         }
-        if (source.narrowTo == DType::I8) {
-          MOERT_RETURN_IF_ERROR(appendQuantized(sink, source.quantization,
-                                                piece, element - pieceElements,
-                                                position, crc));
-          releasePages(piece.data, piece.bytes);
-          continue;
-        }
-        if (source.narrowTo != DType::F32) {
-          MOERT_RETURN_IF_ERROR(
-              appendNarrowed(sink, source.narrowTo, piece, position, crc));
-          releasePages(piece.data, piece.bytes);
-          continue;
-        }
-        MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));
-        crc.add(piece.data, piece.bytes);
-        position += piece.bytes;
+        MOERT_RETURN_IF_ERROR(appendPiece(piece, element - pieceElements));
         releasePages(piece.data, piece.bytes);
       }
     }

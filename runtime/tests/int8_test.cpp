@@ -224,9 +224,13 @@ TEST(Int8SharedExpert, Int8WeightsAreALoadError) {
 /// Runs an Experts step whose f32 matrices (of `net`, before quantize()) the
 /// plan writer quantizes, as pieces of one expert each (expert 1 of w2 an
 /// absent expert: zeros), over rows `x` with `offsets`.
+/// With `transpose`, the [in, out] matrices of `net` (inOut) are written
+/// transposed (ScheduleBuilder::transposeExpertMatrices) and the step reads
+/// them as [out, in].
 absl::StatusOr<Value> runWriterQuantized(const Network &net,
                                          const std::vector<float> &x,
-                                         const std::vector<int64_t> &offsets) {
+                                         const std::vector<int64_t> &offsets,
+                                         bool transpose = false) {
   int64_t N = x.size() / net.H;
   PlanWriter writer;
   ScheduleBuilder &s = writer.schedule();
@@ -249,6 +253,8 @@ absl::StatusOr<Value> runWriterQuantized(const Network &net,
     int32_t scale = -1;
     inputs.push_back(
         s.addQuantizedWeightPieces(name, shape, pieces, channelDim, scale));
+    if (transpose)
+      s.transposeExpertMatrices(inputs.back());
     scales.push_back(scale);
   };
   auto vector = [&](const std::vector<float> &b, int64_t size,
@@ -264,7 +270,9 @@ absl::StatusOr<Value> runWriterQuantized(const Network &net,
   matrix(net.w2, net.matrixShape(net.F, net.H, true), "w2", true);
   vector(net.b2, net.H, "b2");
   inputs.insert(inputs.end(), scales.begin(), scales.end());
-  s.addStep(OpKind::Experts, "experts", inputs, {out}, net.attributes());
+  Network stored = net;
+  stored.inOut = net.inOut && !transpose;
+  s.addStep(OpKind::Experts, "experts", inputs, {out}, stored.attributes());
   return runExpertsPlan(writer, net.H, x, offsets);
 }
 
@@ -274,9 +282,12 @@ TEST(Int8PlanWriter, QuantizesPerExpertAndOutputChannelInBothLayouts) {
   // absent expert's zeros (scale 0). On the widening blocks, exact up to
   // f32 sums (expert_gemm_test.cpp covers the bf16 ones).
   WidenedBlocks widened;
-  for (bool inOut : {false, true})
+  for (int layout = 0; layout < 3; ++layout)
     for (bool separateUp : {true, false}) {
+      // out_in, in_out, and in_out written transposed to out_in.
+      bool inOut = layout > 0, transpose = layout == 2;
       SCOPED_TRACE(absl::StrCat(inOut ? "in_out" : "out_in",
+                                transpose ? " transposed" : "",
                                 separateUp ? " w3" : " fused"));
       Network net;
       net.inOut = inOut;
@@ -287,7 +298,8 @@ TEST(Int8PlanWriter, QuantizesPerExpertAndOutputChannelInBothLayouts) {
       net.init(/*experts=*/3, /*hidden=*/20, /*inter=*/12, 51);
       std::vector<int64_t> offsets = {0, 2, 30, 33};
       std::vector<float> x = randomFloats(33 * net.H, 52);
-      absl::StatusOr<Value> got = runWriterQuantized(net, x, offsets);
+      absl::StatusOr<Value> got =
+          runWriterQuantized(net, x, offsets, transpose);
       ASSERT_TRUE(got.ok()) << got.status();
       Network reference = net;
       std::fill(reference.w2.begin() + net.F * net.H,

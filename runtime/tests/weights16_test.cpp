@@ -379,15 +379,27 @@ TEST(Experts, SixteenBitBiasesAreALoadError) {
 // Plan writer
 //===----------------------------------------------------------------------===//
 
-/// Writes a plan whose one weight is `pieces` narrowed to `dtype`, cast to
-/// f32 by its only step, and returns that output.
+/// Writes a plan whose one weight is `pieces` of `shape` narrowed to `dtype`
+/// (F32: as they are), its [E, rows, cols] matrices transposed when
+/// `transpose`, cast to f32 by its only step, and returns that output.
 absl::StatusOr<std::vector<float>>
 castNarrowedWeight(DType dtype, const std::vector<WeightPiece> &pieces,
-                   int64_t count) {
+                   std::vector<int64_t> shape, bool transpose = false) {
   PlanWriter writer;
   ScheduleBuilder &s = writer.schedule();
-  int32_t w = s.addNarrowedWeightPieces("w", dtype, {count}, pieces);
-  int32_t y = s.addTensor("y", DType::F32, {count});
+  int32_t w = dtype == DType::F32
+                  ? s.addWeightPieces("w", dtype, shape, pieces)
+                  : s.addNarrowedWeightPieces("w", dtype, shape, pieces);
+  if (transpose) {
+    s.transposeExpertMatrices(w);
+    if (shape.size() == 3)
+      std::swap(shape[1], shape[2]);
+  }
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  int32_t y = s.addTensor("y", DType::F32,
+                          std::vector<PlanDim>(shape.begin(), shape.end()));
   s.addOutput(y);
   fb::CastAttrsT cast;
   cast.to = fb::DType::F32;
@@ -423,7 +435,7 @@ TEST(PlanWriter, NarrowedPiecesAreRoundedWhileWriting) {
   for (DType dtype : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtypeName(dtype));
     absl::StatusOr<std::vector<float>> got =
-        castNarrowedWeight(dtype, pieces, all.size());
+        castNarrowedWeight(dtype, pieces, {static_cast<int64_t>(all.size())});
     ASSERT_TRUE(got.ok()) << got.status();
     std::vector<float> want = rounded(dtype, all);
     ASSERT_EQ(got->size(), want.size());
@@ -442,10 +454,43 @@ TEST(PlanWriter, NarrowedPiecesAreRoundedWhileWriting) {
 TEST(PlanWriter, NarrowingOtherThanToSixteenBitsIsAnError) {
   std::vector<float> values(8, 1.0f);
   absl::StatusOr<std::vector<float>> got =
-      castNarrowedWeight(DType::I32, {{values.data(), 32}}, 8);
+      castNarrowedWeight(DType::I32, {{values.data(), 32}}, {8});
   EXPECT_THAT(got.status(), StatusHas("can be narrowed to f16 or bf16"));
-  got = castNarrowedWeight(DType::BF16, {{values.data(), 30}}, 8);
+  got = castNarrowedWeight(DType::BF16, {{values.data(), 30}}, {8});
   EXPECT_THAT(got.status(), StatusHas("which are not f32 values"));
+}
+
+TEST(PlanWriter, TransposedExpertMatricesAreWrittenPerExpert) {
+  // Three experts of [5, 7] matrices in pieces that do not follow them: a
+  // piece of zeros from inside expert 0 into expert 1, and an unaligned
+  // piece with the rest.
+  const int64_t E = 3, R = 5, C = 7;
+  std::vector<float> all = randomFloats(E * R * C, 91);
+  std::fill(all.begin() + 20, all.begin() + 55, 0.0f);
+  std::vector<uint8_t> unaligned((all.size() - 55) * 4 + 1);
+  std::memcpy(unaligned.data() + 1, all.data() + 55, unaligned.size() - 1);
+  std::vector<WeightPiece> pieces = {
+      {all.data(), 20 * 4},
+      {nullptr, 35 * 4},
+      {unaligned.data() + 1, unaligned.size() - 1}};
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    absl::StatusOr<std::vector<float>> got =
+        castNarrowedWeight(dtype, pieces, {E, R, C}, /*transpose=*/true);
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::vector<float> want = dtype == DType::F32 ? all : rounded(dtype, all);
+    ASSERT_EQ(got->size(), want.size());
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c)
+          EXPECT_EQ((*got)[(e * C + c) * R + r], want[(e * R + r) * C + c])
+              << e << " " << r << " " << c;
+  }
+  std::vector<float> flat(8, 1.0f);
+  EXPECT_THAT(
+      castNarrowedWeight(DType::F32, {{flat.data(), 32}}, {8}, true).status(),
+      StatusHas("weight 'w' cannot be written transposed: it is not [E, "
+                "rows, cols]"));
 }
 
 } // namespace

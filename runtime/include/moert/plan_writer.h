@@ -124,6 +124,13 @@ public:
                                    std::vector<WeightPiece> pieces,
                                    int channelDim, int32_t &scales,
                                    int section = -1);
+  /// Makes weight `id` (added from f32 pieces holding [E, rows, cols]
+  /// matrices, as they are or narrowed or quantized) be written with each
+  /// expert's matrix transposed: its shape becomes [E, cols, rows] (an
+  /// int8 weight's scales stay [E, channels], its channels now along the
+  /// other dimension). Lets the compiler store [in, out] expert matrices as
+  /// [out, in], the layout whose column blocks are contiguous.
+  void transposeExpertMatrices(int32_t id);
   /// Adds a weight that is the weight `ownerTensor` of schedule
   /// `ownerDevice`'s (a schedule index(): N + d is device d's prefill
   /// schedule in a plan of N devices): both tensor entries name the same
