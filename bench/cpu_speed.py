@@ -40,6 +40,15 @@ moe-run binary and token count it prints a row:
   gemm cap %   the highest gemm % the shape allows: FLOPs / SGEMM rate over
                that roofline time (below 100 when reading the active bytes
                takes longer than their FLOPs: few rows per expert)
+  shape %      the time oneDNN's dnnl_sgemm (the library moe-run's f32
+               GEMM blocks call; its own OpenMP threads, OMP_NUM_THREADS =
+               --threads) takes for this run's expert GEMMs at their routed
+               shapes, one call per projection and expert with rows
+               (x [rows, H] @ W1^T, W1 [gate+up, H], then [rows, F] @
+               W2^T, W2 [H, F], f32, best of 3) over moe-run time: the
+               library's rate at the routed shapes, which small row counts
+               per expert keep below the 2048^3 rate (f32 layer rows
+               only; numpy's BLAS when libdnnl cannot be loaded)
   max err      max |moe-run - ref| / max(1, max |ref|): ref is onnxruntime's
                fused op (the whole model: onnxruntime on it) for f32, the
                same binary's f32 plan for other dtypes
@@ -58,10 +67,12 @@ bench/README.md has a measured table.
 
 import ctypes
 import glob
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -184,6 +195,7 @@ def row_cells(row, rooflines):
     read_seconds = row["active"] / rooflines.bandwidth
     gemm_seconds = row["flops"] / rooflines.gemm
     roof = max(read_seconds, gemm_seconds)
+    shape = row.get("shape_gemm")
     return [row["name"], str(row["layers"]), row["dtype"], str(row["tokens"]),
             row["label"], ms(ours), ms(row["op"]), ms(row["loop"]),
             ratio(row["op"]), ratio(row["loop"]), ratio(row["f32"]),
@@ -192,13 +204,71 @@ def row_cells(row, rooflines):
             f"{100 * gemm_seconds / ours:.1f}",
             f"{100 * roof / ours:.1f}",
             f"{100 * gemm_seconds / roof:.1f}",
+            f"{100 * shape / ours:.1f}" if shape else "-",
             f"{row['error']:.1e}"]
 
 
 HEADER = ["model", "layers", "dtype", "tokens", "moe-run", "moe-run ms",
           "op ms", "loop ms", "x op", "x loop", "x f32", "active MB", "bw %",
-          "gemm %", "roof %", "gemm cap %", "max err"]
-WIDTHS = [10, 6, 5, 6, 8, 10, 9, 9, 6, 6, 5, 9, 6, 6, 6, 10, 8]
+          "gemm %", "roof %", "gemm cap %", "shape %", "max err"]
+WIDTHS = [10, 6, 5, 6, 8, 10, 9, 9, 6, 6, 5, 9, 6, 6, 6, 10, 7, 8]
+
+
+def dnnl_sgemm():
+    """oneDNN's dnnl_sgemm through ctypes, or None."""
+    try:
+        lib = ctypes.CDLL("libdnnl.so.2")
+    except OSError:
+        return None
+    fn = lib.dnnl_sgemm
+    dim, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char, ctypes.c_char, dim, dim, dim,
+                   ctypes.c_float, ptr, dim, ptr, dim, ctypes.c_float, ptr,
+                   dim]
+    return fn
+
+
+def routed_gemm_seconds(report, stats_path):
+    """Seconds oneDNN's sgemm (else numpy's BLAS) takes for one run's
+    expert GEMMs at the routed shapes (`shape %` in the module docstring):
+    random f32 matrices of each layer's sizes, one set reused for every
+    expert."""
+    with open(stats_path) as f:
+        layers = json.load(f)["moe_layers"]
+    rng = np.random.default_rng(1)
+    work = []
+    for stats, layer in zip(layers, report):
+        H, F = layer["hidden"], layer["ffn"]
+        up = expert_weights(layer) // H - F  # gate + up outputs of w1, w3
+        w1 = rng.standard_normal((up, H), dtype=np.float32)  # [out, in]
+        w2 = rng.standard_normal((H, F), dtype=np.float32)
+        runs = max(1, stats["runs"])
+        for n in stats["tokens_per_expert"]:
+            rows = n // runs
+            if rows:
+                work.append((rng.standard_normal((rows, H), dtype=np.float32),
+                             w1, rng.standard_normal((rows, F),
+                                                     dtype=np.float32), w2))
+    sgemm = dnnl_sgemm()
+
+    def product(a, w):
+        """a @ w.T"""
+        if not sgemm:
+            return a @ w.T
+        c = np.empty((a.shape[0], w.shape[0]), np.float32)
+        sgemm(b"N", b"T", a.shape[0], w.shape[0], a.shape[1], 1.0,
+              a.ctypes.data, a.shape[1], w.ctypes.data, w.shape[1], 0.0,
+              c.ctypes.data, c.shape[1])
+        return c
+
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for x, w1, a, w2 in work:
+            product(x, w1)
+            product(a, w2)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def print_row(cells):
@@ -255,6 +325,9 @@ def bench_model(args, name, plan_source, feeds, references, rooflines, work):
                                  loop=loop, f32=f32, active=active,
                                  flops=flops,
                                  error=relative_error(got, want)))
+                if "-lm" not in name and dtype == "f32":
+                    rows[-1]["shape_gemm"] = routed_gemm_seconds(report,
+                                                                 stats)
                 print_row(row_cells(rows[-1], rooflines))
         os.remove(plan)
     return rows
@@ -282,6 +355,8 @@ def main():
     parser.add_argument("--hidden", type=int, help="override H (quick runs)")
     parser.add_argument("--ffn", type=int, help="override F (quick runs)")
     args = parser.parse_args()
+    # oneDNN's OpenMP threads for `shape %` (moe-run sets its own to 1).
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     tokens = [int(t) for t in args.tokens.split(",")]
     shapes = [s for s in args.shapes.split(",") if s != "none"]
     whole = [s for s in args.whole.split(",") if s != "none"]
