@@ -598,6 +598,8 @@ ExpertCacheStats SessionBase::expertCacheStats() const {
 
 absl::StatusOr<double>
 SessionBase::measureExpertReadBandwidth(uint64_t maxBytes) {
+  if (!state_.experts && state_.probeBackendBandwidth)
+    return state_.probeBackendBandwidth(maxBytes);
   if (!state_.experts)
     return 0.0;
   return state_.experts->probeBandwidth(state_.pool, maxBytes);

@@ -186,6 +186,8 @@ struct SessionState {
   /// expertCacheStats; null without one.
   std::vector<ExpertCacheCounters> *backendPaging = nullptr;
   std::function<ExpertCacheStats()> describeBackendExperts;
+  /// Its measureExpertReadBandwidth.
+  std::function<absl::StatusOr<double>(uint64_t)> probeBackendBandwidth;
 
   /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
   /// plan's tiers) read the `read` way, reading ahead as `prefetch` says

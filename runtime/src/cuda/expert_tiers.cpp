@@ -54,6 +54,10 @@ DeviceExpertStore::~DeviceExpertStore() {
         cudaEventDestroy(event);
   if (tableUploaded_)
     cudaEventDestroy(tableUploaded_);
+  for (RoundTiming &t : timings_)
+    for (cudaEvent_t event : {t.copyBegin, t.copyEnd, t.waitBegin, t.waitEnd})
+      if (event)
+        cudaEventDestroy(event);
   if (copyStream_)
     cudaStreamDestroy(copyStream_);
   cudaFree(pool_);
@@ -289,20 +293,31 @@ absl::Status DeviceExpertStore::acquire(uint32_t layer,
           label);
     }
   }
+  RoundTiming *timing = nullptr;
+  std::vector<int> copied;
   for (uint32_t e : misses) {
+    if (!timing) {
+      MOERT_ASSIGN_OR_RETURN(timing, newTiming(layer));
+      MOERT_CUDA(cudaEventRecord(timing->copyBegin, copyStream_), label);
+    }
     MOERT_ASSIGN_OR_RETURN(ExpertCache::Entry * entry, copyIn(layer, e, label));
     if (!entry) {
       left.push_back(e);
       continue;
     }
     cache_.lock(entry);
-    // The launch waits for this expert's copy, not for the others'.
-    MOERT_CUDA(
-        cudaStreamWaitEvent(stream, slotCopied_[slotOf(entry->payload)], 0),
-        label);
+    copied.push_back(slotOf(entry->payload));
     batch.push_back(e);
     ++paging.misses;
     paging.bytesPagedIn += info.expertBytes;
+  }
+  if (timing) {
+    MOERT_CUDA(cudaEventRecord(timing->copyEnd, copyStream_), label);
+    // The launch waits for these experts' copies, not for the others'.
+    MOERT_CUDA(cudaEventRecord(timing->waitBegin, stream), label);
+    for (int slot : copied)
+      MOERT_CUDA(cudaStreamWaitEvent(stream, slotCopied_[slot], 0), label);
+    MOERT_CUDA(cudaEventRecord(timing->waitEnd, stream), label);
   }
   pending.swap(left);
   return absl::OkStatus();
@@ -327,6 +342,91 @@ DeviceExpertStore::readAhead(uint32_t layer,
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceExpertStore::RoundTiming *>
+DeviceExpertStore::newTiming(uint32_t layer) {
+  if (timingsUsed_ == timings_.size()) {
+    RoundTiming &t = timings_.emplace_back();
+    for (cudaEvent_t *event :
+         {&t.copyBegin, &t.copyEnd, &t.waitBegin, &t.waitEnd})
+      MOERT_CUDA(cudaEventCreate(event), "timing expert copies");
+  }
+  RoundTiming *t = &timings_[timingsUsed_++];
+  t->layer = layer;
+  return t;
+}
+
+absl::Status DeviceExpertStore::harvestTimings() {
+  size_t kept = 0;
+  for (size_t i = 0; i < timingsUsed_; ++i) {
+    RoundTiming &t = timings_[i];
+    if (cudaEventQuery(t.copyEnd) != cudaSuccess ||
+        cudaEventQuery(t.waitEnd) != cudaSuccess) {
+      (void)cudaGetLastError(); // cudaErrorNotReady is not an error here.
+      std::swap(timings_[kept++], t);
+      continue;
+    }
+    float copyMs = 0, waitMs = 0;
+    MOERT_CUDA(cudaEventElapsedTime(&copyMs, t.copyBegin, t.copyEnd),
+               "timing expert copies");
+    MOERT_CUDA(cudaEventElapsedTime(&waitMs, t.waitBegin, t.waitEnd),
+               "timing expert copies");
+    paging_[t.layer].readSeconds += copyMs * 1e-3;
+    paging_[t.layer].waitSeconds += waitMs * 1e-3;
+  }
+  timingsUsed_ = kept;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> DeviceExpertStore::probeBandwidth(uint64_t maxBytes) {
+  // The largest contiguous part of the host tier: one layer's cold experts.
+  uint64_t bytes = 0;
+  const uint8_t *source = nullptr;
+  for (uint32_t l = 0; l < hostBlocks_.size(); ++l) {
+    uint64_t cold = 0;
+    const uint8_t *first = nullptr;
+    for (const uint8_t *block : hostBlocks_[l])
+      if (block) {
+        first = first ? first : block;
+        cold += blockBytes(l);
+      }
+    if (cold > bytes) {
+      bytes = cold;
+      source = first;
+    }
+  }
+  bytes = std::min(bytes, maxBytes);
+  if (!source || !bytes)
+    return 0.0;
+  std::string where = "measuring the host-to-device bandwidth";
+  void *target = nullptr;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  cudaError_t error = cudaMalloc(&target, bytes);
+  if (error == cudaSuccess)
+    error = cudaEventCreate(&begin);
+  if (error == cudaSuccess)
+    error = cudaEventCreate(&end);
+  float ms = 0;
+  // The first pass warms up; the second is timed.
+  for (int pass = 0; error == cudaSuccess && pass < 2; ++pass) {
+    error = cudaEventRecord(begin, copyStream_);
+    if (error == cudaSuccess)
+      error = cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice,
+                              copyStream_);
+    if (error == cudaSuccess)
+      error = cudaEventRecord(end, copyStream_);
+    if (error == cudaSuccess)
+      error = cudaEventSynchronize(end);
+    if (error == cudaSuccess)
+      error = cudaEventElapsedTime(&ms, begin, end);
+  }
+  cudaFree(target);
+  for (cudaEvent_t event : {begin, end})
+    if (event)
+      cudaEventDestroy(event);
+  MOERT_CUDA(error, where);
+  return ms > 0 ? bytes / (ms * 1e-3) : 0.0;
+}
+
 int32_t DeviceExpertStore::gateTokensOf(uint32_t layer) const {
   if (prefetch_ != detail::ExpertPrefetch::NextLayer || nextLayer_[layer] < 0)
     return -1;
@@ -347,6 +447,7 @@ absl::Status DeviceExpertStore::runLayer(uint32_t layer, ExpertLaunch launch,
                              stream),
              label);
   MOERT_CUDA(cudaStreamSynchronize(stream), label);
+  MOERT_RETURN_IF_ERROR(harvestTimings());
   std::vector<uint32_t> pending;
   bool valid = offsetsHost_[0] == 0;
   for (int64_t e = 0; valid && e < E; ++e) {

@@ -75,10 +75,18 @@ public:
   /// -1 when nothing is read ahead after `layer`.
   int32_t gateTokensOf(uint32_t layer) const;
 
-  /// The paging counters per tiered layer since the last reset (hits,
-  /// misses, bytes copied to the device, rounds; the copy and wait times
-  /// are not measured).
+  /// The paging counters per tiered layer since the last reset: hits,
+  /// misses, bytes copied to the device, rounds, reads ahead; readSeconds
+  /// the copy stream's time for the misses' copies and waitSeconds the
+  /// compute stream's wait for them (CUDA events, added once they
+  /// completed: by the next tiered step or finishRun).
   std::vector<ExpertCacheCounters> &paging() { return paging_; }
+  /// Adds the timings of the run's copies and waits (the run is complete:
+  /// its last synchronisation passed).
+  absl::Status finishRun() { return harvestTimings(); }
+  /// Copies up to `maxBytes` of the pinned host tier to the device and
+  /// returns the bytes per second (0 when every expert is hot).
+  absl::StatusOr<double> probeBandwidth(uint64_t maxBytes);
   /// The session's cache as ExpertCacheStats describes it.
   ExpertCacheStats describe() const;
   /// Whether `input` (a position among a tiered Experts step's inputs) is
@@ -108,6 +116,18 @@ private:
   /// most predicted first, while they fit.
   absl::Status readAhead(uint32_t layer, const std::vector<uint32_t> &predicted,
                          const std::string &label);
+  /// Event pairs around one round's misses: their copies on the copy
+  /// stream and the compute stream's wait for them. Pairs are reused once
+  /// harvested.
+  struct RoundTiming {
+    uint32_t layer = 0;
+    cudaEvent_t copyBegin = nullptr, copyEnd = nullptr;
+    cudaEvent_t waitBegin = nullptr, waitEnd = nullptr;
+  };
+  absl::StatusOr<RoundTiming *> newTiming(uint32_t layer);
+  /// Adds every pending pair whose events completed to its layer's
+  /// counters.
+  absl::Status harvestTimings();
   uint8_t *slotAddress(int slot) const {
     return pool_ + static_cast<uint64_t>(slot) * slotBytes_;
   }
@@ -150,6 +170,8 @@ private:
   const void **tableDevice_ = nullptr;
   cudaEvent_t tableUploaded_ = nullptr;
   bool tableInFlight_ = false;
+  std::vector<RoundTiming> timings_;
+  size_t timingsUsed_ = 0;
   /// The offsets read back, [E + 1] of the largest layer.
   int64_t *offsetsHost_ = nullptr;
   uint32_t maxExperts_ = 0;

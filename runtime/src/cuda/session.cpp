@@ -398,6 +398,9 @@ CudaSession::Impl::createDeviceExperts(uint64_t budget,
   describeBackendExperts = [store = deviceExperts.get()] {
     return store->describe();
   };
+  probeBackendBandwidth = [store = deviceExperts.get()](uint64_t bytes) {
+    return store->probeBandwidth(bytes);
+  };
   return absl::OkStatus();
 }
 
@@ -982,6 +985,8 @@ absl::Status CudaSession::run() {
   if (s.trace)
     s.trace->addSpan(TraceKind::Sync, -1, syncBegin, TraceRecorder::now());
   MOERT_RETURN_IF_ERROR(s.checkDeviceErrors());
+  if (s.deviceExperts)
+    MOERT_RETURN_IF_ERROR(s.deviceExperts->finishRun());
   s.countMoeLoads();
   for (const StepInfo &step : s.schedule.steps)
     if (timed[step.index]) {
