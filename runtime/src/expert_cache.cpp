@@ -310,7 +310,8 @@ void ExpertStore::release(Payload *payload) {
   if (payload->buffer)
     ::munmap(payload->buffer, payload->bufferBytes);
   for (auto &[address, bytes] : payload->maps)
-    ::munmap(address, bytes);
+    if (address)
+      ::munmap(address, bytes);
   delete payload;
 }
 
@@ -342,12 +343,33 @@ void ExpertStore::beginRun(int view) {
   view_ = view;
 }
 
+void ExpertStore::prepare(const ExpertCache::Entry &entry,
+                          Payload *payload) const {
+  size_t inputs = tiers_.layers[entry.key.layer].inputs.size();
+  payload->inputs.assign(inputs, nullptr);
+  if (mode_ == ExpertReadMode::Mmap && plan_.fd >= 0)
+    payload->maps.resize(inputs, {nullptr, 0});
+}
+
 absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
+  prepare(entry, payload);
+  const TierLayerInfo &layer = tiers_.layers[entry.key.layer];
+  for (size_t i = 0; i < layer.inputs.size(); ++i)
+    MOERT_RETURN_IF_ERROR(fillInput(entry, payload, i));
+  verified_[entry.key.layer][entry.key.expert] = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStore::fillInput(const ExpertCache::Entry &entry,
+                                    Payload *payload, size_t i) {
   const TierLayerInfo &layer = tiers_.layers[entry.key.layer];
   uint32_t e = entry.key.expert;
+  // The input's place in the buffer: each input at a page (allocate).
   size_t at = 0;
-  payload->inputs.resize(layer.inputs.size());
-  for (size_t i = 0; i < layer.inputs.size(); ++i) {
+  for (size_t j = 0; j < i; ++j)
+    at += alignTo(layer.inputs[j].expertBytes, kPage) +
+          (mode_ == ExpertReadMode::Direct ? 2 * kPage : 0);
+  {
     const PagedInput &input = layer.inputs[i];
     uint64_t begin = input.fileOffset + e * input.expertBytes;
     uint64_t bytes = input.expertBytes;
@@ -361,13 +383,12 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
         return absl::ResourceExhaustedError(
             absl::StrCat(plan_.source, ": cannot map bytes [", begin, ", +",
                          bytes, "): ", std::strerror(errno)));
-      payload->maps.emplace_back(map, length);
+      payload->maps[i] = {map, length};
       data = static_cast<const uint8_t *>(map) + (begin - first);
     } else if (mode_ == ExpertReadMode::Direct && directFd_ >= 0) {
       uint64_t first = alignDown(begin, kPage);
       uint64_t last = alignTo(begin + bytes, kPage);
       uint8_t *out = payload->buffer + at;
-      at += alignTo(bytes, kPage) + 2 * kPage;
       for (uint64_t done = 0; first + done < begin + bytes;) {
         ssize_t n = ::pread(directFd_, out + done, last - first - done,
                             static_cast<off_t>(first + done));
@@ -383,7 +404,6 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
       data = out + (begin - first);
     } else {
       uint8_t *out = payload->buffer + at;
-      at += alignTo(bytes, kPage);
       MOERT_RETURN_IF_ERROR(plan_.readBytes(begin, out, bytes));
       data = out;
     }
@@ -395,20 +415,28 @@ absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
       MOERT_RETURN_IF_ERROR(
           checkExpertBytes(plan_, *schedule_, layer, e, i, data));
   }
-  verified_[entry.key.layer][e] = 1;
   return absl::OkStatus();
 }
 
 absl::Status
 ExpertStore::fillAll(const std::vector<ExpertCache::Entry *> &entries,
                      ThreadPool &pool) {
+  // One item per paged input of each entry (w1, w3, w2 apart): a layer
+  // that misses one expert still reads it on every thread.
+  std::vector<std::pair<ExpertCache::Entry *, size_t>> items;
+  for (ExpertCache::Entry *entry : entries) {
+    prepare(*entry, static_cast<Payload *>(entry->payload));
+    for (size_t i = 0; i < tiers_.layers[entry->key.layer].inputs.size(); ++i)
+      items.emplace_back(entry, i);
+  }
   std::mutex mutex;
   absl::Status failure;
   pool.parallelFor(
-      static_cast<int64_t>(entries.size()), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
+      static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+          auto [entry, i] = items[k];
           absl::Status status =
-              fill(*entries[i], static_cast<Payload *>(entries[i]->payload));
+              fillInput(*entry, static_cast<Payload *>(entry->payload), i);
           if (!status.ok()) {
             std::lock_guard<std::mutex> guard(mutex);
             if (failure.ok())
@@ -416,6 +444,9 @@ ExpertStore::fillAll(const std::vector<ExpertCache::Entry *> &entries,
           }
         }
       });
+  if (failure.ok())
+    for (ExpertCache::Entry *entry : entries)
+      verified_[entry->key.layer][entry->key.expert] = 1;
   return failure;
 }
 

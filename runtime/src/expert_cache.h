@@ -269,8 +269,16 @@ private:
   ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
               ExpertReadMode mode, uint64_t capacity);
   struct Payload;
-  /// Allocates (or takes from `reuse`) and fills the payload of `entry`.
+  /// Fills the payload of `entry` (allocated, or taken from a reused one),
+  /// its paged inputs one after another.
   absl::Status fill(ExpertCache::Entry &entry, Payload *payload);
+  /// Sizes `payload`'s tables for `entry`'s inputs, before fillInput.
+  void prepare(const ExpertCache::Entry &entry, Payload *payload) const;
+  /// Reads paged input i of `entry`'s expert into its place in `payload`
+  /// (and checks it on the expert's first read); inputs of one payload may
+  /// be filled at once on different threads.
+  absl::Status fillInput(const ExpertCache::Entry &entry, Payload *payload,
+                         size_t i);
   /// Fills every entry's payload in parallel on `pool`; the first error.
   absl::Status fillAll(const std::vector<ExpertCache::Entry *> &entries,
                        ThreadPool &pool);
