@@ -231,10 +231,12 @@ DeviceExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
       MOERT_CUDA(cudaMemcpy(s.slotAddress(slot), staging, block,
                             cudaMemcpyHostToDevice),
                  where);
-      ++s.hotExperts_;
-      s.hotBytes_ += layer.expertBytes;
     }
   }
+  // The staging block (first, and freed with the store on an error above)
+  // is not needed once the hot experts are on the device.
+  cudaFreeHost(staging);
+  s.hostAllocations_.erase(s.hostAllocations_.begin());
   return store;
 }
 
@@ -520,8 +522,8 @@ ExpertCacheStats DeviceExpertStore::describe() const {
   out.budget = desc_.budget;
   out.capacityBytes = cache_.capacity();
   out.usedBytes = cache_.used();
-  out.hotExperts = hotExperts_;
-  out.hotBytes = hotBytes_;
+  out.hotExperts = desc_.hotExperts;
+  out.hotBytes = desc_.hotBytes;
   out.residentBytes = tiers_.residentBytes;
   out.arenaBytes = schedule_.arenaSize;
   out.readMode = "pinned";

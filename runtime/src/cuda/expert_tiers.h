@@ -156,8 +156,6 @@ private:
   /// and whether there was one.
   std::vector<cudaEvent_t> slotReleased_;
   std::vector<char> slotLaunched_;
-  uint64_t hotBytes_ = 0;
-  uint32_t hotExperts_ = 0;
   cudaStream_t copyStream_ = nullptr;
   /// Pre-gating: the gates, and per layer the layer read ahead for (-1).
   detail::ExpertPrefetch prefetch_ = detail::ExpertPrefetch::None;
