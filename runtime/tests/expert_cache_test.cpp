@@ -13,6 +13,7 @@
 #include "expert_cache.h"
 #include "expert_network.h"
 #include "moert/plan_writer.h"
+#include "plan_bytes.h"
 #include "plan_file.h"
 #include "tier_assignment.h"
 
@@ -507,6 +508,24 @@ TEST(TieredExperts, ThePlansPrefetchIsRecordedAndLeavesRoomToReadAhead) {
                               static_cast<fb::TierPrefetch>(7))
                   .status(),
               StatusHas("prefetch 7 is no TierPrefetch"));
+  // A file with a value outside the enum: the two plans differ only in the
+  // policy's byte (1 and 2), which becomes 7 (the checksums repaired).
+  absl::StatusOr<std::vector<uint8_t>> nextLayer =
+      writeTieredPlan(net, 4, true, budget, {}, fb::TierPrefetch::NextLayer);
+  absl::StatusOr<std::vector<uint8_t>> nextBatch = writeTieredPlan(
+      net, 4, true, budget, {}, fb::TierPrefetch::NextMicroBatch);
+  ASSERT_TRUE(nextLayer.ok() && nextBatch.ok());
+  ASSERT_EQ(nextLayer->size(), nextBatch->size());
+  detail::SectionEntry program =
+      detail::decodeSection(nextLayer->data() + kFileHeaderSize);
+  std::vector<size_t> differ;
+  for (size_t i = 0; i < program.size; ++i)
+    if ((*nextLayer)[program.offset + i] != (*nextBatch)[program.offset + i])
+      differ.push_back(i);
+  ASSERT_EQ(differ.size(), 1u);
+  std::vector<uint8_t> bad = flipProgram(*nextLayer, differ[0], 1 ^ 7);
+  EXPECT_THAT(Plan::loadFromMemory(bad.data(), bad.size()).status(),
+              StatusHas("expert tiers: prefetch 7 is no read-ahead policy"));
 }
 
 /// Overwrites 4 bytes of `bytes` at `offset` and repairs the checksums of
