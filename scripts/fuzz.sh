@@ -111,7 +111,7 @@ for target in "${targets[@]}"; do
   if [ "$status" != 0 ] || [ "$after" != "$before" ]; then
     failed=$((failed + 1))
     echo "fuzz: $target FAILED (exit $status); the log is $log:"
-    grep -E "ERROR|SUMMARY|runtime error|LLVM ERROR|Test unit written|#[0-9]+ 0x" \
+    grep -E "ERROR|SUMMARY|runtime error|LLVM ERROR|Test unit written|#[0-9]+ 0x|^fuzz_" \
       "$log" | head -40
     echo "fuzz: new regression inputs in $regressions: commit them"
   else

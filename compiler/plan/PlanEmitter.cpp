@@ -68,6 +68,25 @@ std::string getStepName(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
+/// Fails with an error on `where` unless its tensor `what` ("input 'x'",
+/// "a result", "its weight") of sizes or bounds `dims` fits the limits the
+/// runtime's loader checks (rank and dimension bound, moert/format.h): a plan
+/// moec writes always loads. An empty ConstantOfShape of [0, 2^41] is otherwise
+/// a valid graph.
+LogicalResult checkPlanShape(Operation *where, const Twine &what,
+                             ArrayRef<int64_t> dims) {
+  if (dims.size() > static_cast<size_t>(moert::kMaxRank))
+    return where->emitError(what) << " has rank " << dims.size()
+                                  << "; the runtime's tensors have at most "
+                                  << moert::kMaxRank << " dimensions";
+  for (auto [index, size] : llvm::enumerate(dims))
+    if (size < 0 || static_cast<uint64_t>(size) > moert::kMaxDimBound)
+      return where->emitError(what)
+             << " has dimension " << index << " of size or bound " << size
+             << ", above the runtime's limit of 2^40";
+  return success();
+}
+
 /// The most bytes a constant that is not a weight blob of the model (a
 /// splat, a folded value) may take once expanded into the plan.
 constexpr uint64_t kMaxExpandedConstantBytes = uint64_t{1} << 30;
@@ -498,6 +517,15 @@ private:
                                     std::vector<moert::PlanDim> dims,
                                     int64_t offset, Operation *where) {
     auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> bounds;
+    for (const moert::PlanDim &dim : dims)
+      bounds.push_back(dim.kind == moert::DimDesc::Kind::Symbolic
+                           ? state.symbolMax[dim.symbolIndex]
+                           : dim.bound);
+    std::string what = isa<func::FuncOp>(where) ? ("input '" + name + "'").str()
+                                                : std::string("a result");
+    if (failed(checkPlanShape(where, what, bounds)))
+      return failure();
     std::optional<moert::DType> dtype = getDType(type.getElementType());
     if (!dtype)
       return where->emitError("element type ")
@@ -590,6 +618,8 @@ private:
              << type.getElementType() << " has no runtime representation";
     if (isOnlyStacked(op))
       return success();
+    if (failed(checkPlanShape(op, "its value", type.getShape())))
+      return failure();
     Attribute key = getWeightKey(getStackKey(op), op.getResult());
     FailureOr<bool> shared = shareWeight(key, op.getResult(), getStepName(op));
     if (failed(shared) || *shared)
@@ -639,6 +669,8 @@ private:
     Operation *weight = op.getWeight().getDefiningOp();
     std::string name =
         getStepName(weight) + getShardRole(op) + ".d" + std::to_string(device);
+    if (failed(checkPlanShape(op, "the shard '" + name + "'", type.getShape())))
+      return failure();
     // Device d's prefill and decode schedules select the same rows of the
     // same weight: the file holds them once. The key names the device, so
     // that a shard is never shared across devices (an MPI rank reads only
@@ -715,6 +747,8 @@ private:
       return op.emitError("constant of element type ")
              << type.getElementType() << " has no runtime representation";
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (failed(checkPlanShape(op, "its value", shape)))
+      return failure();
     Attribute key = getWeightKey(op.getValue(), op.getResult());
     FailureOr<bool> shared = shareWeight(key, op.getResult(), getStepName(op));
     if (failed(shared) || *shared)
