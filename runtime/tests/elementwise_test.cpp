@@ -275,6 +275,22 @@ TEST(Elementwise, CastConvertsBetweenAllTypes) {
       {2}, {1, 0});
 }
 
+TEST(Elementwise, CastFromOrToInt8IsALoadError) {
+  // int8 tensors are quantized expert weights: no step casts them.
+  fb::CastAttrsT toI8;
+  toI8.to = fb::DType::I8;
+  auto r = runStep(OpKind::Cast, {f32({2}, {1, 2})}, {{DType::I8, {2}}},
+                   attrs(toI8));
+  EXPECT_THAT(r.status(), StatusHas("casts f32 to i8; int8 tensors are "
+                                    "expert weights, never cast"));
+  fb::CastAttrsT toF32;
+  toF32.to = fb::DType::F32;
+  r = runStep(OpKind::Cast,
+              {Value::of(DType::I8, {2}, std::vector<int8_t>{1, 2})},
+              {f32Out({2})}, attrs(toF32));
+  EXPECT_THAT(r.status(), StatusHas("casts i8 to f32"));
+}
+
 TEST(Elementwise, CastRoundsToHalfAndBfloat) {
   // 1 + 2^-11 is halfway between two halves: ties to even (1.0); 65520
   // overflows to infinity; 2^-24 is the smallest subnormal half.

@@ -420,10 +420,12 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
           EXPECT_EQ(got->cache.capacityBytes, budget - fixed);
           int active = 6;
           EXPECT_EQ(got->step.cache.hits + got->step.cache.misses, 2u * active);
-          if (resident == 8)
+          if (resident == 8) {
             EXPECT_EQ(got->step.cache.misses, 0u);
-          if (resident == 0)
+          }
+          if (resident == 0) {
             EXPECT_GE(got->step.cache.rounds, 2u * 3); // 6 experts, 2 a round.
+          }
           EXPECT_EQ(got->step.cache.bytesPagedIn,
                     got->step.cache.misses * expert);
         }

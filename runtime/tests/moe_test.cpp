@@ -409,6 +409,17 @@ TEST(Experts, ColumnBlocksOfLargeNarrowExperts) {
   checkExperts(longRows, {16, 1}, 1, 20, /*threads=*/2);
 }
 
+TEST(Experts, SgemmBlocksWhereOneDnnHasNoF32Brgemm) {
+  // The f32 GEMM blocks run oneDNN's brgemm matmul where it has one (AVX-512)
+  // and sgemm elsewhere: the sgemm path, on every CPU.
+  SgemmBlocks sgemm;
+  for (Network net : everyNetwork()) {
+    SCOPED_TRACE(describe(net));
+    net.init(/*experts=*/4, /*hidden=*/16, /*inter=*/24, 13);
+    checkExperts(net, {40, 300, 0, 5}, /*padding=*/0, 14, /*threads=*/3);
+  }
+}
+
 TEST(Experts, RowSplitsOfFewRowsWithInOutWeights) {
   // [K, out] weights and up to 8 rows split along K into blocks of 128
   // weight rows whose partial products are summed: several blocks and a

@@ -168,6 +168,8 @@ void expectSameFloats(const std::vector<float> &got,
 
 WidenedBlocks::WidenedBlocks() { detail::allowBf16Matmul(false); }
 WidenedBlocks::~WidenedBlocks() { detail::allowBf16Matmul(true); }
+SgemmBlocks::SgemmBlocks() { detail::allowF32Matmul(false); }
+SgemmBlocks::~SgemmBlocks() { detail::allowF32Matmul(true); }
 
 std::vector<float> randomFloats(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -139,6 +139,16 @@ struct WidenedBlocks {
   WidenedBlocks &operator=(const WidenedBlocks &) = delete;
 };
 
+/// While alive, the experts' GEMM blocks of f32 weights run oneDNN's sgemm
+/// as on a CPU without f32 brgemm kernels (kernels/expert_gemm.h), so that
+/// the fallback is tested on every CPU.
+struct SgemmBlocks {
+  SgemmBlocks();
+  ~SgemmBlocks();
+  SgemmBlocks(const SgemmBlocks &) = delete;
+  SgemmBlocks &operator=(const SgemmBlocks &) = delete;
+};
+
 /// Matches an absl::Status whose message contains `substring`.
 MATCHER_P(StatusHas, substring, "") {
   if (arg.ok()) {

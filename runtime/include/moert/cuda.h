@@ -58,7 +58,7 @@ struct CudaSessionOptions {
   /// Tiered plans: "none" or "next-layer" (pre-gating: the next layer's
   /// router evaluated on this layer's router input on the host, its picks
   /// copied ahead); empty: the plan's own (next-micro-batch is refused).
-  std::string expertPrefetch;
+  std::string expertPrefetch = "";
 };
 
 /// Where a CudaSession runs the steps of one device schedule, decided from

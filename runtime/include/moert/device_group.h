@@ -69,7 +69,7 @@ struct DeviceGroupOptions {
   /// how cold experts are read and prefetch.
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
-  std::string expertPrefetch;
+  std::string expertPrefetch = "";
 };
 
 class DeviceGroup {

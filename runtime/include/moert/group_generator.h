@@ -41,7 +41,7 @@ struct GroupGeneratorOptions {
   /// cold experts are read and whether ahead (SessionOptions).
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
-  std::string expertPrefetch;
+  std::string expertPrefetch = "";
 };
 
 /// Generates tokens with every device schedule of an expert-parallel

@@ -283,7 +283,7 @@ struct SessionOptions {
   /// read the experts the layer's next micro-batch routes to;
   /// docs/tiered-experts.md); empty (default): the plan's own (moec compile
   /// --prefetch, ExpertTiersDesc::prefetch). Outputs do not depend on it.
-  std::string expertPrefetch;
+  std::string expertPrefetch = "";
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the
   /// cache is read only by its Concat, fused attention and shape queries).

@@ -159,7 +159,7 @@ public:
     std::vector<double> loads;
     /// The layer's other Experts steps (later micro-batches), reading the
     /// same paged weights at the same inputs (format 1.7).
-    std::vector<int> moreSteps;
+    std::vector<int> moreSteps = {};
   };
   /// Makes the schedule tiered (format 1.5, docs/tiered-experts.md): its
   /// experts are ranked by load and the hottest that fit in `budget` bytes

@@ -548,6 +548,8 @@ template <typename Fn> void dispatchStorage(DType dtype, Fn &&fn) {
   case DType::Bool:
     fn(uint8_t{});
     break;
+  case DType::I8: // Refused when the plan loads (refuseInt8Cast).
+    break;
   }
 }
 
@@ -568,15 +570,27 @@ absl::Status castKernel(KernelContext &ctx) {
   return absl::OkStatus();
 }
 
+/// int8 tensors are quantized expert weights, read by the Experts steps
+/// alone: a cast from or to int8 has no kernel.
+absl::Status refuseInt8Cast(const StepCheck &check, DType from, DType to) {
+  if (from == DType::I8 || to == DType::I8)
+    return check.error("casts ", dtypeName(from), " to ", dtypeName(to),
+                       "; int8 tensors are expert weights, never cast");
+  return absl::OkStatus();
+}
+
 absl::Status validateCast(const StepCheck &check) {
   DType to = static_cast<DType>(check.attrs<fb::CastAttrs>()->to());
   if (dtypeSize(to) == 0)
     return check.error("unknown target dtype ", static_cast<int>(to));
+  MOERT_RETURN_IF_ERROR(refuseInt8Cast(check, check.in(0).dtype, to));
   MOERT_RETURN_IF_ERROR(check.outType(0, bit(to)));
   return check.outRank(0, check.in(0).rank);
 }
 
 absl::Status validateCastLike(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(
+      refuseInt8Cast(check, check.in(0).dtype, check.in(1).dtype));
   MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 1));
   return check.outRank(0, check.in(0).rank);
 }

@@ -18,9 +18,19 @@
 // against 98.9 plain; at 64 rows x 256 columns f32 65.7 against 62.7, bf16 161
 // against 203. Packing would double the experts' memory (and bypass the expert
 // cache's pages) for at most 15% on f32 and a loss on bf16, so the plain layout
-// stays. f32 weights keep oneDNN's sgemm: its f32 matmul measured the same from
-// 8 rows up (as the table below, 61.6 ms against 73.6 at 8 rows, 58.7 against
-// 61.5 at 16) and slower below (51 against 39 at 1 and 2 rows).
+// stays.
+//
+// f32 blocks run oneDNN's f32 matmul where it picks brgemm kernels (AVX-512),
+// at their exact row count, on the plan's [out, in] weights through strides.
+// Measured single-threaded on a Sapphire Rapids Xeon (AMX visible) over 8
+// distinct experts of 5632 x 2048 (cold), blocks of 256 columns, GFLOP/s
+// sgemm / brgemm: 23 rows 66 / 82, 49 rows 100 / 115, 65 rows 122 / 138, 77
+// rows 127 / 145; with both cores busy, 64 rows 109 / 124. Padding rows to a
+// bucket, as bf16 does, lost that gain (65 rows run as 80); the primitives
+// are made in about 0.15 ms each. oneDNN 2.6 runs a strided [K, out] f32
+// block as its sgemm, not brgemm: such blocks are declined (the caller's
+// sgemm), as are f32 blocks on CPUs without AVX-512. An earlier machine
+// without AVX-512 BF16 measured oneDNN's f32 matmul no faster than sgemm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,9 +74,11 @@ dnnl::engine &cpuEngine() {
 struct Key {
   int64_t rows, K, m, ldw;
   bool inOut;
+  /// f32 source and weights; else bf16.
+  bool f32;
   bool operator<(const Key &o) const {
-    return std::tie(rows, K, m, ldw, inOut) <
-           std::tie(o.rows, o.K, o.m, o.ldw, o.inOut);
+    return std::tie(rows, K, m, ldw, inOut, f32) <
+           std::tie(o.rows, o.K, o.m, o.ldw, o.inOut, o.f32);
   }
 };
 
@@ -86,7 +98,7 @@ const Entry *primitiveFor(const Key &key) {
     return it->second.get();
   std::unique_ptr<Entry> entry;
   try {
-    auto type = memory::data_type::bf16;
+    auto type = key.f32 ? memory::data_type::f32 : memory::data_type::bf16;
     memory::desc src({key.rows, key.K}, type, memory::format_tag::ab);
     memory::desc weights({key.K, key.m}, type,
                          key.inOut ? memory::dims{key.ldw, 1}
@@ -101,6 +113,10 @@ const Entry *primitiveFor(const Key &key) {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr,
                                     cpuEngine());
+    // f32 blocks pay only with oneDNN's brgemm kernels (AVX-512); its other
+    // f32 matmuls are the sgemm the caller runs anyway.
+    if (key.f32 && std::strncmp(pd.impl_info_str(), "brg", 3) != 0)
+      return (cache[key] = nullptr).get();
     entry.reset(
         new Entry{dnnl::matmul(pd), src, weights, dst, pd.scratchpad_desc()});
   } catch (const dnnl::error &) {
@@ -196,7 +212,10 @@ void widenI8ToBf16(const int8_t *in, int64_t count, uint16_t *out) {
 
 namespace {
 std::atomic<bool> bf16Allowed{true};
+std::atomic<bool> f32Allowed{true};
 } // namespace
+
+void allowF32Matmul(bool allowed) { f32Allowed = allowed; }
 
 bool hasBf16Matmul() {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -270,13 +289,18 @@ bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,
                  int64_t ldc) {
   if (n == 0 || m == 0)
     return true;
-  if (type == StreamWeights::F32 || blockGemmFor(type) != BlockGemm::Bf16)
+  const bool f32 = type == StreamWeights::F32;
+  if (f32 ? !f32Allowed.load(std::memory_order_relaxed)
+          : blockGemmFor(type) != BlockGemm::Bf16)
     return false;
   const auto *storage = static_cast<const uint8_t *>(w);
   static thread_local std::vector<uint16_t> wBuffer;
   const void *weights;
   int64_t ldw;
-  if (type == StreamWeights::I8) {
+  if (f32) {
+    weights = storage + (inOut ? c0 : c0 * K) * 4;
+    ldw = inOut ? out : K;
+  } else if (type == StreamWeights::I8) {
     // Widened block: [K, m] or [m, K], dense.
     uint16_t *block = threadBuffer(wBuffer, K * m);
     const auto *q = reinterpret_cast<const int8_t *>(storage);
@@ -291,25 +315,32 @@ bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,
     weights = storage + (inOut ? c0 : c0 * K) * 2;
     ldw = inOut ? out : K;
   }
-  const int64_t rows = rowBucket(n);
-  const Entry *entry = primitiveFor({rows, K, m, ldw, inOut});
+  // f32 runs its exact row count: its brgemm primitives are made in about
+  // 0.15 ms here (bf16's AMX ones in milliseconds), and padding 65 rows to 80
+  // cost more than brgemm gains over sgemm.
+  const int64_t rows = f32 ? n : rowBucket(n);
+  const Entry *entry = primitiveFor({rows, K, m, ldw, inOut, f32});
   if (!entry)
     return false;
   static thread_local bool serial = (omp_set_num_threads(1), true);
   (void)serial;
-  // The source rows rounded to bf16 and padded with zeros to the bucket,
-  // and a dense destination the bucket's rows fit.
+  // The source rows rounded to bf16 and padded with zeros to the bucket (f32
+  // rows are read in place), and a dense destination the rows fit.
   static thread_local std::vector<uint16_t> xBf16;
   static thread_local std::vector<float> dense;
   static thread_local std::vector<uint8_t> scratchpad;
-  uint16_t *src = threadBuffer(xBf16, rows * K);
-  roundToBf16(x, n * K, src);
-  std::fill(src + n * K, src + rows * K, uint16_t(0));
+  const void *src = x;
+  if (!f32) {
+    uint16_t *rounded = threadBuffer(xBf16, rows * K);
+    roundToBf16(x, n * K, rounded);
+    std::fill(rounded + n * K, rounded + rows * K, uint16_t(0));
+    src = rounded;
+  }
   float *y = threadBuffer(dense, rows * m);
   static thread_local dnnl::stream stream(cpuEngine());
   dnnl::engine &engine = cpuEngine();
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(entry->src, engine, src)},
+      {DNNL_ARG_SRC, memory(entry->src, engine, const_cast<void *>(src))},
       {DNNL_ARG_WEIGHTS,
        memory(entry->weights, engine, const_cast<void *>(weights))},
       {DNNL_ARG_DST, memory(entry->dst, engine, y)}};

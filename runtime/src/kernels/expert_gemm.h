@@ -5,7 +5,9 @@
 // bf16 weights, and with int8 weights widened to bf16 (exact: every int8 is
 // a bf16), the activations are rounded to bf16 per block and the products
 // run on AMX or AVX512-BF16 with f32 accumulation, where the CPU has them
-// (chosen by CPUID when the process runs). The weights are read in their plan
+// (chosen by CPUID when the process runs). f32 weights in the [out, in]
+// layout run oneDNN's f32 brgemm matmul where oneDNN has one for this CPU
+// (AVX-512), else sgemm. The weights are read in their plan
 // layout, [out, in] or [in, out], through strides: nothing is packed or
 // transposed, so a tiered step's paged experts (expert_cache.h) take the same
 // path. Defined in expert_gemm.cpp, with the measurements behind the
@@ -40,6 +42,10 @@ bool hasBf16Matmul();
 /// with true): tests run the widening fallback on a CPU that has bf16.
 void allowBf16Matmul(bool allowed);
 
+/// With false, matmulBlock declines f32 weights from then on (until called
+/// with true): tests run the sgemm path on a CPU with f32 brgemm kernels.
+void allowF32Matmul(bool allowed);
+
 /// The block kind that 16-bit and int8 weights of `type` use on this CPU
 /// (f16 always widens: rounding f16 to bf16 would lose bits).
 BlockGemm blockGemmFor(StreamWeights type);
@@ -54,9 +60,11 @@ int64_t streamedRows(StreamWeights type, bool inOut);
 /// scale[c0 : c0 + m] for int8) (+ bias[c0 : c0 + m] when not null) for W
 /// with `out` outputs stored as [K, out] (`inOut`) or [out, K] of bf16 or
 /// int8 (widened into the thread's scratch, K x m), through a cached oneDNN
-/// bf16 matmul (x rounded to bf16, f32 accumulation). Returns false, having
-/// written nothing, for other types, where blockGemmFor(type) is not
-/// `BlockGemm::Bf16`, or when oneDNN refuses the shape (the caller then
+/// bf16 matmul (x rounded to bf16, f32 accumulation), or of f32 through an
+/// f32 matmul where oneDNN has brgemm kernels for it on this CPU. Returns
+/// false, having written nothing, for f16, for bf16 and int8 where
+/// blockGemmFor(type) is not `BlockGemm::Bf16`, for f32 where oneDNN's f32
+/// matmul is not brgemm, or when oneDNN refuses the shape (the caller then
 /// runs its sgemm path).
 bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,
                  StreamWeights type, int64_t out, bool inOut, int64_t c0,

@@ -719,7 +719,7 @@ void project(const float *x, int64_t n, int64_t K, const void *w,
              const float *scale, const float *bias, float *c, int64_t ldc) {
   if (!inOut && n <= streamedRows(type, inOut))
     return streamProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
-  if (blockGemmFor(type) == BlockGemm::Bf16 &&
+  if ((type == StreamWeights::F32 || blockGemmFor(type) == BlockGemm::Bf16) &&
       matmulBlock(x, n, K, w, type, out, inOut, c0, m, scale, bias, c, ldc))
     return;
   bool biasFirst = bias && !scale;
