@@ -40,8 +40,10 @@ moe-run binary and token count it prints a row:
   gemm cap %   the highest gemm % the shape allows: FLOPs / SGEMM rate over
                that roofline time (below 100 when reading the active bytes
                takes longer than their FLOPs: few rows per expert)
-  shape %      the time oneDNN's dnnl_sgemm (the library moe-run's f32
-               GEMM blocks call; its own OpenMP threads, OMP_NUM_THREADS =
+  shape %      the time oneDNN's dnnl_sgemm (what moe-run's f32 GEMM
+               blocks call on CPUs without AVX-512; with it they run
+               oneDNN's brgemm matmul, 10-25% faster at these shapes:
+               bench/README.md; its own OpenMP threads, OMP_NUM_THREADS =
                --threads) takes for this run's expert GEMMs at their routed
                shapes, one call per projection and expert with rows
                (x [rows, H] @ W1^T, W1 [gate+up, H], then [rows, F] @
