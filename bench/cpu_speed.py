@@ -40,17 +40,17 @@ moe-run binary and token count it prints a row:
   gemm cap %   the highest gemm % the shape allows: FLOPs / SGEMM rate over
                that roofline time (below 100 when reading the active bytes
                takes longer than their FLOPs: few rows per expert)
-  shape %      the time oneDNN's dnnl_sgemm (what moe-run's f32 GEMM
-               blocks call on CPUs without AVX-512; with it they run
-               oneDNN's brgemm matmul, 10-25% faster at these shapes:
-               bench/README.md; its own OpenMP threads, OMP_NUM_THREADS =
-               --threads) takes for this run's expert GEMMs at their routed
-               shapes, one call per projection and expert with rows
+  shape %      the time oneDNN takes for this run's expert GEMMs at their
+               routed shapes, through what moe-run's f32 blocks call on
+               this CPU (its brgemm f32 matmul where oneDNN picks one,
+               else dnnl_sgemm; its own OpenMP threads, OMP_NUM_THREADS =
+               --threads), one call per projection and expert with rows
                (x [rows, H] @ W1^T, W1 [gate+up, H], then [rows, F] @
-               W2^T, W2 [H, F], f32, best of 3) over moe-run time: the
-               library's rate at the routed shapes, which small row counts
-               per expert keep below the 2048^3 rate (f32 layer rows
-               only; numpy's BLAS when libdnnl cannot be loaded)
+               W2^T, W2 [H, F], f32, distinct weights per expert, best of
+               3) over moe-run time: the library's rate at the routed
+               shapes, which small row counts per expert keep below the
+               2048^3 rate (f32 layer rows only; numpy's BLAS when libdnnl
+               cannot be loaded)
   max err      max |moe-run - ref| / max(1, max |ref|): ref is onnxruntime's
                fused op (the whole model: onnxruntime on it) for f32, the
                same binary's f32 plan for other dtypes
@@ -216,12 +216,16 @@ HEADER = ["model", "layers", "dtype", "tokens", "moe-run", "moe-run ms",
 WIDTHS = [10, 6, 5, 6, 8, 10, 9, 9, 6, 6, 5, 9, 6, 6, 6, 10, 7, 8]
 
 
-def dnnl_sgemm():
-    """oneDNN's dnnl_sgemm through ctypes, or None."""
+def dnnl_library():
+    """libdnnl through ctypes, or None."""
     try:
-        lib = ctypes.CDLL("libdnnl.so.2")
+        return ctypes.CDLL("libdnnl.so.2")
     except OSError:
         return None
+
+
+def dnnl_sgemm(lib):
+    """oneDNN's dnnl_sgemm."""
     fn = lib.dnnl_sgemm
     dim, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [ctypes.c_char, ctypes.c_char, dim, dim, dim,
@@ -230,11 +234,95 @@ def dnnl_sgemm():
     return fn
 
 
+class DnnlMatmul:
+    """oneDNN's f32 matmul primitive through its C API (oneDNN 2.x), as
+    moe-run's f32 expert blocks run it: x [rows, K] @ W^T for W [out, K]
+    read through strides, one primitive per shape. `product` returns None
+    where oneDNN's pick is not brgemm (moe-run then runs sgemm)."""
+
+    F32, CPU, IMPL_INFO, IN_ORDER = 3, 1, 8, 1
+    SRC, DST, WEIGHTS = 1, 17, 33
+
+    class ExecArg(ctypes.Structure):
+        _fields_ = [("arg", ctypes.c_int), ("memory", ctypes.c_void_p)]
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.engine, self.stream = ctypes.c_void_p(), ctypes.c_void_p()
+        self.check(lib.dnnl_engine_create(ctypes.byref(self.engine),
+                                          self.CPU, 0))
+        self.check(lib.dnnl_stream_create(ctypes.byref(self.stream),
+                                          self.engine, self.IN_ORDER))
+        lib.dnnl_memory_set_data_handle.argtypes = [ctypes.c_void_p,
+                                                    ctypes.c_void_p]
+        self.primitives = {}
+
+    @staticmethod
+    def check(status):
+        if status != 0:
+            raise RuntimeError(f"oneDNN status {status}")
+
+    def desc(self, rows, cols, strides):
+        # dnnl_memory_desc_t is 696 bytes in oneDNN 2.6: room to spare.
+        md = ctypes.create_string_buffer(2048)
+        dims = (ctypes.c_int64 * 12)(rows, cols)
+        st = (ctypes.c_int64 * 12)(*strides)
+        self.check(self.lib.dnnl_memory_desc_init_by_strides(
+            md, 2, dims, self.F32, st))
+        return md
+
+    def primitive(self, rows, out, K):
+        key = (rows, out, K)
+        if key in self.primitives:
+            return self.primitives[key]
+        lib = self.lib
+        src = self.desc(rows, K, (K, 1))
+        weights = self.desc(K, out, (1, K))
+        dst = self.desc(rows, out, (out, 1))
+        op = ctypes.create_string_buffer(8192)  # dnnl_matmul_desc_t: 2800
+        self.check(lib.dnnl_matmul_desc_init(op, src, weights, None, dst))
+        pd, prim = ctypes.c_void_p(), ctypes.c_void_p()
+        self.check(lib.dnnl_primitive_desc_create(ctypes.byref(pd), op,
+                                                  None, self.engine, None))
+        impl = ctypes.c_char_p()
+        self.check(lib.dnnl_primitive_desc_query(pd, self.IMPL_INFO, 0,
+                                                 ctypes.byref(impl)))
+        entry = None
+        if impl.value.startswith(b"brg"):
+            self.check(lib.dnnl_primitive_create(ctypes.byref(prim), pd))
+            mems = []
+            for md in (src, weights, dst):
+                mem = ctypes.c_void_p()
+                self.check(lib.dnnl_memory_create(ctypes.byref(mem), md,
+                                                  self.engine, None))
+                mems.append(mem)
+            entry = (prim, mems)
+        self.primitives[key] = entry
+        return entry
+
+    def product(self, a, w, c):
+        """c = a @ w.T; False where oneDNN's pick is not brgemm."""
+        entry = self.primitive(a.shape[0], w.shape[0], a.shape[1])
+        if entry is None:
+            return False
+        prim, mems = entry
+        for mem, array in zip(mems, (a, w, c)):
+            self.lib.dnnl_memory_set_data_handle(mem, array.ctypes.data)
+        args = (self.ExecArg * 3)(*[self.ExecArg(arg, mem.value) for arg, mem
+                                    in zip((self.SRC, self.WEIGHTS, self.DST),
+                                           mems)])
+        self.check(self.lib.dnnl_primitive_execute(prim, self.stream, 3,
+                                                   args))
+        self.check(self.lib.dnnl_stream_wait(self.stream))
+        return True
+
+
 def routed_gemm_seconds(report, stats_path):
-    """Seconds oneDNN's sgemm (else numpy's BLAS) takes for one run's
-    expert GEMMs at the routed shapes (`shape %` in the module docstring):
-    random f32 matrices of each layer's sizes, one set reused for every
-    expert."""
+    """Seconds oneDNN takes for one run's expert GEMMs at the routed shapes
+    (`shape %` in the module docstring): its brgemm f32 matmul where it
+    picks one, else its sgemm (else numpy's BLAS), on f32 matrices of each
+    layer's sizes, distinct weights per expert (read from memory, as in the
+    layer)."""
     with open(stats_path) as f:
         layers = json.load(f)["moe_layers"]
     rng = np.random.default_rng(1)
@@ -242,25 +330,27 @@ def routed_gemm_seconds(report, stats_path):
     for stats, layer in zip(layers, report):
         H, F = layer["hidden"], layer["ffn"]
         up = expert_weights(layer) // H - F  # gate + up outputs of w1, w3
-        w1 = rng.standard_normal((up, H), dtype=np.float32)  # [out, in]
-        w2 = rng.standard_normal((H, F), dtype=np.float32)
         runs = max(1, stats["runs"])
         for n in stats["tokens_per_expert"]:
             rows = n // runs
             if rows:
                 work.append((rng.standard_normal((rows, H), dtype=np.float32),
-                             w1, rng.standard_normal((rows, F),
-                                                     dtype=np.float32), w2))
-    sgemm = dnnl_sgemm()
+                             np.full((up, H), 0.01, np.float32),  # [out, in]
+                             rng.standard_normal((rows, F), dtype=np.float32),
+                             np.full((H, F), 0.01, np.float32)))
+    lib = dnnl_library()
+    sgemm = dnnl_sgemm(lib) if lib else None
+    matmul = DnnlMatmul(lib) if lib else None
 
     def product(a, w):
         """a @ w.T"""
         if not sgemm:
             return a @ w.T
         c = np.empty((a.shape[0], w.shape[0]), np.float32)
-        sgemm(b"N", b"T", a.shape[0], w.shape[0], a.shape[1], 1.0,
-              a.ctypes.data, a.shape[1], w.ctypes.data, w.shape[1], 0.0,
-              c.ctypes.data, c.shape[1])
+        if not matmul.product(a, w, c):
+            sgemm(b"N", b"T", a.shape[0], w.shape[0], a.shape[1], 1.0,
+                  a.ctypes.data, a.shape[1], w.ctypes.data, w.shape[1], 0.0,
+                  c.ctypes.data, c.shape[1])
         return c
 
     best = float("inf")
