@@ -59,11 +59,25 @@ TEST(Views, FlattenSqueezeUnsqueezeIdentity) {
                  {DType::F32, {1, 3, 1}})
                 .shape,
             (std::vector<int64_t>{1, 3, 1}));
+  // A scalar is one axis, as onnxruntime reads Unsqueeze's (a fuzz find:
+  // moec wrote such a step and the loader refused the plan).
+  EXPECT_EQ(
+      run1(OpKind::Unsqueeze, {iota({3}), i64({}, {-1})}, {DType::F32, {3, 1}})
+          .shape,
+      (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(
+      run1(OpKind::Squeeze, {iota({3, 1}), i64({}, {1})}, {DType::F32, {3}})
+          .shape,
+      (std::vector<int64_t>{3}));
   expectNear(run1(OpKind::Identity, {iota({2})}, {DType::F32, {2}}), {2},
              {0, 1});
   auto r = runStep(OpKind::Squeeze, {iota({2, 3}), i64({1}, {0})},
                    {{DType::F32, {3}}});
   EXPECT_THAT(r.status(), StatusHas("cannot squeeze axis 0 of size 2"));
+  r = runStep(OpKind::Unsqueeze, {iota({3}), i64({1, 1}, {0})},
+              {{DType::F32, {1, 3}}});
+  EXPECT_THAT(r.status(), StatusHas("axes (input 1) has rank 2; expected a "
+                                    "scalar or 1-D"));
 }
 
 TEST(Transpose, PermutationsAndDefaultReverse) {

@@ -457,6 +457,19 @@ def _(out):
                 [const("zero", np.array(0.0, np.float32))])
 
 
+@model("scalar_axes")
+def _(out):
+    # Unsqueeze with a scalar axes input, which onnxruntime reads as one axis
+    # (a fuzz find: moec wrote the scalar and the runtime refused the plan).
+    nodes = [node("Unsqueeze", ["x", "axis"], ["y"]),
+             node("Unsqueeze", ["x", "last"], ["z"])]
+    return make(nodes, [value("x", F32, ["tokens", 4])],
+                [value("y", F32, [1, "tokens", 4]),
+                 value("z", F32, ["tokens", 4, 1])],
+                [const("axis", np.array(0, np.int64)),
+                 const("last", np.array(-1, np.int64))])
+
+
 @model("tensor")
 def _(out):
     big = np.arange(100, dtype=np.float32)

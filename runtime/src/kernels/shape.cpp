@@ -136,7 +136,11 @@ absl::StatusOr<Shape> unsqueezeShape(const KernelContext &ctx) {
 
 absl::Status validateAxesView(const StepCheck &check) {
   MOERT_RETURN_IF_ERROR(check.inType(1, bit(DType::I64)));
-  MOERT_RETURN_IF_ERROR(check.inRank(1, 1));
+  // A scalar is one axis: onnxruntime reads Unsqueeze's axes so (and moec
+  // imports them so).
+  if (check.has(1) && check.in(1).rank > 1)
+    return check.error("axes (input 1) has rank ", check.in(1).rank,
+                       "; expected a scalar or 1-D");
   return check.outMatchesIn(0, 0);
 }
 
