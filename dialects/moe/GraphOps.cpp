@@ -873,6 +873,21 @@ FailureOr<int64_t> getVectorLength(std::optional<Location> loc, Value value,
   return type.getDimSize(0);
 }
 
+/// The number of axes in the `axes` operand of Squeeze and Unsqueeze: a
+/// scalar is one axis (as onnxruntime reads it), a 1-D tensor its length;
+/// other ranks are an error.
+FailureOr<int64_t> getAxesCount(std::optional<Location> loc, Value axes) {
+  auto type = dyn_cast<RankedTensorType>(axes.getType());
+  if (type && type.getRank() == 0)
+    return 1;
+  if (type && type.getRank() > 1)
+    return emitOptionalError(loc,
+                             "operand 'axes' must be a scalar or a 1-D "
+                             "tensor, got ",
+                             axes.getType());
+  return getVectorLength(loc, axes, "axes");
+}
+
 } // namespace
 
 LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
@@ -885,6 +900,10 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
     return failure();
   int64_t rank = type->getRank();
   SmallVector<int64_t> shape;
+  FailureOr<int64_t> count =
+      adaptor.getAxes() ? getAxesCount(location, adaptor.getAxes()) : 0;
+  if (failed(count))
+    return failure();
   if (!adaptor.getAxes()) {
     // Dynamic dimensions are assumed not to be 1: a token count that can be
     // 1 must not disappear from the rank.
@@ -907,10 +926,6 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
                                  " of size ", size);
     }
   } else {
-    FailureOr<int64_t> count =
-        getVectorLength(location, adaptor.getAxes(), "axes");
-    if (failed(count))
-      return failure();
     if (*count > rank)
       return emitOptionalError(location, "cannot squeeze ", *count,
                                " dimensions of a rank-", rank, " tensor");
@@ -928,12 +943,11 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
       getRankedType(location, adaptor.getData(), "data");
   if (failed(type))
     return failure();
+  FailureOr<int64_t> count = getAxesCount(location, adaptor.getAxes());
+  if (failed(count))
+    return failure();
   std::optional<SmallVector<int64_t>> axes = getConstantInts(adaptor.getAxes());
   if (!axes) {
-    FailureOr<int64_t> count =
-        getVectorLength(location, adaptor.getAxes(), "axes");
-    if (failed(count))
-      return failure();
     types.push_back(RankedTensorType::get(
         SmallVector<int64_t>(type->getRank() + *count, kDynamic),
         type->getElementType()));

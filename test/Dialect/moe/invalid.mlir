@@ -426,6 +426,29 @@ func.func @unsqueeze_repeated(%a: tensor<4xf32>) {
 
 // -----
 
+// Tests that Unsqueeze's axes are a scalar or 1-D (a fuzz find: a [1, 1]
+// constant was read as one axis and the runtime refused the plan).
+func.func @unsqueeze_axes_rank_2(%a: tensor<4xf32>) {
+  %axes = moe.constant dense<0> : tensor<1x1xi64>
+  // expected-error @+2 {{operand 'axes' must be a scalar or a 1-D tensor, got 'tensor<1x1xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.unsqueeze %a, %axes : (tensor<4xf32>, tensor<1x1xi64>) -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+// Tests that Squeeze's axes are a scalar or 1-D.
+func.func @squeeze_axes_rank_2(%a: tensor<1x4xf32>) {
+  %axes = moe.constant dense<0> : tensor<1x1xi64>
+  // expected-error @+2 {{operand 'axes' must be a scalar or a 1-D tensor, got 'tensor<1x1xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.squeeze %a, %axes : (tensor<1x4xf32>, tensor<1x1xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 // Tests that Concat joins tensors of one rank.
 func.func @concat_rank(%a: tensor<4xi64>, %b: tensor<1x4xi64>) {
   // expected-error @+2 {{input 1 has type 'tensor<1x4xi64>' but input 0 has 'tensor<4xi64>' (expected the same rank and element type)}}
