@@ -650,6 +650,24 @@ static FailureOr<moec::plan::TierOptions> getTierOptions(ModuleOp module,
   return tiers;
 }
 
+/// Loads the plan just written as moe-run will (its checksums aside), so
+/// that a graph the runtime cannot run (an op on a dtype it has no kernel
+/// for, ...) is one error now, naming the step (the model's node), rather
+/// than a plan that every moe-run refuses. The loader's checks are the one
+/// statement of what the runtime supports; the file is removed on failure.
+static LogicalResult checkPlanLoads(ModuleOp module) {
+  moert::LoadOptions load;
+  load.verifyWeightChecksums = false; // Written just now.
+  absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
+      moert::Plan::load(outputPath, load);
+  if (plan.ok())
+    return success();
+  llvm::sys::fs::remove(outputPath);
+  return module.emitError("the runtime cannot run this model, so no plan is "
+                          "written: ")
+         << std::string(plan.status().message());
+}
+
 /// Prints (--verbose) and reports (--report, with `extra`'s entries) the
 /// tiers of the plan just written, read back from it.
 static LogicalResult reportTiers(ModuleOp module,
@@ -834,7 +852,8 @@ static int runCompile() {
         recordProvenance(/*generation=*/false, std::move(finalize));
     if (failed(withProvenance) ||
         failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
-                                    *expertWeights, *tiers)))
+                                    *expertWeights, *tiers)) ||
+        failed(checkPlanLoads(*module)))
       return kFailure;
     if (deviceMemoryBytes &&
         failed(reportTiers(*module, opsBeforeTiers, *expertWeights)))
@@ -1025,7 +1044,8 @@ static int runGenerationCompile() {
   if (failed(withProvenance) ||
       failed(moec::plan::emitGenerationPlan(
           *decode, prefill ? *prefill : ModuleOp(), *sig, outputPath,
-          *withProvenance, *expertWeights, *tiers)))
+          *withProvenance, *expertWeights, *tiers)) ||
+      failed(checkPlanLoads(*decode)))
     return kFailure;
   if (deviceMemoryBytes &&
       failed(reportTiers(*decode, opsBefore, *expertWeights,
