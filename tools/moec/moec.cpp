@@ -655,13 +655,14 @@ static FailureOr<moec::plan::TierOptions> getTierOptions(ModuleOp module,
 /// for, ...) is one error now, naming the step (the model's node), rather
 /// than a plan that every moe-run refuses. The loader's checks are the one
 /// statement of what the runtime supports; the file is removed on failure.
-static LogicalResult checkPlanLoads(ModuleOp module) {
+static FailureOr<std::unique_ptr<moert::Plan>>
+loadWrittenPlan(ModuleOp module) {
   moert::LoadOptions load;
   load.verifyWeightChecksums = false; // Written just now.
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
       moert::Plan::load(outputPath, load);
   if (plan.ok())
-    return success();
+    return std::move(*plan);
   llvm::sys::fs::remove(outputPath);
   return module.emitError("the runtime cannot run this model, so no plan is "
                           "written: ")
@@ -669,21 +670,14 @@ static LogicalResult checkPlanLoads(ModuleOp module) {
 }
 
 /// Prints (--verbose) and reports (--report, with `extra`'s entries) the
-/// tiers of the plan just written, read back from it.
-static LogicalResult reportTiers(ModuleOp module,
+/// tiers of `plan`, the plan just written, read back from it.
+static LogicalResult reportTiers(ModuleOp module, const moert::Plan &plan,
                                  const llvm::StringMap<int64_t> &opsBefore,
                                  moec::plan::ExpertWeightType expertWeights,
                                  llvm::json::Object extra = {}) {
-  moert::LoadOptions load;
-  load.verifyWeightChecksums = false; // Written just now.
-  absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
-      moert::Plan::load(outputPath, load);
-  if (!plan.ok())
-    return module.emitError("the written plan does not load: ")
-           << std::string(plan.status().message());
   llvm::json::Array devices;
-  for (int d = 0; d < (*plan)->numDevices(); ++d) {
-    absl::StatusOr<moert::ExpertTiersDesc> tiers = (*plan)->expertTiers(d);
+  for (int d = 0; d < plan.numDevices(); ++d) {
+    absl::StatusOr<moert::ExpertTiersDesc> tiers = plan.expertTiers(d);
     if (!tiers.ok())
       return module.emitError(std::string(tiers.status().message()));
     // A policy that reads nothing ahead is a mistake the user should hear
@@ -852,11 +846,13 @@ static int runCompile() {
         recordProvenance(/*generation=*/false, std::move(finalize));
     if (failed(withProvenance) ||
         failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
-                                    *expertWeights, *tiers)) ||
-        failed(checkPlanLoads(*module)))
+                                    *expertWeights, *tiers)))
       return kFailure;
-    if (deviceMemoryBytes &&
-        failed(reportTiers(*module, opsBeforeTiers, *expertWeights)))
+    FailureOr<std::unique_ptr<moert::Plan>> written = loadWrittenPlan(*module);
+    if (failed(written) ||
+        (deviceMemoryBytes &&
+         failed(
+             reportTiers(*module, **written, opsBeforeTiers, *expertWeights))))
       return kFailure;
     for (auto [path, text] : {std::pair(&ptxOutput, &cudaModule.ptx),
                               std::pair(&cudaSource, &cudaModule.source)})
@@ -1044,12 +1040,13 @@ static int runGenerationCompile() {
   if (failed(withProvenance) ||
       failed(moec::plan::emitGenerationPlan(
           *decode, prefill ? *prefill : ModuleOp(), *sig, outputPath,
-          *withProvenance, *expertWeights, *tiers)) ||
-      failed(checkPlanLoads(*decode)))
+          *withProvenance, *expertWeights, *tiers)))
     return kFailure;
-  if (deviceMemoryBytes &&
-      failed(reportTiers(*decode, opsBefore, *expertWeights,
-                         std::move(generationReport))))
+  FailureOr<std::unique_ptr<moert::Plan>> written = loadWrittenPlan(*decode);
+  if (failed(written) ||
+      (deviceMemoryBytes &&
+       failed(reportTiers(*decode, **written, opsBefore, *expertWeights,
+                          std::move(generationReport)))))
     return kFailure;
   return kSuccess;
 }
