@@ -69,10 +69,11 @@ std::string getStepName(Operation *op) {
 }
 
 /// Fails with an error on `where` unless its tensor `what` ("input 'x'",
-/// "a result", "its weight") of sizes or bounds `dims` fits the limits the
-/// runtime's loader checks (rank and dimension bound, moert/format.h): a plan
-/// moec writes always loads. An empty ConstantOfShape of [0, 2^41] is otherwise
-/// a valid graph.
+/// "a result", "its value") of sizes or bounds `dims` fits the limits the
+/// runtime's loader checks (rank and dimension bound, moert/format.h). moec
+/// also loads every plan it writes, but the loader can only name the tensor;
+/// this names the node, for every caller of the emitter. An empty
+/// ConstantOfShape of [0, 2^41] is otherwise a valid graph.
 LogicalResult checkPlanShape(Operation *where, const Twine &what,
                              ArrayRef<int64_t> dims) {
   if (dims.size() > static_cast<size_t>(moert::kMaxRank))

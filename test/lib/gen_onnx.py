@@ -470,6 +470,15 @@ def _(out):
                  const("last", np.array(-1, np.int64))])
 
 
+@model("scalar_axes_input")
+def _(out):
+    # The scalar axes as a graph input: its value is known only at run time.
+    nodes = [node("Unsqueeze", ["x", "axis"], ["y"])]
+    return make(nodes, [value("x", F32, ["tokens", 4]),
+                        value("axis", I64, [])],
+                [value("y", F32, [None, None, None])], [])
+
+
 @model("tensor")
 def _(out):
     big = np.arange(100, dtype=np.float32)
