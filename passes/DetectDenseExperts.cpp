@@ -19,9 +19,11 @@
 #include "passes/Passes.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/LayerForm.h"
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -336,7 +338,7 @@ struct DetectDenseExpertsPass
         continue;
       DenseMatcher matcher(topK);
       if (std::optional<Failure> failure = matcher.match()) {
-        topK.emitRemark("MoE dense experts not detected: ") << *failure;
+        recordNearMiss(topK, "dense experts", *failure);
         continue;
       }
       changed |= succeeded(rewrite(matcher.layer));
@@ -378,6 +380,7 @@ struct DetectDenseExpertsPass
         builder.getF32FloatAttr(layer.alpha),
         builder.getF32FloatAttr(layer.beta),
         builder.getF32FloatAttr(layer.limit));
+    moe::setLayerForm(experts, "dense");
     Value combined =
         moe::CombineOp::create(builder, loc, experts.getOutput(),
                                dispatch.getSource(), router.getWeights(),

@@ -20,9 +20,11 @@
 
 #include "passes/MatchGates.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 #include "passes/SharedExperts.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/LayerForm.h"
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -1070,6 +1072,7 @@ LogicalResult rewriteSwitch(StringRef pass, SwitchLayer &layer) {
       moe::WeightLayoutAttr::get(context, layer.layout),
       /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
       /*limit=*/nullptr);
+  moe::setLayerForm(experts, "Switch");
   auto combine =
       moe::CombineOp::create(builder, loc, experts.getOutput(),
                              dispatch.getSource(), weights, tokens, indices);
@@ -1105,7 +1108,7 @@ struct DetectExpertsPass
     }
     for (auto &[topK, failure] : nearMisses)
       if (!inLayer.contains(topK))
-        topK.emitRemark("MoE per-expert loop not detected: ") << failure;
+        recordNearMiss(topK, "per-expert loop", failure);
     // Switch Transformers routes with an arg-max; one over anything but a
     // softmax is no router (an empty failure), so it gets no remark.
     SmallVector<moe::ArgMaxOp> argMaxes;
@@ -1114,7 +1117,7 @@ struct DetectExpertsPass
       SwitchMatcher matcher(argMax);
       if (std::optional<Failure> failure = matcher.match()) {
         if (!failure->empty())
-          argMax.emitRemark("MoE Switch layer not detected: ") << *failure;
+          recordNearMiss(argMax, "Switch layer", *failure);
         continue;
       }
       (void)rewriteSwitch(getArgument(), matcher.layer);
@@ -1153,6 +1156,7 @@ struct DetectExpertsPass
         moe::WeightLayoutAttr::get(context, *layer.layout),
         /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
         /*limit=*/nullptr);
+    moe::setLayerForm(experts, "per-expert loop");
     auto combine = moe::CombineOp::create(
         builder, loc, experts.getOutput(), dispatch.getSource(),
         router.getWeights(), /*passthrough=*/Value(), /*indices=*/Value());

@@ -26,6 +26,7 @@
 #include "passes/MatchFfn.h"
 #include "passes/MatchGates.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 #include "passes/SharedExperts.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -224,7 +225,7 @@ struct DetectInputScaledExpertsPass
       if (!matcher.isCandidate())
         continue;
       if (std::optional<Failure> failure = matcher.match()) {
-        sum.emitRemark("MoE input-scaled experts not detected: ") << *failure;
+        recordNearMiss(sum, "input-scaled experts", *failure);
         continue;
       }
       changed |= succeeded(rewrite(matcher.layer));

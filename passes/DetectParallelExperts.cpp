@@ -24,6 +24,7 @@
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseSet.h"
@@ -502,7 +503,7 @@ struct DetectParallelExpertsPass
         continue;
       ParallelMatcher matcher(topK);
       if (std::optional<Failure> failure = matcher.match()) {
-        topK.emitRemark("MoE parallel experts not detected: ") << *failure;
+        recordNearMiss(topK, "parallel experts", *failure);
         continue;
       }
       ParallelLayer &layer = matcher.layer;

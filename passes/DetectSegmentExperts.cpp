@@ -28,6 +28,7 @@
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 #include "passes/SegmentSupport.h"
 #include "passes/SharedExperts.h"
 
@@ -403,8 +404,7 @@ struct DetectSegmentExpertsPass
     for (auto [ids, numExperts, sort] : candidates) {
       SegmentMatcher matcher(ids, numExperts, sort);
       if (std::optional<Failure> failure = matcher.match()) {
-        matcher.layer.router->emitRemark("MoE segment experts not detected: ")
-            << *failure;
+        recordNearMiss(matcher.layer.router, "segment experts", *failure);
         continue;
       }
       layers.push_back(matcher.layer);

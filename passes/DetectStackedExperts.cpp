@@ -27,6 +27,7 @@
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
+#include "passes/NearMiss.h"
 #include "passes/SharedExperts.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -310,8 +311,7 @@ struct DetectStackedExpertsPass
       if (!matcher.isCandidate())
         continue;
       if (std::optional<Failure> failure = matcher.match()) {
-        matcher.layer.anchor->emitRemark("MoE stacked experts not detected: ")
-            << *failure;
+        recordNearMiss(matcher.layer.anchor, "stacked experts", *failure);
         continue;
       }
       changed |= succeeded(rewrite(matcher.layer));

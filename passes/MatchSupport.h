@@ -11,6 +11,7 @@
 #define MOEC_PASSES_MATCHSUPPORT_H
 
 #include "dialects/moe/GraphOpsSupport.h"
+#include "dialects/moe/LayerForm.h"
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchGates.h"
 #include "passes/SharedExperts.h"
@@ -22,6 +23,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -663,6 +665,13 @@ replaceWithExpertsLayer(llvm::StringRef pass, mlir::Operation *anchor,
       ffn.glu ? moe::GluLayoutAttr::get(context, *ffn.glu)
               : moe::GluLayoutAttr(),
       f32(ffn.alpha), f32(ffn.beta), f32(ffn.limit));
+  moe::setLayerForm(experts,
+                    llvm::StringSwitch<llvm::StringRef>(pass)
+                        .Case("moe-detect-stacked-experts", "stacked")
+                        .Case("moe-detect-segment-experts", "segments")
+                        .Case("moe-detect-parallel-experts", "parallel")
+                        .Case("moe-detect-input-scaled-experts", "input-scaled")
+                        .Default(pass));
   auto combine = moe::CombineOp::create(
       builder, loc, experts.getOutput(), routing.dispatch.getSource(),
       routing.weights, /*passthrough=*/Value(), /*indices=*/Value());

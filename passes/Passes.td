@@ -267,6 +267,36 @@ def MoeDetectParallelExperts
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeReportNearMisses
+    : Pass<"moe-report-near-misses", "mlir::func::FuncOp"> {
+  let summary = "Remark once on each MoE candidate layer that stayed generic";
+  let description = [{
+    The detectors record why they rejected a candidate layer on its anchor op
+    (a `moe.near_misses` array on its top-k, arg-max or sum) instead of
+    remarking at once, since a later detector may still take the layer in
+    another form. Run after every detector, this pass removes the records
+    and gives one remark per anchor whose layer stayed generic, naming the
+    first reason ("MoE per-expert loop not detected: ..."). An anchor whose
+    values reach the routing of a detected layer (a `moe.dispatch`'s indices
+    or a `moe.combine`'s weights: a generic gate the detectors kept) gets no
+    remark, and neither does one another detector erased with its layer.
+
+    ```mlir
+    // Before: the loop detector rejected this top-k; no other detector
+    // took it.
+    %v, %i = moe.top_k %scores {moe.near_misses = ["MoE per-expert loop
+        not detected: ..."]} ...
+    // After: the attribute is gone; remark: MoE per-expert loop not
+    // detected: ...
+    ```
+  }];
+  let options = [
+    Option<"allReasons", "all-reasons", "bool", /*default=*/"false",
+           "Remark every detector's reason, not only the first">,
+  ];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeFuseAttention : Pass<"moe-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Recognise decomposed scaled dot-product attention";
   let description = [{

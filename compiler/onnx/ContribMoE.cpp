@@ -37,6 +37,7 @@
 #include "compiler/onnx/ContribMoE.h"
 
 #include "compiler/onnx/Diagnostics.h"
+#include "dialects/moe/LayerForm.h"
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -429,6 +430,7 @@ FailureOr<Value> ContribMoEImporter::build() {
       moe::ActivationAttr::get(context, expertActivation),
       moe::WeightLayoutAttr::get(context, moe::WeightLayout::OutIn), gluLayout,
       alpha, beta, limit)));
+  moe::setLayerForm(experts, "com.microsoft.MoE");
   Value output = track(moe::CombineOp::create(
                            builder, loc, experts.getOutput(),
                            dispatch.getSource(), router.getWeights(),

@@ -4,6 +4,8 @@
 
 #include "compiler/plan/PlanEmitter.h"
 
+#include "dialects/moe/LayerForm.h"
+
 #include "dialects/moe/MoeOps.h"
 #include "passes/Passes.h"
 
@@ -38,6 +40,11 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   // After the stacked form, whose gathers it would rewrite.
   funcPM.addPass(createMoeCanonicalizeSegments());
   funcPM.addPass(createMoeDetectSegmentExperts());
+  // After every detector: a layer one of them took gets no remark from
+  // the others.
+  MoeReportNearMissesOptions nearMisses;
+  nearMisses.allReasons = options.allNearMisses;
+  funcPM.addPass(createMoeReportNearMisses(nearMisses));
   funcPM.addPass(createMoeFuseNorms());
   // Before elementwise fusion, which would take the scores' scale and mask.
   if (options.fuseAttention)
@@ -245,6 +252,41 @@ static int64_t hiddenSize(MoeLayerInfo layer) {
       .getDimSize(1);
 }
 
+/// The form the layer had in the model ("stacked", ...; LayerForm.h), or
+/// "?" when its experts carry none.
+static std::string getForm(const MoeLayerInfo &layer) {
+  StringRef form = layer.experts ? moe::getLayerForm(layer.experts) : "";
+  return form.empty() ? "?" : form.str();
+}
+
+std::string summarizeMoeLayers(ModuleOp module) {
+  SmallVector<MoeLayerInfo> layers = collectMoeLayers(module);
+  if (layers.empty())
+    return "no MoE layer (the model runs through generic ops; see the "
+           "remarks)";
+  // Forms in the order of their first layer, each with its count.
+  SmallVector<std::pair<std::string, int64_t>> forms;
+  for (const MoeLayerInfo &layer : layers) {
+    std::string form = getForm(layer);
+    auto *it =
+        llvm::find_if(forms, [&](auto &entry) { return entry.first == form; });
+    if (it == forms.end())
+      forms.push_back({form, 1});
+    else
+      ++it->second;
+  }
+  std::string text = llvm::formatv("{0} MoE layer{1} (", layers.size(),
+                                   layers.size() == 1 ? "" : "s");
+  for (auto [index, entry] : llvm::enumerate(forms)) {
+    if (index)
+      text += ", ";
+    if (forms.size() > 1)
+      text += std::to_string(entry.second) + " ";
+    text += entry.first;
+  }
+  return text + ")";
+}
+
 static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
   llvm::json::Array array;
   for (MoeLayerInfo layer : layers) {
@@ -256,6 +298,7 @@ static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
     std::optional<uint64_t> capacity =
         router ? router.getCapacity() : std::nullopt;
     llvm::json::Object object{
+        {"form", getForm(layer)},
         {"experts", layer.numExperts},
         {"top_k", layer.topK},
         {"score", router ? stringifyEnum(router.getScoreFunction()).str()
@@ -368,10 +411,10 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
   os << llvm::formatv("moec: {0} MoE layer{1}\n", layers.size(),
                       layers.size() == 1 ? "" : "s");
   os << llvm::formatv("{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}"
-                      "{8,-5}{9,-9}{10,-7}{11,-7}{12,-7}{13}\n",
+                      "{8,-5}{9,-9}{10,-7}{11,-7}{12,-7}{13,-15}{14}\n",
                       "layer", "experts", "top_k", "score", "topk_first",
                       "normalize", "scale", "groups", "bias", "capacity",
-                      "shared", "hidden", "ffn", "activation");
+                      "shared", "hidden", "ffn", "activation", "form");
   for (auto [index, layer] : llvm::enumerate(layers)) {
     moe::RouterOp router = layer.router;
     std::optional<uint64_t> capacity =
@@ -381,7 +424,7 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
     };
     os << llvm::formatv(
         "{0,-6}{1,-8}{2,-6}{3,-8}{4,-11}{5,-10}{6,-7}{7,-8}{8,-5}{9,-9}"
-        "{10,-7}{11,-7}{12,-7}{13}\n",
+        "{10,-7}{11,-7}{12,-7}{13,-15}{14}\n",
         index, layer.numExperts, layer.topK,
         router ? stringifyEnum(router.getScoreFunction()).str()
                : std::string("generic"),
@@ -406,7 +449,8 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
         capacity ? std::to_string(*capacity) : "-", layer.sharedExperts,
         dim(hiddenSize(layer)),
         layer.experts ? dim(layer.experts.getInterSize()) : "?",
-        layer.experts ? stringifyEnum(layer.experts.getActivation()) : "?");
+        layer.experts ? stringifyEnum(layer.experts.getActivation()) : "?",
+        getForm(layer));
   }
   if (expertWeights == ExpertWeightType::F32)
     return;

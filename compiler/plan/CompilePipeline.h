@@ -42,6 +42,9 @@ struct CompileOptions {
   /// Attention kernel, and the decomposed ops run on the GPU (in CUDA
   /// graphs) where an Attention step would run on the host.
   bool fuseAttention = true;
+  /// Remark every detector's reason for each MoE candidate layer that stayed
+  /// generic, not only the first (`moec compile --verbose`).
+  bool allNearMisses = false;
 };
 
 /// Adds the passes that take an imported module to a planned one:
@@ -60,6 +63,10 @@ llvm::StringMap<int64_t> countOps(mlir::ModuleOp module);
 /// their matrices so.
 void printMoeLayers(mlir::ModuleOp module, llvm::raw_ostream &os,
                     ExpertWeightType expertWeights = ExpertWeightType::F32);
+
+/// One phrase for moec's summary line: "2 MoE layers (stacked)", "3 MoE
+/// layers (2 stacked, 1 per-expert loop)", or that none was detected.
+std::string summarizeMoeLayers(mlir::ModuleOp module);
 
 /// Writes the compile report of a planned `module` as JSON to `path`:
 /// memory plan (peak arena, naive sum of intermediates, weights), op counts

@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-detect-dense-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-detect-dense-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that the GPT-OSS dense form (top-k on the logits, softmax over the k,
 // routing matrix scattered into zeros, every expert on every token with

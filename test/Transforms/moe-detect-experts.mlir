@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-detect-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-detect-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that a renormalised top-2 per-expert SwiGLU loop (Mixtral) becomes
 // router -> dispatch -> experts -> combine over stacked weights, and that the

@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-detect-input-scaled-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-detect-input-scaled-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that Llama4's form (top-1 logits scattered into -inf, their sigmoid
 // scaling every expert's input, all experts on all tokens, summed over the

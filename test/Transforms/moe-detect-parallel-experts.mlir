@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-detect-parallel-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-detect-parallel-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that the Granite parallel-experts form (top-k on the logits, softmax
 // over k; stable sort of the flattened expert ids; tokens and weights

@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-canonicalize-segments --moe-detect-segment-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-canonicalize-segments --moe-detect-segment-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that transformers' grouped_mm form with a softmax gate (top-2 of 2
 // experts; the flattened ids sorted by a whole-length top-k, largest 0; the

@@ -1,4 +1,4 @@
-// RUN: moec-opt %s --split-input-file --moe-detect-stacked-experts -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-detect-stacked-experts --moe-report-near-misses -verify-diagnostics | FileCheck %s
 
 // Tests that the transformers v5 batched_mm form (softmax, top-2,
 // renormalised; tokens repeated k times; stacked [E, 2F, H] gate/up and

@@ -1,0 +1,51 @@
+// RUN: moec-opt %s --split-input-file --moe-report-near-misses -verify-diagnostics | FileCheck %s
+// RUN: moec-opt %s --split-input-file --moe-report-near-misses=all-reasons=true -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALL
+
+// Tests that a top-k no detector took keeps one remark, the first reason
+// recorded, and loses the attribute.
+// CHECK-LABEL: func.func @generic_layer
+// CHECK-NOT: moe.near_misses
+// ALL: MoE per-expert loop not detected: first
+// ALL: MoE stacked experts not detected: second
+func.func @generic_layer(%scores: tensor<?x8xf32>) -> (tensor<?x2xf32>, tensor<?x2xi64>) {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  // expected-remark @below {{MoE per-expert loop not detected: first}}
+  %v, %i = moe.top_k %scores, %k {moe.near_misses = ["MoE per-expert loop not detected: first", "MoE stacked experts not detected: second"]} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  return %v, %i : tensor<?x2xf32>, tensor<?x2xi64>
+}
+
+// -----
+
+// Tests that a top-k whose indices a detected layer dispatches by (a generic
+// gate the detectors kept) gets no remark: a later detector took its layer.
+// CHECK-LABEL: func.func @detected_layer
+// CHECK-NOT: moe.near_misses
+// CHECK: moe.dispatch
+func.func @detected_layer(%x: tensor<?x16xf32>, %scores: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %w1 = moe.constant dense<1.0> : tensor<8x32x16xf32>
+  %w3 = moe.constant dense<1.0> : tensor<8x32x16xf32>
+  %w2 = moe.constant dense<1.0> : tensor<8x16x32xf32>
+  %v, %i = moe.top_k %scores, %k {moe.near_misses = ["MoE per-expert loop not detected: loop"]} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %rows, %offsets, %source = moe.dispatch %x, %i experts 8 : tensor<?x16xf32>, tensor<?x2xi64>
+  %y = moe.experts silu_glu %rows, %offsets : tensor<?x16xf32>, tensor<9xi64>
+         w1 %w1 : tensor<8x32x16xf32> w3 %w3 : tensor<8x32x16xf32>
+         w2 %w2 : tensor<8x16x32xf32> layout out_in
+  %out = moe.combine %y, %source, %v : tensor<?x16xf32>, tensor<?xi64>, tensor<?x2xf32>
+  return %out : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a near-miss whose values reach another layer's dispatch only
+// through a projection (its output is the next layer's tokens) keeps its
+// remark: the next layer's routing is not its own.
+// CHECK-LABEL: func.func @next_layer
+func.func @next_layer(%x: tensor<?x16xf32>, %scores: tensor<?x8xf32>, %proj: tensor<2x16xf32>, %i: tensor<?x2xi64>) -> tensor<?x16xf32> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  // expected-remark @below {{MoE dense experts not detected: near}}
+  %v, %ignored = moe.top_k %scores, %k {moe.near_misses = ["MoE dense experts not detected: near"]} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %tokens = moe.mat_mul %v, %proj : (tensor<?x2xf32>, tensor<2x16xf32>) -> tensor<?x16xf32>
+  %rows, %offsets, %source = moe.dispatch %tokens, %i experts 8 : tensor<?x16xf32>, tensor<?x2xi64>
+  return %rows : tensor<?x16xf32>
+}
