@@ -225,7 +225,10 @@ struct DetectInputScaledExpertsPass
       if (!matcher.isCandidate())
         continue;
       if (std::optional<Failure> failure = matcher.match()) {
-        recordNearMiss(sum, "input-scaled experts", *failure);
+        // At the layer's router once the matcher found it, where the other
+        // forms' reasons for the same layer go.
+        Operation *anchor = matcher.layer.topK ? matcher.layer.topK : sum;
+        recordNearMiss(anchor, "input-scaled experts", *failure);
         continue;
       }
       changed |= succeeded(rewrite(matcher.layer));

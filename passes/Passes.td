@@ -280,6 +280,12 @@ def MoeReportNearMisses
     values reach the routing of a detected layer (a `moe.dispatch`'s indices
     or a `moe.combine`'s weights: a generic gate the detectors kept) gets no
     remark, and neither does one another detector erased with its layer.
+    A layer that no detector considered still gets one remark when it looks
+    like MoE: a top-k of fewer than E, or an arg-max, over a static axis of
+    E >= 2 whose indices select rows or weights (a one-hot, an equality with
+    an expert index, a gather or scatter at them, a nonzero) and that feeds
+    no detected layer: "MoE layer not detected: ... no detector knows this
+    form".
 
     ```mlir
     // Before: the loop detector rejected this top-k; no other detector

@@ -13,6 +13,7 @@
 #include "passes/NearMiss.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace moec {
 #define GEN_PASS_DEF_MOEREPORTNEARMISSES
@@ -69,6 +70,111 @@ bool feedsDetectedLayer(Operation *anchor) {
   return false;
 }
 
+/// How many ops past a top-k or arg-max its indices are followed to an op
+/// that selects rows or weights by them.
+constexpr int kMaxSelectionDepth = 6;
+
+/// The op that selects rows or weights by the indices `value` (a one-hot,
+/// an equality with an expert index, a gather or scatter at them, or the
+/// rows where they are nonzero), through at most kMaxSelectionDepth
+/// reshapes, casts and slices; null when none does.
+Operation *findSelection(Value value) {
+  SmallVector<std::pair<Value, int>> worklist{{value, 0}};
+  llvm::SmallPtrSet<Operation *, 16> visited;
+  while (!worklist.empty()) {
+    auto [current, depth] = worklist.pop_back_val();
+    for (OpOperand &use : current.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<moe::OneHotOp, moe::EqualOp, moe::NonZeroOp>(user))
+        return user;
+      if (auto gather = dyn_cast<moe::GatherOp>(user);
+          gather && use.get() == gather.getIndices())
+        return user;
+      if (auto scatter = dyn_cast<moe::ScatterElementsOp>(user);
+          scatter && use.get() == scatter.getIndices())
+        return user;
+      if (auto scatter = dyn_cast<moe::ScatterNDOp>(user);
+          scatter && use.get() == scatter.getIndices())
+        return user;
+      if (depth + 1 >= kMaxSelectionDepth ||
+          !isa<moe::ReshapeOp, moe::CastOp, moe::SliceOp, moe::UnsqueezeOp,
+               moe::SqueezeOp, moe::FlattenOp, moe::TransposeOp>(user) ||
+          !visited.insert(user).second)
+        continue;
+      for (Value result : user->getResults())
+        worklist.push_back({result, depth + 1});
+    }
+  }
+  return nullptr;
+}
+
+/// The static size of dimension `axis` (negative: from the end) of
+/// `value`, or -1.
+int64_t getStaticDim(Value value, int64_t axis) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || type.getRank() == 0)
+    return -1;
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+    return -1;
+  return type.getDimSize(axis);
+}
+
+/// Whether the values of `op` reach another top-k or arg-max without passing
+/// through a projection: `op` then selects within a gate (DeepSeek's group
+/// selection before its expert top-k), not the layer's experts.
+bool feedsAnotherRouter(Operation *op) {
+  SmallVector<std::pair<Operation *, int>> worklist{{op, 0}};
+  llvm::SmallPtrSet<Operation *, 32> visited{op};
+  while (!worklist.empty()) {
+    auto [current, depth] = worklist.pop_back_val();
+    for (Operation *user : current->getUsers()) {
+      if (isa<moe::TopKOp, moe::ArgMaxOp>(user))
+        return true;
+      if (depth + 1 < kMaxRoutingDepth &&
+          !isa<moe::MatMulOp, moe::GemmOp>(user) &&
+          visited.insert(user).second)
+        worklist.push_back({user, depth + 1});
+    }
+  }
+  return false;
+}
+
+/// The remark for `op` when it looks like the router of a MoE layer that
+/// no detector considered: a top-k of fewer than E, or an arg-max, over a
+/// static axis of E >= 2 experts whose indices select rows or weights.
+/// Empty when it does not look like one.
+std::string describeUnknownRouter(Operation *op) {
+  int64_t experts = -1;
+  Value indices;
+  const char *what = "";
+  if (auto topK = dyn_cast<moe::TopKOp>(op)) {
+    int64_t k = getStaticDim(topK.getIndices(), topK.getAxis());
+    experts = getStaticDim(topK.getInput(), topK.getAxis());
+    if (k < 1 || k >= experts)
+      return "";
+    indices = topK.getIndices();
+    what = "a top-k";
+  } else if (auto argMax = dyn_cast<moe::ArgMaxOp>(op)) {
+    experts = getStaticDim(argMax.getData(), argMax.getAxis());
+    indices = argMax.getOutput();
+    what = "an arg-max";
+  }
+  if (experts < 2 || !indices)
+    return "";
+  Operation *selection = findSelection(indices);
+  if (!selection)
+    return "";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "MoE layer not detected: " << what << " over " << experts
+     << " experts selects rows or weights (" << selection->getName()
+     << " at " << selection->getLoc()
+     << "), but no detector knows this form; it runs through generic ops";
+  return text;
+}
+
 struct ReportNearMissesPass
     : public moec::impl::MoeReportNearMissesBase<ReportNearMissesPass> {
   using MoeReportNearMissesBase::MoeReportNearMissesBase;
@@ -79,7 +185,9 @@ struct ReportNearMissesPass
       if (auto reasons = op->getAttrOfType<ArrayAttr>(kNearMissesAttr))
         anchors.push_back({op, reasons});
     });
+    llvm::SmallPtrSet<Operation *, 8> recorded;
     for (auto [anchor, reasons] : anchors) {
+      recorded.insert(anchor);
       anchor->removeAttr(kNearMissesAttr);
       if (reasons.empty() || feedsDetectedLayer(anchor))
         continue;
@@ -89,6 +197,15 @@ struct ReportNearMissesPass
           break;
       }
     }
+    // A layer no detector took a look at still gets its one remark.
+    getOperation().walk([&](Operation *op) {
+      if (!isa<moe::TopKOp, moe::ArgMaxOp>(op) || recorded.contains(op))
+        return;
+      if (std::string remark = describeUnknownRouter(op);
+          !remark.empty() && !feedsDetectedLayer(op) &&
+          !feedsAnotherRouter(op))
+        op->emitRemark(remark);
+    });
   }
 };
 

@@ -49,3 +49,33 @@ func.func @next_layer(%x: tensor<?x16xf32>, %scores: tensor<?x8xf32>, %proj: ten
   %rows, %offsets, %source = moe.dispatch %tokens, %i experts 8 : tensor<?x16xf32>, tensor<?x2xi64>
   return %rows : tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that a top-k over 8 experts whose indices select rows (an equality
+// with an expert index, as Mistral's reference code writes
+// `torch.where(ids == e)`) and that no detector considered gets one remark
+// naming the selecting op.
+// CHECK-LABEL: func.func @unknown_form
+func.func @unknown_form(%scores: tensor<?x8xf32>) -> tensor<?x2xi1> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %e = moe.constant dense<3> : tensor<i64>
+  // expected-remark @below {{MoE layer not detected: a top-k over 8 experts selects rows or weights (moe.equal at}}
+  %v, %i = moe.top_k %scores, %k : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %hit = moe.equal %i, %e : (tensor<?x2xi64>, tensor<i64>) -> tensor<?x2xi1>
+  return %hit : tensor<?x2xi1>
+}
+
+// -----
+
+// Tests that a top-k whose indices select nothing (returned as they are), or
+// that takes every element (a sort), gets no remark.
+// CHECK-LABEL: func.func @no_selection
+func.func @no_selection(%scores: tensor<?x8xf32>, %x: tensor<8x4xf32>) -> (tensor<?x2xi64>, tensor<?x8x4xf32>) {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %all = moe.constant dense<8> : tensor<1xi64>
+  %v, %i = moe.top_k %scores, %k : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sv, %si = moe.top_k %scores, %all : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x8xf32>, tensor<?x8xi64>)
+  %rows = moe.gather %x, %si {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?x8xi64>) -> tensor<?x8x4xf32>
+  return %i, %rows : tensor<?x2xi64>, tensor<?x8x4xf32>
+}
