@@ -245,6 +245,10 @@ std::string describeTiersJson(const ExpertTiersDesc &t) {
   return out + "]}";
 }
 
+uint64_t planWeightBytes(const Plan &plan, int device) {
+  return weightBytes(plan.impl().schedules.at(device));
+}
+
 std::string describePlanText(const Plan &plan) {
   const Plan::Impl &impl = plan.impl();
   std::string out = absl::StrFormat(

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommandLine.h"
+#include "CompileSummary.h"
 #include "compiler/InitAll.h"
 #include "compiler/cuda/CudaTarget.h"
 #include "compiler/onnx/Diagnostics.h"
@@ -56,6 +57,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -74,6 +76,11 @@ static cl::SubCommand opsCommand("ops",
 static cl::SubCommand compileCommand("compile", "Compile an ONNX model");
 static cl::SubCommand inspectCommand(
     "inspect", "Print a plan file: symbols, memory plan, tensors and steps");
+// Run by main before the parser (it is moec-verify's command line); declared
+// so that `moec --help` lists it.
+static cl::SubCommand verifyCommand(
+    "verify", "Check a plan against onnxruntime on the same inputs; exit 1 on "
+              "a mismatch (moec verify --help)");
 
 static cl::OptionCategory moecCategory("moec options");
 
@@ -89,7 +96,9 @@ static cl::opt<std::string> planPath(cl::Positional, cl::Required,
 static cl::opt<bool> json("json", cl::desc("Print JSON instead of a table"),
                           cl::sub(checkCommand), cl::sub(opsCommand),
                           cl::sub(inspectCommand), cl::cat(moecCategory));
-static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
+static cl::opt<std::string> outputPath("o",
+                                       cl::desc("Output file (default: -, "
+                                                "stdout, for --emit mlir)"),
                                        cl::value_desc("path"), cl::init("-"),
                                        cl::sub(compileCommand),
                                        cl::cat(moecCategory));
@@ -97,7 +106,7 @@ static cl::opt<std::string> emitKind(
     "emit",
     cl::desc("What to emit: plan (the plan file moe-run executes), mlir "
              "(the imported, simplified IR) or planned-mlir (the IR after "
-             "fusion, shape bounds and memory planning)"),
+             "fusion, shape bounds and memory planning); default: plan"),
     cl::value_desc("plan|mlir|planned-mlir"), cl::init("plan"),
     cl::sub(compileCommand), cl::cat(moecCategory));
 static cl::list<std::string>
@@ -115,8 +124,9 @@ static cl::opt<std::string>
                cl::sub(compileCommand), cl::cat(moecCategory));
 static cl::opt<uint64_t>
     maxTokens("max-tokens",
-              cl::desc("Upper bound of the token dimension buffers are "
-                       "planned for"),
+              cl::desc("Upper bound of each dynamic input dimension that "
+                       "--bound does not name, which buffers are planned "
+                       "for (default: 256)"),
               cl::value_desc("N"), cl::init(256), cl::sub(compileCommand),
               cl::cat(moecCategory));
 static cl::opt<bool>
@@ -127,8 +137,19 @@ static cl::opt<bool>
 static cl::opt<bool>
     verbose("verbose",
             cl::desc("Print the detected MoE layers (gate and expert "
-                     "configuration) as a table on stderr"),
+                     "configuration) as a table on stderr, and every "
+                     "detector's reason for a layer left generic"),
             cl::sub(compileCommand), cl::cat(moecCategory));
+static cl::opt<bool>
+    quiet("quiet",
+          cl::desc("Print no summary line after writing the plan (errors, "
+                   "warnings and remarks still print)"),
+          cl::sub(compileCommand), cl::cat(moecCategory));
+// Test only: shows the progress line off a terminal too.
+static cl::opt<bool> testProgress(
+    "moe-test-progress",
+    cl::desc("Test only: show progress on stderr even when it is no terminal"),
+    cl::Hidden, cl::sub(compileCommand), cl::cat(moecCategory));
 static cl::opt<bool>
     emitWeights("emit-weights",
                 cl::desc("Print weights in the IR instead of eliding them"),
@@ -136,13 +157,15 @@ static cl::opt<bool>
 
 static cl::opt<std::string>
     target("target",
-           cl::desc("The backend the plan is for: cpu, or cuda (generates "
-                    "the plan's CUDA kernels through NVRTC; docs/cuda.md)"),
+           cl::desc("The backend the plan is for: cpu (default), or cuda "
+                    "(generates the plan's CUDA kernels through NVRTC; "
+                    "docs/cuda.md)"),
            cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::sub(compileCommand),
            cl::cat(moecCategory));
 static cl::opt<std::string>
     cudaArch("cuda-arch",
-             cl::desc("GPU architecture of --target cuda's kernels"),
+             cl::desc("GPU architecture of --target cuda's kernels "
+                      "(default: sm_90)"),
              cl::value_desc("sm_NN"), cl::init("sm_90"),
              cl::sub(compileCommand), cl::cat(moecCategory));
 static cl::opt<std::string>
@@ -156,7 +179,8 @@ static cl::opt<int64_t>
     numDevices("devices",
                cl::desc("Expert parallelism: compile one schedule per device, "
                         "experts placed on the devices, dense parts "
-                        "data-parallel (docs/expert-parallelism.md)"),
+                        "data-parallel (docs/expert-parallelism.md; "
+                        "default: 1)"),
                cl::value_desc("N"), cl::init(1), cl::sub(compileCommand),
                cl::cat(moecCategory));
 static cl::opt<std::string> deviceMemory(
@@ -189,13 +213,13 @@ static cl::opt<std::string> routingProfile(
 static cl::opt<int64_t> replicateHot(
     "replicate-hot",
     cl::desc("With --routing-profile: give the K most loaded experts of each "
-             "layer a second slot on another device"),
+             "layer a second slot on another device (default: 0)"),
     cl::value_desc("K"), cl::init(0), cl::sub(compileCommand),
     cl::cat(moecCategory));
 static cl::opt<int64_t> microBatches(
     "micro-batches",
     cl::desc("With --devices: split each MoE layer's tokens into M chunks "
-             "whose exchanges overlap the experts' compute"),
+             "whose exchanges overlap the experts' compute (default: 1)"),
     cl::value_desc("M"), cl::init(1), cl::sub(compileCommand),
     cl::cat(moecCategory));
 
@@ -206,7 +230,7 @@ static cl::opt<std::string> weightDtype(
              "f16 (rounded to nearest even; biases and every other tensor "
              "stay f32; the experts compute in f32), or int8 (routed experts "
              "only, symmetric per output channel with f32 scales; CPU "
-             "target)"),
+             "target); default: f32"),
     cl::value_desc("f32|bf16|f16|int8"), cl::init("f32"),
     cl::sub(compileCommand), cl::cat(moecCategory));
 
@@ -712,6 +736,26 @@ static LogicalResult reportTiers(ModuleOp module, const moert::Plan &plan,
                                  std::move(extra));
 }
 
+/// The usage error of the first output path that cannot be written, or "":
+/// found now rather than after a long compile.
+static std::string checkOutputPaths() {
+  for (auto [flag, path] :
+       {std::pair("-o", &outputPath), std::pair("--report", &reportPath),
+        std::pair("--ptx-output", &ptxOutput),
+        std::pair("--cuda-source", &cudaSource)})
+    if (std::string problem = moec::checkOutputPath(flag, *path);
+        !problem.empty())
+      return problem;
+  return "";
+}
+
+/// Whether to show progress: on a terminal, unless --verbose already
+/// prints (a rewritten line would mix with it).
+static bool showProgress() {
+  return testProgress ||
+         (!verbose && llvm::sys::Process::StandardErrIsDisplayed());
+}
+
 static int runCompile() {
   if (maxSeq.getNumOccurrences() || !prefillPath.empty())
     return runGenerationCompile();
@@ -780,11 +824,15 @@ static int runCompile() {
       return usageError(llvm::toString(arch.takeError()));
     cudaArchValue = *arch;
   }
+  if (std::string problem = checkOutputPaths(); !problem.empty())
+    return usageError(problem);
 
   MLIRContext context;
   configureContext(context);
   onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
                                                   "moec");
+  moec::CompileProgress progress(&context, showProgress());
+  progress.phase("importing " + modelPath);
   OwningOpRef<ModuleOp> module =
       onnx_import::importOnnxModel(&context, modelPath);
   if (!module || failed(checkBoundNames(*module)))
@@ -805,7 +853,9 @@ static int runCompile() {
     options.replicateHot = replicateHot;
     options.microBatches = microBatches;
     options.fuseAttention = target != "cuda";
+    options.allNearMisses = verbose;
     moec::plan::buildCompilePipeline(pm, options);
+    pm.addInstrumentation(progress.passInstrumentation());
     moec::verify::ValidationOptions validation;
     validation.enabled = !noVerifyRewrites;
     validation.maxTokens = options.maxTokens;
@@ -813,8 +863,11 @@ static int runCompile() {
     moec::verify::registerRewriteValidator(context, validation);
     if (failed(pm.run(*module)))
       return kFailure;
+    progress.done();
     if (!options.simplifyOnly && failed(checkArenaSize(*module)))
       return kFailure;
+    if (!options.simplifyOnly)
+      moec::warnUnboundedDimensions(*module, modelPath, dimBounds, maxTokens);
     if (verbose)
       moec::plan::printMoeLayers(*module, llvm::errs(), *expertWeights);
     // A tiered plan's report lists its tiers, read back from the plan.
@@ -844,11 +897,13 @@ static int runCompile() {
       return kFailure;
     FailureOr<moec::plan::PlanFinalizer> withProvenance =
         recordProvenance(/*generation=*/false, std::move(finalize));
+    progress.phase("writing " + outputPath);
     if (failed(withProvenance) ||
         failed(moec::plan::emitPlan(*module, outputPath, *withProvenance,
                                     *expertWeights, *tiers)))
       return kFailure;
     FailureOr<std::unique_ptr<moert::Plan>> written = loadWrittenPlan(*module);
+    progress.done();
     if (failed(written) ||
         (deviceMemoryBytes &&
          failed(
@@ -860,6 +915,9 @@ static int runCompile() {
           failed(moec::plan::writeOutputFile(
               &context, *path, [&](llvm::raw_ostream &os) { os << *text; })))
         return kFailure;
+    if (!quiet)
+      moec::printCompileSummary(llvm::outs(), outputPath, **written, *module,
+                                progress.elapsedSeconds());
     return kSuccess;
   }
 
@@ -963,11 +1021,15 @@ static int runGenerationCompile() {
     return usageError(weightDtypeError());
   if (std::string problem = checkBoundFlags(); !problem.empty())
     return usageError(problem);
+  if (std::string problem = checkOutputPaths(); !problem.empty())
+    return usageError(problem);
 
   MLIRContext context;
   configureContext(context);
   onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
                                                   "moec");
+  moec::CompileProgress progress(&context, showProgress());
+  progress.phase("importing " + modelPath);
   OwningOpRef<ModuleOp> decode =
       onnx_import::importOnnxModel(&context, modelPath);
   if (!decode)
@@ -1016,9 +1078,13 @@ static int runGenerationCompile() {
           }))
         options.dimBounds.push_back(bound);
     options.fuseAttention = target != "cuda";
+    options.allNearMisses = verbose;
     PassManager pm(&context);
     moec::plan::buildCompilePipeline(pm, options);
-    if (failed(pm.run(module)) || failed(checkArenaSize(module)))
+    pm.addInstrumentation(progress.passInstrumentation());
+    bool compiled = succeeded(pm.run(module));
+    progress.done();
+    if (!compiled || failed(checkArenaSize(module)))
       return kFailure;
   }
   if (verbose)
@@ -1037,17 +1103,22 @@ static int runGenerationCompile() {
     return kFailure;
   FailureOr<moec::plan::PlanFinalizer> withProvenance =
       recordProvenance(/*generation=*/true);
+  progress.phase("writing " + outputPath);
   if (failed(withProvenance) ||
       failed(moec::plan::emitGenerationPlan(
           *decode, prefill ? *prefill : ModuleOp(), *sig, outputPath,
           *withProvenance, *expertWeights, *tiers)))
     return kFailure;
   FailureOr<std::unique_ptr<moert::Plan>> written = loadWrittenPlan(*decode);
+  progress.done();
   if (failed(written) ||
       (deviceMemoryBytes &&
        failed(reportTiers(*decode, **written, opsBefore, *expertWeights,
                           std::move(generationReport)))))
     return kFailure;
+  if (!quiet)
+    moec::printCompileSummary(llvm::outs(), outputPath, **written, *decode,
+                              progress.elapsedSeconds());
   return kSuccess;
 }
 

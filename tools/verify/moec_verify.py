@@ -2,13 +2,15 @@
 """moec-verify: checks a moec plan against onnxruntime on the same inputs.
 
     moec-verify MODEL.onnx [--plan PLAN] [--input NAME=FILE.npy ...]
-                [--rtol R] [--atol A] [--tokens N] [--seed S]
-                [--save-inputs DIR] [--max-tokens N] [--threads N]
+                [--rtol R] [--atol A] [--tokens N] [--dim SYMBOL=N ...]
+                [--seed S] [--save-inputs DIR] [--max-tokens N] [--threads N]
+    moec-verify --version
 
 Also run as `moec verify ...` and `moe-run PLAN --compare MODEL.onnx`.
 Without --plan the model is compiled (`moec compile`) into a temporary plan.
 moe-run runs the plan on the given inputs and generates the others (its
-seeded inputs: --tokens per symbolic dim, token ids over the embedding) and
+seeded inputs: --tokens for the token axis, --dim for any symbolic dim,
+token ids over the embedding) and
 saves them all (--save-inputs, a temporary directory without it);
 onnxruntime then runs the model on exactly those inputs. For each output it
 prints the max absolute error, the max relative error and the first index
@@ -27,6 +29,11 @@ import sys
 import tempfile
 
 TOOL = "moec-verify"
+
+# What the check imports, pinned as the project's requirements.txt pins them
+# (test/Tools/verify-tool.test keeps the two alike): an installed moec has no
+# setup script, so a missing one is named with the pip command that adds it.
+REQUIREMENTS = ("numpy==2.2.6", "onnxruntime==1.23.2")
 
 
 def fail(message, status=1):
@@ -60,6 +67,23 @@ def run_tool(cmd):
         fail(f"{os.path.basename(cmd[0])} failed (exit {result.returncode}): "
              f"{' '.join(cmd)}")
     return result
+
+
+def version_line():
+    """This tool's --version: the release and commit of the moe-run it
+    drives (the tools of one build share them), or why there is none."""
+    bin_dir = os.environ.get("MOEC_BIN_DIR")
+    run = (os.path.join(bin_dir, "moe-run") if bin_dir and
+           os.access(os.path.join(bin_dir, "moe-run"), os.X_OK)
+           else shutil.which("moe-run"))
+    if not run:
+        return f"{TOOL}: moe-run not found (in $MOEC_BIN_DIR or on PATH)"
+    result = subprocess.run([run, "--version"], capture_output=True,
+                            text=True)
+    line = result.stdout.strip()
+    if result.returncode != 0 or not line.startswith("moe-run "):
+        return f"{TOOL}: {run} --version failed (exit {result.returncode})"
+    return TOOL + line[len("moe-run"):]
 
 
 def compare(np, got, want, rtol, atol):
@@ -104,14 +128,21 @@ def main():
                         "NAME (repeatable); others are generated")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--atol", type=float, default=1e-5)
-    parser.add_argument("--tokens", type=int, help="size of each symbolic "
-                        "dim of generated inputs (default: moe-run's, 16)")
+    parser.add_argument("--tokens", type=int, help="size of the token axis "
+                        "of generated inputs (moe-run --tokens; default: "
+                        "moe-run's, 16)")
+    parser.add_argument("--dim", action="append", default=[],
+                        metavar="SYMBOL=N", help="size of the plan's symbolic "
+                        "dim SYMBOL in generated inputs (moe-run --dim; "
+                        "repeatable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-inputs", metavar="DIR",
                         help="keep the inputs (.npy) in DIR")
     parser.add_argument("--max-tokens", type=int,
                         help="moec compile --max-tokens, without --plan")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--version", action="store_true",
+                        help="print the release and commit, and exit")
 
     def usage_error(message):
         print(f"{TOOL}: error: {message}\nrun '{TOOL} --help' for usage",
@@ -119,20 +150,28 @@ def main():
         sys.exit(2)
 
     parser.error = usage_error
+    if "--version" in sys.argv[1:]:
+        print(version_line())
+        return 0
     args = parser.parse_args()
     if args.rtol < 0 or args.atol < 0:
         usage_error("--rtol and --atol must be non-negative")
     for given in args.input:
         if "=" not in given or given.startswith("="):
             usage_error(f"--input expects NAME=FILE.npy, got '{given}'")
+    for given in args.dim:
+        name, _, size = given.partition("=")
+        if not name or not size.isdigit():
+            usage_error(f"--dim expects SYMBOL=N, got '{given}'")
 
     try:
         import numpy as np
         import onnxruntime as ort
     except ImportError as e:
         fail(f"{e.name} is not installed for {sys.executable}: the accuracy "
-             "check runs onnxruntime (scripts/setup.sh installs it into "
-             ".venv)")
+             "check runs onnxruntime; install what it needs with "
+             f"'{sys.executable} -m pip install {' '.join(REQUIREMENTS)}' "
+             "(in a source tree, scripts/setup.sh installs them into .venv)")
     if not os.path.isfile(args.model):
         fail(f"{args.model}: no such file")
 
@@ -153,6 +192,8 @@ def main():
             cmd += ["--input", given]
         if args.tokens is not None:
             cmd.append(f"--tokens={args.tokens}")
+        for given in args.dim:
+            cmd += ["--dim", given]
         if args.threads:
             cmd.append(f"--threads={args.threads}")
         ran = run_tool(cmd)

@@ -20,6 +20,10 @@ std::string describePlanText(const Plan &plan);
 /// Describes a loaded plan as one JSON object for tools.
 std::string describePlanJson(const Plan &plan);
 
+/// The bytes of the weights schedule `device` of `plan` holds (stored,
+/// narrowed sizes), as `moec inspect` prints them.
+uint64_t planWeightBytes(const Plan &plan, int device = 0);
+
 /// A schedule's expert tiers (Plan::expertTiers) as text lines, each
 /// starting with `indent`, and as one JSON object: the budget, the
 /// resident bytes, the hot and cold experts with their bytes, the cache,
