@@ -271,7 +271,8 @@ def main():
     r.expect("missing npy", [plan, "--input", f"x={xi}/none.npy"], 1,
              "cannot open")
     r.expect("--tokens over the bound", [plan, "--tokens", "9"], 1,
-             "--tokens sets symbol 'T' to 9, outside the plan's range [1, 8]")
+             "--tokens 9 sets symbol 'T' to 9, outside the plan's range "
+             "[1, 8]; compile with --max-tokens 9 or pass --tokens 8")
     r.expect("--dim of an unknown symbol", [plan, "--dim", "S=2"], 1,
              f"moe-run: error: {plan}: --dim S=2: the plan has no symbol 'S' "
              "(its symbols: T)")

@@ -13,11 +13,7 @@
 
 namespace moe_run {
 
-namespace {
-
-/// A field of /proc/self/status in bytes ("VmHWM": the peak resident set,
-/// "VmPeak": the peak virtual size); 0 when unknown.
-uint64_t procStatusBytes(const char *field) {
+uint64_t processStatusBytes(const char *field) {
   std::FILE *file = std::fopen("/proc/self/status", "r");
   if (!file)
     return 0;
@@ -31,12 +27,11 @@ uint64_t procStatusBytes(const char *field) {
   return kib * 1024;
 }
 
-} // namespace
-
 void appendProcessMemory(std::string &json) {
   absl::StrAppend(
-      &json, ",\n  \"memory\": {\"peak_rss_bytes\": ", procStatusBytes("VmHWM"),
-      ", \"peak_virtual_bytes\": ", procStatusBytes("VmPeak"), "}");
+      &json,
+      ",\n  \"memory\": {\"peak_rss_bytes\": ", processStatusBytes("VmHWM"),
+      ", \"peak_virtual_bytes\": ", processStatusBytes("VmPeak"), "}");
 }
 
 absl::Status reportExpertCache(std::string &json, const moert::Plan &plan,

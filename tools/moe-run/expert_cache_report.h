@@ -20,6 +20,10 @@
 
 namespace moe_run {
 
+/// A field of /proc/self/status in bytes ("VmHWM": the peak resident set,
+/// "VmPeak": the peak virtual size); 0 when unknown.
+uint64_t processStatusBytes(const char *field);
+
 /// Appends `,\n  "memory": {...}`: the peak resident and virtual bytes of
 /// this process (from /proc/self/status; 0 when unknown).
 void appendProcessMemory(std::string &json);

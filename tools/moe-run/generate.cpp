@@ -3,6 +3,7 @@
 #include "generate.h"
 
 #include "expert_cache_report.h"
+#include "generate_bench.h"
 #include "group_session.h"
 #include "moert/file_io.h"
 #include "moert/group_generator.h"
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 namespace moe_run {
 namespace {
@@ -99,6 +101,15 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
     args.flags.push_back(name);
     return "";
   }
+  if (name == "--prompt-tokens") {
+    if (!absl::SimpleAtoi(value, &number) || number < 1 ||
+        number > (int64_t{1} << 40))
+      return "--prompt-tokens needs a positive integer, not '" + value + "'";
+    args.promptTokens = number;
+    args.active = true;
+    args.flags.push_back(name);
+    return "";
+  }
   if (name == "--prompts") {
     if (value.empty())
       return std::string("--prompts needs a file with one prompt per line");
@@ -144,17 +155,16 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
 std::string checkGenerateArgs(const GenerateArgs &args) {
   if (!args.active && (!args.flags.empty() || args.stream))
     return (args.flags.empty() ? std::string("--stream") : args.flags.front()) +
-           " generates tokens; it needs --prompt-ids or --prompts";
-  if (!args.promptIds.empty() && !args.promptsFile.empty())
-    return "--prompt-ids and --prompts both give prompts; use one";
+           " generates tokens; it needs --prompt-ids, --prompt-tokens or "
+           "--prompts";
+  int prompts = !args.promptIds.empty() + !args.promptsFile.empty() +
+                (args.promptTokens > 0);
+  if (prompts > 1)
+    return "--prompt-ids, --prompt-tokens and --prompts each give the "
+           "prompt; use one";
   return "";
 }
 
-namespace {
-
-/// What differs between one device's generator and a group's: where the
-/// results are reported (rank 0 under MPI), the first local decode session
-/// and the --stats JSON's devices.
 bool reports(const moert::Generator &) { return true; }
 bool reports(const moert::GroupGenerator &group) { return group.isRoot(); }
 moert::Generator &firstGenerator(moert::Generator &generator) {
@@ -168,6 +178,35 @@ std::string describeDevices(const moert::GroupGenerator &group) {
   return absl::StrCat(" on ", group.numDevices(), " devices (",
                       moert::mpiRank() >= 0 ? "mpi" : "in-process", ")");
 }
+
+absl::StatusOr<std::vector<int64_t>> promptFor(const moert::Plan &plan,
+                                               const GenerateArgs &args,
+                                               uint64_t seed,
+                                               std::string &description) {
+  if (args.promptTokens <= 0)
+    return args.promptIds;
+  const moert::GenerationDesc *gen = plan.generation();
+  int64_t vocab = gen ? gen->vocabSize : 0;
+  if (vocab <= 0)
+    return absl::InvalidArgumentError(
+        "--prompt-tokens draws ids from the plan's vocabulary (its logits' "
+        "last dim), which this plan does not record; give the prompt with "
+        "--prompt-ids");
+  // The stream of a forward run's generated inputs (std::mt19937_64 of
+  // --seed), so that a seed names one prompt.
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+  std::vector<int64_t> ids(args.promptTokens);
+  for (int64_t &id : ids)
+    id = dist(rng);
+  description = absl::StrCat("prompt: generated ", args.promptTokens,
+                             " ids uniform in [0, ", vocab,
+                             ") (the vocabulary), seed ", seed);
+  return ids;
+}
+
+namespace {
+
 /// The decode schedule's MoE layers ("moe_layers", the routing profile
 /// `moec compile --routing-profile` reads).
 absl::Status appendDevices(std::string &json, const moert::Plan &plan,
@@ -200,17 +239,55 @@ absl::Status appendDevices(std::string &json, const moert::Plan &,
 }
 
 template <typename GeneratorT>
+absl::Status appendDetails(std::string &json, const moert::Plan &plan,
+                           GeneratorT &generator, FILE *log) {
+  moert::Generator &local = firstGenerator(generator);
+  const moert::GenerationDesc &gen = *plan.generation();
+  // Device 0's steps (this rank's under MPI, which only rank 0 writes).
+  appendSteps(json, "decode_steps_stats", local.decodeSession().stepStats());
+  if (gen.hasPrefill)
+    appendSteps(json, "prefill_steps_stats",
+                local.prefillSession().stepStats());
+  MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
+  // The prefill and decode sessions share one expert cache (device 0's).
+  appendProcessMemory(json);
+  std::vector<CachePhase> phases;
+  if (gen.hasPrefill)
+    phases.push_back({"prefill ", local.prefillSession().stepStats(), true});
+  phases.push_back({"decode ", local.decodeSession().stepStats()});
+  return reportExpertCache(json, plan, local.decodeSession(), phases, log);
+}
+
+} // namespace
+
+absl::Status appendGenerationDetails(std::string &json, const moert::Plan &plan,
+                                     moert::Generator &generator, FILE *log) {
+  return appendDetails(json, plan, generator, log);
+}
+absl::Status appendGenerationDetails(std::string &json, const moert::Plan &plan,
+                                     moert::GroupGenerator &group, FILE *log) {
+  return appendDetails(json, plan, group, log);
+}
+
+namespace {
+
+template <typename GeneratorT>
 absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
                           const GenerateArgs &args, uint64_t seed,
                           const std::string &outputDir,
                           const std::string &planPath,
                           const std::string &statsPath, Recording &recording) {
-  std::vector<std::vector<int64_t>> prompts = {args.promptIds};
+  std::string drawn;
+  MOERT_ASSIGN_OR_RETURN(std::vector<int64_t> prompt,
+                         promptFor(plan, args, seed, drawn));
+  std::vector<std::vector<int64_t>> prompts = {prompt};
   bool fromFile = !args.promptsFile.empty();
   if (fromFile) {
     MOERT_ASSIGN_OR_RETURN(prompts, readPromptsFile(args.promptsFile));
   }
   bool root = reports(generator);
+  if (root && !drawn.empty())
+    std::fprintf(stderr, "moe-run: %s\n", drawn.c_str());
   attachRecording(recording, generator);
   int64_t vocab = generator.vocabSize();
   // The exported graphs have a batch of one: the prompts run one after
@@ -241,6 +318,7 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     MOERT_RETURN_IF_ERROR(tokens.status());
     result.tokens = std::move(*tokens);
     result.times = generator.times();
+    recording.addGeneration(result.times);
     if (root) {
       if (!args.stream)
         for (size_t i = 0; i < result.tokens.size(); ++i)
@@ -319,6 +397,12 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     MOERT_RETURN_IF_ERROR(moert::npy::write(
         (dir / "logits.npy").string(), moert::DType::F32, logitShape,
         logits.data(), logits.size() * sizeof(float)));
+    // A drawn prompt is written too: the ids the new tokens follow.
+    if (!drawn.empty())
+      MOERT_RETURN_IF_ERROR(moert::npy::write(
+          (dir / "prompt_ids.npy").string(), moert::DType::I64,
+          {static_cast<int64_t>(prompt.size())}, prompt.data(),
+          prompt.size() * sizeof(int64_t)));
   }
   recording.config().promptTokens = total.promptTokens;
   recording.config().newTokens = total.newTokens;
@@ -360,20 +444,7 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     }
     absl::StrAppend(&json, "\n  ]");
   }
-  // Device 0's steps (this rank's under MPI, which only rank 0 writes).
-  appendSteps(json, "decode_steps_stats", local.decodeSession().stepStats());
-  if (gen.hasPrefill)
-    appendSteps(json, "prefill_steps_stats",
-                local.prefillSession().stepStats());
-  MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
-  // The prefill and decode sessions share one expert cache (device 0's).
-  appendProcessMemory(json);
-  std::vector<CachePhase> phases;
-  if (gen.hasPrefill)
-    phases.push_back({"prefill ", local.prefillSession().stepStats(), true});
-  phases.push_back({"decode ", local.decodeSession().stepStats()});
-  MOERT_RETURN_IF_ERROR(
-      reportExpertCache(json, plan, local.decodeSession(), phases, stderr));
+  MOERT_RETURN_IF_ERROR(appendGenerationDetails(json, plan, generator, stderr));
   absl::StrAppend(&json, "\n}\n");
   if (!root)
     return absl::OkStatus();
@@ -400,6 +471,8 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
       MOERT_ASSIGN_OR_RETURN(group,
                              moert::GroupGenerator::create(plan, options));
     }
+    if (run.bench > 0)
+      return benchGeneration(*group, plan, args, run, recording);
     return generateWith(*group, plan, args, run.seed, run.outputDir,
                         run.planPath, run.statsPath, recording);
   }
@@ -411,6 +484,8 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   sessionOptions.expertPrefetch = run.expertPrefetch;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
+  if (run.bench > 0)
+    return benchGeneration(*generator, plan, args, run, recording);
   return generateWith(*generator, plan, args, run.seed, run.outputDir,
                       run.planPath, run.statsPath, recording);
 }

@@ -2,7 +2,7 @@
 //
 // `moe-run GEN.plan --prompt-ids 3,14,15 --max-new-tokens N ...` runs a
 // generation plan through moert::Generator (docs/cli.md, "Generating
-// tokens").
+// tokens"); with --bench N it times N repetitions (generate_bench.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,20 +11,27 @@
 
 #include "moert/generator.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace moert {
+class GroupGenerator;
+} // namespace moert
 
 namespace moe_run {
 
 class Recording;
 
 struct GenerateArgs {
-  /// --prompt-ids or --prompts was given.
+  /// --prompt-ids, --prompts or --prompt-tokens was given.
   bool active = false;
   std::vector<int64_t> promptIds;
   /// --prompts FILE: one prompt per line, decoded one after another.
   std::string promptsFile;
+  /// --prompt-tokens P: a prompt of P ids drawn from --seed (0: not given).
+  int64_t promptTokens = 0;
   moert::GenerateOptions options;
   bool stream = false;
   /// --kv-cache in-place (default) or copy (SessionOptions::kvCacheInPlace).
@@ -62,7 +69,40 @@ struct GenerationRun {
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   std::string expertPrefetch;
+  /// --bench N: time N repetitions of the prompt after `warmup` (0: one
+  /// generation, printed).
+  int bench = 0;
+  int warmup = 1;
 };
+
+/// The prompt of --prompt-ids, or of --prompt-tokens P: P ids drawn from
+/// `seed`, uniform over the plan's vocabulary (the logits' last dim), with
+/// a line saying so in `description`.
+absl::StatusOr<std::vector<int64_t>> promptFor(const moert::Plan &plan,
+                                               const GenerateArgs &args,
+                                               uint64_t seed,
+                                               std::string &description);
+
+/// What differs between one device's generator and an expert-parallel
+/// group's (shared by generate.cpp and generate_bench.cpp): whether this
+/// process reports (rank 0 under MPI), device 0's generator and " on N
+/// devices (in-process)" for the summary.
+bool reports(const moert::Generator &generator);
+bool reports(const moert::GroupGenerator &group);
+moert::Generator &firstGenerator(moert::Generator &generator);
+moert::Generator &firstGenerator(moert::GroupGenerator &group);
+std::string describeDevices(const moert::Generator &generator);
+std::string describeDevices(const moert::GroupGenerator &group);
+
+/// Appends the --stats fields a generation's timing does not give: device
+/// 0's per-step statistics of the decode and prefill schedules, the MoE
+/// layers (merged over the devices, with each device's traffic), the
+/// process's memory and a tiered plan's expert cache (also printed to
+/// `log`). Collective under MPI.
+absl::Status appendGenerationDetails(std::string &json, const moert::Plan &plan,
+                                     moert::Generator &generator, FILE *log);
+absl::Status appendGenerationDetails(std::string &json, const moert::Plan &plan,
+                                     moert::GroupGenerator &group, FILE *log);
 
 /// Generates with `plan` for each prompt in turn: the ids to stdout, one
 /// line per prompt (as they come with --stream), a summary line to stderr,

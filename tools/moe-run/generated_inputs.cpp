@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include <algorithm>
 #include <cctype>
@@ -23,39 +24,71 @@ const moert::SymbolDesc *findSymbol(const moert::Plan &plan,
   return nullptr;
 }
 
-/// The size a generated input takes for one declared dim. An explicit size
-/// outside the symbol's range is an error; the default is clamped into it.
-absl::StatusOr<int64_t> generatedDim(const moert::Plan &plan,
-                                     const moert::DimDesc &dim,
-                                     const InputOptions &options,
-                                     std::set<std::string> &clamped,
-                                     std::vector<std::string> &notes) {
+/// Whether `dtype` is one of the integer dtypes token ids come in.
+bool isInteger(moert::DType dtype) {
+  return dtype == moert::DType::I64 || dtype == moert::DType::I32;
+}
+
+/// The compile flag that widens `symbol`'s range to `value`: its own
+/// `--bound` when moec was given one, else the default bound of the plan's
+/// kind (--max-seq for generation plans, --max-tokens for the others).
+std::string compileFix(const moert::Plan &plan, const std::string &symbol,
+                       int64_t value) {
+  std::string defaultFlag = "max-tokens";
+  for (const auto &[flag, setting] : plan.provenance().flags) {
+    if (flag == "max-seq")
+      defaultFlag = flag;
+    if (flag != "bound")
+      continue;
+    for (absl::string_view bound : absl::StrSplit(setting, ','))
+      if (bound.substr(0, bound.find('=')) == symbol)
+        return absl::StrCat("--bound ", symbol, "=", value);
+  }
+  return absl::StrCat("--", defaultFlag, " ", value);
+}
+
+/// The size a generated input takes for one declared dim: --dim, else the
+/// token axis --tokens (default 16, clamped into its range with a note),
+/// else the symbol's fixed size or 1 (clamped into its range). An explicit
+/// size outside the symbol's range is an error naming the flags that fix it.
+absl::StatusOr<int64_t>
+generatedDim(const moert::Plan &plan, const moert::DimDesc &dim,
+             const InputOptions &options, const std::string &tokenAxis,
+             std::set<std::string> &clamped, std::vector<std::string> &notes) {
   if (dim.kind != moert::DimDesc::Kind::Symbolic)
     return dim.bound;
   const moert::SymbolDesc *symbol = findSymbol(plan, dim.symbol);
-  std::string from;
+  int64_t lo = symbol ? symbol->min : 0, hi = symbol ? symbol->max : 0;
+  std::string flag;
   int64_t value = 0;
   if (auto it = options.dims.find(dim.symbol); it != options.dims.end()) {
     value = it->second;
-    from = absl::StrCat("--dim ", dim.symbol);
+    flag = absl::StrCat("--dim ", dim.symbol, "=");
+  } else if (dim.symbol != tokenAxis) {
+    // Not the token axis: one sequence (or what the plan fixes), whatever
+    // --tokens says, so that --tokens N runs N tokens.
+    return symbol ? std::clamp<int64_t>(1, lo, std::max(lo, hi)) : 1;
   } else if (options.tokens >= 0) {
     value = options.tokens;
-    from = "--tokens";
+    flag = "--tokens ";
   } else {
-    int64_t lo = symbol ? symbol->min : 0, hi = symbol ? symbol->max : 0;
     value = std::clamp(kDefaultTokens, lo, std::max(lo, hi));
     if (value != kDefaultTokens && clamped.insert(dim.symbol).second)
       notes.push_back(absl::StrCat(
           "symbol '", dim.symbol, "' of the generated inputs is ", value,
           ", the plan's ", value < kDefaultTokens ? "largest" : "smallest",
           " (range [", lo, ", ", hi, "]), not the default ", kDefaultTokens,
-          "; --tokens N or --dim ", dim.symbol, "=N sets it"));
+          "; --tokens N sets it"));
     return value;
   }
-  if (symbol && (value < symbol->min || value > symbol->max))
+  if (symbol && (value < lo || value > hi))
     return absl::InvalidArgumentError(absl::StrCat(
-        from, " sets symbol '", dim.symbol, "' to ", value,
-        ", outside the plan's range [", symbol->min, ", ", symbol->max, "]"));
+        flag, value, " sets symbol '", dim.symbol, "' to ", value,
+        ", outside the plan's range [", lo, ", ", hi, "]; ",
+        value > hi ? absl::StrCat("compile with ",
+                                  compileFix(plan, dim.symbol, value), " or ")
+                   : "",
+        "pass ", flag, value > hi ? hi : lo));
   return value;
 }
 
@@ -72,8 +105,9 @@ void fillIntegers(std::vector<uint8_t> &bytes, int64_t count, int64_t lo,
 /// Generates the value of input `desc` from `rng` (the stream of --seed).
 absl::StatusOr<RunInput>
 generateInput(const moert::Plan &plan, const moert::TensorDesc &desc,
-              const InputOptions &options, std::mt19937_64 &rng,
-              std::set<std::string> &clamped, std::vector<std::string> &notes) {
+              const InputOptions &options, const std::string &tokenAxis,
+              std::mt19937_64 &rng, std::set<std::string> &clamped,
+              std::vector<std::string> &notes) {
   RunInput input;
   input.name = desc.name;
   moert::npy::Array &array = input.array;
@@ -81,7 +115,7 @@ generateInput(const moert::Plan &plan, const moert::TensorDesc &desc,
   int64_t count = 1;
   for (const moert::DimDesc &dim : desc.dims) {
     absl::StatusOr<int64_t> size =
-        generatedDim(plan, dim, options, clamped, notes);
+        generatedDim(plan, dim, options, tokenAxis, clamped, notes);
     if (!size.ok())
       return size.status();
     array.shape.push_back(*size);
@@ -128,6 +162,32 @@ generateInput(const moert::Plan &plan, const moert::TensorDesc &desc,
 
 } // namespace
 
+std::string tokenAxis(const moert::Plan &plan) {
+  auto lastSymbol = [](const moert::TensorDesc &desc) {
+    for (auto dim = desc.dims.rbegin(); dim != desc.dims.rend(); ++dim)
+      if (dim->kind == moert::DimDesc::Kind::Symbolic)
+        return dim->symbol;
+    return std::string();
+  };
+  // The token ids say it best: a generation plan names them, and moec gives
+  // ids that index an embedding table a value range. Their last symbolic
+  // dim is the sequence of a [batch, seq] input, or the only one of [T].
+  if (const moert::GenerationDesc *generation = plan.generation())
+    for (const moert::TensorDesc &desc : plan.inputs())
+      if (desc.name == generation->inputIds && !lastSymbol(desc).empty())
+        return lastSymbol(desc);
+  for (const moert::TensorDesc &desc : plan.inputs())
+    if (isInteger(desc.dtype) && desc.hasValueRange &&
+        !lastSymbol(desc).empty())
+      return lastSymbol(desc);
+  // Else the first input's: the sequence of [batch, seq, hidden] hidden
+  // states, the tokens of [T, hidden].
+  for (const moert::TensorDesc &desc : plan.inputs())
+    if (std::string symbol = lastSymbol(desc); !symbol.empty())
+      return symbol;
+  return "";
+}
+
 absl::StatusOr<std::vector<RunInput>>
 prepareInputs(const moert::Plan &plan, const InputOptions &options,
               std::vector<std::string> &notes) {
@@ -157,13 +217,14 @@ prepareInputs(const moert::Plan &plan, const InputOptions &options,
   std::vector<RunInput> inputs;
   std::mt19937_64 rng(options.seed);
   std::set<std::string> clamped;
+  std::string tokens = tokenAxis(plan);
   for (const moert::TensorDesc &desc : plan.inputs()) {
     if (auto it = given.find(desc.name); it != given.end()) {
       inputs.push_back(std::move(it->second));
       continue;
     }
     absl::StatusOr<RunInput> input =
-        generateInput(plan, desc, options, rng, clamped, notes);
+        generateInput(plan, desc, options, tokens, rng, clamped, notes);
     if (!input.ok())
       return input.status();
     inputs.push_back(std::move(*input));

@@ -1,13 +1,15 @@
-//===- generated_inputs.h - moe-run's inputs: given or generated -*- C++
-//-*-===//
+//===- generated_inputs.h - moe-run's given or generated inputs -*- C++ -*-===//
 //
 // The values moe-run feeds a plan's graph inputs: read from `--input
 // NAME=FILE.npy`, or generated from `--seed` (docs/cli.md, "Inputs"). A
-// symbolic dimension of a generated input takes `--dim SYMBOL=N`, else
-// `--tokens N`, else 16 (clamped to the symbol's range, with a note); never
-// the bound by default, which would run the largest batch the plan allows.
-// Integers take the plan's value range (for token ids the embedding table's
-// rows, recorded by moec), floats [-1, 1), bools {0, 1}.
+// symbolic dimension of a generated input takes `--dim SYMBOL=N`; else the
+// token axis (tokenAxis: the sequence of a `[batch, seq]` input, or the only
+// symbolic dim) takes `--tokens N`, else 16 (clamped to the symbol's range,
+// with a note); every other symbolic dim takes 1, or the size the plan fixes
+// it to. So `--tokens N` runs N tokens, never the bound by default, which
+// would run the largest batch the plan allows. Integers take the plan's
+// value range (for token ids the embedding table's rows, recorded by moec),
+// floats [-1, 1), bools {0, 1}.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +27,7 @@
 
 namespace moe_run {
 
-/// Symbolic dims of generated inputs take this many tokens by default.
+/// The token axis of generated inputs takes this many tokens by default.
 constexpr int64_t kDefaultTokens = 16;
 
 struct InputOptions {
@@ -46,6 +48,12 @@ struct RunInput {
   /// For a generated input, one line saying how (shape, dtype, range, seed).
   std::string description;
 };
+
+/// The symbol that `--tokens` sizes: the last symbolic dim of the token ids
+/// (the generation plan's, else an integer input with a value range, which
+/// moec records for ids that index an embedding), else of the first input
+/// with a symbolic dim; "" when no input has one.
+std::string tokenAxis(const moert::Plan &plan);
 
 /// The inputs of every graph input of `plan`, in the plan's order: the given
 /// ones read (after checking their names), the others generated from

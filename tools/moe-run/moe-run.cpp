@@ -11,6 +11,12 @@
 //   moe-run GEN.plan --prompt-ids 3,14,15 [--max-new-tokens N]
 //                [--temperature T] [--top-k K] [--top-p P] [--seed S]
 //                [--stream] [--stop-id ID] [--output-dir DIR]
+//   moe-run GEN.plan --bench N --prompt-tokens P --max-new-tokens G
+//                [--warmup W]
+//
+// The options and the modes they apply to are in options.h, the checks
+// before the work starts in preflight.h, the generation benchmark in
+// generate_bench.h.
 //
 // Inputs not given with --input are generated (generated_inputs.h); runs
 // are timed with --bench / --duration (bench_stats.h). With --output-dir
@@ -31,6 +37,8 @@
 #include "moert/npy.h"
 #include "moert/stats.h"
 #include "moert/version.h"
+#include "options.h"
+#include "preflight.h"
 #include "recording.h"
 #include "stats_json.h"
 #include "tools/VerifyTool.h"
@@ -41,333 +49,18 @@
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <set>
 #include <type_traits>
 
 namespace {
 
-constexpr const char *kUsage = R"(usage: moe-run PLAN [options]
-
-Runs a plan written by `moec compile` on the CPU or on GPUs (--backend cuda).
-
-options:
-  --input NAME=FILE.npy  value of graph input NAME (repeatable); inputs not
-                         given are generated from --seed (one line each on
-                         stderr: shape, dtype, range, seed)
-  --output-dir DIR       write each output NAME as DIR/NAME.npy (without
-                         it, nothing is written)
-  --save-inputs DIR      write each input (given or generated) as
-                         DIR/NAME.npy
-  --threads N            worker threads (default: all cores)
-  --tokens N             size of every symbolic dim of generated inputs
-                         (default: 16, within the symbol's range)
-  --dim SYMBOL=N         size of one symbolic dim of generated inputs
-  --seed N               seed of generated inputs (default: 0)
-  --bench N              time N runs after the warm-up: mean, stddev,
-                         p50/p90/p99, min, max, runs/s and tokens/s
-  --duration SECONDS     time runs until SECONDS have passed (with --bench
-                         N: and at least N runs)
-  --warmup N             warm-up runs before the timed ones (default: 1
-                         with --bench or --duration, else 0: one cold run)
-  --fresh-inputs         with --bench: draw the generated inputs anew (seed
-                         + run) before every run, untimed, so that each
-                         run routes its own tokens (tiered plans' caches)
-  --stats FILE.json      write the timing and per-step times (of the timed
-                         runs) as JSON, with each MoE layer's tokens per
-                         expert
-  --trace FILE.json      write the timed runs (the last 100) as a Chrome
-                         trace-event file for Perfetto / chrome://tracing
-  --report-html FILE     write a self-contained HTML page: expert-load
-                         heatmaps, step-time breakdown, imbalance, config
-  --compare MODEL.onnx   check the plan against onnxruntime on MODEL.onnx
-                         (runs `moec-verify MODEL.onnx --plan PLAN`, with
-                         --input, --tokens, --seed and --save-inputs)
-  --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
-                         from `moec compile --target cuda` on GPU 0, or each
-                         device d of a multi-device plan on GPU d modulo the
-                         visible GPUs (under mpirun: the rank's local GPU)
-  --cuda-graphs on|off   replay runs as CUDA graphs when every step of a
-                         schedule runs on the GPU (default: on)
-  --placement            with --backend cuda: print where each step would
-                         run (GPU or host) and whether runs replay CUDA
-                         graphs, then exit; needs no GPU
-  --devices N            run the N device schedules of a multi-device plan
-                         (`moec compile --devices N`) as N threads of this
-                         process; under `mpirun -np N`, each rank runs one
-  --comm host|nccl       how the devices exchange rows (default: host):
-                         through the host (in-process or MPI), or with
-                         NCCL between the GPUs (needs --backend cuda, a
-                         multi-device run and one GPU per device)
-  --comm-timeout SECONDS how long a device waits for the others in an
-                         exchange before failing (default: 60)
-  --device-memory BYTES  a tiered plan (moec compile --device-memory): the
-                         memory budget (512M, 4G, ...) that replaces the
-                         plan's tiers when the session starts
-  --expert-read MODE     how a tiered plan's cold experts are read: pread
-                         (default), direct (O_DIRECT) or mmap
-  --prefetch MODE        a tiered plan: none, next-layer (while a layer
-                         computes, read the experts the next layer's
-                         router picks for its tokens) or next-micro-batch
-                         (while a micro-batch of an expert-parallel layer
-                         computes, read the experts the next micro-batch
-                         routes to); default: the plan's (moec compile
-                         --prefetch), else none
-  --help                 print this help
-  --version              print the version, the git commit and the plan
-                         formats this runtime reads
-
-generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
---max-seq S`):
-  --prompt-ids 3,14,15   the prompt's token ids; generates new tokens, prints
-                         their ids on stdout and a summary on stderr, and
-                         with --output-dir writes DIR/tokens.npy (int64, the
-                         new ids) and DIR/logits.npy (each one's logits)
-  --prompts FILE         several prompts, one line of ids each (commas or
-                         spaces), generated one after another (the exported
-                         graphs have a batch of one): one line of new ids
-                         per prompt; tokens.npy is [prompts, longest], -1
-                         after a sequence that stopped early
-  --max-new-tokens N     new tokens to generate (default: 16)
-  --temperature T        0 (default): greedy; above 0: sample (seeded by
-                         --seed)
-  --top-k K              sample among the K most likely ids (0: all)
-  --top-p P              sample among the fewest most likely ids whose
-                         probability reaches P (default: 1, all)
-  --stop-id ID           stop after generating ID (repeatable)
-  --kv-cache MODE        in-place (default): a decode step appends to each
-                         cache where it lies, where the plan allows it (the
-                         cache read only by fused attention); copy: the
-                         exported Concat copies the past every step
-  --stream               print each id as soon as it is generated
-  An expert-parallel generation plan (moec compile ... --devices N) runs
-  with --devices N or under mpirun -np N: device 0 draws each token.
-)";
-
-struct Options {
-  std::string plan;
-  moe_run::InputOptions inputs;
-  std::string outputDir;
-  std::string saveInputs;
-  int threads = 0;
-  int bench = 0;
-  double duration = 0;
-  /// -1: the default (1 with --bench or --duration, else 0).
-  int warmup = -1;
-  std::string stats;
-  std::string trace;
-  std::string reportHtml;
-  std::string compare;
-  std::string backend = "cpu";
-  bool cudaGraphs = true;
-  bool placement = false;
-  int devices = 0;
-  double commTimeout = 60;
-  moert::CommKind comm = moert::CommKind::Host;
-  moe_run::GenerateArgs generate;
-
-  uint64_t deviceMemory = 0;
-  std::string expertRead = "pread";
-  /// Empty: the plan's.
-  std::string prefetch;
-  bool freshInputs = false;
-
-  /// Whether runs are timed (--bench or --duration).
-  bool timed() const { return bench > 0 || duration > 0; }
-};
-
-/// Parses option `name` (with its `value`) into `options`; returns the usage
-/// error, or "".
-std::string parseOption(const std::string &name, const std::string &value,
-                        Options &options) {
-  auto integer = [](const std::string &text, int64_t min, int64_t &out) {
-    return absl::SimpleAtoi(text, &out) && out >= min;
-  };
-  int64_t number = 0;
-  if (std::optional<std::string> problem =
-          moe_run::parseGenerateOption(name, value, options.generate)) {
-    if (!problem->empty())
-      return *problem;
-  } else if (name == "--input" || name == "--dim") {
-    size_t sep = value.find('=');
-    if (sep == std::string::npos || sep == 0)
-      return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
-    std::string key = value.substr(0, sep), rest = value.substr(sep + 1);
-    if (name == "--input") {
-      options.inputs.given.emplace_back(key, rest);
-    } else {
-      if (!integer(rest, 0, number))
-        return absl::StrCat("--dim ", key, " needs a non-negative integer");
-      options.inputs.dims[key] = number;
-    }
-  } else if (name == "--output-dir") {
-    options.outputDir = value;
-  } else if (name == "--save-inputs") {
-    options.saveInputs = value;
-  } else if (name == "--compare") {
-    options.compare = value;
-  } else if (name == "--duration") {
-    double seconds = 0;
-    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400)
-      return "--duration needs a number of seconds in (0, 86400]";
-    options.duration = seconds;
-  } else if (name == "--threads") {
-    if (!integer(value, 1, number) || number > 1024)
-      return "--threads needs an integer in [1, 1024]";
-    options.threads = static_cast<int>(number);
-  } else if (name == "--tokens") {
-    if (!integer(value, 0, number))
-      return "--tokens needs a non-negative integer";
-    options.inputs.tokens = number;
-  } else if (name == "--seed") {
-    if (!integer(value, 0, number))
-      return "--seed needs a non-negative integer";
-    options.inputs.seed = static_cast<uint64_t>(number);
-  } else if (name == "--bench") {
-    if (!integer(value, 1, number) || number > 1000000)
-      return "--bench needs a positive integer";
-    options.bench = static_cast<int>(number);
-  } else if (name == "--warmup") {
-    if (!integer(value, 0, number) || number > 1000000)
-      return "--warmup needs a non-negative integer";
-    options.warmup = static_cast<int>(number);
-  } else if (name == "--stats") {
-    options.stats = value;
-  } else if (name == "--trace") {
-    options.trace = value;
-  } else if (name == "--report-html") {
-    options.reportHtml = value;
-  } else if (name == "--devices") {
-    if (!integer(value, 1, number) || number > 4096)
-      return "--devices needs an integer in [1, 4096]";
-    options.devices = static_cast<int>(number);
-  } else if (name == "--comm-timeout") {
-    double seconds = 0;
-    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
-      return "--comm-timeout needs a number of seconds in (0, 1e6]";
-    options.commTimeout = seconds;
-  } else if (name == "--comm") {
-    absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
-    if (!kind.ok())
-      return std::string(kind.status().message());
-    options.comm = *kind;
-  } else if (name == "--cuda-graphs") {
-    if (value != "on" && value != "off")
-      return absl::StrCat("--cuda-graphs must be on or off, not '", value, "'");
-    options.cudaGraphs = value == "on";
-  } else if (name == "--device-memory") {
-    if (!moert::parseByteSize(value.c_str(), options.deviceMemory))
-      return absl::StrCat("--device-memory needs a positive byte count such "
-                          "as 536870912, 512M or 4G, not '",
-                          value, "'");
-  } else if (name == "--expert-read") {
-    if (value != "pread" && value != "direct" && value != "mmap")
-      return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
-                          value, "'");
-    options.expertRead = value;
-  } else if (name == "--prefetch") {
-    if (value != "none" && value != "next-layer" && value != "next-micro-batch")
-      return absl::StrCat(
-          "--prefetch must be none, next-layer or next-micro-batch, not '",
-          value, "'");
-    options.prefetch = value;
-  } else if (name == "--backend") {
-    if (value != "cpu" && value != "cuda")
-      return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
-    options.backend = value;
-  } else {
-    return absl::StrCat("unknown option '", name, "'");
-  }
-  return "";
-}
-
-/// Parses argv; returns a message on a usage error, "" on success, "help"
-/// for --help and "version" for --version.
-std::string parseArgs(int argc, char **argv, Options &options) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h")
-      return "help";
-    if (arg == "--version")
-      return "version";
-    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
-      if (!options.plan.empty())
-        return absl::StrCat("unexpected argument '", arg, "'");
-      options.plan = arg;
-      continue;
-    }
-    if (arg == "--placement") { // The flags without a value.
-      options.placement = true;
-      continue;
-    }
-    if (arg == "--stream") {
-      options.generate.stream = true;
-      continue;
-    }
-    if (arg == "--fresh-inputs") {
-      options.freshInputs = true;
-      continue;
-    }
-    std::string name(arg);
-    std::string value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) {
-        // An unknown option is named as such, not as missing its value.
-        Options scratch;
-        std::string problem = parseOption(name, "", scratch);
-        return problem.rfind("unknown option", 0) == 0
-                   ? problem
-                   : absl::StrCat(name, " needs a value");
-      }
-      value = argv[++i];
-    }
-    if (std::string problem = parseOption(name, value, options);
-        !problem.empty())
-      return problem;
-  }
-  if (options.plan.empty())
-    return "no plan given";
-  if (std::string problem = moe_run::checkGenerateArgs(options.generate);
-      !problem.empty())
-    return problem;
-  if (options.generate.active &&
-      (!options.inputs.given.empty() || options.timed() ||
-       options.backend != "cpu" || options.placement ||
-       !options.saveInputs.empty() || !options.compare.empty() ||
-       options.comm != moert::CommKind::Host))
-    return "--prompt-ids and --prompts generate on the cpu backend; --input, "
-           "--bench, --duration, --backend, --comm, --placement, "
-           "--save-inputs and --compare do not apply";
-  if (!options.compare.empty() &&
-      (options.timed() || options.devices || options.backend != "cpu" ||
-       options.placement || !options.stats.empty() ||
-       !options.outputDir.empty() || !options.inputs.dims.empty()))
-    return "--compare checks the plan's outputs on the cpu backend; it "
-           "takes --input, --tokens, --seed and --save-inputs only";
-  if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
-    return "--comm nccl exchanges between GPUs; it needs --backend cuda";
-  if (options.placement && options.backend != "cuda")
-    return "--placement shows the CUDA backend's choices; it needs "
-           "--backend cuda";
-  if (options.backend != "cpu" && options.expertRead != "pread")
-    return "--expert-read applies to cpu runs (--backend cuda keeps cold "
-           "experts in pinned host memory)";
-  if (options.backend != "cpu" && options.prefetch == "next-micro-batch")
-    return "--prefetch next-micro-batch applies to cpu runs (--backend cuda "
-           "reads ahead with next-layer)";
-  return "";
-}
+using moe_run::Options;
 
 using moe_run::jsonString;
 
@@ -421,9 +114,7 @@ moe_run::Recording recordingFor(const Options &options,
   config.backend = options.backend;
   config.devices = plan.numDevices();
   config.seed = options.inputs.seed;
-  config.warmup = options.warmup >= 0 ? options.warmup
-                  : options.timed()   ? 1
-                                      : 0;
+  config.warmup = options.warmupRuns();
   config.bench = options.bench;
   config.duration = options.duration;
   config.inputFiles = options.inputs.given;
@@ -519,9 +210,42 @@ absl::Status printPlacement(const Options &options) {
   return absl::OkStatus();
 }
 
+/// Warns once (rank 0 under MPI) when the devices on this host times their
+/// threads exceed the cores this process may run on. The runtime's default
+/// threads share the cores out among the devices, so only --threads, or
+/// more devices than cores, can exceed them.
+void warnOversubscription(const Options &options, const moert::Plan &plan,
+                          bool multi, bool mpi) {
+  int devices = 1;
+  if (mpi) {
+    // Ranks on this host, as Open MPI tells each of them.
+    const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int64_t ranks = 0;
+    if (local && absl::SimpleAtoi(local, &ranks) && ranks > 0)
+      devices = static_cast<int>(ranks);
+  } else if (multi) {
+    devices = plan.numDevices();
+  }
+  int cores = moe_run::availableCores();
+  int threads = options.threads;
+  if (threads <= 0) {
+    if (devices <= cores)
+      return;
+    threads = 1;
+  }
+  if (moert::mpiRank() > 0)
+    return;
+  if (std::string warning = moe_run::oversubscription(devices, threads, cores);
+      !warning.empty())
+    std::fprintf(stderr, "moe-run: warning: %s\n", warning.c_str());
+}
+
 absl::Status runMain(const Options &options) {
   if (options.placement)
     return printPlacement(options);
+  // Rank 0 writes the outputs: it checks their paths before the plan loads.
+  if (moert::mpiRank() <= 0)
+    MOERT_RETURN_IF_ERROR(moe_run::checkOutputPaths(options));
   // Without a GPU, say so before anything else.
   if (options.backend == "cuda")
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
@@ -555,8 +279,11 @@ absl::Status runMain(const Options &options) {
     run.deviceMemory = options.deviceMemory;
     run.expertRead = options.expertRead;
     run.expertPrefetch = options.prefetch;
+    run.bench = options.bench;
+    run.warmup = options.warmupRuns();
     if (run.group)
       MOERT_RETURN_IF_ERROR(checkDeviceCount(options, *plan, run.mpi));
+    warnOversubscription(options, *plan, run.group, run.mpi);
     moe_run::Recording recording = recordingFor(options, *plan);
     return moe_run::runGeneration(*plan, options.generate, run, recording);
   }
@@ -568,6 +295,11 @@ absl::Status runMain(const Options &options) {
                  options.plan.c_str());
   bool mpi = moert::launchedByMpi();
   bool multi = mpi || options.devices > 0 || plan->numDevices() > 1;
+  if (options.inputs.tokens >= 0 && moe_run::tokenAxis(*plan).empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.plan, ": --tokens ", options.inputs.tokens,
+        ": the plan's inputs have no symbolic dim to size (their shapes are "
+        "fixed)"));
   for (const auto &[name, value] : options.inputs.dims) {
     bool known = false;
     for (const moert::SymbolDesc &s : plan->symbols())
@@ -586,6 +318,9 @@ absl::Status runMain(const Options &options) {
                                            })),
           ")"));
   }
+  if (multi)
+    MOERT_RETURN_IF_ERROR(checkDeviceCount(options, *plan, mpi));
+  warnOversubscription(options, *plan, multi, mpi);
   if (multi)
     return runDevices(options, *plan, mpi);
   if (options.comm == moert::CommKind::Nccl)
@@ -658,7 +393,7 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
   // The warm-up runs, then the timed runs: --bench N of them, or for as long
   // as --duration, or (neither) the one run that computes the outputs.
   using Clock = std::chrono::steady_clock;
-  int warmup = options.warmup >= 0 ? options.warmup : options.timed() ? 1 : 0;
+  int warmup = options.warmupRuns();
   for (int i = 0; i < warmup; ++i)
     MOERT_RETURN_IF_ERROR(session.run());
   session.resetStats();
@@ -754,9 +489,9 @@ std::string describeException(std::exception_ptr exception) {
 
 int runTool(int argc, char **argv) {
   Options options;
-  std::string problem = parseArgs(argc, argv, options);
+  std::string problem = moe_run::parseArgs(argc, argv, options);
   if (problem == "help") {
-    std::fputs(kUsage, stdout);
+    std::fputs(moe_run::kUsage, stdout);
     return 0;
   }
   if (problem == "version") {
@@ -769,12 +504,20 @@ int runTool(int argc, char **argv) {
     return 2;
   }
   if (!options.compare.empty()) {
+    if (absl::Status status = moe_run::checkOutputPaths(options);
+        !status.ok()) {
+      std::fprintf(stderr, "moe-run: error: %s\n",
+                   std::string(status.message()).c_str());
+      return 1;
+    }
     std::vector<std::string> args = {options.compare, "--plan", options.plan};
     for (const auto &[name, path] : options.inputs.given)
       args.insert(args.end(), {"--input", name + "=" + path});
     if (options.inputs.tokens >= 0)
       args.insert(args.end(),
                   {"--tokens", std::to_string(options.inputs.tokens)});
+    for (const auto &[symbol, size] : options.inputs.dims)
+      args.insert(args.end(), {"--dim", absl::StrCat(symbol, "=", size)});
     args.insert(args.end(), {"--seed", std::to_string(options.inputs.seed)});
     if (!options.saveInputs.empty())
       args.insert(args.end(), {"--save-inputs", options.saveInputs});

@@ -2,6 +2,7 @@
 
 #include "recording.h"
 
+#include "expert_cache_report.h"
 #include "group_session.h"
 #include "moert/byte_image.h"
 #include "moert/comm.h"
@@ -153,6 +154,7 @@ absl::Status Recording::finish(const moert::Plan &plan, Gather gather,
                          gather(context, std::move(mine)));
   if (all.empty())
     return absl::OkStatus(); // Not the reporting rank.
+  config_.memory.peakRssBytes = processStatusBytes("VmHWM");
   std::vector<Track> tracks;
   for (const std::vector<uint8_t> &blob : all) {
     MOERT_ASSIGN_OR_RETURN(Track track, deserializeTrack(blob));
@@ -246,7 +248,8 @@ void attachRecording(Recording &recording, GroupSession &session) {
 }
 
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
-                             moert::SessionBase &) {
+                             moert::SessionBase &session) {
+  recording.config().memory.expertCache = session.expertCacheStats();
   return recording.finish(
       plan,
       [](void *, std::vector<std::vector<uint8_t>> mine)
@@ -256,6 +259,9 @@ absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
 
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
                              GroupSession &session) {
+  std::vector<moert::SessionBase *> local = session.group().localSessions();
+  if (!local.empty())
+    recording.config().memory.expertCache = local[0]->expertCacheStats();
   return recording.finish(
       plan,
       [](void *context, std::vector<std::vector<uint8_t>> mine) {
@@ -265,13 +271,30 @@ absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
       &session.group());
 }
 
+/// Takes a generator's KV cache bytes and, when no generation was added,
+/// its last generation's times.
+static void takeGeneration(RunConfig &config, uint64_t cacheBytes,
+                           const moert::GenerationTimes &last) {
+  config.memory.kvCacheBytes = cacheBytes;
+  if (config.generations.empty() && last.promptTokens > 0) {
+    config.generations.push_back(last);
+    config.lastGenerationOnly = true;
+  }
+}
+
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
                              moert::Generator &generator) {
+  takeGeneration(recording.config(), generator.cacheBytes(), generator.times());
   return finishRecording(recording, plan, generator.decodeSession());
 }
 
 absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
                              moert::GroupGenerator &group) {
+  takeGeneration(recording.config(), group.cacheBytes(), group.times());
+  std::vector<moert::Generator *> local = group.localGenerators();
+  if (!local.empty())
+    recording.config().memory.expertCache =
+        local[0]->decodeSession().expertCacheStats();
   return recording.finish(
       plan,
       [](void *context, std::vector<std::vector<uint8_t>> mine) {

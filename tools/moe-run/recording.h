@@ -16,6 +16,7 @@
 #ifndef MOE_RUN_RECORDING_H
 #define MOE_RUN_RECORDING_H
 
+#include "moert/generator.h"
 #include "moert/moert.h"
 #include "moert/trace.h"
 
@@ -32,6 +33,18 @@ class GroupGenerator;
 namespace moe_run {
 
 class GroupSession;
+
+/// What the report's memory section shows besides the plan's own sizes,
+/// taken once the runs are done.
+struct RunMemory {
+  /// This process's peak resident set (VmHWM of /proc/self/status); 0 when
+  /// unknown.
+  uint64_t peakRssBytes = 0;
+  /// Generation: the bytes of the KV caches one device's generator holds.
+  uint64_t kvCacheBytes = 0;
+  /// A tiered plan: device 0's expert cache (`tiered` false otherwise).
+  moert::ExpertCacheStats expertCache;
+};
 
 /// The run's configuration, as the report shows it.
 struct RunConfig {
@@ -55,6 +68,13 @@ struct RunConfig {
   bool generation = false;
   int64_t promptTokens = 0;
   int64_t newTokens = 0;
+  /// The times of the generations the report describes, as the generator
+  /// measured them (Recording::addGeneration). When none was added,
+  /// finishRecording takes the generator's last one and sets
+  /// `lastGenerationOnly`.
+  std::vector<moert::GenerationTimes> generations;
+  bool lastGenerationOnly = false;
+  RunMemory memory;
 };
 
 /// One recorded session: a track of the trace.
@@ -88,6 +108,11 @@ public:
   /// Whether --trace or --report-html was given; nothing is recorded else.
   bool active() const { return !tracePath_.empty() || !reportPath_.empty(); }
   RunConfig &config() { return config_; }
+  /// Records the times of one timed generation (each prompt, each
+  /// repetition) for the report's TTFT and tokens per second.
+  void addGeneration(const moert::GenerationTimes &times) {
+    config_.generations.push_back(times);
+  }
 
   /// Attaches a recorder to `session` (when active). `track` names it; its
   /// steps and host are filled in by finish().
@@ -131,10 +156,17 @@ absl::Status finishRecording(Recording &recording, const moert::Plan &plan,
 /// chrome://tracing open) of `tracks`.
 std::string traceJson(const moert::Plan &plan, const std::vector<Track> &tracks,
                       const RunConfig &config);
-/// The self-contained HTML report of `tracks`.
+/// The self-contained HTML report of `tracks` (report_html.cpp).
 std::string reportHtml(const moert::Plan &plan,
                        const std::vector<Track> &tracks,
                        const RunConfig &config);
+
+/// What the report calls symbol `index` of `plan`: for a generation plan
+/// "prompt tokens" (the prefill schedule's token axis) or "past length"
+/// (the decode schedule's cache axis); for a symbol the compiler named
+/// ("s53", "prefill.s70") the input dimension it sizes ("input_ids axis
+/// 1"); else the model's own name ("batch", "seq").
+std::string symbolLabel(const moert::Plan &plan, size_t index);
 
 /// Whether `op` (StepStats::op, maybe with the CUDA backend's "@where"
 /// suffix) exchanges rows between devices.

@@ -1,16 +1,18 @@
 //===- report_html.cpp - moe-run --report-html: one self-contained page ---===//
 //
 // One HTML page with inline CSS and SVG, no script, font, image or link: the
-// run's configuration, where the time goes (per step kind, per MoE layer and
-// part), the communication share per device, each MoE layer's imbalance, and
-// an expert-load heatmap per layer (experts x recorded runs; under expert
-// parallelism also one per device). Every text that comes from the plan or
-// the command line is escaped, and the markup is well-formed XML, so that
-// tests read it with an XML parser.
+// run's configuration, latency (report_sections.cpp), a generation's time to
+// first token and tokens per second, where the time goes (per step kind,
+// per MoE layer and part), the communication share per device, each MoE
+// layer's imbalance, an expert-load heatmap per layer (experts x recorded
+// runs; under expert parallelism also one per device) with its color
+// scale, memory and provenance. Every text that comes from the plan or the
+// command line is escaped, and the markup is well-formed XML, so that tests
+// read it with an XML parser.
 //
 //===----------------------------------------------------------------------===//
 
-#include "recording.h"
+#include "report_html.h"
 
 #include "moert/stats.h"
 
@@ -22,11 +24,8 @@
 #include <map>
 
 namespace moe_run {
-namespace {
+namespace report {
 
-/// `text` for HTML and SVG text and attribute values: the five markup
-/// characters as entities, control characters (which XML forbids) as '?',
-/// and bytes that are not UTF-8 as U+FFFD.
 std::string escape(std::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
@@ -91,7 +90,6 @@ std::string ms(double seconds) {
   return absl::StrFormat("%.3f", seconds * 1e3);
 }
 
-/// A color from white (0) to dark blue (1).
 std::string heat(double x) {
   x = std::clamp(x, 0.0, 1.0);
   auto mix = [&](int from, int to) {
@@ -99,6 +97,49 @@ std::string heat(double x) {
   };
   return absl::StrFormat("#%02x%02x%02x", mix(0xf7, 0x08), mix(0xfb, 0x30),
                          mix(0xff, 0x6b));
+}
+
+void row(std::string &html, const std::string &key, const std::string &value) {
+  absl::StrAppend(&html, "<tr><th>", escape(key), "</th><td>", escape(value),
+                  "</td></tr>\n");
+}
+
+} // namespace report
+
+namespace {
+
+using report::escape;
+using report::heat;
+using report::ms;
+using report::row;
+
+/// The color scale of a heatmap whose darkest cell holds `most` tokens:
+/// swatches from 0 to `most`, each with the tokens it stands for.
+std::string heatScale(uint64_t most) {
+  const int steps = 6, swatch = 28;
+  std::string svg = absl::StrCat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"scale\" "
+      "data-max=\"",
+      most, "\" width=\"", 80 + steps * swatch + 90,
+      "\" height=\"34\">\n"
+      "<text x=\"76\" y=\"14\" text-anchor=\"end\" class=\"small\">tokens"
+      "</text>\n");
+  for (int i = 0; i < steps; ++i) {
+    double x = double(i) / (steps - 1);
+    absl::StrAppend(&svg, "<rect class=\"swatch\" data-tokens=\"",
+                    absl::StrFormat("%.1f", x * most), "\" x=\"",
+                    80 + i * swatch, "\" y=\"4\" width=\"", swatch,
+                    "\" height=\"12\" fill=\"", heat(x),
+                    "\" stroke=\"#ccc\"/>\n");
+  }
+  absl::StrAppend(&svg,
+                  "<text x=\"80\" y=\"30\" class=\"small\">0</text>"
+                  "<text x=\"",
+                  80 + steps * swatch,
+                  "\" y=\"30\" text-anchor=\"end\" "
+                  "class=\"small\">",
+                  most, "</text>\n");
+  return svg + "</svg>\n";
 }
 
 /// Colors of the parts of a layer (and of other bars), in order of use.
@@ -156,9 +197,9 @@ std::string heatmap(const std::string &title, int layer,
   int width = left + cell * static_cast<int>(columns) + 20;
   int height = top + cellHeight * static_cast<int>(experts) + 30;
   std::string svg = absl::StrCat(
-      "<figure class=\"map\"><figcaption>", escape(title),
-      "<br/>darkest: ", most,
-      " tokens</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "<figure class=\"map\"><figcaption>", escape(title), "</figcaption>\n",
+      heatScale(most),
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" "
       "class=\"heatmap\" data-layer=\"",
       layer, "\" data-device=\"", escape(device), "\" data-experts=\"", experts,
       "\" data-columns=\"", columns, "\" width=\"", std::max(width, 200),
@@ -232,11 +273,6 @@ std::string partOf(const std::string &name) {
   return micro == std::string::npos ? part : part.substr(0, micro);
 }
 
-void row(std::string &html, const std::string &key, const std::string &value) {
-  absl::StrAppend(&html, "<tr><th>", escape(key), "</th><td>", escape(value),
-                  "</td></tr>\n");
-}
-
 } // namespace
 
 std::string reportHtml(const moert::Plan &plan,
@@ -261,6 +297,7 @@ std::string reportHtml(const moert::Plan &plan,
       "</title>\n<style>\n"
       "body { font-family: sans-serif; margin: 24px; color: #222; }\n"
       "h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; }\n"
+      "h3 { font-size: 15px; }\n"
       "table { border-collapse: collapse; }\n"
       "th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; "
       "font-size: 13px; }\n"
@@ -271,6 +308,8 @@ std::string reportHtml(const moert::Plan &plan,
       "figure.map { display: inline-block; vertical-align: top; "
       "margin: 0 28px 12px 0; }\n"
       "figcaption { font-size: 13px; margin-bottom: 4px; }\n"
+      "svg.scale { display: block; }\n"
+      "table + table { margin-top: 8px; }\n"
       "</style>\n</head>\n<body>\n<h1>moe-run report</h1>\n");
 
   // ---- The configuration. ----
@@ -299,15 +338,30 @@ std::string reportHtml(const moert::Plan &plan,
                          : "",
                      " (", config.warmup, " warm-up); ", kept,
                      " recorded (the last ones)"));
-  if (!tracks.empty() && !tracks[0].recorder.runs().empty()) {
-    const moert::TraceRun &last = tracks[0].recorder.runs().back();
-    std::vector<std::string> symbols;
+  // The sizes the last runs had, by the names a user knows them by.
+  auto sizesOf = [&](const Track *track) -> std::string {
+    if (!track || track->recorder.runs().empty())
+      return "";
+    const moert::TraceRun &last = track->recorder.runs().back();
+    std::vector<std::string> sizes;
     for (size_t i = 0; i < last.symbols.size() && i < plan.symbols().size();
          ++i)
       if (last.symbols[i] >= 0) // Symbols of the other schedule are unbound.
-        symbols.push_back(
-            absl::StrCat(plan.symbols()[i].name, " = ", last.symbols[i]));
-    row(html, "tokens (symbols)", absl::StrJoin(symbols, ", "));
+        sizes.push_back(
+            absl::StrCat(symbolLabel(plan, i), " = ", last.symbols[i]));
+    return absl::StrJoin(sizes, ", ");
+  };
+  report::DeviceZero zero = report::deviceZero(plan, tracks);
+  if (!config.generation) {
+    row(html, "sizes", sizesOf(zero.forward));
+  } else {
+    if (zero.prefill)
+      row(html, "last prefill", sizesOf(zero.prefill));
+    row(html, zero.prefill ? "last decode step" : "last step",
+        sizesOf(zero.forward));
+  }
+  if (!tracks.empty() && !tracks[0].recorder.runs().empty()) {
+    const moert::TraceRun &last = tracks[0].recorder.runs().back();
     for (const moert::TraceSpan &span : last.spans) {
       if (span.kind != moert::TraceKind::StageInputs)
         continue;
@@ -331,26 +385,13 @@ std::string reportHtml(const moert::Plan &plan,
   }
   absl::StrAppend(&html, "</table>\n");
 
+  // A generation's headline figures first, then its decode steps'.
+  if (config.generation)
+    absl::StrAppend(&html, report::generationSection(zero, config));
+  absl::StrAppend(&html, report::latencySection(zero, config));
+
   // ---- Where the time goes. ----
   absl::StrAppend(&html, "<h2 id=\"time\">Where the time goes</h2>\n");
-  std::vector<double> runMs;
-  for (const Track *track : devices)
-    for (const moert::TraceRun &run : track->recorder.runs())
-      if (run.endNs > run.beginNs && track == devices.front())
-        runMs.push_back((run.endNs - run.beginNs) * 1e-6);
-  if (!runMs.empty()) {
-    double total = 0;
-    for (double t : runMs)
-      total += t;
-    absl::StrAppend(
-        &html, "<p>Recorded ", config.generation ? "decode steps" : "runs",
-        " of device ", devices.front()->device, ": mean ",
-        absl::StrFormat("%.3f", total / runMs.size()), " ms, min ",
-        absl::StrFormat("%.3f", *std::min_element(runMs.begin(), runMs.end())),
-        " ms, max ",
-        absl::StrFormat("%.3f", *std::max_element(runMs.begin(), runMs.end())),
-        " ms.</p>\n");
-  }
   // Per step kind: the mean time per run, over the devices.
   std::map<std::string, double> byKind;
   for (const Track *track : devices)
@@ -572,7 +613,8 @@ std::string reportHtml(const moert::Plan &plan,
                                      mine, experts, columnName));
     }
   }
-  absl::StrAppend(&html, "</body>\n</html>\n");
+  absl::StrAppend(&html, report::memorySection(plan, config),
+                  report::provenanceSection(plan), "</body>\n</html>\n");
   return html;
 }
 

@@ -1,0 +1,470 @@
+//===- options.cpp - moe-run's command line ------------------------------===//
+
+#include "options.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+namespace moe_run {
+
+const char *const kUsage = R"(usage: moe-run PLAN [options]
+
+Runs a plan written by `moec compile` on the CPU or on GPUs (--backend cuda).
+
+options:
+  --input NAME=FILE.npy  value of graph input NAME (repeatable); inputs not
+                         given are generated from --seed (one line each on
+                         stderr: shape, dtype, range, seed)
+  --output-dir DIR       write each output NAME as DIR/NAME.npy (without
+                         it, nothing is written)
+  --save-inputs DIR      write each input (given or generated) as
+                         DIR/NAME.npy
+  --threads N            worker threads (default: all cores)
+  --tokens N             tokens of the generated inputs: the size of their
+                         token axis (the seq of [batch, seq], or the only
+                         symbolic dim; default: 16, within its range);
+                         other symbolic dims take 1, or the size the plan
+                         fixes
+  --dim SYMBOL=N         size of one symbolic dim of generated inputs
+                         (over --tokens)
+  --seed N               seed of generated inputs (default: 0)
+  --bench N              time N runs after the warm-up: mean, stddev,
+                         p50/p90/p99, min, max, runs/s and tokens/s
+  --duration SECONDS     time runs until SECONDS have passed (with --bench
+                         N: and at least N runs)
+  --warmup N             warm-up runs before the timed ones (default: 1
+                         with --bench or --duration, else 0: one cold run)
+  --fresh-inputs         with --bench or --duration: draw the generated
+                         inputs anew (seed + run) before every run,
+                         untimed, so that each run routes its own tokens
+                         (tiered plans' caches)
+  --stats FILE.json      write the timing and per-step times (of the timed
+                         runs) as JSON, with each MoE layer's tokens per
+                         expert
+  --trace FILE.json      write the timed runs (the last 100) as a Chrome
+                         trace-event file for Perfetto / chrome://tracing
+  --report-html FILE     write a self-contained HTML page: expert-load
+                         heatmaps, step-time breakdown, imbalance, config
+  --compare MODEL.onnx   check the plan against onnxruntime on MODEL.onnx
+                         (runs `moec-verify MODEL.onnx --plan PLAN`, with
+                         --input, --tokens, --dim, --seed, --save-inputs
+                         and --threads)
+  --backend cpu|cuda     where the plan runs (default: cpu); cuda runs a plan
+                         from `moec compile --target cuda` on GPU 0, or each
+                         device d of a multi-device plan on GPU d modulo the
+                         visible GPUs (under mpirun: the rank's local GPU)
+  --cuda-graphs on|off   replay runs as CUDA graphs when every step of a
+                         schedule runs on the GPU (default: on)
+  --placement            with --backend cuda: print where each step would
+                         run (GPU or host) and whether runs replay CUDA
+                         graphs, then exit; needs no GPU
+  --devices N            run the N device schedules of a multi-device plan
+                         (`moec compile --devices N`) as N threads of this
+                         process; under `mpirun -np N`, each rank runs one
+  --comm host|nccl       how the devices exchange rows (default: host):
+                         through the host (in-process or MPI), or with
+                         NCCL between the GPUs (needs --backend cuda, a
+                         multi-device run and one GPU per device)
+  --comm-timeout SECONDS how long a device waits for the others in an
+                         exchange before failing (default: 60)
+  --device-memory BYTES  a tiered plan (moec compile --device-memory): the
+                         memory budget (512M, 4G, ...) that replaces the
+                         plan's tiers when the session starts
+  --expert-read MODE     how a tiered plan's cold experts are read: pread
+                         (default), direct (O_DIRECT) or mmap
+  --prefetch MODE        a tiered plan: none, next-layer (while a layer
+                         computes, read the experts the next layer's
+                         router picks for its tokens) or next-micro-batch
+                         (while a micro-batch of an expert-parallel layer
+                         computes, read the experts the next micro-batch
+                         routes to); default: the plan's (moec compile
+                         --prefetch), else none
+  --help                 print this help
+  --version              print the version, the git commit and the plan
+                         formats this runtime reads
+
+generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
+--max-seq S`):
+  --prompt-ids 3,14,15   the prompt's token ids; generates new tokens, prints
+                         their ids on stdout and a summary on stderr, and
+                         with --output-dir writes DIR/tokens.npy (int64, the
+                         new ids) and DIR/logits.npy (each one's logits)
+  --prompt-tokens P      a prompt of P ids drawn from --seed, uniform over
+                         the vocabulary (the plan's logits' last dim);
+                         --output-dir adds DIR/prompt_ids.npy
+  --prompts FILE         several prompts, one line of ids each (commas or
+                         spaces), generated one after another (the exported
+                         graphs have a batch of one): one line of new ids
+                         per prompt; tokens.npy is [prompts, longest], -1
+                         after a sequence that stopped early
+  --max-new-tokens N     new tokens to generate (default: 16)
+  --temperature T        0 (default): greedy; above 0: sample (seeded by
+                         --seed)
+  --top-k K              with --temperature: sample among the K most
+                         likely ids (0: all)
+  --top-p P              with --temperature: sample among the fewest most
+                         likely ids whose probability reaches P (default:
+                         1, all)
+  --stop-id ID           stop after generating ID (repeatable)
+  --kv-cache MODE        in-place (default): a decode step appends to each
+                         cache where it lies, where the plan allows it (the
+                         cache read only by fused attention); copy: the
+                         exported Concat copies the past every step
+  --stream               print each id as soon as it is generated
+  --bench N              a generation benchmark (llama-bench's table): N
+                         timed repetitions of one prompt (--prompt-ids or
+                         --prompt-tokens) and --max-new-tokens (at least 2)
+                         after --warmup repetitions (default: 1); prints
+                         the prefill (pp P) and decode (tg G) tokens/s,
+                         mean +/- stddev, and the time to first token and
+                         inter-token latency, p50 and p99 (also in --stats)
+  Forward-run flags (--input, --tokens, --dim, --fresh-inputs,
+  --save-inputs, --duration, --backend, --comm, --placement, --compare) are
+  usage errors with a prompt, as are --warmup without --bench, --top-k and
+  --top-p without --temperature, and --prompts, --stream, --stop-id and
+  --output-dir with --bench.
+  An expert-parallel generation plan (moec compile ... --devices N) runs
+  with --devices N or under mpirun -np N: device 0 draws each token.
+)";
+
+namespace {
+
+/// Every option moe-run takes, for the suggestion of a misspelt one.
+constexpr const char *kOptions[] = {
+    "--input",         "--output-dir",   "--save-inputs",
+    "--threads",       "--tokens",       "--dim",
+    "--seed",          "--bench",        "--duration",
+    "--warmup",        "--fresh-inputs", "--stats",
+    "--trace",         "--report-html",  "--compare",
+    "--backend",       "--cuda-graphs",  "--placement",
+    "--devices",       "--comm",         "--comm-timeout",
+    "--device-memory", "--expert-read",  "--prefetch",
+    "--help",          "--version",      "--prompt-ids",
+    "--prompt-tokens", "--prompts",      "--max-new-tokens",
+    "--temperature",   "--top-k",        "--top-p",
+    "--stop-id",       "--kv-cache",     "--stream",
+};
+
+/// The Levenshtein distance of `a` and `b` with replacements, as
+/// llvm::StringRef::edit_distance computes it.
+size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+} // namespace
+
+std::string nearestOption(const std::string &name) {
+  // "-bench" and "bench" mean "--bench" too.
+  std::string body =
+      name.substr(std::min(name.find_first_not_of('-'), name.size()));
+  std::string best;
+  size_t bestDistance = 0;
+  for (const char *option : kOptions) {
+    size_t distance = editDistance(body, std::string(option + 2));
+    if (best.empty() || distance < bestDistance) {
+      best = option;
+      bestDistance = distance;
+    }
+  }
+  // LLVM's command line suggests the nearest option however far; past a
+  // third of the name's letters (at least 2) it is rarely what was meant.
+  size_t limit = std::max<size_t>(2, body.size() / 3);
+  return !body.empty() && bestDistance <= limit ? best : "";
+}
+
+namespace {
+
+/// Parses option `name` (with its `value`) into `options`; returns the usage
+/// error, or "".
+std::string parseOption(const std::string &name, const std::string &value,
+                        Options &options) {
+  auto integer = [](const std::string &text, int64_t min, int64_t &out) {
+    return absl::SimpleAtoi(text, &out) && out >= min;
+  };
+  int64_t number = 0;
+  if (std::optional<std::string> problem =
+          parseGenerateOption(name, value, options.generate)) {
+    if (!problem->empty())
+      return *problem;
+  } else if (name == "--input" || name == "--dim") {
+    size_t sep = value.find('=');
+    if (sep == std::string::npos || sep == 0)
+      return absl::StrCat(name, " expects NAME=VALUE, got '", value, "'");
+    std::string key = value.substr(0, sep), rest = value.substr(sep + 1);
+    if (name == "--input") {
+      options.inputs.given.emplace_back(key, rest);
+    } else {
+      if (!integer(rest, 0, number))
+        return absl::StrCat("--dim ", key, " needs a non-negative integer");
+      options.inputs.dims[key] = number;
+    }
+  } else if (name == "--output-dir") {
+    options.outputDir = value;
+  } else if (name == "--save-inputs") {
+    options.saveInputs = value;
+  } else if (name == "--compare") {
+    options.compare = value;
+  } else if (name == "--duration") {
+    double seconds = 0;
+    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400)
+      return "--duration needs a number of seconds in (0, 86400]";
+    options.duration = seconds;
+  } else if (name == "--threads") {
+    if (!integer(value, 1, number) || number > 1024)
+      return "--threads needs an integer in [1, 1024]";
+    options.threads = static_cast<int>(number);
+  } else if (name == "--tokens") {
+    if (!integer(value, 0, number))
+      return "--tokens needs a non-negative integer";
+    options.inputs.tokens = number;
+  } else if (name == "--seed") {
+    if (!integer(value, 0, number))
+      return "--seed needs a non-negative integer";
+    options.inputs.seed = static_cast<uint64_t>(number);
+  } else if (name == "--bench") {
+    if (!integer(value, 1, number) || number > 1000000)
+      return "--bench needs a positive integer";
+    options.bench = static_cast<int>(number);
+  } else if (name == "--warmup") {
+    if (!integer(value, 0, number) || number > 1000000)
+      return "--warmup needs a non-negative integer";
+    options.warmup = static_cast<int>(number);
+  } else if (name == "--stats") {
+    options.stats = value;
+  } else if (name == "--trace") {
+    options.trace = value;
+  } else if (name == "--report-html") {
+    options.reportHtml = value;
+  } else if (name == "--devices") {
+    if (!integer(value, 1, number) || number > 4096)
+      return "--devices needs an integer in [1, 4096]";
+    options.devices = static_cast<int>(number);
+  } else if (name == "--comm-timeout") {
+    double seconds = 0;
+    if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
+      return "--comm-timeout needs a number of seconds in (0, 1e6]";
+    options.commTimeout = seconds;
+  } else if (name == "--comm") {
+    absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
+    if (!kind.ok())
+      return std::string(kind.status().message());
+    options.comm = *kind;
+  } else if (name == "--cuda-graphs") {
+    if (value != "on" && value != "off")
+      return absl::StrCat("--cuda-graphs must be on or off, not '", value, "'");
+    options.cudaGraphs = value == "on";
+  } else if (name == "--device-memory") {
+    if (!moert::parseByteSize(value.c_str(), options.deviceMemory))
+      return absl::StrCat("--device-memory needs a positive byte count such "
+                          "as 536870912, 512M or 4G, not '",
+                          value, "'");
+  } else if (name == "--expert-read") {
+    if (value != "pread" && value != "direct" && value != "mmap")
+      return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
+                          value, "'");
+    options.expertRead = value;
+  } else if (name == "--prefetch") {
+    if (value != "none" && value != "next-layer" && value != "next-micro-batch")
+      return absl::StrCat(
+          "--prefetch must be none, next-layer or next-micro-batch, not '",
+          value, "'");
+    options.prefetch = value;
+  } else if (name == "--backend") {
+    if (value != "cpu" && value != "cuda")
+      return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
+    options.backend = value;
+  } else {
+    std::string nearest = nearestOption(name);
+    return absl::StrCat("unknown option '", name, "'",
+                        nearest.empty()
+                            ? ""
+                            : absl::StrCat(" (did you mean '", nearest, "'?)"));
+  }
+  return "";
+}
+
+/// Checks that each flag applies to the mode it runs in: a forward run, a
+/// generation (a prompt), a generation benchmark (a prompt and --bench) or
+/// --compare; "" when they all do, else the usage error naming the first
+/// flag that does not.
+std::string checkModes(const Options &options) {
+  const GenerateArgs &gen = options.generate;
+  auto given = [&](const char *flag) {
+    return std::find(gen.flags.begin(), gen.flags.end(), flag) !=
+           gen.flags.end();
+  };
+  if (!gen.active) {
+    if (options.freshInputs && !options.timed())
+      return "--fresh-inputs draws the generated inputs anew before each "
+             "timed run; it needs --bench or --duration";
+  } else {
+    // A prompt: generation, or with --bench its benchmark.
+    const char *prompt = "the prompt is --prompt-ids, --prompt-tokens or "
+                         "--prompts";
+    if (!options.inputs.given.empty())
+      return absl::StrCat("--input gives a forward run's inputs; it does not "
+                          "apply to generation (",
+                          prompt, ")");
+    if (options.inputs.tokens >= 0)
+      return "--tokens sizes a forward run's generated inputs; it does not "
+             "apply to generation (--prompt-tokens P draws a prompt of P "
+             "ids)";
+    if (!options.inputs.dims.empty())
+      return "--dim sizes a forward run's generated inputs; it does not "
+             "apply to generation (--prompt-tokens P draws a prompt of P "
+             "ids)";
+    if (options.freshInputs)
+      return "--fresh-inputs draws a forward run's inputs anew before each "
+             "run; it does not apply to generation";
+    if (!options.saveInputs.empty())
+      return "--save-inputs writes a forward run's inputs; it does not apply "
+             "to generation (--output-dir writes the new ids and logits)";
+    if (options.duration > 0)
+      return "--duration times forward runs; a generation benchmark repeats "
+             "--bench N times";
+    if (options.backend != "cpu")
+      return "--backend cuda runs forward passes; generation runs on the cpu "
+             "backend";
+    if (options.comm != moert::CommKind::Host)
+      return "--comm nccl exchanges between GPUs; generation runs on the cpu "
+             "backend";
+    if (options.placement)
+      return "--placement shows the CUDA backend's choices for a forward run; "
+             "it does not apply to generation";
+    if (!options.compare.empty())
+      return "--compare checks a forward run against onnxruntime; it does "
+             "not apply to generation";
+    if (options.warmup >= 0 && !options.bench)
+      return "--warmup repeats the generation before the timed repetitions; "
+             "it needs --bench N";
+    bool sampling = gen.options.sampling.temperature > 0;
+    if (given("--top-k") && !sampling)
+      return "--top-k samples among the K most likely ids; it needs "
+             "--temperature above 0 (greedy takes the most likely id)";
+    if (given("--top-p") && !sampling)
+      return "--top-p samples among the most likely ids; it needs "
+             "--temperature above 0 (greedy takes the most likely id)";
+    if (options.bench) {
+      if (!gen.promptsFile.empty())
+        return "--bench times one prompt, given with --prompt-ids or "
+               "--prompt-tokens; --prompts does not apply";
+      if (gen.stream)
+        return "--stream prints the ids of one generation; --bench prints a "
+               "table of its rates instead";
+      if (!gen.options.stopIds.empty())
+        return "--stop-id ends a generation early; --bench generates "
+               "--max-new-tokens in every repetition";
+      if (!options.outputDir.empty())
+        return "--output-dir writes one generation's ids and logits; it does "
+               "not apply with --bench";
+      if (gen.options.maxNewTokens < 2)
+        return "--bench needs --max-new-tokens 2 or more: tg times the "
+               "decode steps after the first token, which the prefill draws";
+    }
+  }
+  if (!options.compare.empty() &&
+      (options.timed() || options.devices || options.backend != "cpu" ||
+       options.placement || !options.stats.empty() ||
+       !options.outputDir.empty() || options.freshInputs ||
+       options.warmup >= 0 || !options.trace.empty() ||
+       !options.reportHtml.empty()))
+    return "--compare checks the plan's outputs on the cpu backend; it "
+           "takes --input, --tokens, --dim, --seed, --save-inputs and "
+           "--threads only";
+  if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
+    return "--comm nccl exchanges between GPUs; it needs --backend cuda";
+  if (options.placement && options.backend != "cuda")
+    return "--placement shows the CUDA backend's choices; it needs "
+           "--backend cuda";
+  if (options.backend != "cpu" && options.expertRead != "pread")
+    return "--expert-read applies to cpu runs (--backend cuda keeps cold "
+           "experts in pinned host memory)";
+  if (options.backend != "cpu" && options.prefetch == "next-micro-batch")
+    return "--prefetch next-micro-batch applies to cpu runs (--backend cuda "
+           "reads ahead with next-layer)";
+  return "";
+}
+
+} // namespace
+
+std::string parseArgs(int argc, char **argv, Options &options) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      return "help";
+    if (arg == "--version")
+      return "version";
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-' &&
+        !std::isdigit(static_cast<unsigned char>(arg[1]))) {
+      // "-bench": one dash, which moe-run's options never have.
+      std::string nearest = nearestOption(arg);
+      return absl::StrCat(
+          "unknown option '", arg, "'",
+          nearest.empty() ? ""
+                          : absl::StrCat(" (did you mean '", nearest, "'?)"));
+    }
+    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
+      if (!options.plan.empty())
+        return absl::StrCat("unexpected argument '", arg, "'");
+      options.plan = arg;
+      continue;
+    }
+    if (arg == "--placement") { // The flags without a value.
+      options.placement = true;
+      continue;
+    }
+    if (arg == "--stream") {
+      options.generate.stream = true;
+      continue;
+    }
+    if (arg == "--fresh-inputs") {
+      options.freshInputs = true;
+      continue;
+    }
+    std::string name(arg);
+    std::string value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) {
+        // An unknown option is named as such, not as missing its value.
+        Options scratch;
+        std::string problem = parseOption(name, "", scratch);
+        return problem.rfind("unknown option", 0) == 0
+                   ? problem
+                   : absl::StrCat(name, " needs a value");
+      }
+      value = argv[++i];
+    }
+    if (std::string problem = parseOption(name, value, options);
+        !problem.empty())
+      return problem;
+  }
+  if (options.plan.empty())
+    return "no plan given";
+  if (std::string problem = checkGenerateArgs(options.generate);
+      !problem.empty())
+    return problem;
+  return checkModes(options);
+}
+
+} // namespace moe_run
