@@ -1,8 +1,16 @@
 # The runtime as embedders get it from `cmake --install` (docs/embedding.md):
 # libmoert, shared and static, each holding the whole runtime (the C and C++
 # APIs, the CPU and CUDA backends, .npy I/O), the public headers, the CMake
-# package `moert` (targets moert::moert and moert::moert_static) and moert.pc.
+# package `moert` (targets moert::moert and moert::moert_static, the latter
+# the component `static`), moert.pc (C) and moert-cxx.pc (C++).
 # Included from runtime/CMakeLists.txt, after every runtime library.
+#
+# What a consumer's machine needs differs per library: libmoert.so keeps
+# the static CUDA runtime inside and opens the CUDA driver, cuBLAS and NCCL
+# at run time, so linking it needs no CUDA toolkit; libmoert.a leaves the
+# static CUDA runtime (libcudart_static.a) to the program. Each library is
+# therefore its own export set, and moertConfig.cmake loads the static one
+# only where what it links is found.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -78,8 +86,9 @@ target_link_libraries(moert_static PUBLIC ${MOERT_DIST_PUBLIC}
   PRIVATE ${MOERT_DIST_PRIVATE})
 
 set(MOERT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/moert)
-install(TARGETS moert_shared moert_static EXPORT moertTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+install(TARGETS moert_shared EXPORT moertTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS moert_static EXPORT moertStaticTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # moe-run keeps Open MPI's library directory on its installed run path.
 set_target_properties(moe-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
@@ -91,9 +100,15 @@ install(DIRECTORY include/moert DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "plan_writer.h" EXCLUDE
   PATTERN "inspect.h" EXCLUDE)
 install(EXPORT moertTargets NAMESPACE moert:: DESTINATION ${MOERT_CMAKE_DIR})
+install(EXPORT moertStaticTargets NAMESPACE moert::
+  DESTINATION ${MOERT_CMAKE_DIR})
 
-# moertConfig.cmake finds what the targets link; the build's locations are
-# its hints.
+# moertConfig.cmake finds what the static library links; the build's
+# locations are its hints.
+set(MOERT_CONFIG_CUDA OFF)
+if(MOERT_CUDA)
+  set(MOERT_CONFIG_CUDA ON)
+endif()
 get_filename_component(MOERT_DNNL_HINT ${MOERT_DNNL} DIRECTORY)
 get_filename_component(MOERT_GOMP_HINT ${MOERT_GOMP} DIRECTORY)
 configure_package_config_file(cmake/moertConfig.cmake.in
@@ -107,7 +122,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moertConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/moertConfigVersion.cmake
   DESTINATION ${MOERT_CMAKE_DIR})
 
-# moert.pc, relocatable: its prefix is found from the file's own directory.
+# moert.pc (the C API: -lmoert and nothing else) and moert-cxx.pc (the C++
+# API: moert plus the Abseil libraries moert.h's absl::Status needs),
+# relocatable: their prefix is found from the file's own directory.
 file(RELATIVE_PATH MOERT_PC_PREFIX
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" MOERT_PC_PREFIX "${MOERT_PC_PREFIX}")
@@ -121,5 +138,8 @@ if(MOERT_CUDA)
     " ${CUDA_cudart_static_LIBRARY} -ldl -lrt")
 endif()
 configure_file(cmake/moert.pc.in ${CMAKE_CURRENT_BINARY_DIR}/moert.pc @ONLY)
+configure_file(cmake/moert-cxx.pc.in ${CMAKE_CURRENT_BINARY_DIR}/moert-cxx.pc
+  @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moert.pc
+  ${CMAKE_CURRENT_BINARY_DIR}/moert-cxx.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

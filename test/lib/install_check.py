@@ -16,15 +16,26 @@ installed moec, and runs the plan on fresh random inputs through
 each compared with onnxruntime (e2e.py's tolerance); and (e) a C program
 (test/Embed/Inputs/generate.c, the C API's generator) built with
 pkg-config generates from the zoo's Mixtral generation pair, compiled by the
-installed moec, transformers' greedy ids (examples/zoo/v5). Also checks what the
+installed moec, transformers' greedy ids (examples/zoo/v5); and (f) on a
+"machine without the CUDA toolkit" (the toolkit hidden: CUDAToolkit_ROOT
+pointing nowhere, its directories ignored by CMake's searches, no nvcc on
+PATH and no CUDA variables, which the consumer project proves by failing
+find_package(CUDAToolkit)), a C and a C++ program built with
+find_package(moert) on moert::moert and with pkg-config (moert.pc for C,
+whose --libs is -lmoert alone, moert-cxx.pc for C++) run the plan and match
+onnxruntime, and asking for the static component fails naming the toolkit
+when the runtime was built with the CUDA backend. Also checks what the
 prefix holds: the tools, libmoert.so and libmoert.a, the headers, the CMake
-package, moert.pc, the Python module, and none of the compiler's archives.
-Exit 0 when everything matches.
+package, moert.pc and moert-cxx.pc, the Python module, and none of the
+compiler's archives; and that the installed moec-verify, run by a Python
+without numpy and onnxruntime, names the pip packages with
+requirements.txt's pins. Exit 0 when everything matches.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +65,10 @@ def check_layout(prefix):
             "include/moert/moert.h", "include/moert/moert_c.h",
             "lib/cmake/moert/moertConfig.cmake",
             "lib/cmake/moert/moertConfigVersion.cmake",
-            "lib/cmake/moert/moertTargets.cmake", "lib/pkgconfig/moert.pc"]
+            "lib/cmake/moert/moertTargets.cmake",
+            "lib/cmake/moert/moertStaticTargets.cmake",
+            "lib/pkgconfig/moert.pc", "lib/pkgconfig/moert-cxx.pc",
+            "bin/moec-verify"]
     missing = [f for f in want if not os.path.exists(os.path.join(prefix, f))]
     if not os.path.exists(os.path.join(prefix, "lib", "libmoert.so")):
         missing.append("lib/libmoert.so")
@@ -137,6 +151,134 @@ def check_generation(prefix, inputs, workdir, env_flags, libdir):
                      f"transformers {case['new_ids']}")
     print(f"install: C generation matches transformers' greedy ids "
           f"({len(cases)} prompts)")
+
+
+def hidden_cuda(workdir):
+    """The environment and CMake arguments of a machine without the CUDA
+    toolkit: no CUDA variables, no nvcc on PATH, CUDAToolkit_ROOT pointing
+    nowhere and every directory holding an nvcc (PATH's, /usr/local's, the
+    toolkits' roots) ignored by CMake's searches."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUDA", "NVCC")) and
+           k not in ("LIBRARY_PATH", "CPATH", "CUDAToolkit_ROOT")}
+    search = os.environ.get("PATH", "").split(os.pathsep) + [
+        "/usr/local/bin", "/usr/local/cuda/bin", "/opt/cuda/bin"]
+    bins, roots = set(), {"/usr/local/cuda", "/opt/cuda"}
+    for d in search:
+        nvcc = os.path.join(d, "nvcc")
+        if d and os.path.exists(nvcc):
+            bins.update({d, os.path.dirname(os.path.realpath(nvcc))})
+            roots.add(os.path.dirname(os.path.dirname(
+                os.path.realpath(nvcc))))
+    for root in list(roots):
+        if os.path.exists(root):
+            roots.add(os.path.realpath(root))
+    env["PATH"] = os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and d not in bins)
+    args = [f"-DCUDAToolkit_ROOT={os.path.join(workdir, 'no-cuda-toolkit')}",
+            f"-DCMAKE_IGNORE_PATH={';'.join(sorted(bins))}",
+            f"-DCMAKE_IGNORE_PREFIX_PATH={';'.join(sorted(roots))}"]
+    return env, args
+
+
+def built_with_cuda(build):
+    """Whether the build directory's runtime has the CUDA backend."""
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        return any(re.match(r"MOERT_CUDA:BOOL=(ON|TRUE|1)$", line.strip())
+                   for line in f)
+
+
+def check_without_cuda(prefix, inputs, workdir, build, plan, feeds,
+                       reference, outputs):
+    """(f): the installed runtime on a machine without the CUDA toolkit,
+    through find_package(moert) and pkg-config, C and C++."""
+    env, hide = hidden_cuda(workdir)
+    consumer = os.path.join(workdir, "cpu_only")
+    source = os.path.join(inputs, "cpu-only")
+    run(["cmake", "-G", "Ninja", "-S", source, "-B", consumer,
+         "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix}"] +
+        hide, env=env)
+    print("install: CUDA toolkit hidden (find_package(CUDAToolkit) fails); "
+          "find_package(moert) succeeds")
+    run(["cmake", "--build", consumer], env=env)
+    for label, app in (("C", "app_c"), ("C++", "app_cxx")):
+        check_app(f"{label} program (moert::moert, no CUDA toolkit)",
+                  [os.path.join(consumer, app)], plan, workdir, feeds,
+                  reference, outputs)
+
+    # libmoert.a of a CUDA build leaves the static CUDA runtime to the
+    # program: without the toolkit the component is refused, saying why.
+    static = os.path.join(workdir, "cpu_only_static")
+    result = subprocess.run(
+        ["cmake", "-G", "Ninja", "-S", source, "-B", static,
+         f"-DCMAKE_PREFIX_PATH={prefix}", "-DMOERT_COMPONENTS=static"] + hide,
+        capture_output=True, text=True, env=env)
+    said = " ".join((result.stdout + result.stderr).split())
+    if built_with_cuda(build):
+        if result.returncode == 0 or "CUDA toolkit" not in said or \
+                "moert::moert (libmoert.so) needs none of it" not in said:
+            sys.exit(f"install: find_package(moert COMPONENTS static) "
+                     f"without the CUDA toolkit: exit {result.returncode}, "
+                     f"expected a failure naming the toolkit:\n{said}")
+        print("install: moert::moert_static without the CUDA toolkit is "
+              "refused, naming the toolkit and moert::moert")
+    elif result.returncode != 0:
+        sys.exit(f"install: a runtime without the CUDA backend refuses its "
+                 f"static component:\n{said}")
+    else:
+        print("install: moert::moert_static without the CUDA toolkit is "
+              "available (no CUDA backend)")
+
+    # pkg-config: moert.pc for C (-lmoert alone: the C API needs none of
+    # Abseil), moert-cxx.pc for C++.
+    env["PKG_CONFIG_PATH"] = os.path.join(prefix, "lib", "pkgconfig")
+    libdir = run(["pkg-config", "--variable=libdir", "moert"],
+                 env=env).strip()
+    libs = run(["pkg-config", "--libs", "moert"], env=env).split()
+    if libs != [f"-L{libdir}", "-lmoert"]:
+        sys.exit(f"install: pkg-config --libs moert gives {' '.join(libs)}; "
+                 f"a C program needs -L{libdir} -lmoert alone")
+    print(f"install: pkg-config --libs moert: -L... -lmoert, no Abseil")
+    c_flags = run(["pkg-config", "--cflags", "--libs", "moert"],
+                  env=env).split()
+    cxx_flags = run(["pkg-config", "--cflags", "--libs", "moert-cxx"],
+                    env=env).split()
+    for label, compiler, source_file, flags in (
+            ("C", ["cc", "-std=c99"], "app.c", c_flags),
+            ("C++", ["c++", "-std=c++17"], "app.cpp", cxx_flags)):
+        app = os.path.join(workdir, f"pc_{label.replace('+', 'x')}")
+        run(compiler + ["-Wall", "-Werror", os.path.join(inputs, source_file),
+                        "-o", app] + flags + [f"-Wl,-rpath,{libdir}"],
+            env=env)
+        needed = run(["readelf", "-d", app], env=env)
+        if label == "C" and "libabsl" in needed:
+            sys.exit(f"install: the C program links Abseil itself:\n{needed}")
+        check_app(f"{label} program (pkg-config "
+                  f"{'moert' if label == 'C' else 'moert-cxx'}, no CUDA "
+                  f"toolkit)", [app], plan, workdir, feeds, reference,
+                  outputs)
+
+
+def check_verify_requirements(prefix):
+    """The installed moec-verify, run by a Python without site-packages
+    (so without numpy and onnxruntime), names the pip command with
+    requirements.txt's pins."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "requirements.txt")) as f:
+        pins = {line.split("==")[0]: line.strip() for line in f
+                if "==" in line}
+    result = subprocess.run(
+        [sys.executable, "-S", "-I", os.path.join(prefix, "bin",
+                                                  "moec-verify"), "x.onnx"],
+        capture_output=True, text=True)
+    want = f"pip install {pins['numpy']} {pins['onnxruntime']}"
+    if result.returncode != 1 or want not in result.stderr:
+        sys.exit(f"install: the installed moec-verify without numpy exits "
+                 f"{result.returncode} and does not say '{want}':\n"
+                 f"{result.stderr}")
+    print("install: the installed moec-verify names the pip packages it "
+          "needs, with requirements.txt's pins")
 
 
 def main():
@@ -231,6 +373,11 @@ def main():
     # (e) generation through the C API: the zoo's Mixtral generation pair,
     # compiled by the installed moec, against transformers' greedy ids.
     check_generation(prefix, inputs, workdir, env_flags=flags, libdir=libdir)
+
+    # (f) a machine without the CUDA toolkit.
+    check_without_cuda(prefix, inputs, workdir, args.build, plan, feeds,
+                       reference, outputs)
+    check_verify_requirements(prefix)
     print("install: all embedding checks pass")
 
 
