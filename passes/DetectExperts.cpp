@@ -11,7 +11,9 @@
 // so the rewrite is exact; anything else stays generic with a remark naming
 // the first condition that failed. Gates: softmax or sigmoid scores, a
 // selection-only bias, grouped top-k, renormalisation and a routed scaling
-// factor. SwiGLU MLPs on the same tokens added to the routed output (shared
+// factor, or the softmax of the top-k logits. Experts: any network
+// matchExpertMlp knows (SwiGLU, GeGLU, GELU, ReLU, SiLU, biases optional).
+// SwiGLU MLPs on the same tokens added to the routed output (shared
 // experts, plain or sigmoid-gated) become moe.shared_expert.
 //
 //===----------------------------------------------------------------------===//
@@ -132,10 +134,11 @@ bool isRowCountOf(Value count, Value tokens) {
   return lhs && rhs && *lhs + *rhs == 1 && *lhs * *rhs == 0;
 }
 
-/// One expert's block of the loop: its SwiGLU weights and the accumulation
+/// One expert's block of the loop: its network's weights and biases (w3
+/// and the biases null where the network has none) and the accumulation
 /// step that adds its weighted output to `previous`, giving `accumulated`.
 struct ExpertBlock {
-  moe::ConstantOp w1, w3, w2;
+  moe::ConstantOp w1, b1, w3, b3, w2, b2;
   Value previous, accumulated;
 };
 
@@ -146,7 +149,21 @@ struct LoopLayer {
   int64_t numExperts = 0, topKValue = 0, hidden = 0, ffn = 0;
   /// The layout every expert's weights share.
   std::optional<moe::WeightLayout> layout;
+  /// The activation every expert's network shares, and which of the
+  /// optional weights (w3, b1, b3, b2) all of them have: `first` is set by
+  /// the first expert matched.
+  struct Network {
+    moe::Activation activation = moe::Activation::SiluGlu;
+    bool w3 = true, b1 = false, b3 = false, b2 = false;
+    bool operator==(const Network &other) const {
+      return activation == other.activation && w3 == other.w3 &&
+             b1 == other.b1 && b3 == other.b3 && b2 == other.b2;
+    }
+  };
+  std::optional<Network> network;
   bool normalize = false;
+  /// The softmax is over the top-k logits (Mistral's reference code).
+  bool afterTopK = false;
   moe::ScoreFunction score = moe::ScoreFunction::Softmax;
   /// The selection-only bias (`[E]` floats), empty when absent.
   SmallVector<float> bias;
@@ -348,6 +365,7 @@ private:
             matchGateWeights(gathered, layer.topK, gate))
       return failure;
     layer.normalize = gate.normalize;
+    layer.afterTopK = gate.afterTopK;
     layer.scale = gate.scale;
     weights = gathered;
     return std::nullopt;
@@ -595,15 +613,27 @@ private:
     return matchWeights(unsqueeze.getData());
   }
 
-  /// The SwiGLU MLP on the gathered tokens.
+  /// The expert's network on the gathered tokens (matchExpertMlp: SwiGLU,
+  /// GeGLU, or relu / gelu / silu, with or without biases), the same for
+  /// every expert.
   std::optional<Failure> matchFfn(Value output, Value token,
                                   ExpertBlock &block) {
-    SwiGlu ffn;
-    if (auto failure = matchSwiGlu(output, ffn))
+    ExpertMlp ffn;
+    if (auto failure = matchExpertMlp(output, ffn))
       return failure;
     block.w1 = ffn.w1;
+    block.b1 = ffn.b1;
     block.w3 = ffn.w3;
+    block.b3 = ffn.b3;
     block.w2 = ffn.w2;
+    block.b2 = ffn.b2;
+    LoopLayer::Network network{
+        ffn.activation, static_cast<bool>(ffn.w3), static_cast<bool>(ffn.b1),
+        static_cast<bool>(ffn.b3), static_cast<bool>(ffn.b2)};
+    if (layer.network && !(*layer.network == network))
+      return Failure("the experts' networks differ in activation or in which "
+                     "biases they have");
+    layer.network = network;
     if (!isGatheredRows(ffn.input, token))
       return Failure("the expert's input is not the router's tokens gathered "
                      "at its routed token indices");
@@ -714,9 +744,10 @@ private:
   }
 };
 
-/// Stacks per-expert `[a, b]` weights into one `[E, a, b]` `moe.stack` of
-/// the existing constants, so no weight is copied; pruned experts get a
-/// splat of zeros (their contribution was zero in the loop too).
+/// Stacks per-expert `[a, b]` weights (or `[n]` biases) into one `[E, a, b]`
+/// (`[E, n]`) `moe.stack` of the existing constants, so no weight is copied;
+/// pruned experts get a splat of zeros (their contribution was zero in the
+/// loop too).
 Value stackWeights(OpBuilder &builder, Location loc, LoopLayer &layer,
                    moe::ConstantOp ExpertBlock::*member) {
   auto type =
@@ -1134,15 +1165,23 @@ struct DetectExpertsPass
     Value result = layer.result;
     OpBuilder builder(result.getDefiningOp());
     Location loc = result.getLoc();
+    const LoopLayer::Network &network = *layer.network;
+    auto stackIf = [&](bool present, moe::ConstantOp ExpertBlock::*member) {
+      return present ? stackWeights(builder, loc, layer, member) : Value();
+    };
     Value w1 = stackWeights(builder, loc, layer, &ExpertBlock::w1);
-    Value w3 = stackWeights(builder, loc, layer, &ExpertBlock::w3);
+    Value b1 = stackIf(network.b1, &ExpertBlock::b1);
+    Value w3 = stackIf(network.w3, &ExpertBlock::w3);
+    Value b3 = stackIf(network.b3, &ExpertBlock::b3);
     Value w2 = stackWeights(builder, loc, layer, &ExpertBlock::w2);
+    Value b2 = stackIf(network.b2, &ExpertBlock::b2);
     MLIRContext *context = builder.getContext();
     Value bias = createBiasConstant(builder, loc, layer.bias);
     RouterConfig config;
     config.topK = layer.topKValue;
     config.score = layer.score;
     config.normalize = layer.normalize;
+    config.afterTopK = layer.afterTopK;
     config.scale = layer.scale;
     config.nGroup = layer.nGroup;
     config.topkGroup = layer.topkGroup;
@@ -1150,9 +1189,8 @@ struct DetectExpertsPass
     auto [router, dispatch] = createRouterAndDispatch(
         builder, loc, layer.logits, config, layer.tokens, layer.numExperts);
     auto experts = moe::ExpertsOp::create(
-        builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1,
-        /*b1=*/Value(), w3, /*b3=*/Value(), w2, /*b2=*/Value(),
-        moe::ActivationAttr::get(context, moe::Activation::SiluGlu),
+        builder, loc, dispatch.getRows(), dispatch.getOffsets(), w1, b1, w3, b3,
+        w2, b2, moe::ActivationAttr::get(context, network.activation),
         moe::WeightLayoutAttr::get(context, *layer.layout),
         /*glu_layout=*/nullptr, /*alpha=*/nullptr, /*beta=*/nullptr,
         /*limit=*/nullptr);
@@ -1165,11 +1203,12 @@ struct DetectExpertsPass
                             "output type ")
           << combine.getType() << " differs from the loop's "
           << result.getType();
-      for (Operation *op :
-           {combine.getOperation(), experts.getOperation(),
-            dispatch.getOperation(), router.getOperation(), w2.getDefiningOp(),
-            w3.getDefiningOp(), w1.getDefiningOp()})
+      for (Operation *op : {combine.getOperation(), experts.getOperation(),
+                            dispatch.getOperation(), router.getOperation()})
         op->erase();
+      for (Value stacked : {b2, w2, b3, w3, b1, w1})
+        if (stacked)
+          stacked.getDefiningOp()->erase();
       if (bias)
         bias.getDefiningOp()->erase();
       return failure();

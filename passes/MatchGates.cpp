@@ -309,6 +309,14 @@ std::optional<Failure> matchGateScores(moe::TopKOp topK, KnownGate &gate) {
     gate.score = moe::ScoreFunction::Softmax;
     return std::nullopt;
   }
+  // top_k(x @ W): the softmax comes after, over the k chosen logits.
+  if (isa_and_nonnull<moe::MatMulOp, moe::GemmOp>(selection.getDefiningOp())) {
+    gate.scores = selection;
+    gate.logits = selection;
+    gate.score = moe::ScoreFunction::Softmax;
+    gate.afterTopK = true;
+    return std::nullopt;
+  }
   return matchSigmoidSelection(selection, gate);
 }
 
@@ -343,6 +351,16 @@ std::optional<Failure> matchGateWeights(Value gathered, moe::TopKOp topK,
                      "their renormalisation over k");
     gate.normalize = true;
     chosen = div.getLhs();
+  }
+  if (gate.afterTopK) {
+    // softmax(top_k(logits).values) over k (a renormalisation of it, which
+    // sums to 1 already, changes nothing the router does not also do).
+    auto softmax = chosen.getDefiningOp<moe::SoftmaxOp>();
+    if (!softmax || softmax.getInput() != topK.getValues() ||
+        !isLastAxis(softmax.getAxis(), 2))
+      return Failure("routing weights are not the softmax of the top-k "
+                     "logits over k");
+    return std::nullopt;
   }
   bool isTopKValues =
       chosen == topK.getValues() && topK.getInput() == gate.scores;

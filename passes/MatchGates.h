@@ -77,11 +77,16 @@ struct KnownGate {
   float maskFill = 0.0f;
   bool normalize = false;
   float scale = 1.0f;
+  /// The top-k is of the logits themselves, and the weights are the softmax
+  /// of the k chosen logits (Mistral's reference code, Granite).
+  bool afterTopK = false;
 };
 
-/// Matches what `topK` chooses from: `softmax(logits)`, or sigmoid scores
+/// Matches what `topK` chooses from: `softmax(logits)`, sigmoid scores
 /// chosen by `c = s [+ bias]`, optionally restricted to the best expert
-/// groups (DeepSeek-V3). Returns why it is neither.
+/// groups (DeepSeek-V3), or the logits (a projection of the tokens) whose
+/// chosen k matchGateWeights then expects a softmax over. Returns why it is
+/// none of them.
 std::optional<std::string> matchGateScores(moe::TopKOp topK, KnownGate &gate);
 
 /// Matches `gathered` as the routing weights of the gate matchGateScores

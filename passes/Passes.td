@@ -24,9 +24,14 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
     Recognises the MoE layer form that TorchScript exports for Mixtral-style
     blocks: router `MatMul -> Softmax -> TopK [-> ReduceSum, Div]`, the
     expert mask `OneHot -> Transpose`, and per expert `e` a block
-    `NonZero(mask[e]) -> Gather(tokens) -> SwiGLU MLP -> Mul(weight) ->
+    `NonZero(mask[e]) -> Gather(tokens) -> expert network -> Mul(weight) ->
     ScatterElements` whose results are accumulated into a zero `[T, H]`
-    tensor. The final accumulator is replaced by
+    tensor. The expert network is `act(x @ w1 + b1) [* (x @ w3 + b3)] @ w2
+    + b2` with any activation the runtime's experts have (SwiGLU, GeGLU,
+    GELU, ReLU, SiLU; biases optional), the same for every expert; the gate
+    may also be `softmax(top_k(logits))` (Mistral's reference code;
+    moe-canonicalize-experts brings its `ids == e` rows and `out[idx] += u`
+    to this form). The final accumulator is replaced by
 
     ```
     moe.router (softmax, top-k, normalize iff the export renormalised)
@@ -102,6 +107,39 @@ def MoeDetectInputScaledExperts
     `moe.shared_expert`. A sum over the experts of products with stacked
     weights that does not match gets a remark naming the first condition
     that failed.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
+def MoeCanonicalizeExperts
+    : Pass<"moe-canonicalize-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the idioms of expert code into the detected forms";
+  let description = [{
+    MoE code outside transformers computes what the detectors know in other
+    ops. This pass, before the detectors, rewrites each idiom into the form
+    they match, only where the two are equal element for element:
+
+    - `ids == e` (Mistral's reference code, DeepSeek's inference code and
+      most research code find an expert's rows with `torch.where(ids ==
+      e)`), with `ids` the `[T, k]` indices of a top-k over `[T, E]` scores
+      and e a constant in [0, E), becomes
+      `cast<i1>(transpose(one_hot(ids, E), [2, 0, 1])[e])`, the slice of the
+      `[E, T, k]` expert mask that transformers' loops take; the one-hot is
+      made once per top-k and shared by every expert.
+    - GELU written out, `0.5 * x * (1 + erf(x / sqrt(2)))` or the tanh
+      approximation `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 *
+      x^3)))` (opset 18 exports of `F.gelu`), its factors in any order,
+      becomes `moe.gelu` (approximate "none" or "tanh").
+
+    ```mlir
+    %hit = moe.equal %indices, %e3 : (tensor<?x2xi64>, tensor<i64>)
+        -> tensor<?x2xi1>
+    // becomes
+    %onehot = moe.one_hot %indices, %E, %off_on {axis = -1 : i64} ...
+    %mask = moe.transpose %onehot {perm = array<i64: 2, 0, 1>} ...
+    %row = moe.gather %mask, %c3 {axis = 0 : i64} ...
+    %hit = moe.cast %row {to = i1} ...
+    ```
   }];
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }

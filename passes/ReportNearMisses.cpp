@@ -12,6 +12,8 @@
 #include "dialects/moe/MoeOps.h"
 #include "passes/NearMiss.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -121,24 +123,24 @@ int64_t getStaticDim(Value value, int64_t axis) {
   return type.getDimSize(axis);
 }
 
-/// Whether the values of `op` reach another top-k or arg-max without passing
-/// through a projection: `op` then selects within a gate (DeepSeek's group
-/// selection before its expert top-k), not the layer's experts.
-bool feedsAnotherRouter(Operation *op) {
+/// The first other top-k or arg-max the values of `op` reach without passing
+/// through a projection, or null: `op` then selects within the gate of
+/// that router (DeepSeek's group top-k before its expert top-k, GShard's
+/// first choice masking the logits of its second), not a layer of its own.
+Operation *getDownstreamRouter(Operation *op) {
   SmallVector<std::pair<Operation *, int>> worklist{{op, 0}};
   llvm::SmallPtrSet<Operation *, 32> visited{op};
   while (!worklist.empty()) {
     auto [current, depth] = worklist.pop_back_val();
     for (Operation *user : current->getUsers()) {
-      if (isa<moe::TopKOp, moe::ArgMaxOp>(user))
-        return true;
+      if (isa<moe::TopKOp, moe::ArgMaxOp>(user) && user != op)
+        return user;
       if (depth + 1 < kMaxRoutingDepth &&
-          !isa<moe::MatMulOp, moe::GemmOp>(user) &&
-          visited.insert(user).second)
+          !isa<moe::MatMulOp, moe::GemmOp>(user) && visited.insert(user).second)
         worklist.push_back({user, depth + 1});
     }
   }
-  return false;
+  return nullptr;
 }
 
 /// The remark for `op` when it looks like the router of a MoE layer that
@@ -169,8 +171,8 @@ std::string describeUnknownRouter(Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "MoE layer not detected: " << what << " over " << experts
-     << " experts selects rows or weights (" << selection->getName()
-     << " at " << selection->getLoc()
+     << " experts selects rows or weights (" << selection->getName() << " at "
+     << selection->getLoc()
      << "), but no detector knows this form; it runs through generic ops";
   return text;
 }
@@ -180,32 +182,65 @@ struct ReportNearMissesPass
   using MoeReportNearMissesBase::MoeReportNearMissesBase;
 
   void runOnOperation() override {
-    SmallVector<std::pair<Operation *, ArrayAttr>> anchors;
+    // The candidates in program order: anchors a detector recorded reasons
+    // on, and top-ks and arg-maxes that look like routers of a layer no
+    // detector considered.
+    struct Candidate {
+      Operation *op;
+      ArrayAttr reasons;
+      std::string unknown;
+    };
+    SmallVector<Candidate> candidates;
     getOperation().walk([&](Operation *op) {
-      if (auto reasons = op->getAttrOfType<ArrayAttr>(kNearMissesAttr))
-        anchors.push_back({op, reasons});
-    });
-    llvm::SmallPtrSet<Operation *, 8> recorded;
-    for (auto [anchor, reasons] : anchors) {
-      recorded.insert(anchor);
-      anchor->removeAttr(kNearMissesAttr);
-      if (reasons.empty() || feedsDetectedLayer(anchor))
-        continue;
-      for (Attribute reason : reasons) {
-        anchor->emitRemark(cast<StringAttr>(reason).getValue());
-        if (!allReasons)
-          break;
-      }
-    }
-    // A layer no detector took a look at still gets its one remark.
-    getOperation().walk([&](Operation *op) {
-      if (!isa<moe::TopKOp, moe::ArgMaxOp>(op) || recorded.contains(op))
+      if (auto reasons = op->getAttrOfType<ArrayAttr>(kNearMissesAttr)) {
+        op->removeAttr(kNearMissesAttr);
+        if (!reasons.empty())
+          candidates.push_back({op, reasons, ""});
         return;
-      if (std::string remark = describeUnknownRouter(op);
-          !remark.empty() && !feedsDetectedLayer(op) &&
-          !feedsAnotherRouter(op))
-        op->emitRemark(remark);
+      }
+      if (isa<moe::TopKOp, moe::ArgMaxOp>(op))
+        if (std::string unknown = describeUnknownRouter(op); !unknown.empty())
+          candidates.push_back({op, nullptr, std::move(unknown)});
     });
+    // One remark per gate: the candidates whose values reach a later router
+    // belong to that router's gate, which is remarked on once, with a
+    // recorded reason (else the last router's own text).
+    auto getGate = [&](Operation *op) {
+      Operation *gate = op;
+      for (int i = 0; i < kMaxRoutingDepth; ++i) {
+        Operation *next = getDownstreamRouter(gate);
+        if (!next)
+          break;
+        gate = next;
+      }
+      return gate;
+    };
+    llvm::MapVector<Operation *, SmallVector<Candidate *>> gates;
+    for (Candidate &candidate : candidates) {
+      if (feedsDetectedLayer(candidate.op))
+        continue;
+      gates[getGate(candidate.op)].push_back(&candidate);
+    }
+    for (auto &[gate, members] : gates) {
+      // The gate's own router's reasons first: a detector that tried
+      // the whole gate says most; else the first recorded among its parts.
+      auto recorded = llvm::find_if(members, [&](Candidate *candidate) {
+        return candidate->reasons && candidate->op == gate;
+      });
+      if (recorded == members.end())
+        recorded = llvm::find_if(
+            members, [](Candidate *candidate) { return candidate->reasons; });
+      if (recorded != members.end()) {
+        for (Attribute reason : (*recorded)->reasons) {
+          (*recorded)->op->emitRemark(cast<StringAttr>(reason).getValue());
+          if (!allReasons)
+            break;
+        }
+        continue;
+      }
+      Candidate *last = members.back();
+      last->op->emitRemark(last->unknown);
+    }
   }
 };
 

@@ -31,22 +31,12 @@ std::optional<Linear> matchLinear(Value output) {
 }
 
 std::optional<int64_t> SwiGlu::getFfnSize(int64_t hidden) {
-  auto w1Type = cast<RankedTensorType>(w1.getType());
-  if (w1Type.getRank() != 2)
-    return std::nullopt;
-  bool outIn = layout == moe::WeightLayout::OutIn;
-  int64_t ffn = w1Type.getDimSize(outIn ? 0 : 1);
-  auto expect = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
-    auto type = cast<RankedTensorType>(weight.getType());
-    ArrayRef<int64_t> shape = type.getShape();
-    return type.getElementType().isF32() &&
-           shape == (outIn ? ArrayRef<int64_t>{out, in}
-                           : ArrayRef<int64_t>{in, out});
-  };
-  if (!expect(w1, hidden, ffn) || !expect(w3, hidden, ffn) ||
-      !expect(w2, ffn, hidden))
-    return std::nullopt;
-  return ffn;
+  ExpertMlp mlp;
+  mlp.w1 = w1;
+  mlp.w3 = w3;
+  mlp.w2 = w2;
+  mlp.layout = layout;
+  return mlp.getFfnSize(hidden);
 }
 
 std::optional<Failure> matchSwiGlu(Value output, SwiGlu &ffn) {
@@ -71,6 +61,146 @@ std::optional<Failure> matchSwiGlu(Value output, SwiGlu &ffn) {
   ffn.layout =
       down->transposed ? moe::WeightLayout::OutIn : moe::WeightLayout::InOut;
   return std::nullopt;
+}
+
+/// A Linear, plus the constant `[out]` bias added to it (null when none).
+struct BiasedLinear {
+  Linear linear;
+  moe::ConstantOp bias;
+};
+
+/// Matches `output` as `linear` or `linear + b` (either operand order) with
+/// a constant 1-D float b.
+static std::optional<BiasedLinear> matchBiasedLinear(Value output) {
+  if (std::optional<Linear> linear = matchLinear(output))
+    return BiasedLinear{*linear, nullptr};
+  auto add = output.getDefiningOp<moe::AddOp>();
+  if (!add)
+    return std::nullopt;
+  for (auto [product, biasValue] : {std::pair(add.getLhs(), add.getRhs()),
+                                    std::pair(add.getRhs(), add.getLhs())}) {
+    moe::ConstantOp bias = getWeight(biasValue);
+    std::optional<Linear> linear = matchLinear(product);
+    if (bias && linear && bias.getType().getRank() == 1)
+      return BiasedLinear{*linear, bias};
+  }
+  return std::nullopt;
+}
+
+/// The activation `a = act(h)` applies to h, for the ungated activations
+/// (relu, gelu, gelu_tanh, silu as `h * sigmoid(h)`); null when `a` is
+/// none of them.
+static Value matchUngated(Value a, moe::Activation &activation) {
+  if (auto relu = a.getDefiningOp<moe::ReluOp>()) {
+    activation = moe::Activation::Relu;
+    return relu.getInput();
+  }
+  if (auto gelu = a.getDefiningOp<moe::GeluOp>()) {
+    if (gelu.getApproximate() != "none" && gelu.getApproximate() != "tanh")
+      return nullptr;
+    activation = gelu.getApproximate() == "tanh" ? moe::Activation::GeluTanh
+                                                 : moe::Activation::Gelu;
+    return gelu.getInput();
+  }
+  if (auto silu = a.getDefiningOp<moe::MulOp>())
+    for (auto [h, sigmoidValue] : {std::pair(silu.getLhs(), silu.getRhs()),
+                                   std::pair(silu.getRhs(), silu.getLhs())})
+      if (auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
+          sigmoid && sigmoid.getInput() == h) {
+        activation = moe::Activation::Silu;
+        return h;
+      }
+  return nullptr;
+}
+
+/// The gated activation whose gate function is `ungated` (silu -> silu_glu,
+/// gelu -> gelu_glu, gelu_tanh -> gelu_tanh_glu); nullopt for relu.
+static std::optional<moe::Activation> getGated(moe::Activation ungated) {
+  switch (ungated) {
+  case moe::Activation::Silu:
+    return moe::Activation::SiluGlu;
+  case moe::Activation::Gelu:
+    return moe::Activation::GeluGlu;
+  case moe::Activation::GeluTanh:
+    return moe::Activation::GeluTanhGlu;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<Failure> matchExpertMlp(Value output, ExpertMlp &ffn) {
+  std::optional<BiasedLinear> down = matchBiasedLinear(output);
+  if (!down || !down->linear.weight)
+    return Failure("the expert output is not a matmul by a down-projection "
+                   "weight (plus a bias)");
+  Value activated = down->linear.input;
+  std::optional<BiasedLinear> gate, up;
+  moe::Activation activation = moe::Activation::Identity;
+  if (Value h = matchUngated(activated, activation)) {
+    gate = matchBiasedLinear(h);
+  } else if (auto product = activated.getDefiningOp<moe::MulOp>()) {
+    for (auto [gateTerm, upTerm] :
+         {std::pair(product.getLhs(), product.getRhs()),
+          std::pair(product.getRhs(), product.getLhs())}) {
+      moe::Activation gateFunction = moe::Activation::Identity;
+      Value h = matchUngated(gateTerm, gateFunction);
+      std::optional<moe::Activation> gated =
+          h ? getGated(gateFunction) : std::nullopt;
+      if (!gated)
+        continue;
+      gate = matchBiasedLinear(h);
+      up = matchBiasedLinear(upTerm);
+      activation = *gated;
+      if (gate && up)
+        break;
+    }
+  }
+  if (!gate || (up && up->linear.input != gate->linear.input) ||
+      activation == moe::Activation::Identity)
+    return Failure("the activation is neither act(x @ w1 + b1) (relu, gelu, "
+                   "silu) nor act(x @ w1 + b1) * (x @ w3 + b3) (SwiGLU, "
+                   "GeGLU)");
+  if (!gate->linear.weight || (up && !up->linear.weight))
+    return Failure("gate or up projection is not a constant weight");
+  if (gate->linear.transposed != down->linear.transposed ||
+      (up && up->linear.transposed != down->linear.transposed))
+    return Failure("the projections mix [in, out] and [out, in] weights");
+  ffn.input = gate->linear.input;
+  ffn.w1 = gate->linear.weight;
+  ffn.b1 = gate->bias;
+  ffn.w3 = up ? up->linear.weight : nullptr;
+  ffn.b3 = up ? up->bias : nullptr;
+  ffn.w2 = down->linear.weight;
+  ffn.b2 = down->bias;
+  ffn.activation = activation;
+  ffn.layout = down->linear.transposed ? moe::WeightLayout::OutIn
+                                       : moe::WeightLayout::InOut;
+  return std::nullopt;
+}
+
+std::optional<int64_t> ExpertMlp::getFfnSize(int64_t hidden) {
+  auto w1Type = cast<RankedTensorType>(w1.getType());
+  if (w1Type.getRank() != 2)
+    return std::nullopt;
+  bool outIn = layout == moe::WeightLayout::OutIn;
+  int64_t ffn = w1Type.getDimSize(outIn ? 0 : 1);
+  auto isF32 = [](moe::ConstantOp constant) {
+    return constant.getType().getElementType().isF32();
+  };
+  auto isMatrix = [&](moe::ConstantOp weight, int64_t in, int64_t out) {
+    ArrayRef<int64_t> shape = weight.getType().getShape();
+    return isF32(weight) && shape == (outIn ? ArrayRef<int64_t>{out, in}
+                                            : ArrayRef<int64_t>{in, out});
+  };
+  auto isVector = [&](moe::ConstantOp bias, int64_t size) {
+    return !bias || (isF32(bias) &&
+                     bias.getType().getShape() == ArrayRef<int64_t>{size});
+  };
+  if (!isMatrix(w1, hidden, ffn) || (w3 && !isMatrix(w3, hidden, ffn)) ||
+      !isMatrix(w2, ffn, hidden) || !isVector(b1, ffn) || !isVector(b3, ffn) ||
+      !isVector(b2, hidden))
+    return std::nullopt;
+  return ffn;
 }
 
 /// Whether `ffn` is an f32 SwiGLU on `tokens` (`[..., H]`).

@@ -52,6 +52,26 @@ struct SwiGlu {
 /// returns why it is not one.
 std::optional<std::string> matchSwiGlu(mlir::Value output, SwiGlu &ffn);
 
+/// An expert's feed-forward network on rows `x`:
+///   `act(x @ w1 + b1) @ w2 + b2` (relu, gelu, gelu_tanh, silu), or
+///   `(act(x @ w1 + b1) * (x @ w3 + b3)) @ w2 + b2` (silu_glu, gelu_glu,
+///   gelu_tanh_glu),
+/// with constant weights all `[in, out]` or all `[out, in]`; every bias is
+/// optional (a null constant), and `w3` is null for an ungated activation.
+struct ExpertMlp {
+  mlir::Value input;
+  moe::ConstantOp w1, b1, w3, b3, w2, b2;
+  moe::Activation activation = moe::Activation::SiluGlu;
+  moe::WeightLayout layout = moe::WeightLayout::InOut;
+
+  /// The FFN size when the weights and biases are f32 of the layout's
+  /// shapes for hidden size `hidden`, else nullopt.
+  std::optional<int64_t> getFfnSize(int64_t hidden);
+};
+
+/// Matches `output` as an ExpertMlp; returns why it is not one.
+std::optional<std::string> matchExpertMlp(mlir::Value output, ExpertMlp &ffn);
+
 /// A shared expert: a SwiGLU MLP on every token, optionally scaled by
 /// `sigmoid(x @ gate)` with a `[H, 1]` gate (Qwen2-MoE's
 /// `shared_expert_gate`).

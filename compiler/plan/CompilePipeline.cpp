@@ -29,6 +29,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createCSEPass());
   if (options.simplifyOnly)
     return;
+  // The idioms of expert code outside transformers, into the forms the
+  // detectors match (then CSE shares the masks it makes per expert).
+  funcPM.addPass(createMoeCanonicalizeExperts());
+  funcPM.addPass(createCSEPass());
   funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeDetectDenseExperts());
   funcPM.addPass(createMoeDetectParallelExperts());

@@ -452,8 +452,8 @@ func.func @tanh_scores(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 
 // -----
 
-// Tests that an activation other than SwiGLU is a near-miss naming the
-// expert.
+// Tests that an activation the network matcher does not know (here
+// `h * relu(h) * up`) is a near-miss naming the expert.
 // CHECK-LABEL: func.func @relu_gate
 // CHECK-NOT: moe.router
 // CHECK: moe.scatter_elements
@@ -471,7 +471,7 @@ func.func @relu_gate(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %kk = moe.constant dense<2> : tensor<1xi64>
   %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
   %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
-  // expected-remark @+1 {{: the activation is not SwiGLU (silu(x @ w1) * (x @ w3))}}
+  // expected-remark @+1 {{expert 1: the activation is neither act(x @ w1 + b1) (relu, gelu, silu) nor act(x @ w1 + b1) * (x @ w3 + b3) (SwiGLU, GeGLU)}}
   %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
   %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
   %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
@@ -544,6 +544,198 @@ func.func @relu_gate(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %e1acc : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests that a loop whose experts are GeGLU (tanh GELU of the gate times the
+// up projection, as Grok-1's) becomes moe.experts gelu_tanh_glu with the
+// gate and up weights stacked.
+// CHECK-LABEL: func.func @geglu_experts
+// CHECK: moe.router
+// CHECK: moe.experts gelu_tanh_glu {{.*}} w1 {{.*}} : tensor<2x4x8xf32> w3 {{.*}} : tensor<2x4x8xf32> w2 {{.*}} : tensor<2x8x4xf32> layout in_out {moe.form = "per-expert loop"}
+// CHECK-NOT: moe.scatter_elements
+func.func @geglu_experts(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0id = moe.constant dense<0> : tensor<i64>
+  %e0w1 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %e0w3 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e0w2 = moe.constant dense<0.3> : tensor<8x4xf32>
+  %e0sel = moe.gather %mask, %e0id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e0bool = moe.cast %e0sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e0nz = moe.non_zero %e0bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e0nzt = moe.transpose %e0nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e0split:2 = moe.split %e0nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e0slot = moe.squeeze %e0split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0tok = moe.squeeze %e0split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0g = moe.gather %xu, %e0tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e0in = moe.reshape %e0g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e0h = moe.mat_mul %e0in, %e0w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0silu = moe.gelu %e0h {approximate = "tanh"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0up = moe.mat_mul %e0in, %e0w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0act = moe.mul %e0silu, %e0up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0y = moe.mat_mul %e0act, %e0w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e0tk = moe.mul %e0tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0flat = moe.add %e0slot, %e0tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e0rw = moe.gather %wflat, %e0flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e0yw = moe.mul %e0y, %e0rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e0t1 = moe.unsqueeze %e0tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e0ys = moe.shape %e0yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0idx = moe.expand %e0t1, %e0ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e0as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0z = moe.constant_of_shape %e0as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0sc = moe.scatter_elements %e0z, %e0idx, %e0yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e0acc = moe.add %acc, %e0sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w3 = moe.constant dense<0.4> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1h = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1silu = moe.gelu %e1h {approximate = "tanh"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1up = moe.mat_mul %e1in, %e1w3 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.mul %e1silu, %e1up : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1y = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %e0acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %e1acc : tensor<?x4xf32>
+}
+
+
+// -----
+
+// Tests that a loop whose experts are GELU networks with biases on both
+// projections (V-MoE's) becomes moe.experts gelu with the biases stacked to
+// [E, F] and [E, H] beside the weights.
+// CHECK-LABEL: func.func @gelu_bias_experts
+// CHECK: moe.router
+// CHECK: moe.experts gelu {{.*}} w1 {{.*}} : tensor<2x4x8xf32> b1 {{.*}} : tensor<2x8xf32> w2 {{.*}} : tensor<2x8x4xf32> b2 {{.*}} : tensor<2x4xf32> layout in_out
+// CHECK-NOT: moe.scatter_elements
+func.func @gelu_bias_experts(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<0.5> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %axes = moe.constant dense<-1> : tensor<1xi64>
+  %depth = moe.constant dense<2> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %c0v = moe.constant dense<0> : tensor<1xi64>
+  %c1v = moe.constant dense<1> : tensor<1xi64>
+  %ones = moe.constant dense<1> : tensor<2xi64>
+  %c2v = moe.constant dense<2> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 4]> : tensor<2xi64>
+  %kk = moe.constant dense<2> : tensor<1xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %scores = moe.softmax %logits {axis = -1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %values, %indices = moe.top_k %scores, %k : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %sum = moe.reduce_sum %values, %axes : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %norm = moe.div %values, %sum : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %onehot = moe.one_hot %indices, %depth, %onoff : (tensor<?x2xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2x2xi64>
+  %mask = moe.transpose %onehot {perm = array<i64: 2, 1, 0>} : (tensor<?x2x2xi64>) -> tensor<2x2x?xi64>
+  %w3d = moe.unsqueeze %norm, %c2v : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %wflat = moe.flatten %w3d {axis = 2 : i64} : (tensor<?x2x1xf32>) -> tensor<?x1xf32>
+  %xu = moe.unsqueeze %x, %c0v : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<1x?x4xf32>
+  %xshape = moe.shape %x : (tensor<?x4xf32>) -> tensor<2xi64>
+  %acc = moe.constant_of_shape %xshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0id = moe.constant dense<0> : tensor<i64>
+  %e0w1 = moe.constant dense<0.1> : tensor<4x8xf32>
+  %e0w2 = moe.constant dense<0.3> : tensor<8x4xf32>
+  %e0sel = moe.gather %mask, %e0id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e0bool = moe.cast %e0sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e0nz = moe.non_zero %e0bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e0nzt = moe.transpose %e0nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e0split:2 = moe.split %e0nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e0slot = moe.squeeze %e0split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0tok = moe.squeeze %e0split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0g = moe.gather %xu, %e0tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e0in = moe.reshape %e0g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e0b1 = moe.constant dense<0.05> : tensor<8xf32>
+  %e0b2 = moe.constant dense<0.07> : tensor<4xf32>
+  %e0hm = moe.mat_mul %e0in, %e0w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e0h = moe.add %e0b1, %e0hm : (tensor<8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0act = moe.gelu %e0h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e0ym = moe.mat_mul %e0act, %e0w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e0y = moe.add %e0ym, %e0b2 : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %e0tk = moe.mul %e0tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e0flat = moe.add %e0slot, %e0tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e0rw = moe.gather %wflat, %e0flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e0yw = moe.mul %e0y, %e0rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e0t1 = moe.unsqueeze %e0tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e0ys = moe.shape %e0yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0idx = moe.expand %e0t1, %e0ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e0as = moe.shape %acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e0z = moe.constant_of_shape %e0as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e0sc = moe.scatter_elements %e0z, %e0idx, %e0yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e0acc = moe.add %acc, %e0sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1id = moe.constant dense<1> : tensor<i64>
+  %e1w1 = moe.constant dense<0.2> : tensor<4x8xf32>
+  %e1w2 = moe.constant dense<0.6> : tensor<8x4xf32>
+  %e1sel = moe.gather %mask, %e1id : (tensor<2x2x?xi64>, tensor<i64>) -> tensor<2x?xi64>
+  %e1bool = moe.cast %e1sel {to = i1} : (tensor<2x?xi64>) -> tensor<2x?xi1>
+  %e1nz = moe.non_zero %e1bool : (tensor<2x?xi1>) -> tensor<2x?xi64>
+  %e1nzt = moe.transpose %e1nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %e1split:2 = moe.split %e1nzt, %ones {axis = 1 : i64} : (tensor<?x2xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
+  %e1slot = moe.squeeze %e1split#0, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1tok = moe.squeeze %e1split#1, %c1v : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1g = moe.gather %xu, %e1tok {axis = 1 : i64} : (tensor<1x?x4xf32>, tensor<?xi64>) -> tensor<1x?x4xf32>
+  %e1in = moe.reshape %e1g, %rows : (tensor<1x?x4xf32>, tensor<2xi64>) -> tensor<?x4xf32>
+  %e1b1 = moe.constant dense<-0.05> : tensor<8xf32>
+  %e1b2 = moe.constant dense<0.03> : tensor<4xf32>
+  %e1hm = moe.mat_mul %e1in, %e1w1 : (tensor<?x4xf32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  %e1h = moe.add %e1b1, %e1hm : (tensor<8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1act = moe.gelu %e1h : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1ym = moe.mat_mul %e1act, %e1w2 : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %e1y = moe.add %e1ym, %e1b2 : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %e1tk = moe.mul %e1tok, %kk : (tensor<?xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %e1flat = moe.add %e1slot, %e1tk : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+  %e1rw = moe.gather %wflat, %e1flat : (tensor<?x1xf32>, tensor<?xi64>) -> tensor<?x1xf32>
+  %e1yw = moe.mul %e1y, %e1rw : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %e1t1 = moe.unsqueeze %e1tok, %c1v : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %e1ys = moe.shape %e1yw : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1idx = moe.expand %e1t1, %e1ys : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %e1as = moe.shape %e0acc : (tensor<?x4xf32>) -> tensor<2xi64>
+  %e1z = moe.constant_of_shape %e1as {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %e1sc = moe.scatter_elements %e1z, %e1idx, %e1yw : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e1acc = moe.add %e0acc, %e1sc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %e1acc : tensor<?x4xf32>
+}
+
 
 // -----
 

@@ -79,3 +79,19 @@ func.func @no_selection(%scores: tensor<?x8xf32>, %x: tensor<8x4xf32>) -> (tenso
   %rows = moe.gather %x, %si {axis = 0 : i64} : (tensor<8x4xf32>, tensor<?x8xi64>) -> tensor<?x8x4xf32>
   return %i, %rows : tensor<?x2xi64>, tensor<?x8x4xf32>
 }
+
+// -----
+
+// Tests that a top-k whose values reach a later top-k without a projection
+// between (DeepSeek's group top-k before its expert top-k) is part of that
+// router's gate: the gate gets one remark, the later router's reason.
+// CHECK-LABEL: func.func @one_gate
+func.func @one_gate(%scores: tensor<?x8xf32>) -> tensor<?x2xi64> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %groups, %groupIds = moe.top_k %scores, %k {moe.near_misses = ["MoE dense experts not detected: group"]} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %fill = moe.constant dense<0.0> : tensor<f32>
+  %masked = moe.scatter_elements %scores, %groupIds, %groups {axis = 1 : i64} : (tensor<?x8xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x8xf32>
+  // expected-remark @below {{MoE per-expert loop not detected: router}}
+  %v, %i = moe.top_k %masked, %k {moe.near_misses = ["MoE per-expert loop not detected: router"]} : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  return %i : tensor<?x2xi64>
+}
