@@ -51,6 +51,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The v5 track's rule for what a committed export keeps (weights inline, no
+# machine-specific metadata).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from export_zoo_v5 import clean_and_inline  # noqa: E402
+
 OUT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = OUT_DIR.parent.parent.parent
 MANIFEST = OUT_DIR / "manifest.json"
@@ -63,7 +68,6 @@ SEED = 100
 PARITY_TOLERANCE = 1e-4
 EXPORTERS = ("dynamo", "torchscript")
 OPSETS = (18, 20)
-MACHINE_SPECIFIC_METADATA = ("pkg.torch.onnx.stack_trace",)
 ort.set_default_logger_severity(3)
 
 
@@ -816,20 +820,6 @@ def quiet():
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
-
-
-def clean_and_inline(path: Path) -> onnx.ModelProto:
-    """Weights inline, machine-specific metadata (file paths) dropped."""
-    model = onnx.load(str(path), load_external_data=True)
-    for node in model.graph.node:
-        keep = [p for p in node.metadata_props if p.key not in MACHINE_SPECIFIC_METADATA]
-        del node.metadata_props[:]
-        node.metadata_props.extend(keep)
-    data = path.with_name(path.name + ".data")
-    onnx.save(model, str(path))
-    if data.exists():
-        data.unlink()
-    return model
 
 
 def first_line(e: BaseException) -> str:
