@@ -147,17 +147,32 @@ bool hasOneTruePerRow(Value mask) {
          isTopKIndices(oneHot.getIndices());
 }
 
+/// The `[N, 2]` pairs whose first column `column` (`[N, 1]`) is: the first
+/// result of a split along axis 1 (TorchScript), or the slice [0, 1) of
+/// axis 1 (dynamo); null otherwise.
+Value getPairsOfFirstColumn(Value column) {
+  if (auto split = column.getDefiningOp<moe::SplitOp>())
+    return column == split->getResult(0) && isAxis(split.getAxis(), 1, 2)
+               ? split.getInput()
+               : Value();
+  auto slice = column.getDefiningOp<moe::SliceOp>();
+  if (!slice || !slice.getAxes() || !isConstAxes(slice.getAxes(), {1}, 2) ||
+      moe::getConstantInt(slice.getStarts()) != 0 ||
+      moe::getConstantInt(slice.getEnds()) != 1 ||
+      (slice.getSteps() && moe::getConstantInt(slice.getSteps()) != 1))
+    return nullptr;
+  return slice.getData();
+}
+
 /// Whether the 1-D `rows` are distinct: the row coordinates of the nonzero
 /// entries of a mask with at most one true entry per row
-/// (`squeeze(split(transpose(nonzero(mask)))[0])`, torch.where's first
-/// result).
+/// (`squeeze(transpose(nonzero(mask))[:, 0])`, torch.where's first result).
 bool areDistinctRows(Value rows) {
   auto squeeze = rows.getDefiningOp<moe::SqueezeOp>();
-  Value column = squeeze ? squeeze.getData() : Value();
-  auto split = column ? column.getDefiningOp<moe::SplitOp>() : nullptr;
-  if (!split || column != split->getResult(0) || !isAxis(split.getAxis(), 1, 2))
+  Value pairs = squeeze ? getPairsOfFirstColumn(squeeze.getData()) : Value();
+  if (!pairs)
     return false;
-  auto transpose = split.getInput().getDefiningOp<moe::TransposeOp>();
+  auto transpose = pairs.getDefiningOp<moe::TransposeOp>();
   auto nonZero =
       transpose ? transpose.getData().getDefiningOp<moe::NonZeroOp>() : nullptr;
   return nonZero && transpose.getPerm() &&
@@ -167,7 +182,7 @@ bool areDistinctRows(Value rows) {
 }
 
 /// `acc[rows] += u` as torch exports it for distinct `rows`:
-/// `scatter_nd(acc, rows[:, None], gather(acc, rows) + u)` (Mistral's
+/// `scatter_nd(acc, rows[:, None], acc[rows] + u)` (Mistral's
 /// reference code, `out[idx] += ...`), becomes `acc + scatter_elements(
 /// zeros, expand(rows[:, None], shape(u)), u)`, the index_add form the loop
 /// detector accumulates experts in. Each row of acc gets acc[i] + u[m] where
@@ -199,9 +214,15 @@ struct ReadModifyWriteScatterToAdd : public OpRewritePattern<moe::ScatterNDOp> {
     Value increment;
     for (auto [read, u] : {std::pair(add.getLhs(), add.getRhs()),
                            std::pair(add.getRhs(), add.getLhs())}) {
+      // acc[rows]: a gather at rows, or dynamo's gather_nd at rows[:, None].
       auto gather = read.getDefiningOp<moe::GatherOp>();
-      if (gather && gather.getData() == acc && gather.getAxis() == 0 &&
-          gather.getIndices() == rows && u.getType() == add.getType())
+      auto gatherNd = read.getDefiningOp<moe::GatherNDOp>();
+      bool readsRows = (gather && gather.getData() == acc &&
+                        gather.getAxis() == 0 && gather.getIndices() == rows) ||
+                       (gatherNd && gatherNd.getData() == acc &&
+                        gatherNd.getBatchDims() == 0 &&
+                        gatherNd.getIndices() == op.getIndices());
+      if (readsRows && u.getType() == add.getType())
         increment = u;
     }
     if (!increment || !areDistinctRows(rows))

@@ -157,3 +157,32 @@ func.func @rows_maybe_repeated(%acc: tensor<?x4xf32>, %u: tensor<?x4xf32>, %rows
   %out = moe.scatter_nd %acc, %idx, %sum : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %out : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests dynamo's spelling of the same write: the rows are the slice [0, 1)
+// of the pairs' columns and acc[rows] is a gather_nd at rows[:, None].
+// CHECK-LABEL: func.func @read_modify_write_dynamo
+// CHECK-SAME: (%{{.*}}: tensor<?x8xf32>, %[[ACC:.*]]: tensor<?x4xf32>, %[[U:.*]]: tensor<?x4xf32>)
+// CHECK-NOT: moe.scatter_nd
+// CHECK: %[[SCATTERED:.*]] = moe.scatter_elements %{{.*}}, %{{.*}}, %[[U]]
+// CHECK: %[[SUM:.*]] = moe.add %[[ACC]], %[[SCATTERED]]
+// CHECK: return %[[SUM]]
+func.func @read_modify_write_dynamo(%scores: tensor<?x8xf32>, %acc: tensor<?x4xf32>, %u: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %e3 = moe.constant dense<3> : tensor<i64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %cm1 = moe.constant dense<-1> : tensor<1xi64>
+  %v, %i = moe.top_k %scores, %k : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %hit = moe.equal %i, %e3 : (tensor<?x2xi64>, tensor<i64>) -> tensor<?x2xi1>
+  %nz = moe.non_zero %hit : (tensor<?x2xi1>) -> tensor<2x?xi64>
+  %pairs = moe.transpose %nz {perm = array<i64: 1, 0>} : (tensor<2x?xi64>) -> tensor<?x2xi64>
+  %col = moe.slice %pairs, %c0, %c1 axes %c1 : (tensor<?x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %rows = moe.squeeze %col, %c1 : (tensor<?x1xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %idx = moe.unsqueeze %rows, %cm1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %read = moe.gather_nd %acc, %idx : (tensor<?x4xf32>, tensor<?x1xi64>) -> tensor<?x4xf32>
+  %sum = moe.add %read, %u : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %out = moe.scatter_nd %acc, %idx, %sum : (tensor<?x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
