@@ -221,7 +221,9 @@ struct ReportNearMissesPass
         continue;
       gates[getGate(candidate.op)].push_back(&candidate);
     }
-    for (auto &[gate, members] : gates) {
+    for (auto &entry : gates) {
+      Operation *gate = entry.first;
+      SmallVector<Candidate *> &members = entry.second;
       // The gate's own router's reasons first: a detector that tried
       // the whole gate says most; else the first recorded among its parts.
       auto recorded = llvm::find_if(members, [&](Candidate *candidate) {
