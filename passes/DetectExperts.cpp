@@ -593,14 +593,18 @@ private:
     return matchWeights(routing);
   }
 
+  /// `gather_nd(w, concat(t[:, None], j[:, None]))` with w the `[T, k]`
+  /// weights, or `[T, k, 1]` (w unsqueezed): both gather w[t, j].
   std::optional<Failure> matchRoutingWeightNd(moe::GatherNDOp gather,
                                               Value slot, Value token) {
-    auto unsqueeze = gather.getData().getDefiningOp<moe::UnsqueezeOp>();
+    Value weights = gather.getData();
+    if (auto unsqueeze = weights.getDefiningOp<moe::UnsqueezeOp>();
+        unsqueeze && isConstAxes(unsqueeze.getAxes(), {2}, 3))
+      weights = unsqueeze.getData();
     auto concat = gather.getIndices().getDefiningOp<moe::ConcatOp>();
-    if (!unsqueeze || !isConstAxes(unsqueeze.getAxes(), {2}, 3) || !concat ||
-        gather.getBatchDims() != 0 || concat.getInputs().size() != 2 ||
-        !isAxis(concat.getAxis(), 1, 2) ||
-        !isMatrixWithCols(unsqueeze.getData(), layer.topKValue))
+    if (!concat || gather.getBatchDims() != 0 ||
+        concat.getInputs().size() != 2 || !isAxis(concat.getAxis(), 1, 2) ||
+        !isMatrixWithCols(weights, layer.topKValue))
       return Failure("not the weights gathered at (t, j)");
     auto isColumnOf = [](Value column, Value vector) {
       auto unsqueeze = column.getDefiningOp<moe::UnsqueezeOp>();
@@ -610,7 +614,7 @@ private:
     if (!isColumnOf(concat.getInputs()[0], token) ||
         !isColumnOf(concat.getInputs()[1], slot))
       return Failure("not the weights gathered at (t, j)");
-    return matchWeights(unsqueeze.getData());
+    return matchWeights(weights);
   }
 
   /// The expert's network on the gathered tokens (matchExpertMlp: SwiGLU,
