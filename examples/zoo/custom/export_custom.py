@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -41,7 +40,6 @@ import re
 import subprocess
 import sys
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +53,7 @@ from torch import nn
 # machine-specific metadata).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from export_zoo_v5 import clean_and_inline  # noqa: E402
+from export_zoo_v5 import describe as describe_v5  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = OUT_DIR.parent.parent.parent
@@ -878,21 +877,10 @@ def check(path: Path, module, layout: str, hidden: int) -> tuple[dict, dict]:
 
 
 def describe(model: onnx.ModelProto, path: Path) -> dict:
-    def shape(v):
-        return [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
-
-    return {
-        "file": str(path.relative_to(REPO_ROOT)),
-        "size_bytes": path.stat().st_size,
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "opset": next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-        "opsets": {o.domain or "ai.onnx": o.version for o in model.opset_import},
-        "ir_version": model.ir_version,
-        "inputs": [{"name": i.name, "shape": shape(i)} for i in model.graph.input],
-        "outputs": [{"name": o.name, "shape": shape(o)} for o in model.graph.output],
-        "nodes": len(model.graph.node),
-        "op_counts": dict(sorted(Counter(n.op_type for n in model.graph.node).items())),
-    }
+    """The v5 track's manifest record of an export, with its ai.onnx opset."""
+    record = describe_v5(model, path)
+    record["opset"] = record["opsets"]["ai.onnx"]
+    return record
 
 
 def export_one(name: str, exporter: str, opset: int, friendly: bool) -> dict:
