@@ -665,7 +665,9 @@ struct FuseAttentionPass
     auto fused = moe::AttentionOp::create(
         builder, attention.output.getLoc(), attention.output.getType(),
         attention.query, attention.key, attention.value, attention.mask,
-        builder.getF32FloatAttr(static_cast<float>(attention.scale)));
+        /*sinks=*/Value(),
+        builder.getF32FloatAttr(static_cast<float>(attention.scale)),
+        /*softcap=*/builder.getF32FloatAttr(0.0f));
     attention.output.getOutput().replaceAllUsesWith(fused.getOutput());
     attention.output->erase();
     // Erase the replaced ops nothing reads any more, users before producers.

@@ -194,8 +194,13 @@ LogicalResult Analysis::visit(Operation *op) {
       })
       .Case([&](moe::AttentionOp op) {
         // Batch rows attend within themselves; keys of batch 1 (free) are
-        // shared by every row.
+        // shared by every row. The sinks are per head, not per row: every
+        // device needs them whole.
+        if (Value sinks = op.getSinks(); sinks && !get(sinks).isFree())
+          return kill(op, "attention sinks differ between devices");
         for (Value v : op->getOperands()) {
+          if (v == op.getSinks())
+            continue;
           State s = get(v);
           if (!s.isFree() && (s.kind != State::Rows || s.axis != 0))
             return kill(op, "attention mixes " + rowsText(v));

@@ -819,6 +819,11 @@ private:
     std::vector<int32_t> inputs;
     if (failed(collectInputs(op, inputs)))
       return failure();
+    // Attention without sinks keeps the 1.6 step's three or four inputs, so
+    // that the plan stays readable by runtimes before 1.9.
+    if (isa<moe::AttentionOp>(op))
+      while (inputs.size() > 3 && inputs.back() < 0)
+        inputs.pop_back();
     if (auto experts = dyn_cast<moe::ExpertsOp>(op);
         experts && scaleIds.contains(experts.getW1())) {
       // int8 matrices: their scales follow the step's six weight inputs.
@@ -1253,6 +1258,7 @@ private:
         .Case([](moe::AttentionOp op) -> Result {
           fb::AttentionAttrsT attrs;
           attrs.scale = op.getScale().convertToFloat();
+          attrs.softcap = op.getSoftcap().convertToFloat();
           return moert::attrs(std::move(attrs));
         })
         .Case([](moe::DispatchOp op) -> Result {

@@ -2,6 +2,8 @@
 
 #include "dialects/moe/MoeOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace moec::moe;
 
@@ -91,6 +93,18 @@ LogicalResult AttentionOp::verify() {
                << maskType;
     }
   }
+  if (Value sinks = getSinks()) {
+    auto sinksType = cast<RankedTensorType>(sinks.getType());
+    if (sinksType.getRank() != 1 || !mayEqual(sinksType.getDimSize(0), q[1]))
+      return emitOpError("expects sinks of shape [H], one per query head, "
+                         "got ")
+             << sinksType << " for " << query;
+  }
+  // NaN fails the comparison too: a cap must bound the scores.
+  float softcap = getSoftcap().convertToFloat();
+  if (!(softcap >= 0.0f) || std::isinf(softcap))
+    return emitOpError("expects a finite non-negative softcap (0: none), got ")
+           << softcap;
   auto result = getOutput().getType();
   int64_t expected[4] = {q[0], q[1], q[2], v[3]};
   for (int d = 0; d < 4; ++d)
@@ -98,4 +112,29 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("expects a result of shape [B, H, Sq, Dv], got ")
              << result;
   return success();
+}
+
+ParseResult AttentionOp::parseValueAndOptionalTypes(
+    OpAsmParser &parser, Type &valueType,
+    const std::optional<OpAsmParser::UnresolvedOperand> &mask, Type &maskType,
+    const std::optional<OpAsmParser::UnresolvedOperand> &sinks,
+    Type &sinksType) {
+  if (parser.parseType(valueType))
+    return failure();
+  if (mask && (parser.parseComma() || parser.parseType(maskType)))
+    return failure();
+  if (sinks && (parser.parseComma() || parser.parseType(sinksType)))
+    return failure();
+  return success();
+}
+
+void AttentionOp::printValueAndOptionalTypes(OpAsmPrinter &printer, Operation *,
+                                             Type valueType, Value mask,
+                                             Type maskType, Value sinks,
+                                             Type sinksType) {
+  printer << valueType;
+  if (mask)
+    printer << ", " << maskType;
+  if (sinks)
+    printer << ", " << sinksType;
 }

@@ -60,46 +60,89 @@ def Moe_YieldOp : Moe_Op<"yield",
 }
 
 def Moe_AttentionOp : Moe_Op<"attention",
-    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+    [Pure, InferTypeOpAdaptorWithIsCompatible, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention, softmax(Q K^T scale + mask) V";
   let description = [{
     Computes, for every batch b, query head h and query row i,
 
-        s[j]   = scale * dot(query[b, h, i, :], key[b', g, j, :])
-                 + mask[b, h, i, j]                      (mask optional)
-        out[b, h, i, :] = sum_j softmax(s)[j] * value[b', g, j, :]
+        t[j]   = scale * dot(query[b, h, i, :], key[b', g, j, :])
+        s[j]   = softcap * tanh(t[j] / softcap)     (softcap > 0; else t[j])
+                 + mask[b, h, i, j]                 (mask optional)
+        m      = max(max_j s[j], sinks[h])          (sinks optional)
+        p[j]   = exp(s[j] - m) / (sum_k exp(s[k] - m) + exp(sinks[h] - m))
+        out[b, h, i, :] = sum_j p[j] * value[b', g, j, :]
 
     with `g = h / (H / Hkv)` (grouped-query attention: `H / Hkv` query heads
     share one key/value head, the index mapping that replaces the exporters'
     `repeat_kv` copies) and `b' = b`, or 0 when the keys have batch 1.
+    Without sinks the sink's term is absent (a plain softmax over j).
+
+    A sink (gpt-oss's attention sinks, onnxruntime GroupQueryAttention's
+    `head_sink`) is one extra logit per query head that takes probability
+    mass but has no value, so a row may attend to "nothing"; a row whose
+    keys are all masked with -inf then gives zeros. The soft cap (Gemma 2,
+    GroupQueryAttention's `softcap`) bounds the scaled scores before the mask
+    is added, in onnxruntime's order, so that -inf mask entries stay -inf.
 
     Shapes: `query [B, H, Sq, D]`, `key [Bkv, Hkv, Skv, D]`,
     `value [Bkv, Hkv, Skv, Dv]` with `Bkv` in {1, B} and `Hkv` dividing `H`;
     the additive `mask` has rank 4 and each of its dimensions is 1 or the
     corresponding one of `[B, H, Sq, Skv]` (numpy broadcasting into the
-    scores, never beyond them); the result is `[B, H, Sq, Dv]`. The mask is
-    whatever the graph computed (causal, padding, or both): causality is
-    never assumed. float32 only. Produced by `moe-fuse-attention`.
+    scores, never beyond them); `sinks` is `[H]`; the result is
+    `[B, H, Sq, Dv]`. The mask is whatever the graph computed (causal,
+    padding, or both): causality is never assumed. `softcap` is finite and
+    non-negative, 0 meaning no cap. float32 only. Produced by
+    `moe-fuse-attention` and the GroupQueryAttention importer.
 
     Example:
     ```mlir
     %o = moe.attention %q, %k, %v mask %m scale 0.125
         : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>,
           tensor<1x1x?x?xf32> -> tensor<1x8x?x16xf32>
+    %p = moe.attention %q, %k, %v mask %m sinks %s scale 0.125 softcap 30.0
+        : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>,
+          tensor<1x1x?x?xf32>, tensor<8xf32> -> tensor<1x8x?x16xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F32]>:$query,
                        RankedTensorOf<[F32]>:$key,
                        RankedTensorOf<[F32]>:$value,
                        Optional<RankedTensorOf<[F32]>>:$mask,
-                       F32Attr:$scale);
+                       Optional<RankedTensorOf<[F32]>>:$sinks,
+                       F32Attr:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs RankedTensorOf<[F32]>:$output);
+  // The optional operands' types follow the value's in operand order; a
+  // custom directive tells a lone sink's type from a lone mask's by the
+  // operands parsed before (two optional `, type` groups would be ambiguous).
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mask` $mask^)? `scale` $scale attr-dict `:`
-    type($query) `,` type($key) `,` type($value) (`,` type($mask)^)? `->`
-    type($output)
+    $query `,` $key `,` $value (`mask` $mask^)? (`sinks` $sinks^)?
+    `scale` $scale (`softcap` $softcap^)? attr-dict `:`
+    type($query) `,` type($key) `,`
+    custom<ValueAndOptionalTypes>(type($value), ref($mask), type($mask),
+                                  ref($sinks), type($sinks))
+    `->` type($output)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Parses the value's type, then `, type` for each of the optional
+    /// operands `mask` and `sinks` that is present, in that order.
+    static ::mlir::ParseResult parseValueAndOptionalTypes(
+        ::mlir::OpAsmParser &parser, ::mlir::Type &valueType,
+        const std::optional<::mlir::OpAsmParser::UnresolvedOperand> &mask,
+        ::mlir::Type &maskType,
+        const std::optional<::mlir::OpAsmParser::UnresolvedOperand> &sinks,
+        ::mlir::Type &sinksType);
+    /// Prints the value's type and `, type` for each present optional
+    /// operand.
+    static void printValueAndOptionalTypes(::mlir::OpAsmPrinter &printer,
+                                           ::mlir::Operation *,
+                                           ::mlir::Type valueType,
+                                           ::mlir::Value mask,
+                                           ::mlir::Type maskType,
+                                           ::mlir::Value sinks,
+                                           ::mlir::Type sinksType);
+  }];
   let extraClassDefinition = [{
     bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange lhs,
                                             ::mlir::TypeRange rhs) {

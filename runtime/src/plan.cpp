@@ -982,6 +982,22 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                           detail::kFormatVersionMinorAttention,
                           ", but the file is version ", impl.versionMajor, ".",
                           impl.versionMinor);
+    if (step.op() == fb::OpKind::Attention &&
+        impl.versionMinor < detail::kFormatVersionMinorGenai) {
+      // An older writer could not have meant them: a 1.8 reader would
+      // ignore the softcap, and refuse the sinks input by arity.
+      const auto *attrs = step.attrs_as<fb::AttentionAttrs>();
+      const char *feature = step.inputs() && step.inputs()->size() > 4
+                                ? "a sinks input"
+                            : attrs && attrs->softcap() != 0.0f ? "a softcap"
+                                                                : nullptr;
+      if (feature)
+        return diag.invalid("step ", s, " is an Attention step with ", feature,
+                            ", which needs format ", kFormatVersionMajor, ".",
+                            detail::kFormatVersionMinorGenai,
+                            ", but the file is version ", impl.versionMajor,
+                            ".", impl.versionMinor);
+    }
     MOERT_RETURN_IF_ERROR(validateStep(diag, schedule, step,
                                        static_cast<int>(s), schedule.steps[s]));
   }

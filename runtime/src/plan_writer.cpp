@@ -996,11 +996,18 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= !perSchedule.empty();
   for (const WeightSection &section : sections)
     tiered |= section.paged;
-  bool attention = false;
+  bool attention = false, attentionSinksOrSoftcap = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
-      for (const auto &step : schedule->steps)
-        attention |= step->op == fb::OpKind::Attention;
+      for (const auto &step : schedule->steps) {
+        if (step->op != fb::OpKind::Attention)
+          continue;
+        attention = true;
+        // A sinks slot, even an omitted one, is past a 1.8 reader's arity.
+        const fb::AttentionAttrsT *attrs = step->attrs.AsAttentionAttrs();
+        attentionSinksOrSoftcap |=
+            step->inputs.size() > 4 || (attrs && attrs->softcap != 0.0f);
+      }
   };
   scanSteps(program.schedules);
   if (program.generation)
@@ -1146,8 +1153,10 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
       for (const auto &layer : schedule->tiers->layers)
         multiStepTiers |= !layer->more_steps.empty();
     }
+  bool genai = attentionSinksOrSoftcap;
   header.versionMinor =
-      tierPrefetch         ? detail::kFormatVersionMinorTierPrefetch
+      genai                ? detail::kFormatVersionMinorGenai
+      : tierPrefetch       ? detail::kFormatVersionMinorTierPrefetch
       : multiStepTiers     ? detail::kFormatVersionMinorMicroBatchTiers
       : attention          ? detail::kFormatVersionMinorAttention
       : tiered             ? detail::kFormatVersionMinorTiers

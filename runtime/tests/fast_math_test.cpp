@@ -45,5 +45,33 @@ TEST(FastMath, ExpLimitsAndSpecialValues) {
   EXPECT_FLOAT_EQ(fastSigmoid(0.0f), 0.5f);
 }
 
+TEST(FastMath, SoftmaxRowWithMinusInfinityAndSinks) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  // -inf entries get exactly 0 and take nothing from the others.
+  float row[4] = {1.0f, -kInf, 2.0f, -kInf};
+  softmaxRow(row, row, 4);
+  double e = std::exp(1.0);
+  EXPECT_EQ(row[1], 0.0f);
+  EXPECT_EQ(row[3], 0.0f);
+  EXPECT_NEAR(row[0], 1.0 / (1.0 + e), 1e-7);
+  EXPECT_NEAR(row[2], e / (1.0 + e), 1e-7);
+  // A sink above every entry: the maximum is the sink's, and it takes its
+  // share of the sum.
+  float sinkRow[2] = {0.0f, -kInf};
+  float sink = 3.0f;
+  softmaxRow(sinkRow, sinkRow, 2, &sink);
+  EXPECT_NEAR(sinkRow[0], 1.0 / (1.0 + std::exp(3.0)), 1e-7);
+  EXPECT_EQ(sinkRow[1], 0.0f);
+  // Only -inf: zeros with a finite sink, NaN without one (as Softmax).
+  float masked[3] = {-kInf, -kInf, -kInf};
+  softmaxRow(masked, masked, 3, &sink);
+  for (float p : masked)
+    EXPECT_EQ(p, 0.0f);
+  float bare[3] = {-kInf, -kInf, -kInf};
+  softmaxRow(bare, bare, 3);
+  for (float p : bare)
+    EXPECT_TRUE(std::isnan(p));
+}
+
 } // namespace
 } // namespace moert::detail

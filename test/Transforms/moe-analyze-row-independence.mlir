@@ -66,6 +66,21 @@ module {
 
 // -----
 
+// Tests that fused attention keeps the batch rows apart with sinks: the
+// sinks are per head ([H], replicated on every device), not a whole batch of
+// keys, so they do not stop the split.
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["seqs"], outputs = ["#0"], symbol = "b"}}
+module {
+  func.func @main(%x: tensor<?x4x?x8xf32> {moe.name = "seqs", moe.dim_params = ["b", "", "s", ""]})
+      -> (tensor<?x4x?x8xf32> {moe.dim_params = ["b", "", "s", ""]}) {
+    %sinks = moe.constant dense<[0.5, 1.0, -1.0, 2.0]> : tensor<4xf32>
+    %a = moe.attention %x, %x, %x sinks %sinks scale 0.25 softcap 30.0 : tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>, tensor<4xf32> -> tensor<?x4x?x8xf32>
+    return %a : tensor<?x4x?x8xf32>
+  }
+}
+
+// -----
+
 // Tests that a replicated value expanded to the rows (positions broadcast to
 // every token of the device) keeps them: the target names the row count.
 // CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["tokens"], outputs = ["#0"], symbol = "T"}}

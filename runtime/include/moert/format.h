@@ -33,9 +33,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// several micro-batches' Experts steps), which a 1.6 reader would ignore
 /// and then refuse the weights those steps share; only plans with such a
 /// layer are written as 1.7. 1.8 added `ExpertTiers.prefetch` (the plan's
-/// read-ahead policy); only plans that set one are written as 1.8.
+/// read-ahead policy); only plans that set one are written as 1.8. 1.9
+/// added what onnxruntime-genai's exports need (the Attention step's sinks
+/// and softcap; generation tables with an attention mask or without
+/// positions); only plans that use them are written as 1.9.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 8;
+inline constexpr uint16_t kFormatVersionMinor = 9;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -1,16 +1,17 @@
 //===- attention.cpp - Scaled dot-product attention -----------------------===//
 //
 // One task per (batch, head, block of queries): the block's scores against
-// every key by one GEMM (sgemm, oneDNN), the mask added, a max-subtracted
-// softmax per row, then the block's output by a second GEMM against the
-// values. The [B, H, Sq, Skv] scores never exist as a whole; a task holds
-// its block's rows only.
+// every key by one GEMM (sgemm, oneDNN), the soft cap applied and the mask
+// added, a max-subtracted softmax per row (with the head's sink), then the
+// block's output by a second GEMM against the values. The [B, H, Sq, Skv]
+// scores never exist as a whole; a task holds its block's rows only.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/attention.h"
 #include "kernels/common.h"
 
+#include <cmath>
 #include <vector>
 
 namespace moert::detail {
@@ -64,8 +65,14 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
           float *s = scores.data();
           sgemm(false, true, m, a.keys, a.headDim, a.scale, q,
                 a.queryStrides[2], k, a.keyStrides[2], 0.0f, s, a.keys);
+          const float *sink = a.sinks ? a.sinks + h : nullptr;
           for (int64_t i = 0; i < m; ++i) {
             float *row = s + i * a.keys;
+            // Before the mask, as onnxruntime's GroupQueryAttention does, so
+            // that -inf entries of the mask stay -inf.
+            if (a.softcap > 0.0f)
+              for (int64_t j = 0; j < a.keys; ++j)
+                row[j] = a.softcap * std::tanh(row[j] / a.softcap);
             if (a.mask) {
               const float *mask = a.mask + b * a.maskStrides[0] +
                                   h * a.maskStrides[1] +
@@ -74,7 +81,7 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
               for (int64_t j = 0; j < a.keys; ++j)
                 row[j] += mask[j * stride];
             }
-            softmaxRow(row, row, a.keys);
+            softmaxRow(row, row, a.keys, sink);
           }
           sgemm(false, false, m, a.valueDim, a.keys, 1.0f, s, a.keys, v,
                 a.valueStrides[2], 0.0f, out, a.outputStrides[2]);
@@ -89,6 +96,13 @@ absl::Status validateAttention(const StepCheck &check) {
     MOERT_RETURN_IF_ERROR(check.inType(i, kFloatTypes));
     MOERT_RETURN_IF_ERROR(check.inRank(i, 4));
   }
+  MOERT_RETURN_IF_ERROR(check.inType(4, kFloatTypes));
+  MOERT_RETURN_IF_ERROR(check.inRank(4, 1));
+  float softcap = check.attrs<fb::AttentionAttrs>()->softcap();
+  // NaN fails the comparison too; an infinite cap would compute inf * 0.
+  if (!(softcap >= 0.0f) || std::isinf(softcap))
+    return check.error("softcap ", softcap,
+                       " is not a finite non-negative number (0: none)");
   MOERT_RETURN_IF_ERROR(check.outType(0, kFloatTypes));
   return check.outRank(0, 4);
 }
@@ -135,6 +149,7 @@ absl::Status attentionKernel(KernelContext &ctx) {
   args.keys = ks[2];
   args.valueDim = vs[3];
   args.scale = ctx.attrs<fb::AttentionAttrs>()->scale();
+  args.softcap = ctx.attrs<fb::AttentionAttrs>()->softcap();
   args.query = q.as<const float>();
   rowStrides(qs, args.queryStrides);
   for (const Tensor *t : {&k, &v})
@@ -164,6 +179,13 @@ absl::Status attentionKernel(KernelContext &ctx) {
     }
     args.mask = mask.as<const float>();
   }
+  if (ctx.has(4)) {
+    const Tensor &sinks = ctx.in(4);
+    if (sinks.shape[0] != qs[1])
+      return ctx.error("sinks ", sinks.shape.str(),
+                       " do not have one logit per query head (", qs[1], ")");
+    args.sinks = sinks.as<const float>();
+  }
   Shape outShape = qs;
   outShape[3] = vs[3];
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, outShape));
@@ -176,9 +198,10 @@ absl::Status attentionKernel(KernelContext &ctx) {
 } // namespace
 
 void registerAttentionOps(OpRegistry &r) {
-  OpDef attention = makeOp("Attention", 3, 4, validateAttention,
+  OpDef attention = makeOp("Attention", 3, 5, validateAttention,
                            attentionKernel, fb::Attrs::AttentionAttrs);
-  attention.optionalInputs = 0b1000;
+  // Inputs 3 (mask) and 4 (sinks, format 1.9).
+  attention.optionalInputs = 0b11000;
   r.add(fb::OpKind::Attention, attention);
 }
 

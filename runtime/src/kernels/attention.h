@@ -1,8 +1,9 @@
 //===- attention.h - Scaled dot-product attention on the CPU ----*- C++ -*-===//
 //
-// The Attention step (docs/plan-format.md): out = softmax(scale * Q K^T +
-// mask) V per batch and query head, query head h reading key/value head
-// h / (heads / kvHeads). The operands are addressed by explicit strides so
+// The Attention step (docs/plan-format.md): out = softmax(cap(scale * Q K^T)
+// + mask) V per batch and query head, query head h reading key/value head
+// h / (heads / kvHeads), with an optional soft cap and a sink logit per
+// head. The operands are addressed by explicit strides so
 // that keys and values can be read in place from a larger buffer (a KV cache
 // of max_seq positions of which `keys` are valid). Defined in attention.cpp.
 //
@@ -25,6 +26,9 @@ struct AttentionArgs {
   int64_t batch = 0, heads = 0, queries = 0, headDim = 0;
   int64_t kvHeads = 0, keys = 0, valueDim = 0;
   float scale = 1.0f;
+  /// > 0: each scaled score s becomes softcap * tanh(s / softcap) before the
+  /// mask is added; 0: no cap.
+  float softcap = 0.0f;
   /// [batch, heads, queries, headDim]: strides of batch, head, query.
   const float *query = nullptr;
   int64_t queryStrides[3] = {};
@@ -36,6 +40,9 @@ struct AttentionArgs {
   /// Optional additive mask over [batch, heads, queries, keys].
   const float *mask = nullptr;
   int64_t maskStrides[4] = {};
+  /// Optional [heads]: one extra logit per query head in each row's softmax
+  /// that has no value (attention sinks).
+  const float *sinks = nullptr;
   /// [batch, heads, queries, valueDim].
   float *output = nullptr;
   int64_t outputStrides[3] = {};
@@ -43,7 +50,8 @@ struct AttentionArgs {
 
 /// Computes `args` on the pool's threads (over heads and blocks of
 /// queries). Scores and probabilities are f32, the softmax subtracts each
-/// row's maximum and sums in double, as the Softmax step does.
+/// row's maximum (the sink's, when larger) and sums in double, as the
+/// Softmax step does.
 void computeAttention(ThreadPool &pool, const AttentionArgs &args);
 
 } // namespace moert::detail

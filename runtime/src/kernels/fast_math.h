@@ -62,14 +62,19 @@ inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
 /// The softmax of the `n` values of `in` into `out` (which may be `in`), as
 /// the Softmax step computes it: the maximum subtracted, exponentials in f32,
-/// their sum in double, then one f32 reciprocal.
-inline void softmaxRow(const float *in, float *out, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
+/// their sum in double, then one f32 reciprocal. -inf entries get 0 (exactly)
+/// when the row has a finite entry; a row of only -inf gives NaN, as
+/// onnxruntime's Softmax does. A `sink` (attention sinks) is one more logit
+/// that takes its share of the sum and has no output of its own: with a
+/// finite sink, a row of only -inf gives zeros.
+inline void softmaxRow(const float *in, float *out, int64_t n,
+                       const float *sink = nullptr) {
+  float max = sink ? *sink : -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j)
     max = std::max(max, in[j]);
   for (int64_t j = 0; j < n; ++j)
     out[j] = fastExp(in[j] - max);
-  double sum = 0;
+  double sum = sink ? fastExp(*sink - max) : 0.0f;
   for (int64_t j = 0; j < n; ++j)
     sum += out[j];
   float inverse = static_cast<float>(1.0 / sum);

@@ -805,3 +805,48 @@ func.func @attention_batch(%q: tensor<2x2x4x8xf32>, %k: tensor<3x2x4x8xf32>) {
   %o = moe.attention %q, %k, %k scale 1.0 : tensor<2x2x4x8xf32>, tensor<3x2x4x8xf32>, tensor<3x2x4x8xf32> -> tensor<2x2x4x8xf32>
   return
 }
+
+// -----
+
+// Tests that attention sinks are one logit per query head, [H].
+func.func @attention_sinks_shape(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{expects sinks of shape [H], one per query head, got 'tensor<2xf32>' for 'tensor<1x4x4x8xf32>'}}
+  %o = moe.attention %q, %k, %k sinks %s scale 1.0 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that attention sinks have rank 1 (not per query row).
+func.func @attention_sinks_rank(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %s: tensor<4x4xf32>) {
+  // expected-error @+1 {{expects sinks of shape [H]}}
+  %o = moe.attention %q, %k, %k sinks %s scale 1.0 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a negative soft cap is refused (0 means none).
+func.func @attention_softcap_negative(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{expects a finite non-negative softcap (0: none), got -1.000000e+00}}
+  %o = moe.attention %q, %k, %k scale 1.0 softcap -1.0 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that an infinite soft cap is refused: it would compute inf * tanh(0).
+func.func @attention_softcap_infinite(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{expects a finite non-negative softcap}}
+  %o = moe.attention %q, %k, %k scale 1.0 softcap 0x7F800000 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a NaN soft cap is refused.
+func.func @attention_softcap_nan(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{expects a finite non-negative softcap}}
+  %o = moe.attention %q, %k, %k scale 1.0 softcap 0x7FC00000 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
+  return
+}

@@ -307,3 +307,25 @@ func.func @attention(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
   %1 = moe.attention %q, %k, %v scale 1.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32> -> tensor<1x8x?x4xf32>
   return %0, %1 : tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>
 }
+
+// -----
+
+// Tests that attention's sinks (one logit per query head) and soft cap
+// round-trip, with the mask, alone and together, and that the default
+// softcap 0 is not printed: the sink's type follows the mask's when both
+// are present and the value's when the mask is absent.
+// CHECK-LABEL: func.func @attention_sinks_softcap
+func.func @attention_sinks_softcap(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16xf32>,
+                                   %v: tensor<1x2x?x4xf32>, %m: tensor<1x1x?x?xf32>,
+                                   %s: tensor<8xf32>)
+    -> (tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>) {
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} sinks %{{.*}} scale 1.250000e-01 softcap 3.000000e+01 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32>, tensor<8xf32> -> tensor<1x8x?x4xf32>
+  %0 = moe.attention %q, %k, %v mask %m sinks %s scale 0.125 softcap 30.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32>, tensor<8xf32> -> tensor<1x8x?x4xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} scale 1.000000e+00 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<8xf32> -> tensor<1x8x?x4xf32>
+  %1 = moe.attention %q, %k, %v sinks %s scale 1.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<8xf32> -> tensor<1x8x?x4xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} scale 1.000000e+00 softcap 5.000000e+01 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32> -> tensor<1x8x?x4xf32>
+  %2 = moe.attention %q, %k, %v scale 1.0 softcap 50.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32> -> tensor<1x8x?x4xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale 1.000000e+00 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32> -> tensor<1x8x?x4xf32>
+  %3 = moe.attention %q, %k, %v mask %m scale 1.0 softcap 0.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32> -> tensor<1x8x?x4xf32>
+  return %0, %1, %2, %3 : tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>
+}
