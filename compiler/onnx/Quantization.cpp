@@ -1,0 +1,107 @@
+//===- Quantization.cpp - onnxruntime's block-quantized weights -----------===//
+
+#include "compiler/onnx/Quantization.h"
+
+#include <algorithm>
+
+using namespace moec::quant;
+
+void moec::quant::dequantizeBlocks(const BlockQuantizedMatrix &matrix,
+                                   float *out, bool transposed) {
+  // An empty matrix may come with no scales at all.
+  if (matrix.rows == 0 || matrix.cols == 0)
+    return;
+  const int64_t blocksPerRow = matrix.getBlocksPerRow();
+  const int64_t blockSize = std::min(matrix.blockSize, matrix.cols);
+  const int defaultZeroPoint = 1 << (matrix.bits - 1);
+  for (int64_t r = 0; r < matrix.rows; ++r) {
+    for (int64_t b = 0; b < blocksPerRow; ++b) {
+      const int64_t block = r * blocksPerRow + b;
+      const float scale = matrix.scales[block];
+      // An integer zero point is subtracted exactly, before the one rounding
+      // of the product; a float one is subtracted in f32, as onnxruntime does.
+      int zeroPoint = defaultZeroPoint;
+      if (matrix.packedZeroPoints)
+        zeroPoint = int(getPackedCode(matrix.packedZeroPoints, matrix.bits,
+                                      r * matrix.zeroPointRowStride + b));
+      const int64_t begin = b * blockSize;
+      const int64_t end = std::min(begin + blockSize, matrix.cols);
+      for (int64_t c = begin; c < end; ++c) {
+        int code = int(getPackedCode(matrix.codes, matrix.bits,
+                                     r * matrix.codeRowStride + c));
+        float value =
+            matrix.floatZeroPoints
+                ? (float(code) - matrix.floatZeroPoints[block]) * scale
+                : float(code - zeroPoint) * scale;
+        out[transposed ? c * matrix.rows + r : r * matrix.cols + c] = value;
+      }
+    }
+  }
+}
+
+void moec::quant::dequantizeMatMulNBits(const MatMulNBitsWeight &weight,
+                                        float *out) {
+  const int64_t blocksPerRow = weight.getBlocksPerRow();
+  const int64_t codesPerByte = 8 / weight.bits;
+  BlockQuantizedMatrix matrix;
+  matrix.rows = weight.n;
+  matrix.cols = weight.k;
+  matrix.bits = weight.bits;
+  matrix.blockSize = weight.blockSize;
+  matrix.codes = weight.b;
+  // Rows are padded to whole blocks: the codes past K are never read.
+  matrix.codeRowStride = blocksPerRow * weight.blockSize;
+  matrix.scales = weight.scales;
+  matrix.packedZeroPoints = weight.packedZeroPoints;
+  matrix.zeroPointRowStride =
+      getPackedBytes(blocksPerRow, weight.bits) * codesPerByte;
+  matrix.floatZeroPoints = weight.floatZeroPoints;
+  dequantizeBlocks(matrix, out, /*transposed=*/true);
+}
+
+void moec::quant::dequantizeGatherBlockQuantized(
+    const GatherBlockQuantizedData &data, float *out) {
+  BlockQuantizedMatrix matrix;
+  matrix.rows = data.rows;
+  matrix.cols = data.cols;
+  matrix.bits = data.bits;
+  matrix.blockSize = data.blockSize;
+  matrix.codes = data.data;
+  matrix.codeRowStride = data.cols;
+  matrix.scales = data.scales;
+  matrix.packedZeroPoints = data.zeroPoints;
+  matrix.zeroPointRowStride =
+      getPackedBytes(matrix.getBlocksPerRow(), data.bits) * (8 / data.bits);
+  dequantizeBlocks(matrix, out, /*transposed=*/false);
+}
+
+void moec::quant::dequantizeQMoE(const QMoEWeight &weight, float *out) {
+  const bool perRow = weight.blockSize == 0;
+  const int64_t blocksPerRow = perRow ? 1 : weight.cols / weight.blockSize;
+  const int64_t codesPerByte = 8 / weight.bits;
+  // Per row the zero points of an expert are packed along its rows (one code
+  // per row); with blocks, along each row's blocks, each row padded to bytes.
+  const int64_t zeroPointRowBytes =
+      perRow ? 0 : getPackedBytes(blocksPerRow, weight.bits);
+  const int64_t zeroPointExpertBytes =
+      perRow ? getPackedBytes(weight.rows, weight.bits)
+             : weight.rows * zeroPointRowBytes;
+  const int64_t weightExpertBytes =
+      weight.rows * getPackedBytes(weight.cols, weight.bits);
+  for (int64_t e = 0; e < weight.experts; ++e) {
+    BlockQuantizedMatrix matrix;
+    matrix.rows = weight.rows;
+    matrix.cols = weight.cols;
+    matrix.bits = weight.bits;
+    matrix.blockSize = perRow ? weight.cols : weight.blockSize;
+    matrix.codes = weight.weights + e * weightExpertBytes;
+    matrix.codeRowStride = weight.cols;
+    matrix.scales = weight.scales + e * weight.rows * blocksPerRow;
+    if (weight.zeroPoints) {
+      matrix.packedZeroPoints = weight.zeroPoints + e * zeroPointExpertBytes;
+      matrix.zeroPointRowStride = perRow ? 1 : zeroPointRowBytes * codesPerByte;
+    }
+    dequantizeBlocks(matrix, out + e * weight.rows * weight.cols,
+                     /*transposed=*/false);
+  }
+}
