@@ -1,6 +1,7 @@
 //===- generation_plan.cpp - Loading generation plans ---------------------===//
 
 #include "generation_plan.h"
+#include "plan_file.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -34,7 +35,8 @@ public:
     return &schedule_.tensors[id];
   }
 
-  /// input_ids and position_ids: i64 [1, n].
+  /// input_ids, position_ids and attention_mask: i64 [1, n] (the mask's n
+  /// counts the past too).
   absl::Status checkTokens(absl::string_view name,
                            absl::string_view role) const {
     MOERT_ASSIGN_OR_RETURN(const TensorInfo *t, find(true, name, role));
@@ -95,6 +97,7 @@ absl::Status validateGeneration(const std::string &source,
   gen.maxSeq = fbGen.max_seq();
   gen.inputIds = std::string(str(fbGen.input_ids()));
   gen.positionIds = std::string(str(fbGen.position_ids()));
+  gen.attentionMask = std::string(str(fbGen.attention_mask()));
   gen.logits = std::string(str(fbGen.logits()));
   gen.hasPrefill = !impl.prefillSchedules.empty();
   if (gen.maxSeq < 2 || static_cast<uint64_t>(gen.maxSeq) > kMaxDimBound)
@@ -102,36 +105,58 @@ absl::Status validateGeneration(const std::string &source,
   const auto *pairs = fbGen.cache();
   if (!pairs || pairs->size() == 0)
     return invalid("no cache pairs");
-  if (gen.inputIds == gen.positionIds)
-    return invalid("input_ids and position_ids are both '", gen.inputIds, "'");
+  if (impl.versionMinor < kFormatVersionMinorGenai &&
+      (gen.positionIds.empty() || !gen.attentionMask.empty()))
+    return invalid("a table without position_ids or with an attention_mask "
+                   "needs format ",
+                   kFormatVersionMajor, ".", kFormatVersionMinorGenai,
+                   ", but the file is version ", impl.versionMajor, ".",
+                   impl.versionMinor);
+  // The token inputs the generator sets; their names must differ.
+  std::vector<std::pair<std::string, std::string>> tokenInputs = {
+      {"input_ids", gen.inputIds}};
+  if (!gen.positionIds.empty())
+    tokenInputs.emplace_back("position_ids", gen.positionIds);
+  if (!gen.attentionMask.empty())
+    tokenInputs.emplace_back("attention_mask", gen.attentionMask);
+  for (size_t i = 0; i < tokenInputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (tokenInputs[i].second == tokenInputs[j].second)
+        return invalid(tokenInputs[j].first, " and ", tokenInputs[i].first,
+                       " are both '", tokenInputs[i].second, "'");
 
   for (size_t device = 0; device < impl.schedules.size(); ++device) {
     const ScheduleInfo &decode = impl.schedules[device];
     ScheduleChecker dec(absl::StrCat(prefix, ": schedule ", device), decode);
-    MOERT_RETURN_IF_ERROR(dec.checkTokens(gen.inputIds, "input_ids"));
-    MOERT_RETURN_IF_ERROR(dec.checkTokens(gen.positionIds, "position_ids"));
+    for (const auto &[role, name] : tokenInputs)
+      MOERT_RETURN_IF_ERROR(dec.checkTokens(name, role));
     MOERT_ASSIGN_OR_RETURN(int64_t vocab, dec.checkLogits(gen.logits));
     const ScheduleInfo &prefill =
         gen.hasPrefill ? impl.prefillSchedules[device] : decode;
     ScheduleChecker pre(absl::StrCat(prefix, ": prefill schedule ", device),
                         prefill);
     if (gen.hasPrefill) {
-      MOERT_RETURN_IF_ERROR(pre.checkTokens(gen.inputIds, "input_ids"));
-      MOERT_RETURN_IF_ERROR(pre.checkTokens(gen.positionIds, "position_ids"));
+      for (const auto &[role, name] : tokenInputs)
+        MOERT_RETURN_IF_ERROR(pre.checkTokens(name, role));
       MOERT_ASSIGN_OR_RETURN(int64_t prefillVocab, pre.checkLogits(gen.logits));
       if (prefillVocab != vocab)
         return pre.invalid("logits have ", prefillVocab,
                            " entries per token but the decode schedule's ",
                            vocab);
-      // The generator sets only the tokens and positions of the prefill.
-      if (prefill.inputs.size() != 2)
+      // The generator sets only the token inputs of the prefill.
+      if (prefill.inputs.size() != tokenInputs.size()) {
+        std::string names;
+        for (const auto &input : tokenInputs)
+          absl::StrAppend(&names, names.empty() ? "" : ", ", input.first);
         return pre.invalid("has ", prefill.inputs.size(),
-                           " graph inputs; a prefill takes input_ids and "
-                           "position_ids only");
+                           " graph inputs; a prefill takes ", names, " only");
+      }
     }
     gen.vocabSize = vocab;
 
-    std::set<std::string> inputs = {gen.inputIds, gen.positionIds};
+    std::set<std::string> inputs;
+    for (const auto &input : tokenInputs)
+      inputs.insert(input.second);
     std::set<std::string> outputs = {gen.logits}, prefillOutputs = {gen.logits};
     for (size_t k = 0; k < pairs->size(); ++k) {
       const fb::CachePair *fbPair = pairs->Get(k);
@@ -141,6 +166,7 @@ absl::Status validateGeneration(const std::string &source,
       pair.prefillOutput = std::string(str(fbPair->prefill_output()));
       pair.layer = fbPair->layer();
       pair.axis = fbPair->axis();
+      pair.state = fbPair->state();
       std::string role = absl::StrCat("cache pair ", k);
       MOERT_ASSIGN_OR_RETURN(const TensorInfo *past,
                              dec.find(true, pair.input, role));
@@ -157,6 +183,34 @@ absl::Status validateGeneration(const std::string &source,
         return dec.invalid(role, ": prefill_output '", pair.prefillOutput,
                            "' must be the output '", pair.output,
                            "' in a plan without prefill schedules");
+      if (pair.state) {
+        if (impl.versionMinor < kFormatVersionMinorGenai)
+          return dec.invalid(role, " is a state pair, which needs format ",
+                             kFormatVersionMajor, ".",
+                             kFormatVersionMinorGenai);
+        if (gen.hasPrefill)
+          return dec.invalid(role, " is a state pair; a plan with one has no "
+                                   "prefill schedules");
+        bool same = past->dtype == DType::F32 && past->rank == present->rank &&
+                    present->dtype == DType::F32;
+        for (int d = 0; same && d < past->rank; ++d)
+          same = past->dims[d].kind == fb::DimKind::Static &&
+                 present->dims[d].kind == fb::DimKind::Static &&
+                 past->dims[d].bound == present->dims[d].bound;
+        if (!same)
+          return dec.invalid(role, ": state input '", pair.input, "' ",
+                             describeDims(*past), " and output '", pair.output,
+                             "' ", describeDims(*present),
+                             " must be f32 of one static shape");
+        if (device == 0) {
+          uint64_t elements = 1;
+          for (int d = 0; d < past->rank; ++d)
+            elements *= static_cast<uint64_t>(past->dims[d].bound);
+          gen.cacheBytes += elements * dtypeSize(past->dtype);
+          gen.cache.push_back(std::move(pair));
+        }
+        continue;
+      }
       if (past->dtype != DType::F32 || pair.axis < 0 || pair.axis >= past->rank)
         return dec.invalid(role, ": input '", pair.input, "' is ",
                            dtypeName(past->dtype), " ", describeDims(*past),

@@ -179,6 +179,19 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
     cache.pair = &pair;
     int32_t pastId = detail::findSignatureTensor(decode, true, pair.input);
     cache.present = detail::findSignatureTensor(decode, false, pair.output);
+    if (pair.state) {
+      // Two buffers of the state's one shape, swapped each step.
+      const detail::TensorInfo &past = decode.tensors[pastId];
+      uint64_t elements = 1;
+      for (int d = 0; d < past.rank; ++d) {
+        cache.shape.push_back(past.dims[d].bound);
+        elements *= static_cast<uint64_t>(past.dims[d].bound);
+      }
+      for (std::vector<float> &buffer : cache.buffers)
+        buffer.assign(elements, 0.0f);
+      impl->caches.push_back(std::move(cache));
+      continue;
+    }
     cache.inPlace =
         options.kvCacheInPlace &&
         detail::cacheInPlaceBlocker(decode, pastId, cache.present, pair.axis)
@@ -277,9 +290,17 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
   std::iota(positions.begin(), positions.end(), start);
   MOERT_RETURN_IF_ERROR(session.setInput(gen.inputIds, DType::I64, {1, n},
                                          ids.data(), ids.size() * 8));
-  MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64, {1, n},
-                                         positions.data(),
-                                         positions.size() * 8));
+  if (!gen.positionIds.empty())
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64, {1, n},
+                                           positions.data(),
+                                           positions.size() * 8));
+  if (!gen.attentionMask.empty()) {
+    // Every position of the one sequence is valid.
+    std::vector<int64_t> mask(static_cast<size_t>(start + n), 1);
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.attentionMask, DType::I64,
+                                           {1, start + n}, mask.data(),
+                                           mask.size() * 8));
+  }
   for (Generator::Impl::Cache &cache : impl.caches) {
     const CachePairDesc &pair = *cache.pair;
     if (cache.inPlace) {
@@ -295,7 +316,8 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
       continue;
     }
     std::vector<float> &next = cache.buffers[1 - cache.current];
-    if (!prefillSchedule)
+    // A state is the prompt's input too (there is no prefill schedule).
+    if (!prefillSchedule || pair.state)
       MOERT_RETURN_IF_ERROR(state.bindInput(
           pair.input, cache.shape, cache.buffers[cache.current].data()));
     MOERT_RETURN_IF_ERROR(
@@ -316,13 +338,18 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
       MOERT_ASSIGN_OR_RETURN(present, session.output(name));
     }
     std::vector<int64_t> expected = cache.shape;
-    expected[pair.axis] = start + n;
+    if (!pair.state)
+      expected[pair.axis] = start + n;
     if (present.shape != expected)
       return absl::InternalError(
-          absl::StrCat("cache output '", name, "' has ", present.shape.size(),
-                       " dims of a different shape than the past grown by ", n,
-                       " positions along axis ", pair.axis,
-                       "; the graph does not append to its cache"));
+          pair.state
+              ? absl::StrCat("state output '", name,
+                             "' has a different shape than its input")
+              : absl::StrCat(
+                    "cache output '", name, "' has ", present.shape.size(),
+                    " dims of a different shape than the past grown by ", n,
+                    " positions along axis ", pair.axis,
+                    "; the graph does not append to its cache"));
     if (cache.inPlace && prefillSchedule)
       copyIntoCache(cache, present, gen.maxSeq);
     else if (!cache.inPlace)
@@ -336,8 +363,11 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt) {
   const GenerationDesc &gen = impl_->gen;
   MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
   for (Impl::Cache &cache : impl_->caches) {
-    cache.shape[cache.pair->axis] = 0;
     cache.current = 0;
+    if (cache.pair->state)
+      std::fill(cache.buffers[0].begin(), cache.buffers[0].end(), 0.0f);
+    else
+      cache.shape[cache.pair->axis] = 0;
   }
   length_ = 0;
   Session &session = prefillSession();

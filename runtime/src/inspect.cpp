@@ -263,10 +263,16 @@ std::string describePlanText(const Plan &plan) {
   if (const GenerationDesc *gen = plan.generation()) {
     absl::StrAppendFormat(
         &out,
-        "\ngeneration: max_seq %d, input_ids '%s', position_ids '%s', "
-        "logits '%s' (vocab %d), %s, cache %d bytes at max_seq\n",
-        gen->maxSeq, gen->inputIds, gen->positionIds, gen->logits,
-        gen->vocabSize,
+        "\ngeneration: max_seq %d, input_ids '%s', %s%slogits '%s' (vocab "
+        "%d), %s, cache %d bytes at max_seq\n",
+        gen->maxSeq, gen->inputIds,
+        gen->positionIds.empty()
+            ? std::string("no position_ids, ")
+            : absl::StrCat("position_ids '", gen->positionIds, "', "),
+        gen->attentionMask.empty()
+            ? std::string()
+            : absl::StrCat("attention_mask '", gen->attentionMask, "', "),
+        gen->logits, gen->vocabSize,
         gen->hasPrefill ? "prefill schedule"
                         : "no prefill schedule (the decode schedule with an "
                           "empty past)",
@@ -401,9 +407,13 @@ std::string describePlanJson(const Plan &plan) {
     absl::StrAppendFormat(
         &out,
         ", \"generation\": {\"max_seq\": %d, \"input_ids\": %s, "
-        "\"position_ids\": %s, \"logits\": %s, \"vocab\": %d, "
-        "\"cache_bytes\": %d, \"cache\": [",
-        gen->maxSeq, jsonString(gen->inputIds), jsonString(gen->positionIds),
+        "\"position_ids\": %s, \"attention_mask\": %s, \"logits\": %s, "
+        "\"vocab\": %d, \"cache_bytes\": %d, \"cache\": [",
+        gen->maxSeq, jsonString(gen->inputIds),
+        gen->positionIds.empty() ? std::string("null")
+                                 : jsonString(gen->positionIds),
+        gen->attentionMask.empty() ? std::string("null")
+                                   : jsonString(gen->attentionMask),
         jsonString(gen->logits), gen->vocabSize, gen->cacheBytes);
     for (size_t i = 0; i < gen->cache.size(); ++i) {
       const CachePairDesc &pair = gen->cache[i];

@@ -1153,7 +1153,13 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
       for (const auto &layer : schedule->tiers->layers)
         multiStepTiers |= !layer->more_steps.empty();
     }
-  bool genai = attentionSinksOrSoftcap;
+  bool genai = attentionSinksOrSoftcap ||
+               (program.generation &&
+                (program.generation->position_ids.empty() ||
+                 !program.generation->attention_mask.empty() ||
+                 std::any_of(program.generation->cache.begin(),
+                             program.generation->cache.end(),
+                             [](const auto &pair) { return pair->state; })));
   header.versionMinor =
       genai                ? detail::kFormatVersionMinorGenai
       : tierPrefetch       ? detail::kFormatVersionMinorTierPrefetch

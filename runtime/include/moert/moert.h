@@ -118,6 +118,9 @@ struct CachePairDesc {
   std::string prefillOutput;
   int layer = 0;
   int axis = 0;
+  /// A fixed-size state the output replaces each step (zeros at the start
+  /// of a sequence), not a cache growing along `axis`.
+  bool state = false;
 };
 
 /// What makes a plan a generation plan (docs/plan-format.md, "Generation
@@ -128,7 +131,11 @@ struct GenerationDesc {
   /// Past plus new tokens a sequence may hold.
   int64_t maxSeq = 0;
   std::string inputIds;
+  /// The positions input, i64 [1, n]; empty when the graph has none.
   std::string positionIds;
+  /// The attention mask input, i64 [1, past + n] of ones; empty when the
+  /// graph has none.
+  std::string attentionMask;
   std::string logits;
   std::vector<CachePairDesc> cache;
   /// Whether the plan has prefill schedules.
