@@ -202,6 +202,8 @@ void populateIndexingImports(OpImportTable &table);
 void populateReductionImports(OpImportTable &table);
 void populateTensorImports(OpImportTable &table);
 void populateContribImports(OpImportTable &table);
+void populateContribAttentionImports(OpImportTable &table);
+void populateContribRecurrentImports(OpImportTable &table);
 void populateControlFlowImports(OpImportTable &table);
 
 } // namespace moec::onnx_import

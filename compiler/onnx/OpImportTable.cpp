@@ -26,6 +26,8 @@ const OpImportTable &OpImportTable::get() {
     populateReductionImports(table);
     populateTensorImports(table);
     populateContribImports(table);
+    populateContribAttentionImports(table);
+    populateContribRecurrentImports(table);
     populateControlFlowImports(table);
     llvm::sort(table.entries, [](const OpImport &a, const OpImport &b) {
       return getKey(a) < getKey(b);

@@ -1,0 +1,453 @@
+//===- ContribAttention.cpp - onnxruntime's attention and norm imports ----===//
+//
+// The com.microsoft ops that onnxruntime-genai's model builder writes around
+// the MoE layers of every export, expressed in ops the passes already
+// understand:
+//
+//  * SkipSimplifiedLayerNormalization becomes the residual Add and
+//    `moe.simplified_layer_normalization` (which moe-fuse-norms fuses).
+//  * GroupQueryAttention becomes head reshapes, rotary embedding by graph
+//    ops, the present caches as `Concat(past, new)` along the positions
+//    (what the generation plan's cache pairs are, so the runtime writes them
+//    in place), a mask built from the positions, and one `moe.attention`.
+//
+// The semantics followed are onnxruntime's CPU kernel's (its contrib op
+// schema, checked against onnxruntime 1.32 by test/E2E/genai-*.test):
+//
+//  * The past holds exactly the valid positions: the new keys follow it.
+//    This is onnxruntime's layout when past and present do not share one
+//    buffer and rows are not padded, and the layout moec's generator runs.
+//    The position of new token i of row b is seqlens_k[b] + 1 - S + i (0 +
+//    i when the call is the first prompt, S == total_sequence_length), or
+//    position_ids[b, i] when given. A mismatch between seqlens_k and the
+//    past's length changes positions, never the shapes.
+//  * Query i of row b sees key j if j <= pos and, with local_window_size W
+//    > 0, j > pos - W (a window of W keys, its own included); with causal 0,
+//    if j <= seqlens_k[b]. Masked scores are -inf.
+//  * Scores are scale * q.k (scale 0: 1 / sqrt(head_size)), soft-capped when
+//    softcap > 0, then masked and attention_bias added; head_sink (or zero
+//    with smooth_softmax 1) is one more logit per head in the softmax.
+//  * Rotary (do_rotary 1) rotates the first 2 * cos_cache.dim(1) features of
+//    each query and key head, in halves or interleaved pairs, before the
+//    keys are cached; q_norm_weight and k_norm_weight RMS-normalise each head
+//    first (epsilon qk_norm_epsilon).
+//
+// A quantized KV cache, the windowed cache of sliding_window_cache 1 and
+// qk_output are refused with an error naming the attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/onnx/Diagnostics.h"
+#include "compiler/onnx/Model.h"
+#include "compiler/onnx/OpEmitter.h"
+#include "compiler/onnx/OpImport.h"
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace moec;
+using namespace moec::onnx_import;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// SkipSimplifiedLayerNormalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult importSkipSimplifiedLayerNorm(NodeImporter &node) {
+  // Outputs: output, mean (never computed by onnxruntime's simplified
+  // kernel), inv_std_var, input_skip_bias_sum.
+  if (node.getNumOutputs() > 1 && !node.getNode().output(1).empty())
+    return node.emitError() << "output 1 ('mean') is not produced by "
+                               "SkipSimplifiedLayerNormalization";
+  float epsilon = 1e-5f;
+  for (const NamedAttribute &attr : node.getAttributes()) {
+    if (attr.getName() != "epsilon")
+      return node.emitAttributeError(attr.getName().getValue())
+             << "is not an attribute of SkipSimplifiedLayerNormalization";
+    epsilon = cast<FloatAttr>(attr.getValue()).getValueAsDouble();
+  }
+  SmallVectorImpl<Value> &operands = node.getOperands();
+  OpBuilder &builder = node.getBuilder();
+  OpEmitter ops(builder, node.getLoc());
+  Value sum = ops.binary("moe.add", operands[0], operands[1]);
+  if (operands.size() > 3 && operands[3])
+    sum = ops.binary("moe.add", sum, operands[3]);
+  SmallVector<Value> norm =
+      ops.emitAll("moe.simplified_layer_normalization", {sum, operands[2]},
+                  {ops.i64Attr("axis", -1),
+                   ops.attr("epsilon", builder.getF32FloatAttr(epsilon))});
+  if (ops.failed())
+    return failure();
+  return node.setResults({norm[0], norm[0], norm[1], sum});
+}
+
+//===----------------------------------------------------------------------===//
+// GroupQueryAttention
+//===----------------------------------------------------------------------===//
+
+/// GroupQueryAttention's inputs in ONNX order.
+enum GqaInput : unsigned {
+  kQuery,
+  kKey,
+  kValue,
+  kPastKey,
+  kPastValue,
+  kSeqlensK,
+  kTotalSequenceLength,
+  kCosCache,
+  kSinCache,
+  kPositionIds,
+  kAttentionBias,
+  kHeadSink,
+  kKScale,
+  kVScale,
+  kQNormWeight,
+  kKNormWeight,
+};
+
+struct GqaAttributes {
+  int64_t numHeads = 0;
+  int64_t kvNumHeads = 0;
+  float scale = 0.0f;
+  float softcap = 0.0f;
+  int64_t localWindowSize = -1;
+  bool doRotary = false;
+  bool rotaryInterleaved = false;
+  bool smoothSoftmax = false;
+  bool causal = true;
+  float qkNormEpsilon = 1e-6f;
+};
+
+class GqaImporter {
+public:
+  explicit GqaImporter(NodeImporter &node)
+      : node(node), builder(node.getBuilder()), ops(builder, node.getLoc()) {}
+
+  LogicalResult import();
+
+private:
+  Value operand(unsigned input) const {
+    SmallVectorImpl<Value> &operands = node.getOperands();
+    return input < operands.size() ? operands[input] : Value();
+  }
+  LogicalResult readAttributes();
+  LogicalResult checkInputs();
+  /// `x` [B, S, heads * D] as [B, heads, S, D].
+  Value splitHeads(Value x, int64_t heads);
+  /// RMS-normalises each head of `x` [B, h, S, D] by `weight` [D].
+  Value normalizeHeads(Value x, Value weight);
+  /// Rotates `x` [B, h, S, D] by `cos`, `sin` [B, 1, S, R/2].
+  Value rotate(Value x, Value cos, Value sin);
+
+  NodeImporter &node;
+  OpBuilder &builder;
+  OpEmitter ops;
+  GqaAttributes attrs;
+  int64_t headSize = 0;
+  int64_t rotaryHalf = 0;
+};
+
+LogicalResult GqaImporter::readAttributes() {
+  for (const NamedAttribute &attr : node.getAttributes()) {
+    StringRef name = attr.getName().getValue();
+    Attribute value = attr.getValue();
+    auto asInt = [&] { return cast<IntegerAttr>(value).getInt(); };
+    auto asFloat = [&] {
+      return float(cast<FloatAttr>(value).getValueAsDouble());
+    };
+    auto isInt = isa<IntegerAttr>(value), isFloat = isa<FloatAttr>(value);
+    if (name == "num_heads" && isInt)
+      attrs.numHeads = asInt();
+    else if (name == "kv_num_heads" && isInt)
+      attrs.kvNumHeads = asInt();
+    else if (name == "scale" && isFloat)
+      attrs.scale = asFloat();
+    else if (name == "softcap" && isFloat)
+      attrs.softcap = asFloat();
+    else if (name == "local_window_size" && isInt)
+      attrs.localWindowSize = asInt();
+    else if (name == "do_rotary" && isInt)
+      attrs.doRotary = asInt() != 0;
+    else if (name == "rotary_interleaved" && isInt)
+      attrs.rotaryInterleaved = asInt() != 0;
+    else if (name == "smooth_softmax" && isInt)
+      // The schema's default is -1; onnxruntime enables it only at 1.
+      attrs.smoothSoftmax = asInt() == 1;
+    else if (name == "causal" && isInt && (asInt() == 0 || asInt() == 1))
+      attrs.causal = asInt() == 1;
+    else if (name == "qk_norm_epsilon" && isFloat)
+      attrs.qkNormEpsilon = asFloat();
+    else if ((name == "qk_output" || name == "kv_cache_bit_width" ||
+              name == "sliding_window_cache") &&
+             isInt && asInt() == 0)
+      continue;
+    else if ((name == "k_quant_type" || name == "v_quant_type") &&
+             isa<StringAttr>(value) && cast<StringAttr>(value) == "NONE")
+      continue;
+    else if (name == "sliding_window_cache")
+      return node.emitAttributeError(name)
+             << "1 (a KV cache of the window's positions only) is not "
+                "supported; export with the builder's --extra_options "
+                "windowed_kv_cache=false";
+    else if (name == "qk_output" || name == "kv_cache_bit_width" ||
+             name == "k_quant_type" || name == "v_quant_type")
+      return node.emitAttributeError(name)
+             << "is not supported: moec keeps the KV cache in float32 and "
+                "returns no attention scores";
+    else
+      return node.emitAttributeError(name)
+             << "has an unsupported value or is not an attribute of "
+                "GroupQueryAttention";
+  }
+  if (attrs.numHeads <= 0 || attrs.kvNumHeads <= 0 ||
+      attrs.numHeads % attrs.kvNumHeads != 0)
+    return node.emitAttributeError("num_heads")
+           << "must be a positive multiple of kv_num_heads, got "
+           << attrs.numHeads << " and " << attrs.kvNumHeads;
+  if (!std::isfinite(attrs.scale) || attrs.scale < 0)
+    return node.emitAttributeError("scale") << "must be finite and >= 0";
+  if (!std::isfinite(attrs.softcap) || attrs.softcap < 0)
+    return node.emitAttributeError("softcap") << "must be finite and >= 0";
+  if (attrs.localWindowSize == 0 || attrs.localWindowSize < -1)
+    return node.emitAttributeError("local_window_size")
+           << "must be -1 (no window) or positive, got "
+           << attrs.localWindowSize;
+  if (!attrs.causal && attrs.localWindowSize > 0)
+    return node.emitAttributeError("local_window_size")
+           << "needs causal attention (causal 1)";
+  return success();
+}
+
+LogicalResult GqaImporter::checkInputs() {
+  auto rankedF32 = [&](unsigned input, int64_t rank) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(operand(input).getType());
+    if (type && type.getRank() == rank && type.getElementType().isF32())
+      return success();
+    return node.emitError()
+           << "input " << input << " must be a rank-" << rank
+           << " float32 tensor, got " << operand(input).getType();
+  };
+  for (unsigned input : {kKScale, kVScale})
+    if (operand(input))
+      return node.emitError() << "input " << input
+                              << " (a quantized KV cache's scale) is not "
+                                 "supported";
+  if (failed(rankedF32(kQuery, 3)))
+    return failure();
+  if (bool(operand(kKey)) != bool(operand(kValue)))
+    return node.emitError() << "key and value must be given together";
+  if (bool(operand(kPastKey)) != bool(operand(kPastValue)))
+    return node.emitError() << "past_key and past_value must be given together";
+  if (bool(operand(kQNormWeight)) != bool(operand(kKNormWeight)))
+    return node.emitError()
+           << "q_norm_weight and k_norm_weight must be given together";
+  int64_t width =
+      cast<RankedTensorType>(operand(kQuery).getType()).getDimSize(2);
+  int64_t packedHeads =
+      operand(kKey) ? attrs.numHeads : attrs.numHeads + 2 * attrs.kvNumHeads;
+  if (ShapedType::isDynamic(width) || width % packedHeads != 0)
+    return node.emitError()
+           << "the query's last dimension " << width
+           << " must be a static multiple of " << packedHeads << " heads";
+  headSize = width / packedHeads;
+  for (unsigned input : {kKey, kValue})
+    if (operand(input) && failed(rankedF32(input, 3)))
+      return failure();
+  for (unsigned input : {kPastKey, kPastValue})
+    if (operand(input) && failed(rankedF32(input, 4)))
+      return failure();
+  if (attrs.doRotary) {
+    if (!operand(kCosCache) || !operand(kSinCache))
+      return node.emitAttributeError("do_rotary")
+             << "needs cos_cache and sin_cache";
+    if (failed(rankedF32(kCosCache, 2)) || failed(rankedF32(kSinCache, 2)))
+      return failure();
+    rotaryHalf =
+        cast<RankedTensorType>(operand(kCosCache).getType()).getDimSize(1);
+    if (ShapedType::isDynamic(rotaryHalf) || rotaryHalf <= 0 ||
+        2 * rotaryHalf > headSize)
+      return node.emitError()
+             << "cos_cache's dimension 1 must be static, in [1, head size / "
+                "2 = "
+             << headSize / 2 << "], got " << rotaryHalf;
+  }
+  for (unsigned input : {kSeqlensK, kTotalSequenceLength}) {
+    auto type = dyn_cast<RankedTensorType>(operand(input).getType());
+    if (!type || !type.getElementType().isInteger(32) || type.getRank() > 1)
+      return node.emitError()
+             << "input " << input
+             << " must be a rank-0 or rank-1 int32 tensor, got "
+             << operand(input).getType();
+  }
+  return success();
+}
+
+Value GqaImporter::splitHeads(Value x, int64_t heads) {
+  return ops.transpose(ops.reshape(x, {0, 0, heads, headSize}), {0, 2, 1, 3});
+}
+
+Value GqaImporter::normalizeHeads(Value x, Value weight) {
+  return ops.emit(
+      "moe.simplified_layer_normalization", {x, weight},
+      {ops.i64Attr("axis", -1),
+       ops.attr("epsilon", builder.getF32FloatAttr(attrs.qkNormEpsilon))});
+}
+
+Value GqaImporter::rotate(Value x, Value cos, Value sin) {
+  int64_t rotary = 2 * rotaryHalf;
+  Value x1, x2;
+  Value rotated = rotary == headSize ? x : ops.slice(x, 0, rotary, 3);
+  if (attrs.rotaryInterleaved) {
+    // Pairs (2i, 2i + 1): rotate as [.., R/2, 2] and interleave back.
+    Value pairs = ops.reshape(rotated, {0, 0, 0, rotaryHalf, 2});
+    x1 = ops.reshape(ops.slice(pairs, 0, 1, 4), {0, 0, 0, rotaryHalf});
+    x2 = ops.reshape(ops.slice(pairs, 1, 2, 4), {0, 0, 0, rotaryHalf});
+  } else {
+    x1 = ops.slice(rotated, 0, rotaryHalf, 3);
+    x2 = ops.slice(rotated, rotaryHalf, rotary, 3);
+  }
+  Value y1 = ops.binary("moe.sub", ops.binary("moe.mul", x1, cos),
+                        ops.binary("moe.mul", x2, sin));
+  Value y2 = ops.binary("moe.add", ops.binary("moe.mul", x2, cos),
+                        ops.binary("moe.mul", x1, sin));
+  Value result;
+  if (attrs.rotaryInterleaved)
+    result = ops.reshape(
+        ops.concat({ops.unsqueeze(y1, {4}), ops.unsqueeze(y2, {4})}, 4),
+        {0, 0, 0, rotary});
+  else
+    result = ops.concat({y1, y2}, 3);
+  if (rotary == headSize)
+    return result;
+  return ops.concat({result, ops.slice(x, rotary, headSize, 3)}, 3);
+}
+
+LogicalResult GqaImporter::import() {
+  if (node.getNumOutputs() > 3)
+    return node.emitError() << "output 3 (output_qk) is not supported";
+  if (failed(readAttributes()) || failed(checkInputs()))
+    return failure();
+  int64_t heads = attrs.numHeads, kvHeads = attrs.kvNumHeads;
+  Type i64Type = builder.getI64Type();
+
+  Value query = operand(kQuery), key = operand(kKey), value = operand(kValue);
+  if (!key) {
+    key = ops.slice(query, heads * headSize, (heads + kvHeads) * headSize, 2);
+    value = ops.slice(query, (heads + kvHeads) * headSize,
+                      (heads + 2 * kvHeads) * headSize, 2);
+    query = ops.slice(query, 0, heads * headSize, 2);
+  }
+  Value q = splitHeads(query, heads);
+  Value k = splitHeads(key, kvHeads);
+  Value v = splitHeads(value, kvHeads);
+  if (operand(kQNormWeight)) {
+    q = normalizeHeads(q, operand(kQNormWeight));
+    k = normalizeHeads(k, operand(kKNormWeight));
+  }
+
+  // Positions of the new tokens, [B, S] i64.
+  Value seqlens = ops.castTo(ops.reshape(operand(kSeqlensK), {-1, 1}), i64Type);
+  Value newTokens = ops.dim(operand(kQuery), 1);
+  Value positions;
+  Value steps = ops.unsqueeze(
+      ops.emit("moe.range", {ops.i64Scalar(0), newTokens, ops.i64Scalar(1)}),
+      {0});
+  if (operand(kPositionIds)) {
+    positions = ops.castTo(operand(kPositionIds), i64Type);
+  } else {
+    // seqlens_k + 1 - S, or 0 for the first prompt (S == total length).
+    Value total =
+        ops.castTo(ops.reshape(operand(kTotalSequenceLength), {}), i64Type);
+    Value past = ops.binary(
+        "moe.sub", ops.binary("moe.add", seqlens, ops.i64Scalar(1)), newTokens);
+    Value firstPrompt = ops.binary("moe.equal", newTokens, total);
+    past = ops.emit("moe.where", {firstPrompt, ops.i64Scalar(0), past});
+    positions = ops.binary("moe.add", past, steps);
+  }
+
+  if (attrs.doRotary) {
+    Value cos = ops.unsqueeze(
+        ops.emit("moe.gather", {operand(kCosCache), positions}), {1});
+    Value sin = ops.unsqueeze(
+        ops.emit("moe.gather", {operand(kSinCache), positions}), {1});
+    q = rotate(q, cos, sin);
+    k = rotate(k, cos, sin);
+  }
+
+  Value presentKey = k, presentValue = v;
+  if (operand(kPastKey)) {
+    presentKey = ops.concat({operand(kPastKey), k}, 2);
+    presentValue = ops.concat({operand(kPastValue), v}, 2);
+  }
+
+  // The mask [B, 1, S, T]: 0 where query i of row b sees key j, else -inf.
+  Value keyIndex = ops.reshape(
+      ops.emit("moe.range",
+               {ops.i64Scalar(0), ops.dim(presentKey, 2), ops.i64Scalar(1)}),
+      {1, 1, 1, -1});
+  Value seen;
+  if (attrs.causal) {
+    Value queryPosition = ops.unsqueeze(positions, {1, 3});
+    seen = ops.binary("moe.less_or_equal", keyIndex, queryPosition);
+    if (attrs.localWindowSize > 0) {
+      Value first = ops.binary("moe.sub", queryPosition,
+                               ops.i64Scalar(attrs.localWindowSize));
+      seen = ops.binary("moe.and", seen,
+                        ops.binary("moe.greater", keyIndex, first));
+    }
+  } else {
+    seen = ops.binary("moe.less_or_equal", keyIndex,
+                      ops.unsqueeze(seqlens, {1, 2}));
+  }
+  Value mask = ops.emit(
+      "moe.where", {seen, ops.f32Scalar(0.0f),
+                    ops.f32Scalar(-std::numeric_limits<float>::infinity())});
+  if (operand(kAttentionBias))
+    mask = ops.binary("moe.add", mask, operand(kAttentionBias));
+
+  Value sinks = operand(kHeadSink);
+  if (!sinks && attrs.smoothSoftmax) {
+    auto type = RankedTensorType::get({heads}, builder.getF32Type());
+    sinks = moe::ConstantOp::create(builder, node.getLoc(), type,
+                                    DenseElementsAttr::get(type, 0.0f));
+  }
+  float scale =
+      attrs.scale > 0 ? attrs.scale : 1.0f / std::sqrt(float(headSize));
+  SmallVector<Value> attentionOperands = {q, presentKey, presentValue, mask};
+  if (sinks)
+    attentionOperands.push_back(sinks);
+  Value attended =
+      ops.emit("moe.attention", attentionOperands,
+               {ops.attr("scale", builder.getF32FloatAttr(scale)),
+                ops.attr("softcap", builder.getF32FloatAttr(attrs.softcap))},
+               {1, 1, 1, 1, sinks ? 1 : 0});
+  Value output = ops.reshape(ops.transpose(attended, {0, 2, 1, 3}),
+                             {0, 0, heads * headSize});
+  if (ops.failed())
+    return failure();
+  return node.setResults({output, presentKey, presentValue});
+}
+
+LogicalResult importGroupQueryAttention(NodeImporter &node) {
+  return GqaImporter(node).import();
+}
+
+} // namespace
+
+void moec::onnx_import::populateContribAttentionImports(OpImportTable &table) {
+  table.onOp("SkipSimplifiedLayerNormalization", 1, "input, skip, gamma, bias?",
+             importSkipSimplifiedLayerNorm, StringRef(""), kMicrosoftDomain);
+  table.onOp("GroupQueryAttention", 1,
+             "query, key?, value?, past_key?, past_value?, seqlens_k, "
+             "total_sequence_length, cos_cache?, sin_cache?, position_ids?, "
+             "attention_bias?, head_sink?, k_scale?, v_scale?, "
+             "q_norm_weight?, k_norm_weight?",
+             importGroupQueryAttention, StringRef(""), kMicrosoftDomain);
+}
