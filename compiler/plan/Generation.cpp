@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
@@ -76,15 +77,26 @@ int getLayerHint(StringRef name) {
 }
 
 /// Whether `a` and `b` have one rank and agree on every dimension but
-/// `axis`.
+/// `axis` that both know.
 bool sameApartFrom(RankedTensorType a, RankedTensorType b, int64_t axis) {
   if (a.getRank() != b.getRank() || a.getElementType() != b.getElementType())
     return false;
   for (int64_t d = 0; d < a.getRank(); ++d)
-    if (d != axis && a.getDimSize(d) != b.getDimSize(d))
+    if (d != axis && !a.isDynamicDim(d) && !b.isDynamicDim(d) &&
+        a.getDimSize(d) != b.getDimSize(d))
       return false;
   return true;
 }
+
+/// The inputs the generator sets besides the caches.
+struct TokenInputs {
+  std::string ids;
+  /// Empty where the graph has none.
+  std::string positions;
+  std::string mask;
+  /// The ONNX dim_param of the mask's length ("" if unnamed).
+  std::string maskDimParam;
+};
 
 FailureOr<func::FuncOp> getMain(ModuleOp module, const FileDiag &diag) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -93,58 +105,68 @@ FailureOr<func::FuncOp> getMain(ModuleOp module, const FileDiag &diag) {
   return main;
 }
 
-/// The token inputs of `func` besides the `skip` arguments: ids and
-/// positions, by name, else ids as the one read by an embedding gather.
+/// The token inputs of `func` besides the `skip` arguments: the ids, and
+/// the positions and the attention mask where the graph has them (by name:
+/// "position", "mask"); of two inputs named neither, the ids are the one
+/// read by an embedding gather and the other the positions.
 LogicalResult findTokenInputs(func::FuncOp func,
                               const llvm::DenseSet<unsigned> &skip,
-                              const FileDiag &diag, std::string &ids,
-                              std::string &positions) {
-  SmallVector<unsigned> tokens;
+                              const FileDiag &diag, TokenInputs &found) {
+  SmallVector<unsigned> unnamed, positions, masks;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     if (skip.contains(i))
       continue;
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
     if (!type.getElementType().isInteger(64) || type.getRank() != 2) {
       diag.error() << "input '" << getArgName(func, i) << "' " << describe(type)
-                   << " is neither the token ids, the positions (i64 [1, n]) "
-                      "nor a KV cache; a generation plan feeds only those";
+                   << " is neither the token ids, the positions, the "
+                      "attention mask (i64 [1, n]) nor a KV cache; a "
+                      "generation plan feeds only those";
       return failure();
     }
-    tokens.push_back(i);
+    StringRef name = getArgName(func, i);
+    if (name.contains_insensitive("position"))
+      positions.push_back(i);
+    else if (name.contains_insensitive("mask"))
+      masks.push_back(i);
+    else
+      unnamed.push_back(i);
   }
-  if (tokens.size() != 2) {
-    InFlightDiagnostic error = diag.error();
-    error << "a generation graph takes the token ids and their positions "
-             "(i64 [1, n]) besides its caches; this one has "
-          << tokens.size() << " such inputs";
-    return failure();
-  }
-  auto isPositions = [&](unsigned i) {
-    return StringRef(getArgName(func, i)).contains_insensitive("position");
-  };
   auto isEmbedded = [&](unsigned i) {
     return llvm::any_of(func.getArgument(i).getUsers(), [&](Operation *user) {
       auto gather = dyn_cast<moe::GatherOp>(user);
       return gather && gather->getOperand(1) == func.getArgument(i);
     });
   };
-  unsigned idsIndex = tokens[0], positionsIndex = tokens[1];
-  if (isPositions(idsIndex) != isPositions(positionsIndex)) {
-    if (isPositions(idsIndex))
-      std::swap(idsIndex, positionsIndex);
-  } else if (isEmbedded(idsIndex) != isEmbedded(positionsIndex)) {
-    if (isEmbedded(positionsIndex))
-      std::swap(idsIndex, positionsIndex);
-  } else {
-    diag.error() << "cannot tell the token ids from the positions among "
-                 << "inputs '" << getArgName(func, tokens[0]) << "' and '"
-                 << getArgName(func, tokens[1])
-                 << "' (neither name says 'position' and neither alone is "
-                    "read by an embedding Gather)";
+  if (unnamed.size() == 2 && positions.empty()) {
+    if (isEmbedded(unnamed[0]) == isEmbedded(unnamed[1])) {
+      diag.error() << "cannot tell the token ids from the positions among "
+                   << "inputs '" << getArgName(func, unnamed[0]) << "' and '"
+                   << getArgName(func, unnamed[1])
+                   << "' (neither name says 'position' and neither alone is "
+                      "read by an embedding Gather)";
+      return failure();
+    }
+    if (isEmbedded(unnamed[1]))
+      std::swap(unnamed[0], unnamed[1]);
+    positions.push_back(unnamed.pop_back_val());
+  }
+  if (unnamed.size() != 1 || positions.size() > 1 || masks.size() > 1) {
+    InFlightDiagnostic error = diag.error();
+    error << "a generation graph takes the token ids, and optionally their "
+             "positions and an attention mask (i64 [1, n]), besides its "
+             "caches; this one has "
+          << unnamed.size() + positions.size() + masks.size() << " such inputs";
     return failure();
   }
-  ids = getArgName(func, idsIndex);
-  positions = getArgName(func, positionsIndex);
+  found.ids = getArgName(func, unnamed.front());
+  if (!positions.empty())
+    found.positions = getArgName(func, positions.front());
+  if (!masks.empty()) {
+    found.mask = getArgName(func, masks.front());
+    found.maskDimParam = getDimParam(
+        func.getArgAttrOfType<ArrayAttr>(masks.front(), "moe.dim_params"), 1);
+  }
   return success();
 }
 
@@ -173,6 +195,69 @@ FailureOr<std::string> findLogits(func::FuncOp func,
 }
 
 } // namespace
+
+void specializeForGeneration(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func || func.getBody().empty())
+    return;
+  Block &body = func.getBody().front();
+  SmallVector<SmallVector<int64_t>> shapes;
+  for (BlockArgument arg : body.getArguments())
+    shapes.emplace_back(cast<RankedTensorType>(arg.getType()).getShape());
+
+  // The batch: the named dimension 0 of the token inputs (i64, rank 2).
+  llvm::StringSet<> batchParams;
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto params =
+        func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+    if (type.getElementType().isInteger(64) && type.getRank() == 2 &&
+        type.isDynamicDim(0) && !getDimParam(params, 0).empty())
+      batchParams.insert(getDimParam(params, 0));
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    auto params =
+        func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+    for (auto [d, size] : llvm::enumerate(shapes[arg.getArgNumber()]))
+      if (ShapedType::isDynamic(size) &&
+          batchParams.contains(getDimParam(params, d)))
+        size = 1;
+  }
+  // A past concatenated into a present: its other dimensions are those of
+  // what is appended to it.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (Value value : ret.getOperands()) {
+    auto concat = value.getDefiningOp<moe::ConcatOp>();
+    auto past = concat && concat.getInputs().size() > 1
+                    ? dyn_cast<BlockArgument>(concat.getInputs().front())
+                    : BlockArgument();
+    if (!past || past.getOwner() != &body)
+      continue;
+    SmallVector<int64_t> &shape = shapes[past.getArgNumber()];
+    // The axis attribute reads as uint64_t: a negative axis wraps.
+    int64_t axis = static_cast<int64_t>(concat.getAxis());
+    if (axis < 0)
+      axis += static_cast<int64_t>(shape.size());
+    for (Value appended : concat.getInputs().drop_front()) {
+      auto type = cast<RankedTensorType>(appended.getType());
+      if (type.getRank() != int64_t(shape.size()))
+        continue;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (d != axis && ShapedType::isDynamic(shape[d]))
+          shape[d] = type.getDimSize(d);
+    }
+  }
+  SmallVector<Type> types;
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto specialized = RankedTensorType::get(shapes[arg.getArgNumber()],
+                                             type.getElementType());
+    arg.setType(specialized);
+    types.push_back(specialized);
+  }
+  func.setFunctionType(
+      FunctionType::get(module.getContext(), types, func.getResultTypes()));
+}
 
 FailureOr<GenerationSignature>
 findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
@@ -235,6 +320,48 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
     cacheArgs.insert(argIndex);
     cacheResults.insert(index);
   }
+  // A state pair: a float input that a same-named output (once the cache
+  // prefixes are stripped) of its shape replaces each step.
+  for (BlockArgument past : func.getArguments()) {
+    auto pastType = cast<RankedTensorType>(past.getType());
+    if (cacheArgs.contains(past.getArgNumber()) ||
+        !pastType.getElementType().isF32())
+      continue;
+    std::string pastName = getArgName(func, past.getArgNumber());
+    StringRef stem = getCacheStem(pastName);
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      if (cacheResults.contains(index) ||
+          getCacheStem(getResultName(func, index)) != stem ||
+          !sameApartFrom(pastType, cast<RankedTensorType>(value.getType()),
+                         /*axis=*/-1))
+        continue;
+      CachePairInfo pair;
+      pair.input = getArgName(func, past.getArgNumber());
+      pair.output = getResultName(func, index);
+      pair.prefillOutput = pair.output;
+      pair.state = true;
+      if (!pastType.hasStaticShape()) {
+        decodeDiag.error() << "state input '" << pair.input << "' "
+                           << describe(pastType)
+                           << " has a dynamic dimension; a state the output "
+                              "replaces each step has a static shape";
+        return failure();
+      }
+      int hint = getLayerHint(stem);
+      pair.layer = hint >= 0 ? hint : static_cast<int>(sig.cache.size());
+      sig.cache.push_back(std::move(pair));
+      cacheArgs.insert(past.getArgNumber());
+      cacheResults.insert(index);
+      break;
+    }
+  }
+  if (llvm::any_of(sig.cache, [](const CachePairInfo &p) { return p.state; }) &&
+      prefill) {
+    decodeDiag.error() << "the graph has state inputs (replaced each step, "
+                          "not grown); such a graph runs the prompt itself: "
+                          "drop --prefill";
+    return failure();
+  }
   if (sig.cache.empty()) {
     decodeDiag.error()
         << "no KV-cache pair: no graph input [b, h, past, d] is concatenated "
@@ -243,9 +370,13 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
            "key/value inputs)";
     return failure();
   }
-  if (failed(findTokenInputs(func, cacheArgs, decodeDiag, sig.inputIds,
-                             sig.positionIds)))
+  TokenInputs tokens;
+  if (failed(findTokenInputs(func, cacheArgs, decodeDiag, tokens)))
     return failure();
+  sig.inputIds = tokens.ids;
+  sig.positionIds = tokens.positions;
+  sig.attentionMask = tokens.mask;
+  sig.attentionMaskDimParam = tokens.maskDimParam;
   FailureOr<std::string> logits = findLogits(func, cacheResults, decodeDiag);
   if (failed(logits))
     return failure();
@@ -279,13 +410,17 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
   if (failed(prefillMain))
     return failure();
   func::FuncOp pre = *prefillMain;
-  std::string ids, positions;
-  if (failed(findTokenInputs(pre, {}, prefillDiag, ids, positions)))
+  TokenInputs preTokens;
+  if (failed(findTokenInputs(pre, {}, prefillDiag, preTokens)))
     return failure();
-  if (ids != sig.inputIds || positions != sig.positionIds) {
-    prefillDiag.error() << "the token inputs are '" << ids << "' and '"
-                        << positions << "' but the decode graph's are '"
-                        << sig.inputIds << "' and '" << sig.positionIds
+  std::string ids = preTokens.ids;
+  if (ids != sig.inputIds || preTokens.positions != sig.positionIds ||
+      preTokens.mask != sig.attentionMask) {
+    prefillDiag.error() << "the token inputs are '" << ids << "', '"
+                        << preTokens.positions << "' and '" << preTokens.mask
+                        << "' but the decode graph's are '" << sig.inputIds
+                        << "', '" << sig.positionIds << "' and '"
+                        << sig.attentionMask
                         << "'; the two graphs must name them alike";
     return failure();
   }
@@ -354,9 +489,10 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
 std::vector<std::string> getPastSymbols(const GenerationSignature &sig) {
   std::vector<std::string> symbols;
   for (const CachePairInfo &pair : sig.cache)
-    symbols.push_back(pair.pastDimParam.empty()
-                          ? pair.input + "." + std::to_string(pair.axis)
-                          : pair.pastDimParam);
+    if (!pair.state)
+      symbols.push_back(pair.pastDimParam.empty()
+                            ? pair.input + "." + std::to_string(pair.axis)
+                            : pair.pastDimParam);
   return symbols;
 }
 
@@ -375,6 +511,10 @@ std::vector<std::string> getGenerationBounds(const GenerationSignature &sig,
   if (!prefill)
     for (const CachePairInfo &pair : sig.cache)
       add(pair.pastDimParam);
+  // The mask spans the past and the new tokens: max_seq at most.
+  if (!sig.attentionMaskDimParam.empty())
+    bounds.push_back(sig.attentionMaskDimParam + "=" +
+                     std::to_string(sig.maxSeq));
   return bounds;
 }
 

@@ -32,13 +32,20 @@ struct CachePairInfo {
   int axis = 0;
   /// The ONNX dim_param of the input's sequence dimension ("" if unnamed).
   std::string pastDimParam;
+  /// A fixed-size state `output` replaces each step (no axis, no prefill).
+  bool state = false;
 };
 
 /// What the plan's generation table records.
 struct GenerationSignature {
   int64_t maxSeq = 0;
   std::string inputIds;
+  /// Empty where the graph has no positions input.
   std::string positionIds;
+  /// The attention mask input (i64 [1, past + n], all ones), or empty.
+  std::string attentionMask;
+  /// The ONNX dim_param of the mask's length ("" if unnamed).
+  std::string attentionMaskDimParam;
   std::string logits;
   std::vector<CachePairInfo> cache;
   /// The prefill's dim_param of the sequence dimension of its token ids
@@ -48,6 +55,14 @@ struct GenerationSignature {
   /// so their symbols start at 0 (getPastSymbols).
   bool singleGraph = false;
 };
+
+/// Specializes the graph inputs of `module` to what a generator feeds: the
+/// batch (the named dimension 0 of the i64 [batch, n] token inputs, and
+/// every input dimension of that name) becomes 1, and each past that a
+/// graph output concatenates new entries onto takes their other dimensions
+/// (onnxruntime-genai exports name the head size as a symbol too). The
+/// passes refine the rest of the graph from there.
+void specializeForGeneration(mlir::ModuleOp module);
 
 /// Finds the signature of the imported decode graph `decode` (from
 /// `decodePath`) and, unless null, of its prefill graph `prefill` (from

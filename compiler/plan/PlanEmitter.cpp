@@ -1711,6 +1711,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   gen.max_seq = signature.maxSeq;
   gen.input_ids = signature.inputIds;
   gen.position_ids = signature.positionIds;
+  gen.attention_mask = signature.attentionMask;
   gen.logits = signature.logits;
   for (const CachePairInfo &pair : signature.cache) {
     auto entry = std::make_unique<fb::CachePairT>();
@@ -1719,6 +1720,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
     entry->prefill_output = pair.prefillOutput;
     entry->layer = pair.layer;
     entry->axis = pair.axis;
+    entry->state = pair.state;
     gen.cache.push_back(std::move(entry));
   }
   return writePlan(state, decode, path, finalize);

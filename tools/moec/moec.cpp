@@ -22,6 +22,7 @@
 
 #include "CommandLine.h"
 #include "CompileSummary.h"
+#include "GenaiFolder.h"
 #include "compiler/InitAll.h"
 #include "compiler/cuda/CudaTarget.h"
 #include "compiler/onnx/Diagnostics.h"
@@ -756,7 +757,26 @@ static bool showProgress() {
          (!verbose && llvm::sys::Process::StandardErrIsDisplayed());
 }
 
+/// The longest sequence a builder folder's plan takes unless --max-seq says
+/// otherwise: the caches are sized for it, and exports declare their whole
+/// context (128K tokens for gpt-oss).
+constexpr uint64_t kDefaultFolderMaxSeq = 4096;
+
 static int runCompile() {
+  if (moec::isGenaiFolder(modelPath)) {
+    // An onnxruntime-genai folder is a generation model: its decoder, with
+    // the sequence length its config gives (at most the default).
+    moec::GenaiFolder folder;
+    std::string error;
+    if (!moec::readGenaiFolder(modelPath, folder, error)) {
+      llvm::errs() << "moec: error: " << error << "\n";
+      return kFailure;
+    }
+    modelPath.setValue(folder.modelPath);
+    if (!maxSeq.getNumOccurrences())
+      maxSeq.setValue(std::min(folder.maxLength, kDefaultFolderMaxSeq));
+    return runGenerationCompile();
+  }
   if (maxSeq.getNumOccurrences() || !prefillPath.empty())
     return runGenerationCompile();
   if (emitKind != "plan" && emitKind != "mlir" && emitKind != "planned-mlir")
@@ -960,9 +980,9 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
       if (!name || name.getValue() != pair.input)
         continue;
       auto type = cast<RankedTensorType>(main.getArgument(i).getType());
-      int64_t elements = static_cast<int64_t>(sig.maxSeq);
+      int64_t elements = pair.state ? 1 : static_cast<int64_t>(sig.maxSeq);
       for (int64_t d = 0; d < type.getRank(); ++d)
-        if (d != pair.axis)
+        if (pair.state || d != pair.axis)
           elements *= type.getDimSize(d);
       cacheBytes += elements * 4;
     }
@@ -970,12 +990,21 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
                                        {"output", pair.output},
                                        {"prefill_output", pair.prefillOutput},
                                        {"layer", pair.layer},
-                                       {"axis", pair.axis}});
+                                       {"axis", pair.axis},
+                                       {"state", pair.state}});
   }
-  llvm::json::Object gen{
-      {"max_seq", sig.maxSeq},           {"input_ids", sig.inputIds},
-      {"position_ids", sig.positionIds}, {"logits", sig.logits},
-      {"cache", std::move(cache)},       {"cache_bytes", cacheBytes}};
+  auto nameOrNull = [](const std::string &name) -> llvm::json::Value {
+    if (name.empty())
+      return nullptr;
+    return name;
+  };
+  llvm::json::Object gen{{"max_seq", sig.maxSeq},
+                         {"input_ids", sig.inputIds},
+                         {"position_ids", nameOrNull(sig.positionIds)},
+                         {"attention_mask", nameOrNull(sig.attentionMask)},
+                         {"logits", sig.logits},
+                         {"cache", std::move(cache)},
+                         {"cache_bytes", cacheBytes}};
   // The largest prefill arena of any device.
   FailureOr<SmallVector<func::FuncOp>> prefillFuncs =
       prefill ? moec::plan::getDeviceFunctions(prefill)
@@ -1040,6 +1069,9 @@ static int runGenerationCompile() {
     if (!prefill)
       return kFailure;
   }
+  moec::plan::specializeForGeneration(*decode);
+  if (prefill)
+    moec::plan::specializeForGeneration(*prefill);
   FailureOr<moec::plan::GenerationSignature> sig =
       moec::plan::findGenerationSignature(*decode, modelPath,
                                           prefill ? *prefill : ModuleOp(),
