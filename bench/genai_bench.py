@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Prefill and decode tokens/s of moe-run against onnxruntime-genai on one builder export.
+
+  bench/genai_bench.py [--make] [--precision fp32,int4] [--threads 1,2]
+      [--prompt 128] [--new-tokens 33] [--repeats 3] [--layers 2]
+      [--models bench/models/genai] [--build build]
+
+Run with the export venv of examples/zoo/requirements-export-genai.txt (it
+has onnxruntime-genai and the onnxruntime it needs).
+
+--make builds the model first: a random-weight gpt-oss at gpt-oss-20b's layer
+shape (hidden 2880, 64 query and 8 key/value heads of 64, 32 experts of 2880,
+top-4, a sliding window of 128 on even layers) with --layers layers and a
+vocabulary of 32000 (gpt-oss's 201088 would make the embedding and the LM
+head most of the bytes of a two-layer model), through onnxruntime-genai's
+model builder at each precision (`-p fp32|int4 -e cpu`, full caches for the
+sliding layers: `--extra_options windowed_kv_cache=false`), into --models.
+
+Then for each precision and thread count, on the same folder:
+  moe-run   `moec compile FOLDER --max-seq P+N`, then `moe-run --bench
+            --repeats --prompt-tokens P --max-new-tokens N --threads T`
+            (llama-bench's table: pp P and tg N tokens/s);
+  genai     og.Generator with intra_op_num_threads T (genai_config's
+            session options): the prompt's append_tokens (prefill) and
+            N - 1 generate_next_token calls (decode), best of --repeats;
+and prints the tokens/s of both, their ratio (moe-run over genai) and the
+decode's fraction of the memory roofline: bytes a decode step must read
+(every weight but the unused experts' and the embedding table's other rows,
+plus the caches at the mean position) over the read bandwidth measured in
+the same run (compare_ort.py's measure_bandwidth).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from compare_ort import measure_bandwidth  # noqa: E402
+
+SHAPE = dict(vocab_size=32000, hidden_size=2880, intermediate_size=2880,
+             num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+             num_local_experts=32, num_experts_per_tok=4, sliding_window=128)
+
+
+def make(args, precision, folder):
+    """Builds the random checkpoint once, then the builder export."""
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    hf_dir = os.path.join(args.models, f"hf_l{args.layers}")
+    if not os.path.exists(os.path.join(hf_dir, "config.json")):
+        config = GptOssConfig(
+            num_hidden_layers=args.layers, max_position_embeddings=4096,
+            layer_types=["sliding_attention" if i % 2 == 0 else
+                         "full_attention" for i in range(args.layers)],
+            eos_token_id=1, bos_token_id=2, pad_token_id=1, **SHAPE)
+        torch.manual_seed(0)
+        model = GptOssForCausalLM(config).eval()
+        model.save_pretrained(hf_dir, safe_serialization=True)
+        sys.path.insert(0, os.path.join(ROOT, "examples", "zoo", "genai"))
+        from make_genai import tokenizer
+        tokenizer(hf_dir, 512)
+        del model
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder",
+                    "-m", hf_dir, "-o", folder, "-p", precision, "-e", "cpu",
+                    "--extra_options", "windowed_kv_cache=false"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def decode_bytes(folder, position):
+    """Bytes one decode step reads at `position`: weights (one embedding
+    row, k of E experts) and the caches."""
+    import onnx
+
+    config = json.load(open(os.path.join(folder, "genai_config.json")))
+    decoder = config["model"]["decoder"]
+    model = onnx.load(os.path.join(folder, decoder["filename"]),
+                      load_external_data=False)
+    total = 0
+    k, experts = SHAPE["num_experts_per_tok"], SHAPE["num_local_experts"]
+    for init in model.graph.initializer:
+        size = int(np.prod(init.dims)) * {1: 4, 2: 1, 3: 1, 10: 2, 16: 2,
+                                           7: 8, 6: 4}.get(init.data_type, 4)
+        if "embed_tokens" in init.name:
+            size //= SHAPE["vocab_size"]
+        elif ".experts." in init.name or "experts" in init.name:
+            size = size * k // experts
+        total += size
+    layers = decoder["num_hidden_layers"]
+    cache = 2 * layers * decoder["num_key_value_heads"] * \
+        decoder["head_size"] * position * 4
+    return total + cache
+
+
+def genai_rates(folder, threads, prompt, new_tokens, repeats):
+    import onnxruntime_genai as og
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in os.listdir(folder):
+            os.symlink(os.path.join(folder, name), os.path.join(tmp, name))
+        config_path = os.path.join(tmp, "genai_config.json")
+        config = json.load(open(os.path.join(folder, "genai_config.json")))
+        options = config["model"]["decoder"]["session_options"]
+        options["intra_op_num_threads"] = threads
+        options["inter_op_num_threads"] = 1
+        os.unlink(config_path)
+        json.dump(config, open(config_path, "w"))
+        model = og.Model(tmp)
+        best_prefill = best_decode = float("inf")
+        ids = list(np.random.default_rng(0).integers(
+            3, SHAPE["vocab_size"], size=prompt))
+        for _ in range(repeats + 1):
+            params = og.GeneratorParams(model)
+            params.set_search_options(max_length=prompt + new_tokens,
+                                      do_sample=False)
+            generator = og.Generator(model, params)
+            start = time.perf_counter()
+            generator.append_tokens(ids)
+            prefilled = time.perf_counter()
+            for _ in range(new_tokens - 1):
+                generator.generate_next_token()
+            done = time.perf_counter()
+            best_prefill = min(best_prefill, prefilled - start)
+            best_decode = min(best_decode, done - prefilled)
+    return prompt / best_prefill, (new_tokens - 1) / best_decode
+
+
+def moe_run_rates(args, folder, threads, plan):
+    run = subprocess.run(
+        [os.path.join(args.build, "bin", "moe-run"), plan, "--bench",
+         str(args.repeats), "--prompt-tokens", str(args.prompt),
+         "--max-new-tokens", str(args.new_tokens), "--threads", str(threads)],
+        capture_output=True, text=True, check=True)
+    rates = {}
+    for line in run.stdout.splitlines():
+        match = re.search(r"\b(pp|tg)\s*\d+\s*\|\s*([0-9.]+)", line)
+        if match:
+            rates[match.group(1)] = float(match.group(2))
+    if len(rates) != 2:
+        raise SystemExit(f"cannot read moe-run's table:\n{run.stdout}")
+    return rates["pp"], rates["tg"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--make", action="store_true")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--prompt", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=33)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--tiny", action="store_true",
+                        help="a tiny shape, to check the script itself")
+    parser.add_argument("--models",
+                        default=os.path.join(ROOT, "bench", "models", "genai"))
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = parser.parse_args()
+    if args.tiny:
+        SHAPE.update(vocab_size=512, hidden_size=64, intermediate_size=64,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                     num_local_experts=4, num_experts_per_tok=2,
+                     sliding_window=8)
+        args.models = os.path.join(args.models, "tiny")
+    os.makedirs(args.models, exist_ok=True)
+    threads_list = [int(t) for t in args.threads.split(",")]
+    bandwidth = {t: measure_bandwidth(t) for t in threads_list}
+    print("| precision | threads | moe-run pp | genai pp | x | moe-run tg | "
+          "genai tg | x | tg roofline |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for precision in args.precision.split(","):
+        folder = os.path.join(args.models, f"gpt_oss_l{args.layers}_{precision}")
+        if args.make or not os.path.exists(folder):
+            make(args, precision, folder)
+        plan = os.path.join(folder + ".plan")
+        subprocess.run([os.path.join(args.build, "bin", "moec"), "compile",
+                        folder, "--max-seq", str(args.prompt + args.new_tokens),
+                        "-o", plan], check=True)
+        step_bytes = decode_bytes(folder, args.prompt + args.new_tokens // 2)
+        for threads in threads_list:
+            ours_pp, ours_tg = moe_run_rates(args, folder, threads, plan)
+            genai_pp, genai_tg = genai_rates(folder, threads, args.prompt,
+                                             args.new_tokens, args.repeats)
+            roofline = ours_tg * step_bytes / bandwidth[threads]
+            print(f"| {precision} | {threads} | {ours_pp:.1f} | {genai_pp:.1f} | "
+                  f"{ours_pp / genai_pp:.2f} | {ours_tg:.2f} | {genai_tg:.2f} | "
+                  f"{ours_tg / genai_tg:.2f} | {roofline:.0%} |", flush=True)
+    print(f"read bandwidth: " + ", ".join(
+        f"{t} thread{'s' if t > 1 else ''} {bandwidth[t] / 1e9:.1f} GB/s"
+        for t in threads_list) + f"; decode step reads {step_bytes / 1e6:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Builds the genai track: onnxruntime-genai model-builder exports of tiny MoE LLMs.
+
+  make_genai.py [--only NAME ...] [--keep-hf DIR]
+
+Run with the export venv of requirements-export-genai.txt (torch, transformers,
+onnxruntime-genai and the onnxruntime it needs; CI never does). For each model
+below the script makes a tiny random Hugging Face checkpoint with a small BPE
+tokenizer trained here, runs the builder on it as a user would
+
+    python -m onnxruntime_genai.models.builder -m HF_DIR -o NAME -p PRECISION -e cpu
+
+and records, next to the export, what moec's tests compare against:
+
+  reference.json   the prompts, onnxruntime-genai's greedy new ids for each
+                   (og.Generator, do_sample false), and the versions used;
+  logits.npz       for each prompt (`case<i>`), onnxruntime's logits at the
+                   positions that chose those ids: one forward pass over the
+                   prompt and the new ids with an empty past, rows P-1 ... P+N-2.
+
+Weights are drawn with the seed below and scaled up (std 0.2 instead of 0.02)
+so that the top two logits of a step stay apart: a greedy id then depends on
+the model, not on the last bit of a sum.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NEW_TOKENS = 20
+PROMPT_LENGTHS = (1, 4, 9, 14)
+SEED = 0
+
+
+def tokenizer(out_dir, vocab_size):
+    """A byte-level BPE tokenizer trained on a few sentences."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<unk>", "<|endoftext|>", "<|startoftext|>"])
+    text = ["the quick brown fox jumps over the lazy dog",
+            "a mixture of experts routes every token to a few experts",
+            "compile once, ahead of time, and run the plan anywhere"] * 40
+    tok.train_from_iterator(text, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
+                                   eos_token="<|endoftext|>",
+                                   bos_token="<|startoftext|>")
+    fast.save_pretrained(out_dir)
+
+
+def gpt_oss(out_dir):
+    """gpt-oss: sliding and full attention layers with sinks, 4 experts of
+    the clamped SwiGLU with biases, top-2."""
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    config = GptOssConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=8, max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"],
+        initializer_range=0.2, eos_token_id=1, bos_token_id=2,
+        pad_token_id=1)
+    torch.manual_seed(SEED)
+    model = GptOssForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "sinks" in name:
+                param.normal_(0.0, 1.0)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer(out_dir, config.vocab_size)
+
+
+def lfm2_moe(out_dir):
+    """LFM2-MoE: short-convolution layers (CausalConvWithState, a state of
+    the last 2 inputs) around one attention layer, a dense first layer, 4
+    experts top-2 with sigmoid routing and a selection bias."""
+    import torch
+    from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM
+
+    config = Lfm2MoeConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128,
+        moe_intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+        num_dense_layers=1, layer_types=["conv", "full_attention", "conv"],
+        max_position_embeddings=256, initializer_range=0.2, eos_token_id=1,
+        bos_token_id=2, pad_token_id=1)
+    torch.manual_seed(SEED)
+    model = Lfm2MoeForCausalLM(config).eval()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer(out_dir, config.vocab_size)
+
+
+# name -> (checkpoint maker, precision, extra builder options). The builder's
+# default keeps sliding-window layers' caches window-sized
+# (sliding_window_cache), which moec does not run yet: these exports ask for
+# full caches.
+MODELS = {
+    "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
+    "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
+}
+
+
+def build(name, hf_dir, out_dir):
+    maker, precision, extra = MODELS[name]
+    maker(hf_dir)
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder",
+               "-m", hf_dir, "-o", out_dir, "-p", precision, "-e", "cpu"]
+    if extra:
+        command += ["--extra_options"] + extra
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return " ".join(["python -m onnxruntime_genai.models.builder", "-m HF_DIR",
+                     "-o", name, "-p", precision, "-e cpu"] +
+                    (["--extra_options"] + extra if extra else []))
+
+
+def greedy(model_dir, prompt):
+    import onnxruntime_genai as og
+
+    model = og.Model(model_dir)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + NEW_TOKENS,
+                              do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(i) for i in generator.get_sequence(0)[len(prompt):]]
+
+
+def forward_logits(model_dir, ids):
+    """onnxruntime's logits over `ids` in one pass with empty caches."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    feeds = {}
+    for arg in session.get_inputs():
+        if arg.name == "input_ids":
+            feeds[arg.name] = np.array([ids], np.int64)
+        elif arg.name == "attention_mask":
+            feeds[arg.name] = np.ones((1, len(ids)), np.int64)
+        elif arg.name.startswith("past"):
+            # Caches start empty, states (past.N.conv, ...) as zeros.
+            config = json.load(open(os.path.join(model_dir,
+                                                  "genai_config.json")))
+            head_size = config["model"]["decoder"]["head_size"]
+            shape = [d if isinstance(d, int) else
+                     1 if "batch" in d else
+                     head_size if "kv_cache_dim" in d else 0
+                     for d in arg.shape]
+            feeds[arg.name] = np.zeros(shape, np.float32)
+        else:
+            raise SystemExit(f"{model_dir}: unexpected input {arg.name}")
+    outputs = session.run(["logits"], feeds)
+    return outputs[0][0]
+
+
+def record(name, out_dir, command):
+    import onnxruntime as ort
+    import onnxruntime_genai as og
+    import torch
+    import transformers
+
+    config = json.load(open(os.path.join(out_dir, "genai_config.json")))
+    vocab = config["model"]["vocab_size"]
+    rng = np.random.default_rng(SEED)
+    cases, logits = [], {}
+    for i, length in enumerate(PROMPT_LENGTHS):
+        prompt = [int(x) for x in rng.integers(3, vocab, size=length)]
+        new_ids = greedy(out_dir, prompt)
+        rows = forward_logits(out_dir, prompt + new_ids[:-1])
+        logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
+        # The reference's own consistency: its greedy ids are the argmax of
+        # the one-pass logits wherever the top two are apart.
+        top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
+        gap = float((top2[:, 1] - top2[:, 0]).min())
+        cases.append({"prompt": prompt, "new_ids": new_ids,
+                      "min_top2_gap": gap})
+    np.savez_compressed(os.path.join(out_dir, "logits.npz"), **logits)
+    reference = {
+        "generator": "examples/zoo/genai/make_genai.py",
+        "builder": command,
+        "versions": {"onnxruntime-genai": og.__version__,
+                     "onnxruntime": ort.__version__,
+                     "torch": torch.__version__,
+                     "transformers": transformers.__version__},
+        "search": f"og.Generator, do_sample false, {NEW_TOKENS} new tokens",
+        "cases": cases,
+    }
+    with open(os.path.join(out_dir, "reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=sorted(MODELS))
+    parser.add_argument("--keep-hf", metavar="DIR",
+                        help="keep the Hugging Face checkpoints in DIR")
+    args = parser.parse_args()
+    for name in args.only or sorted(MODELS):
+        out_dir = os.path.join(HERE, name)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            hf_dir = os.path.join(args.keep_hf or tmp, name + "_hf")
+            command = build(name, hf_dir, out_dir)
+        record(name, out_dir, command)
+        print(f"{name}: {sorted(os.listdir(out_dir))}")
+
+
+if __name__ == "__main__":
+    main()
