@@ -23,11 +23,13 @@ Then for each precision and thread count, on the same folder:
   genai     og.Generator with intra_op_num_threads T (genai_config's
             session options): the prompt's append_tokens (prefill) and
             N - 1 generate_next_token calls (decode), best of --repeats;
-and prints the tokens/s of both, their ratio (moe-run over genai) and the
-decode's fraction of the memory roofline: bytes a decode step must read
-(every weight but the unused experts' and the embedding table's other rows,
-plus the caches at the mean position) over the read bandwidth measured in
-the same run (compare_ort.py's measure_bandwidth).
+and prints the tokens/s of both, their ratio (moe-run over genai) and
+genai's decode as a fraction of the memory roofline: the bytes a decode step
+of the export must read (every weight but the unused experts' and the
+embedding table's other rows, plus the caches at the mean position) over
+the read bandwidth measured in the same run (compare_ort.py's
+measure_bandwidth). --weight-dtype adds rows of moe-run plans whose expert
+matrices moec narrows (bf16, int8: not the export's numerics).
 """
 
 import argparse
@@ -160,6 +162,9 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=33)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--weight-dtype", default="f32",
+                        help="moec compile --weight-dtype for moe-run's "
+                             "plans (comma-separated: one row each)")
     parser.add_argument("--tiny", action="store_true",
                         help="a tiny shape, to check the script itself")
     parser.add_argument("--models",
@@ -175,26 +180,32 @@ def main():
     os.makedirs(args.models, exist_ok=True)
     threads_list = [int(t) for t in args.threads.split(",")]
     bandwidth = {t: measure_bandwidth(t) for t in threads_list}
-    print("| precision | threads | moe-run pp | genai pp | x | moe-run tg | "
-          "genai tg | x | tg roofline |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| export | moe-run experts | threads | moe-run pp | genai pp | x | "
+          "moe-run tg | genai tg | x | genai tg roofline |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for precision in args.precision.split(","):
         folder = os.path.join(args.models, f"gpt_oss_l{args.layers}_{precision}")
         if args.make or not os.path.exists(folder):
             make(args, precision, folder)
-        plan = os.path.join(folder + ".plan")
-        subprocess.run([os.path.join(args.build, "bin", "moec"), "compile",
-                        folder, "--max-seq", str(args.prompt + args.new_tokens),
-                        "-o", plan], check=True)
         step_bytes = decode_bytes(folder, args.prompt + args.new_tokens // 2)
-        for threads in threads_list:
-            ours_pp, ours_tg = moe_run_rates(args, folder, threads, plan)
-            genai_pp, genai_tg = genai_rates(folder, threads, args.prompt,
-                                             args.new_tokens, args.repeats)
-            roofline = ours_tg * step_bytes / bandwidth[threads]
-            print(f"| {precision} | {threads} | {ours_pp:.1f} | {genai_pp:.1f} | "
-                  f"{ours_pp / genai_pp:.2f} | {ours_tg:.2f} | {genai_tg:.2f} | "
-                  f"{ours_tg / genai_tg:.2f} | {roofline:.0%} |", flush=True)
+        genai = {t: genai_rates(folder, t, args.prompt, args.new_tokens,
+                                args.repeats) for t in threads_list}
+        for dtype in args.weight_dtype.split(","):
+            plan = f"{folder}.{dtype}.plan"
+            subprocess.run([os.path.join(args.build, "bin", "moec"), "compile",
+                            folder, "--max-seq",
+                            str(args.prompt + args.new_tokens),
+                            "--weight-dtype", dtype, "-o", plan, "--quiet"],
+                           check=True)
+            for threads in threads_list:
+                ours_pp, ours_tg = moe_run_rates(args, folder, threads, plan)
+                genai_pp, genai_tg = genai[threads]
+                roofline = genai_tg * step_bytes / bandwidth[threads]
+                print(f"| {precision} | {dtype} | {threads} | {ours_pp:.1f} | "
+                      f"{genai_pp:.1f} | {ours_pp / genai_pp:.2f} | "
+                      f"{ours_tg:.2f} | {genai_tg:.2f} | "
+                      f"{ours_tg / genai_tg:.2f} | {roofline:.0%} |",
+                      flush=True)
     print(f"read bandwidth: " + ", ".join(
         f"{t} thread{'s' if t > 1 else ''} {bandwidth[t] / 1e9:.1f} GB/s"
         for t in threads_list) + f"; decode step reads {step_bytes / 1e6:.0f} MB")

@@ -110,6 +110,7 @@ def lfm2_moe(out_dir):
 MODELS = {
     "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
     "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
+    "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
 }
 
 
