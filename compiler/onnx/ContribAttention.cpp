@@ -32,8 +32,14 @@
 //    keys are cached; q_norm_weight and k_norm_weight RMS-normalise each head
 //    first (epsilon qk_norm_epsilon).
 //
-// A quantized KV cache, the windowed cache of sliding_window_cache 1 and
-// qk_output are refused with an error naming the attribute.
+//  * sliding_window_cache 1 (the builder's default for sliding layers): the
+//    past and present hold the C positions before and up to the step's last
+//    (C the past's static size, else the window W), a fixed-size state; the
+//    keys are Concat(past, new), at positions pastLength - C + j, those
+//    below 0 masked, and the present is their last C.
+//
+// A quantized KV cache and qk_output are refused with an error naming the
+// attribute.
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,6 +129,8 @@ struct GqaAttributes {
   bool smoothSoftmax = false;
   bool causal = true;
   float qkNormEpsilon = 1e-6f;
+  /// The past holds the window's last positions only (a fixed-size state).
+  bool windowCache = false;
 };
 
 class GqaImporter {
@@ -152,6 +160,8 @@ private:
   GqaAttributes attrs;
   int64_t headSize = 0;
   int64_t rotaryHalf = 0;
+  /// With sliding_window_cache: the positions the past and present hold.
+  int64_t windowCapacity = 0;
 };
 
 LogicalResult GqaImporter::readAttributes() {
@@ -188,14 +198,11 @@ LogicalResult GqaImporter::readAttributes() {
               name == "sliding_window_cache") &&
              isInt && asInt() == 0)
       continue;
+    else if (name == "sliding_window_cache" && isInt && asInt() == 1)
+      attrs.windowCache = true;
     else if ((name == "k_quant_type" || name == "v_quant_type") &&
              isa<StringAttr>(value) && cast<StringAttr>(value) == "NONE")
       continue;
-    else if (name == "sliding_window_cache")
-      return node.emitAttributeError(name)
-             << "1 (a KV cache of the window's positions only) is not "
-                "supported; export with the builder's --extra_options "
-                "windowed_kv_cache=false";
     else if (name == "qk_output" || name == "kv_cache_bit_width" ||
              name == "k_quant_type" || name == "v_quant_type")
       return node.emitAttributeError(name)
@@ -222,6 +229,9 @@ LogicalResult GqaImporter::readAttributes() {
   if (!attrs.causal && attrs.localWindowSize > 0)
     return node.emitAttributeError("local_window_size")
            << "needs causal attention (causal 1)";
+  if (attrs.windowCache && attrs.localWindowSize < 1)
+    return node.emitAttributeError("sliding_window_cache")
+           << "needs a window (local_window_size > 0)";
   return success();
 }
 
@@ -263,6 +273,20 @@ LogicalResult GqaImporter::checkInputs() {
   for (unsigned input : {kPastKey, kPastValue})
     if (operand(input) && failed(rankedF32(input, 4)))
       return failure();
+  if (attrs.windowCache) {
+    if (!operand(kPastKey))
+      return node.emitAttributeError("sliding_window_cache")
+             << "needs past_key and past_value";
+    // The buffer's capacity: the past's size when static, else the window
+    // (onnxruntime's least).
+    int64_t size =
+        cast<RankedTensorType>(operand(kPastKey).getType()).getDimSize(2);
+    windowCapacity = ShapedType::isDynamic(size) ? attrs.localWindowSize : size;
+    if (windowCapacity < attrs.localWindowSize)
+      return node.emitError() << "past_key holds " << windowCapacity
+                              << " positions, fewer than the window of "
+                              << attrs.localWindowSize;
+  }
   if (attrs.doRotary) {
     if (!operand(kCosCache) || !operand(kSinCache))
       return node.emitAttributeError("do_rotary")
@@ -355,22 +379,21 @@ LogicalResult GqaImporter::import() {
   // Positions of the new tokens, [B, S] i64.
   Value seqlens = ops.castTo(ops.reshape(operand(kSeqlensK), {-1, 1}), i64Type);
   Value newTokens = ops.dim(operand(kQuery), 1);
-  Value positions;
   Value steps = ops.unsqueeze(
       ops.emit("moe.range", {ops.i64Scalar(0), newTokens, ops.i64Scalar(1)}),
       {0});
-  if (operand(kPositionIds)) {
-    positions = ops.castTo(operand(kPositionIds), i64Type);
-  } else {
-    // seqlens_k + 1 - S, or 0 for the first prompt (S == total length).
-    Value total =
-        ops.castTo(ops.reshape(operand(kTotalSequenceLength), {}), i64Type);
-    Value past = ops.binary(
-        "moe.sub", ops.binary("moe.add", seqlens, ops.i64Scalar(1)), newTokens);
-    Value firstPrompt = ops.binary("moe.equal", newTokens, total);
-    past = ops.emit("moe.where", {firstPrompt, ops.i64Scalar(0), past});
-    positions = ops.binary("moe.add", past, steps);
-  }
+  // The valid past per row, [B, 1]: seqlens_k + 1 - S, or 0 for the first
+  // prompt (S == total length).
+  Value total =
+      ops.castTo(ops.reshape(operand(kTotalSequenceLength), {}), i64Type);
+  Value pastLength = ops.binary(
+      "moe.sub", ops.binary("moe.add", seqlens, ops.i64Scalar(1)), newTokens);
+  Value firstPrompt = ops.binary("moe.equal", newTokens, total);
+  pastLength =
+      ops.emit("moe.where", {firstPrompt, ops.i64Scalar(0), pastLength});
+  Value positions = operand(kPositionIds)
+                        ? ops.castTo(operand(kPositionIds), i64Type)
+                        : ops.binary("moe.add", pastLength, steps);
 
   if (attrs.doRotary) {
     Value cos = ops.unsqueeze(
@@ -392,6 +415,26 @@ LogicalResult GqaImporter::import() {
       ops.emit("moe.range",
                {ops.i64Scalar(0), ops.dim(presentKey, 2), ops.i64Scalar(1)}),
       {1, 1, 1, -1});
+  Value keys = presentKey, values = presentValue;
+  Value keyValid;
+  if (attrs.windowCache) {
+    // The past's C entries are the positions just before the new tokens
+    // (pastLength - C + j; negative ones never written), and the present
+    // keeps the last C of past and new.
+    keyIndex =
+        ops.binary("moe.add", keyIndex,
+                   ops.unsqueeze(ops.binary("moe.sub", pastLength,
+                                            ops.i64Scalar(windowCapacity)),
+                                 {1, 2}));
+    keyValid = ops.binary("moe.greater_or_equal", keyIndex, ops.i64Scalar(0));
+    auto lastEntries = [&](Value all) {
+      return ops.reshape(ops.slice(all, -windowCapacity,
+                                   std::numeric_limits<int64_t>::max(), 2),
+                         {0, kvHeads, windowCapacity, headSize});
+    };
+    presentKey = lastEntries(keys);
+    presentValue = lastEntries(values);
+  }
   Value seen;
   if (attrs.causal) {
     Value queryPosition = ops.unsqueeze(positions, {1, 3});
@@ -406,6 +449,8 @@ LogicalResult GqaImporter::import() {
     seen = ops.binary("moe.less_or_equal", keyIndex,
                       ops.unsqueeze(seqlens, {1, 2}));
   }
+  if (keyValid)
+    seen = ops.binary("moe.and", seen, keyValid);
   Value mask = ops.emit(
       "moe.where", {seen, ops.f32Scalar(0.0f),
                     ops.f32Scalar(-std::numeric_limits<float>::infinity())});
@@ -420,7 +465,7 @@ LogicalResult GqaImporter::import() {
   }
   float scale =
       attrs.scale > 0 ? attrs.scale : 1.0f / std::sqrt(float(headSize));
-  SmallVector<Value> attentionOperands = {q, presentKey, presentValue, mask};
+  SmallVector<Value> attentionOperands = {q, keys, values, mask};
   if (sinks)
     attentionOperands.push_back(sinks);
   Value attended =

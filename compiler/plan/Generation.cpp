@@ -247,6 +247,21 @@ void specializeForGeneration(ModuleOp module) {
           shape[d] = type.getDimSize(d);
     }
   }
+  // A state: an input that an output of its name replaces takes that
+  // output's static sizes (a window-sized cache, whose size is a symbol).
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = getArgName(func, arg.getArgNumber());
+    SmallVector<int64_t> &shape = shapes[arg.getArgNumber()];
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      auto type = cast<RankedTensorType>(value.getType());
+      if (getCacheStem(getResultName(func, index)) != getCacheStem(name) ||
+          type.getRank() != int64_t(shape.size()))
+        continue;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (ShapedType::isDynamic(shape[d]))
+          shape[d] = type.getDimSize(d);
+    }
+  }
   SmallVector<Type> types;
   for (BlockArgument arg : body.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());

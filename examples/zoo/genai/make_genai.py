@@ -105,10 +105,11 @@ def lfm2_moe(out_dir):
 
 # name -> (checkpoint maker, precision, extra builder options). The builder's
 # default keeps sliding-window layers' caches window-sized
-# (sliding_window_cache), which moec does not run yet: these exports ask for
-# full caches.
+# (sliding_window_cache: a fixed-size state); gpt_oss_fp32 asks for full
+# caches instead.
 MODELS = {
     "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
+    "gpt_oss_fp32_window_cache": (gpt_oss, "fp32", []),
     "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
     "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
 }
@@ -157,10 +158,14 @@ def forward_logits(model_dir, ids):
             # Caches start empty, states (past.N.conv, ...) as zeros.
             config = json.load(open(os.path.join(model_dir,
                                                   "genai_config.json")))
-            head_size = config["model"]["decoder"]["head_size"]
+            # A window-sized cache (past_sliding_length) holds the window.
+            decoder = config["model"]["decoder"]
+            head_size = decoder["head_size"]
+            window = decoder.get("sliding_window", {}).get("window_size", 0)
             shape = [d if isinstance(d, int) else
                      1 if "batch" in d else
-                     head_size if "kv_cache_dim" in d else 0
+                     head_size if "kv_cache_dim" in d else
+                     window if "sliding" in d else 0
                      for d in arg.shape]
             feeds[arg.name] = np.zeros(shape, np.float32)
         else:

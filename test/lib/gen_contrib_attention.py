@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Writes small models of onnxruntime-genai's attention and recurrent contrib ops.
+
+  gen_contrib_attention.py VARIANT OUTPUT.onnx
+
+Each model is one com.microsoft node (GroupQueryAttention,
+SkipSimplifiedLayerNormalization or CausalConvWithState) on graph inputs, the
+way onnxruntime-genai's builder writes it, with the attributes the variant
+names; test/Import/contrib-attention.test checks the IR moec imports and the
+errors it gives. Whole builder exports are compared with onnxruntime-genai in
+test/E2E/genai-*.test.
+"""
+
+import argparse
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+H, KV, D, HIDDEN = 4, 2, 16, 64
+
+
+def gqa(attrs=None, sinks=True, packed=True, extra_inputs=()):
+    attributes = dict(num_heads=H, kv_num_heads=KV, scale=0.25,
+                      local_window_size=8, softcap=0.0, do_rotary=1,
+                      rotary_interleaved=0)
+    attributes.update(attrs or {})
+    width = (H + 2 * KV) * D if packed else H * D
+    inputs = [helper.make_tensor_value_info("qkv", TensorProto.FLOAT,
+                                            ["batch", "seq", width]),
+              helper.make_tensor_value_info(
+                  "past_key", TensorProto.FLOAT, ["batch", KV, "past", D]),
+              helper.make_tensor_value_info(
+                  "past_value", TensorProto.FLOAT, ["batch", KV, "past", D]),
+              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32,
+                                            ["batch"]),
+              helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor("cos_cache", TensorProto.FLOAT, [64, D // 2],
+                                rng.standard_normal((64, D // 2)).ravel()),
+             helper.make_tensor("sin_cache", TensorProto.FLOAT, [64, D // 2],
+                                rng.standard_normal((64, D // 2)).ravel()),
+             helper.make_tensor("sinks", TensorProto.FLOAT, [H],
+                                rng.standard_normal(H))]
+    node_inputs = ["qkv", "", "", "past_key", "past_value", "seqlens_k",
+                   "total", "cos_cache", "sin_cache", "", "",
+                   "sinks" if sinks else ""] + list(extra_inputs)
+    node = helper.make_node("GroupQueryAttention", node_inputs,
+                            ["out", "present_key", "present_value"],
+                            domain="com.microsoft", name="gqa", **attributes)
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+               for n in ("out", "present_key", "present_value")]
+    return [node], inputs, outputs, inits
+
+
+def skip_norm(outputs=("y", "", "", "sum")):
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT,
+                                            ["tokens", HIDDEN])
+              for n in ("x", "skip")]
+    inits = [helper.make_tensor("gamma", TensorProto.FLOAT, [HIDDEN],
+                                np.ones(HIDDEN))]
+    node = helper.make_node("SkipSimplifiedLayerNormalization",
+                            ["x", "skip", "gamma"], list(outputs),
+                            domain="com.microsoft", name="norm",
+                            epsilon=1e-5)
+    return [node], inputs, [helper.make_tensor_value_info(
+        n, TensorProto.FLOAT, None) for n in outputs if n], inits
+
+
+def conv(activation="none", ndim=1):
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                            ["batch", 8, "seq"]),
+              helper.make_tensor_value_info("state", TensorProto.FLOAT,
+                                            ["batch", 8, 2])]
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, [8, 1, 3],
+                                np.arange(24, dtype=np.float32))]
+    node = helper.make_node("CausalConvWithState", ["x", "w", "", "state"],
+                            ["y", "present_state"], domain="com.microsoft",
+                            name="conv", activation=activation, ndim=ndim)
+    return [node], inputs, [helper.make_tensor_value_info(
+        n, TensorProto.FLOAT, None) for n in ("y", "present_state")], inits
+
+
+VARIANTS = {
+    "gqa": lambda: gqa(),
+    "gqa-window-cache": lambda: gqa({"sliding_window_cache": 1}),
+    "gqa-qk-output": lambda: gqa({"qk_output": 1}),
+    "gqa-quantized-cache": lambda: gqa({"kv_cache_bit_width": 8}),
+    "gqa-bad-heads": lambda: gqa({"num_heads": 3}),
+    "gqa-window-zero": lambda: gqa({"local_window_size": 0}),
+    "gqa-no-cos": lambda: gqa({"do_rotary": 1}, packed=True,
+                              extra_inputs=()),
+    "skip-norm": lambda: skip_norm(),
+    "skip-norm-mean": lambda: skip_norm(("y", "mean", "", "")),
+    "conv": lambda: conv(),
+    "conv-silu": lambda: conv("silu"),
+    "conv-2d": lambda: conv(ndim=2),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variant", choices=sorted(VARIANTS))
+    parser.add_argument("output")
+    args = parser.parse_args()
+    nodes, inputs, outputs, inits = VARIANTS[args.variant]()
+    if args.variant == "gqa-no-cos":
+        nodes[0].input[7] = ""
+    graph = helper.make_graph(nodes, args.variant, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    onnx.save(model, args.output)
+
+
+if __name__ == "__main__":
+    main()
