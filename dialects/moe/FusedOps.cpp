@@ -2,7 +2,10 @@
 
 #include "dialects/moe/MoeOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace moec::moe;
@@ -137,4 +140,78 @@ void AttentionOp::printValueAndOptionalTypes(OpAsmPrinter &printer, Operation *,
     printer << ", " << maskType;
   if (sinks)
     printer << ", " << sinksType;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.gated_delta_rule
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatedDeltaRuleOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto value = cast<RankedTensorType>(adaptor.getValue().getType());
+  auto state = cast<RankedTensorType>(adaptor.getState().getType());
+  if (value.getRank() != 4)
+    return emitOptionalError(location,
+                             "'moe.gated_delta_rule' op expects a value of "
+                             "rank 4 ([B, S, Hv, Dv]), got ",
+                             value);
+  types.push_back(value);
+  types.push_back(state);
+  return success();
+}
+
+LogicalResult GatedDeltaRuleOp::verify() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType(),
+                   value = getValue().getType(), state = getState().getType(),
+                   decay = getDecay().getType(), beta = getBeta().getType();
+  for (auto [name, type, rank] :
+       {std::tuple("query", query, 4), std::tuple("key", key, 4),
+        std::tuple("value", value, 4), std::tuple("state", state, 4),
+        std::tuple("decay", decay, 3), std::tuple("beta", beta, 3)})
+    if (type.getRank() != rank)
+      return emitOpError("expects ")
+             << name << " of rank " << rank << ", got " << type;
+  ArrayRef<int64_t> q = query.getShape(), k = key.getShape(),
+                    v = value.getShape(), s = state.getShape();
+  for (auto [name, type] : {std::pair("key", key), std::pair("value", value),
+                            std::pair("decay", decay), std::pair("beta", beta)})
+    for (int d = 0; d < 2; ++d)
+      if (!mayEqual(type.getDimSize(d), q[d]))
+        return emitOpError("expects ")
+               << name << " to agree with the query in dimension " << d
+               << " (batch, sequence), got " << type << " and " << query;
+  if (!mayEqual(s[0], q[0]))
+    return emitOpError("expects a state of the query's batch, got ")
+           << state << " and " << query;
+  if (!mayEqual(q[3], k[3]) || !mayEqual(k[3], s[2]))
+    return emitOpError("expects query, key and state dimension 2 of one key "
+                       "size, got ")
+           << query << ", " << key << " and " << state;
+  if (!mayEqual(v[3], s[3]))
+    return emitOpError("expects value and state dimension 3 of one value "
+                       "size, got ")
+           << value << " and " << state;
+  for (auto [name, size] :
+       {std::pair("state", s[1]), std::pair("decay", decay.getDimSize(2)),
+        std::pair("beta", beta.getDimSize(2))})
+    if (!mayEqual(size, v[2]))
+      return emitOpError("expects ") << name << " to have the value's " << v[2]
+                                     << " heads, got " << size;
+  for (auto [name, heads] : {std::pair("query", q[2]), std::pair("key", k[2])})
+    if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(v[2]) &&
+        (heads == 0 || v[2] % heads != 0))
+      return emitOpError("expects the ")
+             << name << " heads to divide the value heads, got " << heads
+             << " and " << v[2];
+  float scale = getScale().convertToFloat();
+  if (!std::isfinite(scale))
+    return emitOpError("expects a finite scale, got ") << scale;
+  for (auto [name, result, expected] :
+       {std::tuple("output", getOutput().getType(), value),
+        std::tuple("new state", getNewState().getType(), state)})
+    if (failed(verifyCompatibleShape(result, expected)))
+      return emitOpError("expects the ")
+             << name << " to have shape " << expected << ", got " << result;
+  return success();
 }

@@ -151,4 +151,66 @@ def Moe_AttentionOp : Moe_Op<"attention",
   }];
 }
 
+def Moe_GatedDeltaRuleOp : Moe_Op<"gated_delta_rule",
+    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "The gated delta rule of linear attention (Gated DeltaNet)";
+  let description = [{
+    Runs the recurrence of onnxruntime's com.microsoft LinearAttention with
+    `update_rule = "gated_delta"` (Qwen3.5's Gated DeltaNet layers). For
+    every batch b and value head h, with the state S = state[b, h] (a
+    [Dk, Dv] matrix), for t = 0 .. S - 1 in order:
+
+        S       = exp(decay[b, t, h]) * S
+        kv      = S^T k_t                          ([Dv])
+        delta   = beta[b, t, h] * (v_t - kv)
+        S       = S + k_t delta^T                  (outer product)
+        out[b, t, h, :] = scale * S^T q_t
+
+    where `q_t = query[b, t, h / (Hv / Hq), :]`,
+    `k_t = key[b, t, h / (Hv / Hk), :]` and `v_t = value[b, t, h, :]`: the
+    query and key heads are shared by `Hv / Hq` (`Hv / Hk`) consecutive value
+    heads. `new_state[b, h]` is S after the last token (the state itself
+    when S = 0). The decay is the log of the factor (onnxruntime's
+    LinearAttentionGate gives `-exp(A_log) * softplus(a + dt_bias)`); the
+    readout uses the updated state.
+
+    Shapes: `query [B, S, Hq, Dk]`, `key [B, S, Hk, Dk]`,
+    `value [B, S, Hv, Dv]`, `state [B, Hv, Dk, Dv]`, `decay [B, S, Hv]`,
+    `beta [B, S, Hv]`, with Hq and Hk dividing Hv; `output [B, S, Hv, Dv]`
+    and `new_state [B, Hv, Dk, Dv]`. float32 only. Produced by the
+    LinearAttention importer (which reshapes onnxruntime's packed
+    `[B, S, H * D]` operands).
+
+    Example:
+    ```mlir
+    %o, %s = moe.gated_delta_rule %q, %k, %v, %st, %g, %beta scale 0.25
+        : tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x4x16xf32>,
+          tensor<1x4x16x16xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32>
+        -> tensor<1x?x4x16xf32>, tensor<1x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$query,
+                       RankedTensorOf<[F32]>:$key,
+                       RankedTensorOf<[F32]>:$value,
+                       RankedTensorOf<[F32]>:$state,
+                       RankedTensorOf<[F32]>:$decay,
+                       RankedTensorOf<[F32]>:$beta,
+                       F32Attr:$scale);
+  let results = (outs RankedTensorOf<[F32]>:$output,
+                      RankedTensorOf<[F32]>:$new_state);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $state `,` $decay `,` $beta
+    `scale` $scale attr-dict `:` type($query) `,` type($key) `,`
+    type($value) `,` type($state) `,` type($decay) `,` type($beta)
+    `->` type($output) `,` type($new_state)
+  }];
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange lhs,
+                                            ::mlir::TypeRange rhs) {
+      return ::moec::moe::areCompatibleTypes(lhs, rhs);
+    }
+  }];
+}
+
 #endif // MOE_FUSED_OPS_TD

@@ -850,3 +850,40 @@ func.func @attention_softcap_nan(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32
   %o = moe.attention %q, %k, %k scale 1.0 softcap 0x7FC00000 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
   return
 }
+
+// -----
+
+// Tests that the query heads must divide the value heads: value head h
+// reads query head h / (Hv / Hq).
+func.func @gated_delta_rule_heads(%q: tensor<1x3x3x16xf32>, %k: tensor<1x3x2x16xf32>, %v: tensor<1x3x4x8xf32>, %s: tensor<1x4x16x8xf32>, %g: tensor<1x3x4xf32>, %b: tensor<1x3x4xf32>) {
+  // expected-error @+1 {{'moe.gated_delta_rule' op expects the query heads to divide the value heads, got 3 and 4}}
+  %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %b scale 1.0 : tensor<1x3x3x16xf32>, tensor<1x3x2x16xf32>, tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32> -> tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the state is [B, Hv, Dk, Dv]: its rows are the key size.
+func.func @gated_delta_rule_state_key_size(%q: tensor<1x3x2x16xf32>, %k: tensor<1x3x2x16xf32>, %v: tensor<1x3x4x8xf32>, %s: tensor<1x4x8x8xf32>, %g: tensor<1x3x4xf32>, %b: tensor<1x3x4xf32>) {
+  // expected-error @+1 {{expects query, key and state dimension 2 of one key size}}
+  %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %b scale 1.0 : tensor<1x3x2x16xf32>, tensor<1x3x2x16xf32>, tensor<1x3x4x8xf32>, tensor<1x4x8x8xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32> -> tensor<1x3x4x8xf32>, tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the decay has one value per value head and token.
+func.func @gated_delta_rule_decay_heads(%q: tensor<1x3x2x16xf32>, %k: tensor<1x3x2x16xf32>, %v: tensor<1x3x4x8xf32>, %s: tensor<1x4x16x8xf32>, %g: tensor<1x3x2xf32>, %b: tensor<1x3x4xf32>) {
+  // expected-error @+1 {{expects decay to have the value's 4 heads, got 2}}
+  %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %b scale 1.0 : tensor<1x3x2x16xf32>, tensor<1x3x2x16xf32>, tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>, tensor<1x3x2xf32>, tensor<1x3x4xf32> -> tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>
+  return
+}
+
+// -----
+
+// Tests that every operand covers the query's tokens.
+func.func @gated_delta_rule_sequence(%q: tensor<1x3x2x16xf32>, %k: tensor<1x3x2x16xf32>, %v: tensor<1x3x4x8xf32>, %s: tensor<1x4x16x8xf32>, %g: tensor<1x3x4xf32>, %b: tensor<1x5x4xf32>) {
+  // expected-error @+1 {{expects beta to agree with the query in dimension 1}}
+  %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %b scale 1.0 : tensor<1x3x2x16xf32>, tensor<1x3x2x16xf32>, tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>, tensor<1x3x4xf32>, tensor<1x5x4xf32> -> tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>
+  return
+}

@@ -329,3 +329,17 @@ func.func @attention_sinks_softcap(%q: tensor<1x8x?x16xf32>, %k: tensor<1x2x?x16
   %3 = moe.attention %q, %k, %v mask %m scale 1.0 softcap 0.0 : tensor<1x8x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x4xf32>, tensor<1x1x?x?xf32> -> tensor<1x8x?x4xf32>
   return %0, %1, %2, %3 : tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>, tensor<1x8x?x4xf32>
 }
+
+// -----
+
+// Tests that the gated delta rule round-trips with query/key heads (2)
+// shared by the value heads (4), a dynamic sequence and a dynamic batch.
+// CHECK-LABEL: func.func @gated_delta_rule
+func.func @gated_delta_rule(%q: tensor<?x?x2x16xf32>, %k: tensor<?x?x2x16xf32>,
+                            %v: tensor<?x?x4x8xf32>, %s: tensor<?x4x16x8xf32>,
+                            %g: tensor<?x?x4xf32>, %beta: tensor<?x?x4xf32>)
+    -> (tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>) {
+  // CHECK: %{{.*}}, %{{.*}} = moe.gated_delta_rule %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 : tensor<?x?x2x16xf32>, tensor<?x?x2x16xf32>, tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32> -> tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>
+  %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %beta scale 0.25 : tensor<?x?x2x16xf32>, tensor<?x?x2x16xf32>, tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32> -> tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>
+  return %o, %n : tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>
+}
