@@ -117,7 +117,13 @@ LogicalResult findTokenInputs(func::FuncOp func,
     if (skip.contains(i))
       continue;
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
-    if (!type.getElementType().isInteger(64) || type.getRank() != 2) {
+    // M-RoPE's positions: [r, batch, n].
+    bool positionRows =
+        type.getRank() == 3 && !type.isDynamicDim(0) &&
+        type.getDimSize(0) <= 8 &&
+        StringRef(getArgName(func, i)).contains_insensitive("position");
+    if (!type.getElementType().isInteger(64) ||
+        (type.getRank() != 2 && !positionRows)) {
       diag.error() << "input '" << getArgName(func, i) << "' " << describe(type)
                    << " is neither the token ids, the positions, the "
                       "attention mask (i64 [1, n]) nor a KV cache; a "

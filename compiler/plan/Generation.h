@@ -46,6 +46,8 @@ struct GenerationSignature {
   std::string attentionMask;
   /// The ONNX dim_param of the mask's length ("" if unnamed).
   std::string attentionMaskDimParam;
+  /// The model's end-of-sequence ids (from genai_config.json), or none.
+  std::vector<int64_t> eosIds;
   std::string logits;
   std::vector<CachePairInfo> cache;
   /// The prefill's dim_param of the sequence dimension of its token ids

@@ -1712,6 +1712,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   gen.input_ids = signature.inputIds;
   gen.position_ids = signature.positionIds;
   gen.attention_mask = signature.attentionMask;
+  gen.eos_ids = signature.eosIds;
   gen.logits = signature.logits;
   for (const CachePairInfo &pair : signature.cache) {
     auto entry = std::make_unique<fb::CachePairT>();

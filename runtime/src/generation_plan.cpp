@@ -36,13 +36,18 @@ public:
   }
 
   /// input_ids, position_ids and attention_mask: i64 [1, n] (the mask's n
-  /// counts the past too).
+  /// counts the past too); the positions may also be [r, 1, n] with a
+  /// static r of at most 8 (M-RoPE's rows, each the same for text).
   absl::Status checkTokens(absl::string_view name,
                            absl::string_view role) const {
     MOERT_ASSIGN_OR_RETURN(const TensorInfo *t, find(true, name, role));
-    if (t->dtype != DType::I64 || t->rank != 2)
+    bool rows = role == "position_ids" && t->rank == 3 &&
+                t->dims[0].kind == fb::DimKind::Static &&
+                t->dims[0].bound >= 1 && t->dims[0].bound <= 8;
+    if (t->dtype != DType::I64 || (t->rank != 2 && !rows))
       return invalid(role, " '", name, "' is ", dtypeName(t->dtype), " ",
-                     describeDims(*t), "; a generation plan needs i64 [1, n]");
+                     describeDims(*t), "; a generation plan needs i64 [1, n]",
+                     role == "position_ids" ? " or [r, 1, n]" : "");
     return absl::OkStatus();
   }
 
@@ -98,6 +103,11 @@ absl::Status validateGeneration(const std::string &source,
   gen.inputIds = std::string(str(fbGen.input_ids()));
   gen.positionIds = std::string(str(fbGen.position_ids()));
   gen.attentionMask = std::string(str(fbGen.attention_mask()));
+  if (const auto *eos = fbGen.eos_ids()) {
+    if (eos->size() > 64)
+      return invalid(eos->size(), " eos ids; at most 64");
+    gen.eosIds.assign(eos->begin(), eos->end());
+  }
   gen.logits = std::string(str(fbGen.logits()));
   gen.hasPrefill = !impl.prefillSchedules.empty();
   if (gen.maxSeq < 2 || static_cast<uint64_t>(gen.maxSeq) > kMaxDimBound)
@@ -106,7 +116,8 @@ absl::Status validateGeneration(const std::string &source,
   if (!pairs || pairs->size() == 0)
     return invalid("no cache pairs");
   if (impl.versionMinor < kFormatVersionMinorGenai &&
-      (gen.positionIds.empty() || !gen.attentionMask.empty()))
+      (gen.positionIds.empty() || !gen.attentionMask.empty() ||
+       !gen.eosIds.empty()))
     return invalid("a table without position_ids or with an attention_mask "
                    "needs format ",
                    kFormatVersionMajor, ".", kFormatVersionMinorGenai,
@@ -130,6 +141,12 @@ absl::Status validateGeneration(const std::string &source,
     ScheduleChecker dec(absl::StrCat(prefix, ": schedule ", device), decode);
     for (const auto &[role, name] : tokenInputs)
       MOERT_RETURN_IF_ERROR(dec.checkTokens(name, role));
+    if (!gen.positionIds.empty()) {
+      const TensorInfo &positions =
+          decode.tensors[findSignatureTensor(decode, true, gen.positionIds)];
+      gen.positionRows =
+          positions.rank == 3 ? static_cast<int>(positions.dims[0].bound) : 0;
+    }
     MOERT_ASSIGN_OR_RETURN(int64_t vocab, dec.checkLogits(gen.logits));
     const ScheduleInfo &prefill =
         gen.hasPrefill ? impl.prefillSchedules[device] : decode;
@@ -153,6 +170,10 @@ absl::Status validateGeneration(const std::string &source,
       }
     }
     gen.vocabSize = vocab;
+    for (int64_t id : gen.eosIds)
+      if (id < 0 || id >= vocab)
+        return invalid("eos id ", id, " is not in the vocabulary [0, ", vocab,
+                       ")");
 
     std::set<std::string> inputs;
     for (const auto &input : tokenInputs)

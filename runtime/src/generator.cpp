@@ -290,10 +290,19 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
   std::iota(positions.begin(), positions.end(), start);
   MOERT_RETURN_IF_ERROR(session.setInput(gen.inputIds, DType::I64, {1, n},
                                          ids.data(), ids.size() * 8));
-  if (!gen.positionIds.empty())
+  if (!gen.positionIds.empty() && gen.positionRows == 0)
     MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64, {1, n},
                                            positions.data(),
                                            positions.size() * 8));
+  if (!gen.positionIds.empty() && gen.positionRows > 0) {
+    // M-RoPE's rows (time, height, width) are one position for text.
+    std::vector<int64_t> rows;
+    for (int r = 0; r < gen.positionRows; ++r)
+      rows.insert(rows.end(), positions.begin(), positions.end());
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64,
+                                           {gen.positionRows, 1, n},
+                                           rows.data(), rows.size() * 8));
+  }
   if (!gen.attentionMask.empty()) {
     // Every position of the one sequence is valid.
     std::vector<int64_t> mask(static_cast<size_t>(start + n), 1);

@@ -404,17 +404,21 @@ std::string describePlanJson(const Plan &plan) {
   schedules(impl.schedules);
   absl::StrAppend(&out, "]");
   if (const GenerationDesc *gen = plan.generation()) {
+    std::string eos = "[";
+    for (size_t i = 0; i < gen->eosIds.size(); ++i)
+      absl::StrAppend(&eos, i ? ", " : "", gen->eosIds[i]);
+    eos += "]";
     absl::StrAppendFormat(
         &out,
         ", \"generation\": {\"max_seq\": %d, \"input_ids\": %s, "
         "\"position_ids\": %s, \"attention_mask\": %s, \"logits\": %s, "
-        "\"vocab\": %d, \"cache_bytes\": %d, \"cache\": [",
+        "\"vocab\": %d, \"eos_ids\": %s, \"cache_bytes\": %d, \"cache\": [",
         gen->maxSeq, jsonString(gen->inputIds),
         gen->positionIds.empty() ? std::string("null")
                                  : jsonString(gen->positionIds),
         gen->attentionMask.empty() ? std::string("null")
                                    : jsonString(gen->attentionMask),
-        jsonString(gen->logits), gen->vocabSize, gen->cacheBytes);
+        jsonString(gen->logits), gen->vocabSize, eos, gen->cacheBytes);
     for (size_t i = 0; i < gen->cache.size(); ++i) {
       const CachePairDesc &pair = gen->cache[i];
       absl::StrAppendFormat(

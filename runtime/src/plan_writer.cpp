@@ -1157,6 +1157,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                (program.generation &&
                 (program.generation->position_ids.empty() ||
                  !program.generation->attention_mask.empty() ||
+        !program.generation->eos_ids.empty() ||
                  std::any_of(program.generation->cache.begin(),
                              program.generation->cache.end(),
                              [](const auto &pair) { return pair->state; })));

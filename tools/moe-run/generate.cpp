@@ -298,6 +298,11 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
   for (size_t p = 0; p < prompts.size(); ++p) {
     moert::GenerateOptions options = args.options;
     options.sampling.seed = seed;
+    // The model's end-of-sequence ids stop it, as in onnxruntime-genai.
+    if (!args.ignoreEos)
+      if (const moert::GenerationDesc *gen = plan.generation())
+        options.stopIds.insert(options.stopIds.end(), gen->eosIds.begin(),
+                               gen->eosIds.end());
     PromptResult result;
     bool first = true;
     absl::StatusOr<std::vector<int64_t>> tokens =

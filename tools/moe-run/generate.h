@@ -34,6 +34,8 @@ struct GenerateArgs {
   int64_t promptTokens = 0;
   moert::GenerateOptions options;
   bool stream = false;
+  /// --ignore-eos: do not stop at the plan's end-of-sequence ids.
+  bool ignoreEos = false;
   /// --kv-cache in-place (default) or copy (SessionOptions::kvCacheInPlace).
   bool kvCacheInPlace = true;
   /// Generation flags seen (for "needs --prompt-ids").

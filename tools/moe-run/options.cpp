@@ -109,7 +109,10 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
   --top-p P              with --temperature: sample among the fewest most
                          likely ids whose probability reaches P (default:
                          1, all)
-  --stop-id ID           stop after generating ID (repeatable)
+  --stop-id ID           stop after generating ID (repeatable); a plan
+                         that records its model's end-of-sequence ids (moec
+                         compile MODEL_DIR) stops after one of those too
+  --ignore-eos           do not stop at the plan's end-of-sequence ids
   --kv-cache MODE        in-place (default): a decode step appends to each
                          cache where it lies, where the plan allows it (the
                          cache read only by fused attention); copy: the
@@ -147,6 +150,7 @@ constexpr const char *kOptions[] = {
     "--prompt-tokens", "--prompts",      "--max-new-tokens",
     "--temperature",   "--top-k",        "--top-p",
     "--stop-id",       "--kv-cache",     "--stream",
+    "--ignore-eos",
 };
 
 /// The Levenshtein distance of `a` and `b` with replacements, as
@@ -432,6 +436,11 @@ std::string parseArgs(int argc, char **argv, Options &options) {
     }
     if (arg == "--stream") {
       options.generate.stream = true;
+      continue;
+    }
+    if (arg == "--ignore-eos") {
+      options.generate.ignoreEos = true;
+      options.generate.flags.push_back("--ignore-eos");
       continue;
     }
     if (arg == "--fresh-inputs") {

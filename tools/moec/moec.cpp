@@ -761,6 +761,8 @@ static bool showProgress() {
 /// otherwise: the caches are sized for it, and exports declare their whole
 /// context (128K tokens for gpt-oss).
 constexpr uint64_t kDefaultFolderMaxSeq = 4096;
+/// The eos ids of the builder folder being compiled, for the plan.
+static std::vector<int64_t> folderEosIds;
 
 static int runCompile() {
   if (moec::isGenaiFolder(modelPath)) {
@@ -773,6 +775,7 @@ static int runCompile() {
       return kFailure;
     }
     modelPath.setValue(folder.modelPath);
+    folderEosIds = folder.eosTokenIds;
     if (!maxSeq.getNumOccurrences())
       maxSeq.setValue(std::min(folder.maxLength, kDefaultFolderMaxSeq));
     return runGenerationCompile();
@@ -1078,6 +1081,7 @@ static int runGenerationCompile() {
                                           prefillPath, maxSeq);
   if (failed(sig))
     return kFailure;
+  sig->eosIds = folderEosIds;
 
   moec::verify::ValidationOptions validation;
   validation.enabled = !noVerifyRewrites;

@@ -133,9 +133,15 @@ struct GenerationDesc {
   std::string inputIds;
   /// The positions input, i64 [1, n]; empty when the graph has none.
   std::string positionIds;
+  /// 0 for [1, n] positions; r for [r, 1, n] (M-RoPE: r rows, each the
+  /// same positions for text).
+  int positionRows = 0;
   /// The attention mask input, i64 [1, past + n] of ones; empty when the
   /// graph has none.
   std::string attentionMask;
+  /// The model's end-of-sequence ids, which generation stops after (moe-run
+  /// adds them to its stop ids unless --ignore-eos); empty when unknown.
+  std::vector<int64_t> eosIds;
   std::string logits;
   std::vector<CachePairDesc> cache;
   /// Whether the plan has prefill schedules.
