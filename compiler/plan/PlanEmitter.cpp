@@ -1072,6 +1072,7 @@ private:
         .Case([](moe::RegroupOp) { return fb::OpKind::Regroup; })
         .Case([](moe::UngroupOp) { return fb::OpKind::Ungroup; })
         .Case([](moe::AttentionOp) { return fb::OpKind::Attention; })
+        .Case([](moe::GatedDeltaRuleOp) { return fb::OpKind::GatedDeltaRule; })
         .Default([](Operation *) { return std::nullopt; });
   }
 
@@ -1259,6 +1260,11 @@ private:
           fb::AttentionAttrsT attrs;
           attrs.scale = op.getScale().convertToFloat();
           attrs.softcap = op.getSoftcap().convertToFloat();
+          return moert::attrs(std::move(attrs));
+        })
+        .Case([](moe::GatedDeltaRuleOp op) -> Result {
+          fb::GatedDeltaRuleAttrsT attrs;
+          attrs.scale = op.getScale().convertToFloat();
           return moert::attrs(std::move(attrs));
         })
         .Case([](moe::DispatchOp op) -> Result {

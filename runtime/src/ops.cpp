@@ -168,6 +168,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerMoeOps(r);
     registerCollectiveOps(r);
     registerAttentionOps(r);
+    registerLinearAttentionOps(r);
     return r;
   }();
   return registry.find(kind);

@@ -222,6 +222,7 @@ void registerIndexingOps(OpRegistry &registry);
 void registerMoeOps(OpRegistry &registry);
 void registerCollectiveOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
+void registerLinearAttentionOps(OpRegistry &registry);
 
 } // namespace moert::detail
 

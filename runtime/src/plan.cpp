@@ -982,6 +982,13 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                           detail::kFormatVersionMinorAttention,
                           ", but the file is version ", impl.versionMajor, ".",
                           impl.versionMinor);
+    if (step.op() == fb::OpKind::GatedDeltaRule &&
+        impl.versionMinor < detail::kFormatVersionMinorGenai)
+      return diag.invalid("step ", s, " is a GatedDeltaRule step, which ",
+                          "needs format ", kFormatVersionMajor, ".",
+                          detail::kFormatVersionMinorGenai,
+                          ", but the file is version ", impl.versionMajor, ".",
+                          impl.versionMinor);
     if (step.op() == fb::OpKind::Attention &&
         impl.versionMinor < detail::kFormatVersionMinorGenai) {
       // An older writer could not have meant them: a 1.8 reader would

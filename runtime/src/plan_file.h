@@ -67,8 +67,8 @@ inline constexpr uint16_t kFormatVersionMinorMicroBatchTiers = 7;
 /// file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorTierPrefetch = 8;
 /// 1.9 added what onnxruntime-genai's exports need: the Attention step's
-/// sinks input and softcap, and generation tables with an attention_mask
-/// or without position_ids.
+/// sinks input and softcap, the GatedDeltaRule step, and generation tables
+/// with an attention_mask or without position_ids.
 inline constexpr uint16_t kFormatVersionMinorGenai = 9;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);

@@ -996,16 +996,18 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= !perSchedule.empty();
   for (const WeightSection &section : sections)
     tiered |= section.paged;
-  bool attention = false, attentionSinksOrSoftcap = false;
+  bool attention = false, genaiSteps = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
+        // Attention sinks or a softcap, or a step 1.8 runtimes lack.
+        genaiSteps |= step->op == fb::OpKind::GatedDeltaRule;
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
         // A sinks slot, even an omitted one, is past a 1.8 reader's arity.
         const fb::AttentionAttrsT *attrs = step->attrs.AsAttentionAttrs();
-        attentionSinksOrSoftcap |=
+        genaiSteps |=
             step->inputs.size() > 4 || (attrs && attrs->softcap != 0.0f);
       }
   };
@@ -1153,7 +1155,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
       for (const auto &layer : schedule->tiers->layers)
         multiStepTiers |= !layer->more_steps.empty();
     }
-  bool genai = attentionSinksOrSoftcap ||
+  bool genai = genaiSteps ||
                (program.generation &&
                 (program.generation->position_ids.empty() ||
                  !program.generation->attention_mask.empty() ||
