@@ -4,7 +4,8 @@
   gen_contrib_attention.py VARIANT OUTPUT.onnx
 
 Each model is one com.microsoft node (GroupQueryAttention,
-SkipSimplifiedLayerNormalization or CausalConvWithState) on graph inputs, the
+SkipSimplifiedLayerNormalization, CausalConvWithState, LinearAttention,
+LinearAttentionGate, GatedRMSNorm or GatedAdd) on graph inputs, the
 way onnxruntime-genai's builder writes it, with the attributes the variant
 names; test/Import/contrib-attention.test checks the IR moec imports and the
 errors it gives. Whole builder exports are compared with onnxruntime-genai in
@@ -81,6 +82,69 @@ def conv(activation="none", ndim=1):
         n, TensorProto.FLOAT, None) for n in ("y", "present_state")], inits
 
 
+# Qwen3.5's gated delta layers in the tiny export: 2 query/key heads of 16
+# shared by 4 value heads of 16.
+QH, VH, DK, DV = 2, 4, 16, 16
+
+
+def linear_attention(attrs=None, state=True):
+    attributes = dict(q_num_heads=QH, kv_num_heads=VH,
+                      update_rule="gated_delta", scale=1.0, state_window=0)
+    attributes.update(attrs or {})
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("q", f, ["batch", "seq", QH * DK]),
+              helper.make_tensor_value_info("k", f, ["batch", "seq", QH * DK]),
+              helper.make_tensor_value_info("v", f, ["batch", "seq", VH * DV]),
+              helper.make_tensor_value_info("g", f, ["batch", "seq", VH]),
+              helper.make_tensor_value_info("beta", f, ["batch", "seq", VH])]
+    if state:
+        inputs.append(helper.make_tensor_value_info(
+            "past_state", f, ["batch", VH, DK, DV]))
+    node = helper.make_node(
+        "LinearAttention",
+        ["q", "k", "v", "past_state" if state else "", "g", "beta"],
+        ["out", "present_state"], domain="com.microsoft", name="linear",
+        **attributes)
+    return [node], inputs, [helper.make_tensor_value_info(
+        n, f, None) for n in ("out", "present_state")], []
+
+
+def gates():
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f, ["batch", "seq", VH])
+              for n in ("a", "b")]
+    inits = [helper.make_tensor("dt_bias", f, [VH], np.ones(VH)),
+             helper.make_tensor("neg_exp_A", f, [VH], -np.ones(VH))]
+    node = helper.make_node("LinearAttentionGate",
+                            ["a", "dt_bias", "neg_exp_A", "b"], ["g", "beta"],
+                            domain="com.microsoft", name="gate")
+    return [node], inputs, [helper.make_tensor_value_info(
+        n, f, None) for n in ("g", "beta")], inits
+
+
+def gated_norm(activation=None):
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f, ["batch", "seq", VH * DV])
+              for n in ("x", "z")]
+    inits = [helper.make_tensor("w", f, [DV], np.ones(DV))]
+    attributes = {"epsilon": 1e-6}
+    if activation:
+        attributes["activation"] = activation
+    node = helper.make_node("GatedRMSNorm", ["x", "w", "z"], ["y"],
+                            domain="com.microsoft", name="norm", **attributes)
+    return [node], inputs, [helper.make_tensor_value_info("y", f, None)], inits
+
+
+def gated_add():
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("x", f, ["tokens", HIDDEN]),
+              helper.make_tensor_value_info("y", f, ["tokens", HIDDEN]),
+              helper.make_tensor_value_info("gate", f, ["tokens", 1])]
+    node = helper.make_node("GatedAdd", ["x", "y", "gate"], ["out"],
+                            domain="com.microsoft", name="add")
+    return [node], inputs, [helper.make_tensor_value_info("out", f, None)], []
+
+
 VARIANTS = {
     "gqa": lambda: gqa(),
     "gqa-window-cache": lambda: gqa({"sliding_window_cache": 1}),
@@ -95,6 +159,14 @@ VARIANTS = {
     "conv": lambda: conv(),
     "conv-silu": lambda: conv("silu"),
     "conv-2d": lambda: conv(ndim=2),
+    "linear": lambda: linear_attention(),
+    "linear-no-state": lambda: linear_attention({"scale": 0.0}, state=False),
+    "linear-delta": lambda: linear_attention({"update_rule": "delta"}),
+    "linear-window": lambda: linear_attention({"state_window": 4}),
+    "gates": lambda: gates(),
+    "gated-norm": lambda: gated_norm(),
+    "gated-norm-sigmoid": lambda: gated_norm("sigmoid"),
+    "gated-add": lambda: gated_add(),
 }
 
 
