@@ -116,13 +116,20 @@ matchGatedActivation(mlir::Value a, GatedActivation &activation) {
   activation = GatedActivation();
   std::pair<mlir::Value, mlir::Value> clamped;
   std::optional<std::pair<mlir::Value, mlir::Value>> parts;
-  if (!matchClampedSwiglu(a, activation, clamped))
+  std::optional<std::string> clampedFailure =
+      matchClampedSwiglu(a, activation, clamped);
+  if (!clampedFailure)
     parts = clamped;
   else
     parts = matchSiluGlu(a);
-  if (!parts)
+  if (!parts) {
+    // A product of the clamped SwiGLU's shape that differs in a detail
+    // (a clamp, alpha) says which; anything else gets the general reason.
+    if (!llvm::StringRef(*clampedFailure).starts_with("the activation is not"))
+      return clampedFailure;
     return std::string("the down projection's input is not silu(gate) * up "
                        "or a clamped SwiGLU");
+  }
   if (mlir::Value fused = getConcatenatedGlu(parts->first, parts->second)) {
     activation.fused = fused;
     activation.glu = moe::GluLayout::Concatenated;
@@ -170,6 +177,22 @@ inline bool matchPlainActivation(mlir::Value a, GatedActivation &activation) {
     }
   }
   return false;
+}
+
+/// The gated activation `act(g) * u` whose gate function is the ungated
+/// `act` (silu -> silu_glu, gelu -> gelu_glu, gelu_tanh -> gelu_tanh_glu);
+/// nullopt for the others, which the runtime has no gated form of.
+inline std::optional<moe::Activation> getGatedActivation(moe::Activation act) {
+  switch (act) {
+  case moe::Activation::Silu:
+    return moe::Activation::SiluGlu;
+  case moe::Activation::Gelu:
+    return moe::Activation::GeluGlu;
+  case moe::Activation::GeluTanh:
+    return moe::Activation::GeluTanhGlu;
+  default:
+    return std::nullopt;
+  }
 }
 
 /// Sets `ffn`'s activation and its attributes to `activation`'s.

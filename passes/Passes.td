@@ -57,32 +57,42 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
 
 def MoeDetectDenseExperts
     : Pass<"moe-detect-dense-experts", "mlir::func::FuncOp"> {
-  let summary = "Rewrite the dense (GPT-OSS) form of a MoE layer into sparse ops";
+  let summary = "Rewrite the dense-masked MoE forms into sparse ops";
   let description = [{
-    Recognises the dense MoE form that GPT-OSS exports: router
-    `TopK(logits) -> Softmax over k -> ScatterElements` into a zero `[T, E]`
-    routing matrix; every expert on every token with stacked 3-D weights
-    (`Tile -> Reshape [E, T, H] -> MatMul w1 [E, H, 2F] + b1`, interleaved
-    gate/up slices, clamped SwiGLU, `MatMul w2 [E, F, H] + b2`); and the
-    combine `ReduceSum over E (Y * unsqueeze(transpose(routing)))`, the
-    token dimension optionally split alike on both sides. The sum is
+    Recognises the dense MoE forms, where every expert runs on every token
+    and a `[T, E]` routing matrix, zero outside each token's top-k experts,
+    weights the expert outputs in a sum over the experts. The routing matrix
+    is the top-k's `[T, k]` weights scattered into zeros at its indices
+    (distinct per row, so the scatter is exactly the k terms). Two ways of
+    writing the experts and the sum are matched:
+    - GPT-OSS's export: the tokens tiled to `[E, T, H]`, batched products
+      with `[E, in, out]` weights plus `[E, 1, out]` biases, and
+      `reduce_sum(Y * unsqueeze(transpose(R)), axes = [0])`, the token
+      dimension optionally split alike on both sides;
+    - Tutel- and fairseq-style einsums on `[T, E, N]`: `th,ehf->tef` (or
+      the `[E, out, in]` weights of `th,efh->tef`) plus `[1, E, out]` or
+      `[E, out]` biases, then `einsum("te,teh->th", R, Y)`.
+    Between the projections, any activation the runtime's experts have:
+    ReLU, GELU, SiLU, SwiGLU and GeGLU on two projections or the halves or
+    even/odd columns of a fused one, GPT-OSS's clamped SwiGLU. The sum is
     replaced by
-
     ```
-    moe.router (softmax after_topk) -> moe.dispatch
-      -> moe.experts clamped_swiglu (glu interleaved, biases, layout in_out)
-      -> moe.combine [-> moe.reshape to the layer's output shape]
+    [moe.router ->] moe.dispatch -> moe.experts -> moe.combine
+      [-> moe.reshape to the layer's output shape]
     ```
-
-    which computes the same sums while running each token through only its
-    k experts. The 3-D weights are used as exported (no copies); the
-    `[E, 1, N]` biases are reshaped to `[E, N]`. Every `moe.top_k` that does
-    not head such a layer gets a remark naming the first condition that
-    failed; the graph then stays generic (correct, only slower).
+    which runs each token through only its k experts. A softmax gate
+    becomes moe.router; any other weights (a sigmoid of the top-k logits)
+    stay generic ops feeding moe.dispatch and moe.combine. Skipping the
+    experts of zero weight is exact for finite expert outputs; an infinite
+    or NaN output at a zero weight makes the dense sum NaN, which the sparse
+    layer does not reproduce (as in every sparse engine). The 3-D weights
+    are used as exported (no copies); the biases are reshaped to `[E, N]`.
+    A top-k whose indices are scattered into such a routing matrix but
+    whose layer does not match gets a remark naming the first condition
+    that failed; the graph then stays generic (correct, only slower).
   }];
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
-
 def MoeDetectInputScaledExperts
     : Pass<"moe-detect-input-scaled-experts", "mlir::func::FuncOp"> {
   let summary = "Rewrite the input-scaled (Llama4) MoE form into sparse ops";
