@@ -14,10 +14,13 @@
 
 #include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
+#include "passes/MatchGates.h"
 #include "passes/MatchSupport.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
@@ -31,14 +34,6 @@ using namespace mlir;
 using namespace moec;
 
 namespace {
-
-/// An i64 constant of `shape` holding `values`.
-Value createI64Constant(PatternRewriter &rewriter, Location loc,
-                        ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
-  auto type = RankedTensorType::get(shape, rewriter.getI64Type());
-  return moe::ConstantOp::create(rewriter, loc,
-                                 moe::getI64Elements(type, values));
-}
 
 /// `ids == e`, with `ids` the `[T, k]` indices of a top-k over the last
 /// axis of `[T, E]` scores and e a constant in [0, E), is
@@ -381,12 +376,27 @@ struct DecomposedGeluToGelu : public OpRewritePattern<moe::MulOp> {
 struct CanonicalizeExpertsPass
     : public moec::impl::MoeCanonicalizeExpertsBase<CanonicalizeExpertsPass> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<ExpertEqualityToOneHot, DecomposedGeluToGelu,
-                 ReadModifyWriteScatterToAdd>(&getContext());
     GreedyRewriteConfig config;
     // Only the matched ops change; constants are not folded or moved here.
     config.enableFolding(false);
+    // Gate shapes computed from the row count first, then their users'
+    // types re-inferred, so that the patterns below see a static E.
+    RewritePatternSet shapePatterns(&getContext());
+    populateGateShapePatterns(shapePatterns);
+    bool changed = false;
+    if (failed(applyPatternsGreedily(getOperation(), std::move(shapePatterns),
+                                     config, &changed)))
+      return signalPassFailure();
+    if (changed) {
+      OpPassManager refine(func::FuncOp::getOperationName());
+      refine.addPass(createMoeRefineShapes());
+      if (failed(runPipeline(refine, getOperation())))
+        return signalPassFailure();
+    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ExpertEqualityToOneHot, DecomposedGeluToGelu,
+                 ReadModifyWriteScatterToAdd>(&getContext());
+    populateGatePatterns(patterns);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();

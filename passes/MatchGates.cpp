@@ -25,6 +25,13 @@ bool isConstInt(Value value, int64_t expected) {
   return actual && *actual == expected;
 }
 
+Value createI64Constant(OpBuilder &builder, Location loc,
+                        ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get(shape, builder.getI64Type());
+  return moe::ConstantOp::create(builder, loc,
+                                 moe::getI64Elements(type, values));
+}
+
 /// A ranked type of rank 2 whose second dimension is static `dim1`.
 bool isMatrixWithCols(Value value, int64_t dim1) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -130,11 +137,7 @@ bool isLargestOnLastAxis(moe::TopKOp op, int64_t rank) {
   return op.getLargest() == 1 && isLastAxis(op.getAxis(), rank);
 }
 
-/// The shape operand of `value` when it is a float tensor of `fill`
-/// everywhere: `expand(fill, shape)` (a one-element constant) or
-/// `constant_of_shape(shape)` of `fill` (zero when no value is given, as in
-/// ONNX); null otherwise.
-static Value getFillShape(Value value, float fill) {
+Value getFillShape(Value value, float fill) {
   if (auto expand = value.getDefiningOp<moe::ExpandOp>())
     return isConstFloat(expand.getInput(), fill) ? expand.getShape() : Value();
   auto constant = value.getDefiningOp<moe::ConstantOfShapeOp>();

@@ -14,6 +14,7 @@
 
 #include "dialects/moe/MoeOps.h"
 
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -25,6 +26,12 @@ namespace moec {
 
 /// Whether `value` is a single integer constant equal to `expected`.
 bool isConstInt(mlir::Value value, int64_t expected);
+
+/// An i64 constant of `shape` holding `values`, made at `builder`'s
+/// insertion point.
+mlir::Value createI64Constant(mlir::OpBuilder &builder, mlir::Location loc,
+                              llvm::ArrayRef<int64_t> shape,
+                              llvm::ArrayRef<int64_t> values);
 
 /// A ranked type of rank 2 whose second dimension is static `dim1`.
 bool isMatrixWithCols(mlir::Value value, int64_t dim1);
@@ -63,6 +70,12 @@ bool isLastAxis(uint64_t axis, int64_t rank);
 /// `rank`-D input.
 bool isLargestOnLastAxis(moe::TopKOp op, int64_t rank);
 
+/// The shape operand of `value` when it is a float tensor of `fill`
+/// everywhere: `expand(fill, shape)` (a one-element constant) or
+/// `constant_of_shape(shape)` of `fill` (zero when no value is given, as in
+/// ONNX); null otherwise.
+mlir::Value getFillShape(mlir::Value value, float fill);
+
 /// A gate of the forms moe.router computes, as matched.
 struct KnownGate {
   /// The router's logits and its scores (their softmax or sigmoid).
@@ -96,6 +109,15 @@ std::optional<std::string> matchGateScores(moe::TopKOp topK, KnownGate &gate);
 /// [+ 1e-20])`), then optionally scaled by a constant.
 std::optional<std::string> matchGateWeights(mlir::Value gathered,
                                             moe::TopKOp topK, KnownGate &gate);
+
+/// Adds the patterns that give gate code's shapes computed from the tokens'
+/// row count their constant form (passes/CanonicalizeGates.cpp), which the
+/// gate patterns and the expert patterns after them need static.
+void populateGateShapePatterns(mlir::RewritePatternSet &patterns);
+
+/// Adds the patterns that rewrite gate code's idioms into the forms
+/// matchGateScores and matchGateWeights prove (passes/CanonicalizeGates.cpp).
+void populateGatePatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace moec
 

@@ -140,6 +140,17 @@ def MoeCanonicalizeExperts
       approximation `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 *
       x^3)))` (opset 18 exports of `F.gelu`), its factors in any order,
       becomes `moe.gelu` (approximate "none" or "tanh").
+    - Gate code (passes/CanonicalizeGates.cpp): a reshape to `concat(rows,
+      c..., -1)` whose first size is proven to be the data's row count
+      (`x.view(x.size(0), n, -1)` of a projection of x, or dynamo's `B * S`
+      of the `[B, S, H]` tokens viewed as `[B * S, H]`) becomes a reshape to
+      the constant `[-1, c..., r]`, and result types are inferred again,
+      so that DeepSeek-V3's own gate has a static E; its group masking,
+      `masked_fill(-inf)` of `[T, n, E / n]` choice scores by ones with
+      zeros scattered at the kept groups (of the tokens' rows), flattened
+      back to `[T, E]`, becomes transformers' form (ones scattered at the
+      kept groups into zeros, repeated over each group's experts, negated,
+      selecting the fill over `[T, E]`), which the gate matchers prove.
 
     ```mlir
     %hit = moe.equal %indices, %e3 : (tensor<?x2xi64>, tensor<i64>)
