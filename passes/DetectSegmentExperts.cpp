@@ -87,10 +87,29 @@ bool hasLengthOf(Value data, Value perm) {
 struct SegmentProduct {
   /// The sorted `[N, in]` rows.
   Value rows;
-  /// The `[E, in, out]` weight (layout in_out) and optional `[E, out]` bias.
+  /// The `[E, in, out]` (layout in_out) or `[E, out, in]` (out_in) weight
+  /// and optional `[E, out]` bias.
   Value weight, bias;
+  moe::WeightLayout layout = moe::WeightLayout::InOut;
   SmallVector<Value> segments;
 };
+
+/// The rows and matrix of `x @ W` (mat_mul, in_out) or `gemm(x, W)` without
+/// bias or scaling (out_in where W is transposed), in `layout`.
+std::optional<std::pair<Value, Value>>
+matchProjection(Value value, moe::WeightLayout &layout) {
+  if (auto matmul = value.getDefiningOp<moe::MatMulOp>()) {
+    layout = moe::WeightLayout::InOut;
+    return std::pair(matmul.getA(), matmul.getB());
+  }
+  auto gemm = value.getDefiningOp<moe::GemmOp>();
+  if (!gemm || gemm.getC() || gemm.getTransA() != 0 ||
+      gemm.getAlpha().convertToFloat() != 1.0f)
+    return std::nullopt;
+  layout =
+      gemm.getTransB() ? moe::WeightLayout::OutIn : moe::WeightLayout::InOut;
+  return std::pair(gemm.getA(), gemm.getB());
+}
 
 /// The `[E, in, out]` weights of which the `[in, out]` `matrices` are the
 /// experts' in order: the constant a split into E pieces came from, or a
@@ -153,60 +172,33 @@ std::optional<SegmentProduct> matchSegmentProduct(Value value, Value sortedIds,
       concat.getInputs().size() != static_cast<size_t>(numExperts))
     return std::nullopt;
   SmallVector<Value> matrices;
-  for (Value piece : concat.getInputs()) {
-    auto matmul = piece.getDefiningOp<moe::MatMulOp>();
+  for (auto [e, piece] : llvm::enumerate(concat.getInputs())) {
+    moe::WeightLayout layout;
+    std::optional<std::pair<Value, Value>> projection =
+        matchProjection(piece, layout);
     auto gather =
-        matmul ? matmul.getA().getDefiningOp<moe::GatherOp>() : nullptr;
+        projection ? projection->first.getDefiningOp<moe::GatherOp>() : nullptr;
     if (!gather || gather.getAxis() != 0 ||
         getShape(gather.getIndices()).size() != 1 ||
-        getShape(matmul.getB()).size() != 2 ||
-        (product.rows && gather.getData() != product.rows))
+        getShape(projection->second).size() != 2 ||
+        (product.rows && gather.getData() != product.rows) ||
+        (e > 0 && layout != product.layout))
       return std::nullopt;
+    product.layout = layout;
     product.rows = gather.getData();
     product.segments.push_back(gather.getIndices());
-    matrices.push_back(matmul.getB());
+    matrices.push_back(projection->second);
   }
   product.weight = getStackedWeight(matrices, anchor);
   if (!product.weight)
     return std::nullopt;
-  ArrayRef<int64_t> shape = getShape(product.weight);
-  if (product.bias && getShape(product.bias)[1] != shape[2]) {
+  if (product.bias &&
+      getShape(product.bias)[1] !=
+          getMatrixInOut(getShape(product.weight), product.layout).second) {
     eraseIfUnused(product.weight);
     return std::nullopt;
   }
   return product;
-}
-
-/// Whether `value` is `perm / k` (a flat assignment's token, `perm >= 0`),
-/// also in torch's floor-division form `perm / k - (perm < 0 and perm % k)`
-/// whose correction is zero for the non-negative indices of a sort.
-bool isTokenOf(Value value, Value perm, int64_t topK) {
-  auto isQuotient = [&](Value quotient) {
-    auto div = quotient.getDefiningOp<moe::DivOp>();
-    return div && div.getLhs() == perm &&
-           moe::getConstantInt(div.getRhs()) == topK;
-  };
-  if (isQuotient(value))
-    return true;
-  auto sub = value.getDefiningOp<moe::SubOp>();
-  if (!sub || !isQuotient(sub.getLhs()))
-    return false;
-  auto cast = sub.getRhs().getDefiningOp<moe::CastOp>();
-  auto both = cast ? cast.getInput().getDefiningOp<moe::AndOp>() : nullptr;
-  if (!both)
-    return false;
-  // `perm < 0`, possibly compared with true: false for every sorted index,
-  // so the conjunction and the correction are zero.
-  auto isNegative = [&](Value test) {
-    if (auto equal = test.getDefiningOp<moe::EqualOp>()) {
-      if (!isSplatOf(equal.getRhs(), 1))
-        return false;
-      test = equal.getLhs();
-    }
-    auto less = test.getDefiningOp<moe::LessOp>();
-    return less && less.getLhs() == perm && isSplatOf(less.getRhs(), 0);
-  };
-  return isNegative(both.getLhs()) || isNegative(both.getRhs());
 }
 
 /// Matches the gated activation `activated` of the first projection's
@@ -256,30 +248,49 @@ public:
 
     if (std::optional<Failure> failure = matchUnsort(perm))
       return failure;
-    layer.down = *down;
-    ArrayRef<int64_t> downShape = getShape(layer.down.weight);
-    layer.hidden = downShape[2];
-    if (std::optional<Failure> failure = checkSegments(layer.down.segments))
-      return failure;
 
+    // The segments form proper (each projection's products concatenated),
+    // or one expert network per segment, concatenated once (Megatron).
     int64_t ffn = 0;
-    Value gateUpOutput =
-        matchActivation(layer.down.rows, layer.activation, ffn);
-    if (!gateUpOutput || downShape[1] != ffn)
+    if (std::optional<SegmentProduct> down = matchSegmentProduct(
+            expertRows, sortedIds, layer.numExperts, sort)) {
+      layer.down = *down;
+      Value gateUpOutput =
+          matchActivation(layer.down.rows, layer.activation, ffn);
+      if (!gateUpOutput)
+        return Failure("the down projection's input is not a gated "
+                       "activation of size F (silu(gate) * up on the halves "
+                       "of the first projection, or a clamped SwiGLU on its "
+                       "even and odd columns)");
+      std::optional<SegmentProduct> gateUp =
+          matchSegmentProduct(gateUpOutput, sortedIds, layer.numExperts, sort);
+      if (!gateUp)
+        return Failure("the first projection is not a concatenation of the "
+                       "experts' segment products with their weights");
+      layer.gateUp = *gateUp;
+    } else if (std::optional<Failure> failure =
+                   matchExpertNetworks(expertRows, ffn)) {
+      return failure;
+    }
+    if (layer.down.layout != layer.gateUp.layout)
+      return Failure("the two projections' weights are in different layouts");
+    auto [downIn, downOut] =
+        getMatrixInOut(getShape(layer.down.weight), layer.down.layout);
+    auto [gateUpIn, gateUpOut] =
+        getMatrixInOut(getShape(layer.gateUp.weight), layer.gateUp.layout);
+    layer.hidden = downOut;
+    if (downOut != hidden)
+      return Failure("the down projection does not produce H columns");
+    if (downIn != ffn)
       return Failure("the down projection's input is not a gated activation "
                      "of size F (silu(gate) * up on the halves of the first "
                      "projection, or a clamped SwiGLU on its even and odd "
                      "columns)");
-    std::optional<SegmentProduct> gateUp =
-        matchSegmentProduct(gateUpOutput, sortedIds, layer.numExperts, sort);
-    if (!gateUp)
-      return Failure("the first projection is not a concatenation of the "
-                     "experts' segment products with their weights");
-    layer.gateUp = *gateUp;
-    ArrayRef<int64_t> gateUpShape = getShape(layer.gateUp.weight);
-    if (gateUpShape[1] != layer.hidden || gateUpShape[2] != 2 * ffn)
+    if (gateUpIn != layer.hidden || gateUpOut != 2 * ffn)
       return Failure("the first projection's weights are not H x 2F per "
                      "expert");
+    if (std::optional<Failure> failure = checkSegments(layer.down.segments))
+      return failure;
     if (std::optional<Failure> failure = checkSegments(layer.gateUp.segments))
       return failure;
 
@@ -299,7 +310,70 @@ public:
   SegmentLayer layer;
 
 private:
-  std::optional<SegmentProduct> down;
+  /// The sorted `[N, H]` expert outputs the unsort reads, and H.
+  Value expertRows;
+  int64_t hidden = 0;
+
+  /// Matches `concat_e(act(rows[segment e] @ W1[e]) @ W2[e])`: one gated
+  /// expert network per segment (Megatron-Core's SequentialMLP), the same
+  /// activation for every expert, into layer.gateUp, layer.down and
+  /// layer.activation (F in `ffn`).
+  std::optional<Failure> matchExpertNetworks(Value value, int64_t &ffn) {
+    auto concat = value.getDefiningOp<moe::ConcatOp>();
+    if (!concat || concat.getAxis() != 0 ||
+        concat.getInputs().size() != static_cast<size_t>(layer.numExperts))
+      return Failure("the down projection is neither a concatenation of the "
+                     "experts' segment products with their weights nor one "
+                     "expert network per segment");
+    SmallVector<Value> gateUps, downs;
+    for (auto [e, piece] : llvm::enumerate(concat.getInputs())) {
+      moe::WeightLayout downLayout, gateUpLayout;
+      std::optional<std::pair<Value, Value>> down =
+          matchProjection(piece, downLayout);
+      GatedActivation activation;
+      int64_t width = 0;
+      Value fused =
+          down ? matchActivation(down->first, activation, width) : Value();
+      std::optional<std::pair<Value, Value>> gateUp =
+          fused ? matchProjection(fused, gateUpLayout) : std::nullopt;
+      auto gather =
+          gateUp ? gateUp->first.getDefiningOp<moe::GatherOp>() : nullptr;
+      if (!gather || gather.getAxis() != 0 ||
+          getShape(gather.getIndices()).size() != 1)
+        return Failure("expert " + std::to_string(e) +
+                       "'s network is not act(rows[segment] @ W1) @ W2 with "
+                       "a gated activation");
+      const GatedActivation &first = layer.activation;
+      if (e == 0) {
+        layer.activation = activation;
+        layer.gateUp.rows = gather.getData();
+        layer.gateUp.layout = gateUpLayout;
+        layer.down.layout = downLayout;
+        ffn = width;
+      } else if (activation.activation != first.activation ||
+                 activation.glu != first.glu ||
+                 activation.alpha != first.alpha ||
+                 activation.beta != first.beta ||
+                 activation.limit != first.limit || width != ffn ||
+                 gather.getData() != layer.gateUp.rows ||
+                 gateUpLayout != layer.gateUp.layout ||
+                 downLayout != layer.down.layout) {
+        return Failure("expert " + std::to_string(e) +
+                       "'s network differs from expert 0's in its "
+                       "activation, rows or weight layout");
+      }
+      layer.gateUp.segments.push_back(gather.getIndices());
+      layer.down.segments.push_back(gather.getIndices());
+      gateUps.push_back(gateUp->second);
+      downs.push_back(down->second);
+    }
+    layer.gateUp.weight = getStackedWeight(gateUps, layer.sort);
+    layer.down.weight = getStackedWeight(downs, layer.sort);
+    if (!layer.gateUp.weight || !layer.down.weight)
+      return Failure("the experts' weights are not f32 constants of one "
+                     "shape");
+    return std::nullopt;
+  }
 
   /// Whether the row vectors of the E products are, in order, the
   /// moe.segment of each expert of the sorted ids (which
@@ -363,7 +437,7 @@ private:
       return Failure("the routing weights are not f32 [T, k]");
     auto column = getOnlyUserOf<moe::UnsqueezeOp>(sortedWeights.getOutput());
     auto scale = scaled.getDefiningOp<moe::MulOp>();
-    Value expertRows =
+    expertRows =
         scale && column ? otherOperand(scale, column.getOutput()) : Value();
     if (!expertRows || !column.getAxes() ||
         !isConstAxes(column.getAxes(), {1}, 2))
@@ -380,14 +454,7 @@ private:
         !isConstAxes(sum.getAxes(), {1}, 3))
       return Failure("the rows in assignment order are not summed over k");
     layer.result = sum.getOutput();
-
-    down = matchSegmentProduct(expertRows, layer.sort.getValues(),
-                               layer.numExperts, layer.sort);
-    if (!down)
-      return Failure("the down projection is not a concatenation of the "
-                     "experts' segment products with their weights");
-    if (getShape(down->weight)[2] != perTokenShape[2])
-      return Failure("the down projection does not produce H columns");
+    hidden = perTokenShape[2];
     return std::nullopt;
   }
 };
@@ -444,7 +511,7 @@ struct DetectSegmentExpertsPass
     ffn.b1 = layer.gateUp.bias;
     ffn.w2 = layer.down.weight;
     ffn.b2 = layer.down.bias;
-    ffn.layout = moe::WeightLayout::InOut;
+    ffn.layout = layer.down.layout;
     setActivation(ffn, layer.activation);
     moe::CombineOp combine;
     std::optional<std::string> why = replaceWithExpertsLayer(

@@ -250,6 +250,19 @@ def MoeCanonicalizeSegments
     the positions of expert e's rows among the sorted rows, bounded by their
     count T*k. That needs the ids to be provably expert indices in [0, E)
     (the indices of a top-k or an arg-max over E, or their concatenation).
+    The same histograms include the `[T, E]` routing map of a top-k's
+    indices (`scatter(zeros, ids, 1)`) summed over the tokens (Megatron-Core,
+    JetMoE). The idioms of MoE code outside transformers are brought onto
+    the same form (`SegmentIdioms.cpp`): per-expert slices
+    `rows[ends[e-1]:ends[e]]` and a `split(rows, counts)` of the N sorted
+    rows become gathers of the ranges; `nonzero(sorted == e)` becomes
+    moe.segment; index_put with a boolean row mask becomes a row scatter, and
+    the writes of every expert's segment into zeros the concatenation of the
+    experts' rows; a scatter-add of the sorted rows at the permutation into
+    zeros of their shape (Megatron's unpermute) becomes their gather by the
+    inverse permutation, the `[T, k]` weights applied after it are moved
+    before it, and a scatter-add at `perm / k` into zeros of the `[T, H]`
+    tokens (JetMoE's index_add) becomes the sum over k of that gather.
     All are exact; the first two yield ops every backend runs, and
     `moe-detect-segment-experts` turns every segment it does not absorb back
     into its fallback, so a graph no detector takes runs as before.
@@ -273,7 +286,10 @@ def MoeDetectSegmentExperts
     rows scaled by the routing weights in sorted order, put back in
     assignment order by the inverse permutation
     (`gather(y, scatter_elements(_, perm, arange))`) and summed over k. That
-    is `out[t] = sum_j w[t, j] * FFN_{ids[t, j]}(x[t])`, which
+    is `out[t] = sum_j w[t, j] * FFN_{ids[t, j]}(x[t])`. The projections
+    are `x @ W` or a gemm with `[out, in]` matrices (layout out_in), and each
+    expert may instead run its whole network on its segment, the outputs
+    concatenated once (Megatron-Core's SequentialMLP). That sum is what
 
     ```
     [moe.router ->] moe.dispatch -> moe.experts -> moe.combine

@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <optional>
 
@@ -45,6 +46,25 @@ inline bool isSplatOf(Value value, double expected) {
       return v.convertToDouble() == expected;
     });
   return false;
+}
+
+/// Whether `value` is filled with `expected`: a splat constant, a
+/// constant_of_shape of it, or an expand of a splat constant.
+inline bool isFilledWith(Value value, double expected) {
+  if (auto expand = value.getDefiningOp<moe::ExpandOp>())
+    return isSplatOf(expand.getInput(), expected);
+  if (auto build = value.getDefiningOp<moe::ConstantOfShapeOp>()) {
+    auto fill = dyn_cast_or_null<DenseElementsAttr>(build.getValueAttr());
+    if (!fill)
+      return expected == 0; // ONNX's default value is a float zero.
+    if (!fill.isSplat())
+      return false;
+    if (isa<FloatType>(fill.getElementType()))
+      return fill.getSplatValue<APFloat>().convertToDouble() == expected;
+    return static_cast<double>(fill.getSplatValue<APInt>().getSExtValue()) ==
+           expected;
+  }
+  return isSplatOf(value, expected);
 }
 
 /// Whether the 1-element `k` operand of a top-k is the whole length of the
@@ -124,6 +144,53 @@ inline std::optional<ExpertSort> matchExpertSort(moe::TopKOp sort) {
     return std::nullopt;
   return ExpertSort{ids, *numExperts};
 }
+
+/// The scalar `value` as element `index` of a static vector: looks through
+/// reshapes of one-element values, `gather(v, 0)` of a one-element `v`,
+/// `squeeze(split(vector)#e)` into one-element pieces, `slice(vector, e,
+/// e + 1)` and `gather(vector, e)` with constant e. Defined in
+/// CanonicalizeSegments.cpp.
+std::optional<std::pair<Value, int64_t>> getElementOf(Value value);
+
+/// The expert sort whose ids `counts` (an `[E]` vector, casts looked
+/// through) is the histogram of: torch.histc's scatter-add of ones,
+/// bincount's `reduce_sum(one_hot)`, or the `[T, E]` routing map of a
+/// top-k's `[T, k]` indices (`scatter(zeros, ids, 1)`, distinct per row)
+/// summed over the tokens. Null when not proven. Defined in
+/// CanonicalizeSegments.cpp.
+moe::TopKOp getSortOfHistogram(Value counts);
+
+/// The expert sort of which `ends` (casts looked through) is the cum_sum of
+/// a histogram (getSortOfHistogram): then 0 <= ends[e-1] <= ends[e] <= N
+/// and `[ends[e-1], ends[e])` are exactly the positions of expert e among
+/// the sorted ids. Null when not proven.
+moe::TopKOp getSortOfEnds(Value ends);
+
+/// The sort, ends and expert e of a segment's bounds `[start, limit)` =
+/// `[ends[e-1], ends[e])` (0 for e = 0) over ends a proven cum_sum of a
+/// histogram (getSortOfEnds).
+struct SegmentBounds {
+  moe::TopKOp sort;
+  Value ends;
+  int64_t expert = 0;
+};
+
+/// Matches `[start, limit)` (scalars or one-element vectors) as the bounds of
+/// expert e's segment; nullopt when not proven.
+std::optional<SegmentBounds> matchSegmentBounds(Value start, Value limit);
+
+/// Whether `value` is `perm / k` (a flat assignment's token, `perm >= 0`):
+/// integer division, torch's floor-division form `perm / k - (perm < 0 and
+/// perm % k)` whose correction is zero for the non-negative indices of a
+/// sort, or, for k a power of two (exact in f32), the float form
+/// `int(floor(|p / k|) * sign(p / k))` of `p = float(perm)`; reshapes to
+/// `[-1]` looked through.
+bool isTokenOf(Value value, Value perm, int64_t topK);
+
+/// Adds the patterns that bring the per-expert idioms of Megatron-Core's
+/// permutation, JetMoE's (scattermoe) and masked-assignment code onto the
+/// segments form (SegmentIdioms.cpp).
+void populateSegmentIdiomPatterns(RewritePatternSet &patterns);
 
 } // namespace moec::segments
 

@@ -400,8 +400,11 @@ void ValueRanges::visitRanges(Operation *original, Operation *op) {
   if (auto constant = dyn_cast<moe::ConstantOfShapeOp>(op)) {
     if (!constant.getValueAttr())
       return;
+    // A float fill counts too where it is integral (routing maps of ones).
     std::optional<SmallVector<int64_t>> value =
-        moe::getInts(constant.getValueAttr());
+        isFloat(constant.getResult())
+            ? getIntegralFloats(constant.getValueAttr())
+            : moe::getInts(constant.getValueAttr());
     if (value && value->size() == 1)
       set(constant.getResult(), value->front(), value->front(), std::nullopt,
           "a filled tensor");

@@ -145,6 +145,34 @@ func.func @scatter_add_histogram(%fids: tensor<?xf32>) -> tensor<?xi64> {
 
 // -----
 
+// Tests the counts of Megatron-Core and JetMoE: a [T, E] routing map, float
+// ones scattered at the [T, k] top-k ids into a ConstantOfShape of float
+// zeros, summed over the tokens: the float fill is an integer, so the map
+// totals at most T*k = 128 and bounds the Range.
+// CHECK-LABEL: func.func @routing_map_histogram
+func.func @routing_map_histogram(%ids: tensor<?x2xi64>, %logits: tensor<?x4xf32>) -> tensor<?xi64> {
+  %lshape = moe.shape %logits : (tensor<?x4xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %lshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %ishape = moe.shape %ids : (tensor<?x2xi64>) -> tensor<2xi64>
+  %onef = moe.constant dense<1.0> : tensor<f32>
+  %ones = moe.expand %onef, %ishape : (tensor<f32>, tensor<2xi64>) -> tensor<?x2xf32>
+  %map = moe.scatter_elements %zeros, %ids, %ones {axis = 1 : i64} : (tensor<?x4xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x4xf32>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %sum = moe.reduce_sum %map, %axis0 {keepdims = 0 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<4xf32>
+  %counts = moe.cast %sum {to = i64} : (tensor<4xf32>) -> tensor<4xi64>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends = moe.cum_sum %counts, %zero : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64>
+  %idx = moe.constant dense<2> : tensor<i64>
+  %end2 = moe.gather %ends, %idx {axis = 0 : i64} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+2 {{bounded by 128 from value ranges: the range runs from start >= 0 (a constant) to limit <= 128 (a cumulative sum of counts totalling at most 128)}}
+  // CHECK: moe.range {{.*}} {moe.bounds = [array<i64: 128>]}
+  %rows = moe.range %zero, %end2, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return %rows : tensor<?xi64>
+}
+
+// -----
+
 // Tests that a cumulative sum of values whose range nothing proves (a graph
 // input's) bounds nothing: a Range up to it stays unbounded, an error rather
 // than a guess.
