@@ -34,8 +34,8 @@ Value createF32Scalar(PatternRewriter &rewriter, Location loc, float value) {
 
 /// The value whose rows `value` has, one for one: walks back through ops
 /// whose result row i is computed from row i of one operand alone
-/// (elementwise ops whose other operands have a lower rank, so that
-/// broadcasting never repeats rows; matmuls by a matrix; reshapes between
+/// (elementwise ops whose other operands have a lower rank or one row, so
+/// that broadcasting never repeats rows; matmuls by a matrix; reshapes between
 /// matrices of the same static width).
 Value getRowSource(Value value) {
   while (Operation *op = value.getDefiningOp()) {
@@ -58,12 +58,14 @@ Value getRowSource(Value value) {
         next = reshape.getData();
     } else if (isa<moe::SigmoidOp, moe::AddOp, moe::SubOp, moe::MulOp,
                    moe::DivOp>(op)) {
-      // One operand of the result's rank, the others of lower rank.
+      // One operand of the result's rank, the others of lower rank or of
+      // one row (`[1, E]`), which broadcast over its rows.
       for (Value operand : op->getOperands()) {
-        int64_t operandRank = getShape(operand).size();
+        ArrayRef<int64_t> shape = getShape(operand);
+        int64_t operandRank = shape.size();
         if (!isa<RankedTensorType>(operand.getType()) || operandRank > rank)
           return value;
-        if (operandRank < rank)
+        if (operandRank < rank || shape[0] == 1)
           continue;
         if (next)
           return value;

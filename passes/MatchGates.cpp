@@ -246,6 +246,15 @@ static std::optional<Failure> matchSigmoidSelection(Value selection,
                                                     KnownGate &gate) {
   const char *notScores = "top-k input is neither a softmax nor sigmoid "
                           "scores with an optional selection bias";
+  // DeepSeek-V3's own code masks the groups in [T, n, E / n]: a form
+  // moe-canonicalize-experts rewrites where it proves it exact.
+  Operation *flat = selection.getDefiningOp();
+  if (isa_and_nonnull<moe::FlattenOp, moe::ReshapeOp>(flat))
+    if (auto grouped = flat->getOperand(0).getDefiningOp<moe::WhereOp>();
+        grouped && getShape(grouped.getOutput()).size() == 3)
+      return Failure("grouped selection: the groups of [T, n, E / n] "
+                     "scores are masked by a value not proven to be ones "
+                     "with zeros at the kept groups, of the tokens' rows");
   Value choice = selection;
   auto where = selection.getDefiningOp<moe::WhereOp>();
   if (where)
