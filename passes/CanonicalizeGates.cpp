@@ -54,7 +54,7 @@ Value getRowSource(Value value) {
       ArrayRef<int64_t> from = getShape(reshape.getData());
       ArrayRef<int64_t> to = getShape(value);
       if (from.size() == 2 && to.size() == 2 &&
-          !ShapedType::isDynamic(from[1]) && from[1] == to[1])
+          !ShapedType::isDynamic(from[1]) && from[1] > 0 && from[1] == to[1])
         next = reshape.getData();
     } else if (isa<moe::SigmoidOp, moe::AddOp, moe::SubOp, moe::MulOp,
                    moe::DivOp>(op)) {
@@ -123,7 +123,7 @@ bool isRowCount(Value count, Value matrix) {
   ArrayRef<int64_t> from = getShape(source);
   ArrayRef<int64_t> to = getShape(rows);
   if (from.size() != 3 || to.size() != 2 || ShapedType::isDynamic(from[2]) ||
-      from[2] != to[1])
+      from[2] < 1 || from[2] != to[1])
     return false;
   return (getDimensionOf(mul.getLhs(), 0) == source &&
           getDimensionOf(mul.getRhs(), 1) == source) ||
