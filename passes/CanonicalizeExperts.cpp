@@ -16,6 +16,7 @@
 #include "dialects/moe/MoeOps.h"
 #include "passes/MatchGates.h"
 #include "passes/MatchSupport.h"
+#include "passes/RoutingMatrix.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -61,7 +62,7 @@ struct ExpertEqualityToOneHot : public OpRewritePattern<moe::EqualOp> {
           getShape(expertValue).size() > 1 ||
           cast<RankedTensorType>(op.getType()).getShape() != shape)
         continue;
-      Value mask = getExpertMask(rewriter, topK, scores[1]);
+      Value mask = getTopKExpertMask(rewriter, topK, scores[1]);
       if (!mask)
         return rewriter.notifyMatchFailure(op, "the mask's type differs");
       Location loc = op.getLoc();
@@ -76,37 +77,6 @@ struct ExpertEqualityToOneHot : public OpRewritePattern<moe::EqualOp> {
       return success();
     }
     return rewriter.notifyMatchFailure(op, "not top-k indices == expert");
-  }
-
-  /// The `[E, T, k]` mask of `topK`'s indices over `experts`: the one made
-  /// for an earlier expert, or a new one right after the top-k.
-  static Value getExpertMask(PatternRewriter &rewriter, moe::TopKOp topK,
-                             int64_t experts) {
-    Value ids = topK.getIndices();
-    for (Operation *user : ids.getUsers()) {
-      auto oneHot = dyn_cast<moe::OneHotOp>(user);
-      if (!oneHot || !isAxis(oneHot.getAxis(), 2, 3) ||
-          moe::getConstantInt(oneHot.getDepth()) != experts ||
-          moe::getConstantInts(oneHot.getValues()) !=
-              SmallVector<int64_t>{0, 1})
-        continue;
-      for (Operation *oneHotUser : oneHot.getOutput().getUsers())
-        if (auto transpose = dyn_cast<moe::TransposeOp>(oneHotUser);
-            transpose && transpose.getPerm() &&
-            *transpose.getPerm() == ArrayRef<int64_t>{2, 0, 1})
-          return transpose.getOutput();
-    }
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointAfter(topK);
-    Location loc = topK.getLoc();
-    Value depth = createI64Constant(rewriter, loc, {}, {experts});
-    Value values = createI64Constant(rewriter, loc, {2}, {0, 1});
-    auto oneHot = moe::OneHotOp::create(rewriter, loc, ids, depth, values,
-                                        rewriter.getI64IntegerAttr(-1));
-    auto transpose =
-        moe::TransposeOp::create(rewriter, loc, oneHot.getOutput(),
-                                 rewriter.getDenseI64ArrayAttr({2, 0, 1}));
-    return transpose.getOutput();
   }
 };
 
@@ -397,6 +367,7 @@ struct CanonicalizeExpertsPass
     patterns.add<ExpertEqualityToOneHot, DecomposedGeluToGelu,
                  ReadModifyWriteScatterToAdd>(&getContext());
     populateGatePatterns(patterns);
+    populateRoutingColumnPatterns(patterns);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();

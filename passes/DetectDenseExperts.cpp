@@ -29,6 +29,7 @@
 #include "passes/MatchFfn.h"
 #include "passes/MatchSupport.h"
 #include "passes/NearMiss.h"
+#include "passes/RoutingMatrix.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -211,30 +212,6 @@ struct DenseLayer {
   SmallVector<Value> tokenSplit;
 };
 
-/// Whether `data` is all zeros of `logits`' shape: `constant_of_shape` or
-/// the `expand` of a zero scalar, to `shape(logits)`.
-bool isZerosLike(Value data, Value logits) {
-  Value shapeValue, fill;
-  DenseFPElementsAttr fillValue;
-  if (auto zeros = data.getDefiningOp<moe::ConstantOfShapeOp>()) {
-    shapeValue = zeros.getInput();
-    if (zeros.getValue())
-      fillValue = dyn_cast<DenseFPElementsAttr>(*zeros.getValue());
-  } else if (auto expand = data.getDefiningOp<moe::ExpandOp>()) {
-    shapeValue = expand.getShape();
-    if (auto constant = expand.getInput().getDefiningOp<moe::ConstantOp>())
-      fillValue = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-  }
-  if (!fillValue || !fillValue.isSplat() ||
-      !fillValue.getSplatValue<APFloat>().isZero())
-    return false;
-  auto shape =
-      shapeValue ? shapeValue.getDefiningOp<moe::ShapeOp>() : moe::ShapeOp();
-  return shape && shape.getData() == logits && shape.getStart() == 0 &&
-         (!shape.getEnd() || static_cast<int64_t>(*shape.getEnd()) == 2 ||
-          static_cast<int64_t>(*shape.getEnd()) == -1);
-}
-
 /// Matches a dense layer from its `moe.top_k` forwards; each step checks one
 /// op and states the condition it needs.
 class DenseMatcher {
@@ -245,21 +222,9 @@ public:
   }
 
   std::optional<Failure> match() {
-    moe::TopKOp topK = layer.topK;
-    ArrayRef<int64_t> logitsShape = getShape(topK.getInput());
-    if (logitsShape.size() != 2 || ShapedType::isDynamic(logitsShape[1]) ||
-        !isAxis(topK.getAxis(), 1, 2))
-      return Failure("top-k is not over the static E of [T, E] scores");
-    layer.numExperts = logitsShape[1];
-    // The top-k indices of a row are distinct, so the scatter writes each
-    // weight at its own expert and the routing matrix sums them exactly.
-    if (routing.getIndices() != topK.getIndices() ||
-        !isAxis(routing.getAxis(), 1, 2) || routing.getReduction() != "none")
-      return Failure("the routing matrix is not scattered at the top-k "
-                     "indices along the experts");
-    if (!isZerosLike(routing.getData(), topK.getInput()))
-      return Failure("the routing scatter does not start from zeros of the "
-                     "scores' shape");
+    // The candidate's scatter is a routing matrix (matchRoutingMatrix): the
+    // top-k's distinct indices put each weight at its own expert.
+    layer.numExperts = getShape(layer.topK.getInput())[1];
     layer.weights = routing.getUpdates();
     if (std::optional<Failure> failure = matchCombine())
       return failure;
@@ -504,14 +469,13 @@ private:
 };
 
 /// The routing scatter that makes `topK` a candidate of the dense form:
-/// its indices scattered along the experts into zeros of the scores' shape.
+/// a routing matrix of its indices (matchRoutingMatrix).
 /// Other top-ks are routers of other forms (or no routers) and get no remark
 /// here.
 moe::ScatterElementsOp getRoutingScatter(moe::TopKOp topK) {
   for (Operation *user : topK.getIndices().getUsers())
     if (auto scatter = dyn_cast<moe::ScatterElementsOp>(user);
-        scatter && scatter.getIndices() == topK.getIndices() &&
-        isZerosLike(scatter.getData(), topK.getInput()))
+        scatter && matchRoutingMatrix(scatter.getOutput()))
       return scatter;
   return nullptr;
 }

@@ -140,6 +140,13 @@ def MoeCanonicalizeExperts
       approximation `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 *
       x^3)))` (opset 18 exports of `F.gelu`), its factors in any order,
       becomes `moe.gelu` (approximate "none" or "tanh").
+    - A loop over the columns of a `[T, E]` routing matrix R, the top-k's
+      weights scattered into zeros (V-MoE's torch port: expert e's rows
+      `nonzero(R[:, e])`, its weights `R[rows, e]`), becomes the token column
+      of the (token, slot) pairs of `nonzero(mask[e])` and `w[token, slot]`
+      (passes/RoutingMatrix.cpp). The pairs also hold the tokens whose
+      weight is exactly zero, which then add `0 * y`: the same sums for
+      finite expert outputs, the one condition of this rewrite.
     - Gate code (passes/CanonicalizeGates.cpp): a reshape to `concat(rows,
       c..., -1)` whose first size is proven to be the data's row count
       (`x.view(x.size(0), n, -1)` of a projection of x, or dynamo's `B * S`

@@ -74,6 +74,17 @@ struct BiasedLinear {
 static std::optional<BiasedLinear> matchBiasedLinear(Value output) {
   if (std::optional<Linear> linear = matchLinear(output))
     return BiasedLinear{*linear, nullptr};
+  // torch's Linear with a bias as one Gemm: x @ W^T + b with b as its C.
+  if (auto gemm = output.getDefiningOp<moe::GemmOp>(); gemm && gemm.getC()) {
+    moe::ConstantOp bias = getWeight(gemm.getC());
+    if (!bias || bias.getType().getRank() != 1 || gemm.getTransA() != 0 ||
+        gemm.getAlpha().convertToFloat() != 1.0f ||
+        gemm.getBeta().convertToFloat() != 1.0f)
+      return std::nullopt;
+    return BiasedLinear{
+        Linear{gemm.getA(), getWeight(gemm.getB()), gemm.getTransB() != 0},
+        bias};
+  }
   auto add = output.getDefiningOp<moe::AddOp>();
   if (!add)
     return std::nullopt;

@@ -1,0 +1,50 @@
+//===- RoutingMatrix.h - [T, E] routing matrices and expert masks -*- C++
+//-*-===//
+//
+// Dense-masked MoE code (GPT-OSS, Tutel, V-MoE) keeps a token's routing in a
+// `[T, E]` matrix: its top-k weights scattered into zeros at its top-k
+// indices. Loop code finds an expert's rows in an `[E, T, k]` one-hot mask of
+// the top-k indices. The matchers and builders here are shared by the dense
+// detector and the canonicalisation of routing-matrix loops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_PASSES_ROUTINGMATRIX_H
+#define MOEC_PASSES_ROUTINGMATRIX_H
+
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace moec {
+
+/// Whether `data` is all zeros of `scores`' shape: `constant_of_shape` or
+/// the `expand` of a zero scalar, to `shape(scores)`.
+bool isZerosLike(mlir::Value data, mlir::Value scores);
+
+/// The routing matrix `matrix` as its parts: a `scatter_elements` along the
+/// experts of the `[T, k]` `weights` at the indices of `topK` (over the last
+/// axis of `[T, E]` scores) into zeros of the scores' shape. Top-k indices
+/// are distinct within a row, so `matrix[t, ids[t, j]] = weights[t, j]` and
+/// every other entry is zero. Null when `matrix` is not one.
+struct RoutingMatrix {
+  moe::TopKOp topK;
+  mlir::Value weights;
+  int64_t numExperts = 0;
+};
+std::optional<RoutingMatrix> matchRoutingMatrix(mlir::Value matrix);
+
+/// The `[E, T, k]` i64 mask `transpose(one_hot(ids, E), [2, 0, 1])` of
+/// `topK`'s indices over `experts`: the one an earlier rewrite made, or a
+/// new one right after the top-k, so that every expert shares it.
+mlir::Value getTopKExpertMask(mlir::PatternRewriter &rewriter, moe::TopKOp topK,
+                              int64_t experts);
+
+/// Adds the rewrite of a loop over a routing matrix's columns (V-MoE: rows
+/// `nonzero(R[:, e])`, weights `R[rows, e]`) into the one-hot mask form of
+/// moe-detect-experts.
+void populateRoutingColumnPatterns(mlir::RewritePatternSet &patterns);
+
+} // namespace moec
+
+#endif // MOEC_PASSES_ROUTINGMATRIX_H
