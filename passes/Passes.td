@@ -42,8 +42,10 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
     which computes exactly the same sums. The gate variants of other loop-form
     exports map onto router attributes: sigmoid scores, the selection-only
     correction bias, grouped top-k with routed scaling (DeepSeek-V3), and no
-    renormalisation (Qwen2-MoE); a SwiGLU MLP over the same tokens added to
-    the combined output, optionally sigmoid-gated, becomes
+    renormalisation (Qwen2-MoE); an expert network (`SharedExperts.h`: any
+    activation, biases, a fused gate/up projection) on the rows of the same
+    tokens (or a reshape of them) added to the combined output (or a
+    reshape of it), optionally sigmoid-gated, becomes
     `moe.shared_expert`. Experts pruned from the export get zero weights, as
     they contributed nothing. Every `moe.top_k` that does not
     head such a loop gets a remark naming the first condition that failed;
@@ -112,11 +114,11 @@ def MoeDetectInputScaledExperts
     moe.dispatch (x * s[t, i_t]) -> moe.experts -> moe.combine (weights 1)
     ```
 
-    with the gate kept as generic ops (`score: generic` in the report). A
-    SwiGLU MLP on the same tokens added to the result becomes
-    `moe.shared_expert`. A sum over the experts of products with stacked
-    weights that does not match gets a remark naming the first condition
-    that failed.
+    with the gate kept as generic ops (`score: generic` in the report). An
+    expert network on the rows of the same tokens added to the result (or a
+    reshape of it) becomes `moe.shared_expert`. A sum over the experts of
+    products with stacked weights that does not match gets a remark naming
+    the first condition that failed.
   }];
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
@@ -225,8 +227,10 @@ def MoeDetectStackedExperts
     `w` may be any `[T, k]` values, the indices provably in `[0, E)` (top-k
     or arg-max positions over the E experts). A softmax router becomes
     `moe.router`; any other gate stays as generic ops feeding moe.dispatch
-    and moe.combine. A SwiGLU MLP on the same tokens (optionally
-    sigmoid-gated) added to the result becomes `moe.shared_expert`. The
+    and moe.combine. An expert network on the rows of the same tokens (any
+    activation, biases or a fused gate/up projection, optionally
+    sigmoid-gated, on them or a reshape of them) added to the result or a
+    reshape of it, before or after it, becomes `moe.shared_expert`. The
     stacked weights are used as exported (`W[e] @ x` is `layout out_in`,
     `x @ W[e]` is `layout in_out`); nothing is copied. Every sum over k of
     rows weighted per choice whose values are products with weights
