@@ -116,7 +116,41 @@ def arch_configs():
                                           "moe_top_k": TOP_K},
                               attn_config={"kv_n_heads": 2}),
                  m.dbrx.modeling_dbrx.DbrxFFN),
+        # Shared experts of other forms: AFMoE adds a SwiGLU of twice the
+        # routed width, computed on the flattened tokens, before the routed
+        # sum; Aria adds one after it, on the flat tokens viewed again as
+        # [B, S, H]; GraniteMoeShared's decoder layer adds a SwiGLU of another
+        # width with one fused gate/up projection.
+        "afmoe": (T.AfmoeConfig(moe_intermediate_size=FFN, intermediate_size=FFN, num_experts=EXPERTS,
+                                num_experts_per_tok=TOP_K, num_shared_experts=2, route_scale=2.5,
+                                num_dense_layers=0, **common),
+                  m.afmoe.modeling_afmoe.AfmoeSparseMoeBlock),
+        "aria": (T.AriaTextConfig(intermediate_size=FFN, moe_num_experts=EXPERTS, moe_topk=TOP_K,
+                                  moe_num_shared_experts=2, **common),
+                 m.aria.modeling_aria.AriaTextMoELayer),
+        "granitemoeshared": (T.GraniteMoeSharedConfig(intermediate_size=FFN, num_local_experts=EXPERTS,
+                                                      num_experts_per_tok=TOP_K, shared_intermediate_size=48,
+                                                      **{k: v for k, v in common.items() if k != "head_dim"}),
+                             GraniteMoeSharedBlock),
     }
+
+
+class GraniteMoeSharedBlock(torch.nn.Module):
+    """GraniteMoeShared's MoE and the shared MLP its decoder layer adds to it
+    (GraniteMoeSharedDecoderLayer: `block_sparse_moe(x) + shared_mlp(x)`),
+    which has no module of its own."""
+
+    def __init__(self, config):
+        super().__init__()
+        m = transformers.models.granitemoeshared.modeling_granitemoeshared
+        self.block_sparse_moe = m.GraniteMoeSharedMoE(config)
+        self.shared_mlp = m.GraniteMoeSharedMLP(config)
+
+    def forward(self, hidden_states):
+        return self.block_sparse_moe(hidden_states) + self.shared_mlp(hidden_states)
+
+    # The module whose experts dispatch on experts_implementation.
+    experts_module = "transformers.models.granitemoeshared.modeling_granitemoeshared"
 
 
 class Block(torch.nn.Module):
@@ -221,9 +255,11 @@ def describe(model: onnx.ModelProto, path: Path) -> dict:
 def uses_experts_interface(cls) -> bool:
     """Whether the architecture's experts dispatch on experts_implementation
     (@use_experts_implementation); DBRX and Llama 4 keep their own forward."""
+    import importlib
     import inspect
 
-    return "use_experts_implementation" in inspect.getsource(sys.modules[cls.__module__])
+    module = importlib.import_module(getattr(cls, "experts_module", cls.__module__))
+    return "use_experts_implementation" in inspect.getsource(module)
 
 
 def save_reference(entry: str, path: Path, record: dict, cases: dict):
