@@ -395,6 +395,9 @@ struct RouterConfig {
   float scale = 1.0f;
   int64_t nGroup = 1, topkGroup = 1;
   std::optional<int64_t> capacity;
+  /// GShard's renormalisation over the kept choices (`normalize_kept`):
+  /// its epsilon.
+  std::optional<float> keptEpsilon;
   /// An optional `[E]` selection bias.
   mlir::Value bias;
 };
@@ -426,7 +429,9 @@ inline moe::RouterOp createRouter(mlir::OpBuilder &builder, mlir::Location loc,
       unitIf(config.normalize), builder.getF32FloatAttr(config.scale),
       builder.getI64IntegerAttr(config.nGroup),
       builder.getI64IntegerAttr(config.topkGroup),
-      config.capacity ? builder.getI64IntegerAttr(*config.capacity) : nullptr);
+      config.capacity ? builder.getI64IntegerAttr(*config.capacity) : nullptr,
+      config.keptEpsilon ? builder.getF32FloatAttr(*config.keptEpsilon)
+                         : nullptr);
 }
 
 /// Builds the moe.router of `logits` and the moe.dispatch of the `[T, H]`

@@ -399,7 +399,8 @@ FailureOr<Value> ContribMoEImporter::build() {
       builder, loc, operand(kRouterProbs), /*bias=*/Value(),
       moe::ScoreFunction::Softmax, attrs.k, /*score_after_topk=*/false,
       attrs.normalizeRoutingWeights, llvm::APFloat(1.0f), /*n_group=*/1,
-      /*topk_group=*/1, /*capacity=*/IntegerAttr())));
+      /*topk_group=*/1, /*capacity=*/IntegerAttr(),
+      /*normalize_kept=*/FloatAttr())));
   auto dispatch = cast<moe::DispatchOp>(track(moe::DispatchOp::create(
       builder, loc, rows, router.getIndices(), numExperts)));
 

@@ -1312,6 +1312,8 @@ private:
     // The plan spells "no capacity" as 0.
     if (IntegerAttr capacity = op.getCapacityAttr())
       attrs.capacity = capacity.getInt();
+    if (FloatAttr kept = op.getNormalizeKeptAttr())
+      attrs.normalize_kept_epsilon = kept.getValue().convertToFloat();
     return moert::attrs(std::move(attrs));
   }
 

@@ -229,12 +229,22 @@ def Moe_RouterOp : Moe_SparseOp<"router"> {
        index becomes -1: `moe.dispatch` skips it, and `moe.combine` passes
        the token through scaled by that weight when given a pass-through
        input (Switch Transformers' dropped tokens).
+    9. With `normalize_kept eps` (needs `capacity`), after capacity the
+       weights are renormalised over each token's kept assignments
+       (GShard / DeepSpeed top-2 gating): with `sum` the f32 sum of the
+       kept weights in choice order, a kept `w_j` becomes
+       `w_j / max(sum, eps)` and a rejected one 0 (DeepSpeed's
+       `g / clamp(g1 * kept1 + g2 * kept2, min = eps)`). Unlike
+       `normalize`, which divides before capacity, a token with one kept
+       assignment gets weight 1 for it.
 
     The verifier checks `1 <= top_k <= E`, that `n` divides E into groups of
     at least 2 experts, `1 <= m <= n`, that the kept groups hold at least
     `top_k` experts, a positive finite scale, a positive capacity, and that
     `after_topk` is used only with softmax scores and without `normalize`
-    (the softmax over the k already sums to one).
+    (the softmax over the k already sums to one), and that `normalize_kept`
+    has a positive finite epsilon, `capacity`, no `normalize` (the weights
+    would be divided twice) and scale 1.
 
     Examples (the gate variants of real models):
     ```mlir
@@ -249,6 +259,10 @@ def Moe_RouterOp : Moe_SparseOp<"router"> {
     %w, %i = moe.router %logits top 4 softmax after_topk : tensor<?x32xf32>
     // Switch Transformers: top-1 with 64 slots per expert and sequence.
     %w, %i = moe.router %logits top 1 softmax capacity 64 : tensor<?x?x8xf32>
+    // GShard (DeepSpeed): top-2, 24 slots per expert, renormalised over
+    // the kept assignments.
+    %w, %i = moe.router %logits top 2 softmax capacity 24
+               normalize_kept 1.1920929E-7 : tensor<?x4xf32>
     ```
   }];
   let arguments = (ins
@@ -261,7 +275,8 @@ def Moe_RouterOp : Moe_SparseOp<"router"> {
     DefaultValuedAttr<F32Attr, "1.0f">:$routed_scaling_factor,
     DefaultValuedAttr<I64Attr, "1">:$n_group,
     DefaultValuedAttr<I64Attr, "1">:$topk_group,
-    OptionalAttr<I64Attr>:$capacity
+    OptionalAttr<I64Attr>:$capacity,
+    OptionalAttr<F32Attr>:$normalize_kept
   );
   let results = (outs Moe_FloatTensor:$weights, Moe_I64Tensor:$indices);
   let assemblyFormat = [{
@@ -270,7 +285,8 @@ def Moe_RouterOp : Moe_SparseOp<"router"> {
          | `groups` $n_group `keep` $topk_group
          | `normalize` $normalize
          | `scale` $routed_scaling_factor
-         | `capacity` $capacity)
+         | `capacity` $capacity
+         | `normalize_kept` $normalize_kept)
     attr-dict `:` type($logits) (`,` type($bias)^)?
   }];
   let extraClassDeclaration = Moe_KeywordEnumDecl;

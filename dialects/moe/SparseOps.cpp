@@ -367,6 +367,23 @@ LogicalResult RouterOp::verify() {
       capacity && capacity.getInt() < 1)
     return emitOpError("expects a positive capacity, got ")
            << capacity.getInt();
+  if (FloatAttr kept = getNormalizeKeptAttr()) {
+    double epsilon = kept.getValueAsDouble();
+    if (!(epsilon > 0.0) || !std::isfinite(epsilon))
+      return emitOpError("expects a positive finite normalize_kept epsilon, "
+                         "got ")
+             << epsilon;
+    // The renormalisation is over the assignments capacity kept.
+    if (!getCapacityAttr())
+      return emitOpError("`normalize_kept` needs a `capacity`: it "
+                         "renormalises over the assignments capacity kept");
+    if (getNormalize())
+      return emitOpError("`normalize` and `normalize_kept` would divide the "
+                         "weights twice");
+    if (scale != 1.0)
+      return emitOpError("`normalize_kept` needs scale 1: the scale would "
+                         "come before the renormalisation");
+  }
   return success();
 }
 

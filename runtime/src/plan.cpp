@@ -982,6 +982,14 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                           detail::kFormatVersionMinorAttention,
                           ", but the file is version ", impl.versionMajor, ".",
                           impl.versionMinor);
+    if (const auto *router = step.attrs_as<fb::RouterAttrs>();
+        router && router->normalize_kept_epsilon() != 0.0f &&
+        impl.versionMinor < detail::kFormatVersionMinorKeptNormalize)
+      return diag.invalid("step ", s, " is a Router with normalize_kept, ",
+                          "which needs format ", kFormatVersionMajor, ".",
+                          detail::kFormatVersionMinorKeptNormalize,
+                          ", but the file is version ", impl.versionMajor, ".",
+                          impl.versionMinor);
     if (step.op() == fb::OpKind::GatedDeltaRule &&
         impl.versionMinor < detail::kFormatVersionMinorGenai)
       return diag.invalid("step ", s, " is a GatedDeltaRule step, which ",

@@ -996,10 +996,13 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= !perSchedule.empty();
   for (const WeightSection &section : sections)
     tiered |= section.paged;
-  bool attention = false, genaiSteps = false;
+  bool attention = false, genaiSteps = false, keptNormalize = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
+        // A 1.9 reader would ignore the renormalisation over kept choices.
+        if (const fb::RouterAttrsT *router = step->attrs.AsRouterAttrs())
+          keptNormalize |= router->normalize_kept_epsilon != 0.0f;
         // Attention sinks or a softcap, or a step 1.8 runtimes lack.
         genaiSteps |= step->op == fb::OpKind::GatedDeltaRule;
         if (step->op != fb::OpKind::Attention)
@@ -1164,7 +1167,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                              program.generation->cache.end(),
                              [](const auto &pair) { return pair->state; })));
   header.versionMinor =
-      genai                ? detail::kFormatVersionMinorGenai
+      keptNormalize        ? detail::kFormatVersionMinorKeptNormalize
+      : genai              ? detail::kFormatVersionMinorGenai
       : tierPrefetch       ? detail::kFormatVersionMinorTierPrefetch
       : multiStepTiers     ? detail::kFormatVersionMinorMicroBatchTiers
       : attention          ? detail::kFormatVersionMinorAttention

@@ -91,7 +91,7 @@ struct RouterCase : RouterSpec {
 };
 
 /// The router kernels' launches: one thread per token, then (capacity) one
-/// per (sequence, expert).
+/// per (sequence, expert), then (normalize_kept) one per token.
 void emulateRouter(const RouterCase &c, const std::vector<float> &logits,
                    const float *bias, int64_t E, int64_t sequences,
                    std::mt19937 &rng, std::vector<float> &weights,
@@ -108,6 +108,11 @@ void emulateRouter(const RouterCase &c, const std::vector<float> &logits,
     forEachThread(sequences * E, rng, [&](int64_t i) {
       gpu::applyCapacity(indices.data(), T / sequences, k, c.capacity, i / E,
                          i % E);
+    });
+  if (c.keptEpsilon > 0)
+    forEachThread(T, rng, [&](int64_t t) {
+      gpu::normalizeKept(weights.data() + t * k, indices.data() + t * k, k,
+                         c.keptEpsilon);
     });
 }
 
@@ -185,8 +190,12 @@ TEST(CudaRoutingLogic, RouterMatchesTheCpuOverEveryVariant) {
         // About half of an even share: most sequences drop assignments.
         std::vector<int64_t> shape = tokenShape(T, E, true);
         capacity.capacity = std::max<int64_t>(1, shape[1] * k / (2 * E));
+        RouterCase gshard = softmax;
+        gshard.capacity = capacity.capacity;
+        gshard.keptEpsilon = 1.1920929e-7f;
         auto all = variants;
         all.push_back({"capacity", capacity});
+        all.push_back({"capacity normalize_kept", gshard});
         for (const auto &[name, c] : all) {
           SCOPED_TRACE(::testing::Message()
                        << name << ", E " << E << ", k " << k << ", T " << T);
@@ -200,7 +209,7 @@ TEST(CudaRoutingLogic, RouterMatchesTheCpuOverEveryVariant) {
         }
       }
     }
-  EXPECT_EQ(checked, 15 * 4 * 7);
+  EXPECT_EQ(checked, 15 * 4 * 8);
 }
 
 TEST(CudaRoutingLogic, RouterTiesGoToTheLowerIndex) {
@@ -560,10 +569,12 @@ TEST(CudaRoutingLogic, StridedBatchedMatMulMatchesTheCpu) {
 constexpr int64_t kLayerE = 8, kLayerK = 2, kLayerH = 16, kLayerMaxT = 64;
 
 /// A routed layer that runs every GPU routing op: logits = x gate (MatMul),
-/// Router (sigmoid, bias, groups, capacity), Dispatch, a Gemm standing in
-/// for the experts (transposed B, broadcast C), Combine with passthrough.
-absl::StatusOr<std::vector<uint8_t>> layerPlan(Backend backend,
-                                               int64_t capacity) {
+/// Router (sigmoid, bias, groups, capacity; renormalised before capacity,
+/// or with `keptNormalize` over the kept choices after it), Dispatch, a Gemm
+/// standing in for the experts (transposed B, broadcast C), Combine with
+/// passthrough.
+absl::StatusOr<std::vector<uint8_t>>
+layerPlan(Backend backend, int64_t capacity, bool keptNormalize = false) {
   static const std::vector<float> gate = randomFloats(kLayerH * kLayerE, 51);
   static const std::vector<float> bias = randomFloats(kLayerE, 52);
   static const std::vector<float> w = randomFloats(kLayerH * kLayerH, 53);
@@ -602,6 +613,10 @@ absl::StatusOr<std::vector<uint8_t>> layerPlan(Backend backend,
   router.groups = 4;
   router.keep = 2;
   router.capacity = capacity;
+  if (keptNormalize) {
+    router.normalize = false;
+    router.keptEpsilon = 1.1920929e-7f;
+  }
   s.addStep(OpKind::Router, "router", {logits, biasW}, {weights, idx},
             routerAttrs(router));
   s.addStep(OpKind::Dispatch, "dispatch", {x, idx}, {expertIn, offsets, source},
@@ -636,8 +651,10 @@ absl::StatusOr<std::vector<Value>> runLayer(SessionT &session,
 TEST(CudaRoutingDevice, LayerPlansLoadAndTheCpuRunsThem) {
   // What the GPU test below needs of the plans, checked everywhere: a GPU
   // failure there is then the GPU's.
-  for (Backend backend : {Backend::Cpu, Backend::Cuda}) {
-    auto bytes = layerPlan(backend, 3);
+  for (auto [backend, kept] :
+       {std::pair(Backend::Cpu, false), std::pair(Backend::Cuda, false),
+        std::pair(Backend::Cpu, true), std::pair(Backend::Cuda, true)}) {
+    auto bytes = layerPlan(backend, 3, kept);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -655,9 +672,11 @@ TEST(CudaRoutingDevice, LayerPlansLoadAndTheCpuRunsThem) {
 
 TEST(CudaRoutingDevice, LayerMatchesTheCpuBackend) {
   MOERT_REQUIRE_GPU();
-  for (int64_t capacity : {0, 3}) {
-    auto cpuBytes = layerPlan(Backend::Cpu, capacity);
-    auto gpuBytes = layerPlan(Backend::Cuda, capacity);
+  for (auto [capacity, kept] :
+       {std::pair<int64_t, bool>(0, false), std::pair<int64_t, bool>(3, false),
+        std::pair<int64_t, bool>(3, true)}) {
+    auto cpuBytes = layerPlan(Backend::Cpu, capacity, kept);
+    auto gpuBytes = layerPlan(Backend::Cuda, capacity, kept);
     ASSERT_TRUE(cpuBytes.ok() && gpuBytes.ok());
     auto pair = openOnBothBackends(*cpuBytes, *gpuBytes);
     ASSERT_TRUE(pair.ok()) << pair.status();
@@ -669,8 +688,9 @@ TEST(CudaRoutingDevice, LayerMatchesTheCpuBackend) {
     EXPECT_TRUE(gpu->usesGraphs());
     for (int pass = 0; pass < 3; ++pass)
       for (int64_t T : {1, 7, 64}) {
-        SCOPED_TRACE(::testing::Message() << "T " << T << ", capacity "
-                                          << capacity << ", pass " << pass);
+        SCOPED_TRACE(::testing::Message()
+                     << "T " << T << ", capacity " << capacity
+                     << (kept ? " normalize_kept" : "") << ", pass " << pass);
         std::vector<float> x = randomFloats(T * kLayerH, 60 + T + 100 * pass);
         auto want = runLayer(*cpu, x);
         auto got = runLayer(*gpu, x);

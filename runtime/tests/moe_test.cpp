@@ -8,7 +8,9 @@
 
 #include "expert_network.h"
 #include "kernels/stream.h"
+#include "moert/plan_writer.h"
 #include "moert/stats.h"
+#include "plan_bytes.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -111,6 +113,19 @@ void referenceRouter(const RouterSpec &spec, const std::vector<float> &logits,
         else
           ++load[e];
       }
+  }
+  // 9. normalize_kept: over each token's kept choices, in f32 as GShard.
+  if (spec.keptEpsilon == 0)
+    return;
+  for (int64_t t = 0; t < T; ++t) {
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j)
+      if (indices[t * k + j] >= 0)
+        sum += weights[t * k + j];
+    for (int64_t j = 0; j < k; ++j) {
+      float &w = weights[t * k + j];
+      w = indices[t * k + j] >= 0 ? w / std::max(sum, spec.keptEpsilon) : 0;
+    }
   }
 }
 
@@ -219,23 +234,30 @@ TEST(Router, NaNRanksAboveEveryNumber) {
   EXPECT_EQ((*r)[1].as<int64_t>(), (std::vector<int64_t>{1, 2}));
 }
 
-TEST(Router, CapacityDropsInPriorityOrder) {
-  // Top-2 of 3 experts, capacity 2: first choices of all tokens are accepted
-  // before any second choice. Token choices: t0 (0, 1), t1 (0, 2), t2 (0, 1),
-  // t3 (1, 0). First choices: e0 gets t0, t1; t2's is dropped; e1 gets t3.
-  // Second choices: t0 -> e1 (2nd slot), t1 -> e2, t2 -> e1 (full: dropped),
-  // t3 -> e0 (full: dropped).
-  RouterSpec spec;
+/// Routes four tokens top-2 of 3 experts with capacity 2 (and `spec`'s other
+/// attributes): first choices of all tokens are accepted before any second
+/// choice. Token choices: t0 (0, 1), t1 (0, 2), t2 (0, 1), t3 (1, 0). First
+/// choices: e0 gets t0, t1; t2's is dropped; e1 gets t3. Second choices: t0
+/// -> e1 (2nd slot), t1 -> e2, t2 -> e1 (full: dropped), t3 -> e0 (full:
+/// dropped). Returns the weights after checking those indices.
+std::vector<float> routeWithCapacityTwo(RouterSpec spec) {
   spec.capacity = 2;
   std::vector<float> logits = {3, 2, 0, 3, 0, 2, 3, 2, 0, 2, 3, 0};
   auto r =
       runStep(OpKind::Router, {f32({4, 3}, logits)},
               {{DType::F32, {4, 2}}, {DType::I64, {4, 2}}}, routerAttrs(spec));
-  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok())
+    return {};
   EXPECT_EQ((*r)[1].as<int64_t>(),
             (std::vector<int64_t>{0, 1, 0, 2, -1, -1, 1, -1}));
+  return (*r)[0].as<float>();
+}
+
+TEST(Router, CapacityDropsInPriorityOrder) {
+  std::vector<float> w = routeWithCapacityTwo(RouterSpec());
+  ASSERT_EQ(w.size(), 8u);
   // Dropped assignments keep their weights.
-  std::vector<float> w = (*r)[0].as<float>();
   EXPECT_GT(w[4], 0.5f);
   EXPECT_GT(w[7], 0.0f);
 }
@@ -250,6 +272,58 @@ TEST(Router, SwitchCapacityCountsPerSequence) {
   spec.capacity = 4;
   spec.normalize = true;
   checkRouter(spec, {2, 9, 4}, 9);
+}
+
+TEST(Router, GShardRenormalisesOverTheKeptChoices) {
+  // routeWithCapacityTwo's example with normalize_kept: t0 and t1 keep both
+  // choices (their two weights sum to 1), t2 keeps none and t3 only its
+  // first (weight 1); rejected weights are 0.
+  RouterSpec spec;
+  spec.keptEpsilon = 1.1920929e-7f;
+  std::vector<float> w = routeWithCapacityTwo(spec);
+  ASSERT_EQ(w.size(), 8u);
+  EXPECT_FLOAT_EQ(w[0] + w[1], 1.0f);
+  EXPECT_GT(w[0], w[1]);
+  EXPECT_FLOAT_EQ(w[2] + w[3], 1.0f);
+  EXPECT_EQ(w[4], 0.0f);
+  EXPECT_EQ(w[5], 0.0f);
+  EXPECT_EQ(w[6], 1.0f);
+  EXPECT_EQ(w[7], 0.0f);
+  // Against the reference, over [T, E] and [B, S, E], with drops.
+  spec.capacity = 2;
+  checkRouter(spec, {60, 4}, 10);
+  checkRouter(spec, {3, 20, 4}, 11);
+  spec.topK = 1;
+  checkRouter(spec, {40, 8}, 12);
+}
+
+TEST(Router, NormalizeKeptNeedsFormat110) {
+  // A plan with a kept renormalisation is 1.10; a file that declares itself
+  // older with one is refused (a 1.9 runtime would ignore the field).
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  int32_t logits = s.addTensor("logits", DType::F32, dimsOf({4, 3}));
+  s.addInput(logits);
+  int32_t w = s.addTensor("w", DType::F32, dimsOf({4, 2}));
+  int32_t i = s.addTensor("i", DType::I64, dimsOf({4, 2}));
+  s.addOutput(w);
+  s.addOutput(i);
+  RouterSpec spec;
+  spec.capacity = 2;
+  spec.keptEpsilon = 1e-7f;
+  s.addStep(OpKind::Router, "router", {logits}, {w, i}, routerAttrs(spec));
+  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorKeptNormalize);
+  std::vector<uint8_t> older =
+      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+        header.versionMinor = detail::kFormatVersionMinorGenai;
+      });
+  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+              StatusHas("step 0 is a Router with normalize_kept, which needs "
+                        "format 1.10, but the file is version 1.9"));
 }
 
 TEST(Router, RejectsInvalidAttributesAtLoad) {
@@ -287,6 +361,15 @@ TEST(Router, RejectsInvalidAttributesAtLoad) {
   spec = RouterSpec();
   spec.capacity = -1;
   EXPECT_THAT(load(spec), StatusHas("capacity -1 is negative"));
+  spec = RouterSpec();
+  spec.keptEpsilon = 1e-7f;
+  EXPECT_THAT(load(spec), StatusHas("with a capacity"));
+  spec.capacity = 4;
+  spec.normalize = true;
+  EXPECT_THAT(load(spec), StatusHas("without normalize"));
+  spec.normalize = false;
+  spec.keptEpsilon = -1;
+  EXPECT_THAT(load(spec), StatusHas("must be positive and finite"));
   // The output's last dimension must be top_k.
   EXPECT_THAT(runStep(OpKind::Router, {f32({1, 4}, {1, 2, 3, 4})},
                       {{DType::F32, {1, 3}}, {DType::I64, {1, 3}}},

@@ -120,6 +120,7 @@ fb::AttrsUnion routerAttrs(const RouterSpec &spec) {
   a.n_group = spec.groups;
   a.topk_group = spec.keep;
   a.capacity = spec.capacity;
+  a.normalize_kept_epsilon = spec.keptEpsilon;
   return attrs(a);
 }
 

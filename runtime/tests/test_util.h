@@ -102,6 +102,8 @@ struct RouterSpec {
   float scale = 1.0f;
   int64_t groups = 1, keep = 1;
   int64_t capacity = 0;
+  /// normalize_kept's epsilon; 0: off.
+  float keptEpsilon = 0;
 };
 
 fb::AttrsUnion routerAttrs(const RouterSpec &spec);

@@ -36,9 +36,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// read-ahead policy); only plans that set one are written as 1.8. 1.9
 /// added what onnxruntime-genai's exports need (the Attention step's sinks
 /// and softcap; generation tables with an attention mask or without
-/// positions); only plans that use them are written as 1.9.
+/// positions); only plans that use them are written as 1.9. 1.10 added
+/// `RouterAttrs.normalize_kept_epsilon` (GShard's renormalisation over the
+/// assignments capacity kept), which a 1.9 reader would ignore; only plans
+/// with a Router that sets it are written as 1.10.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 9;
+inline constexpr uint16_t kFormatVersionMinor = 10;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -94,6 +94,7 @@ absl::Status routerRun(DeviceStep &step) {
   int64_t sequences = rank == 3 ? shape[0] : 1;
   return step.check(
       launchRouter(p, logits, bias, tokens, sequences, attrs->capacity(),
+                   attrs->normalize_kept_epsilon(),
                    static_cast<float *>(step.output(0)),
                    static_cast<int64_t *>(step.output(1)), step.stream()),
       "launching the router kernels");

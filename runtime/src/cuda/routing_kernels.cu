@@ -48,6 +48,13 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 __global__ void __launch_bounds__(kBlock)
+    keptNormalizeKernel(float *weights, const int64_t *indices,
+                        int64_t tokens, int64_t k, float epsilon) {
+  for (int64_t t = threadIndex(); t < tokens; t += threadStride())
+    normalizeKept(weights + t * k, indices + t * k, k, epsilon);
+}
+
+__global__ void __launch_bounds__(kBlock)
     histogramKernel(const int64_t *indices, int64_t rows, int64_t experts,
                     int32_t *counts, DeviceErrorRecord *errors, int step) {
   int64_t chunks = dispatchChunks(rows);
@@ -141,7 +148,8 @@ __global__ void __launch_bounds__(kBlock)
 
 cudaError_t launchRouter(const RouterLogicParams &params, const float *logits,
                          const float *bias, int64_t tokens, int64_t sequences,
-                         int64_t capacity, float *weights, int64_t *indices,
+                         int64_t capacity, float keptEpsilon,
+                         float *weights, int64_t *indices,
                          cudaStream_t stream) {
   if (tokens > 0)
     routerKernel<<<blocksFor(tokens), kBlock, 0, stream>>>(
@@ -150,6 +158,9 @@ cudaError_t launchRouter(const RouterLogicParams &params, const float *logits,
     capacityKernel<<<blocksFor(sequences * params.experts), kBlock, 0,
                      stream>>>(indices, sequences, tokens / sequences,
                                params.topK, params.experts, capacity);
+  if (keptEpsilon > 0 && tokens > 0)
+    keptNormalizeKernel<<<blocksFor(tokens), kBlock, 0, stream>>>(
+        weights, indices, tokens, params.topK, keptEpsilon);
   return cudaGetLastError();
 }
 

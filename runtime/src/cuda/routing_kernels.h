@@ -20,11 +20,12 @@ namespace moert::cuda {
 
 /// Router over `tokens` tokens of `logits` [tokens, E] into weights and
 /// indices [tokens, k]; then, when capacity > 0, capacity per sequence of
-/// `indices` viewed as [sequences, tokens / sequences, k].
+/// `indices` viewed as [sequences, tokens / sequences, k]; then, when
+/// keptEpsilon > 0, the renormalisation over the kept choices.
 cudaError_t launchRouter(const RouterLogicParams &params, const float *logits,
                          const float *bias, int64_t tokens, int64_t sequences,
-                         int64_t capacity, float *weights, int64_t *indices,
-                         cudaStream_t stream);
+                         int64_t capacity, float keptEpsilon, float *weights,
+                         int64_t *indices, cudaStream_t stream);
 
 /// Scratch of launchDispatch: the chunk bases.
 inline int64_t dispatchScratchBytes(int64_t rows, int64_t experts) {

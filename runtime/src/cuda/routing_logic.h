@@ -17,7 +17,8 @@
 //    registers.
 //  * Capacity: one thread per (sequence, expert), scanning its sequence in
 //    the CPU's (choice, token) order; it only rewrites entries that name its
-//    expert, so the threads never write the same entry.
+//    expert, so the threads never write the same entry. The renormalisation
+//    over the kept choices (normalize_kept) then takes one thread per token.
 //  * Dispatch, a deterministic stable counting sort in four launches: per
 //    chunk of kDispatchChunk assignments, each expert's count; per expert,
 //    the exclusive prefix of its counts over the chunks and its total; the
@@ -235,6 +236,22 @@ MOERT_HD inline void applyCapacity(int64_t *indices, int64_t length, int64_t k,
       else
         ++load;
     }
+}
+
+/// Renormalisation over the kept assignments (`normalize_kept`, GShard), for
+/// one token after capacity: its weights `w` [k] become `w_j / max(sum,
+/// epsilon)` where `idx` [k] kept choice j (>= 0), else 0, with `sum` the
+/// f32 sum of the kept weights in choice order. A NaN sum stays NaN, as
+/// DeepSpeed's clamp keeps it.
+MOERT_HD inline void normalizeKept(float *w, const int64_t *idx, int64_t k,
+                                   float epsilon) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j)
+    if (idx[j] >= 0)
+      sum += w[j];
+  float denominator = sum < epsilon ? epsilon : sum;
+  for (int64_t j = 0; j < k; ++j)
+    w[j] = idx[j] >= 0 ? w[j] / denominator : 0.0f;
 }
 
 /// The number of chunks of `rows` assignments.

@@ -50,6 +50,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/moe.h"
+#include "cuda/routing_logic.h"
 #include "expert_cache.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
@@ -260,6 +261,7 @@ absl::Status routerKernel(KernelContext &ctx) {
   // choices, and so on; an assignment to a full expert becomes -1. The loads
   // are counted here too, for the stats.
   int64_t capacity = attrs->capacity();
+  float keptEpsilon = attrs->normalize_kept_epsilon();
   MoeCounters *counters = ctx.moeCounters();
   if (capacity == 0 && !counters)
     return absl::OkStatus();
@@ -285,6 +287,11 @@ absl::Status routerKernel(KernelContext &ctx) {
     for (int64_t e = 0; e < E; ++e)
       total[e] += load[e];
   }
+  // GShard renormalises over the choices capacity kept (the shared helper
+  // of the CUDA kernels, so both backends divide alike).
+  if (keptEpsilon > 0)
+    for (int64_t t = 0; t < tokens; ++t)
+      cuda::normalizeKept(w + t * k, idx + t * k, k, keptEpsilon);
   countLoads(ctx, E, total, dropped);
   return absl::OkStatus();
 }
@@ -345,6 +352,13 @@ absl::Status validateRouter(const StepCheck &check) {
   if (attrs->capacity() < 0)
     return check.error("capacity ", attrs->capacity(),
                        " is negative (0 means unlimited)");
+  float keptEpsilon = attrs->normalize_kept_epsilon();
+  if (keptEpsilon != 0.0f &&
+      (!(keptEpsilon > 0) || !std::isfinite(keptEpsilon) ||
+       attrs->capacity() == 0 || attrs->normalize() || scale != 1.0f))
+    return check.error("normalize_kept_epsilon ", keptEpsilon,
+                       " must be positive and finite, with a capacity, ",
+                       "without normalize and with scale 1");
   return absl::OkStatus();
 }
 

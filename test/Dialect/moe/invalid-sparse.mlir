@@ -130,6 +130,35 @@ func.func @router_capacity(%logits: tensor<?x8xf32>) {
 
 // -----
 
+// Tests that the renormalisation over the kept choices needs a capacity
+// (it renormalises over what capacity kept).
+func.func @router_normalize_kept_without_capacity(%logits: tensor<?x8xf32>) {
+  // expected-error @+1 {{`normalize_kept` needs a `capacity`}}
+  %w, %i = moe.router %logits top 2 softmax normalize_kept 1.0e-7 : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that normalize_kept's epsilon is positive: the clamp keeps a token
+// whose kept weights underflowed finite.
+func.func @router_normalize_kept_epsilon(%logits: tensor<?x8xf32>) {
+  // expected-error @+1 {{expects a positive finite normalize_kept epsilon, got 0}}
+  %w, %i = moe.router %logits top 2 softmax capacity 4 normalize_kept 0.0 : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that normalize and normalize_kept do not both divide the weights.
+func.func @router_normalize_twice(%logits: tensor<?x8xf32>) {
+  // expected-error @+1 {{`normalize` and `normalize_kept` would divide the weights twice}}
+  %w, %i = moe.router %logits top 2 softmax normalize capacity 4 normalize_kept 1.0e-7 : tensor<?x8xf32>
+  return
+}
+
+// -----
+
 // Tests that declared result types must be the inferred ones: the custom
 // form prints none, so anything else would not survive a round trip.
 func.func @router_result_type(%logits: tensor<?x8xf32>) {

@@ -57,6 +57,17 @@ func.func @router_switch(%logits: tensor<?x?x8xf32>) -> (tensor<?x?x1xf32>, tens
 
 // -----
 
+// Tests that GShard's gate (top-2 with a capacity, renormalised over the
+// kept choices) round-trips its epsilon.
+// CHECK-LABEL: func.func @router_gshard
+func.func @router_gshard(%logits: tensor<?x4xf32>) -> (tensor<?x2xf32>, tensor<?x2xi64>) {
+  // CHECK: moe.router %{{.*}} top 2 softmax capacity 24 normalize_kept 1.1920929E-7 : tensor<?x4xf32>
+  %w, %i = moe.router %logits top 2 softmax capacity 24 normalize_kept 1.1920929E-7 : tensor<?x4xf32>
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi64>
+}
+
+// -----
+
 // Tests that a routing scale of 1 and a single group (the defaults) are not
 // printed.
 // CHECK-LABEL: func.func @router_defaults
