@@ -57,6 +57,53 @@ def MoeDetectExperts : Pass<"moe-detect-experts", "mlir::func::FuncOp"> {
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeDetectCapacityExperts
+    : Pass<"moe-detect-capacity-experts", "mlir::func::FuncOp"> {
+  let summary = "Rewrite experts on capacity slots (Switch as t5x writes it, "
+                "GShard as DeepSpeed does) into sparse ops";
+  let description = [{
+    Recognises MoE layers that run every expert on C slots: a `[T, E, C]`
+    dispatch mask gathers the tokens into `[E, C, H]` slots
+    (`einsum("th,tec->ech")`, any letters or operand order), the experts
+    run on their slots (stacked `[E, H, F]` / `[E, F, H]` weights in
+    einsums around a ReLU, or each expert's network, `act(x @ w1 + b1) [*
+    (x @ w3 + b3)] @ w2 + b2`, on its `[1, C, H]` chunk of a Slice or
+    Split, concatenated), and a `[T, E, C]` combine tensor sums them back
+    (`einsum("ech,tec->th")`). The gate must be one of two forms, proven
+    op by op to decide exactly what `moe.router ... capacity C` decides:
+
+    - Switch (t5x, flaxformer): `mask = one_hot(argmax(softmax(l)))`,
+      `priority = reduce_max(cumsum(mask, 0) * mask - 1)`, dispatch =
+      `(priority == arange(C)) * mask`, combine = `scores * dispatch`:
+      `top 1 softmax capacity C`.
+    - GShard top-2 (DeepSpeed): first choice `argmax(softmax(l))`, second
+      `argmax(where(mask1, -inf, l))`, slots `cumsum(mask1, 0) - 1` and
+      `cumsum(mask2, 0) - 1 + sum(mask1, 0)` (every first choice before any
+      second), kept where the slot is below C, weights renormalised over
+      the kept choices (`g / clip(g1 + g2, min = eps)`), combine = the
+      weights at the one-hot slots, dispatch = `combine != 0`: `top 2
+      softmax capacity C normalize_kept eps`.
+
+    The layer becomes
+
+    ```
+    moe.router -> moe.dispatch -> moe.experts -> moe.combine
+    ```
+
+    without pass-through (a dropped assignment contributes 0, as its empty
+    combine weights do). Each token goes through its kept experts only; an
+    empty slot's expert output, which every combine weight multiplies by 0,
+    is not computed (equal for finite tokens and expert outputs: the
+    einsums multiply them by the zeros of the other slots). The capacity
+    stays the graph's constant C, counted over all T tokens (the `[T, E]`
+    logits). A candidate (such a gathering einsum whose mask is computed
+    from an arg-max) that does not match gets one remark on the gate's last
+    arg-max naming the first condition that failed; the graph then stays
+    generic.
+  }];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeDetectDenseExperts
     : Pass<"moe-detect-dense-experts", "mlir::func::FuncOp"> {
   let summary = "Rewrite the dense-masked MoE forms into sparse ops";

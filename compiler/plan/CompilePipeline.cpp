@@ -33,6 +33,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   // detectors match (then CSE shares the masks it makes per expert).
   funcPM.addPass(createMoeCanonicalizeExperts());
   funcPM.addPass(createCSEPass());
+  // Before the loop detector, whose Switch form would remark first on the
+  // arg-max of a capacity gate it cannot take.
+  funcPM.addPass(createMoeDetectCapacityExperts());
   funcPM.addPass(createMoeDetectExperts());
   funcPM.addPass(createMoeDetectDenseExperts());
   funcPM.addPass(createMoeDetectParallelExperts());
@@ -309,7 +312,12 @@ static llvm::json::Array moeLayersToJson(ArrayRef<MoeLayerInfo> layers) {
                          : std::string("generic")},
         {"topk_before_softmax",
          routerField([&] { return router.getScoreAfterTopk(); })},
-        {"normalize", routerField([&] { return router.getNormalize(); })},
+        // GShard's renormalisation over the kept choices reads "kept".
+        {"normalize", routerField([&]() -> llvm::json::Value {
+           if (router.getNormalizeKeptAttr())
+             return "kept";
+           return router.getNormalize();
+         })},
         {"scale", routerField([&] {
            return router.getRoutedScalingFactorAttr().getValueAsDouble();
          })},
@@ -435,8 +443,11 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
         routerField([&] {
           return std::string(router.getScoreAfterTopk() ? "yes" : "no");
         }),
-        routerField(
-            [&] { return std::string(router.getNormalize() ? "yes" : "no"); }),
+        routerField([&] {
+          return std::string(router.getNormalizeKeptAttr() ? "kept"
+                             : router.getNormalize()       ? "yes"
+                                                           : "no");
+        }),
         routerField([&] {
           return llvm::formatv(
                      "{0}",
