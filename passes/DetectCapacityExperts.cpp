@@ -23,7 +23,7 @@
 #include "passes/SharedExperts.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace moec {

@@ -58,6 +58,54 @@ func.func @switch_t5x(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+// Tests the same Switch layer as dynamo writes it: the one-hot as an
+// equality with arange(E), both unsqueezes in one op, other einsum letters.
+// CHECK-LABEL: func.func @switch_t5x_dynamo
+// CHECK: moe.router %{{.*}} top 1 softmax capacity 3 : tensor<?x4xf32>
+// CHECK: moe.experts relu
+// CHECK-NOT: moe.einsum
+func.func @switch_t5x_dynamo(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<2.500000e-01> : tensor<8x4xf32>
+  %wi = moe.constant dense<1.250000e-01> : tensor<4x8x16xf32>
+  %wo = moe.constant dense<5.000000e-01> : tensor<4x16x8xf32>
+  %depth = moe.constant dense<4> : tensor<i64>
+  %onoff = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %zero = moe.constant dense<0> : tensor<i32>
+  %one = moe.constant dense<1> : tensor<i64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %a1 = moe.constant dense<1> : tensor<1xi64>
+  %a2 = moe.constant dense<2> : tensor<1xi64>
+  %slots = moe.constant dense<[0, 1, 2]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %idx = moe.arg_max %probs {axis = -1 : i64, keepdims = 0 : i64} : (tensor<?x4xf32>) -> tensor<?xi64>
+  %experts = moe.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %iu = moe.unsqueeze %idx, %last : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %is = moe.equal %iu, %experts : (tensor<?x1xi64>, tensor<4xi64>) -> tensor<?x4xi1>
+  %mask = moe.cast %is {to = i64} : (tensor<?x4xi1>) -> tensor<?x4xi64>
+  %cum = moe.cum_sum %mask, %zero : (tensor<?x4xi64>, tensor<i32>) -> tensor<?x4xi64>
+  %counted = moe.mul %cum, %mask : (tensor<?x4xi64>, tensor<?x4xi64>) -> tensor<?x4xi64>
+  %shifted = moe.sub %counted, %one : (tensor<?x4xi64>, tensor<i64>) -> tensor<?x4xi64>
+  %priority = moe.reduce_max %shifted, %last {keepdims = 0 : i64} : (tensor<?x4xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %a12 = moe.constant dense<[1, 2]> : tensor<2xi64>
+  %p2 = moe.unsqueeze %priority, %a12 : (tensor<?xi64>, tensor<2xi64>) -> tensor<?x1x1xi64>
+  %hit = moe.equal %p2, %slots : (tensor<?x1x1xi64>, tensor<3xi64>) -> tensor<?x1x3xi1>
+  %slot = moe.cast %hit {to = f32} : (tensor<?x1x3xi1>) -> tensor<?x1x3xf32>
+  %m3 = moe.unsqueeze %mask, %a2 : (tensor<?x4xi64>, tensor<1xi64>) -> tensor<?x4x1xi64>
+  %column = moe.cast %m3 {to = f32} : (tensor<?x4x1xi64>) -> tensor<?x4x1xf32>
+  %dispatch = moe.mul %slot, %column : (tensor<?x1x3xf32>, tensor<?x4x1xf32>) -> tensor<?x4x3xf32>
+  %p3 = moe.unsqueeze %probs, %a2 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %combine = moe.mul %p3, %dispatch : (tensor<?x4x1xf32>, tensor<?x4x3xf32>) -> tensor<?x4x3xf32>
+  %in = moe.einsum %x, %dispatch {equation = "sm,sec->ecm"} : (tensor<?x8xf32>, tensor<?x4x3xf32>) -> tensor<4x3x8xf32>
+  %h = moe.einsum %in, %wi {equation = "ech,ehf->ecf"} : (tensor<4x3x8xf32>, tensor<4x8x16xf32>) -> tensor<4x3x16xf32>
+  %a = moe.relu %h : (tensor<4x3x16xf32>) -> tensor<4x3x16xf32>
+  %y = moe.einsum %a, %wo {equation = "ecf,efh->ech"} : (tensor<4x3x16xf32>, tensor<4x16x8xf32>) -> tensor<4x3x8xf32>
+  %out = moe.einsum %y, %combine {equation = "ech,tec->th"} : (tensor<4x3x8xf32>, tensor<?x4x3xf32>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}
+
+// -----
+
 // Tests that GShard's top-2 gating as DeepSpeed writes it (second choice by
 // the arg-max of the logits without the first, second slots after every
 // first choice, capacity 2, gates renormalised over the kept choices with
