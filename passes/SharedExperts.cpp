@@ -255,6 +255,36 @@ static bool isRowView(Value value, Value tokens) {
          getElementSource(value) == getElementSource(tokens);
 }
 
+/// Why `output`, the down projection of `g(x @ w1 + b1) * (x @ w3 + b3)`
+/// on the rows of `tokens` with a gate function g the runtime has no gated
+/// form of (ReGLU, a sigmoid or tanh GLU), is not a shared expert; nullopt
+/// when it is no such network.
+static std::optional<Failure> getUnsupportedGlu(Value output, Value tokens) {
+  std::optional<BiasedLinear> down = matchBiasedLinear(output);
+  auto product = down && down->linear.weight
+                     ? down->linear.input.getDefiningOp<moe::MulOp>()
+                     : nullptr;
+  if (!product)
+    return std::nullopt;
+  for (auto [gateTerm, upTerm] :
+       {std::pair(product.getLhs(), product.getRhs()),
+        std::pair(product.getRhs(), product.getLhs())}) {
+    Operation *function = gateTerm.getDefiningOp();
+    std::optional<BiasedLinear> up = matchBiasedLinear(upTerm);
+    if (!function || function->getNumOperands() != 1 || !up ||
+        !isRowView(up->linear.input, tokens))
+      continue;
+    std::optional<BiasedLinear> gate =
+        matchBiasedLinear(function->getOperand(0));
+    if (gate && gate->linear.input == up->linear.input)
+      return "its gated activation " +
+             function->getName().getStringRef().str() +
+             "(x @ w1) * (x @ w3) has no moe.shared_expert form (the runtime "
+             "gates with silu, gelu or gelu_tanh)";
+  }
+  return std::nullopt;
+}
+
 std::optional<SharedExpert>
 matchSharedExpert(Value value, Value tokens, std::optional<Failure> &nearMiss) {
   SharedExpert shared;
@@ -275,8 +305,11 @@ matchSharedExpert(Value value, Value tokens, std::optional<Failure> &nearMiss) {
     }
   }
   if (matchExpertMlp(ffnValue, shared.ffn) &&
-      matchFusedExpertMlp(ffnValue, shared.ffn))
+      matchFusedExpertMlp(ffnValue, shared.ffn)) {
+    if (std::optional<Failure> why = getUnsupportedGlu(ffnValue, tokens))
+      nearMiss = *why;
     return std::nullopt;
+  }
   int64_t hidden = getShape(tokens).back();
   if (!isRowView(shared.ffn.input, tokens) || !shared.ffn.getFfnSize(hidden) ||
       value.getType() != shared.ffn.input.getType()) {

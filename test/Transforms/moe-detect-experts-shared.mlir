@@ -439,6 +439,72 @@ func.func @shared_on_reordered_rows(%x3: tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
 
 // -----
 
+// Tests that a shared expert whose gate function has no gated form in the
+// runtime (ReGLU: relu(x @ w1) * (x @ w3)) stays generic, with a remark
+// naming the activation.
+// CHECK-LABEL: func.func @reglu_shared
+// CHECK: moe.combine
+// CHECK-NOT: moe.shared_expert
+// CHECK: moe.relu
+
+func.func @reglu_shared(%x3: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w13 = moe.constant dense<1.250000e-01> : tensor<4x8x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %c2 = moe.constant dense<2> : tensor<1xi64>
+  %f = moe.constant dense<4> : tensor<1xi64>
+  %f2 = moe.constant dense<8> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %rows = moe.constant dense<[-1, 8]> : tensor<2xi64>
+  %x = moe.reshape %x3, %rows : (tensor<?x?x8xf32>, tensor<2xi64>) -> tensor<?x8xf32>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %probs = moe.softmax %logits : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %probs, %k : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %values, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g13 = moe.gather %w13, %if : (tensor<4x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g13, %xc : (tensor<?x8x8xf32>, tensor<?x8x1xf32>) -> tensor<?x8x1xf32>
+  %h = moe.squeeze %h3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %g = moe.slice %h, %c0, %f axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %u = moe.slice %h, %f, %f2 axes %m1 : (tensor<?x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %sg = moe.sigmoid %g : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %silu = moe.mul %g, %sg : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = moe.mul %silu, %u : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x4xf32>, tensor<?xi64>) -> tensor<?x8x4xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x4xf32>, tensor<1xi64>) -> tensor<?x4x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x4xf32>, tensor<?x4x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %c2 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %routed = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %shape3 = moe.shape %x3 : (tensor<?x?x8xf32>) -> tensor<3xi64>
+  %routed3 = moe.reshape %routed, %shape3 : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %sw1 = moe.constant dense<1.0e-01> : tensor<8x6xf32>
+  %sw3 = moe.constant dense<2.0e-01> : tensor<8x6xf32>
+  %sw2 = moe.constant dense<3.0e-01> : tensor<6x8xf32>
+  %sh = moe.mat_mul %x, %sw1 : (tensor<?x8xf32>, tensor<8x6xf32>) -> tensor<?x6xf32>
+  %ssilu = moe.relu %sh : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sup = moe.mat_mul %x, %sw3 : (tensor<?x8xf32>, tensor<8x6xf32>) -> tensor<?x6xf32>
+  %sa = moe.mul %ssilu, %sup : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %sy = moe.mat_mul %sa, %sw2 : (tensor<?x6xf32>, tensor<6x8xf32>) -> tensor<?x8xf32>
+  %sy3 = moe.reshape %sy, %shape3 : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  // expected-remark @+1 {{MoE shared expert not detected in the MLP added to the routed experts' output: its gated activation moe.relu(x @ w1) * (x @ w3) has no moe.shared_expert form}}
+  %out = moe.add %routed3, %sy3 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return %out : tensor<?x?x8xf32>
+}
+
+// -----
+
 // Tests that a fused gate/up projection whose halves overlap (columns
 // [0, 6) and [5, 11) of 12) is not a shared expert: it stays generic.
 // CHECK-LABEL: func.func @fused_overlapping_halves
