@@ -94,21 +94,6 @@ static Value matchUngated(Value a, moe::Activation &activation) {
   return nullptr;
 }
 
-/// The gated activation whose gate function is `ungated` (silu -> silu_glu,
-/// gelu -> gelu_glu, gelu_tanh -> gelu_tanh_glu); nullopt for relu.
-static std::optional<moe::Activation> getGated(moe::Activation ungated) {
-  switch (ungated) {
-  case moe::Activation::Silu:
-    return moe::Activation::SiluGlu;
-  case moe::Activation::Gelu:
-    return moe::Activation::GeluGlu;
-  case moe::Activation::GeluTanh:
-    return moe::Activation::GeluTanhGlu;
-  default:
-    return std::nullopt;
-  }
-}
-
 std::optional<Failure> matchExpertMlp(Value output, ExpertMlp &ffn) {
   std::optional<BiasedLinear> down = matchBiasedLinear(output);
   if (!down || !down->linear.weight)
@@ -126,7 +111,7 @@ std::optional<Failure> matchExpertMlp(Value output, ExpertMlp &ffn) {
       moe::Activation gateFunction = moe::Activation::Identity;
       Value h = matchUngated(gateTerm, gateFunction);
       std::optional<moe::Activation> gated =
-          h ? getGated(gateFunction) : std::nullopt;
+          h ? getGatedActivation(gateFunction) : std::nullopt;
       if (!gated)
         continue;
       gate = matchBiasedLinear(h);
