@@ -68,30 +68,15 @@ static std::optional<BiasedLinear> matchBiasedLinear(Value output) {
   return std::nullopt;
 }
 
-/// The activation `a = act(h)` applies to h, for the ungated activations
-/// (relu, gelu, gelu_tanh, silu as `h * sigmoid(h)`); null when `a` is
-/// none of them.
+/// The h that `a = act(h)` applies an ungated activation to (MatchFfn.h's
+/// plain activations: relu, gelu, gelu_tanh, silu as `h * sigmoid(h)`),
+/// setting `activation`; null when `a` is none of them.
 static Value matchUngated(Value a, moe::Activation &activation) {
-  if (auto relu = a.getDefiningOp<moe::ReluOp>()) {
-    activation = moe::Activation::Relu;
-    return relu.getInput();
-  }
-  if (auto gelu = a.getDefiningOp<moe::GeluOp>()) {
-    if (gelu.getApproximate() != "none" && gelu.getApproximate() != "tanh")
-      return nullptr;
-    activation = gelu.getApproximate() == "tanh" ? moe::Activation::GeluTanh
-                                                 : moe::Activation::Gelu;
-    return gelu.getInput();
-  }
-  if (auto silu = a.getDefiningOp<moe::MulOp>())
-    for (auto [h, sigmoidValue] : {std::pair(silu.getLhs(), silu.getRhs()),
-                                   std::pair(silu.getRhs(), silu.getLhs())})
-      if (auto sigmoid = sigmoidValue.getDefiningOp<moe::SigmoidOp>();
-          sigmoid && sigmoid.getInput() == h) {
-        activation = moe::Activation::Silu;
-        return h;
-      }
-  return nullptr;
+  GatedActivation plain;
+  if (!matchPlainActivation(a, plain))
+    return nullptr;
+  activation = plain.activation;
+  return plain.fused;
 }
 
 std::optional<Failure> matchExpertMlp(Value output, ExpertMlp &ffn) {
