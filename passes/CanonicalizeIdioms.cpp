@@ -149,12 +149,67 @@ struct SqueezeOfUnsqueeze : public OpRewritePattern<moe::SqueezeOp> {
   }
 };
 
+/// `reshape(y, [T, k, H]) * unsqueeze(w, 2)`, the routing weights `w`
+/// (`[T, k]`) applied after the expert rows `y` (`[T*k, H]`, row `t*k + j`
+/// for choice j of token t) are viewed per token, is
+/// `reshape(y * unsqueeze(reshape(w, [-1]), 1), [T, k, H])`, the weights
+/// applied per row first as transformers' stacked form does: the reshapes
+/// are row-major, so both give `y[t*k + j, h] * w[t, j]` at `[t, j, h]`.
+/// Static row counts must agree; dynamic ones are the same tokens, which
+/// the detected layer's dispatch and combine check at run time.
+struct WeightsAfterReshapeToRows : public OpRewritePattern<moe::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [lhs, rhs] : {std::pair(op.getLhs(), op.getRhs()),
+                            std::pair(op.getRhs(), op.getLhs())}) {
+      auto perToken = lhs.getDefiningOp<moe::ReshapeOp>();
+      auto column = rhs.getDefiningOp<moe::UnsqueezeOp>();
+      std::optional<SmallVector<int64_t>> axes =
+          column && column.getAxes() ? moe::getConstantInts(column.getAxes())
+                                     : std::nullopt;
+      // Axis 2 of the rank-3 result, also written as -1.
+      if (!perToken || !axes || axes->size() != 1 ||
+          ((*axes)[0] != 2 && (*axes)[0] != -1))
+        continue;
+      Value rows = perToken.getData(), weights = column.getData();
+      auto rowsType = dyn_cast<RankedTensorType>(rows.getType());
+      auto viewType = cast<RankedTensorType>(perToken.getType());
+      auto weightsType = dyn_cast<RankedTensorType>(weights.getType());
+      if (!rowsType || !weightsType || rowsType.getRank() != 2 ||
+          viewType.getRank() != 3 || weightsType.getRank() != 2 ||
+          viewType.isDynamicDim(1) || viewType.isDynamicDim(2) ||
+          viewType.getDimSize(1) != weightsType.getDimSize(1) ||
+          viewType.getDimSize(2) != rowsType.getDimSize(1) ||
+          rowsType.getElementType() != weightsType.getElementType() ||
+          op.getType() != viewType)
+        continue;
+      if (!viewType.isDynamicDim(0) && !weightsType.isDynamicDim(0) &&
+          viewType.getDimSize(0) != weightsType.getDimSize(0))
+        continue;
+      Location loc = op.getLoc();
+      Value flat = moe::ReshapeOp::create(rewriter, loc, weights,
+                                          createI64Vector(rewriter, loc, {-1}),
+                                          rewriter.getI64IntegerAttr(0));
+      Value perRow = moe::UnsqueezeOp::create(
+          rewriter, loc, flat, createI64Vector(rewriter, loc, {1}));
+      Value scaled = moe::MulOp::create(rewriter, loc, rowsType, rows, perRow);
+      rewriter.replaceOpWithNewOp<moe::ReshapeOp>(op, viewType, scaled,
+                                                  perToken.getShape(),
+                                                  perToken.getAllowzeroAttr());
+      return success();
+    }
+    return rewriter.notifyMatchFailure(op, "not weights after the view");
+  }
+};
+
 struct CanonicalizeIdiomsPass
     : public moec::impl::MoeCanonicalizeIdiomsBase<CanonicalizeIdiomsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<GatherNDToGather, ExpandToTile, SqueezeOfUnsqueeze>(
-        &getContext());
+    patterns.add<GatherNDToGather, ExpandToTile, SqueezeOfUnsqueeze,
+                 WeightsAfterReshapeToRows>(&getContext());
     GreedyRewriteConfig config;
     // Only the matched ops change; constants are not folded or moved here.
     config.enableFolding(false);

@@ -144,8 +144,9 @@ matchGatedActivation(mlir::Value a, GatedActivation &activation) {
                      "projection of size 2F");
 }
 
-/// Matches `a` as `act(h)` of one projection h: ReLU, GELU (exact or the
-/// tanh approximation) or SiLU (`h * sigmoid(h)`, any operand order).
+/// Matches `a` as `act(h)` of one projection h: ReLU, ReLU² (`relu(h) *
+/// relu(h)` or `relu(h) ^ 2`), GELU (exact or the tanh approximation) or
+/// SiLU (`h * sigmoid(h)`, any operand order).
 /// Returns whether it is one.
 inline bool matchPlainActivation(mlir::Value a, GatedActivation &activation) {
   activation = GatedActivation();
@@ -162,6 +163,19 @@ inline bool matchPlainActivation(mlir::Value a, GatedActivation &activation) {
     activation.activation = gelu.getApproximate() == "tanh"
                                 ? moe::Activation::GeluTanh
                                 : moe::Activation::Gelu;
+    return true;
+  }
+  // ReLU² (Primer): relu(h) * relu(h), or relu(h) ^ 2.
+  mlir::Value squared;
+  if (auto square = a.getDefiningOp<moe::MulOp>();
+      square && square.getLhs() == square.getRhs())
+    squared = square.getLhs();
+  else if (auto pow = a.getDefiningOp<moe::PowOp>();
+           pow && getScalarFloat(pow.getExponent()) == 2.0)
+    squared = pow.getBase();
+  if (auto relu = squared ? squared.getDefiningOp<moe::ReluOp>() : nullptr) {
+    activation.fused = relu.getInput();
+    activation.activation = moe::Activation::ReluSquared;
     return true;
   }
   auto silu = a.getDefiningOp<moe::MulOp>();

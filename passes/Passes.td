@@ -241,6 +241,11 @@ def MoeCanonicalizeIdioms
       broadcasting.
     - `squeeze(unsqueeze(x, axes), axes)` (dynamo's pairs around batched
       products) becomes `x`.
+    - `reshape(y, [T, k, H]) * unsqueeze(w, 2)`, routing weights applied
+      after the `[T*k, H]` expert rows are viewed per token (research code
+      gathering weights per assignment), becomes `reshape(y *
+      unsqueeze(reshape(w, [-1]), 1), [T, k, H])`, the weights applied per
+      row as the stacked form does.
 
     The pipeline runs it after the detectors that match the dynamo forms
     themselves and before `moe-detect-stacked-experts`.
@@ -262,7 +267,8 @@ def MoeDetectStackedExperts
     expert `ids[t, j]` gathered from the stacked tensors (`gather(W,
     reshape(ids, [-1]))`) and applied as a batched matrix-vector product;
     `silu(gate) * up` or GPT-OSS's clamped SwiGLU on the two halves or the
-    even/odd columns of the fused projection; the rows scaled by the
+    even/odd columns of the fused projection, or ReLU, ReLU² (`relu(h) *
+    relu(h)`), GELU or SiLU of one projection; the rows scaled by the
     flattened weights `w`, reshaped to `[T, k, H]` and summed over k. The
     sum is replaced by
 

@@ -1337,6 +1337,8 @@ private:
       return fb::Activation::GeluTanhGlu;
     case moe::Activation::ClampedSwiglu:
       return fb::Activation::ClampedSwiglu;
+    case moe::Activation::ReluSquared:
+      return fb::Activation::ReluSquared;
     }
     llvm_unreachable("unknown activation");
   }

@@ -45,7 +45,8 @@ def Moe_Activation : I32EnumAttr<"Activation", "expert activation function", [
     I32EnumAttrCase<"SiluGlu", 5, "silu_glu">,
     I32EnumAttrCase<"GeluGlu", 6, "gelu_glu">,
     I32EnumAttrCase<"GeluTanhGlu", 7, "gelu_tanh_glu">,
-    I32EnumAttrCase<"ClampedSwiglu", 8, "clamped_swiglu">
+    I32EnumAttrCase<"ClampedSwiglu", 8, "clamped_swiglu">,
+    I32EnumAttrCase<"ReluSquared", 9, "relu_squared">
   ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::moec::moe";
@@ -156,8 +157,9 @@ defvar Moe_FfnDescription = [{
     out = a @ w2 + b2                      (size H)
     ```
 
-    Non-gated activations: `relu`, `gelu` (exact, erf-based), `gelu_tanh`
-    (the tanh approximation), `silu` (`x * sigmoid(x)`), `identity`. Gated
+    Non-gated activations: `relu`, `relu_squared` (`relu(x)^2`, Primer's
+    ReLU²), `gelu` (exact, erf-based), `gelu_tanh` (the tanh
+    approximation), `silu` (`x * sigmoid(x)`), `identity`. Gated
     ones take a gate `g` and an up projection `u` of size F each:
     `silu_glu` (SwiGLU: `silu(g) * u`), `gelu_glu` (`gelu(g) * u`),
     `gelu_tanh_glu`, and `clamped_swiglu` (GPT-OSS, onnxruntime's `swiglu`):

@@ -437,6 +437,7 @@ bool ExpertsOp::isGated(Activation activation) {
   case Activation::ClampedSwiglu:
     return true;
   case Activation::Relu:
+  case Activation::ReluSquared:
   case Activation::Gelu:
   case Activation::GeluTanh:
   case Activation::Silu:

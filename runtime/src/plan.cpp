@@ -975,44 +975,46 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
   schedule.steps.resize(numSteps);
   for (size_t s = 0; s < numSteps; ++s) {
     const fb::Step &step = *steps->Get(s);
-    if (step.op() == fb::OpKind::Attention &&
-        impl.versionMinor < detail::kFormatVersionMinorAttention)
-      return diag.invalid("step ", s, " is an Attention step, which needs ",
-                          "format ", kFormatVersionMajor, ".",
-                          detail::kFormatVersionMinorAttention,
-                          ", but the file is version ", impl.versionMajor, ".",
-                          impl.versionMinor);
-    if (const auto *router = step.attrs_as<fb::RouterAttrs>();
-        router && router->normalize_kept_epsilon() != 0.0f &&
-        impl.versionMinor < detail::kFormatVersionMinorKeptNormalize)
-      return diag.invalid("step ", s, " is a Router with normalize_kept, ",
-                          "which needs format ", kFormatVersionMajor, ".",
-                          detail::kFormatVersionMinorKeptNormalize,
-                          ", but the file is version ", impl.versionMajor, ".",
-                          impl.versionMinor);
-    if (step.op() == fb::OpKind::GatedDeltaRule &&
-        impl.versionMinor < detail::kFormatVersionMinorGenai)
-      return diag.invalid("step ", s, " is a GatedDeltaRule step, which ",
-                          "needs format ", kFormatVersionMajor, ".",
-                          detail::kFormatVersionMinorGenai,
-                          ", but the file is version ", impl.versionMajor, ".",
-                          impl.versionMinor);
-    if (step.op() == fb::OpKind::Attention &&
-        impl.versionMinor < detail::kFormatVersionMinorGenai) {
+    // The least format version that has what the step uses, with what it
+    // uses, or 0 when the file's version has all of it.
+    auto needs = [&]() -> std::pair<uint16_t, const char *> {
+      const auto *router = step.attrs_as<fb::RouterAttrs>();
+      const auto *ffn = step.attrs_as<fb::FfnAttrs>();
+      const auto *attrs = step.attrs_as<fb::AttentionAttrs>();
+      bool attention = step.op() == fb::OpKind::Attention;
       // An older writer could not have meant them: a 1.8 reader would
       // ignore the softcap, and refuse the sinks input by arity.
-      const auto *attrs = step.attrs_as<fb::AttentionAttrs>();
-      const char *feature = step.inputs() && step.inputs()->size() > 4
-                                ? "a sinks input"
-                            : attrs && attrs->softcap() != 0.0f ? "a softcap"
-                                                                : nullptr;
-      if (feature)
-        return diag.invalid("step ", s, " is an Attention step with ", feature,
-                            ", which needs format ", kFormatVersionMajor, ".",
-                            detail::kFormatVersionMinorGenai,
-                            ", but the file is version ", impl.versionMajor,
-                            ".", impl.versionMinor);
-    }
+      bool sinks = attention && step.inputs() && step.inputs()->size() > 4;
+      bool softcap = attention && attrs && attrs->softcap() != 0.0f;
+      const std::pair<uint16_t, const char *> features[] = {
+          {attention ? detail::kFormatVersionMinorAttention : 0,
+           "is an Attention step"},
+          {router && router->normalize_kept_epsilon() != 0.0f
+               ? detail::kFormatVersionMinorKeptNormalize
+               : 0,
+           "is a Router with normalize_kept"},
+          {ffn && ffn->activation() == fb::Activation::ReluSquared
+               ? detail::kFormatVersionMinorKeptNormalize
+               : 0,
+           "has the relu_squared activation"},
+          {step.op() == fb::OpKind::GatedDeltaRule
+               ? detail::kFormatVersionMinorGenai
+               : 0,
+           "is a GatedDeltaRule step"},
+          {sinks ? detail::kFormatVersionMinorGenai : 0,
+           "is an Attention step with a sinks input"},
+          {softcap ? detail::kFormatVersionMinorGenai : 0,
+           "is an Attention step with a softcap"}};
+      for (const auto &feature : features)
+        if (impl.versionMinor < feature.first)
+          return feature;
+      return {0, nullptr};
+    };
+    if (auto [minor, what] = needs(); what)
+      return diag.invalid("step ", s, " ", what, ", which needs format ",
+                          kFormatVersionMajor, ".", minor,
+                          ", but the file is version ", impl.versionMajor, ".",
+                          impl.versionMinor);
     MOERT_RETURN_IF_ERROR(validateStep(diag, schedule, step,
                                        static_cast<int>(s), schedule.steps[s]));
   }

@@ -71,8 +71,9 @@ inline constexpr uint16_t kFormatVersionMinorTierPrefetch = 8;
 /// with an attention_mask or without position_ids.
 inline constexpr uint16_t kFormatVersionMinorGenai = 9;
 /// 1.10 added the Router's renormalisation over the kept assignments
-/// (`RouterAttrs.normalize_kept_epsilon`): written for plans with a Router
-/// that sets it, and the least a file with one may declare.
+/// (`RouterAttrs.normalize_kept_epsilon`) and the `ReluSquared` expert
+/// activation: written for plans that use either, and the least a file
+/// with one may declare.
 inline constexpr uint16_t kFormatVersionMinorKeptNormalize = 10;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);

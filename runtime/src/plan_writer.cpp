@@ -1003,6 +1003,9 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         // A 1.9 reader would ignore the renormalisation over kept choices.
         if (const fb::RouterAttrsT *router = step->attrs.AsRouterAttrs())
           keptNormalize |= router->normalize_kept_epsilon != 0.0f;
+        // An activation a 1.9 reader does not know.
+        if (const fb::FfnAttrsT *ffn = step->attrs.AsFfnAttrs())
+          keptNormalize |= ffn->activation == fb::Activation::ReluSquared;
         // Attention sinks or a softcap, or a step 1.8 runtimes lack.
         genaiSteps |= step->op == fb::OpKind::GatedDeltaRule;
         if (step->op != fb::OpKind::Attention)

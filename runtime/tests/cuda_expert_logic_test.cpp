@@ -353,7 +353,7 @@ struct Net {
 /// ones w3 and both fused gate/up packings.
 std::vector<Net> everyForm() {
   std::vector<Net> nets;
-  for (int a = kActRelu; a <= kActClampedSwiglu; ++a)
+  for (int a = kActRelu; a <= kActReluSquared; ++a)
     for (bool inOut : {false, true})
       for (bool biases : {false, true}) {
         Net net;

@@ -39,7 +39,10 @@ struct Network {
   std::vector<int8_t> q1, q3, q2;
   std::vector<float> s1, s3, s2;
 
-  bool gated() const { return activation >= fb::Activation::SiluGlu; }
+  bool gated() const {
+    return activation >= fb::Activation::SiluGlu &&
+           activation <= fb::Activation::ClampedSwiglu;
+  }
   bool fused() const { return gated() && !separateUp; }
   int64_t w1Out() const { return fused() ? 2 * F : F; }
 
@@ -153,6 +156,8 @@ struct Network {
     switch (a) {
     case fb::Activation::Relu:
       return std::max(x, 0.0);
+    case fb::Activation::ReluSquared:
+      return std::max(x, 0.0) * std::max(x, 0.0);
     case fb::Activation::Gelu:
     case fb::Activation::GeluGlu:
       return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
@@ -231,6 +236,21 @@ inline ExpertsSignature addExpertsSignature(ScheduleBuilder &s, int64_t N,
   return sig;
 }
 
+/// Adds `net`'s weights and its Experts step from `tokens` and `offsets` to
+/// `out`.
+inline void addExpertsStep(ScheduleBuilder &s, const Network &net,
+                           int32_t tokens, int32_t offsets, int32_t out) {
+  std::vector<int32_t> inputs = {tokens, offsets};
+  int slot = 0;
+  for (auto &w : net.weightInputs(/*lead=*/true)) {
+    inputs.push_back(w ? s.addWeight(absl::StrCat("w", slot), w->dtype,
+                                     w->shape, w->bytes.data(), w->bytes.size())
+                       : -1);
+    ++slot;
+  }
+  s.addStep(fb::OpKind::Experts, "experts", inputs, {out}, net.attributes());
+}
+
 /// Serializes and loads the one-step Experts plan of `writer` (inputs "x"
 /// [N, H] and "offsets" [E + 1], output "y"), runs it on `x` and `offsets`
 /// with 2 threads and returns y.
@@ -266,15 +286,7 @@ runExpertsInPlace(const Network &net, const std::vector<float> &x,
   s.addInput(tokens);
   s.addInput(offs);
   s.addOutput(out);
-  std::vector<int32_t> inputs = {tokens, offs};
-  int slot = 0;
-  for (auto &w : net.weightInputs(/*lead=*/true)) {
-    inputs.push_back(w ? s.addWeight(absl::StrCat("w", slot), w->dtype,
-                                     w->shape, w->bytes.data(), w->bytes.size())
-                       : -1);
-    ++slot;
-  }
-  s.addStep(fb::OpKind::Experts, "experts", inputs, {out}, net.attributes());
+  addExpertsStep(s, net, tokens, offs, out);
   return runExpertsPlan(writer, net.H, x, offsets);
 }
 

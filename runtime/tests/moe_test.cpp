@@ -326,6 +326,30 @@ TEST(Router, NormalizeKeptNeedsFormat110) {
                         "format 1.10, but the file is version 1.9"));
 }
 
+TEST(Experts, ReluSquaredNeedsFormat110) {
+  // relu_squared experts are written as 1.10; a file that declares itself
+  // older with them is refused (a 1.9 runtime does not know the activation).
+  Network net;
+  net.activation = fb::Activation::ReluSquared;
+  net.init(/*experts=*/2, /*hidden=*/4, /*inter=*/3, /*seed=*/5);
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  ExpertsSignature sig = addExpertsSignature(s, /*N=*/2, net.H, net.E);
+  addExpertsStep(s, net, sig.tokens, sig.offsets, sig.out);
+  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorKeptNormalize);
+  std::vector<uint8_t> older =
+      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+        header.versionMinor = detail::kFormatVersionMinorGenai;
+      });
+  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+              StatusHas("step 0 has the relu_squared activation, which needs "
+                        "format 1.10, but the file is version 1.9"));
+}
+
 TEST(Router, RejectsInvalidAttributesAtLoad) {
   auto load = [](const RouterSpec &spec, int64_t experts = 8) {
     return runStep(OpKind::Router,

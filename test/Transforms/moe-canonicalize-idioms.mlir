@@ -91,3 +91,41 @@ func.func @squeeze_of_unsqueeze(%x: tensor<?x8xf32>, %y: tensor<?x1x8xf32>) -> (
   %s2 = moe.squeeze %u0, %c2 : (tensor<1x?x1x8xf32>, tensor<1xi64>) -> tensor<1x?x8xf32>
   return %s, %s2 : tensor<?x8xf32>, tensor<1x?x8xf32>
 }
+
+// -----
+
+// Tests that routing weights applied after the expert rows are viewed per
+// token, reshape(y, [T, k, H]) * unsqueeze(w, -1), become the weights
+// applied per row before the view, as the stacked form writes them.
+// CHECK-LABEL: func.func @weights_after_view
+// CHECK-SAME: (%[[Y:.*]]: tensor<?x8xf32>, %[[W:.*]]: tensor<?x2xf32>)
+// CHECK: %[[FLAT:.*]] = moe.reshape %[[W]], %{{.*}} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+// CHECK: %[[COL:.*]] = moe.unsqueeze %[[FLAT]], %{{.*}} : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+// CHECK: %[[ROWS:.*]] = moe.mul %[[Y]], %[[COL]] : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+// CHECK: %[[VIEW:.*]] = moe.reshape %[[ROWS]], %{{.*}} : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+// CHECK: return %[[VIEW]]
+func.func @weights_after_view(%y: tensor<?x8xf32>, %w: tensor<?x2xf32>) -> tensor<?x2x8xf32> {
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %yk = moe.reshape %y, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %wc = moe.unsqueeze %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %out = moe.mul %wc, %yk : (tensor<?x2x1xf32>, tensor<?x2x8xf32>) -> tensor<?x2x8xf32>
+  return %out : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Tests that weights broadcast along the choices (unsqueezed at axis 1, so
+// w[t, h] scales every choice) are not routing weights per (token, choice):
+// the product stays as written.
+// CHECK-LABEL: func.func @weights_over_hidden
+// CHECK: %[[VIEW:.*]] = moe.reshape
+// CHECK: moe.mul %[[VIEW]]
+func.func @weights_over_hidden(%y: tensor<?x8xf32>, %w: tensor<?x8xf32>) -> tensor<?x2x8xf32> {
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %yk = moe.reshape %y, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %wc = moe.unsqueeze %w, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %out = moe.mul %yk, %wc : (tensor<?x2x8xf32>, tensor<?x1x8xf32>) -> tensor<?x2x8xf32>
+  return %out : tensor<?x2x8xf32>
+}

@@ -546,3 +546,45 @@ func.func @relu_experts(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
   return %out : tensor<?x8xf32>
 }
+
+// -----
+
+// Tests ReLU² experts (Primer: relu(h) * relu(h), no GLU) with [E, F, H] /
+// [E, H, F] weights gathered per assignment: moe.experts relu_squared.
+// CHECK-LABEL: func.func @relu_squared_experts
+// CHECK: moe.router %{{.*}} top 2 softmax after_topk : tensor<?x4xf32>
+// CHECK: moe.experts relu_squared {{.*}} w1 %{{.*}} : tensor<4x6x8xf32> w2 %{{.*}} : tensor<4x8x6xf32> layout out_in
+// CHECK-NOT: moe.gather
+func.func @relu_squared_experts(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<8x4xf32>
+  %w1 = moe.constant dense<1.250000e-01> : tensor<4x6x8xf32>
+  %w2 = moe.constant dense<2.500000e-01> : tensor<4x8x6xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %rep = moe.constant dense<[1, 2, 1]> : tensor<3xi64>
+  %tkh = moe.constant dense<[-1, 2, 8]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  %values, %indices = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x4xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %w = moe.softmax %values {axis = 1 : i64} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %x1 = moe.unsqueeze %x, %c1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32>
+  %xt = moe.tile %x1, %rep : (tensor<?x1x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %xr = moe.flatten %xt {axis = 2 : i64} : (tensor<?x2x8xf32>) -> tensor<?x8xf32>
+  %wf = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %if = moe.reshape %indices, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %g1 = moe.gather %w1, %if : (tensor<4x6x8xf32>, tensor<?xi64>) -> tensor<?x6x8xf32>
+  %xc = moe.unsqueeze %xr, %m1 : (tensor<?x8xf32>, tensor<1xi64>) -> tensor<?x8x1xf32>
+  %h3 = moe.mat_mul %g1, %xc : (tensor<?x6x8xf32>, tensor<?x8x1xf32>) -> tensor<?x6x1xf32>
+  %h = moe.squeeze %h3, %m1 : (tensor<?x6x1xf32>, tensor<1xi64>) -> tensor<?x6xf32>
+  %r = moe.relu %h : (tensor<?x6xf32>) -> tensor<?x6xf32>
+  %a = moe.mul %r, %r : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %g2 = moe.gather %w2, %if : (tensor<4x8x6xf32>, tensor<?xi64>) -> tensor<?x8x6xf32>
+  %ac = moe.unsqueeze %a, %m1 : (tensor<?x6xf32>, tensor<1xi64>) -> tensor<?x6x1xf32>
+  %y3 = moe.mat_mul %g2, %ac : (tensor<?x8x6xf32>, tensor<?x6x1xf32>) -> tensor<?x8x1xf32>
+  %y = moe.squeeze %y3, %m1 : (tensor<?x8x1xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  %wc = moe.unsqueeze %wf, %m1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %yw = moe.mul %y, %wc : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %yk = moe.reshape %yw, %tkh : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x2x8xf32>
+  %out = moe.reduce_sum %yk, %c1 {keepdims = 0 : i64} : (tensor<?x2x8xf32>, tensor<1xi64>) -> tensor<?x8xf32>
+  return %out : tensor<?x8xf32>
+}

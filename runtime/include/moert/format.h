@@ -38,8 +38,9 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// and softcap; generation tables with an attention mask or without
 /// positions); only plans that use them are written as 1.9. 1.10 added
 /// `RouterAttrs.normalize_kept_epsilon` (GShard's renormalisation over the
-/// assignments capacity kept), which a 1.9 reader would ignore; only plans
-/// with a Router that sets it are written as 1.10.
+/// assignments capacity kept), which a 1.9 reader would ignore, and the
+/// `ReluSquared` expert activation; only plans with a Router that sets it
+/// or an expert network with that activation are written as 1.10.
 inline constexpr uint16_t kFormatVersionMajor = 1;
 inline constexpr uint16_t kFormatVersionMinor = 10;
 /// The minor version written for a plan without a generation table.

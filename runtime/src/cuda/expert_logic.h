@@ -54,6 +54,7 @@ enum ExpertActivation : int {
   kActGeluGlu,
   kActGeluTanhGlu,
   kActClampedSwiglu,
+  kActReluSquared,
 };
 /// fb::GluLayout's values.
 enum ExpertGlu : int { kGluNone = 0, kGluConcatenated, kGluInterleaved };
@@ -153,7 +154,7 @@ MOERT_HD inline float weightToFloat(F16 w) {
 }
 
 MOERT_HD inline bool isGatedActivation(int activation) {
-  return activation >= kActSiluGlu;
+  return activation >= kActSiluGlu && activation <= kActClampedSwiglu;
 }
 
 /// Where output column o of expert e's matrix with `in` inputs and `out`
@@ -202,6 +203,8 @@ MOERT_HD inline float expertUnary(int activation, float x) {
   switch (activation) {
   case kActRelu:
     return x < 0 ? 0.0f : x;
+  case kActReluSquared:
+    return x < 0 ? 0.0f : x * x;
   case kActGelu:
   case kActGeluGlu:
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));

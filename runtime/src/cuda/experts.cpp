@@ -28,7 +28,8 @@ using detail::TensorInfo;
 static_assert(int(fb::Activation::ClampedSwiglu) == kActClampedSwiglu &&
                   int(fb::Activation::SiluGlu) == kActSiluGlu &&
                   int(fb::Activation::Identity) == kActIdentity &&
-                  int(fb::Activation::Relu) == kActRelu,
+                  int(fb::Activation::Relu) == kActRelu &&
+                  int(fb::Activation::ReluSquared) == kActReluSquared,
               "ExpertActivation must mirror fb::Activation");
 static_assert(int(fb::GluLayout::Interleaved) == kGluInterleaved &&
                   int(fb::GluLayout::Concatenated) == kGluConcatenated,

@@ -452,7 +452,8 @@ constexpr const char *kScaleNames[] = {"s1", "s3", "s2"};
 constexpr int kFirstScale = 8;
 
 bool isGated(fb::Activation activation) {
-  return activation >= fb::Activation::SiluGlu;
+  return activation >= fb::Activation::SiluGlu &&
+         activation <= fb::Activation::ClampedSwiglu;
 }
 
 /// Checks the shapes of an expert network's weights (`shapes[slot]`, null
@@ -806,6 +807,9 @@ void activate(const Ffn &f, int64_t r0, int64_t r1, int64_t m, const float *g,
   switch (f.activation) {
   case fb::Activation::Relu:
     return activateRows(r0, r1, m, g, ld, a, lda, relu);
+  case fb::Activation::ReluSquared:
+    return activateRows(r0, r1, m, g, ld, a, lda,
+                        [&](float x) { return relu(x) * relu(x); });
   case fb::Activation::Gelu:
     return activateRows(r0, r1, m, g, ld, a, lda, gelu);
   case fb::Activation::GeluTanh:
