@@ -225,6 +225,9 @@ struct SegmentLayer {
   Value weights, tokens;
   int64_t numExperts = 0, topK = 0, hidden = 0;
   SegmentProduct gateUp, down;
+  /// The `[E, ...]` up projection where it is apart from the gate's (then
+  /// `gateUp` is the gate's alone), else null.
+  Value upWeight;
   GatedActivation activation;
   /// The `[T, H]` sum over k the layer replaces.
   Value result;
@@ -286,7 +289,12 @@ public:
                      "of size F (silu(gate) * up on the halves of the first "
                      "projection, or a clamped SwiGLU on its even and odd "
                      "columns)");
-    if (gateUpIn != layer.hidden || gateUpOut != 2 * ffn)
+    // The fused gate/up projection has 2F outputs, a gate apart from its up
+    // projection (of the same shape) F.
+    if (gateUpIn != layer.hidden ||
+        gateUpOut != (layer.upWeight ? ffn : 2 * ffn) ||
+        (layer.upWeight &&
+         getShape(layer.upWeight) != getShape(layer.gateUp.weight)))
       return Failure("the first projection's weights are not H x 2F per "
                      "expert");
     if (std::optional<Failure> failure = checkSegments(layer.down.segments))
@@ -325,9 +333,9 @@ private:
       return Failure("the down projection is neither a concatenation of the "
                      "experts' segment products with their weights nor one "
                      "expert network per segment");
-    SmallVector<Value> gateUps, downs;
+    SmallVector<Value> gateUps, ups, downs;
     for (auto [e, piece] : llvm::enumerate(concat.getInputs())) {
-      moe::WeightLayout downLayout, gateUpLayout;
+      moe::WeightLayout downLayout, gateUpLayout, upLayout;
       std::optional<std::pair<Value, Value>> down =
           matchProjection(piece, downLayout);
       GatedActivation activation;
@@ -336,6 +344,19 @@ private:
           down ? matchActivation(down->first, activation, width) : Value();
       std::optional<std::pair<Value, Value>> gateUp =
           fused ? matchProjection(fused, gateUpLayout) : std::nullopt;
+      // Or silu(x @ W1) * (x @ W3) with separate gate and up matrices.
+      std::optional<std::pair<Value, Value>> up;
+      std::optional<std::pair<Value, Value>> parts =
+          down && !fused ? matchSiluGlu(down->first) : std::nullopt;
+      if (parts && getShape(parts->first).size() == 2) {
+        gateUp = matchProjection(parts->first, gateUpLayout);
+        up = matchProjection(parts->second, upLayout);
+        activation = GatedActivation();
+        width = getShape(parts->first)[1];
+        if (!up || !gateUp || up->first != gateUp->first ||
+            upLayout != gateUpLayout)
+          gateUp = std::nullopt;
+      }
       auto gather =
           gateUp ? gateUp->first.getDefiningOp<moe::GatherOp>() : nullptr;
       if (!gather || gather.getAxis() != 0 ||
@@ -343,6 +364,12 @@ private:
         return Failure("expert " + std::to_string(e) +
                        "'s network is not act(rows[segment] @ W1) @ W2 with "
                        "a gated activation");
+      if (e > 0 && static_cast<bool>(up) != !ups.empty())
+        return Failure("expert " + std::to_string(e) +
+                       "'s network differs from expert 0's in its "
+                       "activation, rows or weight layout");
+      if (up)
+        ups.push_back(up->second);
       const GatedActivation &first = layer.activation;
       if (e == 0) {
         layer.activation = activation;
@@ -369,7 +396,10 @@ private:
     }
     layer.gateUp.weight = getStackedWeight(gateUps, layer.sort);
     layer.down.weight = getStackedWeight(downs, layer.sort);
-    if (!layer.gateUp.weight || !layer.down.weight)
+    if (!ups.empty())
+      layer.upWeight = getStackedWeight(ups, layer.sort);
+    if (!layer.gateUp.weight || !layer.down.weight ||
+        (!ups.empty() && !layer.upWeight))
       return Failure("the experts' weights are not f32 constants of one "
                      "shape");
     return std::nullopt;
@@ -513,6 +543,10 @@ struct DetectSegmentExpertsPass
     ffn.b2 = layer.down.bias;
     ffn.layout = layer.down.layout;
     setActivation(ffn, layer.activation);
+    if (layer.upWeight) {
+      ffn.w3 = layer.upWeight;
+      ffn.glu = std::nullopt;
+    }
     moe::CombineOp combine;
     std::optional<std::string> why = replaceWithExpertsLayer(
         getArgument(), layer.router, layer.result, gate, ffn, &combine);

@@ -327,6 +327,13 @@ def MoeCanonicalizeSegments
     inverse permutation, the `[T, k]` weights applied after it are moved
     before it, and a scatter-add at `perm / k` into zeros of the `[T, H]`
     tokens (JetMoE's index_add) becomes the sum over k of that gather.
+    Code that never sorts (DeepSeek-MoE's training path: tokens repeated k
+    times, `y[flat_ids == e] = expert(xs[flat_ids == e])`) gets a stable sort
+    of the flattened ids: `nonzero(flat_ids == e)` becomes `perm` at expert
+    e's moe.segment, the repeated tokens read there the tokens at `perm / k`,
+    the writes of every expert at those positions the concatenation put back
+    by the inverse permutation, and a `[T, k, -1]` view of it the `[T, k,
+    H]` one (`SegmentAssignments.cpp`).
     All are exact; the first two yield ops every backend runs, and
     `moe-detect-segment-experts` turns every segment it does not absorb back
     into its fallback, so a graph no detector takes runs as before.
@@ -353,7 +360,9 @@ def MoeDetectSegmentExperts
     is `out[t] = sum_j w[t, j] * FFN_{ids[t, j]}(x[t])`. The projections
     are `x @ W` or a gemm with `[out, in]` matrices (layout out_in), and each
     expert may instead run its whole network on its segment, the outputs
-    concatenated once (Megatron-Core's SequentialMLP). That sum is what
+    concatenated once (Megatron-Core's SequentialMLP; SwiGLU on the halves of
+    a fused projection or with separate gate and up matrices). That sum is
+    what
 
     ```
     [moe.router ->] moe.dispatch -> moe.experts -> moe.combine

@@ -41,166 +41,6 @@ using namespace moec::segments;
 
 namespace {
 
-/// A scalar or one-element value (a broadcast operand that keeps rows).
-bool isScalarLike(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.hasStaticShape() && type.getNumElements() == 1;
-}
-
-/// The expert sort whose permutation or sorted values `value` is, or null.
-moe::TopKOp getSortOfResult(Value value) {
-  auto result = dyn_cast<OpResult>(value);
-  auto sort = result ? dyn_cast<moe::TopKOp>(result.getOwner()) : nullptr;
-  return sort && matchExpertSort(sort) ? sort : nullptr;
-}
-
-/// The expert sort and expert e of which the index vector `rows` is the
-/// positions of e among the sorted ids: a moe.segment, or
-/// `range(ends[e-1], ends[e])` over a proven cum_sum of a histogram.
-std::optional<std::pair<moe::TopKOp, int64_t>> getSegmentOf(Value rows) {
-  if (auto segment = rows.getDefiningOp<moe::SegmentOp>()) {
-    moe::TopKOp sort = getSortOfResult(segment.getIds());
-    if (sort && segment.getIds() == sort.getValues())
-      return std::pair(sort, segment.getExpert());
-    return std::nullopt;
-  }
-  auto range = rows.getDefiningOp<moe::RangeOp>();
-  std::optional<SegmentBounds> bounds =
-      range && moe::getConstantInt(range.getDelta()) == 1
-          ? matchSegmentBounds(range.getStart(), range.getLimit())
-          : std::nullopt;
-  if (!bounds)
-    return std::nullopt;
-  return std::pair(bounds->sort, bounds->expert);
-}
-
-/// The value whose length provably is `value`'s row count (dimension 0),
-/// traced through ops that keep rows: index arithmetic on a vector, gathers
-/// along axis 0 (their indices), projections, elementwise ops, column
-/// splits and slices, scatters (their data), a fill of a shape, and the
-/// concatenation of every expert's segment of one sort (its N rows). A
-/// sort's values and permutation both give the permutation. The value
-/// itself where none of these applies (comparing by identity).
-Value getRowSource(Value value, unsigned depth = 0) {
-  ArrayRef<int64_t> shape = getShape(value);
-  Operation *def = value.getDefiningOp();
-  if (!def || shape.empty() || depth > 48)
-    return value;
-  auto recurse = [&](Value v) { return getRowSource(v, depth + 1); };
-  // Elementwise ops: every operand of full rank has the result's rows.
-  auto ofOperands = [&]() -> Value {
-    Value source;
-    for (Value operand : def->getOperands()) {
-      if (isScalarLike(operand) || getShape(operand).size() < shape.size())
-        continue;
-      Value operandSource = recurse(operand);
-      if (source && source != operandSource)
-        return value;
-      source = operandSource;
-    }
-    return source ? source : value;
-  };
-  if (auto sort = dyn_cast<moe::TopKOp>(def))
-    return shape.size() == 1 && matchExpertSort(sort) ? sort.getIndices()
-                                                      : value;
-  if (isa<moe::CastOp, moe::FloorOp, moe::AbsOp, moe::SignOp, moe::NegOp,
-          moe::NotOp, moe::SigmoidOp, moe::ReluOp, moe::TanhOp, moe::ExpOp,
-          moe::ErfOp, moe::GeluOp, moe::SoftplusOp, moe::IdentityOp, moe::AddOp,
-          moe::SubOp, moe::MulOp, moe::DivOp, moe::ModOp, moe::AndOp,
-          moe::EqualOp, moe::LessOp>(def))
-    return ofOperands();
-  if (auto reshape = dyn_cast<moe::ReshapeOp>(def))
-    return shape.size() == 1 && getShape(reshape.getData()).size() == 1
-               ? recurse(reshape.getData())
-               : value;
-  if (isa<moe::UnsqueezeOp, moe::SqueezeOp>(def)) {
-    // Rank changes that keep dimension 0 (and the axes counted from the
-    // larger rank).
-    int64_t rank = std::max(shape.size(), getShape(def->getOperand(0)).size());
-    std::optional<SmallVector<int64_t>> axes =
-        def->getNumOperands() > 1 ? moe::getConstantInts(def->getOperand(1))
-                                  : std::nullopt;
-    if (!axes || getShape(def->getOperand(0)).empty() ||
-        llvm::any_of(*axes,
-                     [&](int64_t axis) { return axis == 0 || axis == -rank; }))
-      return value;
-    return recurse(def->getOperand(0));
-  }
-  if (auto gather = dyn_cast<moe::GatherOp>(def))
-    return gather.getAxis() == 0 && getShape(gather.getIndices()).size() == 1
-               ? recurse(gather.getIndices())
-               : value;
-  if (auto matmul = dyn_cast<moe::MatMulOp>(def))
-    return shape.size() == 2 && getShape(matmul.getB()).size() == 2
-               ? recurse(matmul.getA())
-               : value;
-  if (auto gemm = dyn_cast<moe::GemmOp>(def))
-    return gemm.getTransA() == 0 ? recurse(gemm.getA()) : value;
-  if (auto split = dyn_cast<moe::SplitOp>(def))
-    return shape.size() == 2 && isAxis(split.getAxis(), 1, 2)
-               ? recurse(split.getInput())
-               : value;
-  if (auto slice = dyn_cast<moe::SliceOp>(def)) {
-    int64_t rank = shape.size();
-    std::optional<SmallVector<int64_t>> axes =
-        slice.getAxes() ? moe::getConstantInts(slice.getAxes()) : std::nullopt;
-    if (!axes || llvm::any_of(*axes, [&](int64_t axis) {
-          return axis == 0 || axis == -rank;
-        }))
-      return value;
-    return recurse(slice.getData());
-  }
-  if (isa<moe::ScatterNDOp, moe::ScatterElementsOp>(def))
-    return recurse(def->getOperand(0));
-  if (isa<moe::ConstantOfShapeOp, moe::ExpandOp>(def)) {
-    Value shapeOperand = def->getOperand(isa<moe::ExpandOp>(def) ? 1 : 0);
-    if (isa<moe::ExpandOp>(def) && !isScalarLike(def->getOperand(0)))
-      return value;
-    std::optional<SmallVector<moe::ShapeEntry>> entries =
-        moe::getShapeEntries(shapeOperand);
-    if (!entries || entries->size() != shape.size() ||
-        !entries->front().isDim() || entries->front().dim != 0)
-      return value;
-    return recurse(entries->front().source);
-  }
-  if (auto concat = dyn_cast<moe::ConcatOp>(def)) {
-    if (concat.getAxis() != 0)
-      return ofOperands();
-    // Every expert's segment of one sort, once each: the N sorted rows.
-    moe::TopKOp sort;
-    llvm::SmallBitVector seen;
-    for (Value input : concat.getInputs()) {
-      std::optional<std::pair<moe::TopKOp, int64_t>> segment =
-          getSegmentOf(recurse(input));
-      if (!segment || (sort && segment->first != sort))
-        return value;
-      sort = segment->first;
-      std::optional<ExpertSort> expertSort = matchExpertSort(sort);
-      if (seen.empty())
-        seen.resize(expertSort->numExperts);
-      if (segment->second < 0 || segment->second >= expertSort->numExperts ||
-          seen.test(segment->second))
-        return value;
-      seen.set(segment->second);
-    }
-    return sort && seen.all() ? sort.getIndices() : value;
-  }
-  return value;
-}
-
-/// Whether `value` has the N rows of the expert sort `sort`.
-bool hasSortedRows(Value value, moe::TopKOp sort) {
-  return getRowSource(value) == sort.getIndices();
-}
-
-/// A new i64 constant of `shape` holding `values`.
-Value createI64Constant(PatternRewriter &rewriter, Location loc,
-                        ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
-  auto type = RankedTensorType::get(shape, rewriter.getI64Type());
-  return moe::ConstantOp::create(rewriter, loc,
-                                 moe::getI64Elements(type, values));
-}
-
 /// The scalar `vector[index]` (i64).
 Value createElement(PatternRewriter &rewriter, Location loc, Value vector,
                     int64_t index) {
@@ -219,45 +59,6 @@ Value createSegmentRange(PatternRewriter &rewriter, Location loc, Value ends,
   auto type =
       RankedTensorType::get({ShapedType::kDynamic}, rewriter.getI64Type());
   return moe::RangeOp::create(rewriter, loc, type, start, limit, one);
-}
-
-/// `inverse(perm) = scatter_elements(zeros(len(perm)), perm, 0..N-1)`: the
-/// position of each assignment among the sorted rows. An existing one of
-/// `perm` is reused.
-Value getOrCreateInverse(PatternRewriter &rewriter, Location loc,
-                         moe::TopKOp sort) {
-  Value perm = sort.getIndices();
-  for (Operation *user : perm.getUsers())
-    if (auto scatter = dyn_cast<moe::ScatterElementsOp>(user))
-      if (scatter.getIndices() == perm && scatter.getAxis() == 0 &&
-          scatter.getReduction() == "none")
-        if (auto range = scatter.getUpdates().getDefiningOp<moe::RangeOp>())
-          if (moe::getConstantInt(range.getStart()) == 0 &&
-              moe::getConstantInt(range.getDelta()) == 1)
-            if (auto dim = range.getLimit().getDefiningOp<moe::DimOp>())
-              if (dim.getInput() == perm && dim.getIndex() == 0)
-                if (auto data = scatter.getData()
-                                    .getDefiningOp<moe::ConstantOfShapeOp>())
-                  if (auto shape =
-                          data.getInput().getDefiningOp<moe::ShapeOp>())
-                    if (shape.getData() == perm)
-                      return scatter.getOutput();
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointAfter(sort);
-  Value length = moe::DimOp::create(rewriter, loc, perm, 0);
-  Value zero = createI64Constant(rewriter, loc, {}, {0});
-  Value one = createI64Constant(rewriter, loc, {}, {1});
-  Value iota =
-      moe::RangeOp::create(rewriter, loc, perm.getType(), zero, length, one);
-  Value shape = moe::ShapeOp::create(rewriter, loc, perm,
-                                     rewriter.getI64IntegerAttr(0), nullptr);
-  auto fillType = RankedTensorType::get({1}, rewriter.getI64Type());
-  Value zeros = moe::ConstantOfShapeOp::create(
-      rewriter, loc, perm.getType(), shape,
-      DenseElementsAttr::get(fillType, rewriter.getI64IntegerAttr(0)));
-  return moe::ScatterElementsOp::create(rewriter, loc, zeros, perm, iota,
-                                        rewriter.getI64IntegerAttr(0),
-                                        rewriter.getStringAttr("none"));
 }
 
 /// Whether `indices` (`[N, H]`) repeats the column `column` over H columns:
@@ -390,24 +191,6 @@ struct SplitToSegmentRanges : OpRewritePattern<moe::SplitOp> {
   }
 };
 
-/// The 1-D mask `sel` whose true positions the index vector `rows` lists:
-/// `squeeze(transpose(nonzero(sel)), 1)`, also as the fallback of the
-/// moe.segment that replaced it. Null otherwise.
-Value getNonZeroMask(Value rows) {
-  if (auto segment = rows.getDefiningOp<moe::SegmentOp>())
-    rows = segment.getFallback();
-  auto squeeze = rows.getDefiningOp<moe::SqueezeOp>();
-  auto transpose =
-      squeeze ? squeeze.getData().getDefiningOp<moe::TransposeOp>() : nullptr;
-  auto nonZero =
-      transpose ? transpose.getData().getDefiningOp<moe::NonZeroOp>() : nullptr;
-  if (!nonZero || getShape(nonZero.getX()).size() != 1 ||
-      transpose.getPermutation() != SmallVector<int64_t>{1, 0} ||
-      !squeeze.getAxes() || !isConstAxes(squeeze.getAxes(), {1}, 2))
-    return nullptr;
-  return nonZero.getX();
-}
-
 /// squeeze(transpose(nonzero(sorted == e)), 1) over the values of an expert
 /// sort -> moe.segment sorted expert e: by definition the ascending
 /// positions of e among the sorted ids (the squeeze is its fallback).
@@ -415,23 +198,15 @@ struct NonZeroToSegment : OpRewritePattern<moe::SqueezeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(moe::SqueezeOp squeeze,
                                 PatternRewriter &rewriter) const override {
-    if (llvm::any_of(squeeze->getUsers(), llvm::IsaPred<moe::SegmentOp>))
-      return failure();
-    Value mask = getNonZeroMask(squeeze.getOutput());
-    auto equal = mask ? mask.getDefiningOp<moe::EqualOp>() : nullptr;
-    if (!equal)
-      return failure();
-    for (auto [sorted, expert] : {std::pair(equal.getLhs(), equal.getRhs()),
-                                  std::pair(equal.getRhs(), equal.getLhs())}) {
+    for (auto [sorted, e] : getComparedExpert(squeeze.getOutput())) {
       moe::TopKOp sort = getSortOfResult(sorted);
-      std::optional<int64_t> e = moe::getConstantInt(expert);
-      if (!sort || sorted != sort.getValues() || !e || *e < 0 ||
-          *e >= matchExpertSort(sort)->numExperts || !isScalarLike(expert))
+      if (!sort || sorted != sort.getValues() || e < 0 ||
+          e >= matchExpertSort(sort)->numExperts)
         continue;
       rewriter.setInsertionPointAfter(squeeze);
       auto segment = moe::SegmentOp::create(rewriter, squeeze.getLoc(), sorted,
                                             squeeze.getOutput(),
-                                            rewriter.getI64IntegerAttr(*e));
+                                            rewriter.getI64IntegerAttr(e));
       rewriter.replaceAllUsesExcept(squeeze.getOutput(), segment.getRows(),
                                     segment);
       return success();
@@ -439,6 +214,89 @@ struct NonZeroToSegment : OpRewritePattern<moe::SqueezeOp> {
     return failure();
   }
 };
+
+/// The `[n, C]` values whose flattening `updates` is, index_put's element
+/// values for the mask `sel` (nonzero of the expanded mask `nonZero`):
+/// `slice(flatten(v), 0, count)` (TorchScript) or `flatten(expand(v,
+/// [sum(sel), C]))` (dynamo). Either is all of v when v has a row per true
+/// element of sel, which the caller proves.
+Value getMaskedValues(Value updates, Value sel, moe::NonZeroOp nonZero) {
+  if (auto slice = updates.getDefiningOp<moe::SliceOp>()) {
+    auto flat = slice.getData().getDefiningOp<moe::ReshapeOp>();
+    std::optional<SmallVector<moe::ShapeEntry>> count =
+        moe::getShapeEntries(slice.getEnds());
+    if (!flat || !isFlattenedVector(flat.getOutput(), flat.getData()) ||
+        moe::getConstantInt(slice.getStarts()) != 0 ||
+        (slice.getAxes() && !isConstAxes(slice.getAxes(), {0}, 1)) ||
+        (slice.getSteps() && moe::getConstantInt(slice.getSteps()) != 1) ||
+        !count || count->size() != 1 ||
+        !count->front().isSameAs(
+            moe::ShapeEntry::ofDim(nonZero.getOutput(), 1)))
+      return nullptr;
+    return flat.getData();
+  }
+  auto flat = updates.getDefiningOp<moe::ReshapeOp>();
+  auto expand = flat && isFlattenedVector(updates, flat.getData())
+                    ? flat.getData().getDefiningOp<moe::ExpandOp>()
+                    : nullptr;
+  auto shape =
+      expand ? expand.getShape().getDefiningOp<moe::ConcatOp>() : nullptr;
+  if (!shape || shape.getInputs().size() != 2 ||
+      getShape(expand.getInput()).size() != 2 ||
+      moe::getConstantInts(shape.getInputs()[1]) !=
+          SmallVector<int64_t>{getShape(expand.getInput())[1]})
+    return nullptr;
+  // The count of true elements of sel: reduce_sum(int(sel)), kept as [1].
+  auto sum = shape.getInputs()[0].getDefiningOp<moe::ReduceSumOp>();
+  auto cast = sum ? sum.getData().getDefiningOp<moe::CastOp>() : nullptr;
+  Value counted = cast ? cast.getInput() : Value();
+  if (auto reshape =
+          counted ? counted.getDefiningOp<moe::ReshapeOp>() : nullptr)
+    if (isFlattenedVector(counted, reshape.getData()))
+      counted = reshape.getData();
+  if (!sum || sum.getAxes() || sum.getKeepdims() != 1 || counted != sel ||
+      !cast.getTo().isSignlessInteger(64))
+    return nullptr;
+  return expand.getInput();
+}
+
+/// Whether the rows listed by `rows` (a root index vector, getRowSource)
+/// are as many as the true elements of the 1-D mask `sel`: the positions
+/// nonzero(sel) themselves, or expert e's segment of a sort where sel is
+/// `ids == e` on its sorted values or on the flattened ids it sorts.
+bool hasOneRowPerTrue(Value rows, Value sel) {
+  if (getNonZeroMask(rows) == sel)
+    return true;
+  std::optional<std::pair<moe::TopKOp, int64_t>> segment = getSegmentOf(rows);
+  auto equal = sel.getDefiningOp<moe::EqualOp>();
+  if (!segment || !equal)
+    return false;
+  moe::TopKOp sort = segment->first;
+  for (auto [ids, expert] : {std::pair(equal.getLhs(), equal.getRhs()),
+                             std::pair(equal.getRhs(), equal.getLhs())})
+    if ((ids == sort.getValues() || ids == sort.getInput()) &&
+        isScalarLike(expert) && moe::getConstantInt(expert) == segment->second)
+      return true;
+  return false;
+}
+
+/// Whether the 1-D mask `sel` has the rows of `out`: provably the same row
+/// count, or the flattened ids of a sort and out the assignments' rows.
+bool hasRowsOf(Value sel, Value out) {
+  Value source = getRowSource(sel);
+  if (source != sel && source == getRowSource(out))
+    return true;
+  auto equal = sel.getDefiningOp<moe::EqualOp>();
+  if (!equal)
+    return false;
+  for (Value flat : {equal.getLhs(), equal.getRhs()})
+    for (Operation *user : flat.getUsers())
+      if (auto sort = dyn_cast<moe::TopKOp>(user))
+        if (sort.getInput() == flat && matchExpertSort(sort) &&
+            hasAssignmentRows(out, sort))
+          return true;
+  return false;
+}
 
 /// index_put with a boolean row mask, `out[sel] = v` (`[R, C]`, v holding
 /// the rows `nonzero(sel)` of something): scatter_nd(out,
@@ -471,32 +329,22 @@ struct MaskedRowsToRowScatter : OpRewritePattern<moe::ScatterNDOp> {
         outShape.getEnd())
       return failure();
     Value sel = unsqueeze.getData();
-    // The flattened values, sliced to the count of true mask elements.
-    auto slice = op.getUpdates().getDefiningOp<moe::SliceOp>();
-    auto flat =
-        slice ? slice.getData().getDefiningOp<moe::ReshapeOp>() : nullptr;
-    if (!flat || !isFlattenedVector(flat.getOutput(), flat.getData()) ||
-        moe::getConstantInt(slice.getStarts()) != 0 ||
-        (slice.getAxes() && !isConstAxes(slice.getAxes(), {0}, 1)) ||
-        (slice.getSteps() && moe::getConstantInt(slice.getSteps()) != 1))
-      return failure();
-    std::optional<SmallVector<moe::ShapeEntry>> count =
-        moe::getShapeEntries(slice.getEnds());
-    if (!count || count->size() != 1 ||
-        !count->front().isSameAs(
-            moe::ShapeEntry::ofDim(nonZero.getOutput(), 1)))
-      return failure();
-    Value values = flat.getData();
+    Value values = getMaskedValues(op.getUpdates(), sel, nonZero);
     // The mask has the output's rows (no broadcast), and the values are the
     // selected rows, C columns each.
-    Value rows = getRowSource(values);
-    if (getShape(values).size() != 2 || getShape(values)[1] != shape[1] ||
-        getNonZeroMask(rows) != sel || getShape(sel).size() != 1 ||
-        getRowSource(sel) != getRowSource(op.getData()) ||
-        getRowSource(sel) == sel)
+    Value rows = values ? getRowSource(values) : Value();
+    if (!rows || getShape(values).size() != 2 ||
+        getShape(values)[1] != shape[1] || !hasOneRowPerTrue(rows, sel) ||
+        getShape(sel).size() != 1 || !hasRowsOf(sel, op.getData()))
       return failure();
-    Value axes = createI64Constant(rewriter, op.getLoc(), {1}, {1});
-    Value indices = moe::UnsqueezeOp::create(rewriter, op.getLoc(), rows, axes);
+    // The positions of the mask's true elements, in order: the values' own
+    // row vector where it is nonzero(sel), else a new nonzero(sel) (which
+    // the patterns then bring to segment form).
+    Location loc = op.getLoc();
+    if (getNonZeroMask(rows) != sel)
+      rows = createNonZeroRows(rewriter, loc, sel);
+    Value axes = createI64Constant(rewriter, loc, {1}, {1});
+    Value indices = moe::UnsqueezeOp::create(rewriter, loc, rows, axes);
     rewriter.replaceOpWithNewOp<moe::ScatterNDOp>(
         op, op.getType(), op.getData(), indices, values,
         rewriter.getStringAttr("none"));
@@ -507,26 +355,40 @@ struct MaskedRowsToRowScatter : OpRewritePattern<moe::ScatterNDOp> {
 /// out = zeros (the sort's N rows); out[segment(e)] = v_e for every expert
 /// once (a chain of row scatter_nds) -> concat(v_0, ..., v_{E-1}): the
 /// segments of the E experts are consecutive and cover [0, N) in expert
-/// order, and each v_e has its segment's rows.
+/// order, and each v_e has its segment's rows. Where the writes are at
+/// `perm[segment(e)]` (the positions of e among the flattened ids, out the
+/// assignments' rows) -> gather(concat(...), inverse(perm)): row perm[j] of
+/// out is row j of the concatenation.
 struct SegmentWritesToConcat : OpRewritePattern<moe::ScatterNDOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(moe::ScatterNDOp op,
                                 PatternRewriter &rewriter) const override {
     moe::TopKOp sort;
+    std::optional<bool> atPositions;
     SmallVector<Value> pieces;
     Value acc = op.getOutput();
     while (auto write = acc.getDefiningOp<moe::ScatterNDOp>()) {
       auto column = write.getIndices().getDefiningOp<moe::UnsqueezeOp>();
+      Value rows = column && isConstAxes(column.getAxes(), {1}, 2)
+                       ? column.getData()
+                       : Value();
+      // perm[segment(e)]: the write is at the flattened ids' positions.
+      auto positions = rows ? rows.getDefiningOp<moe::GatherOp>() : nullptr;
+      bool permuted = positions && positions.getAxis() == 0 &&
+                      getSortOfResult(positions.getData());
+      if (permuted)
+        rows = positions.getIndices();
       std::optional<std::pair<moe::TopKOp, int64_t>> segment =
-          column && isConstAxes(column.getAxes(), {1}, 2)
-              ? getSegmentOf(column.getData())
-              : std::nullopt;
+          rows ? getSegmentOf(rows) : std::nullopt;
       if (!segment || write.getReduction() != "none" ||
           (sort && segment->first != sort) ||
+          (atPositions && *atPositions != permuted) ||
+          (permuted && positions.getData() != segment->first.getIndices()) ||
           (acc != op.getOutput() && !acc.hasOneUse()) ||
           getShape(write.getUpdates()).size() != 2)
         return failure();
       sort = segment->first;
+      atPositions = permuted;
       int64_t numExperts = matchExpertSort(sort)->numExperts;
       if (pieces.empty())
         pieces.resize(numExperts);
@@ -537,14 +399,24 @@ struct SegmentWritesToConcat : OpRewritePattern<moe::ScatterNDOp> {
       acc = write.getData();
     }
     if (!sort || llvm::any_of(pieces, [](Value v) { return !v; }) ||
-        !isFilledWith(acc, 0) || !hasSortedRows(acc, sort) ||
-        getShape(acc).size() != 2)
+        !isFilledWith(acc, 0) || getShape(acc).size() != 2 ||
+        !(*atPositions ? hasAssignmentRows(acc, sort)
+                       : hasSortedRows(acc, sort)))
       return failure();
     for (Value piece : pieces)
       if (getShape(piece)[1] != getShape(acc)[1])
         return failure();
-    rewriter.replaceOpWithNewOp<moe::ConcatOp>(op, op.getType(), pieces,
-                                               rewriter.getI64IntegerAttr(0));
+    if (!*atPositions) {
+      rewriter.replaceOpWithNewOp<moe::ConcatOp>(op, op.getType(), pieces,
+                                                 rewriter.getI64IntegerAttr(0));
+      return success();
+    }
+    Location loc = op.getLoc();
+    Value sorted = moe::ConcatOp::create(rewriter, loc, op.getType(), pieces,
+                                         rewriter.getI64IntegerAttr(0));
+    Value inverse = getOrCreateInverse(rewriter, loc, sort);
+    rewriter.replaceOpWithNewOp<moe::GatherOp>(
+        op, op.getType(), sorted, inverse, rewriter.getI64IntegerAttr(0));
     return success();
   }
 };
@@ -600,49 +472,51 @@ moe::TopKOp getSortOfInverse(Value inverse) {
   return sort;
 }
 
-/// Whether the `[T, k]` routing weights `weights` have the T rows of the
-/// sort's `[T, k]` ids: both come from one top-k (the weights through
-/// row-wise ops such as the softmax over k), or share their row size.
-bool hasRowsOfIds(Value weights, Value ids) {
-  moe::ShapeEntry rows = moe::ShapeEntry::ofDim(weights, 0);
-  if (rows.isSameAs(moe::ShapeEntry::ofDim(ids, 0)))
-    return true;
-  auto result = rows.isDim() ? dyn_cast<OpResult>(rows.source) : OpResult();
-  return result && rows.dim == 0 && ids.getDefiningOp() == result.getOwner();
-}
-
 /// The routing weights applied after the unpermute (Megatron):
 /// `reshape(gather(y, inverse(perm)), [T, k, H]) * unsqueeze(w, -1)` ->
-/// `reshape(gather(y * unsqueeze(flatten(w)[perm], 1), inverse(perm)), ...)`.
-/// Row perm[i] of the result is y[i] * w_flat[perm[i]] on both sides.
+/// `reshape(gather(y * unsqueeze(flatten(w)[perm], 1), inverse(perm)), ...)`,
+/// and alike without the view, `gather(y, inverse(perm)) *
+/// unsqueeze(flatten(w), 1)`. Row perm[i] of the result is
+/// y[i] * w_flat[perm[i]] on both sides.
 struct WeightsBeforeUnpermute : OpRewritePattern<moe::MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(moe::MulOp mul,
                                 PatternRewriter &rewriter) const override {
     for (auto [lhs, rhs] : {std::pair(mul.getLhs(), mul.getRhs()),
                             std::pair(mul.getRhs(), mul.getLhs())}) {
+      // The [T, k, H] view scaled by unsqueeze(w, 2), or the [N, H] rows
+      // scaled by unsqueeze(flatten(w), 1) (moe-canonicalize-idioms' form).
       auto perToken = lhs.getDefiningOp<moe::ReshapeOp>();
-      auto unsorted = perToken
-                          ? perToken.getData().getDefiningOp<moe::GatherOp>()
-                          : nullptr;
+      auto unsorted =
+          (perToken ? perToken.getData() : lhs).getDefiningOp<moe::GatherOp>();
       auto column = rhs.getDefiningOp<moe::UnsqueezeOp>();
       if (!unsorted || !column || unsorted.getAxis() != 0 ||
-          !perToken.getOutput().hasOneUse())
+          (perToken && !perToken.getOutput().hasOneUse()))
         continue;
+      Value weights = column.getData();
+      auto flatWeights = weights.getDefiningOp<moe::ReshapeOp>();
+      if (!perToken) {
+        if (!flatWeights ||
+            !isFlattenedVector(weights, flatWeights.getData()) ||
+            !isConstAxes(column.getAxes(), {1}, 2))
+          continue;
+        weights = flatWeights.getData();
+      } else if (!isConstAxes(column.getAxes(), {2}, 3)) {
+        continue;
+      }
       moe::TopKOp sort = getSortOfInverse(unsorted.getIndices());
       std::optional<ExpertSort> expertSort =
           sort ? matchExpertSort(sort) : std::nullopt;
-      Value weights = column.getData();
-      ArrayRef<int64_t> shape = getShape(perToken.getOutput());
       int64_t topK = expertSort ? getShape(expertSort->ids)[1] : 0;
-      if (!expertSort || shape.size() != 3 || shape[1] != topK ||
+      ArrayRef<int64_t> shape = getShape(lhs);
+      if (!expertSort ||
+          (perToken && (shape.size() != 3 || shape[1] != topK)) ||
           getShape(weights) != ArrayRef<int64_t>{ShapedType::kDynamic, topK} ||
-          !isConstAxes(column.getAxes(), {2}, 3) ||
           getShape(unsorted.getData()).size() != 2 ||
           !hasRowsOfIds(weights, expertSort->ids) ||
           getElementTypeOrSelf(weights.getType()) !=
               getElementTypeOrSelf(mul.getType()) ||
-          mul.getType() != perToken.getOutput().getType())
+          mul.getType() != lhs.getType())
         continue;
       Location loc = mul.getLoc();
       Value minusOne = createI64Constant(rewriter, loc, {1}, {-1});
@@ -658,6 +532,10 @@ struct WeightsBeforeUnpermute : OpRewritePattern<moe::MulOp> {
       Value gathered = moe::GatherOp::create(rewriter, loc, unsorted.getType(),
                                              scaled, unsorted.getIndices(),
                                              rewriter.getI64IntegerAttr(0));
+      if (!perToken) {
+        rewriter.replaceOp(mul, gathered);
+        return success();
+      }
       rewriter.replaceOpWithNewOp<moe::ReshapeOp>(mul, mul.getType(), gathered,
                                                   perToken.getShape(),
                                                   perToken.getAllowzeroAttr());
@@ -667,27 +545,65 @@ struct WeightsBeforeUnpermute : OpRewritePattern<moe::MulOp> {
   }
 };
 
-/// The `[T, H]` tokens' row size: dimension 0 of what the gate's top-k
-/// scores were projected from (`ids` are the top-k's indices).
-moe::ShapeEntry getTokenRows(Value ids) {
-  auto topK = ids.getDefiningOp<moe::TopKOp>();
-  if (!topK)
-    return moe::ShapeEntry::unknown();
-  Value scores = topK.getInput();
-  for (unsigned depth = 0; depth < 8; ++depth) {
-    Operation *def = scores.getDefiningOp();
-    if (auto matmul = dyn_cast_or_null<moe::MatMulOp>(def))
-      scores = matmul.getA();
-    else if (auto gemm = dyn_cast_or_null<moe::GemmOp>(def);
-             gemm && gemm.getTransA() == 0)
-      scores = gemm.getA();
-    else if (isa_and_nonnull<moe::SoftmaxOp, moe::SigmoidOp>(def))
-      scores = def->getOperand(0);
-    else
-      break;
+/// The sum over k of rows put back in assignment order, reshaped with a
+/// computed shape `[T, k, -1]` (`y.view(*w.shape, -1)`, typed `[?, k, ?]`),
+/// T the rows of the gate's `[T, k]` ids: the reshape is `[-1, k, H]`, and
+/// the sum is retyped `[?, H]` with it (its users are moe ops, which take
+/// the refined type).
+struct RefineTokenSum : OpRewritePattern<moe::ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(moe::ReduceSumOp sum,
+                                PatternRewriter &rewriter) const override {
+    auto perToken = sum.getData().getDefiningOp<moe::ReshapeOp>();
+    auto unsorted =
+        perToken ? perToken.getData().getDefiningOp<moe::GatherOp>() : nullptr;
+    ArrayRef<int64_t> shape = getShape(sum.getData());
+    if (!unsorted || !perToken.getOutput().hasOneUse() || shape.size() != 3 ||
+        !ShapedType::isDynamic(shape[2]) || sum.getKeepdims() != 0 ||
+        !sum.getAxes() || !isConstAxes(sum.getAxes(), {1}, 3) ||
+        unsorted.getAxis() != 0 ||
+        llvm::any_of(sum->getUsers(), [](Operation *user) {
+          return !isa<moe::MoeDialect>(user->getDialect());
+        }))
+      return failure();
+    moe::TopKOp sort = getSortOfInverse(unsorted.getIndices());
+    std::optional<ExpertSort> expertSort =
+        sort ? matchExpertSort(sort) : std::nullopt;
+    ArrayRef<int64_t> rows = getShape(unsorted.getData());
+    std::optional<SmallVector<moe::ShapeEntry>> entries =
+        moe::getShapeEntries(perToken.getShape());
+    if (!expertSort || rows.size() != 2 || ShapedType::isDynamic(rows[1]) ||
+        !entries || entries->size() != 3)
+      return failure();
+    int64_t topK = getShape(expertSort->ids)[1], hidden = rows[1];
+    const moe::ShapeEntry &tokens = (*entries)[0];
+    bool tokensRight =
+        tokens.isDim() && tokens.dim == 0 &&
+        (tokens.isSameAs(moe::ShapeEntry::ofDim(expertSort->ids, 0)) ||
+         tokens.source.getDefiningOp() == expertSort->ids.getDefiningOp());
+    auto isConstant = [](const moe::ShapeEntry &entry, int64_t value) {
+      return entry.isSameAs(moe::ShapeEntry::ofConstant(value));
+    };
+    if (!tokensRight || !isConstant((*entries)[1], topK) ||
+        !(isConstant((*entries)[2], -1) || isConstant((*entries)[2], hidden)))
+      return failure();
+    Location loc = sum.getLoc();
+    Type element = getElementTypeOrSelf(sum.getType());
+    Value shapeValue =
+        createI64Constant(rewriter, loc, {3}, {-1, topK, hidden});
+    Value reshaped = moe::ReshapeOp::create(
+        rewriter, loc,
+        RankedTensorType::get({ShapedType::kDynamic, topK, hidden}, element),
+        unsorted.getOutput(), shapeValue, rewriter.getI64IntegerAttr(0));
+    Value refined = moe::ReduceSumOp::create(
+        rewriter, loc,
+        RankedTensorType::get({ShapedType::kDynamic, hidden}, element),
+        reshaped, sum.getAxes(), rewriter.getI64IntegerAttr(0),
+        rewriter.getI64IntegerAttr(0));
+    rewriter.replaceOp(sum, refined);
+    return success();
   }
-  return moe::ShapeEntry::ofDim(scores, 0);
-}
+};
 
 /// JetMoE's (and Granite's) unsort: `zeros[T, H].index_add(0, perm / k, u)`
 /// (scatter_elements with repeated indices or scatter_nd, reduction add) of
@@ -779,9 +695,10 @@ struct TokenScatterToSum : OpRewritePattern<ScatterOp> {
 } // namespace
 
 void moec::segments::populateSegmentIdiomPatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<SliceToSegmentRange, SplitToSegmentRanges, NonZeroToSegment,
-           MaskedRowsToRowScatter, SegmentWritesToConcat, UnpermuteToGather,
-           WeightsBeforeUnpermute, TokenScatterToSum<moe::ScatterElementsOp>,
-           TokenScatterToSum<moe::ScatterNDOp>>(patterns.getContext());
+  patterns.add<SliceToSegmentRange, SplitToSegmentRanges, NonZeroToSegment,
+               MaskedRowsToRowScatter, SegmentWritesToConcat, UnpermuteToGather,
+               WeightsBeforeUnpermute, RefineTokenSum,
+               TokenScatterToSum<moe::ScatterElementsOp>,
+               TokenScatterToSum<moe::ScatterNDOp>>(patterns.getContext());
+  populateSegmentAssignmentPatterns(patterns);
 }

@@ -187,6 +187,68 @@ std::optional<SegmentBounds> matchSegmentBounds(Value start, Value limit);
 /// `[-1]` looked through.
 bool isTokenOf(Value value, Value perm, int64_t topK);
 
+/// Whether `value` has a static single element (a broadcast operand that
+/// keeps rows).
+bool isScalarLike(Value value);
+
+/// The expert sort whose permutation or sorted values `value` is, or null.
+moe::TopKOp getSortOfResult(Value value);
+
+/// The expert sort and expert e of which the index vector `rows` is the
+/// positions of e among the sorted ids: a moe.segment, or the range of a
+/// segment's bounds (matchSegmentBounds).
+std::optional<std::pair<moe::TopKOp, int64_t>> getSegmentOf(Value rows);
+
+/// The value whose length provably is `value`'s row count, traced through
+/// ops that keep rows (index arithmetic, gathers along axis 0, projections,
+/// elementwise ops, rank changes and column splits or slices, scatters, a
+/// fill of a shape) and a concatenation of every expert's segment of one
+/// sort (its N rows). A sort's values and permutation both give the
+/// permutation; `value` itself where nothing applies.
+Value getRowSource(Value value);
+
+/// Whether `value` has the N rows of the expert sort `sort`.
+bool hasSortedRows(Value value, moe::TopKOp sort);
+
+/// A new i64 constant of `shape` holding `values`.
+Value createI64Constant(PatternRewriter &rewriter, Location loc,
+                        ArrayRef<int64_t> shape, ArrayRef<int64_t> values);
+
+/// `scatter_elements(zeros(len(perm)), perm, 0..N-1)` of the sort's
+/// permutation (an existing one is reused), built after the sort.
+Value getOrCreateInverse(PatternRewriter &rewriter, Location loc,
+                         moe::TopKOp sort);
+
+/// The 1-D mask whose true positions the index vector `rows` lists
+/// (`squeeze(transpose(nonzero(mask)), 1)`, also as a segment's fallback),
+/// or null.
+Value getNonZeroMask(Value rows);
+
+/// The (ids, e) comparisons `ids == e` (either operand order, e a scalar
+/// constant) whose true positions the index vector `rows` lists
+/// (getNonZeroMask), when no moe.segment uses `rows` yet.
+SmallVector<std::pair<Value, int64_t>> getComparedExpert(Value rows);
+
+/// `squeeze(transpose(nonzero(mask)), 1)`: the positions of the 1-D mask's
+/// true elements, ascending.
+Value createNonZeroRows(PatternRewriter &rewriter, Location loc, Value mask);
+
+/// Whether the `[T, k]` weights have the T rows of the `[T, k]` ids.
+bool hasRowsOfIds(Value weights, Value ids);
+
+/// The row size of the `[T, H]` tokens whose projection the top-k choosing
+/// `ids` ranks.
+moe::ShapeEntry getTokenRows(Value ids);
+
+/// Whether `value` has the T*k rows of the assignments of `sort`'s `[T, k]`
+/// ids in their flat order: the tokens repeated k times
+/// (`repeat_interleave`, SegmentAssignments.cpp).
+bool hasAssignmentRows(Value value, moe::TopKOp sort);
+
+/// Adds the patterns of SegmentAssignments.cpp (per-assignment masks of
+/// flattened ids onto the segments form).
+void populateSegmentAssignmentPatterns(RewritePatternSet &patterns);
+
 /// Adds the patterns that bring the per-expert idioms of Megatron-Core's
 /// permutation, JetMoE's (scattermoe) and masked-assignment code onto the
 /// segments form (SegmentIdioms.cpp).

@@ -470,3 +470,129 @@ func.func @token_scatter_other_zeros(%x: tensor<?x4xf32>, %wr: tensor<4x2xf32>, 
   %out = moe.scatter_elements %zeros, %tidx, %rows {reduction = "add"} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %out : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests the unpermute followed by the weights per row (moe-canonicalize-
+// idioms' form of the weights after the view: y * unsqueeze(flatten(w), 1)
+// on the [T*k, H] rows): the weights are moved before the unpermute alike.
+// CHECK-LABEL: func.func @unpermute_rows_weights
+// CHECK: %[[W:.*]], %[[IDS:.*]] = moe.top_k %{{.*}}, %{{.*}} {axis = 1 : i64}
+// CHECK: %[[SORTED:.*]], %[[PERM:.*]] = moe.top_k %{{.*}}, %{{.*}} {largest = 0 : i64}
+// CHECK: %[[INV:.*]] = moe.scatter_elements %{{.*}}, %[[PERM]], %{{.*}} : (tensor<?xi64>, tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+// CHECK: %[[Y:.*]] = moe.concat
+// CHECK: %[[WF:.*]] = moe.reshape %[[W]], %{{.*}} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+// CHECK: %[[WS:.*]] = moe.gather %[[WF]], %[[PERM]]
+// CHECK: %[[WC:.*]] = moe.unsqueeze %[[WS]]
+// CHECK: %[[YW:.*]] = moe.mul %[[Y]], %[[WC]]
+// CHECK: %[[Z:.*]] = moe.gather %[[YW]], %[[INV]]
+// CHECK: %[[Z3:.*]] = moe.reshape %[[Z]]
+// CHECK: %[[OUT:.*]] = moe.reduce_sum %[[Z3]]
+// CHECK: return %[[OUT]]
+func.func @unpermute_rows_weights(%x: tensor<?x4xf32>, %logits: tensor<?x2xf32>) -> tensor<?x4xf32> {
+  %wa = moe.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %wb = moe.constant dense<2.000000e+00> : tensor<4x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %ax0 = moe.constant dense<0> : tensor<1xi64>
+  %ax1 = moe.constant dense<1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %c2 = moe.constant dense<2> : tensor<i64>
+  %one = moe.constant dense<1.000000e+00> : tensor<f32>
+  %rep = moe.constant dense<[1, 4]> : tensor<2xi64>
+  %tkh = moe.constant dense<[-1, 2, 4]> : tensor<3xi64>
+  %w, %ids = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %lshape = moe.shape %logits : (tensor<?x2xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %lshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %ishape = moe.shape %ids : (tensor<?x2xi64>) -> tensor<2xi64>
+  %ones = moe.expand %one, %ishape : (tensor<f32>, tensor<2xi64>) -> tensor<?x2xf32>
+  %map = moe.scatter_elements %zeros, %ids, %ones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %map, %ax0 {keepdims = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<2xf32>
+  %counts = moe.cast %sum {to = i64} : (tensor<2xf32>) -> tensor<2xi64>
+  %flat = moe.reshape %ids, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %n = moe.dim %flat, 0 : tensor<?xi64>
+  %n1 = moe.reshape %n, %m1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %sorted, %perm = moe.top_k %flat, %n1 {largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
+  %tok = moe.div %perm, %c2 : (tensor<?xi64>, tensor<i64>) -> tensor<?xi64>
+  %rows = moe.gather %x, %tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %ends = moe.cum_sum %counts, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e0 = moe.gather %ends, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e0v = moe.unsqueeze %e0, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %e1 = moe.gather %ends, %c1 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e1v = moe.unsqueeze %e1, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %r0 = moe.slice %rows, %ax0, %e0v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %r1 = moe.slice %rows, %e0v, %e1v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %y0 = moe.mat_mul %r0, %wa : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %y1 = moe.mat_mul %r1, %wb : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %yshape = moe.shape %y : (tensor<?x4xf32>) -> tensor<2xi64>
+  %yzeros = moe.constant_of_shape %yshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %pcol = moe.unsqueeze %perm, %ax1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %pidx = moe.tile %pcol, %rep : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %un = moe.scatter_elements %yzeros, %pidx, %y {reduction = "add"} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %wflat = moe.reshape %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %wcol = moe.unsqueeze %wflat, %ax1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %scaled = moe.mul %un, %wcol : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %un3 = moe.reshape %scaled, %tkh : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %out = moe.reduce_sum %un3, %ax1 {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that weights of another [T, k] matrix than the gate's (an argument,
+// of any row count) stay after the unpermute.
+// CHECK-LABEL: func.func @unpermute_rows_other_weights
+// CHECK: %[[INV:.*]] = moe.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?xi64>, tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64>
+// CHECK: %[[Z:.*]] = moe.gather %{{.*}}, %[[INV]]
+// CHECK: moe.mul %[[Z]], %{{.*}} : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+func.func @unpermute_rows_other_weights(%x: tensor<?x4xf32>, %logits: tensor<?x2xf32>, %v: tensor<?x2xf32>) -> tensor<?x4xf32> {
+  %wa = moe.constant dense<1.000000e+00> : tensor<4x4xf32>
+  %wb = moe.constant dense<2.000000e+00> : tensor<4x4xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %ax0 = moe.constant dense<0> : tensor<1xi64>
+  %ax1 = moe.constant dense<1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %c2 = moe.constant dense<2> : tensor<i64>
+  %one = moe.constant dense<1.000000e+00> : tensor<f32>
+  %rep = moe.constant dense<[1, 4]> : tensor<2xi64>
+  %tkh = moe.constant dense<[-1, 2, 4]> : tensor<3xi64>
+  %w, %ids = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %lshape = moe.shape %logits : (tensor<?x2xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %lshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %ishape = moe.shape %ids : (tensor<?x2xi64>) -> tensor<2xi64>
+  %ones = moe.expand %one, %ishape : (tensor<f32>, tensor<2xi64>) -> tensor<?x2xf32>
+  %map = moe.scatter_elements %zeros, %ids, %ones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %map, %ax0 {keepdims = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<2xf32>
+  %counts = moe.cast %sum {to = i64} : (tensor<2xf32>) -> tensor<2xi64>
+  %flat = moe.reshape %ids, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %n = moe.dim %flat, 0 : tensor<?xi64>
+  %n1 = moe.reshape %n, %m1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %sorted, %perm = moe.top_k %flat, %n1 {largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
+  %tok = moe.div %perm, %c2 : (tensor<?xi64>, tensor<i64>) -> tensor<?xi64>
+  %rows = moe.gather %x, %tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %ends = moe.cum_sum %counts, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e0 = moe.gather %ends, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e0v = moe.unsqueeze %e0, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %e1 = moe.gather %ends, %c1 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e1v = moe.unsqueeze %e1, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %r0 = moe.slice %rows, %ax0, %e0v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %r1 = moe.slice %rows, %e0v, %e1v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %y0 = moe.mat_mul %r0, %wa : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %y1 = moe.mat_mul %r1, %wb : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %yshape = moe.shape %y : (tensor<?x4xf32>) -> tensor<2xi64>
+  %yzeros = moe.constant_of_shape %yshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %pcol = moe.unsqueeze %perm, %ax1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %pidx = moe.tile %pcol, %rep : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %un = moe.scatter_elements %yzeros, %pidx, %y {reduction = "add"} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %wflat = moe.reshape %v, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?xf32>
+  %wcol = moe.unsqueeze %wflat, %ax1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %scaled = moe.mul %un, %wcol : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+  %un3 = moe.reshape %scaled, %tkh : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %out = moe.reduce_sum %un3, %ax1 {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}

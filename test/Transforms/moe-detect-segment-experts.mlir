@@ -845,3 +845,159 @@ func.func @per_expert_networks_mixed(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %out = moe.reduce_sum %scaled, %ax1 {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
   return %out : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests the same layer with the gate and up projections apart (DeepSeek's
+// SwiGLU experts: silu(x @ W1) * (x @ W3), here [out, in] matrices): it
+// becomes moe.experts silu_glu with w1 and w3 stacked, without a glu
+// layout.
+// CHECK-LABEL: func.func @unfused_expert_networks
+// CHECK-DAG: %[[A0:.*]] = moe.constant dense<1.250000e-01> : tensor<2x4xf32>
+// CHECK-DAG: %[[A1:.*]] = moe.constant dense<2.500000e-01> : tensor<2x4xf32>
+// CHECK-DAG: %[[U0:.*]] = moe.constant dense<6.250000e-01> : tensor<2x4xf32>
+// CHECK-DAG: %[[U1:.*]] = moe.constant dense<8.750000e-01> : tensor<2x4xf32>
+// CHECK: %[[W1:.*]] = moe.stack %[[A0]], %[[A1]]
+// CHECK: %[[W2:.*]] = moe.stack
+// CHECK: %[[W3:.*]] = moe.stack %[[U0]], %[[U1]]
+// CHECK: %[[ROWS:.*]], %[[OFF:.*]], %[[SRC:.*]] = moe.dispatch
+// CHECK: moe.experts silu_glu %[[ROWS]], %[[OFF]] : tensor<?x4xf32>, tensor<3xi64> w1 %[[W1]] : tensor<2x2x4xf32> w3 %[[W3]] : tensor<2x2x4xf32> w2 %[[W2]] : tensor<2x4x2xf32> layout out_in {
+// CHECK: moe.combine
+func.func @unfused_expert_networks(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<4x2xf32>
+  %a0 = moe.constant dense<1.250000e-01> : tensor<2x4xf32>
+  %a1 = moe.constant dense<2.500000e-01> : tensor<2x4xf32>
+  %u0 = moe.constant dense<6.250000e-01> : tensor<2x4xf32>
+  %u1 = moe.constant dense<8.750000e-01> : tensor<2x4xf32>
+  %b0 = moe.constant dense<3.750000e-01> : tensor<4x2xf32>
+  %b1 = moe.constant dense<7.500000e-01> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %ax0 = moe.constant dense<0> : tensor<1xi64>
+  %ax1 = moe.constant dense<1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %c2 = moe.constant dense<2> : tensor<i64>
+  %one = moe.constant dense<1.000000e+00> : tensor<f32>
+  %rep = moe.constant dense<[1, 4]> : tensor<2xi64>
+  %tkh = moe.constant dense<[-1, 2, 4]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  %top, %ids = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %w = moe.softmax %top : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %lshape = moe.shape %logits : (tensor<?x2xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %lshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %ishape = moe.shape %ids : (tensor<?x2xi64>) -> tensor<2xi64>
+  %ones = moe.expand %one, %ishape : (tensor<f32>, tensor<2xi64>) -> tensor<?x2xf32>
+  %map = moe.scatter_elements %zeros, %ids, %ones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %map, %ax0 {keepdims = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<2xf32>
+  %counts = moe.cast %sum {to = i64} : (tensor<2xf32>) -> tensor<2xi64>
+  %flat = moe.reshape %ids, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %n = moe.dim %flat, 0 : tensor<?xi64>
+  %n1 = moe.reshape %n, %m1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %sorted, %perm = moe.top_k %flat, %n1 {largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
+  %tok = moe.div %perm, %c2 : (tensor<?xi64>, tensor<i64>) -> tensor<?xi64>
+  %rows = moe.gather %x, %tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %ends = moe.cum_sum %counts, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e0 = moe.gather %ends, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e0v = moe.unsqueeze %e0, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %e1 = moe.gather %ends, %c1 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e1v = moe.unsqueeze %e1, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %r0 = moe.slice %rows, %ax0, %e0v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %g0 = moe.gemm %r0, %a0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %p0 = moe.gemm %r0, %u0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %s0 = moe.sigmoid %g0 : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu0 = moe.mul %g0, %s0 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %act0 = moe.mul %silu0, %p0 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y0 = moe.gemm %act0, %b0 {transB = 1 : i64} : (tensor<?x2xf32>, tensor<4x2xf32>) -> tensor<?x4xf32>
+  %r1 = moe.slice %rows, %e0v, %e1v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %g1 = moe.gemm %r1, %a1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %p1 = moe.gemm %r1, %u1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %s1 = moe.sigmoid %g1 : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu1 = moe.mul %g1, %s1 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %act1 = moe.mul %silu1, %p1 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y1 = moe.gemm %act1, %b1 {transB = 1 : i64} : (tensor<?x2xf32>, tensor<4x2xf32>) -> tensor<?x4xf32>
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %yshape = moe.shape %y : (tensor<?x4xf32>) -> tensor<2xi64>
+  %yzeros = moe.constant_of_shape %yshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %pcol = moe.unsqueeze %perm, %ax1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %pidx = moe.tile %pcol, %rep : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %un = moe.scatter_elements %yzeros, %pidx, %y {reduction = "add"} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %un3 = moe.reshape %un, %tkh : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %wcol = moe.unsqueeze %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %scaled = moe.mul %un3, %wcol : (tensor<?x2x4xf32>, tensor<?x2x1xf32>) -> tensor<?x2x4xf32>
+  %out = moe.reduce_sum %scaled, %ax1 {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that when expert 1 gates with sigmoid(x @ W1) instead of its SiLU,
+// the layer stays generic with a remark naming expert 1.
+// CHECK-LABEL: func.func @unfused_expert_networks_sigmoid_gate
+// CHECK-NOT: moe.dispatch
+func.func @unfused_expert_networks_sigmoid_gate(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %wr = moe.constant dense<5.000000e-01> : tensor<4x2xf32>
+  %a0 = moe.constant dense<1.250000e-01> : tensor<2x4xf32>
+  %a1 = moe.constant dense<2.500000e-01> : tensor<2x4xf32>
+  %u0 = moe.constant dense<6.250000e-01> : tensor<2x4xf32>
+  %u1 = moe.constant dense<8.750000e-01> : tensor<2x4xf32>
+  %b0 = moe.constant dense<3.750000e-01> : tensor<4x2xf32>
+  %b1 = moe.constant dense<7.500000e-01> : tensor<4x2xf32>
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %ax0 = moe.constant dense<0> : tensor<1xi64>
+  %ax1 = moe.constant dense<1> : tensor<1xi64>
+  %c0 = moe.constant dense<0> : tensor<i64>
+  %c1 = moe.constant dense<1> : tensor<i64>
+  %c2 = moe.constant dense<2> : tensor<i64>
+  %one = moe.constant dense<1.000000e+00> : tensor<f32>
+  %rep = moe.constant dense<[1, 4]> : tensor<2xi64>
+  %tkh = moe.constant dense<[-1, 2, 4]> : tensor<3xi64>
+  %logits = moe.mat_mul %x, %wr : (tensor<?x4xf32>, tensor<4x2xf32>) -> tensor<?x2xf32>
+  // expected-remark @below {{MoE segment experts not detected: expert 1's network is not act(rows[segment] @ W1) @ W2 with a gated activation}}
+  %top, %ids = moe.top_k %logits, %k {axis = 1 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %w = moe.softmax %top : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %lshape = moe.shape %logits : (tensor<?x2xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %lshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x2xf32>
+  %ishape = moe.shape %ids : (tensor<?x2xi64>) -> tensor<2xi64>
+  %ones = moe.expand %one, %ishape : (tensor<f32>, tensor<2xi64>) -> tensor<?x2xf32>
+  %map = moe.scatter_elements %zeros, %ids, %ones {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %sum = moe.reduce_sum %map, %ax0 {keepdims = 0 : i64} : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<2xf32>
+  %counts = moe.cast %sum {to = i64} : (tensor<2xf32>) -> tensor<2xi64>
+  %flat = moe.reshape %ids, %m1 : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %n = moe.dim %flat, 0 : tensor<?xi64>
+  %n1 = moe.reshape %n, %m1 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %sorted, %perm = moe.top_k %flat, %n1 {largest = 0 : i64} : (tensor<?xi64>, tensor<1xi64>) -> (tensor<?xi64>, tensor<?xi64>)
+  %tok = moe.div %perm, %c2 : (tensor<?xi64>, tensor<i64>) -> tensor<?xi64>
+  %rows = moe.gather %x, %tok : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<?x4xf32>
+  %ends = moe.cum_sum %counts, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e0 = moe.gather %ends, %c0 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e0v = moe.unsqueeze %e0, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %e1 = moe.gather %ends, %c1 : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %e1v = moe.unsqueeze %e1, %ax0 : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %r0 = moe.slice %rows, %ax0, %e0v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %g0 = moe.gemm %r0, %a0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %p0 = moe.gemm %r0, %u0 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %s0 = moe.sigmoid %g0 : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu0 = moe.mul %g0, %s0 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %act0 = moe.mul %silu0, %p0 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y0 = moe.gemm %act0, %b0 {transB = 1 : i64} : (tensor<?x2xf32>, tensor<4x2xf32>) -> tensor<?x4xf32>
+  %r1 = moe.slice %rows, %e0v, %e1v axes %ax0 : (tensor<?x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
+  %g1 = moe.gemm %r1, %a1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %p1 = moe.gemm %r1, %u1 {transB = 1 : i64} : (tensor<?x4xf32>, tensor<2x4xf32>) -> tensor<?x2xf32>
+  %s1 = moe.sigmoid %g1 : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %silu1 = moe.mul %g1, %s1 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %act1 = moe.mul %s1, %p1 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %y1 = moe.gemm %act1, %b1 {transB = 1 : i64} : (tensor<?x2xf32>, tensor<4x2xf32>) -> tensor<?x4xf32>
+  %y = moe.concat %y0, %y1 {axis = 0 : i64} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %yshape = moe.shape %y : (tensor<?x4xf32>) -> tensor<2xi64>
+  %yzeros = moe.constant_of_shape %yshape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x4xf32>
+  %pcol = moe.unsqueeze %perm, %ax1 : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %pidx = moe.tile %pcol, %rep : (tensor<?x1xi64>, tensor<2xi64>) -> tensor<?x4xi64>
+  %un = moe.scatter_elements %yzeros, %pidx, %y {reduction = "add"} : (tensor<?x4xf32>, tensor<?x4xi64>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %un3 = moe.reshape %un, %tkh : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x2x4xf32>
+  %wcol = moe.unsqueeze %w, %m1 : (tensor<?x2xf32>, tensor<1xi64>) -> tensor<?x2x1xf32>
+  %scaled = moe.mul %un3, %wcol : (tensor<?x2x4xf32>, tensor<?x2x1xf32>) -> tensor<?x2x4xf32>
+  %out = moe.reduce_sum %scaled, %ax1 {keepdims = 0 : i64} : (tensor<?x2x4xf32>, tensor<1xi64>) -> tensor<?x4xf32>
+  return %out : tensor<?x4xf32>
+}
