@@ -297,6 +297,22 @@ TEST(Router, GShardRenormalisesOverTheKeptChoices) {
   checkRouter(spec, {40, 8}, 12);
 }
 
+/// Checks that `writer`'s plan is written as 1.10, and that the same bytes
+/// declared 1.9 are refused with `message`.
+void expectFormat110(PlanWriter &writer, const std::string &message) {
+  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorKeptNormalize);
+  std::vector<uint8_t> older =
+      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+        header.versionMinor = detail::kFormatVersionMinorGenai;
+      });
+  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+              StatusHas(message));
+}
+
 TEST(Router, NormalizeKeptNeedsFormat110) {
   // A plan with a kept renormalisation is 1.10; a file that declares itself
   // older with one is refused (a 1.9 runtime would ignore the field).
@@ -312,18 +328,8 @@ TEST(Router, NormalizeKeptNeedsFormat110) {
   spec.capacity = 2;
   spec.keptEpsilon = 1e-7f;
   s.addStep(OpKind::Router, "router", {logits}, {w, i}, routerAttrs(spec));
-  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorKeptNormalize);
-  std::vector<uint8_t> older =
-      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
-        header.versionMinor = detail::kFormatVersionMinorGenai;
-      });
-  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
-              StatusHas("step 0 is a Router with normalize_kept, which needs "
-                        "format 1.10, but the file is version 1.9"));
+  expectFormat110(writer, "step 0 is a Router with normalize_kept, which "
+                          "needs format 1.10, but the file is version 1.9");
 }
 
 TEST(Experts, ReluSquaredNeedsFormat110) {
@@ -336,18 +342,8 @@ TEST(Experts, ReluSquaredNeedsFormat110) {
   ScheduleBuilder &s = writer.schedule();
   ExpertsSignature sig = addExpertsSignature(s, /*N=*/2, net.H, net.E);
   addExpertsStep(s, net, sig.tokens, sig.offsets, sig.out);
-  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorKeptNormalize);
-  std::vector<uint8_t> older =
-      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
-        header.versionMinor = detail::kFormatVersionMinorGenai;
-      });
-  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
-              StatusHas("step 0 has the relu_squared activation, which needs "
-                        "format 1.10, but the file is version 1.9"));
+  expectFormat110(writer, "step 0 has the relu_squared activation, which "
+                          "needs format 1.10, but the file is version 1.9");
 }
 
 TEST(Router, RejectsInvalidAttributesAtLoad) {
