@@ -368,6 +368,7 @@ struct CanonicalizeExpertsPass
                  ReadModifyWriteScatterToAdd>(&getContext());
     populateGatePatterns(patterns);
     populateRoutingColumnPatterns(patterns);
+    populateMaskedSoftmaxGatePatterns(patterns);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();

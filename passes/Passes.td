@@ -196,6 +196,12 @@ def MoeCanonicalizeExperts
       (passes/RoutingMatrix.cpp). The pairs also hold the tokens whose
       weight is exactly zero, which then add `0 * y`: the same sums for
       finite expert outputs, the one condition of this rewrite.
+    - makeMoE's gate, `softmax(scatter_elements(full(-inf), ids, v))` along
+      the experts, with `ids` a top-k's indices and k <= 2, becomes
+      `scatter_elements(zeros, ids, softmax(v))`, the routing matrix above
+      (passes/MaskedSoftmaxGate.cpp): equal for logits without +inf or NaN
+      (the -inf entries' exponentials are exactly zero, and a sum of two
+      terms and zeros is the same in any order); a top-3 is refused.
     - Gate code (passes/CanonicalizeGates.cpp): a reshape to `concat(rows,
       c..., -1)` whose first size is proven to be the data's row count
       (`x.view(x.size(0), n, -1)` of a projection of x, or dynamo's `B * S`

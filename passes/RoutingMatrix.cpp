@@ -17,19 +17,31 @@
 using namespace mlir;
 using namespace moec;
 
-bool moec::isZerosLike(Value data, Value scores) {
-  Value shapeValue;
+std::optional<APFloat> moec::getFillValue(Value data, Value *shapeValue) {
   DenseFPElementsAttr fill;
-  if (auto zeros = data.getDefiningOp<moe::ConstantOfShapeOp>()) {
-    shapeValue = zeros.getInput();
-    if (zeros.getValue())
-      fill = dyn_cast<DenseFPElementsAttr>(*zeros.getValue());
+  Value shape;
+  if (auto filled = data.getDefiningOp<moe::ConstantOfShapeOp>()) {
+    shape = filled.getInput();
+    if (filled.getValue())
+      fill = dyn_cast<DenseFPElementsAttr>(*filled.getValue());
   } else if (auto expand = data.getDefiningOp<moe::ExpandOp>()) {
-    shapeValue = expand.getShape();
+    shape = expand.getShape();
     if (auto constant = expand.getInput().getDefiningOp<moe::ConstantOp>())
       fill = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  } else if (auto constant = data.getDefiningOp<moe::ConstantOp>()) {
+    fill = dyn_cast<DenseFPElementsAttr>(constant.getValue());
   }
-  if (!fill || !fill.isSplat() || !fill.getSplatValue<APFloat>().isZero())
+  if (!fill || !fill.isSplat())
+    return std::nullopt;
+  if (shapeValue)
+    *shapeValue = shape;
+  return fill.getSplatValue<APFloat>();
+}
+
+bool moec::isZerosLike(Value data, Value scores) {
+  Value shapeValue;
+  std::optional<APFloat> fill = getFillValue(data, &shapeValue);
+  if (!fill || !fill->isZero())
     return false;
   auto shape =
       shapeValue ? shapeValue.getDefiningOp<moe::ShapeOp>() : moe::ShapeOp();

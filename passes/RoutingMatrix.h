@@ -18,6 +18,12 @@
 
 namespace moec {
 
+/// The splat float `data` is filled with: a splat constant, a
+/// `constant_of_shape` or the `expand` of a splat constant; `shapeValue`, when
+/// given, gets the shape operand of the latter two (null for a constant).
+std::optional<llvm::APFloat> getFillValue(mlir::Value data,
+                                          mlir::Value *shapeValue = nullptr);
+
 /// Whether `data` is all zeros of `scores`' shape: `constant_of_shape` or
 /// the `expand` of a zero scalar, to `shape(scores)`.
 bool isZerosLike(mlir::Value data, mlir::Value scores);
@@ -44,6 +50,11 @@ mlir::Value getTopKExpertMask(mlir::PatternRewriter &rewriter, moe::TopKOp topK,
 /// `nonzero(R[:, e])`, weights `R[rows, e]`) into the one-hot mask form of
 /// moe-detect-experts.
 void populateRoutingColumnPatterns(mlir::RewritePatternSet &patterns);
+
+/// Adds the rewrite of makeMoE's gate, the softmax of top-k logits scattered
+/// into -inf (k <= 2), into the softmax of the k logits scattered into zeros,
+/// a routing matrix (passes/MaskedSoftmaxGate.cpp).
+void populateMaskedSoftmaxGatePatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace moec
 
