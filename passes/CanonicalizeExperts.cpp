@@ -80,38 +80,6 @@ struct ExpertEqualityToOneHot : public OpRewritePattern<moe::EqualOp> {
   }
 };
 
-/// Whether every row of the 2-D boolean `mask` has at most one true entry:
-/// `ids == e` or the one-hot mask's slice e, for the indices of a top-k
-/// (distinct within a row).
-bool hasOneTruePerRow(Value mask) {
-  if (auto cast = mask.getDefiningOp<moe::CastOp>())
-    mask = cast.getInput();
-  auto isTopKIndices = [](Value ids) {
-    auto topK = ids.getDefiningOp<moe::TopKOp>();
-    return topK && ids == topK.getIndices() && getShape(ids).size() == 2 &&
-           isAxis(topK.getAxis(), 1, 2);
-  };
-  if (auto equal = mask.getDefiningOp<moe::EqualOp>())
-    return (isTopKIndices(equal.getLhs()) &&
-            getShape(equal.getRhs()).size() <= 1 &&
-            moe::getConstantInt(equal.getRhs())) ||
-           (isTopKIndices(equal.getRhs()) &&
-            getShape(equal.getLhs()).size() <= 1 &&
-            moe::getConstantInt(equal.getLhs()));
-  auto gather = mask.getDefiningOp<moe::GatherOp>();
-  auto transpose =
-      gather ? gather.getData().getDefiningOp<moe::TransposeOp>() : nullptr;
-  auto oneHot =
-      transpose ? transpose.getData().getDefiningOp<moe::OneHotOp>() : nullptr;
-  return oneHot && gather.getAxis() == 0 &&
-         moe::getConstantInt(gather.getIndices()) && transpose.getPerm() &&
-         *transpose.getPerm() == ArrayRef<int64_t>{2, 0, 1} &&
-         isAxis(oneHot.getAxis(), 2, 3) &&
-         moe::getConstantInts(oneHot.getValues()) ==
-             SmallVector<int64_t>{0, 1} &&
-         isTopKIndices(oneHot.getIndices());
-}
-
 /// The `[N, 2]` pairs whose first column `column` (`[N, 1]`) is: the first
 /// result of a split along axis 1 (TorchScript), or the slice [0, 1) of
 /// axis 1 (dynamo); null otherwise.
@@ -369,6 +337,7 @@ struct CanonicalizeExpertsPass
     populateGatePatterns(patterns);
     populateRoutingColumnPatterns(patterns);
     populateMaskedSoftmaxGatePatterns(patterns);
+    populateExpertMaskRowPatterns(patterns);
     if (failed(
             applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();

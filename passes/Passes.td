@@ -202,6 +202,13 @@ def MoeCanonicalizeExperts
       (passes/MaskedSoftmaxGate.cpp): equal for logits without +inf or NaN
       (the -inf entries' exponentials are exactly zero, and a sum of two
       terms and zeros is the same in any order); a top-3 is refused.
+    - makeMoE's rows, the tokens of `(ids == e).any(-1)` (`reduce_sum` of the
+      i64 mask over k `> 0`, or dynamo's `reduce_max` cast to bool), become
+      the token column of the (token, slot) pairs of `nonzero(ids == e)`,
+      and its weights, a routing matrix's column e read at those rows,
+      become `w[token, slot]` (passes/CanonicalizeMasks.cpp): with distinct
+      top-k indices a token has at most one pair per expert, so both list
+      the same tokens in the same order.
     - Gate code (passes/CanonicalizeGates.cpp): a reshape to `concat(rows,
       c..., -1)` whose first size is proven to be the data's row count
       (`x.view(x.size(0), n, -1)` of a projection of x, or dynamo's `B * S`

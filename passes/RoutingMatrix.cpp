@@ -93,6 +93,35 @@ Value moec::getTopKExpertMask(PatternRewriter &rewriter, moe::TopKOp topK,
   return transpose.getOutput();
 }
 
+bool moec::hasOneTruePerRow(Value mask) {
+  if (auto cast = mask.getDefiningOp<moe::CastOp>())
+    mask = cast.getInput();
+  auto isTopKIndices = [](Value ids) {
+    auto topK = ids.getDefiningOp<moe::TopKOp>();
+    return topK && ids == topK.getIndices() && getShape(ids).size() == 2 &&
+           isAxis(topK.getAxis(), 1, 2);
+  };
+  if (auto equal = mask.getDefiningOp<moe::EqualOp>())
+    return (isTopKIndices(equal.getLhs()) &&
+            getShape(equal.getRhs()).size() <= 1 &&
+            moe::getConstantInt(equal.getRhs())) ||
+           (isTopKIndices(equal.getRhs()) &&
+            getShape(equal.getLhs()).size() <= 1 &&
+            moe::getConstantInt(equal.getLhs()));
+  auto gather = mask.getDefiningOp<moe::GatherOp>();
+  auto transpose =
+      gather ? gather.getData().getDefiningOp<moe::TransposeOp>() : nullptr;
+  auto oneHot =
+      transpose ? transpose.getData().getDefiningOp<moe::OneHotOp>() : nullptr;
+  return oneHot && gather.getAxis() == 0 &&
+         moe::getConstantInt(gather.getIndices()) && transpose.getPerm() &&
+         *transpose.getPerm() == ArrayRef<int64_t>{2, 0, 1} &&
+         isAxis(oneHot.getAxis(), 2, 3) &&
+         moe::getConstantInts(oneHot.getValues()) ==
+             SmallVector<int64_t>{0, 1} &&
+         isTopKIndices(oneHot.getIndices());
+}
+
 namespace {
 
 /// A loop over the columns of a routing matrix R (V-MoE's torch port):

@@ -46,6 +46,11 @@ std::optional<RoutingMatrix> matchRoutingMatrix(mlir::Value matrix);
 mlir::Value getTopKExpertMask(mlir::PatternRewriter &rewriter, moe::TopKOp topK,
                               int64_t experts);
 
+/// Whether every row of the 2-D boolean `mask` has at most one true entry:
+/// `ids == e` or the one-hot mask's slice e, for the indices of a top-k
+/// (distinct within a row), or a cast of either.
+bool hasOneTruePerRow(mlir::Value mask);
+
 /// Adds the rewrite of a loop over a routing matrix's columns (V-MoE: rows
 /// `nonzero(R[:, e])`, weights `R[rows, e]`) into the one-hot mask form of
 /// moe-detect-experts.
@@ -55,6 +60,11 @@ void populateRoutingColumnPatterns(mlir::RewritePatternSet &patterns);
 /// into -inf (k <= 2), into the softmax of the k logits scattered into zeros,
 /// a routing matrix (passes/MaskedSoftmaxGate.cpp).
 void populateMaskedSoftmaxGatePatterns(mlir::RewritePatternSet &patterns);
+
+/// Adds the rewrite of makeMoE's expert rows, the tokens of `any(ids == e,
+/// -1)`, into the token column of `nonzero(ids == e)`'s pairs
+/// (passes/CanonicalizeMasks.cpp).
+void populateExpertMaskRowPatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace moec
 
