@@ -72,8 +72,12 @@ bool isZerosShapedLike(Value zeros, Value like) {
   DenseFPElementsAttr attr;
   return type && type.hasStaticShape() && type == like.getType() &&
          matchPattern(zeros, m_Constant(&attr)) &&
-         llvm::all_of(attr.getValues<APFloat>(),
-                      [](const APFloat &v) { return v.isZero(); });
+         // A splat is checked once, whatever number of elements it stands
+         // for.
+         (attr.isSplat()
+              ? attr.getSplatValue<APFloat>().isZero()
+              : llvm::all_of(attr.getValues<APFloat>(),
+                             [](const APFloat &v) { return v.isZero(); }));
 }
 
 /// The bytes of a constant, or nullopt where they are not directly readable.

@@ -34,17 +34,23 @@ inline bool isSplatOf(Value value, double expected) {
   auto dense = dyn_cast<DenseElementsAttr>(attr);
   if (!dense)
     return false;
+  // A splat is checked once: it may stand for more elements than could be
+  // visited (a crafted model's shape of 2^40).
+  auto isInt = [&](const APInt &v) {
+    // An i1 true is 1, not -1.
+    int64_t element =
+        v.getBitWidth() == 1 ? v.getZExtValue() : v.getSExtValue();
+    return static_cast<double>(element) == expected;
+  };
+  auto isFloat = [&](const APFloat &v) {
+    return v.convertToDouble() == expected;
+  };
   if (dense.getElementType().isInteger())
-    return llvm::all_of(dense.getValues<APInt>(), [&](const APInt &v) {
-      // An i1 true is 1, not -1.
-      int64_t element =
-          v.getBitWidth() == 1 ? v.getZExtValue() : v.getSExtValue();
-      return static_cast<double>(element) == expected;
-    });
+    return dense.isSplat() ? isInt(dense.getSplatValue<APInt>())
+                           : llvm::all_of(dense.getValues<APInt>(), isInt);
   if (isa<FloatType>(dense.getElementType()))
-    return llvm::all_of(dense.getValues<APFloat>(), [&](const APFloat &v) {
-      return v.convertToDouble() == expected;
-    });
+    return dense.isSplat() ? isFloat(dense.getSplatValue<APFloat>())
+                           : llvm::all_of(dense.getValues<APFloat>(), isFloat);
   return false;
 }
 
