@@ -83,6 +83,57 @@ def gpt_oss(out_dir):
     tokenizer(out_dir, config.vocab_size)
 
 
+def gpt_oss_mxfp4(out_dir):
+    """gpt-oss as its checkpoints ship: the experts in transformers' MXFP4
+    layout, the rest as gpt_oss() makes it. The builder reads only these
+    tensors for gpt-oss experts.
+
+    For each projection of N outputs over K inputs (gate_up_proj: N = 2 *
+    intermediate, the gate and linear outputs interleaved, K = hidden;
+    down_proj: N = hidden, K = intermediate), with E experts:
+
+      <proj>_blocks  uint8 [E, N, K / 32, 16]: 32 E2M1 codes per block, two a
+                     byte, the even k in the low nibble;
+      <proj>_scales  uint8 [E, N, K / 32]: E8M0 exponents, the block's scale
+                     2^(s - 127).
+
+    A code is sign (bit 3) and a magnitude index (bits 0-2) into 0, 0.5, 1,
+    1.5, 2, 3, 4, 6. Codes are drawn uniformly and exponents from 122..124
+    (scales 1/32 .. 1/8), so the weights have about gpt_oss()'s std 0.2.
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    gpt_oss(out_dir)
+    config_path = os.path.join(out_dir, "config.json")
+    config = json.load(open(config_path))
+    weights_path = os.path.join(out_dir, "model.safetensors")
+    tensors = load_file(weights_path)
+    rng = np.random.default_rng(SEED + 1)
+    experts = config["num_local_experts"]
+    hidden = config["hidden_size"]
+    inter = config["intermediate_size"]
+    for layer in range(config["num_hidden_layers"]):
+        prefix = f"model.layers.{layer}.mlp.experts."
+        for proj, n, k in (("gate_up_proj", 2 * inter, hidden),
+                           ("down_proj", hidden, inter)):
+            del tensors[prefix + proj]
+            blocks = rng.integers(0, 256, size=(experts, n, k // 32, 16),
+                                  dtype=np.uint8)
+            scales = rng.integers(122, 125, size=(experts, n, k // 32),
+                                  dtype=np.uint8)
+            tensors[prefix + proj + "_blocks"] = torch.from_numpy(blocks)
+            tensors[prefix + proj + "_scales"] = torch.from_numpy(scales)
+    save_file(tensors, weights_path, metadata={"format": "pt"})
+    config["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn",
+                                   "model.layers.*.mlp.router",
+                                   "model.embed_tokens", "lm_head"]}
+    with open(config_path, "w") as f:
+        json.dump(config, f, indent=1)
+
+
 def lfm2_moe(out_dir):
     """LFM2-MoE: short-convolution layers (CausalConvWithState, a state of
     the last 2 inputs) around one attention layer, a dense first layer, 4
@@ -110,6 +161,7 @@ def lfm2_moe(out_dir):
 MODELS = {
     "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
     "gpt_oss_fp32_window_cache": (gpt_oss, "fp32", []),
+    "gpt_oss_int4": (gpt_oss_mxfp4, "int4", ["accuracy_level=1"]),
     "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
     "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
 }
