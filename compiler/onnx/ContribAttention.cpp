@@ -41,6 +41,15 @@
 // A quantized KV cache and qk_output are refused with an error naming the
 // attribute.
 //
+//  * RotaryEmbedding (the builder's separate rotary, e.g. Gemma-4's partial
+//    rotary) rotates each head of a [B, S, heads * D] or [B, heads, S, D]
+//    input like GroupQueryAttention's do_rotary, at position_ids [B, S] (or
+//    position_ids[0] + s for a [1] offset). Without rotary_embedding_dim the
+//    head size is 2 * cos_cache.dim(1) (onnxruntime's CPU kernel); with it,
+//    num_heads gives the heads and the features past the rotary dimension
+//    pass unchanged. scale other than 1 and is_packed_batching 1 are
+//    refused.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/onnx/Diagnostics.h"
@@ -324,11 +333,15 @@ Value GqaImporter::normalizeHeads(Value x, Value weight) {
        ops.attr("epsilon", builder.getF32FloatAttr(attrs.qkNormEpsilon))});
 }
 
-Value GqaImporter::rotate(Value x, Value cos, Value sin) {
+/// Rotates the first 2 * rotaryHalf features of each head of `x` [B, h, S,
+/// headSize] by `cos`, `sin` [B, 1, S, rotaryHalf]: in halves, or in pairs
+/// (2i, 2i + 1) when `interleaved`.
+Value rotateHeads(OpEmitter &ops, Value x, Value cos, Value sin,
+                  int64_t rotaryHalf, int64_t headSize, bool interleaved) {
   int64_t rotary = 2 * rotaryHalf;
   Value x1, x2;
   Value rotated = rotary == headSize ? x : ops.slice(x, 0, rotary, 3);
-  if (attrs.rotaryInterleaved) {
+  if (interleaved) {
     // Pairs (2i, 2i + 1): rotate as [.., R/2, 2] and interleave back.
     Value pairs = ops.reshape(rotated, {0, 0, 0, rotaryHalf, 2});
     x1 = ops.reshape(ops.slice(pairs, 0, 1, 4), {0, 0, 0, rotaryHalf});
@@ -342,7 +355,7 @@ Value GqaImporter::rotate(Value x, Value cos, Value sin) {
   Value y2 = ops.binary("moe.add", ops.binary("moe.mul", x2, cos),
                         ops.binary("moe.mul", x1, sin));
   Value result;
-  if (attrs.rotaryInterleaved)
+  if (interleaved)
     result = ops.reshape(
         ops.concat({ops.unsqueeze(y1, {4}), ops.unsqueeze(y2, {4})}, 4),
         {0, 0, 0, rotary});
@@ -351,6 +364,11 @@ Value GqaImporter::rotate(Value x, Value cos, Value sin) {
   if (rotary == headSize)
     return result;
   return ops.concat({result, ops.slice(x, rotary, headSize, 3)}, 3);
+}
+
+Value GqaImporter::rotate(Value x, Value cos, Value sin) {
+  return rotateHeads(ops, x, cos, sin, rotaryHalf, headSize,
+                     attrs.rotaryInterleaved);
 }
 
 LogicalResult GqaImporter::import() {
@@ -484,6 +502,108 @@ LogicalResult importGroupQueryAttention(NodeImporter &node) {
   return GqaImporter(node).import();
 }
 
+//===----------------------------------------------------------------------===//
+// RotaryEmbedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult importRotaryEmbedding(NodeImporter &node) {
+  int64_t numHeads = 0, rotaryDim = 0;
+  bool interleaved = false;
+  for (const NamedAttribute &attr : node.getAttributes()) {
+    StringRef name = attr.getName().getValue();
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    auto floatValue = dyn_cast<FloatAttr>(attr.getValue());
+    if (name == "num_heads" && value && value.getInt() >= 0)
+      numHeads = value.getInt();
+    else if (name == "rotary_embedding_dim" && value && value.getInt() >= 0)
+      rotaryDim = value.getInt();
+    else if (name == "interleaved" && value &&
+             (value.getInt() == 0 || value.getInt() == 1))
+      interleaved = value.getInt() == 1;
+    else if ((name == "is_packed_batching" && value && value.getInt() == 0) ||
+             (name == "scale" && floatValue &&
+              floatValue.getValueAsDouble() == 1.0))
+      continue;
+    else if (name == "is_packed_batching" || name == "scale")
+      return node.emitAttributeError(name)
+             << "is not supported (moec takes unpacked batches and scale 1)";
+    else
+      return node.emitAttributeError(name)
+             << "has an unsupported value or is not an attribute of "
+                "RotaryEmbedding";
+  }
+  if (rotaryDim > 0 && numHeads == 0)
+    return node.emitAttributeError("rotary_embedding_dim") << "needs num_heads";
+
+  SmallVectorImpl<Value> &operands = node.getOperands();
+  auto typeOf = [&](unsigned input) {
+    return dyn_cast<RankedTensorType>(operands[input].getType());
+  };
+  RankedTensorType inputType = typeOf(0), cosType = typeOf(2),
+                   sinType = typeOf(3), positionType = typeOf(1);
+  if (!inputType || !inputType.getElementType().isF32() ||
+      (inputType.getRank() != 3 && inputType.getRank() != 4))
+    return node.emitError() << "input 0 must be a rank-3 or rank-4 float32 "
+                               "tensor, got "
+                            << operands[0].getType();
+  for (RankedTensorType cache : {cosType, sinType})
+    if (!cache || !cache.getElementType().isF32() || cache.getRank() != 2 ||
+        cache != cosType)
+      return node.emitError()
+             << "cos_cache and sin_cache must be float32 "
+                "[max_sequence_length, rotary / 2] tensors "
+                "of one shape, got "
+             << operands[2].getType() << " and " << operands[3].getType();
+  if (!positionType || !positionType.getElementType().isInteger(64) ||
+      (positionType.getRank() != 1 && positionType.getRank() != 2))
+    return node.emitError()
+           << "position_ids must be an int64 [1] or [batch, sequence] tensor, "
+              "got "
+           << operands[1].getType();
+  int64_t rotaryHalf = cosType.getDimSize(1);
+  bool fourD = inputType.getRank() == 4;
+  int64_t width = inputType.getDimSize(fourD ? 3 : 2);
+  int64_t headSize = fourD          ? width
+                     : numHeads > 0 ? width / numHeads
+                                    : 2 * rotaryHalf;
+  if (ShapedType::isDynamic(width) || ShapedType::isDynamic(rotaryHalf) ||
+      rotaryHalf <= 0 || headSize <= 0 || (!fourD && width % headSize != 0) ||
+      2 * rotaryHalf > headSize ||
+      (rotaryDim > 0 ? rotaryDim != 2 * rotaryHalf
+                     : 2 * rotaryHalf != headSize))
+    return node.emitError()
+           << "the input's last dimension " << width << ", num_heads "
+           << numHeads << ", rotary_embedding_dim " << rotaryDim
+           << " and cos_cache's dimension 1 " << rotaryHalf
+           << " do not give whole heads with a rotary dimension of 2 * "
+              "cos_cache.dim(1)";
+
+  OpEmitter ops(node.getBuilder(), node.getLoc());
+  Value x = operands[0];
+  int64_t heads = width / headSize;
+  if (!fourD)
+    x = ops.transpose(ops.reshape(x, {0, 0, heads, headSize}), {0, 2, 1, 3});
+  // Positions [B or 1, S]: given, or an offset plus 0 .. S-1.
+  Value positions = operands[1];
+  if (positionType.getRank() == 1) {
+    Value steps = ops.emit("moe.range", {ops.i64Scalar(0),
+                                         ops.dim(operands[0], fourD ? 2 : 1),
+                                         ops.i64Scalar(1)});
+    positions = ops.unsqueeze(
+        ops.binary("moe.add", ops.reshape(positions, {}), steps), {0});
+  }
+  Value cos =
+      ops.unsqueeze(ops.emit("moe.gather", {operands[2], positions}), {1});
+  Value sin =
+      ops.unsqueeze(ops.emit("moe.gather", {operands[3], positions}), {1});
+  Value y = rotateHeads(ops, x, cos, sin, rotaryHalf, headSize, interleaved);
+  if (!fourD)
+    y = ops.reshape(ops.transpose(y, {0, 2, 1, 3}), {0, 0, width});
+  if (ops.failed())
+    return failure();
+  return node.setResults({y});
+}
+
 } // namespace
 
 void moec::onnx_import::populateContribAttentionImports(OpImportTable &table) {
@@ -495,4 +615,6 @@ void moec::onnx_import::populateContribAttentionImports(OpImportTable &table) {
              "attention_bias?, head_sink?, k_scale?, v_scale?, "
              "q_norm_weight?, k_norm_weight?",
              importGroupQueryAttention, StringRef(""), kMicrosoftDomain);
+  table.onOp("RotaryEmbedding", 1, "input, position_ids, cos_cache, sin_cache",
+             importRotaryEmbedding, StringRef(""), kMicrosoftDomain);
 }

@@ -20,11 +20,17 @@
 //    beta). swiglu_fusion 1 packs gate and linear interleaved in fc1 (gate at
 //    even outputs), 2 concatenated (gate first), 0 takes the linear part from
 //    fc3.
+//  * activation_type geglu (Gemma-4's experts; onnxruntime's CUDA kernel
+//    only, its CPU kernel refuses it) maps to `gelu_tanh_glu`:
+//    gelu_tanh(g) * l, the tanh-approximated GELU on the gate half. It needs
+//    a fused fc1 (swiglu_fusion 1 interleaved with the gate at even outputs,
+//    or 2 concatenated with the gate first) and no fc3; activation_alpha,
+//    activation_beta and swiglu_limit do not affect it.
 //  * fc3 with activation_type silu or gelu is onnxruntime's older gated form
 //    act(fc1(x)) * fc3(x) (its CUDA kernel; the CPU kernel has no fc3).
-//  * activation_alpha, activation_beta, swiglu_limit and swiglu_fusion only
-//    affect swiglu; onnxruntime ignores them for other activations, and so
-//    does the import.
+//  * activation_alpha, activation_beta and swiglu_limit only affect swiglu,
+//    swiglu_fusion only swiglu and geglu; onnxruntime ignores them for other
+//    activations, and so does the import.
 //  * A 3-D input [B, S, H] is flattened to [B*S, H] rows and the result
 //    reshaped back to the input's shape.
 //
@@ -136,6 +142,8 @@ private:
   /// The activation activation_type names, before gating by fc3.
   std::optional<moe::Activation> activation;
   bool isSwiglu = false;
+  /// geglu: gelu_tanh(gate) * linear, both halves in a fused fc1.
+  bool isGeglu = false;
   /// fc1 holds gate and linear halves (swiglu with swiglu_fusion 1 or 2).
   bool fusedGate = false;
   int64_t numExperts = kDynamic;
@@ -230,12 +238,19 @@ LogicalResult ContribMoEImporter::readAttributes() {
           .Case("silu", moe::Activation::Silu)
           .Case("identity", moe::Activation::Identity)
           .Case("swiglu", moe::Activation::SiluGlu)
+          .Case("geglu", moe::Activation::GeluTanhGlu)
           .Default(std::nullopt);
   if (!activation)
     return emitAttributeError("activation_type")
-           << "must be relu, gelu, silu, identity or swiglu, got '"
+           << "must be relu, gelu, silu, identity, swiglu or geglu, got '"
            << attrs.activationType << "'";
   isSwiglu = *activation == moe::Activation::SiluGlu;
+  isGeglu = *activation == moe::Activation::GeluTanhGlu;
+  if (isGeglu && attrs.swigluFusion == 0)
+    return emitAttributeError("swiglu_fusion")
+           << "must be 1 (interleaved) or 2 (concatenated) with "
+              "activation_type "
+              "'geglu', got 0 (geglu takes both halves from a fused fc1)";
   return success();
 }
 
@@ -326,7 +341,13 @@ LogicalResult ContribMoEImporter::checkShapes() {
   interSize = type(kFc2Weights).getDimSize(2);
 
   // Gate and linear halves: fused into fc1, or fc1 and fc3.
-  if (isSwiglu) {
+  if (isGeglu) {
+    fusedGate = true;
+    if (operand(kFc3Weights))
+      return emitInputError(kFc3Weights)
+             << "must be absent with activation_type 'geglu' (fc1 holds both "
+                "halves of the GEGLU)";
+  } else if (isSwiglu) {
     fusedGate = attrs.swigluFusion != 0;
     if (fusedGate && operand(kFc3Weights))
       return emitInputError(kFc3Weights)

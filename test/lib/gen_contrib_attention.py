@@ -3,7 +3,7 @@
 
   gen_contrib_attention.py VARIANT OUTPUT.onnx
 
-Each model is one com.microsoft node (GroupQueryAttention,
+Each model is one com.microsoft node (GroupQueryAttention, RotaryEmbedding,
 SkipSimplifiedLayerNormalization, CausalConvWithState, LinearAttention,
 LinearAttentionGate, GatedRMSNorm or GatedAdd) on graph inputs, the
 way onnxruntime-genai's builder writes it, with the attributes the variant
@@ -52,6 +52,29 @@ def gqa(attrs=None, sinks=True, packed=True, extra_inputs=()):
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
                for n in ("out", "present_key", "present_value")]
     return [node], inputs, outputs, inits
+
+
+def rotary(attrs=None, width=H * D, half=D // 2, four_d=False,
+           offset=False):
+    """RotaryEmbedding on [batch, seq, width] (or [batch, H, seq, width]) at
+    position_ids [batch, seq] (or a [1] offset), with [128, half] caches."""
+    f = TensorProto.FLOAT
+    shape = ["batch", H, "seq", width] if four_d else ["batch", "seq", width]
+    inputs = [helper.make_tensor_value_info("x", f, shape),
+              helper.make_tensor_value_info(
+                  "position_ids", TensorProto.INT64,
+                  [1] if offset else ["batch", "seq"])]
+    rng = np.random.default_rng(1)
+    angles = rng.uniform(0, 6.3, (128, half))
+    inits = [helper.make_tensor("cos_cache", f, [128, half],
+                                np.cos(angles).ravel()),
+             helper.make_tensor("sin_cache", f, [128, half],
+                                np.sin(angles).ravel())]
+    node = helper.make_node("RotaryEmbedding",
+                            ["x", "position_ids", "cos_cache", "sin_cache"],
+                            ["y"], domain="com.microsoft", name="rotary",
+                            **(attrs or {}))
+    return [node], inputs, [helper.make_tensor_value_info("y", f, shape)], inits
 
 
 def skip_norm(outputs=("y", "", "", "sum")):
@@ -154,6 +177,14 @@ VARIANTS = {
     "gqa-window-zero": lambda: gqa({"local_window_size": 0}),
     "gqa-no-cos": lambda: gqa({"do_rotary": 1}, packed=True,
                               extra_inputs=()),
+    "rotary": lambda: rotary(),
+    # Gemma-4's partial rotary: 2 heads of 32, the first 16 features rotated.
+    "rotary-partial": lambda: rotary({"num_heads": 2, "rotary_embedding_dim": 16,
+                                      "interleaved": 1}, width=64, half=8),
+    "rotary-4d-offset": lambda: rotary(width=D, four_d=True, offset=True),
+    "rotary-scale": lambda: rotary({"scale": 0.5}),
+    "rotary-packed": lambda: rotary({"is_packed_batching": 1}),
+    "rotary-bad-dim": lambda: rotary({"num_heads": 4, "rotary_embedding_dim": 12}),
     "skip-norm": lambda: skip_norm(),
     "skip-norm-mean": lambda: skip_norm(("y", "mean", "", "")),
     "conv": lambda: conv(),

@@ -11,7 +11,9 @@ moe.combine). A fixture therefore only exists if onnxruntime agrees with the
 semantics the importer encodes; the script exits non-zero otherwise.
 
 Variants of kind `structure` are valid models the CPU kernel cannot check:
-fc3 and swiglu_fusion 0 and 2 run only on onnxruntime's CUDA kernel, and the
+fc3, swiglu_fusion 0 and 2 and activation_type geglu (Gemma-4's experts,
+test/E2E/genai-gemma4.test checks them against torch) run only on
+onnxruntime's CUDA kernel, and the
 1.23.2 CPU kernel returns zeros for float16 on CPUs without fp16 GEMMs. They are
 checked with onnx's structural checker only. Variants of kind `invalid` are
 malformed on purpose, for the import error tests.
@@ -49,6 +51,11 @@ VARIANTS = {
                                 limit=7.0)),
     "silu-fc3": ("structure", dict(activation="silu", fc3=True, normalize=1)),
     "gelu-fc3": ("structure", dict(activation="gelu", fc3=True)),
+    "geglu": ("structure", dict(activation="geglu", fusion=1, normalize=1,
+                                alpha=1.702, beta=1.0, limit=7.0)),
+    "geglu-concatenated": ("structure", dict(activation="geglu", fusion=2)),
+    "geglu-unfused": ("invalid", dict(activation="geglu", fusion=0)),
+    "geglu-fc3": ("invalid", dict(activation="geglu", fusion=1, fc3=True)),
     "legacy-layout": ("invalid", dict(legacy=True)),
     "sparse-mixer": ("invalid", dict(extra_attrs=dict(use_sparse_mixer=1))),
     "bad-activation": ("invalid", dict(activation="tanh")),
@@ -65,7 +72,8 @@ ONNX_TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
 def make_weights(cfg, rng):
     """Random weights in onnxruntime 1.23's [E, out, in] layout."""
-    fused = cfg["activation"] == "swiglu" and cfg["fusion"] in (1, 2)
+    fused = (cfg["activation"] in ("swiglu", "geglu") and
+             cfg["fusion"] in (1, 2))
     fc1_rows = (2 if fused else 1) * INTER + cfg["fc1_rows_delta"]
     w = {
         "fc1_experts_weights": rng.standard_normal((EXPERTS, fc1_rows, HIDDEN)),
@@ -131,7 +139,7 @@ def activation(cfg, h):
     """The expert activation moec maps activation_type to, on fc1's output
     (and fc3's for gated forms)."""
     act = cfg["activation"]
-    if act == "swiglu" or cfg["fc3"]:
+    if act in ("swiglu", "geglu") or cfg["fc3"]:
         if cfg["fc3"]:
             gate, up = h
         elif cfg["fusion"] == 1:  # interleaved: gate at even outputs
@@ -145,7 +153,8 @@ def activation(cfg, h):
             gate = np.minimum(gate, limit)
             up = np.clip(up, -limit, limit)
             return gate / (1.0 + np.exp(-alpha * gate)) * (up + beta)
-        return plain_activation(act, gate) * up
+        # geglu: gelu (tanh) of the gate; alpha, beta and limit unused.
+        return plain_activation("gelu" if act == "geglu" else act, gate) * up
     return plain_activation(act, h)
 
 

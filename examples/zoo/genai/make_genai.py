@@ -18,6 +18,11 @@ and records, next to the export, what moec's tests compare against:
                    positions that chose those ids: one forward pass over the
                    prompt and the new ids with an empty past, rows P-1 ... P+N-2.
 
+Exports onnxruntime refuses (TORCH_REFERENCE: Gemma-4's geglu experts) are
+recorded against the transformers model instead: its greedy ids (argmax,
+float32) and one-pass logits, with onnxruntime's error. gemma4_moe_fp32 runs
+in the venv of requirements-export-gemma4.txt (transformers 5.12.1).
+
 Weights are drawn with the seed below and scaled up (std 0.2 instead of 0.02)
 so that the top two logits of a step stay apart: a greedy id then depends on
 the model, not on the last bit of a sum.
@@ -154,6 +159,54 @@ def lfm2_moe(out_dir):
     tokenizer(out_dir, config.vocab_size)
 
 
+def gemma4_moe(out_dir):
+    """Gemma-4 MoE (Gemma4ForConditionalGeneration, text only): a sliding
+    layer (head_dim 16, window 8) and a full one (global_head_dim 32, a
+    quarter of it rotated), q/k/v norms, and in every layer a dense GeGLU MLP
+    beside 4 GeGLU experts top-2 of 32 (activation_type geglu in the
+    builder's MoE). Needs the transformers of
+    requirements-export-gemma4.txt: builder 0.18 reads config.global_head_dim,
+    which later releases move into a per-layer config."""
+    import torch
+    import transformers
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+
+    if transformers.__version__ != GEMMA4_TRANSFORMERS:
+        raise SystemExit(
+            f"gemma4_moe_fp32 needs transformers {GEMMA4_TRANSFORMERS} (the "
+            "venv of requirements-export-gemma4.txt), not "
+            f"{transformers.__version__}: builder 0.18 fails on later "
+            "releases' per-layer head_dim")
+    text = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, global_head_dim=32, num_global_key_value_heads=2,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=8, max_position_embeddings=256,
+        enable_moe_block=True, num_experts=4, top_k_experts=2,
+        moe_intermediate_size=32, hidden_size_per_layer_input=0,
+        vocab_size_per_layer_input=256, initializer_range=0.2,
+        eos_token_id=1, bos_token_id=2, pad_token_id=0)
+    config = Gemma4Config(text_config=text, vision_config=None,
+                          audio_config=None)
+    config.architectures = ["Gemma4ForConditionalGeneration"]
+    torch.manual_seed(SEED)
+    model = Gemma4ForConditionalGeneration(config).eval()
+    # The lm_head is the embedding (the builder takes no other), so the
+    # residual's own token embedding would win every step: the layers'
+    # outputs are scaled up by their post-norms' weights instead.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("post_attention_layernorm.weight",
+                              "post_feedforward_layernorm.weight")):
+                param.normal_(4.0, 1.0)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer(out_dir, text["vocab_size"])
+
+
+# The transformers release gemma4_moe() exports with.
+GEMMA4_TRANSFORMERS = "5.12.1"
+
 # name -> (checkpoint maker, precision, extra builder options). The builder's
 # default keeps sliding-window layers' caches window-sized
 # (sliding_window_cache: a fixed-size state); gpt_oss_fp32 asks for full
@@ -162,9 +215,15 @@ MODELS = {
     "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
     "gpt_oss_fp32_window_cache": (gpt_oss, "fp32", []),
     "gpt_oss_int4": (gpt_oss_mxfp4, "int4", ["accuracy_level=1"]),
+    "gemma4_moe_fp32": (gemma4_moe, "fp32", []),
     "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
     "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
 }
+
+
+# Exports whose reference is the torch model: onnxruntime's CPU kernels
+# refuse MoE activation_type geglu.
+TORCH_REFERENCE = {"gemma4_moe_fp32"}
 
 
 def build(name, hf_dir, out_dir):
@@ -226,7 +285,41 @@ def forward_logits(model_dir, ids):
     return outputs[0][0]
 
 
-def record(name, out_dir, command):
+def torch_reference(hf_dir, prompt):
+    """The torch model's greedy new ids for `prompt` (stopping before eos, as
+    onnxruntime-genai does) and its logits at the positions that chose them,
+    from one pass over prompt and new ids."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir,
+                                                 dtype=torch.float32).eval()
+    eos = model.config.get_text_config().eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(NEW_TOKENS):
+            logits = model(torch.tensor([ids])).logits[0, -1]
+            next_id = int(torch.argmax(logits))
+            if next_id in eos:
+                break
+            ids.append(next_id)
+        new_ids = ids[len(prompt):]
+        rows = model(torch.tensor([ids[:len(prompt) + max(
+            len(new_ids), 1) - 1]])).logits[0]
+    return new_ids, rows[len(prompt) - 1:].numpy().astype(np.float32)
+
+
+def onnxruntime_refusal(out_dir):
+    """onnxruntime's error on the export (None when it runs)."""
+    try:
+        forward_logits(out_dir, [3, 4])
+    except Exception as error:  # onnxruntime raises its own types
+        return str(error).splitlines()[0][:300]
+    return None
+
+
+def record(name, out_dir, command, hf_dir=None):
     import onnxruntime as ort
     import onnxruntime_genai as og
     import torch
@@ -238,9 +331,12 @@ def record(name, out_dir, command):
     cases, logits = [], {}
     for i, length in enumerate(PROMPT_LENGTHS):
         prompt = [int(x) for x in rng.integers(3, vocab, size=length)]
-        new_ids = greedy(out_dir, prompt)
-        rows = forward_logits(out_dir, prompt + new_ids[:-1])
-        logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
+        if hf_dir:
+            new_ids, logits[f"case{i}"] = torch_reference(hf_dir, prompt)
+        else:
+            new_ids = greedy(out_dir, prompt)
+            rows = forward_logits(out_dir, prompt + new_ids[:-1])
+            logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
         # The reference's own consistency: its greedy ids are the argmax of
         # the one-pass logits wherever the top two are apart.
         top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
@@ -258,6 +354,13 @@ def record(name, out_dir, command):
         "search": f"og.Generator, do_sample false, {NEW_TOKENS} new tokens",
         "cases": cases,
     }
+    if hf_dir:
+        # onnxruntime cannot run it: the ids and logits are the torch
+        # model's (greedy argmax, float32).
+        reference["search"] = (f"the transformers model, greedy argmax, "
+                               f"float32, up to {NEW_TOKENS} new tokens")
+        reference["reference"] = "torch"
+        reference["onnxruntime"] = onnxruntime_refusal(out_dir)
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
         json.dump(reference, f, indent=1)
         f.write("\n")
@@ -275,7 +378,9 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             hf_dir = os.path.join(args.keep_hf or tmp, name + "_hf")
             command = build(name, hf_dir, out_dir)
-        record(name, out_dir, command)
+            # Exports onnxruntime refuses are checked against torch.
+            record(name, out_dir, command,
+                   hf_dir if name in TORCH_REFERENCE else None)
         print(f"{name}: {sorted(os.listdir(out_dir))}")
 
 
