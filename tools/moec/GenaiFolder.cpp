@@ -2,6 +2,7 @@
 
 #include "tools/moec/GenaiFolder.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -15,10 +16,41 @@ namespace {
 /// genai_config.json is a few KiB; anything far larger is not one.
 constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
-std::string configPath(StringRef dir) {
+std::string joinPath(StringRef dir, StringRef name) {
   SmallString<256> path(dir);
-  sys::path::append(path, "genai_config.json");
+  sys::path::append(path, name);
   return std::string(path);
+}
+
+std::string configPath(StringRef dir) {
+  return joinPath(dir, "genai_config.json");
+}
+
+/// Finds the tokenizer files of `folder.dir` into `folder.tokenizerFiles`;
+/// a present one must be a regular file (a link could name any file) of at
+/// most kMaxTokenizerFileBytes.
+bool findTokenizerFiles(GenaiFolder &folder, std::string &error) {
+  for (const char *name : kTokenizerFiles) {
+    std::string path = joinPath(folder.dir, name);
+    sys::fs::file_status status;
+    if (sys::fs::status(path, status, /*follow=*/false))
+      continue; // absent
+    if (status.type() != sys::fs::file_type::regular_file) {
+      error = path + ": a tokenizer file must be a regular file, not a " +
+              (status.type() == sys::fs::file_type::symlink_file
+                   ? "symbolic link"
+                   : "directory or special file");
+      return false;
+    }
+    if (status.getSize() > kMaxTokenizerFileBytes) {
+      error = path + ": is " + std::to_string(status.getSize()) +
+              " bytes; a tokenizer file is at most " +
+              std::to_string(kMaxTokenizerFileBytes);
+      return false;
+    }
+    folder.tokenizerFiles.push_back(name);
+  }
+  return true;
 }
 
 } // namespace
@@ -88,6 +120,43 @@ bool readGenaiFolder(StringRef dir, GenaiFolder &folder, std::string &error) {
       for (const json::Value &id : *many)
         if (std::optional<int64_t> value = id.getAsInteger())
           folder.eosTokenIds.push_back(*value);
+  }
+  folder.dir = std::string(dir);
+  return findTokenizerFiles(folder, error);
+}
+
+std::string getTokenizerDir(StringRef planPath) {
+  return (planPath + ".tokenizer").str();
+}
+
+bool copyTokenizerFiles(const GenaiFolder &folder, StringRef planPath,
+                        std::string &error) {
+  if (folder.tokenizerFiles.empty())
+    return true;
+  std::string dir = getTokenizerDir(planPath);
+  auto fail = [&](const Twine &message) {
+    error = message.str();
+    return false;
+  };
+  sys::fs::file_status status;
+  if (!sys::fs::status(dir, status, /*follow=*/false) &&
+      status.type() != sys::fs::file_type::directory_file)
+    return fail(dir + ": exists and is not a folder (moec writes the "
+                      "tokenizer files there)");
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    return fail(dir + ": cannot create the folder: " + ec.message());
+  for (const char *name : kTokenizerFiles) {
+    std::string target = joinPath(dir, name);
+    // A link in the way would be written through: remove whatever is there.
+    if (std::error_code ec =
+            sys::fs::remove(target, /*IgnoreNonExisting=*/true))
+      return fail(target + ": cannot replace it: " + ec.message());
+    if (!llvm::is_contained(folder.tokenizerFiles, name))
+      continue;
+    if (std::error_code ec =
+            sys::fs::copy_file(joinPath(folder.dir, name), target))
+      return fail(target + ": cannot copy " + joinPath(folder.dir, name) +
+                  ": " + ec.message());
   }
   return true;
 }

@@ -763,6 +763,9 @@ static bool showProgress() {
 constexpr uint64_t kDefaultFolderMaxSeq = 4096;
 /// The eos ids of the builder folder being compiled, for the plan.
 static std::vector<int64_t> folderEosIds;
+/// The builder folder being compiled, whose tokenizer files go beside the
+/// plan; empty when compiling a model file.
+static std::optional<moec::GenaiFolder> genaiFolder;
 
 static int runCompile() {
   if (moec::isGenaiFolder(modelPath)) {
@@ -776,6 +779,7 @@ static int runCompile() {
     }
     modelPath.setValue(folder.modelPath);
     folderEosIds = folder.eosTokenIds;
+    genaiFolder = folder;
     if (!maxSeq.getNumOccurrences())
       maxSeq.setValue(std::min(folder.maxLength, kDefaultFolderMaxSeq));
     return runGenerationCompile();
@@ -1152,9 +1156,21 @@ static int runGenerationCompile() {
        failed(reportTiers(*decode, **written, opsBefore, *expertWeights,
                           std::move(generationReport)))))
     return kFailure;
-  if (!quiet)
+  // A builder folder's tokenizer goes beside the plan, for serving.
+  std::string error;
+  if (genaiFolder &&
+      !moec::copyTokenizerFiles(*genaiFolder, outputPath, error)) {
+    llvm::errs() << "moec: error: " << error << "\n";
+    return kFailure;
+  }
+  if (!quiet) {
     moec::printCompileSummary(llvm::outs(), outputPath, **written, *decode,
                               progress.elapsedSeconds());
+    if (genaiFolder && !genaiFolder->tokenizerFiles.empty())
+      llvm::outs() << "moec: tokenizer files in "
+                   << moec::getTokenizerDir(outputPath) << ": "
+                   << llvm::join(genaiFolder->tokenizerFiles, ", ") << "\n";
+  }
   return kSuccess;
 }
 
