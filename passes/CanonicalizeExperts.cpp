@@ -331,6 +331,19 @@ struct CanonicalizeExpertsPass
       if (failed(runPipeline(refine, getOperation())))
         return signalPassFailure();
     }
+    // makeMoE's [B, T, H] layer onto tokens: its element-mask write-back
+    // first (proven on the masks as the export wrote them), then the
+    // flattening of its top-k, routing and row scatters.
+    // Each rewrite is exact on its own, so a run that stops before its
+    // fixpoint leaves a correct graph, at worst not detected.
+    RewritePatternSet elementPatterns(&getContext());
+    populateElementMaskScatterPatterns(elementPatterns);
+    (void)applyPatternsGreedily(getOperation(), std::move(elementPatterns),
+                                config);
+    RewritePatternSet batchPatterns(&getContext());
+    populateBatchRowPatterns(batchPatterns);
+    (void)applyPatternsGreedily(getOperation(), std::move(batchPatterns),
+                                config);
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpertEqualityToOneHot, DecomposedGeluToGelu,
                  ReadModifyWriteScatterToAdd>(&getContext());

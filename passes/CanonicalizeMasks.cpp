@@ -131,6 +131,15 @@ struct AnySlotRowsToTokenColumn : public OpRewritePattern<moe::TransposeOp> {
     if (rowsColumn.getType() != transpose.getType())
       return rewriter.notifyMatchFailure(transpose,
                                          "the column's type differs");
+    // The rows squeezed again (dynamo's `rows.squeeze(1)`) are the token
+    // vector itself.
+    for (Operation *user :
+         llvm::make_early_inc_range(transpose.getOutput().getUsers()))
+      if (auto squeeze = dyn_cast<moe::SqueezeOp>(user);
+          squeeze && squeeze.getAxes() &&
+          isConstAxes(squeeze.getAxes(), {1}, 2) &&
+          squeeze.getType() == token.getType())
+        rewriter.replaceOp(squeeze, token.getOutput());
     rewriter.replaceOp(transpose, rowsColumn.getOutput());
     return success();
   }

@@ -293,11 +293,12 @@ private:
     if (layer.nGroup > 1 &&
         layer.topkGroup * (layer.numExperts / layer.nGroup) < *k)
       return Failure("the kept expert groups hold fewer than k experts");
-    // The logits' rows are the tokens' rows: only the weights may differ.
-    std::optional<Linear> projection = matchLinear(logits);
+    // The logits' rows are the tokens' rows: only the weights (and a
+    // router bias, as makeMoE's nn.Linear has) may differ.
+    std::optional<BiasedLinear> projection = matchBiasedLinear(logits);
     if (!projection)
       return Failure("router logits are not a matmul of the tokens");
-    layer.tokens = projection->input;
+    layer.tokens = projection->linear.input;
     layer.topKValue = *k;
 
     Value oneHot = getOneHot(topK.getIndices());

@@ -325,8 +325,9 @@ std::optional<Failure> matchGateScores(moe::TopKOp topK, KnownGate &gate) {
     gate.score = moe::ScoreFunction::Softmax;
     return std::nullopt;
   }
-  // top_k(x @ W): the softmax comes after, over the k chosen logits.
-  if (isa_and_nonnull<moe::MatMulOp, moe::GemmOp>(selection.getDefiningOp())) {
+  // top_k(x @ W [+ b]): the softmax comes after, over the k chosen logits.
+  if (isa_and_nonnull<moe::MatMulOp, moe::GemmOp>(selection.getDefiningOp()) ||
+      (selection.getDefiningOp<moe::AddOp>() && matchBiasedLinear(selection))) {
     gate.scores = selection;
     gate.logits = selection;
     gate.score = moe::ScoreFunction::Softmax;

@@ -234,6 +234,42 @@ inline mlir::LogicalResult commitLayerRewrite(llvm::StringRef pass,
   return mlir::success();
 }
 
+/// A Linear, plus the constant `[out]` bias added to it (null when none).
+struct BiasedLinear {
+  Linear linear;
+  moe::ConstantOp bias;
+};
+
+/// Matches `output` as `linear` or `linear + b` (either operand order) with
+/// a constant 1-D float b: torch's nn.Linear with or without its bias, as
+/// one Gemm or a product plus the bias.
+inline std::optional<BiasedLinear> matchBiasedLinear(mlir::Value output) {
+  if (std::optional<Linear> linear = matchLinear(output))
+    return BiasedLinear{*linear, nullptr};
+  // torch's Linear with a bias as one Gemm: x @ W^T + b with b as its C.
+  if (auto gemm = output.getDefiningOp<moe::GemmOp>(); gemm && gemm.getC()) {
+    moe::ConstantOp bias = getWeight(gemm.getC());
+    if (!bias || bias.getType().getRank() != 1 || gemm.getTransA() != 0 ||
+        gemm.getAlpha().convertToFloat() != 1.0f ||
+        gemm.getBeta().convertToFloat() != 1.0f)
+      return std::nullopt;
+    return BiasedLinear{
+        Linear{gemm.getA(), getWeight(gemm.getB()), gemm.getTransB() != 0},
+        bias};
+  }
+  auto add = output.getDefiningOp<moe::AddOp>();
+  if (!add)
+    return std::nullopt;
+  for (auto [product, biasValue] : {std::pair(add.getLhs(), add.getRhs()),
+                                    std::pair(add.getRhs(), add.getLhs())}) {
+    moe::ConstantOp bias = getWeight(biasValue);
+    std::optional<Linear> linear = matchLinear(product);
+    if (bias && linear && bias.getType().getRank() == 1)
+      return BiasedLinear{*linear, bias};
+  }
+  return std::nullopt;
+}
+
 /// A softmax router over `[T, E]` logits projected from `[T, H]` tokens, in
 /// the two orders exporters produce: `softmax -> top_k [-> w / sum(w)]`
 /// (Mixtral) and `top_k(logits) -> softmax over k` (Granite, GPT-OSS).

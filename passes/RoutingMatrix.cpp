@@ -45,7 +45,12 @@ bool moec::isZerosLike(Value data, Value scores) {
     return false;
   auto shape =
       shapeValue ? shapeValue.getDefiningOp<moe::ShapeOp>() : moe::ShapeOp();
-  return shape && shape.getData() == scores && shape.getStart() == 0 &&
+  // The shape of the scores, or of a value of the same shape (makeMoE's
+  // fill of the [B, T, E] logits' shape, flattened).
+  return shape &&
+         (shape.getData() == scores ||
+          haveSameShape(shape.getData(), scores)) &&
+         shape.getStart() == 0 &&
          (!shape.getEnd() || static_cast<int64_t>(*shape.getEnd()) == 2 ||
           static_cast<int64_t>(*shape.getEnd()) == -1);
 }

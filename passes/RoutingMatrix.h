@@ -66,6 +66,21 @@ void populateMaskedSoftmaxGatePatterns(mlir::RewritePatternSet &patterns);
 /// (passes/CanonicalizeMasks.cpp).
 void populateExpertMaskRowPatterns(mlir::RewritePatternSet &patterns);
 
+/// Whether `a` and `b` provably have the same shape: each dimension traced
+/// back through the ops that pass it on unchanged to the same source
+/// (passes/CanonicalizeBatchRows.cpp).
+bool haveSameShape(mlir::Value a, mlir::Value b);
+
+/// Adds the rewrite of `out[mask] = v` exported as a ScatterND of every
+/// element of a `[B, T]` mask's rows into the scatter of v's rows
+/// (passes/CanonicalizeBatchRows.cpp); run before populateBatchRowPatterns.
+void populateElementMaskScatterPatterns(mlir::RewritePatternSet &patterns);
+
+/// Adds the rewrites that flatten makeMoE's `[B, T, ...]` top-k, routing
+/// matrix, expert masks and row scatters onto `[B * T, ...]` tokens
+/// (passes/CanonicalizeBatchRows.cpp).
+void populateBatchRowPatterns(mlir::RewritePatternSet &patterns);
+
 } // namespace moec
 
 #endif // MOEC_PASSES_ROUTINGMATRIX_H
