@@ -192,11 +192,7 @@ int64_t boundDataDependentDim(Operation *op, int64_t dim,
 /// operand bound bounds it.
 LogicalResult boundBroadcast(Operation *original, Operation *op,
                              SmallVectorImpl<Type> &types) {
-  if (!isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
-           moe::ModOp, moe::MinOp, moe::MaxOp, moe::SumOp, moe::WhereOp,
-           moe::EqualOp, moe::LessOp, moe::LessOrEqualOp, moe::GreaterOp,
-           moe::GreaterOrEqualOp, moe::AndOp, moe::OrOp>(op) ||
-      op->getNumResults() != 1)
+  if (!op->hasTrait<moe::OpTrait::Elementwise>() || op->getNumResults() != 1)
     return failure();
   auto declared = cast<RankedTensorType>(original->getResult(0).getType());
   int64_t rank = declared.getRank();
@@ -264,14 +260,9 @@ moe::RangeOp traceRangeLength(Value value, int64_t axis) {
       value = split.getInput();
       continue;
     }
-    bool elementwise =
-        isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
-            moe::MinOp, moe::MaxOp, moe::SumOp, moe::WhereOp, moe::ReluOp,
-            moe::SigmoidOp, moe::TanhOp, moe::ExpOp, moe::NegOp, moe::AbsOp,
-            moe::ErfOp, moe::GeluOp, moe::SqrtOp, moe::SoftplusOp, moe::CastOp,
-            moe::ClipOp, moe::FusedElementwiseOp>(op) &&
-        op->getNumResults() == 1;
-    if (!elementwise)
+    // Any elementwise op keeps the carrier's size, whatever it computes from
+    // the values (Floor or Log as much as Add).
+    if (!op->hasTrait<moe::OpTrait::Elementwise>() || op->getNumResults() != 1)
       return nullptr;
     Value carrier;
     for (Value operand : op->getOperands()) {

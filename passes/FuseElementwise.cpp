@@ -21,13 +21,10 @@ using namespace moec;
 
 namespace {
 
-/// True for the float32 elementwise ops the runtime's fused programs execute.
+/// True for the float32 elementwise ops the runtime's fused programs execute
+/// (Moe_FusibleElementwise in their ODS definitions).
 bool isFusible(Operation *op) {
-  if (!isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
-           moe::MaxOp, moe::MinOp, moe::SqrtOp, moe::ReciprocalOp, moe::NegOp,
-           moe::AbsOp, moe::ExpOp, moe::LogOp, moe::TanhOp, moe::ErfOp,
-           moe::SigmoidOp, moe::ReluOp, moe::GeluOp, moe::SinOp, moe::CosOp,
-           moe::FloorOp, moe::CeilOp, moe::SoftplusOp>(op))
+  if (!op->hasTrait<moe::OpTrait::FusibleElementwise>())
     return false;
   // Max and Min are binary in a program.
   if (isa<moe::MaxOp, moe::MinOp>(op) && op->getNumOperands() != 2)

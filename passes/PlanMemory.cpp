@@ -50,23 +50,17 @@ enum class InPlace {
   View,
 };
 
+/// The in-place rule of `op`'s step, from its ODS categories
+/// (dialects/moe/MoeTraits.td).
 InPlace getInPlaceKind(Operation *op) {
-  if (isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
-          moe::ModOp, moe::MinOp, moe::MaxOp, moe::SumOp, moe::SqrtOp,
-          moe::ReciprocalOp, moe::NegOp, moe::AbsOp, moe::ExpOp, moe::LogOp,
-          moe::TanhOp, moe::ErfOp, moe::SigmoidOp, moe::ReluOp, moe::GeluOp,
-          moe::SinOp, moe::CosOp, moe::FloorOp, moe::CeilOp, moe::SoftplusOp,
-          moe::AndOp, moe::OrOp, moe::NotOp, moe::WhereOp, moe::ClipOp,
-          moe::SignOp, moe::FusedElementwiseOp>(op))
-    return InPlace::Elementwise;
-  if (isa<moe::SoftmaxOp, moe::LogSoftmaxOp, moe::LayerNormalizationOp,
-          moe::SimplifiedLayerNormalizationOp, moe::TriluOp,
-          moe::ScatterElementsOp, moe::ScatterNDOp, moe::ExpertsOp>(op))
-    return InPlace::SameShapeAsFirst;
-  if (isa<moe::ReshapeOp, moe::FlattenOp, moe::SqueezeOp, moe::UnsqueezeOp,
-          moe::IdentityOp>(op))
+  if (!op->hasTrait<moe::OpTrait::InPlaceable>())
+    return InPlace::None;
+  // Before Elementwise: Identity is both, and the runtime runs it as a view.
+  if (op->hasTrait<moe::OpTrait::View>())
     return InPlace::View;
-  return InPlace::None;
+  if (op->hasTrait<moe::OpTrait::Elementwise>())
+    return InPlace::Elementwise;
+  return InPlace::SameShapeAsFirst;
 }
 
 /// True when the output of `op` (of `type`) may overwrite `operand` (operand

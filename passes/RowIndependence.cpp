@@ -84,19 +84,10 @@ LogicalResult Analysis::visit(Operation *op) {
     setAll(op, State::free());
     return success();
   }
+  if (op->hasTrait<moe::OpTrait::Elementwise>())
+    return visitElementwise(op, op->getOperands());
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<moe::IdentityOp, moe::CastOp, moe::SqrtOp, moe::ReciprocalOp,
-            moe::NegOp, moe::AbsOp, moe::ExpOp, moe::LogOp, moe::TanhOp,
-            moe::ErfOp, moe::SigmoidOp, moe::ReluOp, moe::SinOp, moe::CosOp,
-            moe::FloorOp, moe::CeilOp, moe::SoftplusOp, moe::SignOp, moe::NotOp,
-            moe::GeluOp, moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp,
-            moe::PowOp, moe::ModOp, moe::EqualOp, moe::LessOp,
-            moe::LessOrEqualOp, moe::GreaterOp, moe::GreaterOrEqualOp,
-            moe::AndOp, moe::OrOp, moe::SumOp, moe::MinOp, moe::MaxOp,
-            moe::WhereOp, moe::ClipOp, moe::FusedElementwiseOp>(
-          [&](Operation *op) {
-            return visitElementwise(op, op->getOperands());
-          })
+      // Elementwise in its input only: the target's values are never read.
       .Case([&](moe::CastLikeOp op) {
         return visitElementwise(op, op->getOperands().take_front());
       })

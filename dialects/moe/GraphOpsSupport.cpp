@@ -192,22 +192,15 @@ ShapeEntry resolveDim(Value source, int64_t dim, unsigned depth) {
   Operation *def = source.getDefiningOp();
   if (!def || depth > kMaxLookThroughDepth)
     return {std::nullopt, source, dim};
+  // Ops whose dynamic result dimensions are their first operand's.
+  if (def->hasTrait<moec::moe::OpTrait::SameShapeAsFirst>()) {
+    auto input = cast<RankedTensorType>(def->getOperand(0).getType());
+    if (input.getRank() != type.getRank())
+      return {std::nullopt, source, dim};
+    return resolveDim(def->getOperand(0), dim, depth + 1);
+  }
   std::optional<ShapeEntry> traced =
       TypeSwitch<Operation *, std::optional<ShapeEntry>>(def)
-          // Ops whose dynamic result dimensions are their first operand's.
-          .Case<IdentityOp, CastOp, CastLikeOp, NegOp, AbsOp, ExpOp, LogOp,
-                TanhOp, ErfOp, SigmoidOp, ReluOp, SqrtOp, ReciprocalOp, SinOp,
-                CosOp, FloorOp, CeilOp, SoftplusOp, NotOp, GeluOp, SoftmaxOp,
-                LogSoftmaxOp, CumSumOp, ClipOp, TriluOp, ScatterElementsOp,
-                ScatterNDOp, LayerNormalizationOp,
-                SimplifiedLayerNormalizationOp>(
-              [&](Operation *op) -> std::optional<ShapeEntry> {
-                auto input =
-                    cast<RankedTensorType>(op->getOperand(0).getType());
-                if (input.getRank() != type.getRank())
-                  return std::nullopt;
-                return resolveDim(op->getOperand(0), dim, depth + 1);
-              })
           .Case([&](TransposeOp op) -> std::optional<ShapeEntry> {
             SmallVector<int64_t> perm = op.getPermutation();
             if (static_cast<int64_t>(perm.size()) != type.getRank() ||

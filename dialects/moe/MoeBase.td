@@ -12,6 +12,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "dialects/moe/MoeTraits.td"
 
 def Moe_Dialect : Dialect {
   let name = "moe";

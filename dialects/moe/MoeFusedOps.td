@@ -12,7 +12,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Moe_FusedElementwiseOp : Moe_Op<"fused_elementwise",
-    [IsolatedFromAbove, Pure, SingleBlock]> {
+    [IsolatedFromAbove, Pure, SingleBlock, Moe_Elementwise, Moe_InPlaceable]> {
   let summary = "A chain of elementwise ops executed as one step";
   let description = [{
     Groups float32 elementwise graph ops so that the runtime computes them in

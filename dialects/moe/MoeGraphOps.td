@@ -85,10 +85,13 @@ class Moe_InferWith<string fn> {
   }];
 }
 
-/// An elementwise op of one operand whose result has the operand's type.
+/// An elementwise op of one operand whose result has the operand's type. The
+/// runtime runs every one in place; `traits` adds Moe_FusibleElementwise for
+/// those the fused programs have an instruction for (all but Sign and Not).
 class Moe_UnaryOp<string mnemonic, string onnxName, Type type, string what,
-                  list<Trait> traits = []>
-    : Moe_GraphOp<mnemonic, traits,
+                  list<Trait> traits = [Moe_FusibleElementwise]>
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise, Moe_SameShapeAsFirst,
+                                         Moe_InPlaceable], traits),
                   Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Elementwise " # what # " (ONNX " # onnxName # ")";
   let description = "Computes " # what # " of every element of `input` as "
@@ -102,7 +105,8 @@ class Moe_UnaryOp<string mnemonic, string onnxName, Type type, string what,
 
 /// A broadcasting elementwise op of two operands of one element type.
 class Moe_BinaryOp<string mnemonic, string onnxName, Type type, string what>
-    : Moe_GraphOp<mnemonic, [], Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
+    : Moe_GraphOp<mnemonic, [Moe_Elementwise, Moe_InPlaceable,
+                             Moe_FusibleElementwise], Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise " # what # " (ONNX " # onnxName # ")";
   let description = "Computes `lhs " # what # " rhs` elementwise with "
     # "multidirectional (numpy) broadcasting, as ONNX `" # onnxName # "` does. "
@@ -115,8 +119,9 @@ class Moe_BinaryOp<string mnemonic, string onnxName, Type type, string what>
 }
 
 /// A broadcasting comparison or logical op; the result is a bool tensor.
-class Moe_PredicateOp<string mnemonic, string onnxName, Type type, string what>
-    : Moe_GraphOp<mnemonic, [],
+class Moe_PredicateOp<string mnemonic, string onnxName, Type type, string what,
+                      list<Trait> traits = []>
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise], traits),
                   Moe_InferWith<"::moec::moe::inferBroadcastPredicate">.body> {
   let summary = "Broadcasting elementwise " # what # " (ONNX " # onnxName # ")";
   let description = "Computes `lhs " # what # " rhs` elementwise with "
@@ -130,8 +135,10 @@ class Moe_PredicateOp<string mnemonic, string onnxName, Type type, string what>
 }
 
 /// A broadcasting elementwise op over any number of operands (Sum, Min, Max).
-class Moe_VariadicOp<string mnemonic, string onnxName, string what>
-    : Moe_GraphOp<mnemonic, [],
+class Moe_VariadicOp<string mnemonic, string onnxName, string what,
+                     list<Trait> traits = []>
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise, Moe_InPlaceable],
+                                        traits),
                   Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise " # what # " of N tensors (ONNX "
     # onnxName # ")";
@@ -179,7 +186,7 @@ class Moe_ReduceOp<string mnemonic, string onnxName, string what,
 
 /// Softmax-like ops normalising along one axis.
 class Moe_SoftmaxOp<string mnemonic, string onnxName, string what>
-    : Moe_GraphOp<mnemonic, [],
+    : Moe_GraphOp<mnemonic, [Moe_SameShapeAsFirst, Moe_InPlaceable],
                   Moe_InferWith<"::moec::moe::inferSameAsFirst">.body # [{
     ::llvm::LogicalResult $cppClass::verify() {
       return ::moec::moe::verifyAxis(getOperation(), "axis", getAxis(),
@@ -321,7 +328,8 @@ def Moe_RangeOp : Moe_GraphOp<"range"> {
   let hasFolder = 1;
 }
 
-def Moe_IdentityOp : Moe_GraphOp<"identity", [],
+def Moe_IdentityOp : Moe_GraphOp<"identity",
+    [Moe_Elementwise, Moe_SameShapeAsFirst, Moe_InPlaceable, Moe_View],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Returns its operand (ONNX Identity, opset 21)";
   let description = [{
@@ -363,10 +371,11 @@ def Moe_CeilOp : Moe_UnaryOp<"ceil", "Ceil", Moe_FloatTensor,
 def Moe_SoftplusOp : Moe_UnaryOp<"softplus", "Softplus", Moe_FloatTensor,
                                  "`log(exp(x) + 1)`">;
 def Moe_SignOp : Moe_UnaryOp<"sign", "Sign", Moe_NumericTensor,
-                             "the sign (-1, 0 or 1)">;
-def Moe_NotOp : Moe_UnaryOp<"not", "Not", Moe_BoolTensor, "the logical negation">;
+                             "the sign (-1, 0 or 1)", []>;
+def Moe_NotOp : Moe_UnaryOp<"not", "Not", Moe_BoolTensor, "the logical negation",
+                            []>;
 
-def Moe_IsNaNOp : Moe_GraphOp<"is_nan"> {
+def Moe_IsNaNOp : Moe_GraphOp<"is_nan", [Moe_Elementwise, Moe_SameShapeAsFirst]> {
   let summary = "Elementwise test for NaN (ONNX IsNaN, opset 20)";
   let description = [{
     Returns an `i1` tensor of the input's shape that is true where the input
@@ -382,7 +391,8 @@ def Moe_IsNaNOp : Moe_GraphOp<"is_nan"> {
   let results = (outs Moe_BoolTensor:$output);
 }
 
-def Moe_GeluOp : Moe_GraphOp<"gelu", [],
+def Moe_GeluOp : Moe_GraphOp<"gelu", [Moe_Elementwise, Moe_SameShapeAsFirst,
+                                      Moe_InPlaceable, Moe_FusibleElementwise],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Gaussian error linear unit (ONNX Gelu, opset 20)";
   let description = [{
@@ -401,7 +411,7 @@ def Moe_GeluOp : Moe_GraphOp<"gelu", [],
   let hasVerifier = 1;
 }
 
-def Moe_CastOp : Moe_GraphOp<"cast"> {
+def Moe_CastOp : Moe_GraphOp<"cast", [Moe_Elementwise, Moe_SameShapeAsFirst]> {
   let summary = "Converts elements to another type (ONNX Cast, opset 21)";
   let description = [{
     Converts every element of `input` to the element type `to` (the ONNX data
@@ -421,7 +431,7 @@ def Moe_CastOp : Moe_GraphOp<"cast"> {
   let hasFolder = 1;
 }
 
-def Moe_CastLikeOp : Moe_GraphOp<"cast_like"> {
+def Moe_CastLikeOp : Moe_GraphOp<"cast_like", [Moe_SameShapeAsFirst]> {
   let summary = "Converts elements to another tensor's element type "
                 "(ONNX CastLike, opset 21)";
   let description = [{
@@ -447,7 +457,8 @@ def Moe_SubOp : Moe_BinaryOp<"sub", "Sub", Moe_NumericTensor, "-">;
 def Moe_MulOp : Moe_BinaryOp<"mul", "Mul", Moe_NumericTensor, "*">;
 def Moe_DivOp : Moe_BinaryOp<"div", "Div", Moe_NumericTensor, "/">;
 
-def Moe_PowOp : Moe_GraphOp<"pow", [],
+def Moe_PowOp : Moe_GraphOp<"pow", [Moe_Elementwise, Moe_InPlaceable,
+                                    Moe_FusibleElementwise],
     Moe_InferWith<"::moec::moe::inferBroadcastFirstType">.body> {
   let summary = "Broadcasting elementwise power (ONNX Pow, opset 15)";
   let description = [{
@@ -464,7 +475,7 @@ def Moe_PowOp : Moe_GraphOp<"pow", [],
   let hasFolder = 1;
 }
 
-def Moe_ModOp : Moe_GraphOp<"mod", [],
+def Moe_ModOp : Moe_GraphOp<"mod", [Moe_Elementwise, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise remainder (ONNX Mod, opset 13)";
   let description = [{
@@ -492,14 +503,18 @@ def Moe_LessOrEqualOp
 def Moe_GreaterOp : Moe_PredicateOp<"greater", "Greater", Moe_NumericTensor, ">">;
 def Moe_GreaterOrEqualOp : Moe_PredicateOp<"greater_or_equal",
     "GreaterOrEqual", Moe_NumericTensor, ">=">;
-def Moe_AndOp : Moe_PredicateOp<"and", "And", Moe_BoolTensor, "and">;
-def Moe_OrOp : Moe_PredicateOp<"or", "Or", Moe_BoolTensor, "or">;
+def Moe_AndOp : Moe_PredicateOp<"and", "And", Moe_BoolTensor, "and",
+                                [Moe_InPlaceable]>;
+def Moe_OrOp : Moe_PredicateOp<"or", "Or", Moe_BoolTensor, "or",
+                               [Moe_InPlaceable]>;
 
 def Moe_SumOp : Moe_VariadicOp<"sum", "Sum", "sum">;
-def Moe_MinOp : Moe_VariadicOp<"min", "Min", "minimum">;
-def Moe_MaxOp : Moe_VariadicOp<"max", "Max", "maximum">;
+def Moe_MinOp : Moe_VariadicOp<"min", "Min", "minimum",
+                               [Moe_FusibleElementwise]>;
+def Moe_MaxOp : Moe_VariadicOp<"max", "Max", "maximum",
+                               [Moe_FusibleElementwise]>;
 
-def Moe_WhereOp : Moe_GraphOp<"where", [],
+def Moe_WhereOp : Moe_GraphOp<"where", [Moe_Elementwise, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferWhere">.body> {
   let summary = "Broadcasting elementwise select (ONNX Where, opset 16)";
   let description = [{
@@ -517,7 +532,8 @@ def Moe_WhereOp : Moe_GraphOp<"where", [],
   let hasFolder = 1;
 }
 
-def Moe_ClipOp : Moe_GraphOp<"clip", [AttrSizedOperandSegments],
+def Moe_ClipOp : Moe_GraphOp<"clip", [AttrSizedOperandSegments, Moe_Elementwise,
+                                     Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Clamps elements into [min, max] (ONNX Clip, opset 13)";
   let description = [{
@@ -589,7 +605,7 @@ def Moe_ArgMaxOp : Moe_GraphOp<"arg_max"> {
   let hasVerifier = 1;
 }
 
-def Moe_CumSumOp : Moe_GraphOp<"cum_sum", [],
+def Moe_CumSumOp : Moe_GraphOp<"cum_sum", [Moe_SameShapeAsFirst],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Cumulative sum along an axis (ONNX CumSum, opset 14)";
   let description = [{
@@ -633,7 +649,8 @@ def Moe_TopKOp : Moe_GraphOp<"top_k"> {
   let hasVerifier = 1;
 }
 
-def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization"> {
+def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization",
+    [Moe_SameShapeAsFirst, Moe_InPlaceable]> {
   let summary = "Layer normalisation (ONNX LayerNormalization, opset 17)";
   let description = [{
     Normalises `x` over the dimensions from `axis` to the last to zero mean
@@ -662,7 +679,8 @@ def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization"> {
 }
 
 def Moe_SimplifiedLayerNormalizationOp
-    : Moe_GraphOp<"simplified_layer_normalization"> {
+    : Moe_GraphOp<"simplified_layer_normalization",
+                  [Moe_SameShapeAsFirst, Moe_InPlaceable]> {
   let summary = "RMS normalisation (onnxruntime SimplifiedLayerNormalization)";
   let description = [{
     Divides `x` by the root mean square over the dimensions from `axis` to the
@@ -750,7 +768,7 @@ def Moe_EinsumOp : Moe_GraphOp<"einsum"> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Moe_ReshapeOp : Moe_GraphOp<"reshape"> {
+def Moe_ReshapeOp : Moe_GraphOp<"reshape", [Moe_InPlaceable, Moe_View]> {
   let summary = "Gives a tensor a new shape (ONNX Reshape, opset 21)";
   let description = [{
     Reinterprets `data` with the shape in the 1-D i64 `shape` operand. An
@@ -772,7 +790,7 @@ def Moe_ReshapeOp : Moe_GraphOp<"reshape"> {
   let hasCanonicalizer = 1;
 }
 
-def Moe_FlattenOp : Moe_GraphOp<"flatten"> {
+def Moe_FlattenOp : Moe_GraphOp<"flatten", [Moe_InPlaceable, Moe_View]> {
   let summary = "Flattens a tensor into a matrix (ONNX Flatten, opset 21)";
   let description = [{
     Reshapes `input` to 2-D: dimensions before `axis` form the first, the
@@ -808,7 +826,7 @@ def Moe_TransposeOp : Moe_GraphOp<"transpose"> {
   }];
 }
 
-def Moe_SqueezeOp : Moe_GraphOp<"squeeze"> {
+def Moe_SqueezeOp : Moe_GraphOp<"squeeze", [Moe_InPlaceable, Moe_View]> {
   let summary = "Removes size-1 dimensions (ONNX Squeeze, opset 21)";
   let description = [{
     Removes the dimensions listed in the optional 1-D i64 `axes` operand
@@ -826,7 +844,7 @@ def Moe_SqueezeOp : Moe_GraphOp<"squeeze"> {
   let hasFolder = 1;
 }
 
-def Moe_UnsqueezeOp : Moe_GraphOp<"unsqueeze"> {
+def Moe_UnsqueezeOp : Moe_GraphOp<"unsqueeze", [Moe_InPlaceable, Moe_View]> {
   let summary = "Inserts size-1 dimensions (ONNX Unsqueeze, opset 21)";
   let description = [{
     Inserts a size-1 dimension at each position of the 1-D i64 `axes` operand,
@@ -970,7 +988,7 @@ def Moe_TileOp : Moe_GraphOp<"tile"> {
   let results = (outs Moe_Tensor:$output);
 }
 
-def Moe_TriluOp : Moe_GraphOp<"trilu", [],
+def Moe_TriluOp : Moe_GraphOp<"trilu", [Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Upper or lower triangle of matrices (ONNX Trilu, opset 14)";
   let description = [{
@@ -1051,7 +1069,8 @@ def Moe_GatherNDOp : Moe_GraphOp<"gather_nd"> {
   let results = (outs Moe_Tensor:$output);
 }
 
-def Moe_ScatterElementsOp : Moe_GraphOp<"scatter_elements", [],
+def Moe_ScatterElementsOp : Moe_GraphOp<"scatter_elements",
+    [Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Scatters elements along an axis (ONNX ScatterElements, opset 18)";
   let description = [{
@@ -1075,7 +1094,8 @@ def Moe_ScatterElementsOp : Moe_GraphOp<"scatter_elements", [],
   let hasVerifier = 1;
 }
 
-def Moe_ScatterNDOp : Moe_GraphOp<"scatter_nd", [],
+def Moe_ScatterNDOp : Moe_GraphOp<"scatter_nd",
+    [Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Scatters slices by index tuples (ONNX ScatterND, opset 18)";
   let description = [{

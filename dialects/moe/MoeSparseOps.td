@@ -346,7 +346,8 @@ def Moe_DispatchOp : Moe_SparseOp<"dispatch"> {
 // moe.experts
 //===----------------------------------------------------------------------===//
 
-def Moe_ExpertsOp : Moe_SparseOp<"experts", [AttrSizedOperandSegments]> {
+def Moe_ExpertsOp : Moe_SparseOp<"experts",
+    [AttrSizedOperandSegments, Moe_InPlaceable]> {
   let summary = "Runs each expert's feed-forward network on its group of rows";
   let description = !strconcat([{
     A grouped expert FFN over stacked weights. `tokens` `[N, H]` holds rows

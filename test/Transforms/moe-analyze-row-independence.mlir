@@ -360,3 +360,18 @@ module {
     return %a : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// Tests that IsNaN keeps the rows apart like every elementwise op: torch's
+// SDPA export masks fully masked rows with Where(IsNaN(x), 0, x).
+// CHECK-LABEL: module attributes {moe.row_split = {axis = 0 : i64, inputs = ["x"], outputs = ["#0"], symbol = "T"}}
+module {
+  func.func @main(%x: tensor<?x4xf32> {moe.name = "x", moe.dim_params = ["T", ""]})
+      -> (tensor<?x4xf32> {moe.dim_params = ["T", ""]}) {
+    %zero = moe.constant dense<0.0> : tensor<f32>
+    %nan = moe.is_nan %x : (tensor<?x4xf32>) -> tensor<?x4xi1>
+    %y = moe.where %nan, %zero, %x : (tensor<?x4xi1>, tensor<f32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+    return %y : tensor<?x4xf32>
+  }
+}

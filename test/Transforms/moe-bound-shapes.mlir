@@ -246,6 +246,40 @@ func.func @segment_concat(%ids: tensor<?xi64>, %x: tensor<?x16xf32>, %w0: tensor
 
 // -----
 
+// Tests that segments keep their Range's length through any elementwise op
+// of the expert body, here the Reciprocal and Floor that an exporter's
+// x * 1 / (1 + exp(-x)) or a rounding leaves, not only through Add or Relu.
+// CHECK-LABEL: func.func @segment_concat_through_elementwise
+func.func @segment_concat_through_elementwise(%ids: tensor<?xi64>, %x: tensor<?x16xf32>, %w0: tensor<16x8xf32>, %w1: tensor<16x8xf32>) -> tensor<?x8xf32> {
+  %depth = moe.constant dense<2> : tensor<i64>
+  %values = moe.constant dense<[0, 1]> : tensor<2xi64>
+  %hot = moe.one_hot %ids, %depth, %values : (tensor<?xi64>, tensor<i64>, tensor<2xi64>) -> tensor<?x2xi64>
+  %axis0 = moe.constant dense<0> : tensor<1xi64>
+  %counts = moe.reduce_sum %hot, %axis0 {keepdims = 0 : i64} : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %zero = moe.constant dense<0> : tensor<i64>
+  %ends = moe.cum_sum %counts, %zero : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %e:2 = moe.split %ends {axis = 0 : i64, num_outputs = 2 : i64} : (tensor<2xi64>) -> (tensor<1xi64>, tensor<1xi64>)
+  %end0 = moe.squeeze %e#0, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %end1 = moe.squeeze %e#1, %axis0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<i64>
+  %one = moe.constant dense<1> : tensor<i64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r0 = moe.range %zero, %end0, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  // expected-remark @+1 {{bounded by 64 from value ranges}}
+  %r1 = moe.range %end0, %end1, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %x0 = moe.gather %x, %r0 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %x1 = moe.gather %x, %r1 {axis = 0 : i64} : (tensor<?x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %y0 = moe.mat_mul %x0, %w0 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %y1 = moe.mat_mul %x1, %w1 : (tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %z0 = moe.reciprocal %y0 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %z1 = moe.floor %y1 : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  // expected-remark @+2 {{dimension 0 of result #0 bounded by 64 instead of 128 from value ranges: the 2 segments are consecutive ranges}}
+  // CHECK: moe.concat {{.*}} {axis = 0 : i64, moe.bounds = [array<i64: 64, 8>]}
+  %y = moe.concat %z0, %z1 {axis = 0 : i64} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
 // Tests that segments that are not consecutive ends of one vector in order
 // (the second starts at ends[1] and ends at ends[0]) keep the sum of their
 // bounds: their lengths need not add up to one span.

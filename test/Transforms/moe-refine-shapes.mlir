@@ -82,3 +82,23 @@ func.func @joins_declared(%x: tensor<?x16xf32>, %lead: tensor<1xi64>) -> tensor<
   %r = moe.reshape %x, %s : (tensor<?x16xf32>, tensor<2xi64>) -> tensor<8x?xf32>
   return %r : tensor<8x?xf32>
 }
+
+// -----
+
+// Tests that Reshape's -1 is solved through Sign and IsNaN as through every
+// op that keeps its operand's shape: their token dimension is the input's.
+// CHECK-LABEL: func.func @reshape_minus_one_through_sign_and_is_nan
+// CHECK: moe.reshape {{.*}} -> tensor<?x64xf32>
+// CHECK: moe.reshape {{.*}} -> tensor<?x64xi1>
+func.func @reshape_minus_one_through_sign_and_is_nan(%x: tensor<?x4x16xf32>) -> (tensor<?x?xf32>, tensor<?x?xi1>) {
+  %d = moe.dim %x, 0 : tensor<?x4x16xf32>
+  %zero = moe.constant dense<0> : tensor<1xi64>
+  %t = moe.unsqueeze %d, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %m1 = moe.constant dense<-1> : tensor<1xi64>
+  %shape = moe.concat %t, %m1 {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %s = moe.sign %x : (tensor<?x4x16xf32>) -> tensor<?x4x16xf32>
+  %n = moe.is_nan %x : (tensor<?x4x16xf32>) -> tensor<?x4x16xi1>
+  %rs = moe.reshape %s, %shape : (tensor<?x4x16xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  %rn = moe.reshape %n, %shape : (tensor<?x4x16xi1>, tensor<2xi64>) -> tensor<?x?xi1>
+  return %rs, %rn : tensor<?x?xf32>, tensor<?x?xi1>
+}
