@@ -36,7 +36,8 @@ struct DataTypeInfo {
 };
 } // namespace
 
-/// ONNX TensorProto.DataType values, in order (onnx.proto, IR version 11).
+/// ONNX TensorProto.DataType values, in order (onnx.proto, IR version 11,
+/// and FLOAT8E8M0 of IR 12: MXFP4's block scales, which QMoE reads).
 static constexpr DataTypeInfo kDataTypes[] = {
     {"UNDEFINED", 0},      {"FLOAT", 4},      {"UINT8", 1},
     {"INT8", 1},           {"UINT16", 2},     {"INT16", 2},
@@ -45,7 +46,12 @@ static constexpr DataTypeInfo kDataTypes[] = {
     {"UINT32", 4},         {"UINT64", 8},     {"COMPLEX64", 0},
     {"COMPLEX128", 0},     {"BFLOAT16", 2},   {"FLOAT8E4M3FN", 0},
     {"FLOAT8E4M3FNUZ", 0}, {"FLOAT8E5M2", 0}, {"FLOAT8E5M2FNUZ", 0},
-    {"UINT4", 0},          {"INT4", 0},       {"FLOAT4E2M1", 0}};
+    {"UINT4", 0},          {"INT4", 0},       {"FLOAT4E2M1", 0},
+    {"FLOAT8E8M0", 1}};
+
+/// TensorProto.DataType FLOAT8E8M0 (onnx 1.18; newer than the onnx.proto
+/// moec builds with).
+static constexpr int32_t kFloat8E8M0 = 24;
 
 static const DataTypeInfo *lookupDataType(int32_t dataType) {
   if (dataType < 0 || dataType >= int32_t(std::size(kDataTypes)))
@@ -94,6 +100,8 @@ Type moec::onnx_import::convertDataType(MLIRContext *context,
     return b.getIntegerType(32, /*isSigned=*/false);
   case TensorProto::UINT64:
     return b.getIntegerType(64, /*isSigned=*/false);
+  case kFloat8E8M0:
+    return b.getType<Float8E8M0FNUType>();
   default:
     return Type();
   }
