@@ -159,10 +159,12 @@ struct PlanMemoryPass : public moec::impl::MoePlanMemoryBase<PlanMemoryPass> {
       }
 
     for (Operation &op : body) {
-      // Constants, stacks of constants and their shards are weights, not
-      // arena tensors.
+      // Constants (block-quantized ones too), stacks of constants and their
+      // shards are weights, not arena tensors.
       auto stack = dyn_cast<moe::StackOp>(op);
-      if (op.getNumResults() == 0 || isa<moe::ConstantOp, moe::ShardOp>(op) ||
+      if (op.getNumResults() == 0 ||
+          isa<moe::ConstantOp, moe::ShardOp, moe::BlockQuantizedConstantOp>(
+              op) ||
           (stack && stack.isWeight()))
         continue;
       int64_t index = stepIndex[&op];

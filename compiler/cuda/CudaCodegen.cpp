@@ -267,6 +267,13 @@ LogicalResult addCudaKernels(moert::PlanWriter &writer, uint32_t arch,
     moert::ScheduleBuilder &schedule = writer.schedule(device);
     for (size_t index = 0; index < schedule.numSteps(); ++index) {
       fb::StepT &step = schedule.step(static_cast<int>(index));
+      // The CUDA backend has no kernels for packed int4/int8 weights.
+      const auto *ffn = step.attrs.AsFfnAttrs();
+      if (step.op == fb::OpKind::MatMulNBits || (ffn && ffn->block_quant))
+        return emitError(loc)
+               << "step '" << step.name
+               << "' reads block-quantized int4/int8 weights, which the CUDA "
+                  "backend has no kernels for; compile for the CPU";
       if (step.op != fb::OpKind::FusedElementwise)
         continue;
       const auto *attrs = step.attrs.AsFusedElementwiseAttrs();

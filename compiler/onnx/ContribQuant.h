@@ -2,8 +2,10 @@
 //
 // The handlers of the quantized com.microsoft ops that onnxruntime-genai's
 // model builder writes for int4 CPU models; ContribOps.cpp registers them.
-// Each dequantizes the node's constant weights at import (Quantization.h) into
-// an f32 moe.constant and builds the float ops on it.
+// Each keeps the node's constant weights block-quantized
+// (moe.block_quantized_constant) where the runtime reads them packed, else
+// dequantizes them at import (Quantization.h) into an f32 moe.constant, and
+// builds the float ops on them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +16,9 @@
 
 namespace moec::onnx_import {
 
-/// Imports com.microsoft.MatMulNBits: `moe.mat_mul` of A by the dequantized
-/// [K, N] weight, then `moe.add` of the bias where there is one.
+/// Imports com.microsoft.MatMulNBits: `moe.mat_mul` of A by the [K, N]
+/// weight (block-quantized, or f32 for float zero points), then `moe.add` of
+/// the bias where there is one.
 mlir::LogicalResult importMatMulNBits(NodeImporter &node);
 
 /// Imports com.microsoft.GatherBlockQuantized with uint8 data: `moe.gather`
@@ -23,8 +26,8 @@ mlir::LogicalResult importMatMulNBits(NodeImporter &node);
 mlir::LogicalResult importGatherBlockQuantized(NodeImporter &node);
 
 /// Imports com.microsoft.QMoE with integer weights: the expert weights are
-/// dequantized to f32 [E, out, in] and the node is imported as
-/// com.microsoft.MoE on them (importContribMoE).
+/// [E, out, in] block-quantized constants (f32 for per-row zero points) and the
+/// node is imported as com.microsoft.MoE on them (importContribMoE).
 mlir::LogicalResult importQMoE(NodeImporter &node);
 
 } // namespace moec::onnx_import

@@ -3,42 +3,8 @@
 #include "compiler/onnx/Quantization.h"
 
 #include <algorithm>
-#include <cmath>
 
 using namespace moec::quant;
-
-void moec::quant::dequantizeBlocks(const BlockQuantizedMatrix &matrix,
-                                   float *out, bool transposed) {
-  // An empty matrix may come with no scales at all.
-  if (matrix.rows == 0 || matrix.cols == 0)
-    return;
-  const int64_t blocksPerRow = matrix.getBlocksPerRow();
-  const int64_t blockSize = std::min(matrix.blockSize, matrix.cols);
-  const int defaultZeroPoint = 1 << (matrix.bits - 1);
-  for (int64_t r = 0; r < matrix.rows; ++r) {
-    for (int64_t b = 0; b < blocksPerRow; ++b) {
-      const int64_t block = r * blocksPerRow + b;
-      const float scale = matrix.scales[block];
-      // An integer zero point is subtracted exactly, before the one rounding
-      // of the product; a float one is subtracted in f32, as onnxruntime does.
-      int zeroPoint = defaultZeroPoint;
-      if (matrix.packedZeroPoints)
-        zeroPoint = int(getPackedCode(matrix.packedZeroPoints, matrix.bits,
-                                      r * matrix.zeroPointRowStride + b));
-      const int64_t begin = b * blockSize;
-      const int64_t end = std::min(begin + blockSize, matrix.cols);
-      for (int64_t c = begin; c < end; ++c) {
-        int code = int(getPackedCode(matrix.codes, matrix.bits,
-                                     r * matrix.codeRowStride + c));
-        float value =
-            matrix.floatZeroPoints
-                ? (float(code) - matrix.floatZeroPoints[block]) * scale
-                : float(code - zeroPoint) * scale;
-        out[transposed ? c * matrix.rows + r : r * matrix.cols + c] = value;
-      }
-    }
-  }
-}
 
 void moec::quant::dequantizeMatMulNBits(const MatMulNBitsWeight &weight,
                                         float *out) {
@@ -104,24 +70,5 @@ void moec::quant::dequantizeQMoE(const QMoEWeight &weight, float *out) {
     }
     dequantizeBlocks(matrix, out + e * weight.rows * weight.cols,
                      /*transposed=*/false);
-  }
-}
-
-void moec::quant::dequantizeMxfp4(const Mxfp4Weight &weight, float *out) {
-  const int64_t rows = weight.rows, cols = weight.cols;
-  const int64_t blocksPerRow = cols / 32, bytesPerCol = rows / 2;
-  for (int64_t e = 0; e < weight.experts; ++e) {
-    const uint8_t *codes = weight.weights + e * cols * bytesPerCol;
-    const uint8_t *scales = weight.scales + e * rows * blocksPerRow;
-    const float global = weight.globalScales ? weight.globalScales[e] : 1.0f;
-    float *matrix = out + e * rows * cols;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        uint8_t byte = codes[c * bytesPerCol + r / 2];
-        unsigned code = r % 2 ? byte >> 4 : byte & 0xFu;
-        int exponent = int(scales[r * blocksPerRow + c / 32]) - 127;
-        matrix[r * cols + c] =
-            std::ldexp(getE2M1Value(code), exponent) * global;
-      }
   }
 }

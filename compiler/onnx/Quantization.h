@@ -23,6 +23,7 @@
 #ifndef MOEC_COMPILER_ONNX_QUANTIZATION_H
 #define MOEC_COMPILER_ONNX_QUANTIZATION_H
 
+#include <algorithm>
 #include <cstdint>
 
 namespace moec::quant {
@@ -73,8 +74,39 @@ struct BlockQuantizedMatrix {
 
 /// Dequantizes `matrix` into `out`: weight (r, c) at `out[r * cols + c]`, or
 /// at `out[c * rows + r]` when `transposed`. `out` holds rows * cols floats.
-void dequantizeBlocks(const BlockQuantizedMatrix &matrix, float *out,
-                      bool transposed);
+/// Inline: the moe dialect's moe.block_quantized_constant uses it too.
+inline void dequantizeBlocks(const BlockQuantizedMatrix &matrix, float *out,
+                             bool transposed) {
+  // An empty matrix may come with no scales at all.
+  if (matrix.rows == 0 || matrix.cols == 0)
+    return;
+  const int64_t blocksPerRow = matrix.getBlocksPerRow();
+  const int64_t blockSize = std::min<int64_t>(matrix.blockSize, matrix.cols);
+  const int defaultZeroPoint = 1 << (matrix.bits - 1);
+  for (int64_t r = 0; r < matrix.rows; ++r) {
+    for (int64_t b = 0; b < blocksPerRow; ++b) {
+      const int64_t block = r * blocksPerRow + b;
+      const float scale = matrix.scales[block];
+      // An integer zero point is subtracted exactly, before the one rounding
+      // of the product; a float one is subtracted in f32, as onnxruntime does.
+      int zeroPoint = defaultZeroPoint;
+      if (matrix.packedZeroPoints)
+        zeroPoint = int(getPackedCode(matrix.packedZeroPoints, matrix.bits,
+                                      r * matrix.zeroPointRowStride + b));
+      const int64_t begin = b * blockSize;
+      const int64_t end = std::min<int64_t>(begin + blockSize, matrix.cols);
+      for (int64_t c = begin; c < end; ++c) {
+        int code = int(getPackedCode(matrix.codes, matrix.bits,
+                                     r * matrix.codeRowStride + c));
+        float value =
+            matrix.floatZeroPoints
+                ? (float(code) - matrix.floatZeroPoints[block]) * scale
+                : float(code - zeroPoint) * scale;
+        out[transposed ? c * matrix.rows + r : r * matrix.cols + c] = value;
+      }
+    }
+  }
+}
 
 /// The weight `B` of com.microsoft.MatMulNBits: an [N, K] matrix (one row per
 /// output feature) quantized in blocks of `blockSize` along K.
@@ -153,47 +185,6 @@ struct QMoEWeight {
 /// Dequantizes a QMoE expert weight into [experts, rows, cols]: weight (e, r,
 /// c) at `out[(e * rows + r) * cols + c]`.
 void dequantizeQMoE(const QMoEWeight &weight, float *out);
-
-/// Returns the E2M1 (FP4) value of a 4-bit code: bit 3 the sign, bits 0-2 an
-/// index into 0, 0.5, 1, 1.5, 2, 3, 4, 6 (OCP Microscaling; transformers'
-/// FP4_VALUES).
-inline float getE2M1Value(unsigned code) {
-  static constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f,
-                                           2.0f, 3.0f, 4.0f, 6.0f};
-  float magnitude = kMagnitudes[code & 7u];
-  return code & 8u ? -magnitude : magnitude;
-}
-
-/// The E8M0 exponent that means NaN; every other byte s is 2^(s - 127).
-constexpr unsigned kE8M0NaN = 255;
-
-/// One MXFP4 expert weight input of com.microsoft.QMoE with quant_type fp4
-/// (what onnxruntime-genai's builder writes from gpt-oss's checkpoint
-/// tensors): `experts` [rows, cols] matrices (one row per output feature) of
-/// E2M1 codes in blocks of 32 along the row, each block with an E8M0 scale,
-/// times a per-expert global scale.
-struct Mxfp4Weight {
-  int64_t experts = 0;
-  /// N (a multiple of 2) and K (a multiple of 32).
-  int64_t rows = 0;
-  int64_t cols = 0;
-  /// [experts, cols, rows / 2] bytes, N-packed (column-major per expert):
-  /// byte (e, k, j) holds code (e, 2j, k) in its low nibble and (e, 2j + 1,
-  /// k) in its high one.
-  const uint8_t *weights = nullptr;
-  /// [experts, rows, cols / 32] E8M0 exponents, none kE8M0NaN.
-  const uint8_t *scales = nullptr;
-  /// [experts] global scales, or null for 1.
-  const float *globalScales = nullptr;
-};
-
-/// Dequantizes an MXFP4 weight into [experts, rows, cols]: weight (e, r, c)
-/// = E2M1(code) * 2^(s - 127) * global[e] at `out[(e * rows + r) * cols +
-/// c]`. The product of the code and the block scale is exact in f32 (a
-/// 2-bit significand scaled by a power of two; subnormal below 2^-126, inf
-/// above the f32 range, which the caller checks for); the global scale is
-/// the one rounding (none for a power of two).
-void dequantizeMxfp4(const Mxfp4Weight &weight, float *out);
 
 } // namespace moec::quant
 

@@ -3,6 +3,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Generation.h"
 #include "compiler/plan/InputRanges.h"
+#include "compiler/plan/QuantizedWeights.h"
 
 #include "dialects/moe/MoeOps.h"
 
@@ -245,6 +246,8 @@ private:
   /// and the tensor of their scales once written.
   llvm::DenseMap<Value, int> channelDims;
   llvm::DenseMap<Value, int32_t> scaleIds;
+  /// The block-quantized constants stored packed.
+  llvm::DenseMap<Value, PackedWeight> packedWeights;
   std::string symbolPrefix;
   /// Tiered plans: the routed experts' weights written to the paged
   /// section, and the tiered layers (their steps and expected loads).
@@ -801,9 +804,45 @@ private:
     return it->second;
   }
 
+  /// Adds weight `key`, or shares it with an earlier schedule that holds it.
+  int32_t addKeyedWeight(Attribute key, std::string name, moert::DType dtype,
+                         std::vector<int64_t> shape, ArrayRef<char> bytes) {
+    Attribute content = state.getContentKey(key);
+    auto it = state.weights.find(content);
+    if (it != state.weights.end() && it->second.first != schedule.index())
+      return schedule.addSharedWeight(std::move(name), it->second.first,
+                                      it->second.second);
+    int32_t id = schedule.addWeightRef(std::move(name), dtype, std::move(shape),
+                                       bytes.data(), bytes.size());
+    state.weights.try_emplace(content, schedule.index(), id);
+    return id;
+  }
+
+  /// A block-quantized constant: packed where its readers read it so
+  /// (compiler/plan/QuantizedWeights.h), else its exact f32 values.
+  LogicalResult emitQuantizedConstant(moe::BlockQuantizedConstantOp op) {
+    std::optional<PackedWeight> packed;
+    int32_t id = -1;
+    auto add = [&](Attribute key, std::string name, moert::DType dtype,
+                   std::vector<int64_t> shape, ArrayRef<char> bytes) {
+      return addKeyedWeight(key, std::move(name), dtype, std::move(shape),
+                            bytes);
+    };
+    if (failed(emitBlockQuantizedConstant(op, getStepName(op), add,
+                                          constantBytes, packed, id)))
+      return failure();
+    // A packed weight's readers find its codes as its tensor.
+    tensorIds[op.getResult()] = packed ? packed->codes : id;
+    if (packed)
+      packedWeights[op.getResult()] = *packed;
+    return success();
+  }
+
   LogicalResult emitOp(Operation *op) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op))
       return emitConstant(constant);
+    if (auto quantized = dyn_cast<moe::BlockQuantizedConstantOp>(op))
+      return emitQuantizedConstant(quantized);
     if (auto stack = dyn_cast<moe::StackOp>(op); stack && stack.isWeight())
       return emitWeightStack(stack);
     if (auto shard = dyn_cast<moe::ShardOp>(op))
@@ -839,6 +878,7 @@ private:
     FailureOr<fb::AttrsUnion> attrs = getAttrs(op);
     if (failed(attrs))
       return failure();
+    rewritePackedStep(op, packedWeights, *kind, inputs, *attrs);
     int step = schedule.addStep(*kind, getStepName(op), std::move(inputs),
                                 std::move(outputs), std::move(*attrs));
     if (auto experts = dyn_cast<moe::ExpertsOp>(op)) {

@@ -108,6 +108,34 @@ std::string moeLayerText(const ScheduleInfo &s) {
       " experts", experts.size() == 1 ? "" : " each");
 }
 
+/// ", 5 MatMulNBits and 2 Experts steps read int4 blocks of 32" for the
+/// steps that read block-quantized weights packed (format 1.11), or "".
+std::string blockQuantText(const ScheduleInfo &s) {
+  int matMuls = 0, experts = 0;
+  std::vector<std::string> kinds;
+  for (const detail::StepInfo &step : s.steps) {
+    const fb::BlockQuantAttrs *quant = nullptr;
+    if (step.op == fb::OpKind::MatMulNBits) {
+      quant = step.fb->attrs_as<fb::BlockQuantAttrs>();
+      ++matMuls;
+    } else if (const auto *ffn = step.fb->attrs_as<fb::FfnAttrs>();
+               ffn && ffn->block_quant()) {
+      quant = ffn->block_quant();
+      ++experts;
+    }
+    if (!quant)
+      continue;
+    std::string kind =
+        absl::StrCat("int", quant->bits(), " blocks of ", quant->block_size());
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+      kinds.push_back(kind);
+  }
+  if (kinds.empty())
+    return "";
+  return absl::StrCat(", ", matMuls, " MatMulNBits and ", experts,
+                      " Experts steps read ", absl::StrJoin(kinds, ", "));
+}
+
 /// The summary `moec inspect` starts with: where the plan came from, its
 /// inputs and outputs, MoE layers, and each device's memory.
 std::string summaryText(const Plan &plan) {
@@ -139,9 +167,9 @@ std::string summaryText(const Plan &plan) {
                   "\noutputs: ", tensorList(plan, first, first.outputs), "\n");
   for (size_t d = 0; d < impl.schedules.size(); ++d) {
     const ScheduleInfo &s = impl.schedules[d];
-    absl::StrAppendFormat(&out,
-                          "device %d: %s, arena %d bytes, weights %d bytes\n",
-                          d, moeLayerText(s), s.arenaSize, weightBytes(s));
+    absl::StrAppendFormat(
+        &out, "device %d: %s, arena %d bytes, weights %d bytes%s\n", d,
+        moeLayerText(s), s.arenaSize, weightBytes(s), blockQuantText(s));
   }
   return out;
 }

@@ -169,6 +169,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerCollectiveOps(r);
     registerAttentionOps(r);
     registerLinearAttentionOps(r);
+    registerQuantOps(r);
     return r;
   }();
   return registry.find(kind);

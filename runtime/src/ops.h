@@ -223,6 +223,7 @@ void registerMoeOps(OpRegistry &registry);
 void registerCollectiveOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
 void registerLinearAttentionOps(OpRegistry &registry);
+void registerQuantOps(OpRegistry &registry);
 
 } // namespace moert::detail
 

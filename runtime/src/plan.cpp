@@ -795,6 +795,11 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
       if (index >= schedule.steps.size() ||
           schedule.steps[index].op != fb::OpKind::Experts)
         return ldiag.invalid("step ", index, " is not an Experts step");
+      const auto *ffn = schedule.steps[index].fb->attrs_as<fb::FfnAttrs>();
+      if (ffn && ffn->block_quant())
+        return ldiag.invalid("step ", index,
+                             " has block-quantized matrices, which tiers do "
+                             "not page");
       if (tiers.layerOfStep[index] >= 0)
         return ldiag.invalid("step ", index, " is tiered twice");
       tiers.layerOfStep[index] = static_cast<int32_t>(l);
@@ -986,7 +991,11 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
       // ignore the softcap, and refuse the sinks input by arity.
       bool sinks = attention && step.inputs() && step.inputs()->size() > 4;
       bool softcap = attention && attrs && attrs->softcap() != 0.0f;
+      bool blockQuant =
+          step.op() == fb::OpKind::MatMulNBits || (ffn && ffn->block_quant());
       const std::pair<uint16_t, const char *> features[] = {
+          {blockQuant ? detail::kFormatVersionMinorBlockQuant : 0,
+           "has block-quantized weights"},
           {attention ? detail::kFormatVersionMinorAttention : 0,
            "is an Attention step"},
           {router && router->normalize_kept_epsilon() != 0.0f

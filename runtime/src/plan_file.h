@@ -75,6 +75,11 @@ inline constexpr uint16_t kFormatVersionMinorGenai = 9;
 /// activation: written for plans that use either, and the least a file
 /// with one may declare.
 inline constexpr uint16_t kFormatVersionMinorKeptNormalize = 10;
+/// 1.11 added block-quantized weights kept packed: the MatMulNBits step and
+/// `FfnAttrs.block_quant` (Experts' int4/int8 matrices with block scales and
+/// zero points as inputs 8 to 13): written for plans that have either, and
+/// the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorBlockQuant = 11;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -996,7 +996,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= !perSchedule.empty();
   for (const WeightSection &section : sections)
     tiered |= section.paged;
-  bool attention = false, genaiSteps = false, keptNormalize = false;
+  bool attention = false, genaiSteps = false, keptNormalize = false,
+       blockQuant = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -1008,6 +1009,10 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
           keptNormalize |= ffn->activation == fb::Activation::ReluSquared;
         // Attention sinks or a softcap, or a step 1.8 runtimes lack.
         genaiSteps |= step->op == fb::OpKind::GatedDeltaRule;
+        // Block-quantized weights, which a 1.10 reader lacks.
+        if (const fb::FfnAttrsT *ffn = step->attrs.AsFfnAttrs())
+          blockQuant |= ffn->block_quant != nullptr;
+        blockQuant |= step->op == fb::OpKind::MatMulNBits;
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
@@ -1170,7 +1175,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                              program.generation->cache.end(),
                              [](const auto &pair) { return pair->state; })));
   header.versionMinor =
-      keptNormalize        ? detail::kFormatVersionMinorKeptNormalize
+      blockQuant           ? detail::kFormatVersionMinorBlockQuant
+      : keptNormalize      ? detail::kFormatVersionMinorKeptNormalize
       : genai              ? detail::kFormatVersionMinorGenai
       : tierPrefetch       ? detail::kFormatVersionMinorTierPrefetch
       : multiStepTiers     ? detail::kFormatVersionMinorMicroBatchTiers

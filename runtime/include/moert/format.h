@@ -40,9 +40,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// `RouterAttrs.normalize_kept_epsilon` (GShard's renormalisation over the
 /// assignments capacity kept), which a 1.9 reader would ignore, and the
 /// `ReluSquared` expert activation; only plans with a Router that sets it
-/// or an expert network with that activation are written as 1.10.
+/// or an expert network with that activation are written as 1.10. 1.11
+/// added block-quantized weights kept packed (the MatMulNBits step,
+/// `FfnAttrs.block_quant`); only plans with them are written as 1.11.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 10;
+inline constexpr uint16_t kFormatVersionMinor = 11;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

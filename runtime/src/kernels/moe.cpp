@@ -53,6 +53,7 @@
 #include "cuda/routing_logic.h"
 #include "expert_cache.h"
 #include "kernels/expert_gemm.h"
+#include "kernels/quant_gemm.h"
 #include "kernels/stream.h"
 
 #include <algorithm>
@@ -528,6 +529,88 @@ absl::Status resolveFfn(const StepView &view, const fb::FfnAttrs &attrs,
   return absl::OkStatus();
 }
 
+/// Experts' first zero point input (z1, z3, z2: format 1.11).
+constexpr int kFirstZeroPoint = 11;
+
+/// The sizes of an Experts step's block-quantized matrices (format 1.11)
+/// from its tokens' hidden size H and w1's and w3's rows: w1 [E, W1, H],
+/// w3 [E, F, H], w2 [E, H, F], all out_in.
+struct BlockQuantSizes {
+  int64_t experts, hidden, w1Out, inter;
+};
+BlockQuantSizes blockQuantSizes(const fb::FfnAttrs &attrs, int64_t experts,
+                                int64_t hidden, int64_t w1Rows, bool hasW3) {
+  bool fused = isGated(attrs.activation()) && !hasW3;
+  return {experts, hidden, w1Rows, fused ? w1Rows / 2 : w1Rows};
+}
+
+/// Load-time checks of an Experts step whose matrices are block-quantized
+/// (FfnAttrs.block_quant): the out_in layout, and per matrix its codes,
+/// block scales and optional zero points, all static weights whose shapes
+/// follow from the tokens' hidden size and w1's rows.
+absl::Status validateBlockQuantFfn(const StepCheck &check, int first,
+                                   int scales) {
+  const auto *attrs = check.attrs<fb::FfnAttrs>();
+  const fb::BlockQuantAttrs &quant = *attrs->block_quant();
+  MOERT_RETURN_IF_ERROR(validateBlockQuant(check, quant));
+  if (attrs->weight_layout() != fb::WeightLayout::OutIn)
+    return check.error("block-quantized matrices need the out_in layout");
+  const TensorInfo &w1 = check.in(first + kW1);
+  int64_t hidden = staticDim(check.in(0), 1);
+  int64_t experts = staticDim(w1, 0), w1Rows = staticDim(w1, 1);
+  if (hidden < 1 || experts < 1 || w1Rows < 1 || hidden > INT32_MAX ||
+      w1Rows > INT32_MAX)
+    return check.error("block-quantized matrices need static sizes: tokens ",
+                       declaredShape(check.in(0)), ", w1 ", declaredShape(w1));
+  bool hasW3 = check.has(first + kW3);
+  if (isGated(attrs->activation()) && !hasW3 && w1Rows % 2)
+    return check.error("w1 of ", w1Rows,
+                       " rows must have an even output size (gate and up "
+                       "halves)");
+  BlockQuantSizes sizes =
+      blockQuantSizes(*attrs, experts, hidden, w1Rows, hasW3);
+  const int64_t rows[] = {sizes.w1Out, sizes.inter, sizes.hidden};
+  const int64_t cols[] = {sizes.hidden, sizes.hidden, sizes.inter};
+  for (int m = 0; m < 3; ++m) {
+    int matrix = first + kScaledSlots[m];
+    if (!check.has(matrix)) {
+      if (check.has(scales + m) || check.has(kFirstZeroPoint + m))
+        return check.error(kScaleNames[m], " or its zero points are given but ",
+                           kSlotNames[kScaledSlots[m]], " is absent");
+      continue;
+    }
+    if (!check.has(scales + m))
+      return check.error(kScaleNames[m],
+                         " is missing: ", kSlotNames[kScaledSlots[m]],
+                         " is block-quantized and needs its block scales");
+    const TensorInfo *infos[3] = {&check.in(matrix), &check.in(scales + m),
+                                  check.has(kFirstZeroPoint + m)
+                                      ? &check.in(kFirstZeroPoint + m)
+                                      : nullptr};
+    std::string names[3] = {
+        kSlotNames[kScaledSlots[m]], kScaleNames[m],
+        absl::StrCat(kSlotNames[kScaledSlots[m]], "'s zero points")};
+    const char *cnames[3] = {names[0].c_str(), names[1].c_str(),
+                             names[2].c_str()};
+    const int64_t outer[] = {experts};
+    MOERT_RETURN_IF_ERROR(checkBlockQuantWeights(check, infos, cnames, 1, outer,
+                                                 rows[m], cols[m], quant.bits(),
+                                                 quant.block_size()));
+  }
+  for (int slot : {kB1, kB3, kB2}) {
+    const int64_t size[] = {0, sizes.w1Out, 0, sizes.inter, 0, sizes.hidden};
+    int i = first + slot;
+    if (!check.has(i))
+      continue;
+    const TensorInfo &bias = check.in(i);
+    if (bias.rank != 2 || staticDim(bias, 0) != experts ||
+        staticDim(bias, 1) != size[slot])
+      return check.error(kSlotNames[slot], " is declared ", declaredShape(bias),
+                         "; expected [", experts, ", ", size[slot], "]");
+  }
+  return absl::OkStatus();
+}
+
 /// Load-time checks of an expert network: dtypes, ranks, attributes, and
 /// the shapes when they are declared static. `scales` is the first scale
 /// input of a step that may hold int8 matrices (Experts), else -1.
@@ -550,6 +633,13 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead,
                          "; expected ", lead + (isBias ? 1 : 2));
   }
 
+  bool blockQuant = scales >= 0 && attrs->block_quant();
+  if (scales < 0 && attrs->block_quant())
+    return check.error("block-quantized matrices are for Experts steps only");
+  for (int m = 0; scales >= 0 && !blockQuant && m < 3; ++m)
+    if (check.has(kFirstZeroPoint + m))
+      return check.error("zero points (input ", kFirstZeroPoint + m,
+                         ") need block-quantized matrices (block_quant)");
   // One storage for all matrices: a kernel reads them the same way.
   DType w1Type = check.in(first + kW1).dtype;
   for (Slot slot : {kW3, kW2})
@@ -559,7 +649,7 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead,
                          dtypeName(w1Type),
                          "; w1, w3 and w2 must have one dtype (f32, f16, "
                          "bf16 or i8)");
-  if (scales >= 0) {
+  if (scales >= 0 && !blockQuant) {
     // int8 matrices come with their scales, [E, out] f32 (shapes below).
     bool quantized = w1Type == DType::I8;
     for (int m = 0; m < 3; ++m) {
@@ -610,6 +700,8 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead,
     return check.error("alpha, beta and limit apply only to clamped_swiglu");
   }
 
+  if (blockQuant)
+    return validateBlockQuantFfn(check, first, scales);
   Shape storage[kNumSlots], scaleStorage[3];
   const Shape *shapes[kNumSlots] = {}, *scaleShapes[3] = {};
   for (int slot = 0; slot < kNumSlots; ++slot)
@@ -659,6 +751,23 @@ struct Ffn {
       return paged[slot][e];
     return data[slot] ? data[slot] + e * stride[slot] : nullptr;
   }
+  /// Block-quantized matrices (format 1.11): per matrix slot, its shape
+  /// and codes, block scales and zero points of expert 0, and the bytes
+  /// from one expert's scales and zero points to the next's.
+  bool blockQuant = false;
+  BlockQuantMatrix quant[kNumSlots];
+  int64_t quantScaleStride[kNumSlots] = {};
+  int64_t quantZeroStride[kNumSlots] = {};
+  /// Expert `e`'s block-quantized matrix in `slot`.
+  BlockQuantMatrix matrix(Slot slot, int64_t e) const {
+    BlockQuantMatrix w = quant[slot];
+    w.codes = static_cast<const uint8_t *>(weight(slot, e));
+    w.scales =
+        static_cast<const uint8_t *>(w.scales) + e * quantScaleStride[slot];
+    if (w.zeroPoints)
+      w.zeroPoints += e * quantZeroStride[slot];
+    return w;
+  }
   /// Per int8 matrix slot, its scales [E, out] (null for float matrices).
   const float *scales[kNumSlots] = {};
   int64_t scaleStride[kNumSlots] = {};
@@ -678,6 +787,54 @@ StreamWeights streamWeights(DType dtype) {
                                : StreamWeights::F32;
 }
 
+/// The attributes of an expert network into `ffn`.
+void readFfnAttrs(const fb::FfnAttrs &attrs, Ffn &ffn) {
+  ffn.activation = attrs.activation();
+  ffn.inOut = attrs.weight_layout() == fb::WeightLayout::InOut;
+  ffn.gated = isGated(ffn.activation);
+  ffn.fused = ffn.gated && !ffn.present[kW3];
+  ffn.interleaved = attrs.glu_layout() == fb::GluLayout::Interleaved;
+  ffn.alpha = attrs.alpha();
+  ffn.beta = attrs.beta();
+  ffn.limit = attrs.limit();
+}
+
+/// resolveFfn of an Experts step with block-quantized matrices, whose
+/// shapes the loader checked (validateBlockQuantFfn): the sizes follow
+/// from the tokens' hidden size and w1's rows.
+absl::Status resolveBlockQuantFfn(const KernelContext &ctx, int first,
+                                  int scales, int64_t hidden,
+                                  const fb::BlockQuantAttrs &quant, Ffn &ffn) {
+  const auto *attrs = ctx.attrs<fb::FfnAttrs>();
+  const Shape &w1 = ctx.in(first + kW1).shape;
+  BlockQuantSizes sizes =
+      blockQuantSizes(*attrs, w1[0], hidden, w1[1], ffn.present[kW3]);
+  ffn.sizes.experts = sizes.experts;
+  ffn.sizes.hidden = sizes.hidden;
+  ffn.sizes.w1Out = sizes.w1Out;
+  ffn.sizes.inter = sizes.inter;
+  ffn.blockQuant = true;
+  const int64_t rows[] = {sizes.w1Out, sizes.inter, sizes.hidden};
+  const int64_t cols[] = {sizes.hidden, sizes.hidden, sizes.inter};
+  for (int m = 0; m < 3; ++m) {
+    Slot slot = kScaledSlots[m];
+    if (!ffn.present[slot])
+      continue;
+    const Tensor &codes = ctx.in(first + slot);
+    const Tensor &scale = ctx.in(scales + m);
+    const Tensor *zeros =
+        ctx.has(kFirstZeroPoint + m) ? &ctx.in(kFirstZeroPoint + m) : nullptr;
+    ffn.quant[slot] = blockQuantMatrix(codes, scale, zeros, rows[m], cols[m],
+                                       quant.bits(), quant.block_size());
+    ffn.quantScaleStride[slot] =
+        scale.shape.span(1, scale.shape.rank) * dtypeSize(scale.dtype);
+    ffn.quantZeroStride[slot] =
+        zeros ? zeros->shape.span(1, zeros->shape.rank) : 0;
+  }
+  readFfnAttrs(*attrs, ffn);
+  return absl::OkStatus();
+}
+
 absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
                         int64_t hidden, Ffn &ffn, int scales = -1) {
   const auto *attrs = ctx.attrs<fb::FfnAttrs>();
@@ -692,6 +849,9 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
           lead ? t.shape.span(1, t.shape.rank) * dtypeSize(t.dtype) : 0;
     }
   ffn.weightType = streamWeights(ctx.in(first + kW1).dtype);
+  if (const fb::BlockQuantAttrs *quant = attrs->block_quant();
+      quant && scales >= 0)
+    return resolveBlockQuantFfn(ctx, first, scales, hidden, *quant, ffn);
   const Shape *scaleShapes[3] = {};
   for (int m = 0; scales >= 0 && m < 3; ++m)
     if (ctx.has(scales + m)) {
@@ -702,14 +862,7 @@ absl::Status resolveFfn(const KernelContext &ctx, int first, int lead,
     }
   MOERT_RETURN_IF_ERROR(
       resolveFfn(ctx, *attrs, shapes, lead, hidden, ffn.sizes, scaleShapes));
-  ffn.activation = attrs->activation();
-  ffn.inOut = attrs->weight_layout() == fb::WeightLayout::InOut;
-  ffn.gated = isGated(ffn.activation);
-  ffn.fused = ffn.gated && !ffn.present[kW3];
-  ffn.interleaved = attrs->glu_layout() == fb::GluLayout::Interleaved;
-  ffn.alpha = attrs->alpha();
-  ffn.beta = attrs->beta();
-  ffn.limit = attrs->limit();
+  readFfnAttrs(*attrs, ffn);
   return absl::OkStatus();
 }
 
@@ -765,6 +918,18 @@ void project(const float *x, int64_t n, int64_t K, const void *w,
         cr[j] =
             bias ? cr[j] * scale[c0 + j] + bias[c0 + j] : cr[j] * scale[c0 + j];
     }
+}
+
+/// project() of expert e's matrix in `slot` (`out` outputs of K inputs,
+/// stored as f.weightType, or block-quantized) for x [n, K] and the output
+/// columns [c0, c0 + m), with the bias in `bias`.
+void projectSlot(const Ffn &f, Slot slot, int64_t e, const float *x, int64_t n,
+                 int64_t K, int64_t out, int64_t c0, int64_t m,
+                 const float *bias, float *c, int64_t ldc) {
+  if (f.blockQuant)
+    return quantProject(x, n, f.matrix(slot, e), c0, m, bias, c, ldc);
+  project(x, n, K, f.weight(slot, e), f.weightType, out, f.inOut, c0, m,
+          f.scale(slot, e), bias, c, ldc);
 }
 
 /// a[r, i] = act(g[r, i * step]) for rows [r0, r1) and i in [0, m)
@@ -845,32 +1010,28 @@ void activate(const Ffn &f, int64_t r0, int64_t r1, int64_t m, const float *g,
 void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
                 int64_t m, float *a, int64_t lda) {
   const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
-  const void *w1 = f.weight(kW1, e);
-  const float *b1 = f.at(kB1, e), *s1 = f.scale(kW1, e);
-  const StreamWeights type = f.weightType;
+  const float *b1 = f.at(kB1, e);
   const float *g = a, *u = nullptr;
   int64_t ld = lda, step = 1;
   if (!f.gated) {
-    project(x, n, H, w1, type, W1, f.inOut, f0, m, s1, b1, a, lda);
+    projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, a, lda);
   } else {
     float *buffer = scratch<float>(Scratch::Task, 2 * n * m);
     if (f.fused && f.interleaved) {
       // Gate and up alternate: one GEMM over outputs [2 f0, 2 (f0 + m)).
-      project(x, n, H, w1, type, W1, f.inOut, 2 * f0, 2 * m, s1, b1, buffer,
-              2 * m);
+      projectSlot(f, kW1, e, x, n, H, W1, 2 * f0, 2 * m, b1, buffer, 2 * m);
       g = buffer;
       u = buffer + 1;
       ld = 2 * m;
       step = 2;
     } else {
       // Gate and up from w1's two halves, or from w1 and w3.
-      project(x, n, H, w1, type, W1, f.inOut, f0, m, s1, b1, buffer, m);
+      projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, buffer, m);
       if (f.fused)
-        project(x, n, H, w1, type, W1, f.inOut, F + f0, m, s1, b1,
-                buffer + n * m, m);
+        projectSlot(f, kW1, e, x, n, H, W1, F + f0, m, b1, buffer + n * m, m);
       else
-        project(x, n, H, f.weight(kW3, e), type, F, f.inOut, f0, m,
-                f.scale(kW3, e), f.at(kB3, e), buffer + n * m, m);
+        projectSlot(f, kW3, e, x, n, H, F, f0, m, f.at(kB3, e), buffer + n * m,
+                    m);
       g = buffer;
       u = buffer + n * m;
       ld = m;
@@ -968,7 +1129,9 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partSize += std::max(parts1 * n * (W1 + up), parts2 * n * H);
       continue;
     }
-    bool narrow = !f.inOut && n <= streamedRows(f.weightType, false);
+    bool narrow =
+        !f.inOut && n <= (f.blockQuant ? kQuantStreamRows
+                                       : streamedRows(f.weightType, false));
     int64_t width = narrow ? kBlockColumns : kWideBlockColumns;
     for (int64_t c = 0; c < F; c += width)
       first.push_back({s, kNumSlots, c, std::min(width, F - c)});
@@ -1023,9 +1186,8 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
     if (b.slot == kW2)
       partial(b, a + s.aOffset, F, H, 0);
     else
-      project(a + s.aOffset, s.rows, F, f.weight(kW2, s.expert), f.weightType,
-              H, f.inOut, b.col, b.cols, f.scale(kW2, s.expert),
-              f.at(kB2, s.expert), y + s.row * H + b.col, H);
+      projectSlot(f, kW2, s.expert, a + s.aOffset, s.rows, F, H, b.col, b.cols,
+                  f.at(kB2, s.expert), y + s.row * H + b.col, H);
   });
   forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
     const Segment &s = segments[split[i]];
@@ -1084,6 +1246,9 @@ absl::Status expertsKernel(KernelContext &ctx) {
                        "] (the rows)");
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, tokens.shape));
   float *y = out->as<float>();
+  if (ctx.expertStore() && f.blockQuant)
+    return ctx.error("a tiered Experts step cannot page block-quantized "
+                     "matrices");
   if (ExpertStore *store = ctx.expertStore()) {
     // A tiered step: the experts with rows are made present (read when
     // missing) as many at a time as the cache holds, each batch computed
@@ -1311,11 +1476,12 @@ void registerMoeOps(OpRegistry &r) {
                                      dispatchKernel, fb::Attrs::DispatchAttrs)
                                   .withOutputs(3));
 
-  // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?, s1?, s3?, s2?
+  // tokens, offsets, w1, b1?, w3?, b3?, w2, b2?, s1?, s3?, s2?, z1?, z3?,
+  // z2?
   // Each expert reads its rows before writing the same rows.
-  r.add(fb::OpKind::Experts, makeOp("Experts", 7, 11, validateExperts,
+  r.add(fb::OpKind::Experts, makeOp("Experts", 7, 14, validateExperts,
                                     expertsKernel, fb::Attrs::FfnAttrs)
-                                 .withOptionalInputs(0b11110111000)
+                                 .withOptionalInputs(0b11111110111000)
                                  .withInPlaceInputs(kInPlaceFirst));
 
   // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?

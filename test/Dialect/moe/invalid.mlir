@@ -887,3 +887,47 @@ func.func @gated_delta_rule_sequence(%q: tensor<1x3x2x16xf32>, %k: tensor<1x3x2x
   %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %b scale 1.0 : tensor<1x3x2x16xf32>, tensor<1x3x2x16xf32>, tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>, tensor<1x3x4xf32>, tensor<1x5x4xf32> -> tensor<1x3x4x8xf32>, tensor<1x4x16x8xf32>
   return
 }
+
+// -----
+
+// Tests moe.block_quantized_constant's checks: bits 4 or 8.
+func.func @quantized_bits() -> tensor<4x8xf32> {
+  // expected-error @+1 {{'moe.block_quantized_constant' op expects bits 4 or 8, got 3}}
+  %w = moe.block_quantized_constant bits 3 block_size 8
+         codes dense<0> : tensor<12xui8> scales dense<1.0> : tensor<4xf32>
+         : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the codes hold rows * blocks * block_size * bits / 8 bytes.
+func.func @quantized_codes() -> tensor<4x40xf32> {
+  // expected-error @+1 {{'moe.block_quantized_constant' op expects codes to hold 128 elements for 'tensor<4x40xf32>', got 'tensor<4x20xui8>'}}
+  %w = moe.block_quantized_constant bits 4 block_size 32
+         codes dense<0> : tensor<4x20xui8> scales dense<1.0> : tensor<4x2xf32>
+         : tensor<4x40xf32>
+  return %w : tensor<4x40xf32>
+}
+
+// -----
+
+// Tests that the scales are f32, one per block.
+func.func @quantized_scales() -> tensor<4x40xf32> {
+  // expected-error @+1 {{'moe.block_quantized_constant' op expects scales to hold 8 elements for 'tensor<4x40xf32>', got 'tensor<4xf32>'}}
+  %w = moe.block_quantized_constant bits 4 block_size 32
+         codes dense<0> : tensor<4x32xui8> scales dense<1.0> : tensor<4xf32>
+         : tensor<4x40xf32>
+  return %w : tensor<4x40xf32>
+}
+
+// -----
+
+// Tests that only a rank-2 weight is transposed.
+func.func @quantized_transposed() -> tensor<2x4x32xf32> {
+  // expected-error @+1 {{'moe.block_quantized_constant' op expects a rank-2 result when transposed, got 'tensor<2x4x32xf32>'}}
+  %w = moe.block_quantized_constant bits 8 block_size 16 transposed
+         codes dense<3> : tensor<256xui8> scales dense<0.25> : tensor<16xf32>
+         : tensor<2x4x32xf32>
+  return %w : tensor<2x4x32xf32>
+}

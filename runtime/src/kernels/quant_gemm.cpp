@@ -1,0 +1,349 @@
+//===- quant_gemm.cpp - Products with block-quantized weights -------------===//
+//
+// Few rows (decoding): each weight row is read once, its codes converted to
+// f32 in registers and multiplied with every row of x; a block's sum of
+// x_k (q_k - z) is scaled once by the block's scale. More rows (prefill):
+// tiles of weight rows are dequantized exactly into the thread's scratch and
+// multiplied by sgemm, so that prefill computes with the very f32 weights of
+// the dequantized model. The AVX2+FMA kernels (chosen by CPUID) cover 4-bit
+// codes in blocks of a multiple of 32 and 8-bit codes in blocks of a multiple
+// of 8; anything else, and the ragged tail of a row, runs the portable code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/quant_gemm.h"
+
+#include "kernels/common.h"
+#include "tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MOERT_QUANT_AVX2 1
+#define MOERT_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define MOERT_QUANT_AVX2 0
+#endif
+
+namespace moert::detail {
+
+namespace {
+
+/// One row of a matrix with its sizes worked out once: the kernels read a
+/// block's scale and zero point with no division.
+struct Row {
+  const uint8_t *codes;
+  const float *scales;    // f32 scales, or null
+  const uint16_t *halves; // f16 scales, or null
+  const uint8_t *zeros;   // packed zero points, or null
+  int bits, defaultZero;
+  int64_t blockBytes;
+
+  Row(const BlockQuantMatrix &w, int64_t r, int64_t blocks)
+      : codes(w.codes + r * blocks * w.blockBytes()),
+        scales(w.halfScales
+                   ? nullptr
+                   : static_cast<const float *>(w.scales) + r * blocks),
+        halves(w.halfScales
+                   ? static_cast<const uint16_t *>(w.scales) + r * blocks
+                   : nullptr),
+        zeros(w.zeroPoints ? w.zeroPoints + r * ((blocks * w.bits + 7) / 8)
+                           : nullptr),
+        bits(w.bits), defaultZero(1 << (w.bits - 1)),
+        blockBytes(w.blockBytes()) {}
+  float scale(int64_t b) const {
+    return scales ? scales[b] : halfToFloat(halves[b]);
+  }
+  int zero(int64_t b) const {
+    if (!zeros)
+      return defaultZero;
+    return bits == 8 ? zeros[b] : (zeros[b >> 1] >> ((b & 1) * 4)) & 0xF;
+  }
+  const uint8_t *block(int64_t b) const { return codes + b * blockBytes; }
+};
+
+/// Code `c` of a row's codes.
+inline int codeAt(const uint8_t *row, int bits, int64_t c) {
+  if (bits == 8)
+    return row[c];
+  return (row[c / 2] >> ((c % 2) * 4)) & 0xF;
+}
+
+/// The codes of columns [c0, c1) of block b of row r minus the block's zero
+/// point, exact in int, into q.
+void blockCodes(const Row &row, int64_t c0, int64_t c1, int z, int *q) {
+  for (int64_t c = c0; c < c1; ++c)
+    q[c - c0] = codeAt(row.codes, row.bits, c) - z;
+}
+
+/// The per-block sums of the portable kernel: c[i, j] for rows i < n of x
+/// and weight rows [r0, r0 + m).
+void projectPortable(const float *x, int64_t n, const BlockQuantMatrix &w,
+                     int64_t r0, int64_t m, const float *bias, float *c,
+                     int64_t ldc) {
+  const int64_t K = w.cols, blocks = w.blocks();
+  constexpr int64_t kChunk = 64;
+  int q[kChunk];
+  std::vector<float> total(n), part(n);
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t r = r0 + j;
+    Row row(w, r, blocks);
+    std::fill(total.begin(), total.end(), 0.0f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t begin = b * w.blockSize, end = std::min(K, begin + w.blockSize);
+      int z = row.zero(b);
+      std::fill(part.begin(), part.end(), 0.0f);
+      for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+        int64_t c1 = std::min(end, c0 + kChunk);
+        blockCodes(row, c0, c1, z, q);
+        for (int64_t i = 0; i < n; ++i) {
+          const float *xi = x + i * K;
+          float s = part[i];
+          for (int64_t k = c0; k < c1; ++k)
+            s += xi[k] * static_cast<float>(q[k - c0]);
+          part[i] = s;
+        }
+      }
+      float scale = row.scale(b);
+      for (int64_t i = 0; i < n; ++i)
+        total[i] += part[i] * scale;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      c[i * ldc + j] = bias ? total[i] + bias[r] : total[i];
+  }
+}
+
+#if MOERT_QUANT_AVX2
+
+MOERT_TARGET_AVX2 inline float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// The 32 4-bit codes of 16 bytes, in column order, minus zero point z, as
+/// four vectors of 8 floats (exact: |q - z| <= 15).
+MOERT_TARGET_AVX2 inline void unpack4(const uint8_t *p, __m128i z,
+                                      __m256 v[4]) {
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+  __m128i lo = _mm_and_si128(bytes, mask);
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  // Code 2i is byte i's low nibble, code 2i + 1 its high one.
+  __m128i first = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), z);
+  __m128i second = _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), z);
+  v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first));
+  v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8)));
+  v[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second));
+  v[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)));
+}
+
+/// 8 8-bit codes minus zero point z as 8 floats (exact).
+MOERT_TARGET_AVX2 inline __m256 unpack8(const uint8_t *p, __m256i z) {
+  __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), z));
+}
+
+/// c[i, j] for NR rows of x (leading dimension K) and weight row r: the
+/// vector part over whole groups (32 4-bit or 8 8-bit codes) of each block,
+/// the ragged rest scalar, in the portable kernel's per-block form.
+template <int NR>
+MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
+                                      const BlockQuantMatrix &w, int64_t r,
+                                      int64_t blocks, float out[NR]) {
+  const Row row(w, r, blocks);
+  const int group = w.bits == 4 ? 32 : 8;
+  __m256 total[NR];
+  float tail[NR];
+  for (int i = 0; i < NR; ++i) {
+    total[i] = _mm256_setzero_ps();
+    tail[i] = 0.0f;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin = b * w.blockSize;
+    int64_t valid = std::min(w.blockSize, K - begin);
+    int64_t whole = valid / group * group;
+    int z = row.zero(b);
+    const uint8_t *p = row.block(b);
+    __m256 part[NR];
+    for (int i = 0; i < NR; ++i)
+      part[i] = _mm256_setzero_ps();
+    if (w.bits == 4) {
+      __m128i zv = _mm_set1_epi8(static_cast<char>(z));
+      for (int64_t k = 0; k < whole; k += 32) {
+        __m256 v[4];
+        unpack4(p + k / 2, zv, v);
+        for (int i = 0; i < NR; ++i) {
+          const float *xi = x + i * K + begin + k;
+          for (int g = 0; g < 4; ++g)
+            part[i] =
+                _mm256_fmadd_ps(_mm256_loadu_ps(xi + 8 * g), v[g], part[i]);
+        }
+      }
+    } else {
+      __m256i zv = _mm256_set1_epi32(z);
+      for (int64_t k = 0; k < whole; k += 8) {
+        __m256 v = unpack8(p + k, zv);
+        for (int i = 0; i < NR; ++i)
+          part[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * K + begin + k), v,
+                                    part[i]);
+      }
+    }
+    float scale = row.scale(b);
+    __m256 sv = _mm256_set1_ps(scale);
+    for (int i = 0; i < NR; ++i)
+      total[i] = _mm256_fmadd_ps(part[i], sv, total[i]);
+    if (whole < valid) {
+      for (int i = 0; i < NR; ++i) {
+        const float *xi = x + i * K + begin;
+        float s = 0.0f;
+        for (int64_t k = whole; k < valid; ++k)
+          s += xi[k] * static_cast<float>(codeAt(p, w.bits, k) - z);
+        tail[i] += s * scale;
+      }
+    }
+  }
+  for (int i = 0; i < NR; ++i)
+    out[i] = horizontalSum(total[i]) + tail[i];
+}
+
+MOERT_TARGET_AVX2 void projectAvx2(const float *x, int64_t n,
+                                   const BlockQuantMatrix &w, int64_t r0,
+                                   int64_t m, const float *bias, float *c,
+                                   int64_t ldc) {
+  const int64_t K = w.cols, blocks = w.blocks();
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t r = r0 + j;
+    float add = bias ? bias[r] : 0.0f;
+    // Rows of x four at a time: the weight row stays in L1 across them.
+    for (int64_t i = 0; i < n;) {
+      float out[4];
+      int64_t rows = std::min<int64_t>(4, n - i);
+      const float *xi = x + i * K;
+      switch (rows) {
+      case 4:
+        projectRowAvx2<4>(xi, K, w, r, blocks, out);
+        break;
+      case 3:
+        projectRowAvx2<3>(xi, K, w, r, blocks, out);
+        break;
+      case 2:
+        projectRowAvx2<2>(xi, K, w, r, blocks, out);
+        break;
+      default:
+        projectRowAvx2<1>(xi, K, w, r, blocks, out);
+        break;
+      }
+      for (int64_t t = 0; t < rows; ++t)
+        c[(i + t) * ldc + j] = out[t] + add;
+      i += rows;
+    }
+  }
+}
+
+/// dequantizeRows for 4-bit codes in blocks of a multiple of 32.
+MOERT_TARGET_AVX2 void dequantize4Avx2(const BlockQuantMatrix &w, int64_t r0,
+                                       int64_t count, float *out) {
+  const int64_t K = w.cols, blocks = w.blocks();
+  for (int64_t i = 0; i < count; ++i) {
+    const Row row(w, r0 + i, blocks);
+    float *o = out + i * K;
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t begin = b * w.blockSize;
+      int64_t valid = std::min(w.blockSize, K - begin);
+      int64_t whole = valid / 32 * 32;
+      int z = row.zero(b);
+      float scale = row.scale(b);
+      __m256 sv = _mm256_set1_ps(scale);
+      __m128i zv = _mm_set1_epi8(static_cast<char>(z));
+      const uint8_t *p = row.block(b);
+      for (int64_t k = 0; k < whole; k += 32) {
+        __m256 v[4];
+        unpack4(p + k / 2, zv, v);
+        for (int g = 0; g < 4; ++g)
+          _mm256_storeu_ps(o + begin + k + 8 * g, _mm256_mul_ps(v[g], sv));
+      }
+      for (int64_t k = whole; k < valid; ++k)
+        o[begin + k] = static_cast<float>(codeAt(p, 4, k) - z) * scale;
+    }
+  }
+}
+
+bool avx2Shape(const BlockQuantMatrix &w) {
+  return (w.bits == 4 && w.blockSize % 32 == 0) ||
+         (w.bits == 8 && w.blockSize % 8 == 0);
+}
+
+#endif // MOERT_QUANT_AVX2
+
+} // namespace
+
+bool hasQuantAvx2() {
+#if MOERT_QUANT_AVX2
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+void dequantizeRows(const BlockQuantMatrix &w, int64_t r0, int64_t count,
+                    float *out) {
+#if MOERT_QUANT_AVX2
+  if (w.bits == 4 && w.blockSize % 32 == 0 && hasQuantAvx2())
+    return dequantize4Avx2(w, r0, count, out);
+#endif
+  const int64_t K = w.cols, blocks = w.blocks();
+  for (int64_t i = 0; i < count; ++i) {
+    const Row row(w, r0 + i, blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+      int z = row.zero(b);
+      float scale = row.scale(b);
+      const uint8_t *p = row.block(b);
+      int64_t begin = b * w.blockSize, end = std::min(K, begin + w.blockSize);
+      for (int64_t k = begin; k < end; ++k)
+        out[i * K + k] =
+            static_cast<float>(codeAt(p, w.bits, k - begin) - z) * scale;
+    }
+  }
+}
+
+void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
+                  int64_t r0, int64_t m, const float *bias, float *c,
+                  int64_t ldc, QuantKernel kernel) {
+  if (n <= 0 || m <= 0)
+    return;
+  if (n > kQuantStreamRows && kernel == QuantKernel::Auto) {
+    // Tiles of 16 to 128 weight rows, about 1 MiB as floats: wide enough
+    // for sgemm to run at full speed.
+    const int64_t K = w.cols;
+    const int64_t tileRows = std::min<int64_t>(
+        m, std::clamp<int64_t>((256 << 10) / std::max<int64_t>(K, 1), 16, 128));
+
+    thread_local std::vector<float> tile;
+    if (tile.size() < static_cast<size_t>(tileRows * K))
+      tile.resize(tileRows * K);
+    for (int64_t j = 0; j < m; j += tileRows) {
+      int64_t rows = std::min(tileRows, m - j);
+      dequantizeRows(w, r0 + j, rows, tile.data());
+      if (bias)
+        for (int64_t i = 0; i < n; ++i)
+          std::copy(bias + r0 + j, bias + r0 + j + rows, c + i * ldc + j);
+      sgemm(false, true, n, rows, K, 1.0f, x, K, tile.data(), K,
+            bias ? 1.0f : 0.0f, c + j, ldc);
+    }
+    return;
+  }
+#if MOERT_QUANT_AVX2
+  if (kernel != QuantKernel::Portable && avx2Shape(w) && hasQuantAvx2())
+    return projectAvx2(x, n, w, r0, m, bias, c, ldc);
+#endif
+  projectPortable(x, n, w, r0, m, bias, c, ldc);
+}
+
+} // namespace moert::detail
