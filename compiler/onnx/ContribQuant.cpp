@@ -14,6 +14,11 @@
 //    accuracy_level. g_idx is accepted where it is the identity grouping.
 //  * GatherBlockQuantized with uint8 data -> moe.gather along axis 0 of the
 //    dequantized f32 table.
+//  * QMoE with quant_type fp4 (MXFP4: E2M1 codes packed along the rows,
+//    [E, K, N / 2] as onnxruntime-genai's builder writes them, E8M0 block
+//    scales of 32 and per-expert global scales) is dequantized exactly into
+//    [E, N, K] (Quantization.h, dequantizeMxfp4), then imported like integer
+//    weights; an E8M0 NaN scale or a weight past f32's range is an error.
 //  * QMoE with integer weights -> com.microsoft.MoE's import
 //    (importContribMoE) on the [E, N, K] weights, so routing, activations
 //    and the checks of the expert shapes are MoE's; f32 for per-row weights
@@ -44,6 +49,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -90,12 +96,15 @@ std::string formatShape(ArrayRef<int64_t> shape) {
 }
 
 /// The element types quantized ops take, by the names messages give them.
-enum class ElementKind { UInt8, Float32, Int32 };
-constexpr StringLiteral kElementKindNames[] = {"uint8", "float32", "int32"};
+enum class ElementKind { UInt8, Float32, Int32, E8M0 };
+constexpr StringLiteral kElementKindNames[] = {"uint8", "float32", "int32",
+                                               "float8e8m0"};
 
 bool hasElementKind(Type type, ElementKind kind) {
   if (kind == ElementKind::UInt8)
     return type.isUnsignedInteger(8);
+  if (kind == ElementKind::E8M0)
+    return isa<Float8E8M0FNUType>(type);
   return kind == ElementKind::Float32 ? type.isF32()
                                       : type.isSignlessInteger(32);
 }
@@ -651,6 +660,10 @@ enum QMoEInput : unsigned {
   kRouterWeights,
   /// The first of the global and activation scales of the fp4/fp8 modes.
   kFirstFloatModeInput,
+  kFc1GlobalScale = kFirstFloatModeInput,
+  kFc2GlobalScale,
+  /// The first of the activation scales of the fp8 activation modes.
+  kFirstActivationScale,
 };
 
 /// The attributes importContribMoE reads.
@@ -762,6 +775,76 @@ FailureOr<Value> importProjection(QuantNode &q, QMoEProjection fc, int64_t bits,
   });
 }
 
+/// Dequantizes one projection of quant_type fp4 (MXFP4) into an f32 [E, N,
+/// K] constant: codes [E, K, N / 2] packed along the rows, E8M0 scales [E,
+/// N, K / 32], global scales [E] (input `globalScale`). The projection is
+/// present (importProjection handles absent ones alike).
+FailureOr<Value> importMxfp4Projection(QuantNode &q, QMoEProjection fc,
+                                       unsigned globalScale) {
+  if (q.operand(fc.zeroPoints))
+    return q.emitInputError(fc.zeroPoints)
+           << "must be absent with quant_type 'fp4' (E2M1 codes have no zero "
+              "point)";
+  for (unsigned input : {fc.scales, globalScale})
+    if (!q.operand(input))
+      return q.emitInputError(input)
+             << "is required with quant_type 'fp4' (MXFP4 weights scale by "
+                "E8M0 blocks of 32 and a global scale per expert)";
+  FailureOr<ConstantInput> weights =
+      q.readConstant(fc.weights, {ElementKind::UInt8});
+  if (failed(weights))
+    return failure();
+  // The scales give the sizes: [E, N, K / 32].
+  FailureOr<ConstantInput> scales =
+      q.readConstant(fc.scales, {ElementKind::E8M0});
+  if (failed(scales))
+    return failure();
+  ArrayRef<int64_t> scaleShape = scales->type.getShape();
+  if (scaleShape.size() != 3 || scaleShape[1] % 2 != 0)
+    return q.emitInputError(fc.scales)
+           << "has shape " << formatShape(scaleShape)
+           << ", expected [num_experts, rows, columns / 32] E8M0 block "
+              "scales with an even number of rows";
+  const int64_t experts = scaleShape[0], rows = scaleShape[1],
+                cols = 32 * scaleShape[2];
+  if (failed(q.checkShape(fc.weights, *weights, {{experts, cols, rows / 2}},
+                          "[num_experts, columns, rows / 2]: E2M1 codes "
+                          "packed along the rows, onnxruntime-genai's layout, "
+                          "for the [num_experts, rows, columns / 32] scales")))
+    return failure();
+  FailureOr<ConstantInput> global =
+      q.readConstant(globalScale, {ElementKind::Float32});
+  if (failed(global) || failed(q.checkShape(globalScale, *global, {{experts}},
+                                            "[num_experts] global scales")))
+    return failure();
+  ArrayRef<char> scaleBytes = scales->getBytes();
+  if (const char *nan = llvm::find(scaleBytes, char(quant::kE8M0NaN));
+      nan != scaleBytes.end())
+    return q.emitInputError(fc.scales)
+           << "holds the E8M0 NaN (255) at element " << nan - scaleBytes.data();
+
+  std::vector<float> globalValues = global->getElements<float>();
+  quant::Mxfp4Weight weight;
+  weight.experts = experts;
+  weight.rows = rows;
+  weight.cols = cols;
+  weight.weights = weights->getUInt8();
+  weight.scales = scales->getUInt8();
+  weight.globalScales = globalValues.data();
+  std::vector<float> values(size_t(experts * rows * cols));
+  quant::dequantizeMxfp4(weight, values.data());
+  if (auto bad =
+          llvm::find_if(values, [](float v) { return !std::isfinite(v); });
+      bad != values.end())
+    return q.emitInputError(fc.weights)
+           << "dequantizes to " << *bad << " at element "
+           << bad - values.begin() << " ([" << experts << ", " << rows << ", "
+           << cols << "]): its E8M0 or global scale leaves float32's range";
+  return q.createWeight({experts, rows, cols}, fc.weights, [&](float *out) {
+    std::copy(values.begin(), values.end(), out);
+  });
+}
+
 /// Returns the moe.experts that importContribMoE built for `output`.
 moe::ExpertsOp getExperts(Value output) {
   if (auto reshape = output.getDefiningOp<moe::ReshapeOp>())
@@ -792,16 +875,32 @@ LogicalResult moec::onnx_import::importQMoE(NodeImporter &node) {
       failed(q.checkBits("expert_weight_bits", *bits)) ||
       (*blockSize != 0 && failed(q.checkBlockSize("block_size", *blockSize))))
     return failure();
+  bool fp4 = false;
   if (Attribute quantType = node.getAttributes().get("quant_type")) {
     auto name = dyn_cast<StringAttr>(quantType);
     if (!name)
       return q.emitAttributeError("quant_type") << "must be a STRING";
-    if (name.getValue() != "int")
+    fp4 = name.getValue() == "fp4";
+    if (name.getValue() != "int" && !fp4)
       return q.emitAttributeError("quant_type")
-             << "must be 'int' (moec imports integer weights only), got '"
+             << "must be 'int' or 'fp4' (moec imports integer and MXFP4 "
+                "weights), got '"
              << name.getValue() << "'";
   }
-  if (*prepacked != -1 && *prepacked != 0)
+  // MXFP4 is 4-bit codes in blocks of 32 whatever the attributes say;
+  // weights_prepacked does not apply to it.
+  if (fp4 && *bits != 4)
+    return q.emitAttributeError("expert_weight_bits")
+           << "must be 4 with quant_type 'fp4', got " << *bits;
+  if (fp4 && *blockSize != 0 && *blockSize != 32)
+    return q.emitAttributeError("block_size")
+           << "must be 32 (or absent) with quant_type 'fp4', got "
+           << *blockSize;
+  if (fp4 && q.operand(kFc3Weights))
+    return q.emitInputError(kFc3Weights)
+           << "is not supported with quant_type 'fp4' (QMoE has no fc3 global "
+              "scale)";
+  if (!fp4 && *prepacked != -1 && *prepacked != 0)
     return q.emitAttributeError("weights_prepacked")
            << "must be 0 or -1 (raw [num_experts, rows, columns * bits / 8] "
               "weights), got "
@@ -811,13 +910,15 @@ LogicalResult moec::onnx_import::importQMoE(NodeImporter &node) {
     return q.emitInputError(kRouterWeights)
            << "is not supported: moec routes by router_probs alone (no "
               "separate weights for aggregation)";
-  for (unsigned input = kFirstFloatModeInput,
+  for (unsigned input = fp4 ? kFirstActivationScale : kFirstFloatModeInput,
                 e = node.getImport().inputs.size();
        input < e; ++input)
     if (q.operand(input))
       return q.emitInputError(input)
-             << "belongs to the fp4/fp8 quant_types, which moec does not "
-                "import";
+             << (fp4 ? "belongs to the fp8 activation modes, which moec does "
+                       "not import"
+                     : "belongs to the fp4/fp8 quant_types (quant_type is "
+                       "'int')");
   Value input = q.operand(kInput);
   auto inputType = dyn_cast<RankedTensorType>(input.getType());
   if (!inputType || !inputType.getElementType().isF32())
@@ -838,7 +939,12 @@ LogicalResult moec::onnx_import::importQMoE(NodeImporter &node) {
        {QMoEProjection{kFc1Weights, kFc1Scales, kFc1ZeroPoints},
         QMoEProjection{kFc2Weights, kFc2Scales, kFc2ZeroPoints},
         QMoEProjection{kFc3Weights, kFc3Scales, kFc3ZeroPoints}}) {
-    FailureOr<Value> weight = importProjection(q, fc, *bits, *blockSize);
+    FailureOr<Value> weight =
+        fp4 && q.operand(fc.weights)
+            ? importMxfp4Projection(q, fc,
+                                    fc.weights == kFc1Weights ? kFc1GlobalScale
+                                                              : kFc2GlobalScale)
+            : importProjection(q, fc, *bits, *blockSize);
     if (failed(weight))
       return eraseWeights();
     weights.push_back(*weight);

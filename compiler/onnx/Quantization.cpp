@@ -3,6 +3,7 @@
 #include "compiler/onnx/Quantization.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace moec::quant;
 
@@ -70,5 +71,24 @@ void moec::quant::dequantizeQMoE(const QMoEWeight &weight, float *out) {
     }
     dequantizeBlocks(matrix, out + e * weight.rows * weight.cols,
                      /*transposed=*/false);
+  }
+}
+
+void moec::quant::dequantizeMxfp4(const Mxfp4Weight &weight, float *out) {
+  const int64_t rows = weight.rows, cols = weight.cols;
+  const int64_t blocksPerRow = cols / 32, bytesPerCol = rows / 2;
+  for (int64_t e = 0; e < weight.experts; ++e) {
+    const uint8_t *codes = weight.weights + e * cols * bytesPerCol;
+    const uint8_t *scales = weight.scales + e * rows * blocksPerRow;
+    const float global = weight.globalScales ? weight.globalScales[e] : 1.0f;
+    float *matrix = out + e * rows * cols;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t byte = codes[c * bytesPerCol + r / 2];
+        unsigned code = r % 2 ? byte >> 4 : byte & 0xFu;
+        int exponent = int(scales[r * blocksPerRow + c / 32]) - 127;
+        matrix[r * cols + c] =
+            std::ldexp(getE2M1Value(code), exponent) * global;
+      }
   }
 }

@@ -186,6 +186,47 @@ struct QMoEWeight {
 /// c) at `out[(e * rows + r) * cols + c]`.
 void dequantizeQMoE(const QMoEWeight &weight, float *out);
 
+/// Returns the E2M1 (FP4) value of a 4-bit code: bit 3 the sign, bits 0-2 an
+/// index into 0, 0.5, 1, 1.5, 2, 3, 4, 6 (OCP Microscaling; transformers'
+/// FP4_VALUES).
+inline float getE2M1Value(unsigned code) {
+  static constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f,
+                                           2.0f, 3.0f, 4.0f, 6.0f};
+  float magnitude = kMagnitudes[code & 7u];
+  return code & 8u ? -magnitude : magnitude;
+}
+
+/// The E8M0 exponent that means NaN; every other byte s is 2^(s - 127).
+constexpr unsigned kE8M0NaN = 255;
+
+/// One MXFP4 expert weight input of com.microsoft.QMoE with quant_type fp4
+/// (what onnxruntime-genai's builder writes from gpt-oss's checkpoint
+/// tensors): `experts` [rows, cols] matrices (one row per output feature) of
+/// E2M1 codes in blocks of 32 along the row, each block with an E8M0 scale,
+/// times a per-expert global scale.
+struct Mxfp4Weight {
+  int64_t experts = 0;
+  /// N (a multiple of 2) and K (a multiple of 32).
+  int64_t rows = 0;
+  int64_t cols = 0;
+  /// [experts, cols, rows / 2] bytes, N-packed (column-major per expert):
+  /// byte (e, k, j) holds code (e, 2j, k) in its low nibble and (e, 2j + 1,
+  /// k) in its high one.
+  const uint8_t *weights = nullptr;
+  /// [experts, rows, cols / 32] E8M0 exponents, none kE8M0NaN.
+  const uint8_t *scales = nullptr;
+  /// [experts] global scales, or null for 1.
+  const float *globalScales = nullptr;
+};
+
+/// Dequantizes an MXFP4 weight into [experts, rows, cols]: weight (e, r, c)
+/// = E2M1(code) * 2^(s - 127) * global[e] at `out[(e * rows + r) * cols +
+/// c]`. The product of the code and the block scale is exact in f32 (a
+/// 2-bit significand scaled by a power of two; subnormal below 2^-126, inf
+/// above the f32 range, which the caller checks for); the global scale is
+/// the one rounding (none for a power of two).
+void dequantizeMxfp4(const Mxfp4Weight &weight, float *out);
+
 } // namespace moec::quant
 
 #endif // MOEC_COMPILER_ONNX_QUANTIZATION_H
