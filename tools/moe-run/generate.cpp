@@ -152,13 +152,12 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
   return "";
 }
 
-std::string checkGenerateArgs(const GenerateArgs &args) {
-  if (!args.active && (!args.flags.empty() || args.stream))
-    return (args.flags.empty() ? std::string("--stream") : args.flags.front()) +
+std::string GenerateArgs::verify() const {
+  if (!active && (!flags.empty() || stream))
+    return (flags.empty() ? std::string("--stream") : flags.front()) +
            " generates tokens; it needs --prompt-ids, --prompt-tokens or "
            "--prompts";
-  int prompts = !args.promptIds.empty() + !args.promptsFile.empty() +
-                (args.promptTokens > 0);
+  int prompts = !promptIds.empty() + !promptsFile.empty() + (promptTokens > 0);
   if (prompts > 1)
     return "--prompt-ids, --prompt-tokens and --prompts each give the "
            "prompt; use one";

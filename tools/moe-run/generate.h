@@ -40,6 +40,9 @@ struct GenerateArgs {
   bool kvCacheInPlace = true;
   /// Generation flags seen (for "needs --prompt-ids").
   std::vector<std::string> flags;
+
+  /// Checks the generation options once all are parsed; "" when fine.
+  std::string verify() const;
 };
 
 /// Parses generation option `name` with `value` into `args`: nullopt when
@@ -47,9 +50,6 @@ struct GenerateArgs {
 std::optional<std::string> parseGenerateOption(const std::string &name,
                                                const std::string &value,
                                                GenerateArgs &args);
-
-/// Checks the generation options once all are parsed; "" when fine.
-std::string checkGenerateArgs(const GenerateArgs &args);
 
 /// Reads a --prompts file: one prompt per non-empty line, its ids separated
 /// by commas or white space; errors name the file and the line. At most

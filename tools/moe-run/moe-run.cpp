@@ -111,14 +111,14 @@ moe_run::Recording recordingFor(const Options &options,
                                 const moert::Plan &plan) {
   moe_run::RunConfig config;
   config.plan = options.plan;
-  config.backend = options.backend;
+  config.backend = options.device.backend;
   config.devices = plan.numDevices();
   config.seed = options.inputs.seed;
-  config.warmup = options.warmupRuns();
-  config.bench = options.bench;
-  config.duration = options.duration;
+  config.warmup = options.timing.warmupRuns();
+  config.bench = options.timing.bench;
+  config.duration = options.timing.duration;
   config.inputFiles = options.inputs.given;
-  return moe_run::Recording(options.trace, options.reportHtml,
+  return moe_run::Recording(options.outputs.trace, options.outputs.reportHtml,
                             std::move(config));
 }
 
@@ -136,19 +136,19 @@ moert::LoadOptions loadOptions() {
 absl::Status checkDeviceCount(const Options &options, const moert::Plan &plan,
                               bool mpi) {
   int devices = plan.numDevices();
-  if (mpi && options.devices > 0)
+  if (mpi && options.device.devices > 0)
     return absl::InvalidArgumentError(
         "--devices runs the devices in-process; under mpirun each rank is "
         "one device (drop --devices)");
-  if (!mpi && options.devices != devices)
+  if (!mpi && options.device.devices != devices)
     return absl::InvalidArgumentError(
-        options.devices == 0
+        options.device.devices == 0
             ? absl::StrCat(options.plan, ": the plan has ",
                            moe_run::plural(devices, "device schedule",
                                            "device schedules"),
                            "; run it with --devices ", devices,
                            " or mpirun -np ", devices)
-            : absl::StrCat(options.plan, ": --devices ", options.devices,
+            : absl::StrCat(options.plan, ": --devices ", options.device.devices,
                            " but the plan has ",
                            moe_run::plural(devices, "device schedule",
                                            "device schedules"),
@@ -160,14 +160,14 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
                         bool mpi) {
   MOERT_RETURN_IF_ERROR(checkDeviceCount(options, plan, mpi));
   moert::DeviceGroupOptions groupOptions;
-  groupOptions.threadsPerDevice = options.threads;
-  groupOptions.comm.timeoutSeconds = options.commTimeout;
-  groupOptions.backend =
-      options.backend == "cuda" ? moert::Backend::Cuda : moert::Backend::Cpu;
-  groupOptions.commKind = options.comm;
-  groupOptions.deviceMemory = options.deviceMemory;
-  groupOptions.expertRead = options.expertRead;
-  groupOptions.expertPrefetch = options.prefetch;
+  groupOptions.threadsPerDevice = options.device.threads;
+  groupOptions.comm.timeoutSeconds = options.device.commTimeout;
+  groupOptions.backend = options.device.backend == "cuda" ? moert::Backend::Cuda
+                                                          : moert::Backend::Cpu;
+  groupOptions.commKind = options.device.comm;
+  groupOptions.deviceMemory = options.tiers.deviceMemory;
+  groupOptions.expertRead = options.tiers.expertRead;
+  groupOptions.expertPrefetch = options.tiers.prefetch;
   std::unique_ptr<moert::DeviceGroup> group;
   if (mpi) {
     MOERT_ASSIGN_OR_RETURN(group,
@@ -176,12 +176,12 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
     MOERT_ASSIGN_OR_RETURN(group,
                            moert::DeviceGroup::create(plan, groupOptions));
   }
-  if (options.backend == "cuda")
+  if (options.device.backend == "cuda")
     for (const std::string &where : group->localDescriptions())
       std::printf("moe-run: cuda backend, %s\n", where.c_str());
-  const char *exchange = options.comm == moert::CommKind::Nccl ? "nccl"
-                         : mpi                                 ? "mpi"
-                                                               : "in-process";
+  const char *exchange = options.device.comm == moert::CommKind::Nccl ? "nccl"
+                         : mpi                                        ? "mpi"
+                               : "in-process";
   moe_run::GroupSession session(std::move(group), exchange);
   return runSession(options, plan, session);
 }
@@ -190,7 +190,7 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
 absl::Status printPlacement(const Options &options) {
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                          moert::Plan::load(options.plan, loadOptions()));
-  bool nccl = options.comm == moert::CommKind::Nccl;
+  bool nccl = options.device.comm == moert::CommKind::Nccl;
   for (int d = 0; d < plan->numDevices(); ++d) {
     MOERT_ASSIGN_OR_RETURN(moert::CudaPlacement placement,
                            moert::cudaPlacement(*plan, d, nccl));
@@ -205,7 +205,7 @@ absl::Status printPlacement(const Options &options) {
     std::printf("moe-run: device %d: %zu of %zu steps on the GPU; CUDA "
                 "graphs: %s\n",
                 d, onGpu, placement.steps.size(),
-                placement.graphs && options.cudaGraphs ? "yes" : "no");
+                placement.graphs && options.device.cudaGraphs ? "yes" : "no");
   }
   return absl::OkStatus();
 }
@@ -227,7 +227,7 @@ void warnOversubscription(const Options &options, const moert::Plan &plan,
     devices = plan.numDevices();
   }
   int cores = moe_run::availableCores();
-  int threads = options.threads;
+  int threads = options.device.threads;
   if (threads <= 0) {
     if (devices <= cores)
       return;
@@ -241,13 +241,13 @@ void warnOversubscription(const Options &options, const moert::Plan &plan,
 }
 
 absl::Status runMain(const Options &options) {
-  if (options.placement)
+  if (options.device.placement)
     return printPlacement(options);
   // Rank 0 writes the outputs: it checks their paths before the plan loads.
   if (moert::mpiRank() <= 0)
-    MOERT_RETURN_IF_ERROR(moe_run::checkOutputPaths(options));
+    MOERT_RETURN_IF_ERROR(moe_run::checkOutputPaths(options.outputs));
   // Without a GPU, say so before anything else.
-  if (options.backend == "cuda")
+  if (options.device.backend == "cuda")
     MOERT_RETURN_IF_ERROR(moert::cudaDeviceCount().status());
   // A rank loads its own schedule: first check that there is one per rank,
   // whatever the world size (the load without checksums reads no weights).
@@ -268,19 +268,19 @@ absl::Status runMain(const Options &options) {
                          moert::Plan::load(options.plan, loadOptions()));
   if (options.generate.active) {
     moe_run::GenerationRun run;
-    run.threads = options.threads;
+    run.threads = options.device.threads;
     run.seed = options.inputs.seed;
-    run.outputDir = options.outputDir;
+    run.outputDir = options.outputs.outputDir;
     run.planPath = options.plan;
-    run.statsPath = options.stats;
+    run.statsPath = options.outputs.stats;
     run.mpi = moert::launchedByMpi();
-    run.group = run.mpi || options.devices > 0 || plan->numDevices() > 1;
-    run.commTimeout = options.commTimeout;
-    run.deviceMemory = options.deviceMemory;
-    run.expertRead = options.expertRead;
-    run.expertPrefetch = options.prefetch;
-    run.bench = options.bench;
-    run.warmup = options.warmupRuns();
+    run.group = run.mpi || options.device.devices > 0 || plan->numDevices() > 1;
+    run.commTimeout = options.device.commTimeout;
+    run.deviceMemory = options.tiers.deviceMemory;
+    run.expertRead = options.tiers.expertRead;
+    run.expertPrefetch = options.tiers.prefetch;
+    run.bench = options.timing.bench;
+    run.warmup = options.timing.warmupRuns();
     if (run.group)
       MOERT_RETURN_IF_ERROR(checkDeviceCount(options, *plan, run.mpi));
     warnOversubscription(options, *plan, run.group, run.mpi);
@@ -294,7 +294,7 @@ absl::Status runMain(const Options &options) {
                  "schedule\n",
                  options.plan.c_str());
   bool mpi = moert::launchedByMpi();
-  bool multi = mpi || options.devices > 0 || plan->numDevices() > 1;
+  bool multi = mpi || options.device.devices > 0 || plan->numDevices() > 1;
   if (options.inputs.tokens >= 0 && moe_run::tokenAxis(*plan).empty())
     return absl::InvalidArgumentError(absl::StrCat(
         options.plan, ": --tokens ", options.inputs.tokens,
@@ -323,17 +323,17 @@ absl::Status runMain(const Options &options) {
   warnOversubscription(options, *plan, multi, mpi);
   if (multi)
     return runDevices(options, *plan, mpi);
-  if (options.comm == moert::CommKind::Nccl)
+  if (options.device.comm == moert::CommKind::Nccl)
     return absl::InvalidArgumentError(
         absl::StrCat("--comm nccl exchanges between the devices of a "
                      "multi-device plan; ",
                      options.plan, " has one device schedule"));
-  if (options.backend == "cuda") {
+  if (options.device.backend == "cuda") {
     moert::CudaSessionOptions cudaOptions;
-    cudaOptions.threads = options.threads;
-    cudaOptions.useGraphs = options.cudaGraphs;
-    cudaOptions.deviceMemory = options.deviceMemory;
-    cudaOptions.expertPrefetch = options.prefetch;
+    cudaOptions.threads = options.device.threads;
+    cudaOptions.useGraphs = options.device.cudaGraphs;
+    cudaOptions.deviceMemory = options.tiers.deviceMemory;
+    cudaOptions.expertPrefetch = options.tiers.prefetch;
     MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::CudaSession> session,
                            moert::CudaSession::create(*plan, cudaOptions));
     std::printf("moe-run: cuda backend on %s, CUDA graphs %s\n",
@@ -348,10 +348,10 @@ absl::Status runMain(const Options &options) {
     return ran;
   }
   moert::SessionOptions sessionOptions;
-  sessionOptions.threads = options.threads;
-  sessionOptions.deviceMemory = options.deviceMemory;
-  sessionOptions.expertRead = options.expertRead;
-  sessionOptions.expertPrefetch = options.prefetch;
+  sessionOptions.threads = options.device.threads;
+  sessionOptions.deviceMemory = options.tiers.deviceMemory;
+  sessionOptions.expertRead = options.tiers.expertRead;
+  sessionOptions.expertPrefetch = options.tiers.prefetch;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
                          moert::Session::create(*plan, sessionOptions));
   return runSession(options, *plan, *session);
@@ -374,8 +374,9 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
     for (const moe_run::RunInput &input : inputs)
       if (!input.description.empty())
         std::fprintf(stderr, "moe-run: %s\n", input.description.c_str());
-    if (!options.saveInputs.empty())
-      MOERT_RETURN_IF_ERROR(moe_run::saveInputs(options.saveInputs, inputs));
+    if (!options.outputs.saveInputs.empty())
+      MOERT_RETURN_IF_ERROR(
+          moe_run::saveInputs(options.outputs.saveInputs, inputs));
   }
   for (const moe_run::RunInput &input : inputs) {
     absl::Status status =
@@ -393,21 +394,21 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
   // The warm-up runs, then the timed runs: --bench N of them, or for as long
   // as --duration, or (neither) the one run that computes the outputs.
   using Clock = std::chrono::steady_clock;
-  int warmup = options.warmupRuns();
+  int warmup = options.timing.warmupRuns();
   for (int i = 0; i < warmup; ++i)
     MOERT_RETURN_IF_ERROR(session.run());
   session.resetStats();
   moe_run::RunTimes times(warmup);
   Clock::time_point begin = Clock::now();
-  int minRuns = std::max(options.bench, 1);
+  int minRuns = std::max(options.timing.bench, 1);
   // --duration stops at --bench's limit of runs too.
   constexpr int kMaxRuns = 1000000;
   for (int i = 0;; ++i) {
     double elapsed =
         std::chrono::duration<double>(Clock::now() - begin).count();
-    if (i >= minRuns && (elapsed >= options.duration || i >= kMaxRuns))
+    if (i >= minRuns && (elapsed >= options.timing.duration || i >= kMaxRuns))
       break;
-    if (options.freshInputs && options.timed()) {
+    if (options.timing.freshInputs && options.timing.timed()) {
       // Untimed: each run routes tokens of its own (seed + 1 + run).
       moe_run::InputOptions fresh = options.inputs;
       fresh.seed = options.inputs.seed + 1 + i;
@@ -430,8 +431,8 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
     std::fputs(moe_run::timingText(times, session.threads(), sizes).c_str(),
                stdout);
 
-  if (!options.outputDir.empty() && reports)
-    MOERT_RETURN_IF_ERROR(moe_run::makeDirectory(options.outputDir));
+  if (!options.outputs.outputDir.empty() && reports)
+    MOERT_RETURN_IF_ERROR(moe_run::makeDirectory(options.outputs.outputDir));
   std::set<std::string> files;
   for (const moert::TensorDesc &desc : plan.outputs()) {
     // Collective under MPI: every rank takes part.
@@ -439,7 +440,7 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
     if (!reports)
       continue;
     std::string shape = absl::StrJoin(data.shape, ", ");
-    if (options.outputDir.empty()) {
+    if (options.outputs.outputDir.empty()) {
       std::printf("output %s: %s [%s]\n", desc.name.c_str(),
                   moert::dtypeName(data.dtype), shape.c_str());
       continue;
@@ -449,15 +450,15 @@ absl::Status runSession(const Options &options, const moert::Plan &plan,
       return absl::InvalidArgumentError(absl::StrCat(
           "outputs '", desc.name, "' and another map to the file ", file));
     std::string path =
-        (std::filesystem::path(options.outputDir) / file).string();
+        (std::filesystem::path(options.outputs.outputDir) / file).string();
     MOERT_RETURN_IF_ERROR(
         moert::npy::write(path, data.dtype, data.shape, data.data, data.bytes));
     std::printf("output %s: %s [%s] -> %s\n", desc.name.c_str(),
                 moert::dtypeName(data.dtype), shape.c_str(), path.c_str());
   }
-  if (!options.stats.empty())
-    MOERT_RETURN_IF_ERROR(
-        writeStats(options.stats, options, plan, session, times, sizes));
+  if (!options.outputs.stats.empty())
+    MOERT_RETURN_IF_ERROR(writeStats(options.outputs.stats, options, plan,
+                                     session, times, sizes));
   return moe_run::finishRecording(recording, plan, session);
 }
 
@@ -504,7 +505,7 @@ int runTool(int argc, char **argv) {
     return 2;
   }
   if (!options.compare.empty()) {
-    if (absl::Status status = moe_run::checkOutputPaths(options);
+    if (absl::Status status = moe_run::checkOutputPaths(options.outputs);
         !status.ok()) {
       std::fprintf(stderr, "moe-run: error: %s\n",
                    std::string(status.message()).c_str());
@@ -519,15 +520,16 @@ int runTool(int argc, char **argv) {
     for (const auto &[symbol, size] : options.inputs.dims)
       args.insert(args.end(), {"--dim", absl::StrCat(symbol, "=", size)});
     args.insert(args.end(), {"--seed", std::to_string(options.inputs.seed)});
-    if (!options.saveInputs.empty())
-      args.insert(args.end(), {"--save-inputs", options.saveInputs});
-    if (options.threads)
-      args.insert(args.end(), {"--threads", std::to_string(options.threads)});
+    if (!options.outputs.saveInputs.empty())
+      args.insert(args.end(), {"--save-inputs", options.outputs.saveInputs});
+    if (options.device.threads)
+      args.insert(args.end(),
+                  {"--threads", std::to_string(options.device.threads)});
     return moec::execVerifyTool("moe-run", args);
   }
   // Without a GPU every rank fails alike: say so before MPI starts, so that
   // the job ends as a plain exit 1 rather than an MPI abort.
-  if (options.backend == "cuda" && !options.placement)
+  if (options.device.backend == "cuda" && !options.device.placement)
     if (absl::Status status = moert::cudaDeviceCount().status(); !status.ok()) {
       std::fprintf(stderr, "moe-run: error: %s\n",
                    std::string(status.message()).c_str());

@@ -220,20 +220,20 @@ std::string parseOption(const std::string &name, const std::string &value,
       options.inputs.dims[key] = number;
     }
   } else if (name == "--output-dir") {
-    options.outputDir = value;
+    options.outputs.outputDir = value;
   } else if (name == "--save-inputs") {
-    options.saveInputs = value;
+    options.outputs.saveInputs = value;
   } else if (name == "--compare") {
     options.compare = value;
   } else if (name == "--duration") {
     double seconds = 0;
     if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400)
       return "--duration needs a number of seconds in (0, 86400]";
-    options.duration = seconds;
+    options.timing.duration = seconds;
   } else if (name == "--threads") {
     if (!integer(value, 1, number) || number > 1024)
       return "--threads needs an integer in [1, 1024]";
-    options.threads = static_cast<int>(number);
+    options.device.threads = static_cast<int>(number);
   } else if (name == "--tokens") {
     if (!integer(value, 0, number))
       return "--tokens needs a non-negative integer";
@@ -245,37 +245,37 @@ std::string parseOption(const std::string &name, const std::string &value,
   } else if (name == "--bench") {
     if (!integer(value, 1, number) || number > 1000000)
       return "--bench needs a positive integer";
-    options.bench = static_cast<int>(number);
+    options.timing.bench = static_cast<int>(number);
   } else if (name == "--warmup") {
     if (!integer(value, 0, number) || number > 1000000)
       return "--warmup needs a non-negative integer";
-    options.warmup = static_cast<int>(number);
+    options.timing.warmup = static_cast<int>(number);
   } else if (name == "--stats") {
-    options.stats = value;
+    options.outputs.stats = value;
   } else if (name == "--trace") {
-    options.trace = value;
+    options.outputs.trace = value;
   } else if (name == "--report-html") {
-    options.reportHtml = value;
+    options.outputs.reportHtml = value;
   } else if (name == "--devices") {
     if (!integer(value, 1, number) || number > 4096)
       return "--devices needs an integer in [1, 4096]";
-    options.devices = static_cast<int>(number);
+    options.device.devices = static_cast<int>(number);
   } else if (name == "--comm-timeout") {
     double seconds = 0;
     if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 1e6)
       return "--comm-timeout needs a number of seconds in (0, 1e6]";
-    options.commTimeout = seconds;
+    options.device.commTimeout = seconds;
   } else if (name == "--comm") {
     absl::StatusOr<moert::CommKind> kind = moert::parseCommKind(value);
     if (!kind.ok())
       return std::string(kind.status().message());
-    options.comm = *kind;
+    options.device.comm = *kind;
   } else if (name == "--cuda-graphs") {
     if (value != "on" && value != "off")
       return absl::StrCat("--cuda-graphs must be on or off, not '", value, "'");
-    options.cudaGraphs = value == "on";
+    options.device.cudaGraphs = value == "on";
   } else if (name == "--device-memory") {
-    if (!moert::parseByteSize(value.c_str(), options.deviceMemory))
+    if (!moert::parseByteSize(value.c_str(), options.tiers.deviceMemory))
       return absl::StrCat("--device-memory needs a positive byte count such "
                           "as 536870912, 512M or 4G, not '",
                           value, "'");
@@ -283,17 +283,17 @@ std::string parseOption(const std::string &name, const std::string &value,
     if (value != "pread" && value != "direct" && value != "mmap")
       return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
                           value, "'");
-    options.expertRead = value;
+    options.tiers.expertRead = value;
   } else if (name == "--prefetch") {
     if (value != "none" && value != "next-layer" && value != "next-micro-batch")
       return absl::StrCat(
           "--prefetch must be none, next-layer or next-micro-batch, not '",
           value, "'");
-    options.prefetch = value;
+    options.tiers.prefetch = value;
   } else if (name == "--backend") {
     if (value != "cpu" && value != "cuda")
       return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
-    options.backend = value;
+    options.device.backend = value;
   } else {
     std::string nearest = nearestOption(name);
     return absl::StrCat("unknown option '", name, "'",
@@ -304,109 +304,134 @@ std::string parseOption(const std::string &name, const std::string &value,
   return "";
 }
 
-/// Checks that each flag applies to the mode it runs in: a forward run, a
-/// generation (a prompt), a generation benchmark (a prompt and --bench) or
-/// --compare; "" when they all do, else the usage error naming the first
-/// flag that does not.
-std::string checkModes(const Options &options) {
+/// The usage error of a flag that does not apply to a generation (a
+/// prompt), or with --bench to its benchmark; "" when they all do.
+std::string verifyGeneration(const Options &options) {
   const GenerateArgs &gen = options.generate;
   auto given = [&](const char *flag) {
     return std::find(gen.flags.begin(), gen.flags.end(), flag) !=
            gen.flags.end();
   };
-  if (!gen.active) {
-    if (options.freshInputs && !options.timed())
-      return "--fresh-inputs draws the generated inputs anew before each "
-             "timed run; it needs --bench or --duration";
-  } else {
-    // A prompt: generation, or with --bench its benchmark.
-    const char *prompt = "the prompt is --prompt-ids, --prompt-tokens or "
-                         "--prompts";
-    if (!options.inputs.given.empty())
-      return absl::StrCat("--input gives a forward run's inputs; it does not "
-                          "apply to generation (",
-                          prompt, ")");
-    if (options.inputs.tokens >= 0)
-      return "--tokens sizes a forward run's generated inputs; it does not "
-             "apply to generation (--prompt-tokens P draws a prompt of P "
-             "ids)";
-    if (!options.inputs.dims.empty())
-      return "--dim sizes a forward run's generated inputs; it does not "
-             "apply to generation (--prompt-tokens P draws a prompt of P "
-             "ids)";
-    if (options.freshInputs)
-      return "--fresh-inputs draws a forward run's inputs anew before each "
-             "run; it does not apply to generation";
-    if (!options.saveInputs.empty())
-      return "--save-inputs writes a forward run's inputs; it does not apply "
-             "to generation (--output-dir writes the new ids and logits)";
-    if (options.duration > 0)
-      return "--duration times forward runs; a generation benchmark repeats "
-             "--bench N times";
-    if (options.backend != "cpu")
-      return "--backend cuda runs forward passes; generation runs on the cpu "
-             "backend";
-    if (options.comm != moert::CommKind::Host)
-      return "--comm nccl exchanges between GPUs; generation runs on the cpu "
-             "backend";
-    if (options.placement)
-      return "--placement shows the CUDA backend's choices for a forward run; "
-             "it does not apply to generation";
-    if (!options.compare.empty())
-      return "--compare checks a forward run against onnxruntime; it does "
-             "not apply to generation";
-    if (options.warmup >= 0 && !options.bench)
-      return "--warmup repeats the generation before the timed repetitions; "
-             "it needs --bench N";
-    bool sampling = gen.options.sampling.temperature > 0;
-    if (given("--top-k") && !sampling)
-      return "--top-k samples among the K most likely ids; it needs "
-             "--temperature above 0 (greedy takes the most likely id)";
-    if (given("--top-p") && !sampling)
-      return "--top-p samples among the most likely ids; it needs "
-             "--temperature above 0 (greedy takes the most likely id)";
-    if (options.bench) {
-      if (!gen.promptsFile.empty())
-        return "--bench times one prompt, given with --prompt-ids or "
-               "--prompt-tokens; --prompts does not apply";
-      if (gen.stream)
-        return "--stream prints the ids of one generation; --bench prints a "
-               "table of its rates instead";
-      if (!gen.options.stopIds.empty())
-        return "--stop-id ends a generation early; --bench generates "
-               "--max-new-tokens in every repetition";
-      if (!options.outputDir.empty())
-        return "--output-dir writes one generation's ids and logits; it does "
-               "not apply with --bench";
-      if (gen.options.maxNewTokens < 2)
-        return "--bench needs --max-new-tokens 2 or more: tg times the "
-               "decode steps after the first token, which the prefill draws";
-    }
-  }
-  if (!options.compare.empty() &&
-      (options.timed() || options.devices || options.backend != "cpu" ||
-       options.placement || !options.stats.empty() ||
-       !options.outputDir.empty() || options.freshInputs ||
-       options.warmup >= 0 || !options.trace.empty() ||
-       !options.reportHtml.empty()))
-    return "--compare checks the plan's outputs on the cpu backend; it "
-           "takes --input, --tokens, --dim, --seed, --save-inputs and "
-           "--threads only";
-  if (options.comm == moert::CommKind::Nccl && options.backend != "cuda")
+  const char *prompt = "the prompt is --prompt-ids, --prompt-tokens or "
+                       "--prompts";
+  if (!options.inputs.given.empty())
+    return absl::StrCat("--input gives a forward run's inputs; it does not "
+                        "apply to generation (",
+                        prompt, ")");
+  if (options.inputs.tokens >= 0)
+    return "--tokens sizes a forward run's generated inputs; it does not "
+           "apply to generation (--prompt-tokens P draws a prompt of P "
+           "ids)";
+  if (!options.inputs.dims.empty())
+    return "--dim sizes a forward run's generated inputs; it does not "
+           "apply to generation (--prompt-tokens P draws a prompt of P "
+           "ids)";
+  if (options.timing.freshInputs)
+    return "--fresh-inputs draws a forward run's inputs anew before each "
+           "run; it does not apply to generation";
+  if (!options.outputs.saveInputs.empty())
+    return "--save-inputs writes a forward run's inputs; it does not apply "
+           "to generation (--output-dir writes the new ids and logits)";
+  if (options.timing.duration > 0)
+    return "--duration times forward runs; a generation benchmark repeats "
+           "--bench N times";
+  if (options.device.backend != "cpu")
+    return "--backend cuda runs forward passes; generation runs on the cpu "
+           "backend";
+  if (options.device.comm != moert::CommKind::Host)
+    return "--comm nccl exchanges between GPUs; generation runs on the cpu "
+           "backend";
+  if (options.device.placement)
+    return "--placement shows the CUDA backend's choices for a forward run; "
+           "it does not apply to generation";
+  if (!options.compare.empty())
+    return "--compare checks a forward run against onnxruntime; it does "
+           "not apply to generation";
+  if (options.timing.warmup >= 0 && !options.timing.bench)
+    return "--warmup repeats the generation before the timed repetitions; "
+           "it needs --bench N";
+  bool sampling = gen.options.sampling.temperature > 0;
+  if (given("--top-k") && !sampling)
+    return "--top-k samples among the K most likely ids; it needs "
+           "--temperature above 0 (greedy takes the most likely id)";
+  if (given("--top-p") && !sampling)
+    return "--top-p samples among the most likely ids; it needs "
+           "--temperature above 0 (greedy takes the most likely id)";
+  if (!options.timing.bench)
+    return "";
+  if (!gen.promptsFile.empty())
+    return "--bench times one prompt, given with --prompt-ids or "
+           "--prompt-tokens; --prompts does not apply";
+  if (gen.stream)
+    return "--stream prints the ids of one generation; --bench prints a "
+           "table of its rates instead";
+  if (!gen.options.stopIds.empty())
+    return "--stop-id ends a generation early; --bench generates "
+           "--max-new-tokens in every repetition";
+  if (!options.outputs.outputDir.empty())
+    return "--output-dir writes one generation's ids and logits; it does "
+           "not apply with --bench";
+  if (gen.options.maxNewTokens < 2)
+    return "--bench needs --max-new-tokens 2 or more: tg times the "
+           "decode steps after the first token, which the prefill draws";
+  return "";
+}
+
+/// Whether any flag other than --compare's own was given.
+bool anyBesidesCompare(const Options &options) {
+  const OutputOptions &out = options.outputs;
+  return options.timing.timed() || options.device.devices ||
+         options.device.backend != "cpu" || options.device.placement ||
+         !out.stats.empty() || !out.outputDir.empty() ||
+         options.timing.freshInputs || options.timing.warmup >= 0 ||
+         !out.trace.empty() || !out.reportHtml.empty();
+}
+
+} // namespace
+
+std::string TimingOptions::verify() const {
+  if (freshInputs && !timed())
+    return "--fresh-inputs draws the generated inputs anew before each "
+           "timed run; it needs --bench or --duration";
+  return "";
+}
+
+std::string DeviceOptions::verify() const {
+  if (comm == moert::CommKind::Nccl && backend != "cuda")
     return "--comm nccl exchanges between GPUs; it needs --backend cuda";
-  if (options.placement && options.backend != "cuda")
+  if (placement && backend != "cuda")
     return "--placement shows the CUDA backend's choices; it needs "
            "--backend cuda";
-  if (options.backend != "cpu" && options.expertRead != "pread")
+  return "";
+}
+
+std::string TierOptions::verify(const DeviceOptions &device) const {
+  if (device.backend != "cpu" && expertRead != "pread")
     return "--expert-read applies to cpu runs (--backend cuda keeps cold "
            "experts in pinned host memory)";
-  if (options.backend != "cpu" && options.prefetch == "next-micro-batch")
+  if (device.backend != "cpu" && prefetch == "next-micro-batch")
     return "--prefetch next-micro-batch applies to cpu runs (--backend cuda "
            "reads ahead with next-layer)";
   return "";
 }
 
-} // namespace
+std::string Options::verify() const {
+  // The mode first: a flag of another mode is named as such, before any
+  // concern's own check.
+  if (std::string problem = generate.verify(); !problem.empty())
+    return problem;
+  std::string problem =
+      generate.active ? verifyGeneration(*this) : timing.verify();
+  if (!problem.empty())
+    return problem;
+  if (!compare.empty() && anyBesidesCompare(*this))
+    return "--compare checks the plan's outputs on the cpu backend; it "
+           "takes --input, --tokens, --dim, --seed, --save-inputs and "
+           "--threads only";
+  if (problem = device.verify(); !problem.empty())
+    return problem;
+  return tiers.verify(device);
+}
 
 std::string parseArgs(int argc, char **argv, Options &options) {
   for (int i = 1; i < argc; ++i) {
@@ -431,7 +456,7 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       continue;
     }
     if (arg == "--placement") { // The flags without a value.
-      options.placement = true;
+      options.device.placement = true;
       continue;
     }
     if (arg == "--stream") {
@@ -444,7 +469,7 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       continue;
     }
     if (arg == "--fresh-inputs") {
-      options.freshInputs = true;
+      options.timing.freshInputs = true;
       continue;
     }
     std::string name(arg);
@@ -470,10 +495,7 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   }
   if (options.plan.empty())
     return "no plan given";
-  if (std::string problem = checkGenerateArgs(options.generate);
-      !problem.empty())
-    return problem;
-  return checkModes(options);
+  return options.verify();
 }
 
 } // namespace moe_run

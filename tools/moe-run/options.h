@@ -22,38 +22,79 @@ namespace moe_run {
 /// The text of `moe-run --help`.
 extern const char *const kUsage;
 
-struct Options {
-  std::string plan;
-  InputOptions inputs;
-  std::string outputDir;
-  std::string saveInputs;
-  int threads = 0;
+/// How runs repeat and are timed: --bench, --duration, --warmup,
+/// --fresh-inputs.
+struct TimingOptions {
   int bench = 0;
   double duration = 0;
   /// -1: the default (1 with --bench or --duration, else 0).
   int warmup = -1;
-  std::string stats;
-  std::string trace;
-  std::string reportHtml;
-  std::string compare;
-  std::string backend = "cpu";
-  bool cudaGraphs = true;
-  bool placement = false;
-  int devices = 0;
-  double commTimeout = 60;
-  moert::CommKind comm = moert::CommKind::Host;
-  GenerateArgs generate;
-
-  uint64_t deviceMemory = 0;
-  std::string expertRead = "pread";
-  /// Empty: the plan's.
-  std::string prefetch;
   bool freshInputs = false;
 
   /// Whether runs are timed (--bench or --duration).
   bool timed() const { return bench > 0 || duration > 0; }
   /// The warm-up runs (or generation repetitions) before the timed ones.
   int warmupRuns() const { return warmup >= 0 ? warmup : timed() ? 1 : 0; }
+  /// The usage error of a forward run's timing flags, or "".
+  std::string verify() const;
+};
+
+/// What a run writes: --output-dir, --save-inputs, --stats, --trace,
+/// --report-html (their paths are checked before the plan loads,
+/// preflight.h).
+struct OutputOptions {
+  std::string outputDir;
+  std::string saveInputs;
+  std::string stats;
+  std::string trace;
+  std::string reportHtml;
+};
+
+/// Where and on how many devices the plan runs: --backend, --cuda-graphs,
+/// --placement, --devices, --comm, --comm-timeout, --threads.
+struct DeviceOptions {
+  std::string backend = "cpu";
+  bool cudaGraphs = true;
+  bool placement = false;
+  int devices = 0;
+  int threads = 0;
+  double commTimeout = 60;
+  moert::CommKind comm = moert::CommKind::Host;
+
+  /// The usage error of a flag that needs another backend, or "".
+  std::string verify() const;
+};
+
+/// A tiered plan's expert weights: --device-memory, --expert-read,
+/// --prefetch.
+struct TierOptions {
+  uint64_t deviceMemory = 0;
+  std::string expertRead = "pread";
+  /// Empty: the plan's.
+  std::string prefetch;
+
+  /// The usage error of a flag that does not apply on `device`'s backend,
+  /// or "".
+  std::string verify(const DeviceOptions &device) const;
+};
+
+/// Everything moe-run was asked, one struct per concern.
+struct Options {
+  std::string plan;
+  InputOptions inputs;
+  TimingOptions timing;
+  OutputOptions outputs;
+  DeviceOptions device;
+  TierOptions tiers;
+  /// --compare MODEL.onnx.
+  std::string compare;
+  GenerateArgs generate;
+
+  /// Checks that each flag applies to the mode it runs in (a forward run, a
+  /// generation, a generation benchmark or --compare), then each concern's
+  /// own verify(); "" when they all do, else the usage error naming the
+  /// first flag that does not.
+  std::string verify() const;
 };
 
 /// Parses argv into `options`; returns a usage error, "" on success, "help"

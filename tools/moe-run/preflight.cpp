@@ -79,12 +79,12 @@ absl::Status checkDirectory(const char *flag, const std::string &path) {
 
 } // namespace
 
-absl::Status checkOutputPaths(const Options &options) {
-  MOERT_RETURN_IF_ERROR(checkFile("--stats", options.stats));
-  MOERT_RETURN_IF_ERROR(checkFile("--trace", options.trace));
-  MOERT_RETURN_IF_ERROR(checkFile("--report-html", options.reportHtml));
-  MOERT_RETURN_IF_ERROR(checkDirectory("--output-dir", options.outputDir));
-  return checkDirectory("--save-inputs", options.saveInputs);
+absl::Status checkOutputPaths(const OutputOptions &outputs) {
+  MOERT_RETURN_IF_ERROR(checkFile("--stats", outputs.stats));
+  MOERT_RETURN_IF_ERROR(checkFile("--trace", outputs.trace));
+  MOERT_RETURN_IF_ERROR(checkFile("--report-html", outputs.reportHtml));
+  MOERT_RETURN_IF_ERROR(checkDirectory("--output-dir", outputs.outputDir));
+  return checkDirectory("--save-inputs", outputs.saveInputs);
 }
 
 int availableCores() {

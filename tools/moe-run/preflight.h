@@ -18,13 +18,13 @@
 
 namespace moe_run {
 
-/// Checks that the outputs of `options` can be written: the files of
+/// Checks that the outputs of `outputs` can be written: the files of
 /// --stats, --trace and --report-html (their directory exists and is
 /// writable; an existing path is a writable file, not a directory) and the
 /// directories of --output-dir and --save-inputs (an existing one is a
 /// writable directory, else its nearest existing parent is, moe-run creating
 /// the rest). The error names the flag and the path.
-absl::Status checkOutputPaths(const Options &options);
+absl::Status checkOutputPaths(const OutputOptions &outputs);
 
 /// The cores this process may run on: its CPU affinity (taskset, cpusets),
 /// else std::thread::hardware_concurrency; at least 1.
