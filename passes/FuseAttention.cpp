@@ -337,7 +337,9 @@ SizeKey computeDimKey(Value value, int64_t dim, int depth) {
         return opaque;
     return getDimKey(slice.getData(), dim, depth + 1);
   }
-  if (isa<moe::SimplifiedLayerNormalizationOp, moe::LayerNormalizationOp>(op) &&
+  // Ops whose first result has their first operand's shape (unary math,
+  // normalisations, clip), as their ODS definitions say.
+  if (op->hasTrait<moe::OpTrait::SameShapeAsFirst>() &&
       value == op->getResult(0))
     return getDimKey(op->getOperand(0), dim, depth + 1);
   if (auto range = dyn_cast<moe::RangeOp>(op)) {
@@ -352,8 +354,7 @@ SizeKey computeDimKey(Value value, int64_t dim, int depth) {
       return opaque;
     return limit;
   }
-  if (isa<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::PowOp,
-          moe::LessOrEqualOp, moe::LessOp, moe::WhereOp>(op)) {
+  if (op->hasTrait<moe::OpTrait::Elementwise>()) {
     std::optional<SizeKey> key =
         getAlignedKey(op->getOperand(0), dim, rank, depth);
     for (Value operand : op->getOperands().drop_front()) {
@@ -384,9 +385,6 @@ SizeKey computeDimKey(Value value, int64_t dim, int depth) {
     }
     return sum->plus(known);
   }
-  if (isa<moe::NegOp, moe::SqrtOp, moe::ReciprocalOp, moe::CastOp, moe::CosOp,
-          moe::SinOp, moe::ExpOp, moe::SigmoidOp, moe::TanhOp>(op))
-    return getDimKey(op->getOperand(0), dim, depth + 1);
   // The MoE ops keep the tokens' rows: a combine has the router weights'
   // rows and the expert outputs' columns, a router's results the logits'
   // leading dimensions, a shared expert its tokens' shape.

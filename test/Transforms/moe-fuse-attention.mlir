@@ -117,6 +117,62 @@ func.func @grouped_query(%q: tensor<?x?x?x8xf32>, %k: tensor<?x?x?x8xf32>,
 
 // -----
 
+// Tests that the repeat_kv sizes are followed back through any op that keeps
+// its operand's shape: OLMo's clip_qkv clamps K and V, and the copies' sizes
+// come from the unclamped tensors.
+// CHECK-LABEL: func.func @grouped_query_clipped_kv
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<?x?x?x8xf32>,
+func.func @grouped_query_clipped_kv(%q: tensor<?x?x?x8xf32>, %k0: tensor<?x?x?x8xf32>,
+                                    %v0: tensor<?x?x?x8xf32>) -> tensor<?x?x?x8xf32> {
+  // CHECK: %[[K:.*]] = moe.clip
+  // CHECK: %[[V:.*]] = moe.clip
+  // CHECK: moe.attention %[[Q]], %[[K]], %[[V]] scale 1.000000e+00
+  // CHECK-NOT: moe.expand
+  // CHECK-NOT: moe.reshape
+  %lo = moe.constant dense<-8.0> : tensor<f32>
+  %hi = moe.constant dense<8.0> : tensor<f32>
+  %k = moe.clip %k0 min %lo max %hi : (tensor<?x?x?x8xf32>, tensor<f32>, tensor<f32>) -> tensor<?x?x?x8xf32>
+  %v = moe.clip %v0 min %lo max %hi : (tensor<?x?x?x8xf32>, tensor<f32>, tensor<f32>) -> tensor<?x?x?x8xf32>
+  %axis = moe.constant dense<2> : tensor<1xi64>
+  %zero = moe.constant dense<0> : tensor<1xi64>
+  %rep = moe.constant dense<2> : tensor<1xi64>
+  %rep_s = moe.constant dense<2> : tensor<i64>
+  %d = moe.constant dense<8> : tensor<1xi64>
+  %b0 = moe.dim %k0, 0 : tensor<?x?x?x8xf32>
+  %h0 = moe.dim %k0, 1 : tensor<?x?x?x8xf32>
+  %s0 = moe.dim %k0, 2 : tensor<?x?x?x8xf32>
+  %b1 = moe.unsqueeze %b0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %h1 = moe.unsqueeze %h0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %s1 = moe.unsqueeze %s0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %shape5 = moe.concat %b1, %h1, %rep, %s1, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<5xi64>
+  %hr = moe.mul %h0, %rep_s : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %hr1 = moe.unsqueeze %hr, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %shape4 = moe.concat %b1, %hr1, %s1, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %ku = moe.unsqueeze %k, %axis : (tensor<?x?x?x8xf32>, tensor<1xi64>) -> tensor<?x?x1x?x8xf32>
+  %ke = moe.expand %ku, %shape5 : (tensor<?x?x1x?x8xf32>, tensor<5xi64>) -> tensor<?x?x2x?x8xf32>
+  %kr = moe.reshape %ke, %shape4 : (tensor<?x?x2x?x8xf32>, tensor<4xi64>) -> tensor<?x?x?x8xf32>
+  %vb0 = moe.dim %v0, 0 : tensor<?x?x?x8xf32>
+  %vh0 = moe.dim %v0, 1 : tensor<?x?x?x8xf32>
+  %vs0 = moe.dim %v0, 2 : tensor<?x?x?x8xf32>
+  %vb1 = moe.unsqueeze %vb0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %vh1 = moe.unsqueeze %vh0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %vs1 = moe.unsqueeze %vs0, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %vshape5 = moe.concat %vb1, %vh1, %rep, %vs1, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<5xi64>
+  %vhr = moe.mul %rep_s, %vh0 : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %vhr1 = moe.unsqueeze %vhr, %zero : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %vshape4 = moe.concat %vb1, %vhr1, %vs1, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %vu = moe.unsqueeze %v, %axis : (tensor<?x?x?x8xf32>, tensor<1xi64>) -> tensor<?x?x1x?x8xf32>
+  %ve = moe.expand %vu, %vshape5 : (tensor<?x?x1x?x8xf32>, tensor<5xi64>) -> tensor<?x?x2x?x8xf32>
+  %vr = moe.reshape %ve, %vshape4 : (tensor<?x?x2x?x8xf32>, tensor<4xi64>) -> tensor<?x?x?x8xf32>
+  %kt = moe.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<?x?x?x8xf32>) -> tensor<?x?x8x?xf32>
+  %s = moe.mat_mul %q, %kt : (tensor<?x?x?x8xf32>, tensor<?x?x8x?xf32>) -> tensor<?x?x?x?xf32>
+  %p = moe.softmax %s : (tensor<?x?x?x?xf32>) -> tensor<?x?x?x?xf32>
+  %o = moe.mat_mul %p, %vr : (tensor<?x?x?x?xf32>, tensor<?x?x?x8xf32>) -> tensor<?x?x?x8xf32>
+  return %o : tensor<?x?x?x8xf32>
+}
+
+// -----
+
 // Tests the repeat_kv proof of a later layer, whose keys' sizes come back
 // through the layer before it: K is a reshape of a MoE layer's output
 // (moe.combine rows = the router's rows = the gate's Gemm rows = x's
