@@ -70,6 +70,13 @@ void setInsertionAfterOperands(PatternRewriter &rewriter, ValueRange operands,
     rewriter.setInsertionPointToStart(anchor->getBlock());
 }
 
+/// Whether the attribute `axis` of an op on rank `rank` names a trailing
+/// axis (not batch or sequence) negatively, so that it names the same axis
+/// after the flattening.
+bool isTrailingAxis(int64_t axis, int64_t rank) {
+  return axis < 0 && axis + rank >= 2;
+}
+
 /// Rebuilds values of `[B, T, ...]` on `[B * T, ...]`, the batch and
 /// sequence axes flattened into one token axis (what
 /// `reshape(v, [-1, ...])` gives), by recomputing them from flattened
@@ -263,9 +270,8 @@ private:
                   return flattenOperands(op, {0}, rank, -1, operands);
                 })
             .Case([&](moe::SoftmaxOp op) {
-              // A negative axis names the same axis after the flattening.
               return success(
-                  static_cast<int64_t>(op.getAxis()) < 0 &&
+                  isTrailingAxis(op.getAxis(), rank) &&
                   succeeded(flattenOperands(op, {0}, rank, -1, operands)));
             })
             .Case<moe::AddOp, moe::SubOp, moe::MulOp, moe::DivOp, moe::EqualOp,
@@ -285,7 +291,7 @@ private:
               return flattenOperands(op, {0}, rank, -1, operands);
             })
             .Case([&](moe::ScatterElementsOp op) -> LogicalResult {
-              if (static_cast<int64_t>(op.getAxis()) >= 0)
+              if (!isTrailingAxis(op.getAxis(), rank))
                 return failure();
               return flattenOperands(op, {0, 1, 2}, rank, -1, operands);
             })
@@ -410,15 +416,22 @@ struct FlatReshapeOfRouting : public OpRewritePattern<moe::ReshapeOp> {
   }
 };
 
-/// The shape operand that gave the accumulator `acc` its shape: through
-/// scatters to the reshape or fill that made it; null when there is none.
+/// A shape operand that is the accumulator `acc`'s shape, read literally
+/// (a reshape to it with allowzero = 1 gives that shape): through scatters
+/// to the fill that made it (`constant_of_shape(s)`, or the expand of one
+/// element to s) or the reshape back a previous rewrite made; null when
+/// there is none.
 Value getShapeOperand(Value acc) {
   while (auto scatter = acc.getDefiningOp<moe::ScatterNDOp>())
     acc = scatter.getData();
   if (auto reshape = acc.getDefiningOp<moe::ReshapeOp>())
-    return reshape.getShape();
-  if (auto expand = acc.getDefiningOp<moe::ExpandOp>())
-    return expand.getShape();
+    return reshape.getAllowzero() ? reshape.getShape() : Value();
+  if (auto expand = acc.getDefiningOp<moe::ExpandOp>()) {
+    auto input = dyn_cast<RankedTensorType>(expand.getInput().getType());
+    return input && input.hasStaticShape() && input.getNumElements() == 1
+               ? expand.getShape()
+               : Value();
+  }
   if (auto fill = acc.getDefiningOp<moe::ConstantOfShapeOp>())
     return fill.getInput();
   return nullptr;
@@ -586,7 +599,7 @@ struct BatchRowScatterToRows : public OpRewritePattern<moe::ScatterNDOp> {
         scatter.getReductionAttr());
     rewriter.replaceOpWithNewOp<moe::ReshapeOp>(scatter, scatter.getType(),
                                                 flatScatter, shape,
-                                                rewriter.getI64IntegerAttr(0));
+                                                rewriter.getI64IntegerAttr(1));
     return success();
   }
 };

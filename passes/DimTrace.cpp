@@ -182,7 +182,9 @@ DimKey moec::traceDim(Value value, int64_t dim, unsigned depth) {
             if (dim == 0 && target && !target->empty() && (*target)[0] == -1 &&
                 data.size() >= target->size() &&
                 data.take_back(target->size() - 1) ==
-                    ArrayRef<int64_t>(*target).drop_front())
+                    ArrayRef<int64_t>(*target).drop_front() &&
+                llvm::all_of(ArrayRef<int64_t>(*target).drop_front(),
+                             [](int64_t size) { return size > 0; }))
               return DimKey{std::nullopt, op.getData(), kFlatRows};
             if (entry.isConstant() && *entry.constant == 0 &&
                 !op.getAllowzero())

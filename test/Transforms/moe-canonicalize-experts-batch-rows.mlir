@@ -341,3 +341,48 @@ func.func @row_scatter_other_shape(%x: tensor<?x?x16xf32>, %mask: tensor<?x?xi1>
   %new = moe.scatter_nd %out, %pairs, %u : (tensor<?x?x16xf32>, tensor<?x2xi64>, tensor<?x16xf32>) -> tensor<?x?x16xf32>
   return %new : tensor<?x?x16xf32>
 }
+
+// -----
+
+// Tests that a [B, T, k] value computed from the flattened top-k's results
+// and viewed per token is recomputed on the tokens: the softmax over k of
+// the top-k values runs on [B * T, k].
+// CHECK-LABEL: func.func @flat_softmax_over_k
+// CHECK: %[[V:.*]], %{{.*}} = moe.top_k %{{.*}} : (tensor<?x8xf32>, tensor<1xi64>)
+// CHECK: %[[W:.*]] = moe.softmax %[[V]] : (tensor<?x2xf32>) -> tensor<?x2xf32>
+// CHECK: return %[[W]]
+func.func @flat_softmax_over_k(%logits: tensor<?x?x8xf32>) -> (tensor<?x2xf32>, tensor<?x?xi64>) {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %e0 = moe.constant dense<0> : tensor<i64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 2]> : tensor<2xi64>
+  %v, %ids = moe.top_k %logits, %k : (tensor<?x?x8xf32>, tensor<1xi64>) -> (tensor<?x?x2xf32>, tensor<?x?x2xi64>)
+  %hit = moe.equal %ids, %e0 : (tensor<?x?x2xi64>, tensor<i64>) -> tensor<?x?x2xi1>
+  %hit64 = moe.cast %hit {to = i64} : (tensor<?x?x2xi1>) -> tensor<?x?x2xi64>
+  %any = moe.reduce_max %hit64, %last {keepdims = 0 : i64} : (tensor<?x?x2xi64>, tensor<1xi64>) -> tensor<?x?xi64>
+  %w = moe.softmax %v : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+  %flat = moe.reshape %w, %rows : (tensor<?x?x2xf32>, tensor<2xi64>) -> tensor<?x2xf32>
+  return %flat, %any : tensor<?x2xf32>, tensor<?x?xi64>
+}
+
+// -----
+
+// Tests that a softmax over the sequence axis (-2 of [B, T, k]) is not
+// recomputed on the flattened tokens, where it would mix the sequences.
+// CHECK-LABEL: func.func @flat_softmax_over_sequence
+// CHECK: %[[W:.*]] = moe.softmax %{{.*}} {axis = -2 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+// CHECK-NEXT: %[[FLAT:.*]] = moe.reshape %[[W]], %{{.*}} : (tensor<?x?x2xf32>, tensor<2xi64>) -> tensor<?x2xf32>
+// CHECK: return %[[FLAT]]
+func.func @flat_softmax_over_sequence(%logits: tensor<?x?x8xf32>) -> (tensor<?x2xf32>, tensor<?x?xi64>) {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %e0 = moe.constant dense<0> : tensor<i64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %rows = moe.constant dense<[-1, 2]> : tensor<2xi64>
+  %v, %ids = moe.top_k %logits, %k : (tensor<?x?x8xf32>, tensor<1xi64>) -> (tensor<?x?x2xf32>, tensor<?x?x2xi64>)
+  %hit = moe.equal %ids, %e0 : (tensor<?x?x2xi64>, tensor<i64>) -> tensor<?x?x2xi1>
+  %hit64 = moe.cast %hit {to = i64} : (tensor<?x?x2xi1>) -> tensor<?x?x2xi64>
+  %any = moe.reduce_max %hit64, %last {keepdims = 0 : i64} : (tensor<?x?x2xi64>, tensor<1xi64>) -> tensor<?x?xi64>
+  %w = moe.softmax %v {axis = -2 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+  %flat = moe.reshape %w, %rows : (tensor<?x?x2xf32>, tensor<2xi64>) -> tensor<?x2xf32>
+  return %flat, %any : tensor<?x2xf32>, tensor<?x?xi64>
+}
