@@ -386,3 +386,35 @@ func.func @flat_softmax_over_sequence(%logits: tensor<?x?x8xf32>) -> (tensor<?x2
   %flat = moe.reshape %w, %rows : (tensor<?x?x2xf32>, tensor<2xi64>) -> tensor<?x2xf32>
   return %flat, %any : tensor<?x2xf32>, tensor<?x?xi64>
 }
+
+// -----
+
+// Tests that a routing matrix filled with zeros of another tensor's shape
+// than the logits' (not provably the same rows) is not read as the top-k's
+// weights: its column stays a column.
+// CHECK-LABEL: func.func @routing_zeros_of_other_shape
+// CHECK: %[[COL:.*]] = moe.gather %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<?x8xf32>, tensor<i64>) -> tensor<?xf32>
+// CHECK: moe.gather_nd %[[COL]]
+func.func @routing_zeros_of_other_shape(%x: tensor<?x16xf32>, %logits: tensor<?x8xf32>, %other: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %k = moe.constant dense<2> : tensor<1xi64>
+  %e1 = moe.constant dense<1> : tensor<i64>
+  %last = moe.constant dense<-1> : tensor<1xi64>
+  %c1 = moe.constant dense<1> : tensor<1xi64>
+  %v, %ids = moe.top_k %logits, %k : (tensor<?x8xf32>, tensor<1xi64>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+  %w = moe.softmax %v : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  %shape = moe.shape %other : (tensor<?x8xf32>) -> tensor<2xi64>
+  %zeros = moe.constant_of_shape %shape {value = dense<0.000000e+00> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<?x8xf32>
+  %gate = moe.scatter_elements %zeros, %ids, %w {axis = -1 : i64} : (tensor<?x8xf32>, tensor<?x2xi64>, tensor<?x2xf32>) -> tensor<?x8xf32>
+  %hit = moe.equal %ids, %e1 : (tensor<?x2xi64>, tensor<i64>) -> tensor<?x2xi1>
+  %count = moe.cast %hit {to = i64} : (tensor<?x2xi1>) -> tensor<?x2xi64>
+  %max = moe.reduce_max %count, %last {keepdims = 0 : i64} : (tensor<?x2xi64>, tensor<1xi64>) -> tensor<?xi64>
+  %any = moe.cast %max {to = i1} : (tensor<?xi64>) -> tensor<?xi1>
+  %nz = moe.non_zero %any : (tensor<?xi1>) -> tensor<1x?xi64>
+  %rows = moe.transpose %nz {perm = array<i64: 1, 0>} : (tensor<1x?xi64>) -> tensor<?x1xi64>
+  %xr = moe.gather_nd %x, %rows : (tensor<?x16xf32>, tensor<?x1xi64>) -> tensor<?x16xf32>
+  %col = moe.gather %gate, %e1 {axis = 1 : i64} : (tensor<?x8xf32>, tensor<i64>) -> tensor<?xf32>
+  %wr = moe.gather_nd %col, %rows : (tensor<?xf32>, tensor<?x1xi64>) -> tensor<?xf32>
+  %wc = moe.unsqueeze %wr, %c1 : (tensor<?xf32>, tensor<1xi64>) -> tensor<?x1xf32>
+  %y = moe.mul %xr, %wc : (tensor<?x16xf32>, tensor<?x1xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
