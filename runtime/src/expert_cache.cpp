@@ -408,9 +408,10 @@ absl::Status ExpertStore::fillInput(const ExpertCache::Entry &entry,
       data = out;
     }
     payload->inputs[i] = data;
-    // Checked on an expert's first read in the session: CRC-32 runs at
-    // about 0.7 GB/s here, a third of the page cache's read rate, and a
-    // later read of the same bytes trusts the file as a mapping would.
+    // Checked on an expert's first read in the session: CRC-32 is several
+    // times slower than the page cache's reads (bench/README.md, "Expert
+    // checksums"), and a later read of the same bytes trusts the file as a
+    // mapping would.
     if (!verified_[entry.key.layer][e])
       MOERT_RETURN_IF_ERROR(
           checkExpertBytes(plan_, *schedule_, layer, e, i, data));

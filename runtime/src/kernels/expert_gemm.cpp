@@ -3,35 +3,25 @@
 // A primitive per block shape (rows rounded up to a bucket for bf16, exact
 // for f32; K, columns, the weights' stride and layout), created on first use
 // and kept for the process: rowBucket leaves at most 20 row counts per shape
-// up to the 256 rows of a segment (f32: at most 256, each made in about 0.15
-// ms), so the cache stays small, and a fixed row count lets
-// oneDNN pick its brgemm kernels (AMX for bf16), which a run-time row
-// dimension (DNNL_RUNTIME_DIM_VAL) does not in oneDNN 2.6: measured
-// single-threaded here (Sapphire Rapids), 16 x 256 x 2048 bf16, the run-time
-// form's gemm:jit kernel ran at 204 GFLOP/s against 255-326 for brgemm at 64
-// rows.
+// up to the 256 rows of a segment (f32: at most 256, each cheap to make), so
+// the cache stays small, and a fixed row count lets oneDNN pick its brgemm
+// kernels (AMX for bf16), which a run-time row dimension
+// (DNNL_RUNTIME_DIM_VAL) does not in oneDNN 2.6.
 //
 // Weights are described by strides over the plan's storage, so no copy or
 // reorder happens for bf16 (int8 widens a block to bf16, exact). A reordered
-// ("packed", format_tag::any) copy was measured too, single-threaded, over 128
-// distinct experts of 768 x 2048 (cold, as in a layer): 16 rows f32 39.5
-// GFLOP/s packed against 34.3 plain and 32.5 for sgemm; bf16 54.9 packed
-// against 98.9 plain; at 64 rows x 256 columns f32 65.7 against 62.7, bf16 161
-// against 203. Packing would double the experts' memory (and bypass the expert
-// cache's pages) for at most 15% on f32 and a loss on bf16, so the plain layout
-// stays.
+// ("packed", format_tag::any) copy would double the experts' memory (and
+// bypass the expert cache's pages) for a small gain on f32 and a loss on
+// bf16, so the plain layout stays.
 //
 // f32 blocks run oneDNN's f32 matmul where it picks brgemm kernels (AVX-512),
-// at their exact row count, on the plan's [out, in] weights through strides.
-// Measured single-threaded on a Sapphire Rapids Xeon (AMX visible) over 8
-// distinct experts of 5632 x 2048 (cold), blocks of 256 columns, GFLOP/s
-// sgemm / brgemm: 23 rows 66 / 82, 49 rows 100 / 115, 65 rows 122 / 138, 77
-// rows 127 / 145; with both cores busy, 64 rows 109 / 124. Padding rows to a
-// bucket, as bf16 does, lost that gain (65 rows run as 80); the primitives
-// are made in about 0.15 ms each. oneDNN 2.6 runs a strided [K, out] f32
-// block as its sgemm, not brgemm: such blocks are declined (the caller's
-// sgemm), as are f32 blocks on CPUs without AVX-512. An earlier machine
-// without AVX-512 BF16 measured oneDNN's f32 matmul no faster than sgemm.
+// at their exact row count (padding rows to a bucket, as bf16 does, lost the
+// gain), on the plan's [out, in] weights through strides. oneDNN 2.6 runs a
+// strided [K, out] f32 block as its sgemm, not brgemm: such blocks are
+// declined (the caller's sgemm), as are f32 blocks on CPUs without AVX-512.
+//
+// The measurements behind these choices are in bench/README.md ("Kernel
+// measurements behind the CPU kernels' design").
 //
 //===----------------------------------------------------------------------===//
 
@@ -251,26 +241,13 @@ void roundToBf16(const float *in, int64_t count, uint16_t *out) {
 // read s0 plus n times one multiply-add s1, where a GEMM block costs about
 // g0 (the read, oneDNN's packing of the block, and for bf16 the copy into
 // AMX's layout) plus n times g1, with g1 << s1 (16-lane AVX-512 FMAs, or
-// AMX tiles). Streaming wins for n < (g0 - s0) / (s1 - g1). Measured on one
-// thread of a Sapphire Rapids Xeon, thread CPU time over 64 distinct
-// experts of 768 x 2048 [out, K] weights (cold, as in a layer), ms per
-// weight of all 64 experts, streamed / sgemm (widened for 16-bit and int8) /
-// bf16 matmul:
-//
-//   rows     1           2           3           4           8           16
-//   f32   45/39       49/38       77/39       86/58      164/74      255/62
-//   bf16  38/58/30    43/57/28    80/63/29    86/72/29   153/94/30   307/111/33
-//   int8  45/70/42    50/64/41    78/72/37    90/80/41   123/96/44   329/114/48
-//
-// so s0 ~ g0 and s1 ~ 8-10 g1 here: streaming pays only at 1 and 2 rows,
-// where a whole step (2 threads, Mixtral-shaped, 8 tokens: about 2 rows per
-// expert) measured even (bf16 100-124 ms streamed against 88-124 GEMM,
-// int8 109-135 against 123-136) and 1 token kept streaming faster (bf16
-// 30 ms against 34, int8 24-28 against 52-65: one row reads at memory
-// speed). On CPUs without AVX-512 the GEMMs' FMAs are the streaming
-// kernels' width: the measurements in moe.cpp (an AMD EPYC against
-// OpenBLAS) put the crossover at 16 rows for [out, K] weights and 8 for
-// [K, out] ones (split along K: the partial products outgrow L1 past 8).
+// AMX tiles). Streaming wins for n < (g0 - s0) / (s1 - g1). With AVX-512
+// measured s0 ~ g0 and s1 ~ 8-10 g1: streaming pays only at 1 and 2 rows
+// (one row reads at memory speed). On CPUs without AVX-512 the GEMMs' FMAs
+// are the streaming kernels' width, and the crossover is 16 rows for
+// [out, K] weights and 8 for [K, out] ones (split along K: the partial
+// products outgrow L1 past 8). The measurements are in bench/README.md
+// ("Kernel measurements behind the CPU kernels' design").
 int64_t streamedRows(StreamWeights, bool inOut) {
   constexpr int64_t kWideFmaRows = 2;
   constexpr int64_t kNarrowRows = 16, kSplitRows = 8;
@@ -316,9 +293,9 @@ bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,
     weights = storage + (inOut ? c0 : c0 * K) * 2;
     ldw = inOut ? out : K;
   }
-  // f32 runs its exact row count: its brgemm primitives are made in about
-  // 0.15 ms here (bf16's AMX ones in milliseconds), and padding 65 rows to 80
-  // cost more than brgemm gains over sgemm.
+  // f32 runs its exact row count: its brgemm primitives are cheap to make
+  // (bf16's AMX ones are not), and padding 65 rows to 80 cost more than
+  // brgemm gains over sgemm.
   const int64_t rows = f32 ? n : rowBucket(n);
   const Entry *entry = primitiveFor({rows, K, m, ldw, inOut, f32});
   if (!entry)

@@ -3,10 +3,9 @@
 // Every GEMM of the CPU backend goes through `sgemm`: oneDNN's sgemm, whose
 // JIT kernels are picked from the CPUID of the machine that runs (AVX2,
 // AVX-512, ...), so that one binary is fast on every x86-64 CPU. OpenBLAS,
-// used before, picks its kernels from a table of known CPU models: Debian 12's
-// 0.3.21 does not know the Sapphire Rapids Xeons of these machines and falls
-// back to its SSE3 (Prescott) kernels, 11-17 GFLOP/s on one thread where
-// oneDNN reaches 50-110 (bench/README.md, "GEMM backend").
+// used before, picks its kernels from a table of known CPU models and falls
+// back to its SSE3 kernels on a CPU newer than its table, several times
+// slower than oneDNN (bench/README.md, "GEMM backend").
 //
 // oneDNN runs on the calling thread: the runtime's own pool splits the work
 // (parallelSgemm, and the expert blocks of moe.cpp), so no second set of

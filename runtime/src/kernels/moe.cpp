@@ -29,23 +29,9 @@
 // activations rounded to bf16) or widens its K x columns weights into the
 // thread's scratch first (then does rows multiply-adds per widened
 // element). Accumulation is f32 throughout.
-// Measured at 1 token (E = 8, top-2, H = 1024, F = 2816, 2 threads, the
-// same shared 2-core EPYC, min of 8 alternating runs): [K, out] weights
-// 1.92 ms f32, 1.31 bf16, 1.06 f16; [out, K] weights 1.48, 1.23, 0.91. The
-// single-thread row-range kernel alone: 18.6 ms f32, 10.8 bf16, 9.4 f16 for
-// 69 MB of f32 weights (raw read bandwidth here: 20 GB/s, so the 16-bit
-// kernels are bound by their arithmetic, the widening included, not by
-// memory). GEMM blocks (256 tokens) within the noise of f32.
 //
-// Measured (8 experts, top-2, H = 1024, F = 2816, 2 threads, a shared 2-core
-// AMD EPYC, medians of A/B runs back to back, against the previous version
-// that ran column blocks only, up to 16 rows streamed, and each wide
-// expert's GEMMs one expert at a time on OpenBLAS's threads): [K, out]
-// weights at 1 / 16 / 32 / 48 / 64 tokens 2.3 / 13.3 / 20.9 / 25.8 / 29.0 ms
-// against 3.4 / 18.8 / 31.0 / 36.9 / 41.0 (1 token: about 100% of the
-// measured read bandwidth, from 57%); [out, K] weights unchanged up to 48
-// tokens, 27.5 against 39.2 at 64; at 256 tokens both within the noise
-// (69-70 against 64-73 ms).
+// The measurements behind these choices are in bench/README.md ("Kernel
+// measurements behind the CPU kernels' design").
 //
 //===----------------------------------------------------------------------===//
 

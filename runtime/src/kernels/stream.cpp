@@ -338,11 +338,9 @@ void streamOutInI8Avx2(const float *x, int64_t n, int64_t K, const void *w,
 #endif
 #if MOERT_V3_DISPATCH
 // 16-bit and int8 weights on 16 lanes: at one token the 8-lane kernels are
-// bound by their arithmetic, not by memory (one thread of a Sapphire Rapids
-// Xeon, 64 experts of 768 x 2048: 45 ms f32, 38 bf16, 45 int8, for a half
-// and a quarter of the bytes). Measured in a whole step (Mixtral-shaped, 1
-// token, 2 threads): int8 13.4-13.9 ms against 22.4-24.0; bf16 within the
-// noise (21-23 ms both), already near memory speed with both threads.
+// bound by their arithmetic, not by memory, so the wider FMAs pay for int8;
+// bf16 is already near memory speed with two threads (bench/README.md,
+// "Kernel measurements behind the CPU kernels' design").
 #define MOERT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 MOERT_AVX512
 void streamOutInBf16Avx512(const float *x, int64_t n, int64_t K, const void *w,
