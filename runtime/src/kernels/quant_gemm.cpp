@@ -148,13 +148,39 @@ MOERT_TARGET_AVX2 inline __m256 unpack8(const uint8_t *p, __m256i z) {
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), z));
 }
 
+/// projectRowAvx2 for the layout onnxruntime-genai's int4 models use, 4-bit
+/// codes in blocks of 32 with f32 scales, over the first `full` blocks (all
+/// columns valid): the per-block bookkeeping cut to a few instructions,
+/// since at one row the loop is bound by how many it issues.
+template <int NR>
+MOERT_TARGET_AVX2 void projectRow4x32(const float *x, int64_t K, const Row &row,
+                                      int64_t full, __m256 total[NR]) {
+  __m128i zv = _mm_set1_epi8(static_cast<char>(row.defaultZero));
+  for (int64_t b = 0; b < full; ++b) {
+    if (row.zeros)
+      zv = _mm_set1_epi8(
+          static_cast<char>((row.zeros[b >> 1] >> ((b & 1) * 4)) & 0xF));
+    __m256 v[4];
+    unpack4(row.codes + b * 16, zv, v);
+    __m256 sv = _mm256_broadcast_ss(row.scales + b);
+    for (int i = 0; i < NR; ++i) {
+      const float *xb = x + i * K + b * 32;
+      __m256 part = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);
+      for (int g = 1; g < 4; ++g)
+        part = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8 * g), v[g], part);
+      total[i] = _mm256_fmadd_ps(part, sv, total[i]);
+    }
+  }
+}
+
 /// c[i, j] for NR rows of x (leading dimension K) and weight row r: the
 /// vector part over whole groups (32 4-bit or 8 8-bit codes) of each block,
 /// the ragged rest scalar, in the portable kernel's per-block form.
 template <int NR>
-MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
-                                      const BlockQuantMatrix &w, int64_t r,
-                                      int64_t blocks, float out[NR]) {
+MOERT_TARGET_AVX2 void
+projectRowAvx2(const float *x, int64_t K, const BlockQuantMatrix &w, int64_t r,
+               int64_t blocks, float out[NR], const __m256 *init = nullptr,
+               int64_t initBlocks = 0) {
   const Row row(w, r, blocks);
   const int group = w.bits == 4 ? 32 : 8;
   __m256 total[NR];
@@ -163,7 +189,12 @@ MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
     total[i] = _mm256_setzero_ps();
     tail[i] = 0.0f;
   }
-  for (int64_t b = 0; b < blocks; ++b) {
+  int64_t first = 0;
+  if (w.bits == 4 && w.blockSize == 32 && row.scales) {
+    first = K / 32;
+    projectRow4x32<NR>(x, K, row, first, total);
+  }
+  for (int64_t b = first; b < blocks; ++b) {
     int64_t begin = b * w.blockSize;
     int64_t valid = std::min(w.blockSize, K - begin);
     int64_t whole = valid / group * group;
