@@ -49,6 +49,14 @@
 //    num_heads gives the heads and the features past the rotary dimension
 //    pass unchanged. scale other than 1 and is_packed_batching 1 are
 //    refused.
+//  * MRotaryEmbedding (M-RoPE: Qwen2/2.5/3-VL, Qwen3.5) rotates the same
+//    way at position_ids [3, B, S], the temporal, height and width streams:
+//    frequency i of the half rotary dimension takes its cos/sin row from
+//    one stream, chosen by mrope_section (3 sizes adding up to
+//    cos_cache.dim(1)) in contiguous sections (mrope_layout 0) or
+//    interleaved (1: T, but H at i % 3 == 1 below 3 * section[1] and W at
+//    i % 3 == 2 below 3 * section[2]), as onnxruntime's op schema states.
+//    mrope_layout 2 (blocked) is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -506,14 +514,45 @@ LogicalResult importGroupQueryAttention(NodeImporter &node) {
 // RotaryEmbedding
 //===----------------------------------------------------------------------===//
 
-LogicalResult importRotaryEmbedding(NodeImporter &node) {
-  int64_t numHeads = 0, rotaryDim = 0;
+/// The frequency index i of M-RoPE's half rotary dimension takes its
+/// cos/sin from position stream a (0 T, 1 H, 2 W): in contiguous sections
+/// (layout 0) or, interleaved (layout 1), T everywhere but H at i % 3 == 1
+/// below 3 * section[1] and W at i % 3 == 2 below 3 * section[2].
+int64_t mropeStream(ArrayRef<int64_t> section, int64_t layout, int64_t i) {
+  if (layout == 0)
+    return i < section[0] ? 0 : i < section[0] + section[1] ? 1 : 2;
+  if (i % 3 == 1 && i < 3 * section[1])
+    return 1;
+  if (i % 3 == 2 && i < 3 * section[2])
+    return 2;
+  return 0;
+}
+
+/// RotaryEmbedding, or MRotaryEmbedding when `multimodal`.
+LogicalResult importRotary(NodeImporter &node, bool multimodal) {
+  int64_t numHeads = 0, rotaryDim = 0, mropeLayout = 0;
   bool interleaved = false;
+  SmallVector<int64_t> mropeSection;
   for (const NamedAttribute &attr : node.getAttributes()) {
     StringRef name = attr.getName().getValue();
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     auto floatValue = dyn_cast<FloatAttr>(attr.getValue());
-    if (name == "num_heads" && value && value.getInt() >= 0)
+    auto values = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (multimodal && name == "mrope_section" && values && values.size() == 3 &&
+        llvm::all_of(values.asArrayRef(), [](int64_t v) { return v >= 0; }))
+      mropeSection.assign(values.asArrayRef().begin(),
+                          values.asArrayRef().end());
+    else if (multimodal && name == "mrope_layout" && value &&
+             (value.getInt() == 0 || value.getInt() == 1))
+      mropeLayout = value.getInt();
+    else if (multimodal && name == "mrope_section")
+      return node.emitAttributeError(name)
+             << "must be three non-negative integers";
+    else if (multimodal && name == "mrope_layout")
+      return node.emitAttributeError(name)
+             << "must be 0 (sections) or 1 (interleaved); 2 (blocked) is not "
+                "supported";
+    else if (name == "num_heads" && value && value.getInt() >= 0)
       numHeads = value.getInt();
     else if (name == "rotary_embedding_dim" && value && value.getInt() >= 0)
       rotaryDim = value.getInt();
@@ -530,8 +569,10 @@ LogicalResult importRotaryEmbedding(NodeImporter &node) {
     else
       return node.emitAttributeError(name)
              << "has an unsupported value or is not an attribute of "
-                "RotaryEmbedding";
+             << (multimodal ? "MRotaryEmbedding" : "RotaryEmbedding");
   }
+  if (multimodal && mropeSection.empty())
+    return node.emitAttributeError("mrope_section") << "is required";
   if (rotaryDim > 0 && numHeads == 0)
     return node.emitAttributeError("rotary_embedding_dim") << "needs num_heads";
 
@@ -554,8 +595,15 @@ LogicalResult importRotaryEmbedding(NodeImporter &node) {
                 "[max_sequence_length, rotary / 2] tensors "
                 "of one shape, got "
              << operands[2].getType() << " and " << operands[3].getType();
-  if (!positionType || !positionType.getElementType().isInteger(64) ||
-      (positionType.getRank() != 1 && positionType.getRank() != 2))
+  if (multimodal &&
+      (!positionType || !positionType.getElementType().isInteger(64) ||
+       positionType.getRank() != 3 || positionType.getDimSize(0) != 3))
+    return node.emitError()
+           << "position_ids must be an int64 [3, batch, sequence] tensor, got "
+           << operands[1].getType();
+  if (!multimodal &&
+      (!positionType || !positionType.getElementType().isInteger(64) ||
+       (positionType.getRank() != 1 && positionType.getRank() != 2)))
     return node.emitError()
            << "position_ids must be an int64 [1] or [batch, sequence] tensor, "
               "got "
@@ -577,6 +625,12 @@ LogicalResult importRotaryEmbedding(NodeImporter &node) {
            << " and cos_cache's dimension 1 " << rotaryHalf
            << " do not give whole heads with a rotary dimension of 2 * "
               "cos_cache.dim(1)";
+  if (multimodal &&
+      mropeSection[0] + mropeSection[1] + mropeSection[2] != rotaryHalf)
+    return node.emitAttributeError("mrope_section")
+           << "must add up to cos_cache.dim(1) " << rotaryHalf << ", got "
+           << mropeSection[0] << " + " << mropeSection[1] << " + "
+           << mropeSection[2];
 
   OpEmitter ops(node.getBuilder(), node.getLoc());
   Value x = operands[0];
@@ -592,16 +646,39 @@ LogicalResult importRotaryEmbedding(NodeImporter &node) {
     positions = ops.unsqueeze(
         ops.binary("moe.add", ops.reshape(positions, {}), steps), {0});
   }
-  Value cos =
-      ops.unsqueeze(ops.emit("moe.gather", {operands[2], positions}), {1});
-  Value sin =
-      ops.unsqueeze(ops.emit("moe.gather", {operands[3], positions}), {1});
+  // [B, S, R/2] rows of a cache at the positions; for M-RoPE, rows at
+  // each of the 3 streams, [3, B, S, R/2] -> [B, S, 3 * R/2], from which
+  // frequency i takes column stream(i) * R/2 + i.
+  SmallVector<int64_t> columns;
+  for (int64_t i = 0; multimodal && i < rotaryHalf; ++i)
+    columns.push_back(mropeStream(mropeSection, mropeLayout, i) * rotaryHalf +
+                      i);
+  auto rows = [&](Value cache) {
+    Value table = ops.emit("moe.gather", {cache, positions});
+    if (multimodal)
+      table = ops.emit("moe.gather",
+                       {ops.reshape(ops.transpose(table, {1, 2, 0, 3}),
+                                    {0, 0, 3 * rotaryHalf}),
+                        ops.i64Vector(columns)},
+                       {ops.i64Attr("axis", 2)});
+    return ops.unsqueeze(table, {1});
+  };
+  Value cos = rows(operands[2]);
+  Value sin = rows(operands[3]);
   Value y = rotateHeads(ops, x, cos, sin, rotaryHalf, headSize, interleaved);
   if (!fourD)
     y = ops.reshape(ops.transpose(y, {0, 2, 1, 3}), {0, 0, width});
   if (ops.failed())
     return failure();
   return node.setResults({y});
+}
+
+LogicalResult importRotaryEmbedding(NodeImporter &node) {
+  return importRotary(node, /*multimodal=*/false);
+}
+
+LogicalResult importMRotaryEmbedding(NodeImporter &node) {
+  return importRotary(node, /*multimodal=*/true);
 }
 
 } // namespace
@@ -617,4 +694,6 @@ void moec::onnx_import::populateContribAttentionImports(OpImportTable &table) {
              importGroupQueryAttention, StringRef(""), kMicrosoftDomain);
   table.onOp("RotaryEmbedding", 1, "input, position_ids, cos_cache, sin_cache",
              importRotaryEmbedding, StringRef(""), kMicrosoftDomain);
+  table.onOp("MRotaryEmbedding", 1, "input, position_ids, cos_cache, sin_cache",
+             importMRotaryEmbedding, StringRef(""), kMicrosoftDomain);
 }

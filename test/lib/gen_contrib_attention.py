@@ -4,12 +4,12 @@
   gen_contrib_attention.py VARIANT OUTPUT.onnx
 
 Each model is one com.microsoft node (GroupQueryAttention, RotaryEmbedding,
-SkipSimplifiedLayerNormalization, CausalConvWithState, LinearAttention,
-LinearAttentionGate, GatedRMSNorm or GatedAdd) on graph inputs, the
-way onnxruntime-genai's builder writes it, with the attributes the variant
-names; test/Import/contrib-attention.test checks the IR moec imports and the
-errors it gives. Whole builder exports are compared with onnxruntime-genai in
-test/E2E/genai-*.test.
+MRotaryEmbedding, SkipSimplifiedLayerNormalization, CausalConvWithState,
+LinearAttention, LinearAttentionGate, GatedRMSNorm or GatedAdd) on graph
+inputs, the way onnxruntime-genai's builder writes it, with the attributes
+the variant names; test/Import/contrib-attention.test checks the IR moec
+imports and the errors it gives. Whole builder exports are compared with
+onnxruntime-genai in test/E2E/genai-*.test.
 """
 
 import argparse
@@ -55,22 +55,24 @@ def gqa(attrs=None, sinks=True, packed=True, extra_inputs=()):
 
 
 def rotary(attrs=None, width=H * D, half=D // 2, four_d=False,
-           offset=False):
+           offset=False, op="RotaryEmbedding"):
     """RotaryEmbedding on [batch, seq, width] (or [batch, H, seq, width]) at
-    position_ids [batch, seq] (or a [1] offset), with [128, half] caches."""
+    position_ids [batch, seq] (or a [1] offset), with [128, half] caches;
+    MRotaryEmbedding at position_ids [3, batch, seq]."""
     f = TensorProto.FLOAT
     shape = ["batch", H, "seq", width] if four_d else ["batch", "seq", width]
+    positions = ([3, "batch", "seq"] if op == "MRotaryEmbedding" else
+                 [1] if offset else ["batch", "seq"])
     inputs = [helper.make_tensor_value_info("x", f, shape),
               helper.make_tensor_value_info(
-                  "position_ids", TensorProto.INT64,
-                  [1] if offset else ["batch", "seq"])]
+                  "position_ids", TensorProto.INT64, positions)]
     rng = np.random.default_rng(1)
     angles = rng.uniform(0, 6.3, (128, half))
     inits = [helper.make_tensor("cos_cache", f, [128, half],
                                 np.cos(angles).ravel()),
              helper.make_tensor("sin_cache", f, [128, half],
                                 np.sin(angles).ravel())]
-    node = helper.make_node("RotaryEmbedding",
+    node = helper.make_node(op,
                             ["x", "position_ids", "cos_cache", "sin_cache"],
                             ["y"], domain="com.microsoft", name="rotary",
                             **(attrs or {}))
@@ -185,6 +187,22 @@ VARIANTS = {
     "rotary-scale": lambda: rotary({"scale": 0.5}),
     "rotary-packed": lambda: rotary({"is_packed_batching": 1}),
     "rotary-bad-dim": lambda: rotary({"num_heads": 4, "rotary_embedding_dim": 12}),
+    # M-RoPE as Qwen3.5 exports it: interleaved sections over a partial
+    # rotary dimension (4 heads of 16, the first 8 features rotated).
+    "mrotary": lambda: rotary({"num_heads": H, "rotary_embedding_dim": 8,
+                               "mrope_section": [2, 1, 1],
+                               "mrope_layout": 1}, half=4,
+                              op="MRotaryEmbedding"),
+    # Qwen2.5-VL's contiguous sections, whole heads, interleaved pairs, 4-D.
+    "mrotary-sectioned": lambda: rotary({"mrope_section": [3, 3, 2],
+                                         "interleaved": 1}, width=D,
+                                        four_d=True, op="MRotaryEmbedding"),
+    "mrotary-blocked": lambda: rotary({"mrope_section": [4, 2, 2],
+                                       "mrope_layout": 2},
+                                      op="MRotaryEmbedding"),
+    "mrotary-bad-section": lambda: rotary({"mrope_section": [4, 2, 1]},
+                                          op="MRotaryEmbedding"),
+    "mrotary-no-section": lambda: rotary(op="MRotaryEmbedding"),
     "skip-norm": lambda: skip_norm(),
     "skip-norm-mean": lambda: skip_norm(("y", "mean", "", "")),
     "conv": lambda: conv(),

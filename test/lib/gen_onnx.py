@@ -1019,6 +1019,55 @@ def _(out):
                 [value("a", F32, None)], check=False)
 
 
+def lp_normalization(opset):
+    """LpNormalization (version 1 at opset 21, 22 at 22) over x [tokens, 3,
+    8] masked so that some slices are all zeros (row 1 of the first token,
+    column 5, and row 2 of every token: zero slices along each axis), at p 1
+    and 2 along the last axis (the defaults too), axis 1 and axis 0."""
+    mask = np.ones((1, 3, 8), np.float32)
+    mask[0, 1, :2] = 0.0
+    mask[0, :, 5] = 0.0
+    mask[0, 2, :] = 0.0
+    first = np.ones((1, 3, 8), np.float32)
+    first[0, 1, :] = 0.0
+    nodes = [node("Mul", ["x", "mask"], ["m0"]),
+             # The first token also loses row 1 entirely.
+             node("Slice", ["m0", "zero", "one", "zero"], ["head"]),
+             node("Slice", ["m0", "one", "big", "zero"], ["tail"]),
+             node("Mul", ["head", "first"], ["head0"]),
+             node("Concat", ["head0", "tail"], ["m"], axis=0),
+             node("LpNormalization", ["m"], ["defaults"]),
+             node("LpNormalization", ["m"], ["p1_last"], p=1, axis=-1),
+             node("LpNormalization", ["m"], ["p2_axis1"], p=2, axis=1),
+             node("LpNormalization", ["m"], ["p1_axis0"], p=1, axis=0),
+             node("LpNormalization", ["m"], ["p2_axis0"], axis=-3)]
+    outs = ["defaults", "p1_last", "p2_axis1", "p1_axis0", "p2_axis0"]
+    return make(nodes, [value("x", F32, ["tokens", 3, 8])],
+                [value(o, F32, None) for o in outs],
+                [const("mask", mask), const("first", first),
+                 const("zero", np.array([0], np.int64)),
+                 const("one", np.array([1], np.int64)),
+                 const("big", np.array([1 << 30], np.int64))], opset=opset)
+
+
+for _opset in (21, 22):
+    model(f"lp_norm_{_opset}")(lambda out, v=_opset: lp_normalization(v))
+
+
+@model("lp_norm_bad_p")
+def _(out):
+    return make([node("LpNormalization", ["x"], ["y"], name="lp", p=3)],
+                [value("x", F32, [2, 8])], [value("y", F32, None)],
+                check=False)
+
+
+@model("lp_norm_bad_axis")
+def _(out):
+    return make([node("LpNormalization", ["x"], ["y"], name="lp", axis=2)],
+                [value("x", F32, [2, 8])], [value("y", F32, None)],
+                check=False)
+
+
 def main(models=None, description=None):
     """The command line of this script, or of another generator of `models`
     (gen_onnx_if.py) described by `description`."""
