@@ -22,6 +22,9 @@ Exports onnxruntime refuses (TORCH_REFERENCE: Gemma-4's geglu experts) are
 recorded against the transformers model instead: its greedy ids (argmax,
 float32) and one-pass logits, with onnxruntime's error. gemma4_moe_fp32 runs
 in the venv of requirements-export-gemma4.txt (transformers 5.12.1).
+Exports in TORCH_CHECK (qwen35_moe_fp32) also have their onnxruntime logits
+checked against the transformers model's when made (`torch_check` in
+reference.json).
 
 Weights are drawn with the seed below and scaled up (std 0.2 instead of 0.02)
 so that the top two logits of a step stay apart: a greedy id then depends on
@@ -204,6 +207,57 @@ def gemma4_moe(out_dir):
     tokenizer(out_dir, text["vocab_size"])
 
 
+def qwen35_moe(out_dir):
+    """Qwen3.5-MoE (Qwen3_5MoeForConditionalGeneration, text only): Gated
+    DeltaNet linear-attention layers (LinearAttention and its gates, a
+    causal convolution state and a recurrent state) alternating with gated
+    full attention (q/k norms, interleaved partial M-RoPE), each followed by
+    4 experts top-2 of 32 beside a gated shared expert. The rope parameters
+    are a real checkpoint's (Qwen3.5-35B-A3B: mrope_section [11, 11, 10]
+    over a rotary dimension of 64, mrope_interleaved), scaled to a rotary
+    dimension of 8: with an mrope_section the builder writes
+    com.microsoft.MRotaryEmbedding at position_ids [3, batch, seq];
+    without one, transformers' default config, it writes RotaryEmbedding on
+    the same 3-D positions, which onnxruntime refuses ("position_ids ...
+    expected to have 0, 1, or 2 dimensions, got 3").
+
+    The vocabulary is 320, not 256 as elsewhere: the builder takes any
+    Linear with vocab_size outputs for the lm_head (has_lm_head), and the
+    attention's doubled q_proj (query and gate, 4 heads of 32) has 256, so
+    with 256 the export's logits read layer 1's attention instead of the
+    final norm (onnxruntime runs that graph; torch's logits differ)."""
+    import torch
+    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
+
+    text = dict(
+        vocab_size=320, hidden_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_conv_kernel_dim=4, linear_key_head_dim=16,
+        linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, num_experts=4,
+        num_experts_per_tok=2,
+        layer_types=["linear_attention", "full_attention"] * 2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 1, 1],
+                         "mrope_interleaved": True},
+        max_position_embeddings=256, initializer_range=0.2,
+        eos_token_id=1, bos_token_id=2, pad_token_id=1,
+        tie_word_embeddings=False)
+    # The vision tower is not exported (text only); the smallest one loads.
+    vision = dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                  out_hidden_size=64, num_position_embeddings=16,
+                  patch_size=16)
+    config = Qwen3_5MoeConfig(text_config=text, vision_config=vision,
+                              tie_word_embeddings=False)
+    config.architectures = ["Qwen3_5MoeForConditionalGeneration"]
+    torch.manual_seed(SEED)
+    model = Qwen3_5MoeForConditionalGeneration(config).eval()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer(out_dir, text["vocab_size"])
+
+
 # The transformers release gemma4_moe() exports with.
 GEMMA4_TRANSFORMERS = "5.12.1"
 
@@ -218,12 +272,20 @@ MODELS = {
     "gemma4_moe_fp32": (gemma4_moe, "fp32", []),
     "lfm2_moe_fp32": (lfm2_moe, "fp32", []),
     "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
+    "qwen35_moe_fp32": (qwen35_moe, "fp32", []),
+    "qwen35_moe_int4": (qwen35_moe, "int4", ["accuracy_level=1"]),
 }
 
 
 # Exports whose reference is the torch model: onnxruntime's CPU kernels
 # refuse MoE activation_type geglu.
 TORCH_REFERENCE = {"gemma4_moe_fp32"}
+
+# Exports whose onnxruntime logits are also checked against the transformers
+# model when made (the builder has built a different model from a tiny
+# config before: see qwen35_moe()); the largest difference is recorded.
+TORCH_CHECK = {"qwen35_moe_fp32"}
+TORCH_CHECK_RTOL = 1e-4
 
 
 def build(name, hf_dir, out_dir):
@@ -265,6 +327,11 @@ def forward_logits(model_dir, ids):
             feeds[arg.name] = np.array([ids], np.int64)
         elif arg.name == "attention_mask":
             feeds[arg.name] = np.ones((1, len(ids)), np.int64)
+        elif arg.name == "position_ids":
+            # Text only: 0 .. n-1, in each of M-RoPE's 3 streams if 3-D.
+            positions = np.arange(len(ids), dtype=np.int64)[None]
+            feeds[arg.name] = (np.stack([positions] * 3)
+                               if len(arg.shape) == 3 else positions)
         elif arg.name.startswith("past"):
             # Caches start empty, states (past.N.conv, ...) as zeros.
             config = json.load(open(os.path.join(model_dir,
@@ -319,7 +386,33 @@ def onnxruntime_refusal(out_dir):
     return None
 
 
-def record(name, out_dir, command, hf_dir=None):
+def torch_check(hf_dir, cases, logits):
+    """The largest difference between onnxruntime's logits and the
+    transformers model's over the same ids, relative to the largest logit;
+    exits if it exceeds TORCH_CHECK_RTOL or an argmax differs."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir,
+                                                 dtype=torch.float32).eval()
+    worst = 0.0
+    for i, case in enumerate(cases):
+        ids = case["prompt"] + case["new_ids"][:-1]
+        with torch.no_grad():
+            theirs = model(torch.tensor([ids])).logits[0].numpy()
+        theirs = theirs[len(case["prompt"]) - 1:]
+        ours = logits[f"case{i}"]
+        error = float(np.abs(theirs - ours).max() /
+                      max(1.0, np.abs(theirs).max()))
+        if error > TORCH_CHECK_RTOL or (theirs.argmax(-1) !=
+                                        ours.argmax(-1)).any():
+            raise SystemExit(f"the export's logits are not the transformers "
+                             f"model's: relative error {error:.2e}")
+        worst = max(worst, error)
+    return worst
+
+
+def record(name, out_dir, command, hf_dir=None, check_hf_dir=None):
     import onnxruntime as ort
     import onnxruntime_genai as og
     import torch
@@ -354,6 +447,10 @@ def record(name, out_dir, command, hf_dir=None):
         "search": f"og.Generator, do_sample false, {NEW_TOKENS} new tokens",
         "cases": cases,
     }
+    if check_hf_dir:
+        reference["torch_check"] = (
+            "onnxruntime's logits are the transformers model's within "
+            f"{torch_check(check_hf_dir, cases, logits):.1e} of the largest")
     if hf_dir:
         # onnxruntime cannot run it: the ids and logits are the torch
         # model's (greedy argmax, float32).
@@ -380,7 +477,8 @@ def main():
             command = build(name, hf_dir, out_dir)
             # Exports onnxruntime refuses are checked against torch.
             record(name, out_dir, command,
-                   hf_dir if name in TORCH_REFERENCE else None)
+                   hf_dir if name in TORCH_REFERENCE else None,
+                   hf_dir if name in TORCH_CHECK else None)
         print(f"{name}: {sorted(os.listdir(out_dir))}")
 
 
