@@ -416,5 +416,91 @@ TEST(BlockQuantExperts, MatchF64OnTheDequantizedWeights) {
       }
 }
 
+/// The load status of a one-step Experts plan over a 4-bit network (H 64,
+/// F 32, E 2, fused SwiGLU) with `edit` applied to its inputs and attributes.
+absl::Status loadEditedExperts(
+    const std::function<void(std::vector<int32_t> &, ScheduleBuilder &,
+                             fb::FfnAttrsT &)> &edit) {
+  Network net;
+  net.separateUp = false;
+  net.glu = fb::GluLayout::Interleaved;
+  net.init(/*experts=*/2, /*hidden=*/64, /*inter=*/32, 77);
+  PackedMatrix w1 = pack(net.w1, net.E, net.w1Out(), net.H, 4, 32, true);
+  PackedMatrix w2 = pack(net.w2, net.E, net.H, net.F, 4, 32, true);
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  ExpertsSignature sig = addExpertsSignature(s, 4, net.H, net.E);
+  auto add = [&](const std::vector<int64_t> &shape, DType dtype,
+                 const void *data, size_t bytes) {
+    return s.addWeight("w", dtype, shape, data, bytes);
+  };
+  std::vector<int32_t> inputs = {
+      sig.tokens,
+      sig.offsets,
+      add(w1.codeShape, DType::I8, w1.codes.data(), w1.codes.size()),
+      -1,
+      -1,
+      -1,
+      add(w2.codeShape, DType::I8, w2.codes.data(), w2.codes.size()),
+      -1,
+      add(w1.scaleShape, DType::F32, w1.scales.data(), w1.scales.size() * 4),
+      -1,
+      add(w2.scaleShape, DType::F32, w2.scales.data(), w2.scales.size() * 4),
+      add(w1.zeroShape, DType::I8, w1.zeros.data(), w1.zeros.size()),
+      -1,
+      add(w2.zeroShape, DType::I8, w2.zeros.data(), w2.zeros.size())};
+  fb::FfnAttrsT attrs;
+  attrs.activation = net.activation;
+  attrs.weight_layout = fb::WeightLayout::OutIn;
+  attrs.glu_layout = net.glu;
+  attrs.block_quant = std::make_unique<fb::BlockQuantAttrsT>();
+  attrs.block_quant->bits = 4;
+  attrs.block_quant->block_size = 32;
+  edit(inputs, s, attrs);
+  fb::AttrsUnion u;
+  u.Set(std::move(attrs));
+  s.addStep(fb::OpKind::Experts, "experts", inputs, {sig.out}, std::move(u));
+  MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, writer.serialize());
+  return Plan::loadFromMemory(bytes.data(), bytes.size()).status();
+}
+
+TEST(BlockQuantExperts, LoaderChecksEveryInput) {
+  using Inputs = std::vector<int32_t>;
+  // The unedited plan loads.
+  EXPECT_TRUE(
+      loadEditedExperts([](Inputs &, ScheduleBuilder &, fb::FfnAttrsT &) {
+      }).ok());
+  EXPECT_THAT(
+      loadEditedExperts([](Inputs &, ScheduleBuilder &, fb::FfnAttrsT &a) {
+        a.weight_layout = fb::WeightLayout::InOut;
+      }),
+      StatusHas("block-quantized matrices need the out_in layout"));
+  EXPECT_THAT(loadEditedExperts([](Inputs &in, ScheduleBuilder &,
+                                   fb::FfnAttrsT &) { in[8] = -1; }),
+              StatusHas("s1 is missing: w1 is block-quantized and needs its "
+                        "block scales"));
+  EXPECT_THAT(
+      loadEditedExperts([](Inputs &, ScheduleBuilder &, fb::FfnAttrsT &a) {
+        a.block_quant->block_size = 64;
+      }),
+      // The codes' bytes match (one block of 64 or two of 32); the scales
+      // do not.
+      StatusHas("s1 is declared [2, 64, 2]; expected [2, 64, 1] for 64 rows "
+                "of 64 4-bit weights in blocks of 64"));
+  EXPECT_THAT(
+      loadEditedExperts([](Inputs &, ScheduleBuilder &, fb::FfnAttrsT &a) {
+        a.block_quant->bits = 3;
+      }),
+      StatusHas("bits must be 4 or 8, got 3"));
+  // Zero points without block_quant, and block_quant's codes as int8
+  // per-channel matrices.
+  EXPECT_THAT(
+      loadEditedExperts([](Inputs &, ScheduleBuilder &, fb::FfnAttrsT &a) {
+        a.block_quant.reset();
+      }),
+      StatusHas("zero points (input 11) need block-quantized "
+                "matrices (block_quant)"));
+}
+
 } // namespace
 } // namespace moert::testing
