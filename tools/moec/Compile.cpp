@@ -269,6 +269,25 @@ static LogicalResult reportTiers(ModuleOp module, const CompileFlags &flags,
 /// context (128K tokens for gpt-oss).
 constexpr uint64_t kDefaultFolderMaxSeq = 4096;
 
+namespace {
+/// A configured context (configureContext), built before anything that
+/// registers on it.
+struct ConfiguredContext {
+  ConfiguredContext() { moec::configureContext(context); }
+  MLIRContext context;
+};
+
+/// What every compile flow sets up first: the configured context, the
+/// diagnostics that name the model, and the progress phases.
+struct CompileSession : ConfiguredContext {
+  explicit CompileSession(bool showProgress)
+      : diagnostics(&context, llvm::errs(), "moec"),
+        progress(&context, showProgress) {}
+  onnx_import::ModelDiagnosticHandler diagnostics;
+  CompileProgress progress;
+};
+} // namespace
+
 static int runGenerationCompile(const CompileFlags &flags);
 
 int moec::runCompile(CompileFlags flags) {
@@ -303,11 +322,9 @@ int moec::runCompile(CompileFlags flags) {
   uint64_t deviceMemoryBytes = *flags.tiers.getDeviceMemoryBytes();
   plan::ExpertWeightType expertWeights = *flags.weights.getExpertWeightType();
 
-  MLIRContext context;
-  configureContext(context);
-  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
-                                                  "moec");
-  CompileProgress progress(&context, report.showProgress());
+  CompileSession session(report.showProgress());
+  MLIRContext &context = session.context;
+  CompileProgress &progress = session.progress;
   progress.phase("importing " + modelPath);
   OwningOpRef<ModuleOp> module =
       onnx_import::importOnnxModel(&context, modelPath);
@@ -490,11 +507,9 @@ static int runGenerationCompile(const CompileFlags &flags) {
   uint64_t deviceMemoryBytes = *flags.tiers.getDeviceMemoryBytes();
   plan::ExpertWeightType expertWeights = *flags.weights.getExpertWeightType();
 
-  MLIRContext context;
-  configureContext(context);
-  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
-                                                  "moec");
-  CompileProgress progress(&context, report.showProgress());
+  CompileSession session(report.showProgress());
+  MLIRContext &context = session.context;
+  CompileProgress &progress = session.progress;
   progress.phase("importing " + modelPath);
   OwningOpRef<ModuleOp> decode =
       onnx_import::importOnnxModel(&context, modelPath);
