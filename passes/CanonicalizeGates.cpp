@@ -79,20 +79,6 @@ Value getRowSource(Value value) {
   return value;
 }
 
-/// Strips the ops that carry one integer unchanged: unsqueeze, squeeze and
-/// reshape of a one-element i64 value.
-Value stripScalarReshapes(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<moe::UnsqueezeOp, moe::SqueezeOp, moe::ReshapeOp>(op))
-      break;
-    auto type = cast<RankedTensorType>(value.getType());
-    if (!type.hasStaticShape() || type.getNumElements() != 1)
-      break;
-    value = op->getOperand(0);
-  }
-  return value;
-}
-
 /// The tensor whose dimension `dim` `value` is: `dim(t, dim)` or
 /// `shape(t, dim, dim + 1)`, through scalar reshapes; null otherwise.
 Value getDimensionOf(Value value, int64_t dim) {

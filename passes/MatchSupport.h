@@ -86,10 +86,34 @@ template <typename OpTy> OpTy getOnlyUserOf(mlir::Value value) {
   return found;
 }
 
+/// The first user of `value` of type `OpTy` that `accept` admits, or null.
+template <typename OpTy, typename Pred>
+OpTy findUser(mlir::Value value, Pred accept) {
+  for (mlir::Operation *user : value.getUsers())
+    if (auto op = llvm::dyn_cast<OpTy>(user))
+      if (accept(op))
+        return op;
+  return nullptr;
+}
+
 /// The static shape of `value`'s ranked type, or an empty list.
 inline llvm::ArrayRef<int64_t> getShape(mlir::Value value) {
   auto type = llvm::dyn_cast<mlir::RankedTensorType>(value.getType());
   return type ? type.getShape() : llvm::ArrayRef<int64_t>();
+}
+
+/// `value` without the unsqueezes, squeezes and reshapes of a one-element
+/// value that made it: they all carry the same single number.
+inline mlir::Value stripScalarReshapes(mlir::Value value) {
+  while (mlir::Operation *op = value.getDefiningOp()) {
+    if (!llvm::isa<moe::UnsqueezeOp, moe::SqueezeOp, moe::ReshapeOp>(op))
+      break;
+    auto type = llvm::dyn_cast<mlir::RankedTensorType>(value.getType());
+    if (!type || !type.hasStaticShape() || type.getNumElements() != 1)
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
 }
 
 /// Whether `value` is `reshape(source, [-1])`.
