@@ -3,8 +3,9 @@
 # (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
 # clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
 # Chromium, which renders `moe-run --report-html` pages headless in test/Report,
-# pybind11 and the Python headers for `import moert`, pkg-config for the embedding test)
-# and the pinned Python requirements in .venv. Idempotent and quiet when already done.
+# pybind11 and the Python headers for `import moert`, pkg-config for the embedding test,
+# curl for moe-serve's tests) and the pinned Python requirements in .venv (requirements.txt
+# and moe-serve's, tools/moe-serve/requirements.txt). Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -16,7 +17,7 @@ packages=(
   libdnnl-dev openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
-  chromium pybind11-dev python3-dev pkg-config
+  chromium pybind11-dev python3-dev pkg-config curl
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -34,11 +35,13 @@ fi
 
 venv="$root/.venv"
 stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$root/requirements.txt" | cut -d' ' -f1)
+want=$(cat "$root/requirements.txt" "$root/tools/moe-serve/requirements.txt" |
+  sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python requirements into .venv"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt" \
+    -r "$root/tools/moe-serve/requirements.txt"
   echo "$want" >"$stamp"
 fi
 

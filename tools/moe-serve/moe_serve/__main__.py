@@ -1,0 +1,264 @@
+"""moe-serve: an OpenAI-compatible server over a generation plan, and
+`moe-serve generate`, text in and out on the command line (docs/serving.md).
+
+    moe-serve PLAN --tokenizer PATH [--host 127.0.0.1] [--port 8080]
+              [--slots N] [--api-key KEY] [--devices N] [--max-queue M]
+    moe-serve generate PLAN --tokenizer PATH --prompt TEXT [--chat] ...
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+# The serving requirements (tools/moe-serve/requirements.txt); a missing one
+# is named with where it comes from.
+_NEEDED = {"tokenizers": "tokenizers", "jinja2": "jinja2"}
+_NEEDED_SERVE = {"fastapi": "fastapi", "uvicorn": "uvicorn",
+                 "prometheus_client": "prometheus-client"}
+
+
+def _require(modules, prog):
+    for module, package in modules.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            sys.exit(f"{prog}: error: the Python package '{package}' is "
+                     f"missing: scripts/setup.sh installs moe-serve's "
+                     f"requirements (tools/moe-serve/requirements.txt) into "
+                     f".venv, or pip install -r "
+                     f"tools/moe-serve/requirements.txt")
+    try:
+        importlib.import_module("moert")
+    except ImportError as e:
+        sys.exit(f"{prog}: error: cannot import the moert module ({e}); it "
+                 "is built into build/python where pybind11 and the Python "
+                 "headers are found")
+
+
+def _sampling_args(p):
+    p.add_argument("--threads", type=int, default=0,
+                   help="kernel threads per sequence (0: the hardware "
+                        "concurrency divided by the slots)")
+
+
+def _serve_parser():
+    p = argparse.ArgumentParser(
+        prog="moe-serve",
+        description="Serves a generation plan over an OpenAI-compatible "
+                    "HTTP API (docs/serving.md). `moe-serve generate "
+                    "--help`: text generation on the command line.")
+    p.add_argument("plan", help="a generation plan (moec compile DECODE.onnx "
+                                "--prefill PREFILL.onnx --max-seq S)")
+    p.add_argument("--tokenizer", required=True,
+                   help="tokenizer.json, or a folder with tokenizer.json "
+                        "and tokenizer_config.json")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080,
+                   help="0: a free port, said in the log")
+    p.add_argument("--slots", type=int, default=1,
+                   help="sequences that run at once, each with its KV cache")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="requests that may wait for a slot; more get 429")
+    p.add_argument("--api-key", default=None,
+                   help="require 'Authorization: Bearer KEY' on /v1/")
+    p.add_argument("--devices", type=int, default=None,
+                   help="devices of an expert-parallel plan (all run in "
+                        "this process); must be the plan's")
+    p.add_argument("--model-name", default=None,
+                   help="the model id of /v1/models (default: the plan's "
+                        "file name without its extension)")
+    p.add_argument("--access-log", action="store_true",
+                   help="log every request")
+    _sampling_args(p)
+    return p
+
+
+def _generate_parser():
+    p = argparse.ArgumentParser(
+        prog="moe-serve generate",
+        description="Generates text from a text prompt with a generation "
+                    "plan, streaming it to stdout (moe-run PLAN --tokenizer "
+                    "PATH --prompt TEXT runs this).")
+    p.add_argument("plan")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--chat", action="store_true",
+                   help="the prompt is a user message, through the chat "
+                        "template")
+    p.add_argument("--system", default=None,
+                   help="with --chat: a system message before it")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="default: what fits in the plan's max_seq")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", action="append", default=[],
+                   help="a stop string (repeatable)")
+    p.add_argument("--ignore-eos", action="store_true")
+    _sampling_args(p)
+    return p
+
+
+def generate(argv):
+    args = _generate_parser().parse_args(argv)
+    prog = "moe-serve generate"
+    _require(_NEEDED, prog)
+    import moert
+
+    from .text import ChatTemplateError, TextModel, TextStream
+    try:
+        text = TextModel(args.tokenizer)
+        plan = moert.Plan(args.plan)
+        gen = moert.Generator(plan, threads=args.threads)
+    except (OSError, ValueError, moert.Error) as e:
+        sys.exit(f"{prog}: error: {e}")
+    if args.chat:
+        messages = ([{"role": "system", "content": args.system}]
+                    if args.system else [])
+        messages.append({"role": "user", "content": args.prompt})
+        try:
+            prompt = text.encode(text.render_chat(messages), special=False)
+        except ChatTemplateError as e:
+            sys.exit(f"{prog}: error: {e}")
+    else:
+        prompt = text.encode(args.prompt)
+    room = gen.max_seq - len(prompt)
+    new = room if args.max_new_tokens is None else args.max_new_tokens
+    stop_ids = [] if args.ignore_eos else text.eos_ids
+    stream = TextStream(text, prompt, args.stop, stop_ids)
+
+    class Stop(Exception):
+        pass
+
+    def on_token(token):
+        piece = stream.add(token)
+        if piece:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        if stream.stopped:
+            raise Stop()
+
+    try:
+        ids = gen.generate(prompt, max_new_tokens=new,
+                           temperature=args.temperature, top_k=args.top_k,
+                           top_p=args.top_p, seed=args.seed,
+                           stop_ids=stop_ids, on_token=on_token)
+    except Stop:
+        ids = None
+    except ValueError as e:
+        sys.exit(f"{prog}: error: {e}")
+    sys.stdout.write(stream.finish() + "\n")
+    sys.stdout.flush()
+    t = gen.times
+    print(f"{prog}: prompt of {len(prompt)} tokens, "
+          f"{t['new_tokens'] if ids is None else len(ids)} new; time to "
+          f"first token {t['first_token_seconds'] * 1e3:.3f} ms", file=sys.stderr)
+    return 0
+
+
+def serve(argv):
+    args = _serve_parser().parse_args(argv)
+    prog = "moe-serve"
+    _require({**_NEEDED, **_NEEDED_SERVE}, prog)
+    import logging
+    import socket
+    import threading
+
+    import moert
+    import uvicorn
+
+    from .engine import GeneratorSlots
+    from .server import Server, create_app
+    from .text import TextModel
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s",
+                        stream=sys.stderr)
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        sys.exit(f"{prog}: error: under mpirun: moe-serve runs the devices "
+                 "of an expert-parallel plan in its own process (--devices "
+                 "N); start it without mpirun")
+    for name, value, least in (("--slots", args.slots, 1),
+                               ("--max-queue", args.max_queue, 0),
+                               ("--threads", args.threads, 0)):
+        if value < least:
+            sys.exit(f"{prog}: error: {name} is {value}; it must be at "
+                     f"least {least}")
+    try:
+        text = TextModel(args.tokenizer)
+    except (OSError, ValueError) as e:
+        sys.exit(f"{prog}: error: {e}")
+    if not os.path.isfile(args.plan):
+        sys.exit(f"{prog}: error: {args.plan}: no such file")
+    name = args.model_name or os.path.splitext(os.path.basename(args.plan))[0]
+
+    def load():
+        plan = moert.Plan(args.plan)
+        if args.devices is not None and args.devices != plan.num_devices:
+            raise ValueError(f"--devices {args.devices}, but {args.plan} is "
+                             f"compiled for {plan.num_devices}")
+        return GeneratorSlots(plan, slots=args.slots,
+                              max_queue=args.max_queue, threads=args.threads)
+
+    server = Server(name, text, args.api_key, load)
+    app = create_app(server)
+    try:
+        sock = socket.create_server((args.host, args.port))
+    except OSError as e:
+        sys.exit(f"{prog}: error: cannot listen on {args.host}:{args.port}: "
+                 f"{e}")
+    host, port = sock.getsockname()[:2]
+    logging.getLogger("moe-serve").info(
+        "moe-serve: listening on http://%s:%d (model %s, tokenizer %s)",
+        host, port, name, text.path)
+    config = uvicorn.Config(app, log_level="info",
+                            access_log=args.access_log,
+                            timeout_keep_alive=5)
+    uv = _quiet_exit_server(uvicorn)(config)
+
+    def watch_load():
+        server.loaded.wait()
+        if server.load_error:
+            uv.should_exit = True
+    threading.Thread(target=watch_load, daemon=True).start()
+    uv.run(sockets=[sock])
+    if server.load_error:
+        return 1
+    logging.getLogger("moe-serve").info("moe-serve: stopped")
+    return 0
+
+
+def _quiet_exit_server(uvicorn):
+    """uvicorn.Server that, once SIGTERM or SIGINT has drained it, returns
+    (moe-serve then exits 0) instead of raising the signal again."""
+    import contextlib
+    import signal
+    import threading
+
+    class QuietExit(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            signals = (signal.SIGINT, signal.SIGTERM)
+            original = {s: signal.signal(s, self.handle_exit)
+                        for s in signals}
+            try:
+                yield
+            finally:
+                for s, handler in original.items():
+                    signal.signal(s, handler)
+    return QuietExit
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "generate":
+        return generate(argv[1:])
+    return serve(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The model side of moe-serve: sequences in, token ids out.
+
+The HTTP server talks to an Engine only through `submit`, the callbacks it
+passes there, `Sequence.cancel` and `counts`, so that another engine (the
+runtime's batched scheduler, issue 29 item 3) can replace `GeneratorSlots`
+without touching the HTTP code:
+
+    engine = GeneratorSlots(moert.Plan("gen.plan"), slots=4, max_queue=64)
+    seq = engine.submit(GenerationRequest(prompt=[3, 14, 15],
+                                          max_new_tokens=8),
+                        on_token=print, on_finish=print)
+    seq.cancel()             # from any thread; on_finish then says so
+
+`on_token(id)` and `on_finish(reason, error)` run on the engine's threads and
+must return quickly without raising; `reason` is "stop" (a stop id was
+drawn), "length" (max_new_tokens), "cancelled" or "error" (with a message).
+"""
+
+import collections
+import dataclasses
+import os
+import threading
+import time
+from typing import Callable, Optional
+
+
+@dataclasses.dataclass
+class GenerationRequest:
+    prompt: list
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    stop_ids: tuple = ()
+
+
+class QueueFull(Exception):
+    """submit() found every slot busy and max_queue sequences waiting."""
+
+
+class EngineClosed(Exception):
+    """submit() after shutdown() began."""
+
+
+class Sequence:
+    """A submitted request, as the engine tracks it."""
+
+    def __init__(self, request: GenerationRequest,
+                 on_token: Callable[[int], None],
+                 on_finish: Callable[[str, Optional[str]], None]):
+        self.request = request
+        self.on_token = on_token
+        self.on_finish = on_finish
+        self._cancelled = threading.Event()
+        self.submitted = time.monotonic()
+        self.started: Optional[float] = None
+        self.first_token: Optional[float] = None
+        self.finished: Optional[float] = None
+        self.new_tokens = 0
+        self.finish_reason: Optional[str] = None
+
+    def cancel(self):
+        """Asks the engine to stop this sequence; safe from any thread and
+        after the sequence ended."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+
+class Engine:
+    """What the server needs of an engine (see the module's docstring)."""
+
+    #: Positions a sequence may use: prompt plus new tokens.
+    max_seq: int
+    vocab_size: int
+    #: Sequences that can run at once (KV cache slots).
+    slots: int
+    #: One line for the log: how sequences are served, and why.
+    mode: str
+
+    def submit(self, request: GenerationRequest, on_token, on_finish
+               ) -> Sequence:
+        raise NotImplementedError
+
+    def counts(self) -> dict:
+        """{'running': n, 'waiting': n, 'slots_in_use': n}."""
+        raise NotImplementedError
+
+    def expert_counts(self) -> Optional[list]:
+        """Per MoE layer, the tokens each expert was selected for so far:
+        [(layer name, [count per expert])], or None where the engine cannot
+        tell."""
+        return None
+
+    def shutdown(self):
+        """Refuses new sequences, finishes those submitted, and stops."""
+        raise NotImplementedError
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class GeneratorSlots(Engine):
+    """One moert.Generator (and so one KV cache) per slot, each driven by its
+    own thread. moert releases the GIL while it generates, so the slots'
+    sequences run at the same time, but each runs its own prefill and decode
+    steps: no step is shared between sequences (no batching)."""
+
+    def __init__(self, plan, slots: int = 1, max_queue: int = 256,
+                 threads: int = 0):
+        import moert
+        if slots < 1:
+            raise ValueError(f"--slots is {slots}; it must be at least 1")
+        if max_queue < 0:
+            raise ValueError(f"--max-queue is {max_queue}; it must be 0 or "
+                             "more")
+        if threads == 0:
+            threads = max(1, (os.cpu_count() or 1) // slots)
+        self._generators = [moert.Generator(plan, threads=threads)
+                            for _ in range(slots)]
+        first = self._generators[0]
+        self.max_seq = first.max_seq
+        self.vocab_size = first.vocab_size
+        self.num_devices = first.num_devices
+        self.slots = slots
+        self.threads = threads
+        self.max_queue = max_queue
+        if slots == 1:
+            self.mode = ("one sequence at a time (1 slot): the runtime has "
+                         "no batched scheduler yet, so sequences do not share "
+                         "steps")
+        else:
+            self.mode = (f"{slots} sequences at once, one moert.Generator "
+                         f"per slot on its own thread ({threads} kernel "
+                         "thread(s) each; moert releases the GIL while it "
+                         "generates); not batched: the runtime has no "
+                         "batched scheduler yet, so each sequence runs its "
+                         "own steps")
+        self._lock = threading.Condition()
+        self._waiting = collections.deque()
+        self._running = 0
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._serve, args=(g,),
+                             name=f"moe-serve-slot-{k}", daemon=True)
+            for k, g in enumerate(self._generators)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, request, on_token, on_finish):
+        seq = Sequence(request, on_token, on_finish)
+        with self._lock:
+            if self._closing:
+                raise EngineClosed("the server is shutting down")
+            free = self.slots - self._running
+            if len(self._waiting) >= free + self.max_queue:
+                raise QueueFull(
+                    f"{self._running} sequences are running and "
+                    f"{len(self._waiting)} waiting, the most the server "
+                    f"queues (--slots {self.slots}, --max-queue "
+                    f"{self.max_queue})")
+            self._waiting.append(seq)
+            self._lock.notify()
+        return seq
+
+    def counts(self):
+        with self._lock:
+            return {"running": self._running,
+                    "waiting": len(self._waiting),
+                    "slots_in_use": self._running}
+
+    def shutdown(self):
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
+        for t in self._threads:
+            t.join()
+
+    def _serve(self, generator):
+        while True:
+            with self._lock:
+                while not self._waiting and not self._closing:
+                    self._lock.wait()
+                if not self._waiting:
+                    return
+                seq = self._waiting.popleft()
+                self._running += 1
+            try:
+                self._run(generator, seq)
+            finally:
+                with self._lock:
+                    self._running -= 1
+
+    @staticmethod
+    def _run(generator, seq):
+        seq.started = time.monotonic()
+        if seq.cancelled:
+            GeneratorSlots._finish(seq, "cancelled", None)
+            return
+        r = seq.request
+
+        def on_token(token):
+            if seq.cancelled:
+                raise _Cancelled()
+            if seq.first_token is None:
+                seq.first_token = time.monotonic()
+            seq.new_tokens += 1
+            seq.on_token(token)
+            if seq.cancelled:
+                raise _Cancelled()
+
+        try:
+            ids = generator.generate(
+                r.prompt, max_new_tokens=r.max_new_tokens,
+                temperature=r.temperature, top_k=r.top_k, top_p=r.top_p,
+                seed=r.seed, stop_ids=list(r.stop_ids), on_token=on_token)
+        except _Cancelled:
+            GeneratorSlots._finish(seq, "cancelled", None)
+            return
+        except Exception as e:  # a prompt or options moert refuses
+            GeneratorSlots._finish(seq, "error", f"{type(e).__name__}: {e}")
+            return
+        stopped = bool(ids) and ids[-1] in r.stop_ids
+        GeneratorSlots._finish(seq, "stop" if stopped else "length", None)
+
+    @staticmethod
+    def _finish(seq, reason, error):
+        seq.finished = time.monotonic()
+        seq.finish_reason = reason
+        seq.on_finish(reason, error)
