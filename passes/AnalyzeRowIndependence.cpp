@@ -29,25 +29,6 @@ using namespace mlir;
 namespace moec {
 namespace {
 
-/// A location as text: the ONNX node the importer named in it and the
-/// file ("node 'attn' (MatMul) in model.onnx"), else MLIR's own form.
-std::string formatLocation(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    std::string text = named.getName().str();
-    if (auto file = dyn_cast<FileLineColLoc>(named.getChildLoc()))
-      text += " in " + file.getFilename().str();
-    return text;
-  }
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (isa<NameLoc>(inner))
-        return formatLocation(inner);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  loc.print(os);
-  return text;
-}
-
 struct AnalyzeRowIndependencePass
     : public impl::MoeAnalyzeRowIndependenceBase<AnalyzeRowIndependencePass> {
   void runOnOperation() override {
@@ -73,14 +54,7 @@ struct AnalyzeRowIndependencePass
       fields.push_back(
           b.getNamedAttr("symbol", b.getStringAttr(analysis.symbol)));
     } else {
-      if (Operation *op = analysis.culprit) {
-        fields.push_back(b.getNamedAttr(
-            "op", b.getStringAttr(op->getName().getStringRef())));
-        fields.push_back(b.getNamedAttr(
-            "loc", b.getStringAttr(formatLocation(op->getLoc()))));
-      }
-      fields.push_back(
-          b.getNamedAttr("reason", b.getStringAttr(analysis.reason)));
+      rows::appendFailure(b, analysis, fields);
     }
     module->setAttr("moe.row_split", b.getDictionaryAttr(fields));
   }

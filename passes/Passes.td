@@ -662,6 +662,38 @@ def MoeAnalyzeRowIndependence
   let dependentDialects = ["::moec::moe::MoeDialect"];
 }
 
+def MoeAnalyzeBatchRows : Pass<"moe-analyze-batch-rows", "mlir::ModuleOp"> {
+  let summary = "Prove that only causal attention mixes a generation graph's token rows";
+  let description = [{
+    Continuous batching (docs/serving.md) runs the tokens of several
+    sequences as the rows of one step: each row carries its sequence's slot
+    and position, and the runtime replaces each attention by the row's
+    attention over its own sequence's KV cache. That is exact only when no
+    other op makes one row depend on another. The pass runs the dataflow of
+    `moe-analyze-row-independence` seeded with the `row-inputs` (the token
+    ids and positions) along their last axis, with two changes: values
+    computed from the row count alone (a Range over it, masks made from
+    it) may be read only by an attention's mask; and `moe.attention` may
+    mix rows when its query, keys and values carry them on axis 2 and its
+    mask is the causal `where(keys <= queries, 0, -inf)` of `range(0, n, 1)`
+    on the last two axes (so its keys and values are the rows themselves,
+    the cache writes). Every other input (a past cache, an attention mask
+    input) refuses. Every output must carry the rows on its dimension named
+    like the inputs' (the logits, the caches).
+
+    The result is the module's `moe.batch_rows`: `{inputs, outputs,
+    symbol}` when proven, else `{op, loc, reason}` naming the first op that
+    mixes rows.
+
+    Example: `moec-opt --moe-analyze-batch-rows="row-inputs=input_ids,position_ids"`.
+  }];
+  let options = [
+    ListOption<"rowInputs", "row-inputs", "std::string",
+               "The graph inputs that carry one token per row">,
+  ];
+  let dependentDialects = ["::moec::moe::MoeDialect"];
+}
+
 def MoeInsertAllToAll : Pass<"moe-insert-all-to-all", "mlir::ModuleOp"> {
   let summary = "Clone @main per device and exchange tokens around the experts";
   let description = [{

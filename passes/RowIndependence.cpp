@@ -8,18 +8,182 @@
 #include "passes/RowIndependence.h"
 
 #include "dialects/moe/GraphOpsSupport.h"
+#include "passes/MatchGates.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace moec::rows {
 
+std::string formatLocation(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    std::string text = named.getName().str();
+    if (auto file = dyn_cast<FileLineColLoc>(named.getChildLoc()))
+      text += " in " + file.getFilename().str();
+    return text;
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (isa<NameLoc>(inner))
+        return formatLocation(inner);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
 LogicalResult Analysis::run() {
-  if (failed(seedInputs()))
+  if (failed(config.batchTokens() ? seedRowInputs() : seedInputs()))
     return failure();
-  for (Operation &op : func.getBody().front())
-    if (failed(visit(&op)))
-      return failure();
+  for (Operation &op : func.getBody().front()) {
+    if (succeeded(visit(&op)))
+      continue;
+    // Token batching: a row count computed into more than a tracked shape
+    // vector (a Range over it, a mask made from that) is Positions, which
+    // only an attention's mask may read.
+    if (config.batchTokens() && !isa<func::ReturnOp, moe::AttentionOp>(op) &&
+        readsSizesOnly(&op)) {
+      culprit = nullptr;
+      reason.clear();
+      setAll(&op, State::positions());
+      continue;
+    }
+    return failure();
+  }
   return success();
+}
+
+LogicalResult Analysis::seedRowInputs() {
+  for (BlockArgument arg : func.getArguments()) {
+    std::string name = argName(arg.getArgNumber());
+    if (!llvm::is_contained(config.rowInputs, name))
+      return kill(nullptr, "input '" + name +
+                               "' is not one of the token rows (a past "
+                               "cache or a mask spans a sequence)");
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.getRank() == 0 || !type.isDynamicDim(type.getRank() - 1))
+      return kill(nullptr, "input '" + name +
+                               "' has no dynamic last dimension to carry "
+                               "the token rows");
+    int64_t axis = type.getRank() - 1;
+    std::string sym = name + "." + std::to_string(axis);
+    auto params =
+        func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+    if (params && static_cast<int64_t>(params.size()) > axis)
+      if (auto param = dyn_cast<StringAttr>(params[axis]))
+        if (!param.getValue().empty())
+          sym = param.str();
+    if (!symbol.empty() && sym != symbol)
+      return kill(nullptr, "inputs '" + splitInputs.front() + "' and '" + name +
+                               "' have different token dimensions ('" + symbol +
+                               "' and '" + sym + "')");
+    symbol = sym;
+    splitInputs.push_back(name);
+    states[arg] = State::rows(axis);
+  }
+  for (const std::string &name : config.rowInputs)
+    if (!llvm::is_contained(splitInputs, name))
+      return kill(nullptr, "the graph has no input '" + name + "'");
+  return success();
+}
+
+bool Analysis::readsSizesOnly(Operation *op) const {
+  return llvm::all_of(op->getOperands(), [&](Value v) {
+    State::Kind kind = get(v).kind;
+    return kind == State::Free || kind == State::Local ||
+           kind == State::Positions;
+  });
+}
+
+std::optional<LogicalResult> Analysis::visitPositions(Operation *op) {
+  if (isa<moe::AttentionOp, func::ReturnOp>(op) ||
+      llvm::none_of(op->getOperands(),
+                    [&](Value v) { return get(v).kind == State::Positions; }))
+    return std::nullopt;
+  if (readsSizesOnly(op)) {
+    setAll(op, State::positions());
+    return success();
+  }
+  return kill(op, op->getName().getStringRef() +
+                      " combines the rows with positions computed from "
+                      "their count (only a causal attention mask may read "
+                      "those)");
+}
+
+namespace {
+
+/// The one axis of `value` whose size is not statically 1, if there is
+/// exactly one.
+std::optional<int64_t> getSoleAxis(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return std::nullopt;
+  std::optional<int64_t> axis;
+  for (auto [i, size] : llvm::enumerate(type.getShape())) {
+    if (size == 1)
+      continue;
+    if (axis)
+      return std::nullopt;
+    axis = static_cast<int64_t>(i);
+  }
+  return axis;
+}
+
+/// Whether `value`, broadcast to rank `rank`, is `range(0, n, 1)` laid
+/// along axis `axis`: the range through unsqueezes, squeezes and reshapes
+/// that only add or remove size-1 axes (which keep the elements' order).
+bool isIotaAlong(Value value, int64_t rank, int64_t axis) {
+  std::optional<int64_t> sole = getSoleAxis(value);
+  if (!sole || *sole + rank - getRank(value) != axis)
+    return false;
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<moe::UnsqueezeOp, moe::SqueezeOp, moe::ReshapeOp>(op) ||
+        !getSoleAxis(op->getOperand(0)))
+      break;
+    value = op->getOperand(0);
+  }
+  auto range = value.getDefiningOp<moe::RangeOp>();
+  return range && moe::getConstantInt(range.getStart()) == 0 &&
+         moe::getConstantInt(range.getDelta()) == 1;
+}
+
+/// Whether `value` is a one-element f32 constant at most -1e30 (-inf or
+/// finfo.min: exp of it minus a finite maximum is 0 in f32).
+bool isMaskedOut(Value value) {
+  std::optional<SmallVector<float>> floats = getConstantFloats(value, 1);
+  return floats && floats->size() == 1 && (*floats)[0] <= -1e30f;
+}
+
+} // namespace
+
+bool isCausalMask(Value mask) {
+  if (auto expand = mask.getDefiningOp<moe::ExpandOp>())
+    mask = expand.getInput();
+  auto where = mask.getDefiningOp<moe::WhereOp>();
+  if (!where)
+    return false;
+  Value cond = where.getCondition();
+  int64_t rank = getRank(cond);
+  if (rank < 2)
+    return false;
+  // keys <= queries (visible) or keys > queries (hidden), either way round.
+  Value keys, queries;
+  bool visible;
+  Operation *compare = cond.getDefiningOp();
+  if (auto op = dyn_cast_or_null<moe::LessOrEqualOp>(compare))
+    keys = op.getLhs(), queries = op.getRhs(), visible = true;
+  else if (auto op = dyn_cast_or_null<moe::GreaterOrEqualOp>(compare))
+    queries = op.getLhs(), keys = op.getRhs(), visible = true;
+  else if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
+    keys = op.getLhs(), queries = op.getRhs(), visible = false;
+  else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
+    queries = op.getLhs(), keys = op.getRhs(), visible = false;
+  else
+    return false;
+  Value shown = visible ? where.getX() : where.getY();
+  Value hidden = visible ? where.getY() : where.getX();
+  return isConstFloat(shown, 0.0f) && isMaskedOut(hidden) &&
+         isIotaAlong(keys, rank, rank - 1) &&
+         isIotaAlong(queries, rank, rank - 2);
 }
 
 LogicalResult Analysis::kill(Operation *op, const Twine &why) {
@@ -32,6 +196,23 @@ std::string Analysis::argName(unsigned index) {
   if (auto name = func.getArgAttrOfType<StringAttr>(index, "moe.name"))
     return name.str();
   return "arg" + std::to_string(index);
+}
+
+std::string Analysis::resultName(unsigned index) {
+  if (auto attr = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
+    return attr.str();
+  return "#" + std::to_string(index);
+}
+
+void appendFailure(Builder &b, const Analysis &analysis,
+                   SmallVectorImpl<NamedAttribute> &fields) {
+  if (Operation *op = analysis.culprit) {
+    fields.push_back(
+        b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())));
+    fields.push_back(
+        b.getNamedAttr("loc", b.getStringAttr(formatLocation(op->getLoc()))));
+  }
+  fields.push_back(b.getNamedAttr("reason", b.getStringAttr(analysis.reason)));
 }
 
 std::string Analysis::dimSymbol(ArrayAttr params, const std::string &name) {
@@ -84,6 +265,9 @@ LogicalResult Analysis::visit(Operation *op) {
     setAll(op, State::free());
     return success();
   }
+  if (config.batchTokens())
+    if (std::optional<LogicalResult> result = visitPositions(op))
+      return *result;
   if (op->hasTrait<moe::OpTrait::Elementwise>())
     return visitElementwise(op, op->getOperands());
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -184,6 +368,8 @@ LogicalResult Analysis::visit(Operation *op) {
         return success();
       })
       .Case([&](moe::AttentionOp op) {
+        if (config.batchTokens())
+          return visitBatchAttention(op);
         // Batch rows attend within themselves; keys of batch 1 (free) are
         // shared by every row. The sinks are per head, not per row: every
         // device needs them whole.
@@ -207,7 +393,9 @@ LogicalResult Analysis::visit(Operation *op) {
         setAll(op, free ? State::free() : State::rows(0));
         return success();
       })
-      .Case([&](func::ReturnOp op) { return visitReturn(op); })
+      .Case([&](func::ReturnOp op) {
+        return config.batchTokens() ? visitBatchReturn(op) : visitReturn(op);
+      })
       .Default([&](Operation *op) {
         return kill(op, op->getName().getStringRef() +
                             " is not known to keep rows apart");
@@ -550,11 +738,44 @@ LogicalResult Analysis::visitCombine(moe::CombineOp op) {
   return success();
 }
 
+LogicalResult Analysis::visitBatchAttention(moe::AttentionOp op) {
+  if (Value sinks = op.getSinks(); sinks && !get(sinks).isFree())
+    return kill(op, "attention sinks depend on the rows");
+  for (Value v : {op.getQuery(), op.getKey(), op.getValue()}) {
+    State s = get(v);
+    if (s.kind != State::Rows || getRank(v) != 4 || s.axis != 2)
+      return kill(op, "attention whose queries, keys and values do not all "
+                      "carry the rows on axis 2 of [batch, heads, rows, "
+                      "dim]");
+  }
+  if (!op.getMask() || !isCausalMask(op.getMask()))
+    return kill(op, "attention without a mask proven causal over the rows "
+                    "(key j visible to query i exactly when j <= i)");
+  setAll(op, State::rows(2));
+  return success();
+}
+
+LogicalResult Analysis::visitBatchReturn(func::ReturnOp op) {
+  for (auto [index, value] : llvm::enumerate(op.getOperands())) {
+    std::string name = resultName(index);
+    auto params = func.getResultAttrOfType<ArrayAttr>(index, "moe.dim_params");
+    State s = get(value);
+    if (s.kind == State::Rows && params &&
+        static_cast<int64_t>(params.size()) > s.axis)
+      if (auto param = dyn_cast<StringAttr>(params[s.axis]);
+          param && param.getValue() == symbol) {
+        joinedOutputs.push_back(name);
+        continue;
+      }
+    return kill(op, "output '" + name + "' does not carry the rows on its '" +
+                        symbol + "' dimension");
+  }
+  return success();
+}
+
 LogicalResult Analysis::visitReturn(func::ReturnOp op) {
   for (auto [index, value] : llvm::enumerate(op.getOperands())) {
-    std::string name = "#" + std::to_string(index);
-    if (auto attr = func.getResultAttrOfType<StringAttr>(index, "moe.name"))
-      name = attr.str();
+    std::string name = resultName(index);
     auto params = func.getResultAttrOfType<ArrayAttr>(index, "moe.dim_params");
     bool joined = params && !params.empty() && isa<StringAttr>(params[0]) &&
                   cast<StringAttr>(params[0]).getValue() == symbol;

@@ -18,8 +18,17 @@
 //           (a row may span several consecutive indices of the axis after a
 //           reshape merges inner axes into it);
 //   Layer   a MoE layer's internals between moe.dispatch and moe.combine,
-//           which are only read by that layer.
+//           which are only read by that layer;
+//   Positions (token batching only) computed from a row count alone and
+//           too large to track (a Range over it, a mask built from that):
+//           only an attention's mask may read it, and only a causal mask.
 // Anything else kills the proof.
+//
+// Token batching (moe-analyze-batch-rows) asks the same question of a
+// generation graph's token axis, with one op allowed to mix rows: an
+// attention whose keys and values are the rows themselves under a causal
+// mask, which the runtime replaces by each row's attention over its own
+// sequence's cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +38,7 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <optional>
@@ -42,7 +52,7 @@ using namespace mlir;
 constexpr int64_t kMaxTracked = 64;
 
 struct State {
-  enum Kind { Free, Local, Rows, Layer } kind = Free;
+  enum Kind { Free, Local, Rows, Layer, Positions } kind = Free;
   /// Rows: the axis that carries the rows.
   int64_t axis = -1;
   /// Local: which flat elements are a device's row count.
@@ -58,6 +68,11 @@ struct State {
   static State layer() {
     State s;
     s.kind = Layer;
+    return s;
+  }
+  static State positions() {
+    State s;
+    s.kind = Positions;
     return s;
   }
   /// A Local vector; all-false masks are Free.
@@ -100,10 +115,33 @@ inline std::optional<int64_t> getStaticProduct(ArrayRef<int64_t> dims) {
   return product;
 }
 
+/// What the rows are. By default, expert parallelism's: dimension 0 of
+/// every input whose dimension 0 is dynamic.
+struct Config {
+  /// Token batching: the inputs that carry one token per row along `axis`
+  /// (a generation graph's ids and positions); every other input is
+  /// refused. Attention may then mix rows as a causal attention over them.
+  SmallVector<std::string> rowInputs;
+  int64_t axis = 0;
+  bool batchTokens() const { return !rowInputs.empty(); }
+};
+
+/// Whether `mask` is the additive causal mask of a [.., queries, keys]
+/// attention whose queries and keys are the same rows from position 0:
+/// `where(keys <= queries, 0, m)` (or `queries >= keys`) with m at most
+/// -1e30, keys and queries each `range(0, n, 1)` placed on the last and the
+/// second to last axis, possibly expanded.
+bool isCausalMask(Value mask);
+
+/// A location as text: the ONNX node the importer named in it and the
+/// file ("node 'attn' (MatMul) in model.onnx"), else MLIR's own form.
+std::string formatLocation(Location loc);
+
 /// The dataflow over the ops of @main, in program order.
 class Analysis {
 public:
-  explicit Analysis(func::FuncOp func) : func(func) {}
+  explicit Analysis(func::FuncOp func, Config config = {})
+      : func(func), config(std::move(config)) {}
 
   /// Runs over @main: success when the split rows are provably independent;
   /// else `culprit` and `reason` say why not.
@@ -123,13 +161,25 @@ public:
 
 private:
   func::FuncOp func;
+  Config config;
   llvm::DenseMap<Value, State> states;
+
+  /// Token batching: the seeds are config.rowInputs.
+  LogicalResult seedRowInputs();
+  /// Token batching: an op reading Positions values (nullopt: none).
+  std::optional<LogicalResult> visitPositions(Operation *op);
+  /// Whether every operand of `op` is computed from row counts alone.
+  bool readsSizesOnly(Operation *op) const;
+  LogicalResult visitBatchAttention(moe::AttentionOp op);
+  LogicalResult visitBatchReturn(func::ReturnOp op);
 
   State get(Value value) const { return states.lookup(value); }
 
   LogicalResult kill(Operation *op, const Twine &why);
 
   std::string argName(unsigned index);
+  /// The ONNX name of result `index` ("#index" when unnamed).
+  std::string resultName(unsigned index);
 
   /// The ONNX dimension name of dim 0 of argument or result `index`, as the
   /// plan emitter names the symbol ("NAME.0" when unnamed).
@@ -228,6 +278,11 @@ private:
   /// otherwise: each output must be one or the other.
   LogicalResult visitReturn(func::ReturnOp op);
 };
+
+/// Appends why `analysis` failed to `fields`: the culprit op's name and
+/// location (`op`, `loc`) when there is one, then `reason`.
+void appendFailure(Builder &b, const Analysis &analysis,
+                   SmallVectorImpl<NamedAttribute> &fields);
 
 } // namespace moec::rows
 
