@@ -5,8 +5,10 @@
 // (tools/verify/moec_verify.py) with their arguments. It is found as
 // $MOEC_VERIFY, else next to the running binary (the build tree's bin/
 // holds a wrapper, an install its entry point), else on PATH (scripts/
-// setup.sh installs it into .venv/bin). Header-only and free of LLVM, so
-// that the runtime's moe-run can use it too.
+// setup.sh installs it into .venv/bin). `moe-run PLAN --tokenizer PATH
+// --prompt TEXT` hands text generation to `moe-serve generate` the same way
+// ($MOE_SERVE). Header-only and free of LLVM, so that the runtime's moe-run
+// can use it too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,30 +37,34 @@ inline std::string selfDirectory() {
   return path.substr(0, path.find_last_of('/') + 1);
 }
 
-/// The moec-verify to run: $MOEC_VERIFY, the one next to this executable,
-/// or "" (then PATH is searched).
-inline std::string findVerifyTool() {
-  if (const char *env = std::getenv("MOEC_VERIFY"); env && *env)
+/// The tool `name` to run: $`envVar`, the one next to this executable, or
+/// "" (then PATH is searched).
+inline std::string findSiblingTool(const std::string &name,
+                                   const char *envVar) {
+  if (const char *env = std::getenv(envVar); env && *env)
     return env;
-  std::string sibling = selfDirectory() + "moec-verify";
-  if (sibling != "moec-verify" && access(sibling.c_str(), X_OK) == 0)
+  std::string sibling = selfDirectory() + name;
+  if (sibling != name && access(sibling.c_str(), X_OK) == 0)
     return sibling;
   return "";
 }
 
-/// Replaces this process by moec-verify with `args`; returns only when that
-/// fails, after printing `TOOL: error: ...`, with exit status 1.
-inline int execVerifyTool(const char *tool,
-                          const std::vector<std::string> &args) {
-  std::string path = findVerifyTool();
+/// Replaces this process by the tool `name` (found by findSiblingTool)
+/// with `args`; returns only when that fails, after printing `TOOL: error:
+/// PATH: cannot run WHAT: REASON; HINT`, with exit status 1.
+inline int execSiblingTool(const char *tool, const std::string &name,
+                           const char *envVar,
+                           const std::vector<std::string> &args,
+                           const char *what, const char *hint) {
+  std::string path = findSiblingTool(name, envVar);
   std::vector<char *> argv;
-  std::string name = "moec-verify";
-  argv.push_back(name.data());
+  std::string argv0 = name;
+  argv.push_back(argv0.data());
   for (const std::string &arg : args)
     argv.push_back(const_cast<char *>(arg.c_str()));
   argv.push_back(nullptr);
   std::fflush(stdout);
-  // moec-verify runs moec and moe-run: these, from the same installation.
+  // The tool runs moec and moe-run: these, from the same installation.
   if (std::string dir = selfDirectory(); !dir.empty())
     setenv("MOEC_BIN_DIR", dir.c_str(), 1);
   if (path.empty())
@@ -66,14 +72,23 @@ inline int execVerifyTool(const char *tool,
   else
     execv(path.c_str(), argv.data());
   int error = errno;
-  std::fprintf(stderr,
-               "%s: error: %s: cannot run the accuracy check: %s; it needs "
-               "moec-verify (tools/verify, Python with onnxruntime): run "
-               "scripts/setup.sh, or set MOEC_VERIFY to its path\n",
-               tool, path.empty() ? "moec-verify" : path.c_str(),
+  std::fprintf(stderr, "%s: error: %s: cannot run %s: %s; %s\n", tool,
+               path.empty() ? name.c_str() : path.c_str(), what,
                error == ENOENT ? "not found (next to this tool or on PATH)"
-                               : std::strerror(error));
+                               : std::strerror(error),
+               hint);
   return 1;
+}
+
+/// Replaces this process by moec-verify with `args` ($MOEC_VERIFY, else
+/// next to this executable, else on PATH).
+inline int execVerifyTool(const char *tool,
+                          const std::vector<std::string> &args) {
+  return execSiblingTool(tool, "moec-verify", "MOEC_VERIFY", args,
+                         "the accuracy check",
+                         "it needs moec-verify (tools/verify, Python with "
+                         "onnxruntime): run scripts/setup.sh, or set "
+                         "MOEC_VERIFY to its path");
 }
 
 } // namespace moec

@@ -504,6 +504,12 @@ int runTool(int argc, char **argv) {
                  problem.c_str());
     return 2;
   }
+  if (options.text.active())
+    return moec::execSiblingTool(
+        "moe-run", "moe-serve", "MOE_SERVE", moe_run::textGenerateArgs(options),
+        "text generation",
+        "it needs moe-serve (tools/moe-serve, Python with tokenizers and "
+        "jinja2): run scripts/setup.sh, or set MOE_SERVE to its path");
   if (!options.compare.empty()) {
     if (absl::Status status = moe_run::checkOutputPaths(options.outputs);
         !status.ok()) {

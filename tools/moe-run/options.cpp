@@ -132,25 +132,36 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
   --output-dir with --bench.
   An expert-parallel generation plan (moec compile ... --devices N) runs
   with --devices N or under mpirun -np N: device 0 draws each token.
+
+text (runs `moe-serve generate`: Python, tokenizers and jinja2; see
+docs/serving.md):
+  --tokenizer PATH       tokenizer.json, or a folder with it and
+                         tokenizer_config.json (chat template, eos token)
+  --prompt TEXT          the prompt as text; the new text streams to stdout
+  --chat                 the prompt is a user message, through the chat
+                         template
+  --system TEXT          with --chat: a system message before it
+  --stop TEXT            stop before TEXT (repeatable)
+  With --prompt: --max-new-tokens (default: what fits in max_seq),
+  --temperature, --top-k, --top-p, --seed, --ignore-eos, --threads and
+  --devices apply; other flags are usage errors.
 )";
 
 namespace {
 
 /// Every option moe-run takes, for the suggestion of a misspelt one.
 constexpr const char *kOptions[] = {
-    "--input",         "--output-dir",   "--save-inputs",
-    "--threads",       "--tokens",       "--dim",
-    "--seed",          "--bench",        "--duration",
-    "--warmup",        "--fresh-inputs", "--stats",
-    "--trace",         "--report-html",  "--compare",
-    "--backend",       "--cuda-graphs",  "--placement",
-    "--devices",       "--comm",         "--comm-timeout",
-    "--device-memory", "--expert-read",  "--prefetch",
-    "--help",          "--version",      "--prompt-ids",
-    "--prompt-tokens", "--prompts",      "--max-new-tokens",
-    "--temperature",   "--top-k",        "--top-p",
-    "--stop-id",       "--kv-cache",     "--stream",
-    "--ignore-eos",
+    "--input",         "--output-dir",    "--save-inputs",    "--threads",
+    "--tokens",        "--dim",           "--seed",           "--bench",
+    "--duration",      "--warmup",        "--fresh-inputs",   "--stats",
+    "--trace",         "--report-html",   "--compare",        "--backend",
+    "--cuda-graphs",   "--placement",     "--devices",        "--comm",
+    "--comm-timeout",  "--device-memory", "--expert-read",    "--prefetch",
+    "--help",          "--version",       "--prompt",         "--prompt-ids",
+    "--prompt-tokens", "--prompts",       "--max-new-tokens", "--temperature",
+    "--top-k",         "--top-p",         "--stop-id",        "--kv-cache",
+    "--stream",        "--ignore-eos",    "--tokenizer",      "--chat",
+    "--system",        "--stop",
 };
 
 /// The Levenshtein distance of `a` and `b` with replacements, as
@@ -219,6 +230,19 @@ std::string parseOption(const std::string &name, const std::string &value,
         return absl::StrCat("--dim ", key, " needs a non-negative integer");
       options.inputs.dims[key] = number;
     }
+  } else if (name == "--tokenizer") {
+    if (value.empty())
+      return "--tokenizer needs a tokenizer.json or its folder";
+    options.text.tokenizer = value;
+  } else if (name == "--prompt") {
+    options.text.prompt = value;
+    options.text.promptGiven = true;
+  } else if (name == "--system") {
+    options.text.system = value;
+  } else if (name == "--stop") {
+    if (value.empty())
+      return "--stop needs a non-empty string";
+    options.text.stops.push_back(value);
   } else if (name == "--output-dir") {
     options.outputs.outputDir = value;
   } else if (name == "--save-inputs") {
@@ -377,6 +401,49 @@ std::string verifyGeneration(const Options &options) {
   return "";
 }
 
+/// The usage error of a text generation (--prompt) missing what it needs
+/// or given a flag that does not apply to it; "" when fine.
+std::string verifyText(const Options &options) {
+  const TextOptions &text = options.text;
+  if (!text.promptGiven)
+    return "--tokenizer, --chat, --system and --stop are for text "
+           "generation; it needs --prompt TEXT";
+  if (text.tokenizer.empty())
+    return "--prompt TEXT needs --tokenizer PATH (a tokenizer.json or its "
+           "folder); --prompt-ids gives token ids";
+  if (!text.system.empty() && !text.chat)
+    return "--system is a chat's system message; it needs --chat";
+  const GenerateArgs &gen = options.generate;
+  if (gen.active)
+    return "--prompt and --prompt-ids, --prompt-tokens or --prompts each "
+           "give the prompt; use one";
+  for (const std::string &flag : gen.flags)
+    if (flag != "--max-new-tokens" && flag != "--temperature" &&
+        flag != "--top-k" && flag != "--top-p" && flag != "--ignore-eos")
+      return absl::StrCat(flag, " does not apply to text generation "
+                                "(--prompt; --stop TEXT ends it at a string)");
+  const OutputOptions &out = options.outputs;
+  const char *other = nullptr;
+  if (!options.inputs.given.empty() || options.inputs.tokens >= 0 ||
+      !options.inputs.dims.empty())
+    other = "--input, --tokens and --dim";
+  else if (options.timing.timed() || options.timing.warmup >= 0 ||
+           options.timing.freshInputs)
+    other = "--bench, --duration, --warmup and --fresh-inputs";
+  else if (!out.outputDir.empty() || !out.saveInputs.empty() ||
+           !out.stats.empty() || !out.trace.empty() || !out.reportHtml.empty())
+    other = "--output-dir, --save-inputs, --stats, --trace and "
+            "--report-html";
+  else if (options.device.backend != "cpu" || options.device.placement ||
+           options.device.comm != moert::CommKind::Host)
+    other = "--backend, --placement and --comm";
+  else if (!options.compare.empty())
+    other = "--compare";
+  if (other)
+    return absl::StrCat(other, " do not apply to text generation (--prompt)");
+  return "";
+}
+
 /// Whether any flag other than --compare's own was given.
 bool anyBesidesCompare(const Options &options) {
   const OutputOptions &out = options.outputs;
@@ -416,6 +483,8 @@ std::string TierOptions::verify(const DeviceOptions &device) const {
 }
 
 std::string Options::verify() const {
+  if (text.active())
+    return verifyText(*this);
   // The mode first: a flag of another mode is named as such, before any
   // concern's own check.
   if (std::string problem = generate.verify(); !problem.empty())
@@ -463,6 +532,10 @@ std::string parseArgs(int argc, char **argv, Options &options) {
       options.generate.stream = true;
       continue;
     }
+    if (arg == "--chat") {
+      options.text.chat = true;
+      continue;
+    }
     if (arg == "--ignore-eos") {
       options.generate.ignoreEos = true;
       options.generate.flags.push_back("--ignore-eos");
@@ -496,6 +569,38 @@ std::string parseArgs(int argc, char **argv, Options &options) {
   if (options.plan.empty())
     return "no plan given";
   return options.verify();
+}
+
+std::vector<std::string> textGenerateArgs(const Options &options) {
+  const TextOptions &text = options.text;
+  const moert::GenerateOptions &gen = options.generate.options;
+  std::vector<std::string> args = {"generate",     options.plan, "--tokenizer",
+                                   text.tokenizer, "--prompt",   text.prompt};
+  if (text.chat)
+    args.push_back("--chat");
+  if (!text.system.empty())
+    args.insert(args.end(), {"--system", text.system});
+  for (const std::string &stop : text.stops)
+    args.insert(args.end(), {"--stop", stop});
+  const std::vector<std::string> &flags = options.generate.flags;
+  if (std::find(flags.begin(), flags.end(), "--max-new-tokens") != flags.end())
+    args.insert(args.end(),
+                {"--max-new-tokens", std::to_string(gen.maxNewTokens)});
+  if (gen.sampling.temperature > 0)
+    args.insert(args.end(),
+                {"--temperature", absl::StrCat(gen.sampling.temperature),
+                 "--top-k", std::to_string(gen.sampling.topK), "--top-p",
+                 absl::StrCat(gen.sampling.topP)});
+  args.insert(args.end(), {"--seed", std::to_string(options.inputs.seed)});
+  if (options.generate.ignoreEos)
+    args.push_back("--ignore-eos");
+  if (options.device.threads)
+    args.insert(args.end(),
+                {"--threads", std::to_string(options.device.threads)});
+  if (options.device.devices)
+    args.insert(args.end(),
+                {"--devices", std::to_string(options.device.devices)});
+  return args;
 }
 
 } // namespace moe_run

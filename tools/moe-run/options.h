@@ -16,6 +16,7 @@
 #include "moert/nccl.h"
 
 #include <string>
+#include <vector>
 
 namespace moe_run {
 
@@ -78,6 +79,27 @@ struct TierOptions {
   std::string verify(const DeviceOptions &device) const;
 };
 
+/// Text in and out: --tokenizer, --prompt, --chat, --system, --stop.
+/// moe-run hands such a generation to `moe-serve generate` (Python:
+/// tokenizers and jinja2 over the moert module, docs/serving.md).
+struct TextOptions {
+  /// A tokenizer.json, or a folder with it and tokenizer_config.json.
+  std::string tokenizer;
+  std::string prompt;
+  bool promptGiven = false;
+  /// The prompt is a user message, through the chat template.
+  bool chat = false;
+  /// With --chat: a system message before it.
+  std::string system;
+  std::vector<std::string> stops;
+
+  /// Whether any of these flags was given.
+  bool active() const {
+    return !tokenizer.empty() || promptGiven || chat || !system.empty() ||
+           !stops.empty();
+  }
+};
+
 /// Everything moe-run was asked, one struct per concern.
 struct Options {
   std::string plan;
@@ -89,6 +111,7 @@ struct Options {
   /// --compare MODEL.onnx.
   std::string compare;
   GenerateArgs generate;
+  TextOptions text;
 
   /// Checks that each flag applies to the mode it runs in (a forward run, a
   /// generation, a generation benchmark or --compare), then each concern's
@@ -100,6 +123,10 @@ struct Options {
 /// Parses argv into `options`; returns a usage error, "" on success, "help"
 /// for --help and "version" for --version.
 std::string parseArgs(int argc, char **argv, Options &options);
+
+/// The arguments of `moe-serve generate` for a text generation
+/// (options.text.active()).
+std::vector<std::string> textGenerateArgs(const Options &options);
 
 /// The option of moe-run nearest to the unknown `name` ("--bnech":
 /// "--bench"), by edit distance as LLVM's command line suggests; "" when

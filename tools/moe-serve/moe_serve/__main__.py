@@ -97,8 +97,17 @@ def _generate_parser():
     p.add_argument("--stop", action="append", default=[],
                    help="a stop string (repeatable)")
     p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--devices", type=int, default=None,
+                   help="devices of an expert-parallel plan (all run in "
+                        "this process); must be the plan's")
     _sampling_args(p)
     return p
+
+
+def _check_devices(args, plan):
+    if args.devices is not None and args.devices != plan.num_devices:
+        raise ValueError(f"--devices {args.devices}, but {args.plan} is "
+                         f"compiled for {plan.num_devices} device(s)")
 
 
 def generate(argv):
@@ -111,6 +120,7 @@ def generate(argv):
     try:
         text = TextModel(args.tokenizer)
         plan = moert.Plan(args.plan)
+        _check_devices(args, plan)
         gen = moert.Generator(plan, threads=args.threads)
     except (OSError, ValueError, moert.Error) as e:
         sys.exit(f"{prog}: error: {e}")
@@ -132,7 +142,10 @@ def generate(argv):
     class Stop(Exception):
         pass
 
+    drawn = []
+
     def on_token(token):
+        drawn.append(token)
         piece = stream.add(token)
         if piece:
             sys.stdout.write(piece)
@@ -141,20 +154,18 @@ def generate(argv):
             raise Stop()
 
     try:
-        ids = gen.generate(prompt, max_new_tokens=new,
-                           temperature=args.temperature, top_k=args.top_k,
-                           top_p=args.top_p, seed=args.seed,
-                           stop_ids=stop_ids, on_token=on_token)
+        gen.generate(prompt, max_new_tokens=new, temperature=args.temperature,
+                     top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                     stop_ids=stop_ids, on_token=on_token)
     except Stop:
-        ids = None
+        pass
     except ValueError as e:
         sys.exit(f"{prog}: error: {e}")
     sys.stdout.write(stream.finish() + "\n")
     sys.stdout.flush()
-    t = gen.times
-    print(f"{prog}: prompt of {len(prompt)} tokens, "
-          f"{t['new_tokens'] if ids is None else len(ids)} new; time to "
-          f"first token {t['first_token_seconds'] * 1e3:.3f} ms", file=sys.stderr)
+    print(f"{prog}: prompt of {len(prompt)} tokens, {len(drawn)} new; time "
+          f"to first token {gen.times['first_token_seconds'] * 1e3:.3f} ms",
+          file=sys.stderr)
     return 0
 
 
@@ -195,9 +206,7 @@ def serve(argv):
 
     def load():
         plan = moert.Plan(args.plan)
-        if args.devices is not None and args.devices != plan.num_devices:
-            raise ValueError(f"--devices {args.devices}, but {args.plan} is "
-                             f"compiled for {plan.num_devices}")
+        _check_devices(args, plan)
         return GeneratorSlots(plan, slots=args.slots,
                               max_queue=args.max_queue, threads=args.threads)
 
