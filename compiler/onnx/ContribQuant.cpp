@@ -10,8 +10,10 @@
 // (Quantization.h) into f32 moe.constant weights instead:
 //
 //  * MatMulNBits -> moe.mat_mul by the [K, N] transpose of B (+ moe.add of
-//    the bias); f32 for float zero points. moec computes in f32 at every
-//    accuracy_level. g_idx is accepted where it is the identity grouping.
+//    the bias); f32 for float zero points. accuracy_level 4 marks the packed
+//    weight int8_activations (the runtime quantizes A per block, as
+//    onnxruntime does); any other level computes in f32. g_idx is accepted
+//    where it is the identity grouping.
 //  * GatherBlockQuantized with uint8 data -> moe.gather along axis 0 of the
 //    dequantized f32 table.
 //  * QMoE with quant_type fp4 (MXFP4: E2M1 codes packed along the rows,
@@ -203,11 +205,13 @@ public:
   /// Creates a moe.block_quantized_constant of the f32 `shape` over the
   /// constants of inputs `codes`, `scales` and `zeroPoints` (packed uint8;
   /// ~0u: none), `bits`-bit codes in blocks of `blockSize`, the transpose of
-  /// the stored matrix when `transposed`.
+  /// the stored matrix when `transposed`, whose products may use int8
+  /// activations when `accuracyLevel` is 4 (onnxruntime's meaning).
   FailureOr<Value> createQuantizedWeight(ArrayRef<int64_t> shape,
                                          unsigned codes, unsigned scales,
                                          unsigned zeroPoints, int64_t bits,
-                                         int64_t blockSize, bool transposed);
+                                         int64_t blockSize, bool transposed,
+                                         int64_t accuracyLevel);
 
   /// Verifies `created` (in order) and binds `result` to the node's output;
   /// on failure erases them, leaving no half-built IR.
@@ -313,9 +317,11 @@ FailureOr<Value> QuantNode::createWeight(ArrayRef<int64_t> shape,
   return moe::ConstantOp::create(builder, node.getLoc(), value).getResult();
 }
 
-FailureOr<Value> QuantNode::createQuantizedWeight(
-    ArrayRef<int64_t> shape, unsigned codes, unsigned scales,
-    unsigned zeroPoints, int64_t bits, int64_t blockSize, bool transposed) {
+FailureOr<Value>
+QuantNode::createQuantizedWeight(ArrayRef<int64_t> shape, unsigned codes,
+                                 unsigned scales, unsigned zeroPoints,
+                                 int64_t bits, int64_t blockSize,
+                                 bool transposed, int64_t accuracyLevel) {
   OpBuilder &builder = node.getBuilder();
   auto type = RankedTensorType::get(shape, builder.getF32Type());
   // The constants were read (readConstant) before: they exist.
@@ -328,7 +334,8 @@ FailureOr<Value> QuantNode::createQuantizedWeight(
       builder, node.getLoc(), type, builder.getI64IntegerAttr(bits),
       builder.getI64IntegerAttr(blockSize),
       transposed ? builder.getUnitAttr() : UnitAttr(), data(codes),
-      data(scales), zeroPointData);
+      data(scales), zeroPointData,
+      accuracyLevel == 4 ? builder.getUnitAttr() : UnitAttr());
   if (failed(mlir::verify(op))) {
     op->erase();
     return emitInputError(codes) << "cannot be kept block-quantized";
@@ -365,9 +372,11 @@ LogicalResult moec::onnx_import::importMatMulNBits(NodeImporter &node) {
   FailureOr<int64_t> bits = succeeded(n) ? q.readInt("bits", 4) : n;
   FailureOr<int64_t> blockSize =
       succeeded(bits) ? q.readInt("block_size", std::nullopt) : bits;
-  // accuracy_level only permits onnxruntime to quantize A; moec computes in
-  // f32 whatever it says, so any value imports.
-  if (failed(blockSize) || failed(q.readInt("accuracy_level", 0)))
+  // accuracy_level 4 lets onnxruntime quantize A to int8 per block: moec
+  // does so too where the weight stays packed; any other value means f32.
+  FailureOr<int64_t> accuracyLevel =
+      succeeded(blockSize) ? q.readInt("accuracy_level", 0) : blockSize;
+  if (failed(accuracyLevel))
     return failure();
   if (*k < 1)
     return q.emitAttributeError("K") << "must be positive, got " << *k;
@@ -487,9 +496,9 @@ LogicalResult moec::onnx_import::importMatMulNBits(NodeImporter &node) {
           ? q.createWeight(
                 {*k, *n}, kB,
                 [&](float *out) { quant::dequantizeMatMulNBits(weight, out); })
-          : q.createQuantizedWeight({*k, *n}, kB, kScales,
-                                    zeroPoints ? unsigned(kZeroPoints) : ~0u,
-                                    *bits, *blockSize, /*transposed=*/true);
+          : q.createQuantizedWeight(
+                {*k, *n}, kB, kScales, zeroPoints ? unsigned(kZeroPoints) : ~0u,
+                *bits, *blockSize, /*transposed=*/true, *accuracyLevel);
   if (failed(w))
     return failure();
 
@@ -686,9 +695,10 @@ struct QMoEProjection {
 };
 
 /// Dequantizes one projection into an f32 [E, N, K] constant; null where the
-/// projection (fc3) is absent.
+/// projection (fc3) is absent. Packed weights of `accuracyLevel` 4 allow
+/// int8 activations.
 FailureOr<Value> importProjection(QuantNode &q, QMoEProjection fc, int64_t bits,
-                                  int64_t blockSize) {
+                                  int64_t blockSize, int64_t accuracyLevel) {
   if (!q.operand(fc.weights)) {
     for (unsigned input : {fc.scales, fc.zeroPoints})
       if (q.operand(input))
@@ -759,7 +769,7 @@ FailureOr<Value> importProjection(QuantNode &q, QMoEProjection fc, int64_t bits,
     return q.createQuantizedWeight({experts, rows, cols}, fc.weights, fc.scales,
                                    zeroPoints ? fc.zeroPoints : ~0u, bits,
                                    blockSize ? blockSize : cols,
-                                   /*transposed=*/false);
+                                   /*transposed=*/false, accuracyLevel);
   std::vector<float> scaleValues = scales->getElements<float>();
   quant::QMoEWeight weight;
   weight.experts = experts;
@@ -870,8 +880,13 @@ LogicalResult moec::onnx_import::importQMoE(NodeImporter &node) {
   // CPU reads the raw initializers; 1 asks for a prepacked layout.
   FailureOr<int64_t> prepacked =
       succeeded(blockSize) ? q.readInt("weights_prepacked", -1) : blockSize;
-  // accuracy_level only lets onnxruntime use int8 activations.
-  if (failed(prepacked) || failed(q.readInt("accuracy_level", 0)) ||
+  // accuracy_level 4 lets onnxruntime use int8 activations (1.23's schema
+  // has no such attribute; later versions quantize the activations of
+  // experts with block_size per block for it, those with one scale per row
+  // stay f32): moec does the same for packed weights.
+  FailureOr<int64_t> accuracyLevel =
+      succeeded(prepacked) ? q.readInt("accuracy_level", 0) : prepacked;
+  if (failed(accuracyLevel) ||
       failed(q.checkBits("expert_weight_bits", *bits)) ||
       (*blockSize != 0 && failed(q.checkBlockSize("block_size", *blockSize))))
     return failure();
@@ -944,7 +959,8 @@ LogicalResult moec::onnx_import::importQMoE(NodeImporter &node) {
             ? importMxfp4Projection(q, fc,
                                     fc.weights == kFc1Weights ? kFc1GlobalScale
                                                               : kFc2GlobalScale)
-            : importProjection(q, fc, *bits, *blockSize);
+            : importProjection(q, fc, *bits, *blockSize,
+                               *blockSize ? *accuracyLevel : 0);
     if (failed(weight))
       return eraseWeights();
     weights.push_back(*weight);

@@ -18,7 +18,8 @@ moe::BlockQuantizedConstantOp getQuantized(Value value) {
 }
 
 /// Whether `experts` reads all its matrices packed: out_in, every present
-/// matrix a block-quantized constant of one bits and block_size.
+/// matrix a block-quantized constant of one bits, block_size and
+/// int8_activations.
 bool hasPackedMatrices(moe::ExpertsOp experts) {
   if (experts.getWeightLayout() != moe::WeightLayout::OutIn)
     return false;
@@ -30,7 +31,8 @@ bool hasPackedMatrices(moe::ExpertsOp experts) {
       continue;
     auto q = getQuantized(w);
     if (!q || q.getTransposed() || q.getBits() != w1.getBits() ||
-        q.getBlockSize() != w1.getBlockSize())
+        q.getBlockSize() != w1.getBlockSize() ||
+        q.getInt8Activations() != w1.getInt8Activations())
       return false;
   }
   return !w1.getTransposed();
@@ -97,6 +99,7 @@ LogicalResult emitBlockQuantizedConstant(
   PackedWeight weight;
   weight.bits = int64_t(op.getBits());
   weight.blockSize = int64_t(op.getBlockSize());
+  weight.int8Activations = op.getInt8Activations();
   struct Part {
     ElementsAttr attr;
     const char *role;
@@ -145,6 +148,7 @@ bool rewritePackedStep(Operation *op,
     table.block_size = w.blockSize;
     table.k =
         cast<RankedTensorType>(matMul->getOperand(1).getType()).getDimSize(0);
+    table.int8_activations = w.int8Activations;
     attrs.Set(std::move(table));
     return true;
   }
@@ -168,6 +172,7 @@ bool rewritePackedStep(Operation *op,
   auto table = std::make_unique<fb::BlockQuantAttrsT>();
   table->bits = int32_t(it->second.bits);
   table->block_size = it->second.blockSize;
+  table->int8_activations = it->second.int8Activations;
   attrs.AsFfnAttrs()->block_quant = std::move(table);
   return true;
 }

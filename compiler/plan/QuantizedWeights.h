@@ -28,12 +28,14 @@ namespace moec::plan {
 struct PackedWeight {
   int32_t codes = -1, scales = -1, zeroPoints = -1;
   int64_t bits = 0, blockSize = 0;
+  /// Products quantize their activations to int8 (BlockQuantAttrs).
+  bool int8Activations = false;
 };
 
 /// Whether the plan stores `op` packed: every use is the right operand of a
 /// moe.mat_mul (a transposed rank-2 constant), or a matrix of a moe.experts
 /// with the out_in layout whose matrices are all packed constants of one
-/// bits and block_size.
+/// bits, block_size and int8_activations.
 bool canStayPacked(moe::BlockQuantizedConstantOp op);
 
 /// Adds weight `key` (shared with an earlier schedule that holds it) with

@@ -36,7 +36,10 @@ def Moe_BlockQuantizedConstantOp : Moe_Op<"block_quantized_constant", [Pure]> {
 
     The plan keeps the codes packed where a step reads them as they are
     (`moe.mat_mul`'s right operand, `moe.experts`' matrices); anywhere else
-    the emitter stores the exact f32 values. It is no `ConstantLike`: folders
+    the emitter stores the exact f32 values. `int8_activations` (the
+    model's `accuracy_level` 4) lets those steps quantize their activations
+    to int8 per block and multiply integers, as onnxruntime does; where the
+    f32 values are stored, products compute in f32. It is no `ConstantLike`: folders
     that need values leave it alone.
 
     Example:
@@ -50,11 +53,13 @@ def Moe_BlockQuantizedConstantOp : Moe_Op<"block_quantized_constant", [Pure]> {
                        ConfinedAttr<I64Attr, [IntMinValue<1>]>:$block_size,
                        UnitAttr:$transposed, ElementsAttr:$codes,
                        ElementsAttr:$scales,
-                       OptionalAttr<ElementsAttr>:$zero_points);
+                       OptionalAttr<ElementsAttr>:$zero_points,
+                       UnitAttr:$int8_activations);
   let results = (outs RankedTensorOf<[F32]>:$output);
   let assemblyFormat = [{
     `bits` $bits `block_size` $block_size (`transposed` $transposed^)?
-    `codes` $codes `scales` $scales (`zero_points` $zero_points^)? attr-dict
+    `codes` $codes `scales` $scales (`zero_points` $zero_points^)?
+    (`int8_activations` $int8_activations^)? attr-dict
     `:` type($output)
   }];
   let hasVerifier = 1;

@@ -993,7 +993,12 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
       bool softcap = attention && attrs && attrs->softcap() != 0.0f;
       bool blockQuant =
           step.op() == fb::OpKind::MatMulNBits || (ffn && ffn->block_quant());
+      const fb::BlockQuantAttrs *quant =
+          ffn ? ffn->block_quant() : step.attrs_as<fb::BlockQuantAttrs>();
+      bool int8Activations = quant && quant->int8_activations();
       const std::pair<uint16_t, const char *> features[] = {
+          {int8Activations ? detail::kFormatVersionMinorInt8Activations : 0,
+           "has int8 activations"},
           {blockQuant ? detail::kFormatVersionMinorBlockQuant : 0,
            "has block-quantized weights"},
           {attention ? detail::kFormatVersionMinorAttention : 0,

@@ -80,6 +80,10 @@ inline constexpr uint16_t kFormatVersionMinorKeptNormalize = 10;
 /// zero points as inputs 8 to 13): written for plans that have either, and
 /// the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorBlockQuant = 11;
+/// 1.12 added `BlockQuantAttrs.int8_activations` (MatMulNBits and
+/// `FfnAttrs.block_quant`): written for plans that set it, and the least a
+/// file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorInt8Activations = 12;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

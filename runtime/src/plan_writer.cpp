@@ -997,7 +997,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   for (const WeightSection &section : sections)
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
-       blockQuant = false;
+       blockQuant = false, int8Activations = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -1013,6 +1013,11 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         if (const fb::FfnAttrsT *ffn = step->attrs.AsFfnAttrs())
           blockQuant |= ffn->block_quant != nullptr;
         blockQuant |= step->op == fb::OpKind::MatMulNBits;
+        // Int8 activations, which a 1.11 reader would compute in f32.
+        const fb::BlockQuantAttrsT *quant = step->attrs.AsBlockQuantAttrs();
+        if (const fb::FfnAttrsT *ffn = step->attrs.AsFfnAttrs())
+          quant = ffn->block_quant.get();
+        int8Activations |= quant && quant->int8_activations;
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
@@ -1175,7 +1180,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                              program.generation->cache.end(),
                              [](const auto &pair) { return pair->state; })));
   header.versionMinor =
-      blockQuant           ? detail::kFormatVersionMinorBlockQuant
+      int8Activations      ? detail::kFormatVersionMinorInt8Activations
+      : blockQuant         ? detail::kFormatVersionMinorBlockQuant
       : keptNormalize      ? detail::kFormatVersionMinorKeptNormalize
       : genai              ? detail::kFormatVersionMinorGenai
       : tierPrefetch       ? detail::kFormatVersionMinorTierPrefetch

@@ -22,6 +22,40 @@
 
 namespace moert::testing {
 
+/// x [K] quantized to int8 per block of `block` columns as onnxruntime's
+/// MLAS does for accuracy_level 4 (its QuantizeARow): per block scale =
+/// amax / 127, inverse 127 / amax (0 for an all-zero block) and code =
+/// x * inverse rounded half to even, all in f32. Codes into `codes` [K],
+/// scales into `scales` [ceil(K / block)].
+inline void quantizeLikeOnnxruntime(const float *x, int64_t K, int64_t block,
+                                    std::vector<int> &codes,
+                                    std::vector<float> &scales) {
+  codes.assign(K, 0);
+  scales.assign((K + block - 1) / block, 0.0f);
+  for (int64_t b = 0; b * block < K; ++b) {
+    int64_t end = std::min(K, (b + 1) * block);
+    float amax = 0;
+    for (int64_t k = b * block; k < end; ++k)
+      amax = std::max(amax, std::fabs(x[k]));
+    scales[b] = amax / 127.0f;
+    float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+    for (int64_t k = b * block; k < end; ++k)
+      codes[k] = int(std::nearbyint(x[k] * inverse));
+  }
+}
+
+/// x [K] as the int8 products see it: each code times its block's scale.
+inline std::vector<double> dequantizedInt8(const float *x, int64_t K,
+                                           int64_t block) {
+  std::vector<int> codes;
+  std::vector<float> scales;
+  quantizeLikeOnnxruntime(x, K, block, codes, scales);
+  std::vector<double> out(K);
+  for (int64_t k = 0; k < K; ++k)
+    out[k] = double(codes[k]) * scales[k / block];
+  return out;
+}
+
 /// An expert network: attributes and weights in the chosen layout.
 struct Network {
   fb::Activation activation = fb::Activation::SiluGlu;
@@ -38,6 +72,10 @@ struct Network {
   bool int8 = false;
   std::vector<int8_t> q1, q3, q2;
   std::vector<float> s1, s3, s2;
+  /// Nonzero: `apply` quantizes each matrix's input to int8 in blocks of
+  /// this many columns (quantizeLikeOnnxruntime, as onnxruntime's
+  /// accuracy_level 4), and multiplies the weights by its dequantized codes.
+  int64_t int8Block = 0;
 
   bool gated() const {
     return activation >= fb::Activation::SiluGlu &&
@@ -173,9 +211,19 @@ struct Network {
     }
   }
 
+  /// The input of a matrix: x, or with int8Block its int8 codes times
+  /// their block scales (exact in f64).
+  std::vector<double> matrixInput(const float *x, int64_t K) const {
+    std::vector<double> in(x, x + K);
+    if (int8Block)
+      in = dequantizedInt8(x, K, int8Block);
+    return in;
+  }
+
   /// Expert e's output for one row.
-  std::vector<double> apply(int64_t e, const float *x) const {
+  std::vector<double> apply(int64_t e, const float *xRow) const {
     std::vector<double> h(w1Out()), u(F), a(F), y(H);
+    const std::vector<double> x = matrixInput(xRow, H);
     for (int64_t o = 0; o < w1Out(); ++o) {
       double sum = b1.empty() ? 0 : b1[e * w1Out() + o];
       for (int64_t i = 0; i < H; ++i)
@@ -208,6 +256,11 @@ struct Network {
       } else {
         a[f] = act(activation, g) * up;
       }
+    }
+    if (int8Block) {
+      // The kernels quantize the f32 activations.
+      std::vector<float> rounded(a.begin(), a.end());
+      a = matrixInput(rounded.data(), F);
     }
     for (int64_t o = 0; o < H; ++o) {
       double sum = b2.empty() ? 0 : b2[e * H + o];

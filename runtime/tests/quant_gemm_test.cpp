@@ -83,8 +83,8 @@ struct Quantized {
     return w;
   }
 
-  /// W[r, c] by the formula, written out independently of the kernels.
-  float weight(int64_t r, int64_t c) const {
+  /// code - zero of W[r, c], written out independently of the kernels.
+  int level(int64_t r, int64_t c) const {
     int64_t b = c / blockSize, i = c % blockSize;
     const uint8_t *block =
         codes.data() + r * rowBytes() + b * blockSize * bits / 8;
@@ -94,7 +94,11 @@ struct Quantized {
       const uint8_t *z = zeros.data() + r * zeroBytes();
       zero = bits == 8 ? z[b] : (z[b / 2] >> (4 * (b % 2))) & 15;
     }
-    return float(code - zero) * scales[r * blocks() + b];
+    return code - zero;
+  }
+  /// W[r, c] by the formula.
+  float weight(int64_t r, int64_t c) const {
+    return float(level(r, c)) * scales[r * blocks() + c / blockSize];
   }
 };
 
@@ -115,6 +119,43 @@ void expectProduct(const Quantized &q, const std::vector<float> &x, int64_t n,
       double bound = 4.0 * double(q.cols + 8) * 0x1p-24 * magnitude + 1e-30;
       ASSERT_NEAR(c[i * ldc + j], sum, bound) << "row " << i << " output " << j;
     }
+}
+
+/// Checks c as expectProduct does against onnxruntime's int8 product: x's
+/// rows quantized per block (quantizeLikeOnnxruntime), per block the exact
+/// integer sum of activation codes times code - zero, scaled by the f32
+/// product of the two scales, summed in f64; within a few ulps per block of
+/// the sum of the terms' magnitudes (f32 accumulation of partial sums). The
+/// f32 product differs by about 1% of the output (the activations'
+/// rounding).
+void expectInt8Product(const Quantized &q, const std::vector<float> &x,
+                       int64_t n, int64_t r0, int64_t m, const float *bias,
+                       const std::vector<float> &c, int64_t ldc) {
+  std::vector<int> codes;
+  std::vector<float> scales;
+  for (int64_t i = 0; i < n; ++i) {
+    quantizeLikeOnnxruntime(x.data() + i * q.cols, q.cols, q.blockSize, codes,
+                            scales);
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t r = r0 + j;
+      double sum = bias ? bias[r] : 0.0;
+      double magnitude = std::fabs(sum);
+      for (int64_t b = 0; b < q.blocks(); ++b) {
+        int64_t dot = 0, size = 0;
+        for (int64_t k = b * q.blockSize;
+             k < std::min(q.cols, (b + 1) * q.blockSize); ++k) {
+          dot += int64_t(codes[k]) * q.level(r, k);
+          size += std::abs(int64_t(codes[k]) * q.level(r, k));
+        }
+        float scale = scales[b] * q.scales[r * q.blocks() + b];
+        sum += double(dot) * scale;
+        // Kernels may round partial sums of the block (lanes) apart.
+        magnitude += double(size) * std::fabs(scale);
+      }
+      double bound = 4.0 * double(q.blocks() + 8) * 0x1p-24 * magnitude + 1e-30;
+      ASSERT_NEAR(c[i * ldc + j], sum, bound) << "row " << i << " output " << j;
+    }
+  }
 }
 
 struct Case {
@@ -178,9 +219,92 @@ TEST(QuantGemm, ProductsMatchF64) {
         }
 }
 
-/// A plan of one MatMulNBits step over weights of q on a [1, rows, k] input.
+/// The kernels that quantProject can run here.
+std::vector<QuantKernel> quantKernels() {
+  std::vector<QuantKernel> kernels = {QuantKernel::Portable, QuantKernel::Auto};
+  if (detail::hasQuantAvx2())
+    kernels.push_back(QuantKernel::Avx2);
+  return kernels;
+}
+
+TEST(QuantGemm, Int8ActivationsAreOnnxruntimes) {
+  uint32_t seed = 300;
+  for (const Case &s : kShapes)
+    for (int64_t n : {1, 3}) {
+      Quantized q(s.rows, s.cols, s.bits, s.blockSize, false, false, seed++);
+      std::vector<float> x = randomFloats(n * s.cols, seed++);
+      // An all-zero block: scale 0, codes 0.
+      std::fill(x.begin(), x.begin() + std::min(s.blockSize, s.cols), 0.0f);
+      // 4-bit blocks of a multiple of 32: the even columns of each 32 first.
+      bool nibbleOrder = s.bits == 4 && s.blockSize % 32 == 0;
+      for (QuantKernel kernel : quantKernels()) {
+        SCOPED_TRACE(::testing::Message()
+                     << s.cols << " columns, bits " << s.bits << " block "
+                     << s.blockSize << " kernel " << int(kernel));
+        detail::Int8Activations xq;
+        detail::quantizeActivations(x.data(), n, q.matrix(), xq, kernel);
+        ASSERT_EQ(xq.rows, n);
+        ASSERT_EQ(xq.blocks, q.blocks());
+        ASSERT_EQ(xq.nibbleOrder, nibbleOrder);
+        ASSERT_EQ(int64_t(xq.codes.size()), n * q.blocks() * s.blockSize);
+        std::vector<int> codes;
+        std::vector<float> scales;
+        for (int64_t i = 0; i < n; ++i) {
+          quantizeLikeOnnxruntime(x.data() + i * s.cols, s.cols, s.blockSize,
+                                  codes, scales);
+          const int8_t *row = xq.codes.data() + i * xq.rowCodes();
+          for (int64_t b = 0; b < q.blocks(); ++b)
+            ASSERT_EQ(xq.scales[i * q.blocks() + b], scales[b])
+                << "block " << b;
+          for (int64_t c = 0; c < xq.rowCodes(); ++c) {
+            int64_t at =
+                nibbleOrder ? c / 32 * 32 + c % 2 * 16 + c % 32 / 2 : c;
+            ASSERT_EQ(row[at], c < s.cols ? codes[c] : 0) << "column " << c;
+          }
+        }
+      }
+    }
+}
+
+TEST(QuantGemm, Int8ProductsMatchF64) {
+  uint32_t seed = 700;
+  for (const Case &s : kShapes)
+    for (bool zeros : {false, true})
+      for (bool half : {false, true})
+        for (int64_t n : {1, 2, 3, 4, 5, 9, 21}) {
+          Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, half, seed++);
+          BlockQuantMatrix w = q.matrix();
+          w.int8Activations = true;
+          std::vector<float> x = randomFloats(n * s.cols, seed++);
+          std::vector<float> bias = randomFloats(s.rows, seed++);
+          int64_t r0 = s.rows / 3, m = s.rows - r0, ldc = m + 3;
+          detail::Int8Activations given;
+          detail::quantizeActivations(x.data(), n, w, given);
+          for (QuantKernel kernel : quantKernels())
+            for (bool quantized : {false, true}) {
+              SCOPED_TRACE(::testing::Message()
+                           << s.rows << "x" << s.cols << " bits " << s.bits
+                           << " block " << s.blockSize << " zeros " << zeros
+                           << " f16 " << half << " n " << n << " kernel "
+                           << int(kernel) << " quantized " << quantized);
+              std::vector<float> c(n * ldc, -7.0f);
+              detail::quantProject(x.data(), n, w, r0, m,
+                                   zeros ? bias.data() : nullptr, c.data(), ldc,
+                                   kernel, quantized ? &given : nullptr);
+              expectInt8Product(q, x, n, r0, m, zeros ? bias.data() : nullptr,
+                                c, ldc);
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = m; j < ldc; ++j)
+                  ASSERT_EQ(c[i * ldc + j], -7.0f);
+            }
+        }
+}
+
+/// A plan of one MatMulNBits step over weights of q on a [1, rows, k] input
+/// (with int8 activations when `int8`).
 absl::StatusOr<std::vector<uint8_t>> matMulNBitsPlan(const Quantized &q,
-                                                     int64_t rows, int64_t k) {
+                                                     int64_t rows, int64_t k,
+                                                     bool int8 = false) {
   PlanWriter writer;
   ScheduleBuilder &s = writer.schedule();
   int32_t in =
@@ -204,6 +328,7 @@ absl::StatusOr<std::vector<uint8_t>> matMulNBitsPlan(const Quantized &q,
   table.bits = int32_t(q.bits);
   table.block_size = q.blockSize;
   table.k = k;
+  table.int8_activations = int8;
   fb::AttrsUnion attrs;
   attrs.Set(std::move(table));
   s.addStep(fb::OpKind::MatMulNBits, "mm", inputs, {out}, std::move(attrs));
@@ -211,18 +336,14 @@ absl::StatusOr<std::vector<uint8_t>> matMulNBitsPlan(const Quantized &q,
 }
 
 /// Runs matMulNBitsPlan on `a`.
-absl::StatusOr<std::vector<float>> runMatMulNBits(const Quantized &q,
-                                                  const std::vector<float> &a,
-                                                  int64_t rows, int threads,
-                                                  int64_t k) {
+absl::StatusOr<std::vector<float>>
+runMatMulNBits(const Quantized &q, const std::vector<float> &a, int64_t rows,
+               int threads, int64_t k, bool int8 = false) {
   MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                         matMulNBitsPlan(q, rows, k));
-  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                         Plan::loadFromMemory(bytes.data(), bytes.size()));
-  SessionOptions options;
-  options.threads = threads;
+                         matMulNBitsPlan(q, rows, k, int8));
+  std::unique_ptr<Plan> plan;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                         Session::create(*plan, options));
+                         openSession(bytes, threads, plan));
   MOERT_RETURN_IF_ERROR(
       session->setInput("a", DType::F32, {1, rows, k}, a.data(), a.size() * 4));
   MOERT_RETURN_IF_ERROR(session->run());
@@ -232,20 +353,43 @@ absl::StatusOr<std::vector<float>> runMatMulNBits(const Quantized &q,
 
 TEST(MatMulNBits, StepMatchesF64) {
   uint32_t seed = 500;
-  for (const Case &s : {Case{37, 100, 4, 32}, Case{64, 256, 4, 32},
-                        Case{21, 72, 8, 16}, Case{9, 2880, 4, 128}})
-    for (int64_t rows : {1, 3, 40})
-      for (int threads : {1, 3}) {
-        SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.cols << " rows "
-                                          << rows << " threads " << threads);
-        Quantized q(s.rows, s.cols, s.bits, s.blockSize, rows != 3, rows == 40,
-                    seed++);
-        std::vector<float> a = randomFloats(rows * s.cols, seed++);
-        absl::StatusOr<std::vector<float>> y =
-            runMatMulNBits(q, a, rows, threads, s.cols);
-        ASSERT_TRUE(y.ok()) << y.status();
-        expectProduct(q, a, rows, 0, s.rows, nullptr, *y, s.rows);
-      }
+  for (bool int8 : {false, true})
+    for (const Case &s : {Case{37, 100, 4, 32}, Case{64, 256, 4, 32},
+                          Case{21, 72, 8, 16}, Case{9, 2880, 4, 128}})
+      for (int64_t rows : {1, 3, 40})
+        for (int threads : {1, 3}) {
+          SCOPED_TRACE(::testing::Message()
+                       << s.rows << "x" << s.cols << " rows " << rows
+                       << " threads " << threads << " int8 " << int8);
+          Quantized q(s.rows, s.cols, s.bits, s.blockSize, rows != 3,
+                      rows == 40, seed++);
+          std::vector<float> a = randomFloats(rows * s.cols, seed++);
+          absl::StatusOr<std::vector<float>> y =
+              runMatMulNBits(q, a, rows, threads, s.cols, int8);
+          ASSERT_TRUE(y.ok()) << y.status();
+          if (int8)
+            expectInt8Product(q, a, rows, 0, s.rows, nullptr, *y, s.rows);
+          else
+            expectProduct(q, a, rows, 0, s.rows, nullptr, *y, s.rows);
+        }
+}
+
+TEST(MatMulNBits, Int8ActivationsNeedFormat112) {
+  Quantized q(8, 64, 4, 32, false, false, 3);
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      matMulNBitsPlan(q, 1, 64, /*int8=*/true);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(),
+            detail::kFormatVersionMinorInt8Activations);
+  std::vector<uint8_t> older =
+      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+        header.versionMinor = detail::kFormatVersionMinorBlockQuant;
+      });
+  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+              StatusHas("step 0 has int8 activations, which needs format "
+                        "1.12, but the file is version 1.11"));
 }
 
 TEST(MatMulNBits, RefusesMismatchedWeights) {
@@ -330,90 +474,97 @@ TEST(BlockQuantExperts, MatchF64OnTheDequantizedWeights) {
   uint32_t seed = 900;
   for (int bits : {4, 8})
     for (bool zeroPoints : {false, true})
-      for (Network net : everyNetwork()) {
-        if (net.inOut)
-          continue;
-        SCOPED_TRACE(::testing::Message()
-                     << "bits " << bits << " zeros " << zeroPoints
-                     << " activation " << int(net.activation));
-        // H = 80 with blocks of 32: a ragged last block of w1 and w3.
-        net.init(/*experts=*/4, /*hidden=*/80, /*inter=*/48, seed++);
-        PackedMatrix packed[3];
-        std::vector<float> *matrices[3] = {&net.w1, &net.w3, &net.w2};
-        const int64_t outs[3] = {net.w1Out(), net.F, net.H},
-                      ins[3] = {net.H, net.H, net.F};
-        for (int m = 0; m < 3; ++m)
-          if (!matrices[m]->empty())
-            packed[m] = pack(*matrices[m], net.E, outs[m], ins[m], bits, 32,
-                             zeroPoints);
-        for (std::vector<int64_t> rows :
-             {std::vector<int64_t>{1, 0, 2, 1}, {3, 20, 0, 9}}) {
-          std::vector<int64_t> offsets = {0};
-          for (int64_t n : rows)
-            offsets.push_back(offsets.back() + n);
-          int64_t N = offsets.back();
-          std::vector<float> x = randomFloats(N * net.H, seed++);
-          PlanWriter writer;
-          ScheduleBuilder &s = writer.schedule();
-          ExpertsSignature sig = addExpertsSignature(s, N, net.H, net.E);
-          std::vector<int32_t> inputs = {sig.tokens, sig.offsets};
-          auto weight = [&](const char *name, DType dtype,
-                            const std::vector<int64_t> &shape, const void *data,
-                            size_t bytes) {
-            return s.addWeight(name, dtype, shape, data, bytes);
-          };
-          std::vector<float> *biases[3] = {&net.b1, &net.b3, &net.b2};
-          for (int m : {0, 1, 2}) {
-            // Slots in order w1, b1, w3, b3, w2, b2.
-            const PackedMatrix &p = packed[m];
-            inputs.push_back(p.codes.empty()
-                                 ? -1
-                                 : weight("w", DType::I8, p.codeShape,
-                                          p.codes.data(), p.codes.size()));
-            const std::vector<float> &b = *biases[m];
-            inputs.push_back(b.empty()
-                                 ? -1
-                                 : weight("b", DType::F32,
-                                          {net.E, int64_t(b.size()) / net.E},
-                                          b.data(), b.size() * 4));
-          }
-          for (int m : {0, 1, 2})
-            inputs.push_back(packed[m].codes.empty()
-                                 ? -1
-                                 : weight("s", DType::F32, packed[m].scaleShape,
-                                          packed[m].scales.data(),
-                                          packed[m].scales.size() * 4));
-          for (int m : {0, 1, 2})
-            inputs.push_back(!zeroPoints || packed[m].codes.empty()
-                                 ? -1
-                                 : weight("z", DType::I8, packed[m].zeroShape,
-                                          packed[m].zeros.data(),
-                                          packed[m].zeros.size()));
-          fb::FfnAttrsT attrs;
-          attrs.activation = net.activation;
-          attrs.weight_layout = fb::WeightLayout::OutIn;
-          attrs.glu_layout = net.glu;
-          attrs.alpha = net.alpha;
-          attrs.beta = net.beta;
-          attrs.limit = net.limit;
-          attrs.block_quant = std::make_unique<fb::BlockQuantAttrsT>();
-          attrs.block_quant->bits = bits;
-          attrs.block_quant->block_size = 32;
-          fb::AttrsUnion u;
-          u.Set(std::move(attrs));
-          s.addStep(fb::OpKind::Experts, "experts", inputs, {sig.out},
-                    std::move(u));
-          absl::StatusOr<Value> y = runExpertsPlan(writer, net.H, x, offsets);
-          ASSERT_TRUE(y.ok()) << y.status();
-          std::vector<float> expected(N * net.H);
-          for (int64_t e = 0; e < net.E; ++e)
-            for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) {
-              std::vector<double> want = net.apply(e, x.data() + r * net.H);
-              std::copy(want.begin(), want.end(), expected.begin() + r * net.H);
+      for (bool int8 : {false, true})
+        for (Network net : everyNetwork()) {
+          if (net.inOut)
+            continue;
+          SCOPED_TRACE(::testing::Message()
+                       << "bits " << bits << " zeros " << zeroPoints
+                       << " int8 activations " << int8 << " activation "
+                       << int(net.activation));
+          // Int8 activations: the reference quantizes each matrix's input.
+          net.int8Block = int8 ? 32 : 0;
+          // H = 80 with blocks of 32: a ragged last block of w1 and w3.
+          net.init(/*experts=*/4, /*hidden=*/80, /*inter=*/48, seed++);
+          PackedMatrix packed[3];
+          std::vector<float> *matrices[3] = {&net.w1, &net.w3, &net.w2};
+          const int64_t outs[3] = {net.w1Out(), net.F, net.H},
+                        ins[3] = {net.H, net.H, net.F};
+          for (int m = 0; m < 3; ++m)
+            if (!matrices[m]->empty())
+              packed[m] = pack(*matrices[m], net.E, outs[m], ins[m], bits, 32,
+                               zeroPoints);
+          for (std::vector<int64_t> rows :
+               {std::vector<int64_t>{1, 0, 2, 1}, {3, 20, 0, 9}}) {
+            std::vector<int64_t> offsets = {0};
+            for (int64_t n : rows)
+              offsets.push_back(offsets.back() + n);
+            int64_t N = offsets.back();
+            std::vector<float> x = randomFloats(N * net.H, seed++);
+            PlanWriter writer;
+            ScheduleBuilder &s = writer.schedule();
+            ExpertsSignature sig = addExpertsSignature(s, N, net.H, net.E);
+            std::vector<int32_t> inputs = {sig.tokens, sig.offsets};
+            auto weight = [&](const char *name, DType dtype,
+                              const std::vector<int64_t> &shape,
+                              const void *data, size_t bytes) {
+              return s.addWeight(name, dtype, shape, data, bytes);
+            };
+            std::vector<float> *biases[3] = {&net.b1, &net.b3, &net.b2};
+            for (int m : {0, 1, 2}) {
+              // Slots in order w1, b1, w3, b3, w2, b2.
+              const PackedMatrix &p = packed[m];
+              inputs.push_back(p.codes.empty()
+                                   ? -1
+                                   : weight("w", DType::I8, p.codeShape,
+                                            p.codes.data(), p.codes.size()));
+              const std::vector<float> &b = *biases[m];
+              inputs.push_back(b.empty()
+                                   ? -1
+                                   : weight("b", DType::F32,
+                                            {net.E, int64_t(b.size()) / net.E},
+                                            b.data(), b.size() * 4));
             }
-          expectNear(*y, {N, net.H}, expected, 1e-4f);
+            for (int m : {0, 1, 2})
+              inputs.push_back(packed[m].codes.empty()
+                                   ? -1
+                                   : weight("s", DType::F32,
+                                            packed[m].scaleShape,
+                                            packed[m].scales.data(),
+                                            packed[m].scales.size() * 4));
+            for (int m : {0, 1, 2})
+              inputs.push_back(!zeroPoints || packed[m].codes.empty()
+                                   ? -1
+                                   : weight("z", DType::I8, packed[m].zeroShape,
+                                            packed[m].zeros.data(),
+                                            packed[m].zeros.size()));
+            fb::FfnAttrsT attrs;
+            attrs.activation = net.activation;
+            attrs.weight_layout = fb::WeightLayout::OutIn;
+            attrs.glu_layout = net.glu;
+            attrs.alpha = net.alpha;
+            attrs.beta = net.beta;
+            attrs.limit = net.limit;
+            attrs.block_quant = std::make_unique<fb::BlockQuantAttrsT>();
+            attrs.block_quant->bits = bits;
+            attrs.block_quant->block_size = 32;
+            attrs.block_quant->int8_activations = int8;
+            fb::AttrsUnion u;
+            u.Set(std::move(attrs));
+            s.addStep(fb::OpKind::Experts, "experts", inputs, {sig.out},
+                      std::move(u));
+            absl::StatusOr<Value> y = runExpertsPlan(writer, net.H, x, offsets);
+            ASSERT_TRUE(y.ok()) << y.status();
+            std::vector<float> expected(N * net.H);
+            for (int64_t e = 0; e < net.E; ++e)
+              for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) {
+                std::vector<double> want = net.apply(e, x.data() + r * net.H);
+                std::copy(want.begin(), want.end(),
+                          expected.begin() + r * net.H);
+              }
+            expectNear(*y, {N, net.H}, expected, 1e-4f);
+          }
         }
-      }
 }
 
 /// The load status of a one-step Experts plan over a 4-bit network (H 64,

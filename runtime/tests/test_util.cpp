@@ -11,6 +11,16 @@
 
 namespace moert::testing {
 
+absl::StatusOr<std::unique_ptr<Session>>
+openSession(const std::vector<uint8_t> &bytes, int threads,
+            std::unique_ptr<Plan> &plan) {
+  MOERT_ASSIGN_OR_RETURN(plan,
+                         Plan::loadFromMemory(bytes.data(), bytes.size()));
+  SessionOptions options;
+  options.threads = threads;
+  return Session::create(*plan, options);
+}
+
 absl::StatusOr<std::vector<Value>>
 runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
         const std::vector<Out> &outputs, fb::AttrsUnion attrs, int threads) {
@@ -35,12 +45,9 @@ runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,
   }
   s.addStep(op, "step", ins, outs, std::move(attrs));
   MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, writer.serialize());
-  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                         Plan::loadFromMemory(bytes.data(), bytes.size()));
-  SessionOptions options;
-  options.threads = threads;
+  std::unique_ptr<Plan> plan;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                         Session::create(*plan, options));
+                         openSession(bytes, threads, plan));
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i])
       MOERT_RETURN_IF_ERROR(session->setInput(

@@ -74,6 +74,12 @@ struct Out {
   std::vector<PlanDim> dims;
 };
 
+/// Loads the plan serialized in `bytes` into `plan` and opens a session of
+/// `threads` threads on it (`plan` must outlive the session).
+absl::StatusOr<std::unique_ptr<Session>>
+openSession(const std::vector<uint8_t> &bytes, int threads,
+            std::unique_ptr<Plan> &plan);
+
 /// Runs one step of `op`; std::nullopt inputs are omitted (-1).
 absl::StatusOr<std::vector<Value>>
 runStep(fb::OpKind op, const std::vector<std::optional<Value>> &inputs,

@@ -61,6 +61,8 @@ VARIANTS = {
                                   gidx="identity")),
     "mnb-4bit-acc4": ("ort", dict(op="mnb", bits=4, block=32, zp="uint8",
                                   accuracy=4)),
+    "mnb-8bit-b32-acc4": ("ort", dict(op="mnb", bits=8, block=32, bias=True,
+                                      accuracy=4)),
     # GatherBlockQuantized (uint8 data, ids [tokens]).
     "gbq-4bit-b16": ("ort", dict(op="gbq", bits=4, block=16)),
     "gbq-4bit-b16-zp": ("ort", dict(op="gbq", bits=4, block=16, zp="uint8")),

@@ -43,8 +43,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// or an expert network with that activation are written as 1.10. 1.11
 /// added block-quantized weights kept packed (the MatMulNBits step,
 /// `FfnAttrs.block_quant`); only plans with them are written as 1.11.
+/// 1.12 added `BlockQuantAttrs.int8_activations` (int8 activations for
+/// block-quantized weights, onnxruntime's accuracy_level 4), which a 1.11
+/// reader would ignore and compute in f32; only plans that set it are
+/// written as 1.12.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 11;
+inline constexpr uint16_t kFormatVersionMinor = 12;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

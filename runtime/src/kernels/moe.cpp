@@ -812,6 +812,7 @@ absl::Status resolveBlockQuantFfn(const KernelContext &ctx, int first,
         ctx.has(kFirstZeroPoint + m) ? &ctx.in(kFirstZeroPoint + m) : nullptr;
     ffn.quant[slot] = blockQuantMatrix(codes, scale, zeros, rows[m], cols[m],
                                        quant.bits(), quant.block_size());
+    ffn.quant[slot].int8Activations = quant.int8_activations();
     ffn.quantScaleStride[slot] =
         scale.shape.span(1, scale.shape.rank) * dtypeSize(scale.dtype);
     ffn.quantZeroStride[slot] =

@@ -9,6 +9,14 @@
 // codes in blocks of a multiple of 32 and 8-bit codes in blocks of a multiple
 // of 8; anything else, and the ragged tail of a row, runs the portable code.
 //
+// Int8 activations (onnxruntime's accuracy_level 4): each row of x is
+// quantized per block once, and every row count runs the integer kernels.
+// The AVX2 ones multiply a block's codes minus its zero point (|q - z| <=
+// 15 as int8 for 4-bit codes, int16 for 8-bit ones) by the activation codes
+// with maddubs (the sign moved to the activations) or madd, sum the int32
+// lanes per block and add them, scaled by the f32 product of the two
+// scales, into eight f32 lanes; the portable kernel gives the same integers.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/quant_gemm.h"
@@ -17,6 +25,7 @@
 #include "tensor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -113,6 +122,79 @@ void projectPortable(const float *x, int64_t n, const BlockQuantMatrix &w,
     }
     for (int64_t i = 0; i < n; ++i)
       c[i * ldc + j] = bias ? total[i] + bias[r] : total[i];
+  }
+}
+
+/// Whether activations quantized for w keep each 32 columns of a block in
+/// the order of the 4-bit codes' nibbles.
+bool nibbleOrderFor(const BlockQuantMatrix &w) {
+  return w.bits == 4 && w.blockSize % 32 == 0;
+}
+
+/// Where column c of a row goes among the row's activation codes.
+inline int64_t int8Position(int64_t c, bool nibbleOrder) {
+  return nibbleOrder ? (c & ~int64_t{31}) + ((c & 1) << 4) + ((c & 31) >> 1)
+                     : c;
+}
+
+/// One activation code: x * inverse rounded half to even, saturated to
+/// int8 as packing does (|x * inverse| <= 127 unless x is not finite).
+inline int8_t int8Code(float x, float inverse) {
+  float q = std::nearbyint(x * inverse);
+  return static_cast<int8_t>(std::clamp(q, -128.0f, 127.0f));
+}
+
+/// The scale of a block whose largest magnitude is amax, and its inverse.
+inline void int8Scale(float amax, float &scale, float &inverse) {
+  scale = amax / 127.0f;
+  inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+}
+
+/// Columns [c0, c1) of row x into codes (the row's codes) with `inverse`.
+void quantizeColumns(const float *x, int64_t c0, int64_t c1, float inverse,
+                     bool nibbleOrder, int8_t *codes) {
+  for (int64_t k = c0; k < c1; ++k)
+    codes[int8Position(k, nibbleOrder)] = int8Code(x[k], inverse);
+}
+
+void quantizeRowPortable(const float *x, int64_t K, const Int8Activations &q,
+                         int8_t *codes, float *scales) {
+  for (int64_t b = 0; b < q.blocks; ++b) {
+    int64_t begin = b * q.blockSize, end = std::min(K, begin + q.blockSize);
+    float amax = 0.0f;
+    for (int64_t k = begin; k < end; ++k)
+      amax = std::max(amax, std::fabs(x[k]));
+    float inverse;
+    int8Scale(amax, scales[b], inverse);
+    quantizeColumns(x, begin, end, inverse, q.nibbleOrder, codes);
+  }
+}
+
+/// c[i, j] of the int8 products for rows [0, n) of xq, weight rows [r0,
+/// r0 + m): per block the exact integer sum, then f32.
+void projectInt8Portable(const Int8Activations &xq, int64_t n,
+                         const BlockQuantMatrix &w, int64_t r0, int64_t m,
+                         const float *bias, float *c, int64_t ldc) {
+  const int64_t K = w.cols, blocks = w.blocks();
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t r = r0 + j;
+    Row row(w, r, blocks);
+    for (int64_t i = 0; i < n; ++i) {
+      const int8_t *a = xq.codes.data() + i * xq.rowCodes();
+      const float *sa = xq.scales.data() + i * blocks;
+      float total = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int64_t begin = b * w.blockSize, end = std::min(K, begin + w.blockSize);
+        int z = row.zero(b);
+        const uint8_t *p = row.block(b);
+        int32_t dot = 0;
+        for (int64_t k = begin; k < end; ++k)
+          dot += int32_t(a[int8Position(k, xq.nibbleOrder)]) *
+                 (codeAt(p, w.bits, k - begin) - z);
+        total += static_cast<float>(dot) * (sa[b] * row.scale(b));
+      }
+      c[i * ldc + j] = bias ? total + bias[r] : total;
+    }
   }
 }
 
@@ -242,39 +324,47 @@ projectRowAvx2(const float *x, int64_t K, const BlockQuantMatrix &w, int64_t r,
     out[i] = horizontalSum(total[i]) + tail[i];
 }
 
-MOERT_TARGET_AVX2 void projectAvx2(const float *x, int64_t n,
-                                   const BlockQuantMatrix &w, int64_t r0,
-                                   int64_t m, const float *bias, float *c,
-                                   int64_t ldc) {
-  const int64_t K = w.cols, blocks = w.blocks();
+/// c[i, j] = rows.run<NR>(r, i) + bias[r] for rows i < n of x and weight
+/// rows r = r0 + j, j < m: rows of x four at a time, so that the weight row
+/// stays in L1 across them.
+template <typename Rows>
+void projectInGroups(const Rows &rows, int64_t n, int64_t r0, int64_t m,
+                     const float *bias, float *c, int64_t ldc) {
   for (int64_t j = 0; j < m; ++j) {
     int64_t r = r0 + j;
     float add = bias ? bias[r] : 0.0f;
-    // Rows of x four at a time: the weight row stays in L1 across them.
     for (int64_t i = 0; i < n;) {
       float out[4];
-      int64_t rows = std::min<int64_t>(4, n - i);
-      const float *xi = x + i * K;
-      switch (rows) {
+      int64_t count = std::min<int64_t>(4, n - i);
+      switch (count) {
       case 4:
-        projectRowAvx2<4>(xi, K, w, r, blocks, out);
+        rows.template run<4>(r, i, out);
         break;
       case 3:
-        projectRowAvx2<3>(xi, K, w, r, blocks, out);
+        rows.template run<3>(r, i, out);
         break;
       case 2:
-        projectRowAvx2<2>(xi, K, w, r, blocks, out);
+        rows.template run<2>(r, i, out);
         break;
       default:
-        projectRowAvx2<1>(xi, K, w, r, blocks, out);
+        rows.template run<1>(r, i, out);
         break;
       }
-      for (int64_t t = 0; t < rows; ++t)
+      for (int64_t t = 0; t < count; ++t)
         c[(i + t) * ldc + j] = out[t] + add;
-      i += rows;
+      i += count;
     }
   }
 }
+
+/// The f32 products of projectRowAvx2.
+struct F32RowsAvx2 {
+  const float *x;
+  const BlockQuantMatrix &w;
+  template <int NR> void run(int64_t r, int64_t i, float *out) const {
+    projectRowAvx2<NR>(x + i * w.cols, w.cols, w, r, w.blocks(), out);
+  }
+};
 
 /// dequantizeRows for 4-bit codes in blocks of a multiple of 32.
 MOERT_TARGET_AVX2 void dequantize4Avx2(const BlockQuantMatrix &w, int64_t r0,
@@ -307,6 +397,139 @@ MOERT_TARGET_AVX2 void dequantize4Avx2(const BlockQuantMatrix &w, int64_t r0,
 bool avx2Shape(const BlockQuantMatrix &w) {
   return (w.bits == 4 && w.blockSize % 32 == 0) ||
          (w.bits == 8 && w.blockSize % 8 == 0);
+}
+
+/// quantizeRowPortable with AVX2: the same maxima, products and roundings
+/// eight columns at a time.
+MOERT_TARGET_AVX2 void quantizeRowAvx2(const float *x, int64_t K,
+                                       const Int8Activations &q, int8_t *codes,
+                                       float *scales) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  // Packing leaves the dwords of four vectors interleaved across lanes.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  // Per 16 bytes: the even ones, then the odd ones.
+  const __m256i nibbles =
+      _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                       2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t b = 0; b < q.blocks; ++b) {
+    int64_t begin = b * q.blockSize, end = std::min(K, begin + q.blockSize);
+    __m256 vmax = _mm256_setzero_ps();
+    int64_t k = begin;
+    for (; k + 8 <= end; k += 8)
+      vmax =
+          _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax),
+                           _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float amax = _mm_cvtss_f32(m4);
+    for (; k < end; ++k)
+      amax = std::max(amax, std::fabs(x[k]));
+    float inverse;
+    int8Scale(amax, scales[b], inverse);
+    const __m256 inv = _mm256_set1_ps(inverse);
+    k = begin;
+    for (; k + 32 <= end; k += 32) {
+      __m256i v[4];
+      for (int g = 0; g < 4; ++g)
+        v[g] = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * g), inv),
+                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                          _mm256_packs_epi32(v[2], v[3]));
+      packed = _mm256_permutevar8x32_epi32(packed, order);
+      if (q.nibbleOrder)
+        packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(packed, nibbles),
+                                          _MM_SHUFFLE(3, 1, 2, 0));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(codes + k), packed);
+    }
+    quantizeColumns(x, k, end, inverse, q.nibbleOrder, codes);
+  }
+}
+
+/// The int8 products of NR rows of xq (from row i0) with weight row `row`:
+/// Bits 4, codes in blocks of a multiple of 32 (nibble-ordered activations;
+/// q - z fits int8), or Bits 8, blocks of a multiple of 16 (q - z in
+/// [-255, 255], widened to int16).
+template <int NR, int Bits>
+MOERT_TARGET_AVX2 void int8Rows(const Int8Activations &xq, int64_t i0,
+                                const Row &row, int64_t blocks,
+                                int64_t blockSize, float out[NR]) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t stride = xq.rowCodes();
+  const int8_t *a0 = xq.codes.data() + i0 * stride;
+  const float *sa = xq.scales.data() + i0 * blocks;
+  __m256 acc[NR];
+  for (int i = 0; i < NR; ++i)
+    acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int z = row.zero(b);
+    const uint8_t *p = row.block(b);
+    const int8_t *ab = a0 + b * blockSize;
+    __m256i dot[NR];
+    for (int i = 0; i < NR; ++i)
+      dot[i] = _mm256_setzero_si256();
+    if constexpr (Bits == 4) {
+      const __m256i zv = _mm256_set1_epi8(static_cast<char>(z));
+      for (int64_t g = 0; g < blockSize; g += 32) {
+        __m128i bytes =
+            _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + g / 2));
+        // Low nibbles (even columns), then high ones (odd columns), minus z.
+        __m256i w = _mm256_sub_epi8(
+            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
+                             mask),
+            zv);
+        __m256i magnitude = _mm256_sign_epi8(w, w);
+        for (int i = 0; i < NR; ++i) {
+          __m256i a = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i *>(ab + i * stride + g));
+          __m256i pairs =
+              _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(a, w));
+          dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(pairs, ones));
+        }
+      }
+    } else {
+      const __m256i zv = _mm256_set1_epi16(static_cast<int16_t>(z));
+      for (int64_t g = 0; g < blockSize; g += 16) {
+        __m256i w =
+            _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(
+                                 reinterpret_cast<const __m128i *>(p + g))),
+                             zv);
+        for (int i = 0; i < NR; ++i) {
+          __m256i a = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+              reinterpret_cast<const __m128i *>(ab + i * stride + g)));
+          dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(w, a));
+        }
+      }
+    }
+    float sb = row.scale(b);
+    for (int i = 0; i < NR; ++i)
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]),
+                               _mm256_set1_ps(sa[i * blocks + b] * sb), acc[i]);
+  }
+  for (int i = 0; i < NR; ++i)
+    out[i] = horizontalSum(acc[i]);
+}
+
+/// The int8 products of int8Rows. Blocks reach past the matrix's columns,
+/// into the padding of the codes, where the activation codes are zero.
+struct Int8RowsAvx2 {
+  const Int8Activations &xq;
+  const BlockQuantMatrix &w;
+  template <int NR> void run(int64_t r, int64_t i, float *out) const {
+    const int64_t blocks = w.blocks();
+    const Row row(w, r, blocks);
+    if (w.bits == 4)
+      int8Rows<NR, 4>(xq, i, row, blocks, w.blockSize, out);
+    else
+      int8Rows<NR, 8>(xq, i, row, blocks, w.blockSize, out);
+  }
+};
+
+bool int8Avx2Shape(const BlockQuantMatrix &w) {
+  return (w.bits == 4 && w.blockSize % 32 == 0) ||
+         (w.bits == 8 && w.blockSize % 16 == 0);
 }
 
 #endif // MOERT_QUANT_AVX2
@@ -344,11 +567,45 @@ void dequantizeRows(const BlockQuantMatrix &w, int64_t r0, int64_t count,
   }
 }
 
+void quantizeActivations(const float *x, int64_t n, const BlockQuantMatrix &w,
+                         Int8Activations &out, QuantKernel kernel) {
+  out.rows = n;
+  out.blocks = w.blocks();
+  out.blockSize = w.blockSize;
+  out.nibbleOrder = nibbleOrderFor(w);
+  const int64_t K = w.cols, stride = out.rowCodes();
+  out.codes.assign(size_t(n * stride), 0);
+  out.scales.resize(size_t(n * out.blocks));
+  for (int64_t i = 0; i < n; ++i) {
+    int8_t *codes = out.codes.data() + i * stride;
+    float *scales = out.scales.data() + i * out.blocks;
+#if MOERT_QUANT_AVX2
+    if (kernel != QuantKernel::Portable && hasQuantAvx2()) {
+      quantizeRowAvx2(x + i * K, K, out, codes, scales);
+      continue;
+    }
+#endif
+    quantizeRowPortable(x + i * K, K, out, codes, scales);
+  }
+}
+
 void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
                   int64_t r0, int64_t m, const float *bias, float *c,
-                  int64_t ldc, QuantKernel kernel) {
+                  int64_t ldc, QuantKernel kernel, const Int8Activations *xq) {
   if (n <= 0 || m <= 0)
     return;
+  if (w.int8Activations) {
+    thread_local Int8Activations local;
+    if (!xq) {
+      quantizeActivations(x, n, w, local, kernel);
+      xq = &local;
+    }
+#if MOERT_QUANT_AVX2
+    if (kernel != QuantKernel::Portable && int8Avx2Shape(w) && hasQuantAvx2())
+      return projectInGroups(Int8RowsAvx2{*xq, w}, n, r0, m, bias, c, ldc);
+#endif
+    return projectInt8Portable(*xq, n, w, r0, m, bias, c, ldc);
+  }
   if (n > kQuantStreamRows && kernel == QuantKernel::Auto) {
     // Tiles of 16 to 128 weight rows, about 1 MiB as floats: wide enough
     // for sgemm to run at full speed.
@@ -372,7 +629,7 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
   }
 #if MOERT_QUANT_AVX2
   if (kernel != QuantKernel::Portable && avx2Shape(w) && hasQuantAvx2())
-    return projectAvx2(x, n, w, r0, m, bias, c, ldc);
+    return projectInGroups(F32RowsAvx2{x, w}, n, r0, m, bias, c, ldc);
 #endif
   projectPortable(x, n, w, r0, m, bias, c, ldc);
 }

@@ -1,7 +1,9 @@
 //===- quant_gemm.h - Products with block-quantized weights -----*- C++ -*-===//
 //
 // Products of f32 activations with int4/int8 weights kept in onnxruntime's
-// block-quantized layout (com.microsoft MatMulNBits and QMoE): a [rows, cols]
+// block-quantized layout (com.microsoft MatMulNBits and QMoE), in f32 or,
+// where the model allows it (onnxruntime's accuracy_level 4), with the
+// activations quantized to int8 per block: a [rows, cols]
 // matrix whose rows are split into blocks of `blockSize` columns sharing a
 // scale and a zero point,
 //
@@ -19,6 +21,7 @@
 #include "ops.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace moert::detail {
 
@@ -38,6 +41,10 @@ struct BlockQuantMatrix {
   /// [rows, ceil(blocks * bits / 8)] packed zero points, or null: every
   /// zero point is then 2^(bits - 1).
   const uint8_t *zeroPoints = nullptr;
+  /// Whether products quantize the activations to int8 per block and
+  /// multiply integers (quantizeActivations), as onnxruntime does for
+  /// accuracy_level 4; otherwise they compute in f32.
+  bool int8Activations = false;
 
   /// A matrix of this shape and format, with no data yet.
   static BlockQuantMatrix ofShape(int64_t rows, int64_t cols, int bits,
@@ -64,10 +71,34 @@ struct BlockQuantMatrix {
 void dequantizeRows(const BlockQuantMatrix &w, int64_t r0, int64_t count,
                     float *out);
 
-/// Which kernel quantProject runs.
+/// Which kernel quantProject and quantizeActivations run.
 enum class QuantKernel { Auto, Portable, Avx2 };
 
-/// Whether this CPU runs the AVX2+FMA kernels.
+/// Rows of activations quantized to int8 per block of a matrix's columns,
+/// as onnxruntime's MLAS quantizes A for accuracy_level 4: per row and
+/// block, scale = amax / 127 and code = round-half-even(x * (127 / amax))
+/// in f32 (codes and scale 0 for an all-zero block).
+struct Int8Activations {
+  int64_t rows = 0, blocks = 0, blockSize = 0;
+  /// 4-bit weights in blocks of a multiple of 32: within each 32 columns of
+  /// a block, the codes of the even columns come first, then the odd ones
+  /// (the order of the low and high nibbles of 16 code bytes).
+  bool nibbleOrder = false;
+  /// [rows, blocks * blockSize]: zero past the matrix's columns.
+  std::vector<int8_t> codes;
+  /// [rows, blocks].
+  std::vector<float> scales;
+
+  int64_t rowCodes() const { return blocks * blockSize; }
+};
+
+/// Quantizes x [n, w.cols] into `out` for products with `w` (every kernel
+/// gives the same codes and scales).
+void quantizeActivations(const float *x, int64_t n, const BlockQuantMatrix &w,
+                         Int8Activations &out,
+                         QuantKernel kernel = QuantKernel::Auto);
+
+/// Whether this CPU runs the AVX2+FMA kernels (the int8 products' included).
 bool hasQuantAvx2();
 
 /// Rows of x up to which quantProject reads the weights once in registers
@@ -81,9 +112,14 @@ inline constexpr int64_t kQuantStreamRows = 8;
 /// the dequantized product reassociated (the integer q - z is exact; the
 /// rounding differs from the dequantized f32 product's by the order of f32
 /// accumulation); more rows dequantize tiles exactly and run sgemm.
+/// With w.int8Activations, every row count quantizes x (or takes `xq`, x
+/// quantized for w by quantizeActivations) and sums per block the exact
+/// integer products of the activation codes with q - z, scaled by the f32
+/// product of the two blocks' scales.
 void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
                   int64_t r0, int64_t m, const float *bias, float *c,
-                  int64_t ldc, QuantKernel kernel = QuantKernel::Auto);
+                  int64_t ldc, QuantKernel kernel = QuantKernel::Auto,
+                  const Int8Activations *xq = nullptr);
 
 /// Checks a step's block-quantization attributes (bits, block_size).
 absl::Status validateBlockQuant(const StepView &view,

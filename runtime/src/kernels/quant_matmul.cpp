@@ -127,6 +127,7 @@ absl::Status matMulNBitsKernel(KernelContext &ctx) {
       blockQuantMatrix(codes, ctx.in(kScales),
                        ctx.has(kZeroPoints) ? &ctx.in(kZeroPoints) : nullptr, N,
                        K, attrs->bits(), attrs->block_size());
+  w.int8Activations = attrs->int8_activations();
   Shape shape = a.shape;
   shape.dims[shape.rank - 1] = N;
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
@@ -135,6 +136,10 @@ absl::Status matMulNBitsKernel(KernelContext &ctx) {
   float *y = out->as<float>();
   if (M == 0)
     return absl::OkStatus();
+  // Int8 activations: quantized once, for every thread.
+  Int8Activations xq;
+  if (w.int8Activations)
+    quantizeActivations(x, M, w, xq);
   // Blocks of weight rows: small enough to share out among the threads,
   // large enough that a GEMM tile amortises its packing.
   const int64_t threads = ctx.pool().size();
@@ -142,7 +147,8 @@ absl::Status matMulNBitsKernel(KernelContext &ctx) {
   const int64_t grain =
       std::max<int64_t>(block, (N + threads * 4 - 1) / (threads * 4));
   ctx.pool().parallelFor(N, grain, [&](int64_t j0, int64_t j1) {
-    quantProject(x, M, w, j0, j1 - j0, nullptr, y + j0, N);
+    quantProject(x, M, w, j0, j1 - j0, nullptr, y + j0, N, QuantKernel::Auto,
+                 w.int8Activations ? &xq : nullptr);
   });
   return absl::OkStatus();
 }

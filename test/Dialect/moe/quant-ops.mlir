@@ -15,13 +15,16 @@ func.func @transposed() -> tensor<40x3xf32> {
 
 // -----
 
-// Tests QMoE's [E, N, K] 8-bit expert weights, without zero points; the
-// attributes' own shapes do not matter, their element counts do.
+// Tests QMoE's [E, N, K] 8-bit expert weights, without zero points, whose
+// products may use int8 activations (accuracy_level 4); the attributes' own
+// shapes do not matter, their element counts do.
 // CHECK-LABEL: func.func @experts
 // CHECK: moe.block_quantized_constant bits 8 block_size 16 codes
+// CHECK-SAME: scales dense<2.500000e-01> : tensor<2x4x2xf32> int8_activations : tensor<2x4x32xf32>
 func.func @experts() -> tensor<2x4x32xf32> {
   %w = moe.block_quantized_constant bits 8 block_size 16
          codes dense<3> : tensor<256xui8>
-         scales dense<0.25> : tensor<2x4x2xf32> : tensor<2x4x32xf32>
+         scales dense<0.25> : tensor<2x4x2xf32> int8_activations
+         : tensor<2x4x32xf32>
   return %w : tensor<2x4x32xf32>
 }
