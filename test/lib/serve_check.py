@@ -443,7 +443,10 @@ def scenario_drain(server, args, tok, cases):
     started.wait(TIMEOUT)
     b = threading.Thread(target=stream, args=("b",))
     b.start()
-    _wait_metric(server, "moe_serve_requests_waiting", 1, "a waiting request")
+    # Both submitted (each counts its 3 prompt tokens then): b waits, or
+    # runs if a has already ended; it lasts long past the signal either way.
+    _wait_metric(server, "moe_serve_prompt_tokens_total", 6,
+                 "the second request")
     server.proc.send_signal(signal.SIGTERM)
     a.join(TIMEOUT)
     b.join(TIMEOUT)
@@ -451,7 +454,7 @@ def scenario_drain(server, args, tok, cases):
         status, usage, done = results.get(name, (None, None, False))
         check(status == 200 and done and usage and
               usage["completion_tokens"] == long,
-              f"SIGTERM: the {'running' if name == 'a' else 'waiting'} "
+              f"SIGTERM: the {'first' if name == 'a' else 'second'} "
               f"request finished: {long} ids, data: [DONE]")
     status = server.proc.wait(TIMEOUT)
     check(status == 0 and "drained" in server.log(),
