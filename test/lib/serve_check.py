@@ -189,10 +189,11 @@ def scenario_api(server, args, tok, cases):
             chunks.append(c.text)
             reasons.append(c.finish_reason)
     count(usage)
-    check("".join(chunks) == full and len([c for c in chunks if c]) > 5 and
-          reasons[-1] == "length" and usage.completion_tokens == 20,
-          f"streamed completion: {len([c for c in chunks if c])} chunks, "
-          "the same text, usage")
+    # (How many chunks depends on timing: ids that come together go out
+    # together.)
+    check("".join(chunks) == full and reasons[-1] == "length" and
+          usage.completion_tokens == 20,
+          "streamed completion: the same text in chunks, usage")
     raw = subprocess.run(
         ["curl", "-sN", "--max-time", str(TIMEOUT), server.url +
          "/v1/completions", "-H", "Content-Type: application/json", "-d",

@@ -219,8 +219,8 @@ class Server:
 
     async def run(self, request: GenerationRequest, stop_strings,
                   http: Request):
-        """Submits `request`, yields ("text", str, ids) for each new id
-        (with the text it makes final, maybe none), then ("end",
+        """Submits `request`, yields ("text", str, ids) for new ids as they
+        come (with the text they make final, maybe none), then ("end",
         finish_reason, usage). Cancels the sequence if the consumer stops
         early or the client goes away."""
         loop = asyncio.get_running_loop()
@@ -256,14 +256,21 @@ class Server:
                                  "its sequence")
                         return
                     continue
+                # The ids that came meanwhile go out together.
+                text, ids = [], []
+                while item[0] == "token":
+                    if not stream.stopped:  # else drawn before the cancel
+                        tokens += 1
+                        ids.append(item[1])
+                        text.append(stream.add(item[1]))
+                        if stream.stopped:
+                            seq.cancel()  # a stop string: no more ids
+                    if queue.empty():
+                        break
+                    item = queue.get_nowait()
+                if ids:
+                    yield ("text", "".join(text), ids)
                 if item[0] == "token":
-                    if stream.stopped:  # drawn before the cancel landed
-                        continue
-                    tokens += 1
-                    text = stream.add(item[1])
-                    if stream.stopped:
-                        seq.cancel()  # a stop string: no more ids needed
-                    yield ("text", text, [item[1]])
                     continue
                 ended = True
                 _, reason, error = item
