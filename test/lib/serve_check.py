@@ -289,6 +289,8 @@ def scenario_api(server, args, tok, cases):
     bad({"prompt": prompt_ids, "max_tokens": 48}, 400,
         "prompt plus max_tokens beyond max-seq")
     bad({"prompt": "the", "temperature": -0.5}, 400, "negative temperature")
+    bad(None, 400, "temperature NaN",
+        raw=b'{"prompt": "the", "temperature": NaN}')
     bad({"prompt": "the", "model": "no-such-model"}, 404, "unknown model")
     bad({"prompt": [3, 500]}, 400, "an id outside the vocabulary")
     bad({"max_tokens": 3}, 400, "no prompt")
@@ -304,6 +306,16 @@ def scenario_api(server, args, tok, cases):
     count(c.usage)
     check(ids_of(c.choices[0]) == cases[0]["new_ids"],
           "after the bad requests the server still serves")
+    # Seeded sampling draws the same ids for the same seed, whatever its
+    # size, and top_k beyond the vocabulary keeps all ids.
+    drawn = [ids_of(complete(client, model, [3, 14, 15], max_tokens=12,
+                             temperature=1.0, top_p=0.9, seed=seed,
+                             extra_body={"top_k": k}).choices[0])
+             for seed, k in ((11, 0), (11, 0), (11, 1000), (2**70 + 11, 0))]
+    used["requests"] += 4
+    used["prompt"] += 12
+    check(drawn[0] == drawn[1] == drawn[2] == drawn[3] and
+          len(drawn[0]) == 12, f"seeded sampling: {drawn[0]}")
 
     m = server.metrics()
     a = args.serve_args

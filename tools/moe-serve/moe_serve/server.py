@@ -151,9 +151,9 @@ class Server:
                 f"{max_tokens} make {len(prompt) + max_tokens}, more than "
                 f"the model's context of {engine.max_seq} tokens",
                 "max_tokens")
-        if body.temperature < 0:
+        if not 0 <= body.temperature <= 1e6:  # NaN too
             raise _invalid(f"temperature is {body.temperature}; it must be "
-                           "0 or more", "temperature")
+                           "0 (greedy) or more, at most 1e6", "temperature")
         if not 0 < body.top_p <= 1:
             raise _invalid(f"top_p is {body.top_p}; it must be in (0, 1]",
                            "top_p")
@@ -161,6 +161,7 @@ class Server:
         if top_k < 0:
             raise _invalid(f"top_k is {body.top_k}; it must be -1, 0 (all) "
                            "or more", "top_k")
+        top_k = min(top_k, engine.vocab_size)  # the same: keep all
         stops = body.stop if isinstance(body.stop, list) else (
             [] if body.stop is None else [body.stop])
         stop_strings = [s for s in stops if isinstance(s, str)]
@@ -175,8 +176,7 @@ class Server:
         seed = body.seed
         if seed is None:
             seed = secrets.randbits(63)
-        elif seed < 0:
-            seed &= (1 << 64) - 1
+        seed &= (1 << 64) - 1  # the sampler's seed is 64 bits
         request = GenerationRequest(
             prompt=list(prompt), max_new_tokens=max_tokens,
             temperature=body.temperature, top_k=top_k, top_p=body.top_p,
