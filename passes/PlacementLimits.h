@@ -2,7 +2,7 @@
 //
 // The sizes moe-place-experts and moe-insert-all-to-all allocate by (slots
 // per layer, devices, micro-batches) come from the model and the flags; they
-// are checked against moert/format.h's limits before anything is sized by
+// are checked against format/format.h's limits before anything is sized by
 // them, with one error naming the layer or the option.
 //
 //===----------------------------------------------------------------------===//
@@ -10,7 +10,7 @@
 #ifndef MOEC_PASSES_PLACEMENTLIMITS_H
 #define MOEC_PASSES_PLACEMENTLIMITS_H
 
-#include "moert/format.h"
+#include "format/format.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/MathExtras.h"

@@ -2,7 +2,7 @@
 
 #include "passes/RoutingProfile.h"
 
-#include "moert/file_io.h"
+#include "format/file_io.h"
 
 #include "llvm/Support/JSON.h"
 

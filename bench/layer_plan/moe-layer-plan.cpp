@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moert/plan_writer.h"
+#include "format/plan_writer.h"
 
 #include <cmath>
 #include <cstdint>

@@ -10,8 +10,8 @@
 
 #include "compiler/cuda/CudaTarget.h"
 
-#include "moert/cuda_abi.h"
-#include "moert/plan_writer.h"
+#include "format/cuda_abi.h"
+#include "format/plan_writer.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"

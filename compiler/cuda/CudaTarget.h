@@ -38,7 +38,7 @@ llvm::Expected<uint32_t> parseCudaArch(llvm::StringRef arch);
 
 /// The CUDA C++ source of one kernel named `name` that evaluates `program`
 /// over `numInputs` inputs into `numOutputs` outputs with the launch ABI of
-/// moert/cuda_abi.h. Fails on programs the CPU validator would reject too
+/// format/cuda_abi.h. Fails on programs the CPU validator would reject too
 /// (registers read before written, unknown instructions, bad counts).
 llvm::Expected<std::string>
 generateFusedKernel(const moert::fb::FusedElementwiseAttrsT &program,

@@ -6,7 +6,7 @@
 
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Tensors.h"
-#include "moert/file_io.h"
+#include "format/file_io.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"

@@ -3,7 +3,7 @@
 #include "compiler/onnx/Tensors.h"
 
 #include "compiler/onnx/Model.h"
-#include "moert/file_io.h"
+#include "format/file_io.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"

@@ -7,8 +7,8 @@
 
 #include "dialects/moe/MoeOps.h"
 
-#include "moert/plan_writer.h"
-#include "moert/version.h"
+#include "format/plan_writer.h"
+#include "format/version.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -71,7 +71,7 @@ std::string getStepName(Operation *op) {
 
 /// Fails with an error on `where` unless its tensor `what` ("input 'x'",
 /// "a result", "its value") of sizes or bounds `dims` fits the limits the
-/// runtime's loader checks (rank and dimension bound, moert/format.h). moec
+/// runtime's loader checks (rank and dimension bound, format/format.h). moec
 /// also loads every plan it writes, but the loader can only name the tensor;
 /// this names the node, for every caller of the emitter. An empty
 /// ConstantOfShape of [0, 2^41] is otherwise a valid graph.

@@ -2,7 +2,7 @@
 
 #include "compiler/plan/Provenance.h"
 
-#include "moert/version.h"
+#include "format/version.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -13,7 +13,7 @@
 
 #include "dialects/moe/MoeOps.h"
 
-#include "moert/plan_writer.h"
+#include "format/plan_writer.h"
 
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/DenseMap.h"

@@ -16,10 +16,11 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # The runtime's static libraries, whose objects the installed libraries
-# gather (position-independent, for the shared one). The plan writer is the
-# compiler's and stays out.
-set(MOERT_DIST_PARTS moert_c moert moert_cuda moert_cuda_launch moert_npy
-  moert_common)
+# gather (position-independent, for the shared one): one per layer. The plan
+# writer and moec inspect's dumps are the compiler's and stay out.
+set(MOERT_DIST_PARTS moert_api moert_observe moert_generate moert_multidevice
+  moert_tiers moert_kernels moert_exec moert_loader moert_format moert_cuda
+  moert_cuda_launch)
 set_target_properties(${MOERT_DIST_PARTS} PROPERTIES
   POSITION_INDEPENDENT_CODE ON)
 set(MOERT_DIST_OBJECTS)
@@ -74,8 +75,8 @@ if(NOT MOEC_SANITIZE)
   target_link_options(moert_shared PRIVATE "LINKER:--no-undefined")
 endif()
 
-# libmoert.a; build/lib/libmoert.a is the runtime's own part (moert), so it
-# is written next to this file.
+# libmoert.a, written next to this file (build/lib holds the layers'
+# archives).
 add_library(moert_static STATIC ${MOERT_DIST_OBJECTS})
 set_target_properties(moert_static PROPERTIES OUTPUT_NAME moert
   EXPORT_NAME moert_static
@@ -93,12 +94,10 @@ install(TARGETS moert_static EXPORT moertStaticTargets
 # moe-run keeps Open MPI's library directory on its installed run path.
 set_target_properties(moe-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS moe-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Every header of runtime/include/moert but the compiler's: the plan writer
-# (which needs the generated FlatBuffers schema) and moec inspect's dumps
-# (moert_inspect, which links flatbuffers' reflection, is not in libmoert).
+# runtime/include/moert is the API and nothing else: the headers the layers
+# share live in their folders (format/, src/).
 install(DIRECTORY include/moert DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "plan_writer.h" EXCLUDE
-  PATTERN "inspect.h" EXCLUDE)
+  FILES_MATCHING PATTERN "*.h")
 install(EXPORT moertTargets NAMESPACE moert:: DESTINATION ${MOERT_CMAKE_DIR})
 install(EXPORT moertStaticTargets NAMESPACE moert::
   DESTINATION ${MOERT_CMAKE_DIR})

@@ -18,10 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "generate/plan_generator.h"
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 #include "moert/moert.h"
-#include "plan_generator.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -10,7 +10,7 @@
 #ifndef MOERT_TESTS_EP_PLANS_H
 #define MOERT_TESTS_EP_PLANS_H
 
-#include "moert/plan_writer.h"
+#include "format/plan_writer.h"
 
 namespace moert::testing {
 

@@ -9,7 +9,7 @@
 #ifndef MOERT_TESTS_GENERATION_MODEL_H
 #define MOERT_TESTS_GENERATION_MODEL_H
 
-#include "moert/plan_writer.h"
+#include "format/plan_writer.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 //===- generation_plans.cpp - Generation plans the runtime tests write ----===//
 
+#include "format/plan_writer.h"
 #include "generation_model.h"
-#include "moert/plan_writer.h"
 
 #include "gtest/gtest.h"
 

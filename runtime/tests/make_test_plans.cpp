@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ep_plans.h"
-#include "moert/plan_writer.h"
+#include "format/plan_writer.h"
 
 #include <cstdio>
 #include <string>

@@ -9,7 +9,7 @@
 #ifndef MOERT_TESTS_PLAN_BYTES_H
 #define MOERT_TESTS_PLAN_BYTES_H
 
-#include "plan_file.h"
+#include "format/plan_file.h"
 
 #include <cstdint>
 #include <vector>

@@ -9,9 +9,9 @@
 #ifndef MOERT_TESTS_TEST_UTIL_H
 #define MOERT_TESTS_TEST_UTIL_H
 
+#include "format/plan_writer.h"
 #include "moert/cuda.h"
 #include "moert/moert.h"
-#include "moert/plan_writer.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

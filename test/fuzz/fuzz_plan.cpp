@@ -14,9 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moert/format.h"
+#include "format/format.h"
+#include "format/plan_file.h"
 #include "moert/moert.h"
-#include "plan_file.h"
 
 #include <algorithm>
 #include <cstring>

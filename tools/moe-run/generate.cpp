@@ -3,9 +3,9 @@
 #include "generate.h"
 
 #include "expert_cache_report.h"
+#include "format/file_io.h"
 #include "generate_bench.h"
 #include "group_session.h"
-#include "moert/file_io.h"
 #include "moert/group_generator.h"
 #include "moert/npy.h"
 #include "recording.h"

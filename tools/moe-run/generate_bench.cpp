@@ -3,7 +3,7 @@
 #include "generate_bench.h"
 
 #include "bench_stats.h"
-#include "moert/file_io.h"
+#include "format/file_io.h"
 #include "moert/group_generator.h"
 #include "recording.h"
 #include "stats_json.h"

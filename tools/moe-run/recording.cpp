@@ -3,10 +3,10 @@
 #include "recording.h"
 
 #include "expert_cache_report.h"
+#include "format/byte_image.h"
+#include "format/file_io.h"
 #include "group_session.h"
-#include "moert/byte_image.h"
 #include "moert/comm.h"
-#include "moert/file_io.h"
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 

@@ -14,8 +14,8 @@
 #include "report_html.h"
 
 #include "bench_stats.h"
-#include "moert/inspect.h"
-#include "moert/version.h"
+#include "format/version.h"
+#include "observe/inspect.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InitAll.h"
-#include "moert/version.h"
+#include "format/version.h"
 #include "tools/FatalErrors.h"
 
 #include "mlir/IR/DialectRegistry.h"

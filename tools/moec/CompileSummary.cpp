@@ -5,8 +5,8 @@
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/PlanEmitter.h"
-#include "moert/inspect.h"
 #include "moert/moert.h"
+#include "observe/inspect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"

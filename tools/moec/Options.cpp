@@ -11,8 +11,9 @@
 #include "CommandLine.h"
 #include "CompileSummary.h"
 #include "compiler/cuda/CudaTarget.h"
-#include "moert/file_io.h"
-#include "moert/format.h"
+#include "format/file_io.h"
+#include "format/format.h"
+#include "moert/moert.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"

@@ -26,8 +26,8 @@
 #include "Options.h"
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Import.h"
-#include "moert/inspect.h"
-#include "moert/version.h"
+#include "format/version.h"
+#include "observe/inspect.h"
 #include "tools/FatalErrors.h"
 #include "tools/VerifyTool.h"
 

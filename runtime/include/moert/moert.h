@@ -23,8 +23,6 @@
 #ifndef MOERT_MOERT_H
 #define MOERT_MOERT_H
 
-#include "moert/format.h"
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -59,6 +57,29 @@
   lhs = std::move(tmp).value()
 
 namespace moert {
+
+/// The backend a plan was compiled for.
+enum class Backend : uint32_t {
+  Cpu = 1,
+  Cuda = 2,
+};
+
+/// Target requirements recorded in the file header.
+struct TargetRequirements {
+  Backend backend = Backend::Cpu;
+  /// Number of device schedules in the program; at least 1.
+  uint32_t deviceCount = 1;
+  /// Minimum CUDA compute capability times ten (90 for sm_90); 0 when none.
+  uint32_t cudaArch = 0;
+};
+
+/// Returns "cpu", "cuda" or "unknown".
+const char *backendName(Backend backend);
+
+/// Parses a byte count such as `--device-memory` takes: digits with an
+/// optional binary suffix K, M, G or T (also KiB, MiB, GiB, TiB, or KB...;
+/// all powers of 1024). Returns false when malformed, zero or past 2^63.
+bool parseByteSize(const char *text, uint64_t &bytes);
 
 class Communicator;
 class TraceRecorder;

@@ -115,7 +115,7 @@ void rowStrides(const Shape &shape, int64_t strides[3]) {
 }
 
 /// The strides of a key or value, which may be a KV cache written in place
-/// (cache_in_place.h): its positions (dimension 2) then lie in rows of
+/// (kv_cache_in_place.h): its positions (dimension 2) then lie in rows of
 /// cachePitch.
 void operandStrides(const Tensor &t, int64_t strides[3]) {
   Shape layout = t.shape;

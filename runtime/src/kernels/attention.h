@@ -12,7 +12,7 @@
 #ifndef MOERT_SRC_KERNELS_ATTENTION_H
 #define MOERT_SRC_KERNELS_ATTENTION_H
 
-#include "thread_pool.h"
+#include "exec/thread_pool.h"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 //===- broadcast.cpp - Broadcasting and operand helpers -------------------===//
 
-#include "broadcast_layout.h"
+#include "exec/broadcast_layout.h"
 #include "kernels/common.h"
 
 #include <algorithm>

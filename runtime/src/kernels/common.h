@@ -3,8 +3,8 @@
 #ifndef MOERT_SRC_KERNELS_COMMON_H
 #define MOERT_SRC_KERNELS_COMMON_H
 
+#include "exec/ops.h"
 #include "kernels/fast_math.h"
-#include "ops.h"
 
 #include <cmath>
 #include <limits>

@@ -9,7 +9,7 @@
 // layout run oneDNN's f32 brgemm matmul where oneDNN has one for this CPU
 // (AVX-512), else sgemm. The weights are read in their plan
 // layout, [out, in] or [in, out], through strides: nothing is packed or
-// transposed, so a tiered step's paged experts (expert_cache.h) take the same
+// transposed, so a tiered step's paged experts (expert_store.h) take the same
 // path. Defined in expert_gemm.cpp, with the measurements behind the
 // choices.
 //

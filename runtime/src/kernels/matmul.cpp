@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/matmul.h"
-#include "thread_pool.h"
+#include "exec/thread_pool.h"
 
 #include <oneapi/dnnl/dnnl.h>
 

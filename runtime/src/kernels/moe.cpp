@@ -36,8 +36,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/moe.h"
-#include "cuda/routing_logic.h"
-#include "expert_cache.h"
+#include "backends/cuda/routing_logic.h"
+#include "exec/expert_weights.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/quant_gemm.h"
 #include "kernels/stream.h"
@@ -1233,10 +1233,10 @@ absl::Status expertsKernel(KernelContext &ctx) {
                        "] (the rows)");
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, tokens.shape));
   float *y = out->as<float>();
-  if (ctx.expertStore() && f.blockQuant)
+  if (ctx.expertWeights() && f.blockQuant)
     return ctx.error("a tiered Experts step cannot page block-quantized "
                      "matrices");
-  if (ExpertStore *store = ctx.expertStore()) {
+  if (ExpertWeights *store = ctx.expertWeights()) {
     // A tiered step: the experts with rows are made present (read when
     // missing) as many at a time as the cache holds, each batch computed
     // before the next is read. Each expert writes only its own rows.

@@ -21,8 +21,8 @@
 
 #include "kernels/quant_gemm.h"
 
+#include "exec/tensor.h"
 #include "kernels/common.h"
-#include "tensor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -18,7 +18,7 @@
 #ifndef MOERT_SRC_KERNELS_QUANT_GEMM_H
 #define MOERT_SRC_KERNELS_QUANT_GEMM_H
 
-#include "ops.h"
+#include "exec/ops.h"
 
 #include <cstdint>
 #include <vector>

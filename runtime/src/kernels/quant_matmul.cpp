@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "exec/ops.h"
 #include "kernels/common.h"
 #include "kernels/quant_gemm.h"
-#include "ops.h"
 
 #include <algorithm>
 

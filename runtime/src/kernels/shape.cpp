@@ -356,7 +356,7 @@ absl::Status concatKernel(KernelContext &ctx) {
   int64_t column = 0;
   int begin = 0;
   if (out->isCacheView() || first.isCacheView()) {
-    // Appending to a KV cache written in place (cache_in_place.h): the past
+    // Appending to a KV cache written in place (kv_cache_in_place.h): the past
     // is already the first positions of the output, which has room for
     // cachePitch of them; only the new positions are written.
     if (!out->isCacheView() || !first.isCacheView() ||

@@ -6,7 +6,7 @@
 // (reduction.cpp): each function checks a step's operands exactly as the CPU
 // kernel does (same errors) and says what the output is, without touching
 // the data. The CPU kernels then move the bytes themselves; the CUDA
-// backend's data ops (runtime/src/cuda/generic_ops.cpp) launch kernels
+// backend's data ops (runtime/src/backends/cuda/generic_ops.cpp) launch kernels
 // instead, so both backends accept, reject and shape alike.
 //
 // Shape operands (Reshape's shape, Slice's starts, ...) are read from the
@@ -17,7 +17,7 @@
 #ifndef MOERT_SRC_KERNELS_SHAPE_PLAN_H
 #define MOERT_SRC_KERNELS_SHAPE_PLAN_H
 
-#include "ops.h"
+#include "exec/ops.h"
 
 #include <vector>
 

@@ -25,7 +25,7 @@
 
 #include "kernels/stream.h"
 
-#include "tensor.h"
+#include "exec/tensor.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,0 +1,109 @@
+//===- plan_file.h - Encoding of the plan file header -----------*- C++ -*-===//
+//
+// Byte-level encoding of the fixed file header and the section table
+// (docs/plan-format.md, "File layout"), shared by the writer and the loader.
+// Every field is little-endian; nothing here trusts its input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_SRC_PLAN_FILE_H
+#define MOERT_SRC_PLAN_FILE_H
+
+#include "format/format.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moert::detail {
+
+/// The decoded fixed file header.
+struct FileHeader {
+  char magic[8];
+  uint16_t versionMajor;
+  uint16_t versionMinor;
+  uint32_t headerSize;
+  uint64_t fileSize;
+  uint32_t sectionCount;
+  uint32_t sectionTableOffset;
+  uint32_t backend;
+  uint32_t deviceCount;
+  uint32_t cudaArch;
+  uint32_t flags;
+  uint32_t checksum;
+  /// True when the 12 reserved bytes at the end are all zero.
+  bool reservedZero;
+};
+
+/// One decoded section table entry.
+struct SectionEntry {
+  uint32_t kind;
+  uint32_t flags;
+  uint64_t offset;
+  uint64_t size;
+  uint32_t checksum;
+  uint32_t reserved;
+};
+
+/// Byte offset of the header checksum field, zeroed while checksumming.
+inline constexpr size_t kHeaderChecksumOffset = 48;
+
+/// The minor version that added generation plans (the one they are written
+/// as, and the least a file with a `Generation` table may declare; see
+/// kFormatVersionMinor in format/format.h).
+inline constexpr uint16_t kFormatVersionMinorGeneration = 4;
+/// The minor version that added tiered plans (`Schedule.tiers`, paged
+/// weight sections): written for them, and the least a file with either may
+/// declare.
+inline constexpr uint16_t kFormatVersionMinorTiers = 5;
+/// The minor version that added the Attention step: written for plans that
+/// have one, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorAttention = 6;
+/// The minor version that added tiered layers of several Experts steps
+/// (`TierLayer.more_steps`): written for plans that have one, and the least
+/// a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorMicroBatchTiers = 7;
+/// The minor version that added the tiers' read-ahead policy
+/// (`ExpertTiers.prefetch`): written for plans that set one, and the least a
+/// file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorTierPrefetch = 8;
+/// 1.9 added what onnxruntime-genai's exports need: the Attention step's
+/// sinks input and softcap, the GatedDeltaRule step, and generation tables
+/// with an attention_mask or without position_ids.
+inline constexpr uint16_t kFormatVersionMinorGenai = 9;
+/// 1.10 added the Router's renormalisation over the kept assignments
+/// (`RouterAttrs.normalize_kept_epsilon`) and the `ReluSquared` expert
+/// activation: written for plans that use either, and the least a file
+/// with one may declare.
+inline constexpr uint16_t kFormatVersionMinorKeptNormalize = 10;
+/// 1.11 added block-quantized weights kept packed: the MatMulNBits step and
+/// `FfnAttrs.block_quant` (Experts' int4/int8 matrices with block scales and
+/// zero points as inputs 8 to 13): written for plans that have either, and
+/// the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorBlockQuant = 11;
+/// 1.12 added `BlockQuantAttrs.int8_activations` (MatMulNBits and
+/// `FfnAttrs.block_quant`): written for plans that set it, and the least a
+/// file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorInt8Activations = 12;
+
+void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
+FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);
+void encodeSection(const SectionEntry &entry, uint8_t out[kSectionEntrySize]);
+SectionEntry decodeSection(const uint8_t in[kSectionEntrySize]);
+
+/// CRC-32 (zlib polynomial) of `size` bytes, continuing from `crc` (0 to
+/// start).
+uint32_t crc32(uint32_t crc, const void *data, size_t size);
+
+/// The header checksum: CRC-32 of the 64 header bytes with the checksum field
+/// taken as zero, followed by the section table bytes.
+uint32_t headerChecksum(const uint8_t header[kFileHeaderSize],
+                        const uint8_t *sectionTable, size_t sectionTableSize);
+
+/// Rounds `value` up to a multiple of `alignment` (a power of two).
+constexpr uint64_t alignTo(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+} // namespace moert::detail
+
+#endif // MOERT_SRC_PLAN_FILE_H

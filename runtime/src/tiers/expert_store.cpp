@@ -1,0 +1,982 @@
+//===- expert_store.cpp - Bounded caches of paged expert weights ----------===//
+
+#include "tiers/expert_store.h"
+#include "format/plan_file.h"
+#include "format/tier_assignment.h"
+
+#include "absl/strings/str_format.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <numeric>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace moert {
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// ExpertCache
+//===----------------------------------------------------------------------===//
+
+ExpertCache::Entry *ExpertCache::find(ExpertKey key) {
+  auto it = index_.find(id(key));
+  if (it == index_.end())
+    return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return &*it->second;
+}
+
+ExpertCache::Entry *ExpertCache::peek(ExpertKey key) {
+  auto it = index_.find(id(key));
+  return it == index_.end() ? nullptr : &*it->second;
+}
+
+ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
+                                        bool pinned,
+                                        std::vector<Evicted> &evicted) {
+  if (index_.count(id(key)) || bytes > capacity_)
+    return nullptr;
+  // Whether evicting every evictable entry would make room, before any is.
+  uint64_t evictable = 0;
+  for (const Entry &entry : lru_)
+    if (!entry.pinned && entry.locks == 0)
+      evictable += entry.bytes;
+  if (used_ - evictable + bytes > capacity_)
+    return nullptr;
+  for (auto it = lru_.end(); used_ + bytes > capacity_;) {
+    --it;
+    if (it->pinned || it->locks)
+      continue;
+    evicted.push_back({it->key, it->payload, it->bytes});
+    used_ -= it->bytes;
+    index_.erase(id(it->key));
+    it = lru_.erase(it);
+  }
+  Entry entry;
+  entry.key = key;
+  entry.bytes = bytes;
+  entry.pinned = pinned;
+  lru_.push_front(entry);
+  index_[id(key)] = lru_.begin();
+  used_ += bytes;
+  if (pinned)
+    pinned_ += bytes;
+  return &lru_.front();
+}
+
+void *ExpertCache::erase(Entry *entry) {
+  auto it = index_.find(id(entry->key));
+  if (it == index_.end())
+    return nullptr;
+  void *payload = entry->payload;
+  used_ -= entry->bytes;
+  if (entry->pinned)
+    pinned_ -= entry->bytes;
+  lru_.erase(it->second);
+  index_.erase(it);
+  return payload;
+}
+
+std::vector<ExpertKey> ExpertCache::order() const {
+  std::vector<ExpertKey> keys;
+  for (const Entry &entry : lru_)
+    keys.push_back(entry.key);
+  return keys;
+}
+
+//===----------------------------------------------------------------------===//
+// Tiers of a schedule
+//===----------------------------------------------------------------------===//
+
+const char *expertReadModeName(ExpertReadMode mode) {
+  switch (mode) {
+  case ExpertReadMode::Direct:
+    return "direct";
+  case ExpertReadMode::Mmap:
+    return "mmap";
+  case ExpertReadMode::Pread:
+    break;
+  }
+  return "pread";
+}
+
+absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text) {
+  for (ExpertReadMode mode :
+       {ExpertReadMode::Pread, ExpertReadMode::Direct, ExpertReadMode::Mmap})
+    if (text == expertReadModeName(mode))
+      return mode;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the expert read mode must be pread, direct or mmap, not '", text, "'"));
+}
+
+absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
+                                              const ScheduleInfo &schedule,
+                                              uint64_t budget,
+                                              uint32_t layersAhead) {
+  const TierInfo &tiers = schedule.tiers;
+  if (!tiers.present)
+    return absl::FailedPreconditionError(absl::StrCat(
+        plan.source, ": the plan is not tiered (its expert weights are not "
+                     "laid out for paging); compile it with moec compile "
+                     "--device-memory BYTES"));
+  std::vector<TierLayerShape> shapes;
+  std::vector<std::vector<uint32_t>> ranks;
+  for (const TierLayerInfo &layer : tiers.layers) {
+    shapes.push_back({layer.experts, layer.expertBytes});
+    ranks.push_back(layer.rank);
+  }
+  uint64_t fixed = tiers.residentBytes;
+  uint64_t window = coldWindow(shapes, tiers.topK) * (1 + layersAhead);
+  if (layersAhead && !budget)
+    budget = tiers.budget;
+  ExpertTiersDesc desc;
+  desc.residentBytes = tiers.residentBytes;
+  desc.arenaBytes = schedule.arenaSize;
+  desc.windowBytes = window;
+  uint32_t hotCount;
+  if (budget) {
+    absl::StatusOr<TierAssignment> assignment =
+        assignTiers(budget, fixed, shapes, ranks, window);
+    if (!assignment.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(plan.source, ": ", assignment.status().message()));
+    hotCount = assignment->hotCount;
+    desc.budget = budget;
+  } else {
+    hotCount = tiers.hotCount;
+    desc.budget = tiers.budget;
+  }
+  for (size_t l = 0; l < tiers.layers.size(); ++l) {
+    const TierLayerInfo &layer = tiers.layers[l];
+    TierLayerDesc out;
+    out.step = std::string(schedule.steps[layer.step].name);
+    out.stepIndex = layer.step;
+    out.experts = layer.experts;
+    out.expertBytes = layer.expertBytes;
+    for (uint32_t e = 0; e < layer.experts; ++e) {
+      bool hot = layer.rank[e] < hotCount;
+      out.hot.push_back(hot);
+      (hot ? desc.hotExperts : desc.coldExperts) += 1;
+      (hot ? desc.hotBytes : desc.coldBytes) += layer.expertBytes;
+    }
+    desc.layers.push_back(std::move(out));
+  }
+  // The plan's own tiers are checked as untrusted input: its hot experts
+  // and the cold experts' least cache fit in its budget.
+  uint64_t need = fixed + desc.hotBytes + (desc.coldExperts ? window : 0);
+  if (desc.budget < need)
+    return absl::InvalidArgumentError(
+        absl::StrCat(plan.source, ": expert tiers: the budget of ", desc.budget,
+                     " bytes is less than the ", need,
+                     " bytes its resident weights, hot experts and cold cache "
+                     "need"));
+  desc.cacheBytes = desc.budget - fixed;
+  desc.prefetch = expertPrefetchName(tiers.prefetch);
+  desc.layersReadAhead = ExpertStore::layersReadAhead(schedule, tiers.prefetch);
+  return desc;
+}
+
+} // namespace detail
+
+bool Plan::tiered(int device) const {
+  return impl_->schedules.at(device).tiers.present;
+}
+
+absl::StatusOr<ExpertTiersDesc> Plan::expertTiers(int device,
+                                                  uint64_t budget) const {
+  return detail::describeTiers(*impl_, impl_->schedules.at(device), budget);
+}
+
+namespace detail {
+
+//===----------------------------------------------------------------------===//
+// ExpertStore
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr uint64_t kPage = 4096;
+
+uint64_t alignDown(uint64_t value, uint64_t alignment) {
+  return value / alignment * alignment;
+}
+
+} // namespace
+
+/// The memory of one present expert: one anonymous buffer holding every
+/// paged input (Pread, Direct), or one file mapping per input (Mmap).
+absl::Status checkExpertBytes(const Plan::Impl &plan,
+                              const ScheduleInfo &schedule,
+                              const TierLayerInfo &layer, uint32_t e, size_t i,
+                              const uint8_t *data) {
+  const PagedInput &input = layer.inputs[i];
+  uint64_t begin = input.fileOffset + e * input.expertBytes;
+  uint32_t stored = layer.crc[e * layer.inputs.size() + i];
+  uint32_t computed = crc32(0, data, input.expertBytes);
+  if (computed == stored)
+    return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      plan.source, ": ", schedule.steps[layer.step].label, ": expert ", e,
+      "'s bytes of '", schedule.tensors[input.tensor].name, "' (input ",
+      input.input, ", section ", input.section, ", file bytes [", begin, ", +",
+      input.expertBytes, ")) fail their checksum (stored ",
+      absl::StrFormat("0x%08x", stored), ", computed ",
+      absl::StrFormat("0x%08x", computed),
+      "): the plan file is corrupt or was changed"));
+}
+
+struct ExpertStore::Payload {
+  uint8_t *buffer = nullptr;
+  size_t bufferBytes = 0;
+  std::vector<std::pair<void *, size_t>> maps;
+  /// Per paged input of the layer, its bytes.
+  std::vector<const uint8_t *> inputs;
+};
+
+ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
+                         ExpertReadMode mode, uint64_t capacity)
+    : plan_(plan), tiers_(tiers), mode_(mode), cache_(capacity) {
+  present_.resize(tiers.layers.size());
+  verified_.resize(tiers.layers.size());
+  pointers_.resize(tiers.layers.size());
+}
+
+ExpertStore::~ExpertStore() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+  }
+  for (std::vector<Payload *> &layer : present_)
+    for (Payload *payload : layer)
+      if (payload)
+        release(payload);
+  if (directFd_ >= 0)
+    ::close(directFd_);
+}
+
+uint64_t ExpertStore::entryBytes(const TierLayerInfo &layer) const {
+  return layer.expertBytes;
+}
+
+ExpertStore::Payload *ExpertStore::allocate(const TierLayerInfo &layer,
+                                            void *reuse) {
+  auto *payload = static_cast<Payload *>(reuse);
+  if (mode_ == ExpertReadMode::Mmap && plan_.fd >= 0) {
+    if (payload)
+      release(payload);
+    return new Payload();
+  }
+  // Each input at a page in the buffer (O_DIRECT reads whole blocks into
+  // page-aligned memory), with room for the blocks around it.
+  size_t bytes = 0;
+  for (const PagedInput &input : layer.inputs)
+    bytes += alignTo(input.expertBytes, kPage) +
+             (mode_ == ExpertReadMode::Direct ? 2 * kPage : 0);
+  if (payload && payload->bufferBytes == bytes) {
+    payload->inputs.clear();
+    return payload;
+  }
+  if (payload)
+    release(payload);
+  payload = new Payload();
+  void *buffer = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buffer == MAP_FAILED) {
+    delete payload;
+    return nullptr;
+  }
+  payload->buffer = static_cast<uint8_t *>(buffer);
+  payload->bufferBytes = bytes;
+  return payload;
+}
+
+void ExpertStore::release(Payload *payload) {
+  if (payload->buffer)
+    ::munmap(payload->buffer, payload->bufferBytes);
+  for (auto &[address, bytes] : payload->maps)
+    if (address)
+      ::munmap(address, bytes);
+  delete payload;
+}
+
+void ExpertStore::setPresent(ExpertKey key, Payload *payload) {
+  const TierLayerInfo &layer = tiers_.layers[key.layer];
+  present_[key.layer][key.expert] = payload;
+  for (size_t i = 0; i < layer.inputs.size(); ++i)
+    pointers_[key.layer][layer.inputs[i].input][key.expert] =
+        payload ? payload->inputs[i] : nullptr;
+}
+
+const uint8_t *const *ExpertStore::pointers(uint32_t layer, int input) const {
+  if (input < 0 || static_cast<size_t>(input) >= pointers_[layer].size())
+    return nullptr;
+  const std::vector<const uint8_t *> &table = pointers_[layer][input];
+  return table.empty() ? nullptr : table.data();
+}
+
+void ExpertStore::resetPaging(int view) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (LayerPaging &paging : views_[view].paging)
+    paging = LayerPaging();
+}
+
+void ExpertStore::beginRun(int view) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (view != view_)
+    predictedLayer_ = issueAfter_ = -1;
+  view_ = view;
+}
+
+void ExpertStore::prepare(const ExpertCache::Entry &entry,
+                          Payload *payload) const {
+  size_t inputs = tiers_.layers[entry.key.layer].inputs.size();
+  payload->inputs.assign(inputs, nullptr);
+  if (mode_ == ExpertReadMode::Mmap && plan_.fd >= 0)
+    payload->maps.resize(inputs, {nullptr, 0});
+}
+
+absl::Status ExpertStore::fill(ExpertCache::Entry &entry, Payload *payload) {
+  prepare(entry, payload);
+  const TierLayerInfo &layer = tiers_.layers[entry.key.layer];
+  for (size_t i = 0; i < layer.inputs.size(); ++i)
+    MOERT_RETURN_IF_ERROR(fillInput(entry, payload, i));
+  verified_[entry.key.layer][entry.key.expert] = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStore::fillInput(const ExpertCache::Entry &entry,
+                                    Payload *payload, size_t i) {
+  const TierLayerInfo &layer = tiers_.layers[entry.key.layer];
+  uint32_t e = entry.key.expert;
+  // The input's place in the buffer: each input at a page (allocate).
+  size_t at = 0;
+  for (size_t j = 0; j < i; ++j)
+    at += alignTo(layer.inputs[j].expertBytes, kPage) +
+          (mode_ == ExpertReadMode::Direct ? 2 * kPage : 0);
+  {
+    const PagedInput &input = layer.inputs[i];
+    uint64_t begin = input.fileOffset + e * input.expertBytes;
+    uint64_t bytes = input.expertBytes;
+    const uint8_t *data = nullptr;
+    if (mode_ == ExpertReadMode::Mmap && plan_.fd >= 0) {
+      uint64_t first = alignDown(begin, kPage);
+      size_t length = static_cast<size_t>(begin + bytes - first);
+      void *map = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE,
+                         plan_.fd, static_cast<off_t>(first));
+      if (map == MAP_FAILED)
+        return absl::ResourceExhaustedError(
+            absl::StrCat(plan_.source, ": cannot map bytes [", begin, ", +",
+                         bytes, "): ", std::strerror(errno)));
+      payload->maps[i] = {map, length};
+      data = static_cast<const uint8_t *>(map) + (begin - first);
+    } else if (mode_ == ExpertReadMode::Direct && directFd_ >= 0) {
+      uint64_t first = alignDown(begin, kPage);
+      uint64_t last = alignTo(begin + bytes, kPage);
+      uint8_t *out = payload->buffer + at;
+      for (uint64_t done = 0; first + done < begin + bytes;) {
+        ssize_t n = ::pread(directFd_, out + done, last - first - done,
+                            static_cast<off_t>(first + done));
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0)
+          return absl::DataLossError(absl::StrCat(
+              plan_.source, ": cannot read bytes [", begin, ", +", bytes,
+              ") with O_DIRECT: ",
+              n < 0 ? std::strerror(errno) : "unexpected end of file"));
+        done += static_cast<uint64_t>(n);
+      }
+      data = out + (begin - first);
+    } else {
+      uint8_t *out = payload->buffer + at;
+      MOERT_RETURN_IF_ERROR(plan_.readBytes(begin, out, bytes));
+      data = out;
+    }
+    payload->inputs[i] = data;
+    // Checked on an expert's first read in the session: CRC-32 is several
+    // times slower than the page cache's reads (bench/README.md, "Expert
+    // checksums"), and a later read of the same bytes trusts the file as a
+    // mapping would.
+    if (!verified_[entry.key.layer][e])
+      MOERT_RETURN_IF_ERROR(
+          checkExpertBytes(plan_, *schedule_, layer, e, i, data));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status
+ExpertStore::fillAll(const std::vector<ExpertCache::Entry *> &entries,
+                     ThreadPool &pool) {
+  // One item per paged input of each entry (w1, w3, w2 apart): a layer
+  // that misses one expert still reads it on every thread.
+  std::vector<std::pair<ExpertCache::Entry *, size_t>> items;
+  for (ExpertCache::Entry *entry : entries) {
+    prepare(*entry, static_cast<Payload *>(entry->payload));
+    for (size_t i = 0; i < tiers_.layers[entry->key.layer].inputs.size(); ++i)
+      items.emplace_back(entry, i);
+  }
+  std::mutex mutex;
+  absl::Status failure;
+  pool.parallelFor(
+      static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+          auto [entry, i] = items[k];
+          absl::Status status =
+              fillInput(*entry, static_cast<Payload *>(entry->payload), i);
+          if (!status.ok()) {
+            std::lock_guard<std::mutex> guard(mutex);
+            if (failure.ok())
+              failure = status;
+          }
+        }
+      });
+  if (failure.ok())
+    for (ExpertCache::Entry *entry : entries)
+      verified_[entry->key.layer][entry->key.expert] = 1;
+  return failure;
+}
+
+ExpertCache::Entry *ExpertStore::insertEntry(ExpertKey key, bool &allocFailed) {
+  const TierLayerInfo &layer = tiers_.layers[key.layer];
+  allocFailed = false;
+  std::vector<ExpertCache::Evicted> evicted;
+  ExpertCache::Entry *entry =
+      cache_.insert(key, entryBytes(layer), false, evicted);
+  if (!entry)
+    return nullptr;
+  void *reuse = nullptr;
+  for (const ExpertCache::Evicted &old : evicted) {
+    setPresent(old.key, nullptr);
+    if (!reuse && old.key.layer == key.layer)
+      reuse = old.payload;
+    else
+      release(static_cast<Payload *>(old.payload));
+  }
+  Payload *payload = allocate(layer, reuse);
+  if (!payload) {
+    cache_.erase(entry);
+    allocFailed = true;
+    return nullptr;
+  }
+  entry->payload = payload;
+  return entry;
+}
+
+absl::Status ExpertStore::acquire(uint32_t layerIndex,
+                                  std::vector<uint32_t> &pending,
+                                  std::vector<uint32_t> &batch,
+                                  ThreadPool &pool, const std::string &label) {
+  Clock::time_point start = Clock::now();
+  const TierLayerInfo &layer = tiers_.layers[layerIndex];
+  std::unique_lock<std::mutex> lock(mutex_);
+  LayerPaging &paging = views_[view_].paging[layerIndex];
+  // Reads ahead of this layer not wanted now, or of other layers, would
+  // only hold cache room: they are dropped.
+  dropQueued(layerIndex, pending);
+  batch.clear();
+  std::vector<uint32_t> misses, left, inFlight;
+  // Entries this call fills: its misses and the reads ahead it takes over
+  // from the prefetch queue (still Queued).
+  std::vector<ExpertCache::Entry *> reads;
+  std::vector<char> takenOver;
+  for (uint32_t e : pending) {
+    ExpertCache::Entry *entry = cache_.find({layerIndex, e});
+    if (!entry) {
+      misses.push_back(e);
+      continue;
+    }
+    cache_.lock(entry);
+    batch.push_back(e);
+    // A read ahead not started yet is this call's to read: a miss.
+    bool queued = entry->state == ExpertCache::Entry::State::Queued;
+    ++(queued ? paging.misses : paging.hits);
+    if (entry->prefetched) {
+      entry->prefetched = false;
+      ++paging.prefetch.used;
+      if (entry->state != ExpertCache::Entry::State::Ready)
+        ++paging.prefetch.late;
+    }
+    if (queued) {
+      entry->state = ExpertCache::Entry::State::Loading;
+      reads.push_back(entry);
+      takenOver.push_back(1);
+    } else if (entry->state == ExpertCache::Entry::State::Loading) {
+      inFlight.push_back(e);
+    }
+  }
+  for (uint32_t e : misses) {
+    bool allocFailed = false;
+    ExpertCache::Entry *entry = insertEntry({layerIndex, e}, allocFailed);
+    // A read ahead in flight holds its room until it ends.
+    while (!entry && !allocFailed && loading_ > 0) {
+      changed_.wait(lock);
+      entry = insertEntry({layerIndex, e}, allocFailed);
+    }
+    if (allocFailed) {
+      for (uint32_t b : batch)
+        if (ExpertCache::Entry *held = cache_.peek({layerIndex, b}))
+          cache_.unlock(held);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(label, ": cannot allocate ", entryBytes(layer),
+                       " bytes for expert ", e));
+    }
+    if (!entry) {
+      left.push_back(e);
+      continue;
+    }
+    cache_.lock(entry);
+    entry->state = ExpertCache::Entry::State::Loading;
+    reads.push_back(entry);
+    takenOver.push_back(0);
+    batch.push_back(e);
+    ++paging.misses;
+  }
+  lock.unlock();
+  Clock::time_point readStart = Clock::now();
+  absl::Status failure = fillAll(reads, pool);
+  double readSeconds = secondsSince(readStart);
+  lock.lock();
+  paging.readSeconds += readSeconds;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    ExpertCache::Entry *entry = reads[i];
+    entry->state = ExpertCache::Entry::State::Ready;
+    if (takenOver[i])
+      cache_.unlock(entry); // the prefetch's lock
+  }
+  if (!failure.ok()) {
+    for (uint32_t e : batch)
+      if (ExpertCache::Entry *entry = cache_.peek({layerIndex, e}))
+        cache_.unlock(entry);
+    for (ExpertCache::Entry *entry : reads)
+      release(static_cast<Payload *>(cache_.erase(entry)));
+    changed_.notify_all();
+    return failure;
+  }
+  for (ExpertCache::Entry *entry : reads) {
+    setPresent(entry->key, static_cast<Payload *>(entry->payload));
+    paging.bytesPagedIn += layer.expertBytes;
+  }
+  // Reads ahead still in flight: wait for them; one whose read failed is
+  // gone and goes back to the pending experts (read, and its error
+  // reported, by the next call).
+  if (!inFlight.empty()) {
+    Clock::time_point waitStart = Clock::now();
+    for (uint32_t e : inFlight) {
+      ExpertCache::Entry *entry;
+      changed_.wait(lock, [&] {
+        entry = cache_.peek({layerIndex, e});
+        return !entry || entry->state == ExpertCache::Entry::State::Ready;
+      });
+      if (!entry) {
+        batch.erase(std::find(batch.begin(), batch.end(), e));
+        left.push_back(e);
+      }
+    }
+    paging.prefetch.waitSeconds += secondsSince(waitStart);
+  }
+  if (batch.empty())
+    return absl::ResourceExhaustedError(
+        absl::StrCat(label, ": the expert cache of ", cache_.capacity(),
+                     " bytes has no room for one more expert of ",
+                     entryBytes(layer), " bytes"));
+  ++paging.rounds;
+  pending = std::move(left);
+  // This layer's experts are all present and locked: the next layer's
+  // predicted experts can be read while they compute.
+  if (pending.empty() && issueAfter_ == static_cast<int32_t>(layerIndex))
+    issuePrefetch();
+  paging.waitSeconds += secondsSince(start);
+  return absl::OkStatus();
+}
+
+void ExpertStore::release(uint32_t layer, const std::vector<uint32_t> &batch) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (uint32_t e : batch)
+    if (ExpertCache::Entry *entry = cache_.peek({layer, e}))
+      cache_.unlock(entry);
+}
+
+void ExpertStore::afterStep(int step, const Tensor *tensors, ThreadPool &pool) {
+  if (prefetch_ == ExpertPrefetch::None)
+    return;
+  // view_ changes only between runs, on the thread that runs the steps.
+  const View &view = views_[view_];
+  if (step < static_cast<int>(view.routerLayer.size()) &&
+      view.routerLayer[step] >= 0) {
+    int32_t from = view.routerLayer[step];
+    int32_t to = view.nextLayer[from];
+    const GateInfo &gate = view.gates[from];
+    const Tensor &x = tensors[gate.tokens];
+    int64_t tokens = gate.hidden ? x.numel() / gate.hidden : 0;
+    std::vector<uint32_t> predicted;
+    if (tokens > 0)
+      predicted = predictExperts(view.gates[to], x.as<const float>(), tokens,
+                                 /*maxTokens=*/128, pool);
+    std::lock_guard<std::mutex> guard(mutex_);
+    predicted_ = std::move(predicted);
+    predictedLayer_ = to;
+    issueAfter_ = from;
+    return;
+  }
+  int32_t layer = view.schedule->tiers.layerOfStep[step];
+  if (layer >= 0 && layer == issueAfter_) {
+    // The layer's Experts step ran without acquiring (no rows).
+    std::lock_guard<std::mutex> guard(mutex_);
+    issuePrefetch();
+  }
+}
+
+void ExpertStore::beforeStep(int step, const Tensor *tensors) {
+  if (prefetch_ != ExpertPrefetch::NextMicroBatch)
+    return;
+  const View &view = views_[view_];
+  if (step >= static_cast<int>(view.nextRows.size()) ||
+      view.nextRows[step].tensor < 0)
+    return;
+  int32_t layer = view.schedule->tiers.layerOfStep[step];
+  const View::RoutedRows &rows = view.nextRows[step];
+  const Tensor &t = tensors[rows.tensor];
+  int64_t experts = tiers_.layers[layer].experts;
+  // The kernels check the offsets and counts when they run; malformed ones
+  // only make nothing (or less) read ahead.
+  std::vector<uint32_t> routed;
+  const int64_t *at = t.data ? t.as<const int64_t>() : nullptr;
+  if (at && rows.sources == 0 && t.numel() == experts + 1) {
+    for (int64_t e = 0; e < experts; ++e)
+      if (at[e + 1] > at[e])
+        routed.push_back(static_cast<uint32_t>(e));
+  } else if (at && rows.sources > 0 && t.numel() == rows.sources * experts) {
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t s = 0; s < rows.sources; ++s)
+        if (at[s * experts + e] > 0) {
+          routed.push_back(static_cast<uint32_t>(e));
+          break;
+        }
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  predicted_ = std::move(routed);
+  predictedLayer_ = layer;
+  issueAfter_ = layer;
+}
+
+void ExpertStore::issuePrefetch() {
+  issueAfter_ = -1;
+  if (predictedLayer_ < 0)
+    return;
+  uint32_t layer = static_cast<uint32_t>(predictedLayer_);
+  predictedLayer_ = -1;
+  bool queued = false;
+  for (uint32_t e : predicted_) {
+    if (cache_.peek({layer, e}))
+      continue;
+    bool allocFailed = false;
+    ExpertCache::Entry *entry = insertEntry({layer, e}, allocFailed);
+    // The rest are read on demand: reads ahead never wait for room.
+    if (!entry)
+      break;
+    cache_.lock(entry);
+    entry->state = ExpertCache::Entry::State::Queued;
+    entry->prefetched = true;
+    queue_.push_back({{layer, e}, view_});
+    ++views_[view_].paging[layer].prefetch.issued;
+    queued = true;
+  }
+  predicted_.clear();
+  if (queued)
+    changed_.notify_all();
+}
+
+void ExpertStore::dropQueued(uint32_t layer,
+                             const std::vector<uint32_t> &keep) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    ExpertCache::Entry *entry = cache_.peek(it->key);
+    if (entry && entry->state == ExpertCache::Entry::State::Queued &&
+        (it->key.layer != layer ||
+         std::find(keep.begin(), keep.end(), it->key.expert) == keep.end())) {
+      release(static_cast<Payload *>(cache_.erase(entry)));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ExpertStore::cancelPrefetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  predictedLayer_ = issueAfter_ = -1;
+  for (const QueuedRead &read : queue_)
+    if (ExpertCache::Entry *entry = cache_.peek(read.key);
+        entry && entry->state == ExpertCache::Entry::State::Queued)
+      release(static_cast<Payload *>(cache_.erase(entry)));
+  queue_.clear();
+  changed_.wait(lock, [&] { return loading_ == 0; });
+}
+
+void ExpertStore::prefetchLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_)
+      return;
+    ExpertKey key = queue_.front().key;
+    int view = queue_.front().view;
+    queue_.pop_front();
+    ExpertCache::Entry *entry = cache_.peek(key);
+    // Taken over by a step (or dropped) meanwhile.
+    if (!entry || entry->state != ExpertCache::Entry::State::Queued)
+      continue;
+    entry->state = ExpertCache::Entry::State::Loading;
+    ++loading_;
+    lock.unlock();
+    Clock::time_point start = Clock::now();
+    absl::Status status = fill(*entry, static_cast<Payload *>(entry->payload));
+    double seconds = secondsSince(start);
+    lock.lock();
+    --loading_;
+    LayerPaging &paging = views_[view].paging[key.layer];
+    paging.prefetch.readSeconds += seconds;
+    if (status.ok()) {
+      entry->state = ExpertCache::Entry::State::Ready;
+      setPresent(key, static_cast<Payload *>(entry->payload));
+      paging.prefetch.bytes += tiers_.layers[key.layer].expertBytes;
+      cache_.unlock(entry);
+    } else {
+      // Read on demand instead, which reports the error with its step.
+      release(static_cast<Payload *>(cache_.erase(entry)));
+    }
+    changed_.notify_all();
+  }
+}
+
+uint32_t ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
+  const ScheduleInfo &schedule = *view.schedule;
+  const TierInfo &tiers = schedule.tiers;
+  if (prefetch == ExpertPrefetch::NextMicroBatch) {
+    // Each micro-batch's Experts step of a layer reads ahead for the next
+    // one when the next one's offsets are computed before it runs.
+    view.nextRows.assign(schedule.steps.size(), {});
+    uint32_t layers = 0;
+    auto before = [&](int32_t tensor, int32_t step) {
+      return tensor >= 0 && schedule.tensors[tensor].dtype == DType::I64 &&
+             schedule.tensors[tensor].producer < step;
+    };
+    for (const TierLayerInfo &layer : tiers.layers) {
+      bool any = false;
+      std::vector<int32_t> steps = layer.moreSteps;
+      steps.push_back(layer.step);
+      std::sort(steps.begin(), steps.end());
+      for (size_t i = 0; i + 1 < steps.size(); ++i) {
+        const StepInfo &next = schedule.steps[steps[i + 1]];
+        int32_t offsets = next.inputs.size() > 1 ? next.inputs[1] : -1;
+        View::RoutedRows rows;
+        if (before(offsets, steps[i])) {
+          rows.tensor = offsets;
+        } else if (offsets >= 0 && schedule.tensors[offsets].producer >= 0) {
+          // Offsets regrouped after this step, from counts known before.
+          const StepInfo &regroup =
+              schedule.steps[schedule.tensors[offsets].producer];
+          const auto *attrs = regroup.fb->attrs_as<fb::RegroupAttrs>();
+          if (regroup.op == fb::OpKind::Regroup && attrs &&
+              regroup.outputs.size() > 1 && regroup.outputs[1] == offsets &&
+              regroup.inputs.size() > 1 &&
+              before(regroup.inputs[1], steps[i]) &&
+              attrs->num_slots() == layer.experts && attrs->num_sources() > 0) {
+            rows.tensor = regroup.inputs[1];
+            rows.sources = attrs->num_sources();
+          }
+        }
+        if (rows.tensor < 0)
+          continue;
+        view.nextRows[steps[i]] = rows;
+        any = true;
+      }
+      layers += any;
+    }
+    return layers;
+  }
+  if (prefetch != ExpertPrefetch::NextLayer)
+    return 0;
+  view.gates = findGates(schedule);
+  view.routerLayer.assign(schedule.steps.size(), -1);
+  view.nextLayer = pregatingTargets(schedule, view.gates);
+  uint32_t ahead = 0;
+  for (size_t l = 0; l < tiers.layers.size(); ++l)
+    if (view.nextLayer[l] >= 0) {
+      view.routerLayer[view.gates[l].router] = static_cast<int32_t>(l);
+      ++ahead;
+    }
+  return ahead;
+}
+
+uint32_t ExpertStore::layersReadAhead(const ScheduleInfo &schedule,
+                                      ExpertPrefetch prefetch) {
+  View view;
+  view.schedule = &schedule;
+  return planPrefetch(view, prefetch);
+}
+
+absl::StatusOr<int> ExpertStore::attach(const ScheduleInfo &schedule) {
+  const TierInfo &own = tiers_, &other = schedule.tiers;
+  bool same = other.present && other.layers.size() == own.layers.size();
+  for (size_t l = 0; same && l < own.layers.size(); ++l) {
+    const TierLayerInfo &a = own.layers[l], &b = other.layers[l];
+    same = a.experts == b.experts && a.inputs.size() == b.inputs.size();
+    for (size_t i = 0; same && i < a.inputs.size(); ++i)
+      same = a.inputs[i].input == b.inputs[i].input &&
+             a.inputs[i].fileOffset == b.inputs[i].fileOffset &&
+             a.inputs[i].expertBytes == b.inputs[i].expertBytes;
+  }
+  if (!same)
+    return absl::FailedPreconditionError(absl::StrCat(
+        plan_.source, ": a schedule whose tiered layers page other experts "
+                      "cannot share this expert cache"));
+  View view;
+  view.schedule = &schedule;
+  view.paging.resize(other.layers.size());
+  // Views predict only when the store reads ahead at all.
+  if (prefetch_ != ExpertPrefetch::None && !planPrefetch(view, prefetch_)) {
+    view.gates.clear();
+    view.routerLayer.clear();
+    view.nextRows.clear();
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  views_.push_back(std::move(view));
+  return static_cast<int>(views_.size()) - 1;
+}
+
+absl::StatusOr<std::unique_ptr<ExpertStore>>
+ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
+                    int device, uint64_t budget, ExpertReadMode mode,
+                    ThreadPool &pool, ExpertPrefetch prefetch) {
+  (void)device;
+  View first;
+  first.schedule = &schedule;
+  first.paging.resize(schedule.tiers.layers.size());
+  bool ahead = planPrefetch(first, prefetch);
+  // Reading a layer ahead needs room for a second layer's experts beside
+  // the computing one's: the cold cache gets twice its least size (fewer
+  // hot experts) when the budget allows, else prefetch fits where it can.
+  absl::StatusOr<ExpertTiersDesc> tiered =
+      ahead ? describeTiers(plan, schedule, budget, 1)
+            : absl::StatusOr<ExpertTiersDesc>(absl::UnknownError(""));
+  if (!tiered.ok())
+    tiered = describeTiers(plan, schedule, budget);
+  MOERT_RETURN_IF_ERROR(tiered.status());
+  const ExpertTiersDesc &desc = *tiered;
+  std::unique_ptr<ExpertStore> store(
+      new ExpertStore(plan, schedule.tiers, mode, desc.cacheBytes));
+  store->budget_ = desc.budget;
+  store->schedule_ = &schedule;
+  if (mode == ExpertReadMode::Direct && plan.fd >= 0) {
+    std::string path = absl::StrCat("/proc/self/fd/", plan.fd);
+    store->directFd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (store->directFd_ < 0)
+      return absl::FailedPreconditionError(absl::StrCat(
+          plan.source, ": cannot open with O_DIRECT: ", std::strerror(errno),
+          " (use the pread read mode)"));
+  }
+  const TierInfo &tiers = schedule.tiers;
+  size_t numInputs = 0;
+  for (const StepInfo &step : schedule.steps)
+    numInputs = std::max(numInputs, step.inputs.size());
+  for (size_t l = 0; l < tiers.layers.size(); ++l) {
+    const TierLayerInfo &layer = tiers.layers[l];
+    store->present_[l].assign(layer.experts, nullptr);
+    store->verified_[l].assign(layer.experts, 0);
+    store->pointers_[l].resize(schedule.steps[layer.step].inputs.size());
+    for (const PagedInput &input : layer.inputs)
+      store->pointers_[l][input.input].assign(layer.experts, nullptr);
+  }
+  // The hot experts, read and pinned (one parallel pass over all of them).
+  std::vector<ExpertCache::Entry *> hot;
+  for (uint32_t l = 0; l < tiers.layers.size(); ++l)
+    for (uint32_t e = 0; e < tiers.layers[l].experts; ++e) {
+      if (!desc.layers[l].hot[e])
+        continue;
+      std::vector<ExpertCache::Evicted> none;
+      ExpertCache::Entry *entry = store->cache_.insert(
+          {l, e}, store->entryBytes(tiers.layers[l]), true, none);
+      Payload *payload =
+          entry ? store->allocate(tiers.layers[l], nullptr) : nullptr;
+      if (!payload)
+        return absl::ResourceExhaustedError(absl::StrCat(
+            plan.source, ": cannot hold hot expert ", e, " of tiered layer ", l,
+            " in the expert cache of ", desc.cacheBytes, " bytes"));
+      entry->payload = payload;
+      store->present_[l][e] = payload;
+      hot.push_back(entry);
+      ++store->hotExperts_;
+      store->hotBytes_ += tiers.layers[l].expertBytes;
+    }
+  absl::Status failure = store->fillAll(hot, pool);
+  MOERT_RETURN_IF_ERROR(failure);
+  for (ExpertCache::Entry *entry : hot)
+    store->setPresent(entry->key, static_cast<Payload *>(entry->payload));
+  if (!ahead || !desc.coldExperts) {
+    first.gates.clear();
+    first.routerLayer.clear();
+    first.nextRows.clear();
+  }
+  store->views_.push_back(std::move(first));
+  if (ahead && desc.coldExperts) {
+    store->prefetch_ = prefetch;
+    store->worker_ = std::thread([s = store.get()] { s->prefetchLoop(); });
+  }
+  return store;
+}
+
+absl::StatusOr<double> ExpertStore::probeBandwidth(ThreadPool &pool,
+                                                   uint64_t maxBytes) {
+  constexpr uint64_t kChunk = uint64_t{4} << 20;
+  // The paged bytes: every tiered layer's inputs, in file order.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  uint64_t total = 0;
+  for (const TierLayerInfo &layer : tiers_.layers)
+    for (const PagedInput &input : layer.inputs)
+      for (uint64_t at = 0;
+           at < input.expertBytes * layer.experts && total < maxBytes;
+           at += kChunk) {
+        uint64_t n = std::min(
+            {kChunk, input.expertBytes * layer.experts - at, maxBytes - total});
+        ranges.emplace_back(input.fileOffset + at, n);
+        total += n;
+      }
+  if (!total)
+    return 0.0;
+  std::mutex mutex;
+  absl::Status failure;
+  Clock::time_point start = Clock::now();
+  pool.parallelFor(
+      static_cast<int64_t>(ranges.size()), 1, [&](int64_t begin, int64_t end) {
+        std::unique_ptr<uint8_t[]> buffer(new uint8_t[kChunk]);
+        for (int64_t r = begin; r < end; ++r) {
+          absl::Status status =
+              plan_.readBytes(ranges[r].first, buffer.get(), ranges[r].second);
+          if (!status.ok()) {
+            std::lock_guard<std::mutex> guard(mutex);
+            failure = status;
+          }
+        }
+      });
+  double seconds = secondsSince(start);
+  MOERT_RETURN_IF_ERROR(failure);
+  return seconds > 0 ? total / seconds : 0.0;
+}
+
+} // namespace detail
+} // namespace moert
