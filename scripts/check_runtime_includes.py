@@ -7,7 +7,7 @@ import pathlib, re, sys
 RANK = {"format": 0, "loader": 1, "exec": 2, "kernels": 3, "tiers": 3,
         "multidevice": 3, "generate": 4, "observe": 5, "api": 6,
         "backends": 7}
-# Known edges up the order, each to go (docs/architecture.md, "The runtime").
+# Known edges up the order, each to go (runtime/README.md).
 ALLOWED = {
     # The loader checks every step with its op's validator (the registry)
     # and a tiered schedule with the tiers' checks.
