@@ -152,6 +152,41 @@ LogicalResult moec::moe::verifyFlag(Operation *op, StringRef name,
   return success();
 }
 
+LogicalResult moec::moe::checkFlag(std::optional<Location> loc, StringRef name,
+                                   int64_t value) {
+  if (value != 0 && value != 1)
+    return emitOptionalError(loc, "attribute '", name, "' must be 0 or 1, got ",
+                             value);
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>>
+moec::moe::getShapeSizes(std::optional<Location> loc, Value shape,
+                         StringRef name) {
+  auto type = dyn_cast<RankedTensorType>(shape.getType());
+  if (!type || type.getRank() != 1)
+    return emitOptionalError(loc, "operand '", name,
+                             "' must be a 1-D tensor, got ", shape.getType());
+  std::optional<SmallVector<int64_t>> sizes = getShapeOperandSizes(shape);
+  if (!sizes)
+    return emitOptionalError(
+        loc, "operand '", name,
+        "' must have a static number of elements to give a ranked result");
+  for (int64_t size : *sizes)
+    if (size < 0 && !ShapedType::isDynamic(size))
+      return emitOptionalError(loc, "operand '", name, "' has negative entry ",
+                               size);
+  return *sizes;
+}
+
+int64_t moec::moe::mulDims(int64_t a, int64_t b) {
+  if (a == 0 || b == 0)
+    return 0;
+  if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
+    return ShapedType::kDynamic;
+  return a * b;
+}
+
 bool moec::moe::areCompatibleTypes(TypeRange lhs, TypeRange rhs) {
   if (lhs.size() != rhs.size())
     return false;

@@ -109,6 +109,23 @@ std::pair<int64_t, int64_t> getSliceRange(int64_t dim, int64_t start,
 mlir::LogicalResult verifyFlag(mlir::Operation *op, llvm::StringRef name,
                                int64_t value);
 
+/// Checks, during inference, that the 0/1 flag attribute `name` is 0 or 1.
+mlir::LogicalResult checkFlag(std::optional<mlir::Location> loc,
+                              llvm::StringRef name, int64_t value);
+
+/// The sizes a 1-D shape operand (ConstantOfShape, Expand, Tile) asks for;
+/// fails when its length is not static or a known entry is negative.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+getShapeSizes(std::optional<mlir::Location> loc, mlir::Value shape,
+              llvm::StringRef name);
+
+/// Product of the sizes `a` and `b` where either may be dynamic.
+int64_t mulDims(int64_t a, int64_t b);
+
+/// Reads an I64 attribute through its (possibly defaulted) adaptor getter;
+/// ODS returns them unsigned.
+inline int64_t toSigned(uint64_t value) { return static_cast<int64_t>(value); }
+
 /// Builds the i64 constant holding `values` with `type`'s shape.
 mlir::DenseElementsAttr getI64Elements(mlir::ShapedType type,
                                        llvm::ArrayRef<int64_t> values);
