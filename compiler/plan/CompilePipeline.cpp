@@ -59,6 +59,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   funcPM.addPass(createMoeFuseElementwise());
   // Fusion leaves the scalar constants it copied into regions unused.
   funcPM.addPass(createCanonicalizerPass());
+  // Whether the tokens of several sequences may share one run of the
+  // prefill graph (continuous batching), on the fused attention.
+  if (!options.batchRowInputs.empty()) {
+    MoeAnalyzeBatchRowsOptions batchRows;
+    batchRows.rowInputs.assign(options.batchRowInputs.begin(),
+                               options.batchRowInputs.end());
+    pm.addPass(createMoeAnalyzeBatchRows(batchRows));
+  }
   // Expert parallelism: with several devices @main becomes one function per
   // device, each bounded and planned on its own below.
   // Which input rows the dense part may split (moe-insert-all-to-all

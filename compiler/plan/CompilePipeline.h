@@ -45,6 +45,10 @@ struct CompileOptions {
   /// Remark every detector's reason for each MoE candidate layer that stayed
   /// generic, not only the first (`moec compile --verbose`).
   bool allNearMisses = false;
+  /// A generation pair's prefill graph: its token inputs (ids, positions),
+  /// for moe-analyze-batch-rows's verdict on continuous batching; empty
+  /// for other graphs.
+  std::vector<std::string> batchRowInputs;
 };
 
 /// Adds the passes that take an imported module to a planned one:

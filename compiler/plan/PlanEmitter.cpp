@@ -1764,6 +1764,23 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   gen.attention_mask = signature.attentionMask;
   gen.eos_ids = signature.eosIds;
   gen.logits = signature.logits;
+  // moe-analyze-batch-rows's verdict on the prefill graph (continuous
+  // batching): proven, or the op that mixes rows another way.
+  if (auto verdict =
+          prefill ? prefill->getAttrOfType<DictionaryAttr>("moe.batch_rows")
+                  : DictionaryAttr()) {
+    if (verdict.get("symbol")) {
+      gen.batchable = true;
+    } else {
+      auto text = [&](StringRef name) {
+        auto attr = verdict.getAs<StringAttr>(name);
+        return attr ? attr.getValue().str() : std::string();
+      };
+      gen.batch_blocker = text("reason");
+      if (!text("loc").empty())
+        gen.batch_blocker += " (" + text("loc") + ")";
+    }
+  }
   for (const CachePairInfo &pair : signature.cache) {
     auto entry = std::make_unique<fb::CachePairT>();
     entry->input = pair.input;

@@ -46,9 +46,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// 1.12 added `BlockQuantAttrs.int8_activations` (int8 activations for
 /// block-quantized weights, onnxruntime's accuracy_level 4), which a 1.11
 /// reader would ignore and compute in f32; only plans that set it are
-/// written as 1.12.
+/// written as 1.12. 1.13 added the generation table's batching verdict
+/// (`batchable`, `batch_blocker`); only plans that set either are written
+/// as 1.13.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 12;
+inline constexpr uint16_t kFormatVersionMinor = 13;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -84,6 +84,10 @@ inline constexpr uint16_t kFormatVersionMinorBlockQuant = 11;
 /// `FfnAttrs.block_quant`): written for plans that set it, and the least a
 /// file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorInt8Activations = 12;
+/// 1.13 added the generation table's batching verdict (`batchable`,
+/// `batch_blocker`, moe-analyze-batch-rows): written for generation plans
+/// that set either, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorBatchRows = 13;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

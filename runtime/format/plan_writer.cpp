@@ -1179,8 +1179,12 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                  std::any_of(program.generation->cache.begin(),
                              program.generation->cache.end(),
                              [](const auto &pair) { return pair->state; })));
+  bool batchRows =
+      program.generation && (program.generation->batchable ||
+                             !program.generation->batch_blocker.empty());
   header.versionMinor =
-      int8Activations      ? detail::kFormatVersionMinorInt8Activations
+      batchRows            ? detail::kFormatVersionMinorBatchRows
+      : int8Activations    ? detail::kFormatVersionMinorInt8Activations
       : blockQuant         ? detail::kFormatVersionMinorBlockQuant
       : keptNormalize      ? detail::kFormatVersionMinorKeptNormalize
       : genai              ? detail::kFormatVersionMinorGenai

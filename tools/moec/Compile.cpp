@@ -563,6 +563,11 @@ static int runGenerationCompile(const CompileFlags &flags) {
         options.dimBounds.push_back(bound);
     options.fuseAttention = !flags.target.isCuda();
     options.allNearMisses = report.verbose;
+    if (isPrefill) {
+      options.batchRowInputs.push_back(sig->inputIds);
+      if (!sig->positionIds.empty())
+        options.batchRowInputs.push_back(sig->positionIds);
+    }
     PassManager pm(&context);
     plan::buildCompilePipeline(pm, options);
     pm.addInstrumentation(progress.passInstrumentation());

@@ -172,6 +172,11 @@ struct GenerationDesc {
   /// Bytes of every cache at maxSeq positions (one copy; a Generator holds
   /// two, Generator::cacheBytes).
   uint64_t cacheBytes = 0;
+  /// The compiler's batching verdict (format 1.13): whether a step may run
+  /// the token rows of several sequences through the prefill schedule
+  /// (moert::BatchGenerator), else why not (empty: not analysed).
+  bool batchable = false;
+  std::string batchBlocker;
 };
 
 /// Where a plan came from (the plan's provenance table, written by moec):

@@ -110,6 +110,20 @@ absl::Status validateGeneration(const std::string &source,
   }
   gen.logits = std::string(str(fbGen.logits()));
   gen.hasPrefill = !impl.prefillSchedules.empty();
+  gen.batchable = fbGen.batchable();
+  gen.batchBlocker = std::string(str(fbGen.batch_blocker()));
+  if ((gen.batchable || !gen.batchBlocker.empty()) &&
+      impl.versionMinor < kFormatVersionMinorBatchRows)
+    return invalid("a batching verdict needs format ", kFormatVersionMajor, ".",
+                   kFormatVersionMinorBatchRows, ", but the file is version ",
+                   impl.versionMajor, ".", impl.versionMinor);
+  if (gen.batchable && !gen.batchBlocker.empty())
+    return invalid("batchable with a batch_blocker");
+  if (gen.batchable && !gen.hasPrefill)
+    return invalid("batchable without prefill schedules");
+  if (gen.batchBlocker.size() > 4096)
+    return invalid("batch_blocker of ", gen.batchBlocker.size(),
+                   " bytes; at most 4096");
   if (gen.maxSeq < 2 || static_cast<uint64_t>(gen.maxSeq) > kMaxDimBound)
     return invalid("max_seq ", gen.maxSeq, " is not in [2, 2^40]");
   const auto *pairs = fbGen.cache();

@@ -311,6 +311,12 @@ std::string describePlanText(const Plan &plan) {
                             "'%s')\n",
                             pair.layer, pair.axis, pair.input, pair.output,
                             pair.prefillOutput);
+    if (gen->batchable)
+      absl::StrAppend(&out, "  batching: proven (only causal attention "
+                            "mixes the prefill schedule's token rows)\n");
+    else if (!gen->batchBlocker.empty())
+      absl::StrAppend(
+          &out, "  batching: refused: ", printable(gen->batchBlocker), "\n");
   }
   auto describe = [&](const ScheduleInfo &s, const std::string &what) {
     absl::StrAppendFormat(
@@ -440,13 +446,17 @@ std::string describePlanJson(const Plan &plan) {
         &out,
         ", \"generation\": {\"max_seq\": %d, \"input_ids\": %s, "
         "\"position_ids\": %s, \"attention_mask\": %s, \"logits\": %s, "
-        "\"vocab\": %d, \"eos_ids\": %s, \"cache_bytes\": %d, \"cache\": [",
+        "\"vocab\": %d, \"eos_ids\": %s, \"cache_bytes\": %d, "
+        "\"batchable\": %s, \"batch_blocker\": %s, \"cache\": [",
         gen->maxSeq, jsonString(gen->inputIds),
         gen->positionIds.empty() ? std::string("null")
                                  : jsonString(gen->positionIds),
         gen->attentionMask.empty() ? std::string("null")
                                    : jsonString(gen->attentionMask),
-        jsonString(gen->logits), gen->vocabSize, eos, gen->cacheBytes);
+        jsonString(gen->logits), gen->vocabSize, eos, gen->cacheBytes,
+        gen->batchable ? "true" : "false",
+        gen->batchBlocker.empty() ? std::string("null")
+                                  : jsonString(gen->batchBlocker));
     for (size_t i = 0; i < gen->cache.size(); ++i) {
       const CachePairDesc &pair = gen->cache[i];
       absl::StrAppendFormat(
