@@ -75,6 +75,11 @@ struct AttentionPlanOptions {
   /// The decode schedule also sums the present (a read that keeps the
   /// cache from being written in place).
   bool sumPresent = false;
+  /// The compiler's batching verdict (Generation.batchable): the prefill
+  /// schedule may run the rows of several sequences. Its attention has no
+  /// mask, but only its last row's logits and the keys (the embeddings) are
+  /// read, which causal attention over the rows computes alike.
+  bool batchable = false;
 };
 constexpr float kScale = 0.5f;
 /// The bytes of that plan (empty after a test failure).

@@ -153,6 +153,7 @@ writeAttentionGenerationPlan(const AttentionPlanOptions &options) {
     prefillOutput = "rows4";
   }
   setGenerationTable(writer, "past.0", prefillOutput);
+  writer.generation().batchable = options.batchable;
   auto bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();

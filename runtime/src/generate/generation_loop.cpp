@@ -2,12 +2,23 @@
 
 #include "generate/generation_loop.h"
 
+#include "loader/plan_impl.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
 #include <chrono>
 
 namespace moert::detail {
+
+absl::StatusOr<const GenerationDesc *> generationOf(const Plan &plan) {
+  if (const GenerationDesc *gen = plan.generation())
+    return gen;
+  return absl::FailedPreconditionError(absl::StrCat(
+      plan.impl().source,
+      ": not a generation plan (compile one with moec compile DECODE.onnx "
+      "[--prefill PREFILL.onnx] --max-seq S)"));
+}
 
 absl::Status checkIds(const std::vector<int64_t> &ids, int64_t vocab) {
   for (size_t i = 0; i < ids.size(); ++i)

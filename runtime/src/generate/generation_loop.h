@@ -17,6 +17,10 @@
 
 namespace moert::detail {
 
+/// The generation table of `plan`; fails with "PLAN: not a generation
+/// plan (...)" for any other plan.
+absl::StatusOr<const GenerationDesc *> generationOf(const Plan &plan);
+
 /// Checks that token ids are in the vocabulary.
 absl::Status checkIds(const std::vector<int64_t> &ids, int64_t vocab);
 

@@ -143,12 +143,7 @@ Generator::~Generator() = default;
 absl::StatusOr<std::unique_ptr<Generator>>
 Generator::create(const Plan &plan, const SessionOptions &options) {
   const Plan::Impl &planImpl = plan.impl();
-  const GenerationDesc *gen = plan.generation();
-  if (!gen)
-    return absl::FailedPreconditionError(absl::StrCat(
-        planImpl.source,
-        ": not a generation plan (compile one with moec compile DECODE.onnx "
-        "[--prefill PREFILL.onnx] --max-seq S)"));
+  MOERT_ASSIGN_OR_RETURN(const GenerationDesc *gen, detail::generationOf(plan));
   // One device of an expert-parallel plan runs in a GroupGenerator, which
   // gives each device's generator its endpoint (group_generator.cpp).
   if (plan.numDevices() != 1 && !options.communicator)
