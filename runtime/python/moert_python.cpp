@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "generate/plan_generator.h"
+#include "moert/batch_generator.h"
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 #include "moert/moert.h"
@@ -490,6 +491,100 @@ private:
   std::unique_ptr<moert::detail::PlanGenerator> generator_;
 };
 
+/// Continuous batching over a generation plan: moert::BatchGenerator.
+/// add() and cancel() may be called from other threads while step() runs
+/// (it releases the GIL).
+class PyBatchGenerator {
+public:
+  PyBatchGenerator(std::shared_ptr<PyPlan> plan, int slots, int threads,
+                   int64_t maxStepRows, bool keepLogits)
+      : plan_(std::move(plan)) {
+    if (threads < 0)
+      raise(PyExc_ValueError,
+            absl::StrCat("threads is ", threads,
+                         "; it must be 0 (the hardware concurrency) or more"));
+    moert::SessionOptions session;
+    session.threads = threads;
+    session.collectStats = false;
+    moert::BatchOptions options;
+    options.slots = slots;
+    options.maxStepRows = maxStepRows;
+    options.keepLogits = keepLogits;
+    auto batch = moert::BatchGenerator::create(*plan_->plan, session, options);
+    check(batch.status());
+    batch_ = *std::move(batch);
+  }
+
+  int64_t add(const std::vector<int64_t> &prompt, int64_t maxNewTokens,
+              double temperature, int64_t topK, double topP, uint64_t seed,
+              const std::vector<int64_t> &stopIds) {
+    moert::GenerateOptions options;
+    options.maxNewTokens = maxNewTokens;
+    options.stopIds = stopIds;
+    options.sampling.temperature = temperature;
+    options.sampling.topK = topK;
+    options.sampling.topP = topP;
+    options.sampling.seed = seed;
+    absl::StatusOr<int64_t> id = batch_->add(prompt, options);
+    check(id.status());
+    return *id;
+  }
+
+  /// [(sequence, token, finish)]: token -1 when none; finish None, "stop",
+  /// "length" or "cancelled".
+  py::list step() {
+    absl::StatusOr<std::vector<moert::SequenceEvent>> events;
+    {
+      py::gil_scoped_release release;
+      events = batch_->step();
+    }
+    check(events.status());
+    py::list out;
+    for (const moert::SequenceEvent &e : *events) {
+      py::object finish = py::none();
+      switch (e.finish) {
+      case moert::FinishReason::None:
+        break;
+      case moert::FinishReason::Stop:
+        finish = py::str("stop");
+        break;
+      case moert::FinishReason::Length:
+        finish = py::str("length");
+        break;
+      case moert::FinishReason::Cancelled:
+        finish = py::str("cancelled");
+        break;
+      }
+      out.append(py::make_tuple(e.sequence, e.token, finish));
+    }
+    return out;
+  }
+
+  py::dict stats() const {
+    moert::BatchStats s = batch_->stats();
+    py::dict out;
+    out["steps"] = s.steps;
+    out["rows"] = s.rows;
+    out["prompt_rows"] = s.promptRows;
+    out["new_tokens"] = s.newTokens;
+    out["step_seconds"] = s.stepSeconds;
+    return out;
+  }
+
+  py::array_t<float> lastLogits(int64_t sequence) const {
+    std::vector<float> row = batch_->lastLogits(sequence);
+    py::array_t<float> out(static_cast<py::ssize_t>(row.size()));
+    std::copy(row.begin(), row.end(), out.mutable_data());
+    return out;
+  }
+
+  moert::BatchGenerator &batch() { return *batch_; }
+
+private:
+  std::shared_ptr<PyPlan> plan_;
+  std::unique_ptr<moert::BatchGenerator> batch_;
+};
+
 std::shared_ptr<PyPlan> loadPlan(const std::string &path) {
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan = moert::Plan::load(path);
   if (!plan.ok())
@@ -619,4 +714,75 @@ PYBIND11_MODULE(moert, m) {
       .def_property_readonly("num_devices", &PyGenerator::numDevices)
       .def_property_readonly("vocab_size", &PyGenerator::vocabSize)
       .def_property_readonly("max_seq", &PyGenerator::maxSeq);
+
+  py::class_<PyBatchGenerator>(
+      m, "BatchGenerator",
+      "Continuous batching over a generation plan: each step() runs the "
+      "rows of every active sequence together (decode rows, then prompt "
+      "rows of new sequences), each sequence in its slot of a KV pool; a "
+      "plan the compiler did not prove batchable is served one sequence at "
+      "a time (batch_blocker says why). add() and cancel() may be called "
+      "from other threads while step() runs; step() releases the GIL.")
+      .def(py::init<std::shared_ptr<PyPlan>, int, int, int64_t, bool>(),
+           py::arg("plan"), py::arg("slots") = 8, py::arg("threads") = 0,
+           py::arg("max_step_rows") = 0, py::arg("keep_logits") = false,
+           "slots: sequences held at once; threads: kernel worker threads "
+           "(0: the hardware concurrency); max_step_rows: rows per step at "
+           "most (0: the plan's bound); keep_logits: keep each sequence's "
+           "logits of its last token (last_logits). A plan that is no "
+           "generation plan, or bad options, raise ValueError.")
+      .def("add", &PyBatchGenerator::add, py::arg("prompt"),
+           py::arg("max_new_tokens") = 16, py::arg("temperature") = 0.0,
+           py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
+           py::arg("stop_ids") = std::vector<int64_t>(),
+           "Queues a sequence and returns its id (from 1); it gets a slot at "
+           "a later step(). Sampling as Generator.generate. A prompt or "
+           "options that do not fit raise ValueError.")
+      .def("step", &PyBatchGenerator::step,
+           "Runs one step; returns [(sequence, token, finish)]: token -1 "
+           "when none (a cancelled sequence), finish None (running), "
+           "'stop', 'length' or 'cancelled'.")
+      .def(
+          "cancel",
+          [](PyBatchGenerator &b, int64_t sequence) {
+            return b.batch().cancel(sequence);
+          },
+          py::arg("sequence"),
+          "Removes a queued or running sequence (a running one reports "
+          "'cancelled' at the next step); False when there is none.")
+      .def("stats", &PyBatchGenerator::stats,
+           "{'steps', 'rows', 'prompt_rows', 'new_tokens', 'step_seconds'} "
+           "since creation.")
+      .def(
+          "expert_selections",
+          [](PyBatchGenerator &b) { return b.batch().expertSelections(); },
+          "Per MoE layer, per expert: the rows routed to it since creation.")
+      .def("last_logits", &PyBatchGenerator::lastLogits, py::arg("sequence"),
+           "With keep_logits: the logits that drew the sequence's last "
+           "token, until it ends; else empty.")
+      .def_property_readonly(
+          "has_work", [](PyBatchGenerator &b) { return b.batch().hasWork(); })
+      .def_property_readonly(
+          "slots", [](PyBatchGenerator &b) { return b.batch().slots(); })
+      .def_property_readonly(
+          "slots_in_use",
+          [](PyBatchGenerator &b) { return b.batch().slotsInUse(); })
+      .def_property_readonly(
+          "waiting", [](PyBatchGenerator &b) { return b.batch().waiting(); })
+      .def_property_readonly(
+          "batch_blocker",
+          [](PyBatchGenerator &b) { return b.batch().batchBlocker(); },
+          "'' when steps batch several sequences; else why the plan is "
+          "served one sequence at a time.")
+      .def_property_readonly(
+          "max_step_rows",
+          [](PyBatchGenerator &b) { return b.batch().maxStepRows(); })
+      .def_property_readonly(
+          "pool_bytes",
+          [](PyBatchGenerator &b) { return b.batch().poolBytes(); })
+      .def_property_readonly(
+          "vocab_size",
+          [](PyBatchGenerator &b) { return b.batch().vocabSize(); })
+      .def_property_readonly(
+          "max_seq", [](PyBatchGenerator &b) { return b.batch().maxSeq(); });
 }

@@ -334,6 +334,81 @@ moert_status moert_generator_length(const moert_generator *generator,
 moert_status moert_generator_times(const moert_generator *generator,
                                    moert_generation_times *times);
 
+/// Continuous batching over a generation plan (opaque): many sequences share
+/// each step (moert::BatchGenerator, docs/embedding.md).
+typedef struct moert_batch moert_batch;
+
+/// Why a sequence ended (moert_batch_event.finish).
+typedef enum moert_finish {
+  MOERT_FINISH_NONE = 0,
+  /// It drew one of its stop ids (kept).
+  MOERT_FINISH_STOP = 1,
+  /// It drew its max_new_tokens.
+  MOERT_FINISH_LENGTH = 2,
+  /// moert_batch_cancel removed it.
+  MOERT_FINISH_CANCELLED = 3,
+} moert_finish;
+
+/// What one step did for one sequence: its new token (-1: none, a sequence
+/// cancelled while it ran) and whether it ended with it.
+typedef struct moert_batch_event {
+  int64_t sequence;
+  int64_t token;
+  moert_finish finish;
+} moert_batch_event;
+
+/// Creates a batch over a generation plan with `slots` sequences at once
+/// (a KV pool of slots × max_seq positions). Of `options` (NULL: the
+/// defaults) only `threads` applies. A plan the compiler did not prove
+/// batchable is served one sequence at a time (moert_batch_blocker says
+/// why). Fails with MOERT_ERROR_FAILED_PRECONDITION for a plan that is no
+/// generation plan or has several devices. Free it before the plan.
+moert_status moert_batch_create(const moert_plan *plan,
+                                const moert_session_options *options,
+                                int32_t slots, moert_batch **batch);
+
+/// Frees a batch (NULL is ignored).
+void moert_batch_free(moert_batch *batch);
+
+/// Queues a sequence; stores its id (from 1) in `sequence`. Of `options`
+/// (NULL: the defaults) every field but on_token and user_data applies.
+/// May be called from another thread while moert_batch_step runs.
+moert_status moert_batch_add(moert_batch *batch, const int64_t *prompt,
+                             size_t prompt_length,
+                             const moert_generate_options *options,
+                             int64_t *sequence);
+
+/// Removes a queued or running sequence; `found` (may be NULL) says
+/// whether there was one. May be called from another thread.
+moert_status moert_batch_cancel(moert_batch *batch, int64_t sequence,
+                                int *found);
+
+/// Runs one step over every running sequence (and prompt rows of new
+/// ones); `events` points at `num_events` events, valid until the next
+/// step. No events when there is nothing to run.
+moert_status moert_batch_step(moert_batch *batch,
+                              const moert_batch_event **events,
+                              size_t *num_events);
+
+/// The slots, those in use and the sequences waiting for one (any pointer
+/// may be NULL).
+moert_status moert_batch_counts(const moert_batch *batch, int32_t *slots,
+                                int32_t *slots_in_use, int32_t *waiting);
+
+/// "" when steps batch several sequences; else why the plan is served one
+/// sequence at a time. Valid while `batch` lives.
+const char *moert_batch_blocker(const moert_batch *batch);
+
+/// Per MoE layer the rows routed to each expert since creation: the
+/// number of layers in `num_layers`; `counts` points at the `num_experts`
+/// counts of layer `layer` (which must be below that when either is asked
+/// for), valid until the next call on `batch`. Any output pointer may be
+/// NULL.
+moert_status moert_batch_expert_selections(moert_batch *batch, size_t layer,
+                                           const uint64_t **counts,
+                                           size_t *num_experts,
+                                           size_t *num_layers);
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

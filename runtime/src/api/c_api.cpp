@@ -8,6 +8,7 @@
 
 #include "generate/plan_generator.h"
 #include "loader/plan_impl.h"
+#include "moert/batch_generator.h"
 #include "moert/moert.h"
 #include "moert/moert_c.h"
 
@@ -56,6 +57,14 @@ struct moert_session {
 
 struct moert_generator {
   std::unique_ptr<moert::detail::PlanGenerator> generator;
+};
+
+struct moert_batch {
+  std::unique_ptr<moert::BatchGenerator> batch;
+  /// The last step's events (moert_batch_step points into them).
+  std::vector<moert_batch_event> events;
+  /// The last expert selections read (moert_batch_expert_selections).
+  std::vector<std::vector<uint64_t>> selections;
 };
 
 namespace {
@@ -218,6 +227,19 @@ moert_status promptOf(const char *function, const int64_t *prompt,
                 absl::StrCat(function, ": prompt is null"));
   out.assign(prompt, prompt + length);
   return MOERT_OK;
+}
+
+/// The C++ options of `c` (its callback aside).
+moert::GenerateOptions generateOptions(const moert_generate_options &c) {
+  moert::GenerateOptions cxx;
+  cxx.maxNewTokens = c.max_new_tokens;
+  cxx.sampling.temperature = c.temperature;
+  cxx.sampling.topK = c.top_k;
+  cxx.sampling.topP = c.top_p;
+  cxx.sampling.seed = c.seed;
+  if (c.num_stop_ids > 0)
+    cxx.stopIds.assign(c.stop_ids, c.stop_ids + c.num_stop_ids);
+  return cxx;
 }
 
 /// Converts a moert::Status into the C result.
@@ -513,13 +535,7 @@ moert_status moert_generator_generate(moert_generator *generator,
     std::vector<int64_t> ids;
     if (moert_status s = promptOf(__func__, prompt, prompt_length, ids))
       return s;
-    moert::GenerateOptions cxx;
-    cxx.maxNewTokens = c.max_new_tokens;
-    cxx.sampling.temperature = c.temperature;
-    cxx.sampling.topK = c.top_k;
-    cxx.sampling.topP = c.top_p;
-    cxx.sampling.seed = c.seed;
-    cxx.stopIds.assign(c.stop_ids, c.stop_ids + c.num_stop_ids);
+    moert::GenerateOptions cxx = generateOptions(c);
     std::function<void(int64_t)> onToken;
     if (c.on_token)
       onToken = [&c](int64_t token) { c.on_token(token, c.user_data); };
@@ -588,6 +604,134 @@ moert_status moert_generator_times(const moert_generator *generator,
   times->decode_steps = t.decodeSteps;
   times->decode_seconds = t.decodeSeconds;
   return MOERT_OK;
+}
+
+moert_status moert_batch_create(const moert_plan *plan,
+                                const moert_session_options *options,
+                                int32_t slots, moert_batch **batch) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    *batch = nullptr;
+    MOERT_C_REQUIRE(plan);
+    moert::SessionOptions session;
+    session.threads = options ? options->threads : 0;
+    session.collectStats = false;
+    if (session.threads < 0)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("moert_batch_create: threads is ",
+                               session.threads,
+                               "; it must be 0 (the hardware concurrency) or "
+                               "positive"));
+    moert::BatchOptions batchOptions;
+    batchOptions.slots = slots;
+    auto created =
+        moert::BatchGenerator::create(*plan->plan, session, batchOptions);
+    if (!created.ok())
+      return fail(created.status());
+    *batch = new moert_batch{*std::move(created), {}, {}};
+    return MOERT_OK;
+  });
+}
+
+void moert_batch_free(moert_batch *batch) { delete batch; }
+
+moert_status moert_batch_add(moert_batch *batch, const int64_t *prompt,
+                             size_t prompt_length,
+                             const moert_generate_options *options,
+                             int64_t *sequence) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    MOERT_C_REQUIRE(sequence);
+    *sequence = 0;
+    moert_generate_options c =
+        options ? *options : moert_generate_options_default();
+    if (c.num_stop_ids > 0 && !c.stop_ids)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_batch_add: stop_ids is null");
+    std::vector<int64_t> ids;
+    if (moert_status s = promptOf(__func__, prompt, prompt_length, ids))
+      return s;
+    absl::StatusOr<int64_t> id = batch->batch->add(ids, generateOptions(c));
+    if (!id.ok())
+      return fail(id.status());
+    *sequence = *id;
+    return MOERT_OK;
+  });
+}
+
+moert_status moert_batch_cancel(moert_batch *batch, int64_t sequence,
+                                int *found) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    bool cancelled = batch->batch->cancel(sequence);
+    if (found)
+      *found = cancelled ? 1 : 0;
+    return MOERT_OK;
+  });
+}
+
+moert_status moert_batch_step(moert_batch *batch,
+                              const moert_batch_event **events,
+                              size_t *num_events) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    MOERT_C_REQUIRE(events);
+    MOERT_C_REQUIRE(num_events);
+    *events = nullptr;
+    *num_events = 0;
+    absl::StatusOr<std::vector<moert::SequenceEvent>> step =
+        batch->batch->step();
+    if (!step.ok())
+      return fail(step.status());
+    batch->events.clear();
+    for (const moert::SequenceEvent &e : *step)
+      batch->events.push_back(
+          {e.sequence, e.token, static_cast<moert_finish>(e.finish)});
+    *events = batch->events.data();
+    *num_events = batch->events.size();
+    return MOERT_OK;
+  });
+}
+
+moert_status moert_batch_counts(const moert_batch *batch, int32_t *slots,
+                                int32_t *slots_in_use, int32_t *waiting) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    if (slots)
+      *slots = batch->batch->slots();
+    if (slots_in_use)
+      *slots_in_use = batch->batch->slotsInUse();
+    if (waiting)
+      *waiting = batch->batch->waiting();
+    return MOERT_OK;
+  });
+}
+
+const char *moert_batch_blocker(const moert_batch *batch) {
+  return batch ? batch->batch->batchBlocker().c_str() : "";
+}
+
+moert_status moert_batch_expert_selections(moert_batch *batch, size_t layer,
+                                           const uint64_t **counts,
+                                           size_t *num_experts,
+                                           size_t *num_layers) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(batch);
+    batch->selections = batch->batch->expertSelections();
+    if (num_layers)
+      *num_layers = batch->selections.size();
+    if (!counts && !num_experts)
+      return MOERT_OK;
+    if (layer >= batch->selections.size())
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("moert_batch_expert_selections: layer ", layer,
+                               " of ", batch->selections.size()));
+    if (counts)
+      *counts = batch->selections[layer].data();
+    if (num_experts)
+      *num_experts = batch->selections[layer].size();
+    return MOERT_OK;
+  });
 }
 
 } // extern "C"

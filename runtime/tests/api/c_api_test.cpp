@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -317,11 +318,13 @@ TEST(CApi, TheLastErrorIsPerThread) {
 
 /// Writes the attention generation plan (generation_model.h) to a file of
 /// the test's own name; its path.
-std::string writeGenerationPlan() {
+std::string writeGenerationPlan(bool batchable = false) {
   std::string path =
       ::testing::TempDir() + "/c_api_gen_" +
       ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".plan";
-  std::vector<uint8_t> bytes = test::writeAttentionGenerationPlan();
+  test::AttentionPlanOptions options;
+  options.batchable = batchable;
+  std::vector<uint8_t> bytes = test::writeAttentionGenerationPlan(options);
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char *>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
@@ -429,6 +432,73 @@ TEST(CApiGenerator, ErrorsNameWhatIsWrong) {
             MOERT_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(moert_last_error(), HasSubstr("prompt is null"));
   moert_generator_free(generator);
+  moert_plan_free(plan);
+}
+
+TEST(CApiBatch, SequencesShareStepsAndDrawTheirOwnIds) {
+  moert_plan *plan = nullptr;
+  ASSERT_EQ(
+      moert_plan_load(writeGenerationPlan(/*batchable=*/true).c_str(), &plan),
+      MOERT_OK)
+      << moert_last_error();
+  moert_batch *batch = nullptr;
+  ASSERT_EQ(moert_batch_create(plan, nullptr, 3, &batch), MOERT_OK)
+      << moert_last_error();
+  EXPECT_STREQ(moert_batch_blocker(batch), "");
+  const std::vector<std::vector<int64_t>> prompts = {{1, 3}, {4}, {2, 2, 0}};
+  std::map<int64_t, std::vector<int64_t>> want, got;
+  moert_generate_options options = moert_generate_options_default();
+  options.max_new_tokens = 4;
+  for (const std::vector<int64_t> &prompt : prompts) {
+    int64_t id = 0;
+    ASSERT_EQ(
+        moert_batch_add(batch, prompt.data(), prompt.size(), &options, &id),
+        MOERT_OK)
+        << moert_last_error();
+    std::vector<int64_t> seen = prompt;
+    for (int i = 0; i < 4; ++i) {
+      want[id].push_back(test::argmax(test::attentionLogits(seen)));
+      seen.push_back(want[id].back());
+    }
+  }
+  int32_t slots = 0, inUse = 0, waiting = 0;
+  ASSERT_EQ(moert_batch_counts(batch, &slots, &inUse, &waiting), MOERT_OK);
+  EXPECT_EQ(slots, 3);
+  EXPECT_EQ(waiting, 3);
+  int steps = 0;
+  size_t ended = 0;
+  for (;; ++steps) {
+    const moert_batch_event *events = nullptr;
+    size_t count = 0;
+    ASSERT_EQ(moert_batch_step(batch, &events, &count), MOERT_OK)
+        << moert_last_error();
+    if (count == 0)
+      break;
+    for (size_t i = 0; i < count; ++i) {
+      got[events[i].sequence].push_back(events[i].token);
+      ended += events[i].finish == MOERT_FINISH_LENGTH;
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(ended, 3u);
+  // Three sequences of 4 ids in 4 steps: every step ran all three.
+  EXPECT_EQ(steps, 4);
+  int found = -1;
+  ASSERT_EQ(moert_batch_cancel(batch, 1, &found), MOERT_OK);
+  EXPECT_EQ(found, 0);
+  size_t layers = 99;
+  ASSERT_EQ(moert_batch_expert_selections(batch, 0, nullptr, nullptr, &layers),
+            MOERT_OK);
+  EXPECT_EQ(layers, 0u);
+  const uint64_t *counts = nullptr;
+  EXPECT_EQ(moert_batch_expert_selections(batch, 0, &counts, nullptr, nullptr),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  const int64_t outside[] = {1, 9};
+  int64_t id = 0;
+  EXPECT_EQ(moert_batch_add(batch, outside, 2, &options, &id),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("outside the vocabulary"));
+  moert_batch_free(batch);
   moert_plan_free(plan);
 }
 
