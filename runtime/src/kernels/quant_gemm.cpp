@@ -10,7 +10,8 @@
 // of 8; anything else, and the ragged tail of a row, runs the portable code.
 //
 // Int8 activations (onnxruntime's accuracy_level 4): each row of x is
-// quantized per block once, and every row count runs the integer kernels.
+// quantized per block once; few rows run the integer kernels, more rows the
+// sgemm path on the activation codes times their scales.
 // The AVX2 ones multiply a block's codes minus its zero point (|q - z| <=
 // 15 as int8 for 4-bit codes, int16 for 8-bit ones) by the activation codes
 // with maddubs (the sign moved to the activations) or madd, sum the int32
@@ -167,6 +168,20 @@ void quantizeRowPortable(const float *x, int64_t K, const Int8Activations &q,
     float inverse;
     int8Scale(amax, scales[b], inverse);
     quantizeColumns(x, begin, end, inverse, q.nibbleOrder, codes);
+  }
+}
+
+/// out [n, K] = each activation code of xq times its block's scale.
+void dequantizeActivations(const Int8Activations &xq, int64_t n, int64_t K,
+                           std::vector<float> &out) {
+  if (out.size() < static_cast<size_t>(n * K))
+    out.resize(n * K);
+  for (int64_t i = 0; i < n; ++i) {
+    const int8_t *a = xq.codes.data() + i * xq.rowCodes();
+    const float *sa = xq.scales.data() + i * xq.blocks;
+    for (int64_t k = 0; k < K; ++k)
+      out[i * K + k] =
+          float(a[int8Position(k, xq.nibbleOrder)]) * sa[k / xq.blockSize];
   }
 }
 
@@ -600,11 +615,19 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
       quantizeActivations(x, n, w, local, kernel);
       xq = &local;
     }
+    if (n <= kQuantStreamRows || kernel != QuantKernel::Auto) {
 #if MOERT_QUANT_AVX2
-    if (kernel != QuantKernel::Portable && int8Avx2Shape(w) && hasQuantAvx2())
-      return projectInGroups(Int8RowsAvx2{*xq, w}, n, r0, m, bias, c, ldc);
+      if (kernel != QuantKernel::Portable && int8Avx2Shape(w) && hasQuantAvx2())
+        return projectInGroups(Int8RowsAvx2{*xq, w}, n, r0, m, bias, c, ldc);
 #endif
-    return projectInt8Portable(*xq, n, w, r0, m, bias, c, ldc);
+      return projectInt8Portable(*xq, n, w, r0, m, bias, c, ldc);
+    }
+    // More rows: the activation codes times their scales (each product one
+    // rounding) by the dequantized weights through sgemm below, the integer
+    // products reassociated.
+    thread_local std::vector<float> dequantized;
+    dequantizeActivations(*xq, n, w.cols, dequantized);
+    x = dequantized.data();
   }
   if (n > kQuantStreamRows && kernel == QuantKernel::Auto) {
     // Tiles of 16 to 128 weight rows, about 1 MiB as floats: wide enough

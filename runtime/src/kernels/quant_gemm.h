@@ -112,10 +112,12 @@ inline constexpr int64_t kQuantStreamRows = 8;
 /// the dequantized product reassociated (the integer q - z is exact; the
 /// rounding differs from the dequantized f32 product's by the order of f32
 /// accumulation); more rows dequantize tiles exactly and run sgemm.
-/// With w.int8Activations, every row count quantizes x (or takes `xq`, x
-/// quantized for w by quantizeActivations) and sums per block the exact
-/// integer products of the activation codes with q - z, scaled by the f32
-/// product of the two blocks' scales.
+/// With w.int8Activations, x is quantized (or `xq` is x quantized for w by
+/// quantizeActivations): up to kQuantStreamRows rows (or any with a kernel
+/// named) sum per block the exact integer products of the activation codes
+/// with q - z, scaled by the f32 product of the two blocks' scales; more
+/// rows multiply the codes times their scales by the dequantized weights
+/// through sgemm, the same sums reassociated (f32 roundings apart).
 void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
                   int64_t r0, int64_t m, const float *bias, float *c,
                   int64_t ldc, QuantKernel kernel = QuantKernel::Auto,
