@@ -3,7 +3,7 @@
 
   bench/genai_bench.py [--make] [--precision fp32,int4] [--threads 1,2]
       [--prompt 128] [--new-tokens 33] [--repeats 3] [--rounds 1]
-      [--layers 2]
+      [--layers 2] [--accuracy-level 1,4]
       [--models bench/models/genai] [--build build]
 
 Run with the export venv of examples/zoo/requirements-export-genai.txt (it
@@ -19,8 +19,10 @@ sliding layers: `--extra_options windowed_kv_cache=false`), into --models.
 int4: the builder reads gpt-oss experts only from the MXFP4 tensors gpt-oss
 ships, so the checkpoint's experts are first replaced by random MXFP4 blocks
 (mxfp4_checkpoint); the builder writes them as int4 QMoE (blocks of 32) and
-the rest as MatMulNBits, with `accuracy_level=1` (float activations, as
-moec computes).
+the rest as MatMulNBits, with each --accuracy-level (default 1: float
+activations; 4, the builder's default: MatMulNBits with int8 activations in
+onnxruntime and moe-run alike; the builder writes no accuracy_level on
+QMoE, whose experts stay f32) into its own folder (`_acc4` for 4).
 
 Then for each precision and thread count, on the same folder:
   moe-run   `moec compile FOLDER --max-seq P+N`, then `moe-run --bench
@@ -59,7 +61,7 @@ SHAPE = dict(vocab_size=32000, hidden_size=2880, intermediate_size=2880,
              num_local_experts=32, num_experts_per_tok=4, sliding_window=128)
 
 
-def make(args, precision, folder):
+def make(args, precision, level, folder):
     """Builds the random checkpoint once, then the builder export."""
     import torch
     from transformers import GptOssConfig, GptOssForCausalLM
@@ -81,11 +83,9 @@ def make(args, precision, folder):
     options = ["windowed_kv_cache=false"]
     if precision == "int4":
         # The builder reads gpt-oss experts only from MXFP4 checkpoint
-        # tensors (as gpt-oss ships), and writes them as int4 QMoE;
-        # accuracy_level 1 keeps onnxruntime's activations in float, as
-        # moec computes.
+        # tensors (as gpt-oss ships), and writes them as int4 QMoE.
         hf_dir = mxfp4_checkpoint(hf_dir)
-        options.append("accuracy_level=1")
+        options.append(f"accuracy_level={level}")
     shutil.rmtree(folder, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder",
                     "-m", hf_dir, "-o", folder, "-p", precision, "-e", "cpu",
@@ -221,6 +221,9 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=33)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--accuracy-level", default="1",
+                        help="the int4 exports' accuracy_level "
+                             "(comma-separated: one export each)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="alternating rounds of genai and moe-run per "
                              "thread count (best of all)")
@@ -246,10 +249,15 @@ def main():
           "moe-run tg | genai tg | x | moe-run tg roofline | "
           "genai tg roofline |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for precision in args.precision.split(","):
+    levels = [int(level) for level in args.accuracy_level.split(",")]
+    exports = [(precision, level) for precision in args.precision.split(",")
+               for level in (levels if precision == "int4" else [0])]
+    for precision, level in exports:
         folder = os.path.join(args.models, f"gpt_oss_l{args.layers}_{precision}")
+        if level not in (0, 1):
+            folder += f"_acc{level}"
         if args.make or not os.path.exists(folder):
-            make(args, precision, folder)
+            make(args, precision, level, folder)
         step_bytes = decode_bytes(folder, args.prompt + args.new_tokens // 2)
         genai = {}
         for dtype in args.weight_dtype.split(","):
@@ -279,7 +287,9 @@ def main():
                 # An int4 export's weights stay packed whatever
                 # --weight-dtype says (it narrows f32 experts only).
                 storage = "packed int4" if precision == "int4" else dtype
-                print(f"| {precision} | {storage} | {threads} | {ours_pp:.1f} | "
+                export = (f"{precision} level {level}" if precision == "int4"
+                          else precision)
+                print(f"| {export} | {storage} | {threads} | {ours_pp:.1f} | "
                       f"{genai_pp:.1f} | {ours_pp / genai_pp:.2f} | "
                       f"{ours_tg:.2f} | {genai_tg:.2f} | "
                       f"{ours_tg / genai_tg:.2f} | {ours_roof:.0%} | "
