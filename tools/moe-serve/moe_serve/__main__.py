@@ -180,7 +180,7 @@ def serve(argv):
     import moert
     import uvicorn
 
-    from .engine import GeneratorSlots
+    from .engine import BatchedSlots, GeneratorSlots
     from .server import Server, create_app
     from .text import TextModel
 
@@ -207,8 +207,15 @@ def serve(argv):
     def load():
         plan = moert.Plan(args.plan)
         _check_devices(args, plan)
-        return GeneratorSlots(plan, slots=args.slots,
-                              max_queue=args.max_queue, threads=args.threads)
+        engine = dict(slots=args.slots, max_queue=args.max_queue,
+                      threads=args.threads)
+        if not hasattr(moert, "BatchGenerator"):
+            return GeneratorSlots(plan, **engine, why="this moert module "
+                                  "has no BatchGenerator")
+        if plan.num_devices > 1:
+            return GeneratorSlots(plan, **engine, why="moert.BatchGenerator "
+                                  "runs plans of one device")
+        return BatchedSlots(plan, **engine)
 
     server = Server(name, text, args.api_key, load)
     app = create_app(server)

@@ -1,11 +1,11 @@
 """The model side of moe-serve: sequences in, token ids out.
 
 The HTTP server talks to an Engine only through `submit`, the callbacks it
-passes there, `Sequence.cancel` and `counts`, so that another engine (the
-runtime's batched scheduler, issue 29 item 3) can replace `GeneratorSlots`
-without touching the HTTP code:
+passes there, `Sequence.cancel` and `counts`: `BatchedSlots` serves with the
+runtime's continuous batching (moert.BatchGenerator), `GeneratorSlots` with
+one moert.Generator per slot (expert-parallel plans):
 
-    engine = GeneratorSlots(moert.Plan("gen.plan"), slots=4, max_queue=64)
+    engine = BatchedSlots(moert.Plan("gen.plan"), slots=4, max_queue=64)
     seq = engine.submit(GenerationRequest(prompt=[3, 14, 15],
                                           max_new_tokens=8),
                         on_token=print, on_finish=print)
@@ -111,7 +111,8 @@ class GeneratorSlots(Engine):
     steps: no step is shared between sequences (no batching)."""
 
     def __init__(self, plan, slots: int = 1, max_queue: int = 256,
-                 threads: int = 0):
+                 threads: int = 0,
+                 why: str = "the runtime has no batched scheduler"):
         import moert
         if slots < 1:
             raise ValueError(f"--slots is {slots}; it must be at least 1")
@@ -130,16 +131,14 @@ class GeneratorSlots(Engine):
         self.threads = threads
         self.max_queue = max_queue
         if slots == 1:
-            self.mode = ("one sequence at a time (1 slot): the runtime has "
-                         "no batched scheduler yet, so sequences do not share "
-                         "steps")
+            self.mode = (f"one sequence at a time (1 slot; {why}, so "
+                         "sequences do not share steps)")
         else:
             self.mode = (f"{slots} sequences at once, one moert.Generator "
                          f"per slot on its own thread ({threads} kernel "
                          "thread(s) each; moert releases the GIL while it "
-                         "generates); not batched: the runtime has no "
-                         "batched scheduler yet, so each sequence runs its "
-                         "own steps")
+                         f"generates); not batched: {why}, so each sequence "
+                         "runs its own steps")
         self._lock = threading.Condition()
         self._waiting = collections.deque()
         self._running = 0
@@ -232,3 +231,116 @@ class GeneratorSlots(Engine):
         seq.finished = time.monotonic()
         seq.finish_reason = reason
         seq.on_finish(reason, error)
+
+
+class BatchedSlots(Engine):
+    """moert.BatchGenerator, the runtime's continuous batching: one thread
+    steps every running sequence together (decode rows of the running ones,
+    prompt rows of new ones), over a KV pool of `slots` sequences; a plan
+    the compiler could not prove batchable runs one sequence at a time, and
+    `mode` says why."""
+
+    def __init__(self, plan, slots: int = 1, max_queue: int = 256,
+                 threads: int = 0):
+        import moert
+        if slots < 1:
+            raise ValueError(f"--slots is {slots}; it must be at least 1")
+        self._batch = moert.BatchGenerator(plan, slots=slots,
+                                           threads=threads)
+        self.max_seq = self._batch.max_seq
+        self.vocab_size = self._batch.vocab_size
+        self.num_devices = 1
+        self.slots = slots
+        self.max_queue = max_queue
+        blocker = self._batch.batch_blocker
+        if blocker:
+            self.mode = ("one sequence at a time (moert.BatchGenerator, "
+                         f"{slots} slots): {blocker}")
+        else:
+            self.mode = (f"continuous batching over {slots} slots "
+                         "(moert.BatchGenerator: each step runs the rows of "
+                         "every running sequence together, at most "
+                         f"{self._batch.max_step_rows} rows)")
+        self._lock = threading.Condition()
+        self._seqs = {}
+        self._closing = False
+        self._thread = threading.Thread(target=self._serve,
+                                        name="moe-serve-batch", daemon=True)
+        self._thread.start()
+
+    def submit(self, request, on_token, on_finish):
+        seq = Sequence(request, on_token, on_finish)
+        with self._lock:
+            if self._closing:
+                raise EngineClosed("the server is shutting down")
+            if len(self._seqs) >= self.slots + self.max_queue:
+                running = self._batch.slots_in_use
+                raise QueueFull(
+                    f"{running} sequences are running and "
+                    f"{len(self._seqs) - running} waiting, the most the "
+                    f"server queues (--slots {self.slots}, --max-queue "
+                    f"{self.max_queue})")
+            r = request
+            sid = self._batch.add(
+                r.prompt, max_new_tokens=r.max_new_tokens,
+                temperature=r.temperature, top_k=r.top_k, top_p=r.top_p,
+                seed=r.seed, stop_ids=list(r.stop_ids))
+            self._seqs[sid] = seq
+            self._lock.notify()
+        return seq
+
+    def counts(self):
+        with self._lock:
+            running = self._batch.slots_in_use
+            return {"running": running,
+                    "waiting": len(self._seqs) - running,
+                    "slots_in_use": running}
+
+    def expert_counts(self):
+        return [(str(layer), list(row)) for layer, row in
+                enumerate(self._batch.expert_selections())]
+
+    def shutdown(self):
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
+        self._thread.join()
+
+    def _serve(self):
+        while True:
+            with self._lock:
+                while not self._seqs and not self._closing:
+                    self._lock.wait()
+                if not self._seqs:
+                    return
+                # A cancelled sequence leaves now, whether it runs or waits.
+                for sid, seq in list(self._seqs.items()):
+                    if seq.cancelled:
+                        self._batch.cancel(sid)
+                        del self._seqs[sid]
+                        GeneratorSlots._finish(seq, "cancelled", None)
+            try:
+                events = self._batch.step()
+            except Exception as e:  # the runtime failed a step: end them all
+                with self._lock:
+                    seqs, self._seqs = self._seqs, {}
+                for sid, seq in seqs.items():
+                    self._batch.cancel(sid)
+                    GeneratorSlots._finish(seq, "error",
+                                           f"{type(e).__name__}: {e}")
+                continue
+            now = time.monotonic()
+            for sid, token, finish in events:
+                with self._lock:
+                    seq = self._seqs.get(sid)
+                if seq is None:  # cancelled above
+                    continue
+                if token >= 0:
+                    if seq.first_token is None:
+                        seq.first_token = now
+                    seq.new_tokens += 1
+                    seq.on_token(token)
+                if finish is not None:
+                    with self._lock:
+                        self._seqs.pop(sid, None)
+                    GeneratorSlots._finish(seq, finish, None)
