@@ -1,3 +1,0 @@
-// Forwards the runtime header's old spelling to format/plan_writer.h until Compile.cpp, which
-// another change is editing, spells it so; then this folder goes.
-#include "format/plan_writer.h"
