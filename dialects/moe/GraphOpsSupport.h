@@ -1,5 +1,4 @@
-//===- GraphOpsSupport.h - helpers of the graph op implementation -*- C++
-//-*-===//
+//===- GraphOpsSupport.h - graph op implementation helpers ------*- C++ -*-===//
 //
 // Shape and constant helpers shared by GraphOps*.cpp: axis normalisation,
 // broadcasting, reading constant operands, and the symbolic view of integer
@@ -125,6 +124,20 @@ int64_t mulDims(int64_t a, int64_t b);
 /// Reads an I64 attribute through its (possibly defaulted) adaptor getter;
 /// ODS returns them unsigned.
 inline int64_t toSigned(uint64_t value) { return static_cast<int64_t>(value); }
+
+/// The type of a typed attribute, or null.
+inline mlir::Type getAttrType(mlir::Attribute attr) {
+  auto typed = llvm::dyn_cast_or_null<mlir::TypedAttr>(attr);
+  return typed ? typed.getType() : mlir::Type();
+}
+
+/// Folding: `value` when it can replace a result of type `type` as is.
+mlir::OpFoldResult ifSameType(mlir::Value value, mlir::Type type);
+
+/// Folding: the 0-D/1-D integer `result` as a constant when inference sees
+/// through all of its elements (dims of static sizes, constants, shape
+/// arithmetic); null otherwise.
+mlir::Attribute foldShapeVector(mlir::Value result);
 
 /// Builds the i64 constant holding `values` with `type`'s shape.
 mlir::DenseElementsAttr getI64Elements(mlir::ShapedType type,
