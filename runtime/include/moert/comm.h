@@ -53,7 +53,11 @@ using ExchangeId = uint64_t;
 /// One device's endpoint of a device group.
 class Communicator {
 public:
-  virtual ~Communicator();
+  // Defined here, not in a source file, so that the class has no key
+  // function: its vtable and type info then come with every user (the
+  // kernels reach it through a session, below the multidevice layer that
+  // implements it).
+  virtual ~Communicator() = default;
 
   /// This device, in [0, size()).
   virtual int rank() const = 0;

@@ -8,8 +8,6 @@
 
 namespace moert {
 
-Communicator::~Communicator() = default;
-
 bool launchedByMpi() {
   // Open MPI's mpirun, and PMI/PMIx launchers (MPICH, Slurm).
   for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
