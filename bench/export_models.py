@@ -13,7 +13,7 @@ For each configuration of E experts and top-k, with hidden 1024 and ffn 2816:
   mixtral_model_e{E}k{k}.onnx   a whole MixtralForCausalLM: 2 layers, 8 heads,
                                 2 KV heads, vocabulary 1024, the same MoE sizes
 
-The models are examples/zoo/export_zoo.py's builders (mixtral_block,
+The models are the zoo's builders (examples/zoo/zoo_mixtral.py: mixtral_block,
 mixtral_contrib_moe, mixtral_tiny) with these sizes swapped into the zoo's size
 tables, so they are the zoo's real exports at benchmark scale, not lookalikes.
 A model whose weights pass 2 GB (the protobuf limit) keeps them as external
@@ -35,31 +35,33 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "zoo"))
 import export_zoo as zoo  # noqa: E402
+import zoo_mixtral  # noqa: E402
 
 HIDDEN, FFN = 1024, 2816
 VOCAB, LAYERS, HEADS, KV_HEADS = 1024, 2, 8, 2
 PROTOBUF_LIMIT = 2 << 30
 KINDS = {
     # kind -> (file prefix, zoo builder)
-    "layer": ("mixtral_layer", zoo.mixtral_block),
-    "contrib": ("contrib_moe", zoo.mixtral_contrib_moe),
-    "whole": ("mixtral_model", zoo.mixtral_tiny),
+    "layer": ("mixtral_layer", zoo_mixtral.mixtral_block),
+    "contrib": ("contrib_moe", zoo_mixtral.mixtral_contrib_moe),
+    "whole": ("mixtral_model", zoo_mixtral.mixtral_tiny),
 }
 
 
 @contextlib.contextmanager
 def zoo_sizes(experts: int, top_k: int):
     """Swaps the benchmark's sizes into the zoo's size tables."""
-    saved = zoo.MIXTRAL_BLOCK, zoo.MIXTRAL_TINY
-    zoo.MIXTRAL_BLOCK = dict(hidden=HIDDEN, ffn=FFN, experts=experts,
-                             top_k=top_k)
-    zoo.MIXTRAL_TINY = dict(vocab=VOCAB, hidden=HIDDEN, ffn=FFN,
-                            experts=experts, top_k=top_k, layers=LAYERS,
-                            heads=HEADS, kv_heads=KV_HEADS)
+    saved = zoo_mixtral.MIXTRAL_BLOCK, zoo_mixtral.MIXTRAL_TINY
+    zoo_mixtral.MIXTRAL_BLOCK = dict(hidden=HIDDEN, ffn=FFN, experts=experts,
+                                     top_k=top_k)
+    zoo_mixtral.MIXTRAL_TINY = dict(vocab=VOCAB, hidden=HIDDEN, ffn=FFN,
+                                    experts=experts, top_k=top_k,
+                                    layers=LAYERS, heads=HEADS,
+                                    kv_heads=KV_HEADS)
     try:
         yield
     finally:
-        zoo.MIXTRAL_BLOCK, zoo.MIXTRAL_TINY = saved
+        zoo_mixtral.MIXTRAL_BLOCK, zoo_mixtral.MIXTRAL_TINY = saved
 
 
 @contextlib.contextmanager
