@@ -48,9 +48,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// reader would ignore and compute in f32; only plans that set it are
 /// written as 1.12. 1.13 added the generation table's batching verdict
 /// (`batchable`, `batch_blocker`); only plans that set either are written
-/// as 1.13.
+/// as 1.13. 1.14 appended the Conv step; only plans with one are written as
+/// 1.14.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 13;
+inline constexpr uint16_t kFormatVersionMinor = 14;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -88,6 +88,9 @@ inline constexpr uint16_t kFormatVersionMinorInt8Activations = 12;
 /// `batch_blocker`, moe-analyze-batch-rows): written for generation plans
 /// that set either, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorBatchRows = 13;
+/// 1.14 added the vision encoders' steps (Conv and ConvAttrs): written for
+/// plans that have one, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorVision = 14;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

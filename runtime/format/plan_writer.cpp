@@ -997,7 +997,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   for (const WeightSection &section : sections)
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
-       blockQuant = false, int8Activations = false;
+       blockQuant = false, int8Activations = false, vision = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -1018,6 +1018,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         if (const fb::FfnAttrsT *ffn = step->attrs.AsFfnAttrs())
           quant = ffn->block_quant.get();
         int8Activations |= quant && quant->int8_activations;
+        // A step 1.13 readers lack.
+        vision |= step->op == fb::OpKind::Conv;
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
@@ -1183,7 +1185,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
       program.generation && (program.generation->batchable ||
                              !program.generation->batch_blocker.empty());
   header.versionMinor =
-      batchRows            ? detail::kFormatVersionMinorBatchRows
+      vision               ? detail::kFormatVersionMinorVision
+      : batchRows          ? detail::kFormatVersionMinorBatchRows
       : int8Activations    ? detail::kFormatVersionMinorInt8Activations
       : blockQuant         ? detail::kFormatVersionMinorBlockQuant
       : keptNormalize      ? detail::kFormatVersionMinorKeptNormalize

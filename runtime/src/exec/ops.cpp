@@ -161,6 +161,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerElementwiseOps(r);
     registerFusedOps(r);
     registerMatMulOps(r);
+    registerConvOps(r);
     registerReductionOps(r);
     registerNormalizationOps(r);
     registerShapeOps(r);

@@ -215,6 +215,7 @@ private:
 void registerElementwiseOps(OpRegistry &registry);
 void registerFusedOps(OpRegistry &registry);
 void registerMatMulOps(OpRegistry &registry);
+void registerConvOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);
