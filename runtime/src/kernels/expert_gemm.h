@@ -1,13 +1,13 @@
 //===- expert_gemm.h - oneDNN matmul blocks of the experts ------*- C++ -*-===//
 //
-// The GEMM blocks of the experts (kernels/moe.cpp) on oneDNN's matmul
-// primitive, one primitive per block shape, created once and cached. With
-// bf16 weights, and with int8 weights widened to bf16 (exact: every int8 is
-// a bf16), the activations are rounded to bf16 per block and the products
-// run on AMX or AVX512-BF16 with f32 accumulation, where the CPU has them
-// (chosen by CPUID when the process runs). f32 weights in the [out, in]
-// layout run oneDNN's f32 brgemm matmul where oneDNN has one for this CPU
-// (AVX-512), else sgemm. The weights are read in their plan
+// The GEMM blocks of the experts (kernels/expert_blocks.cpp) on oneDNN's
+// matmul primitive, one primitive per block shape, created once and cached.
+// With bf16 weights, and with int8 weights widened to bf16 (exact: every
+// int8 is a bf16), the activations are rounded to bf16 per block and the
+// products run on AMX or AVX512-BF16 with f32 accumulation, where the CPU
+// has them (chosen by CPUID when the process runs). f32 weights in the
+// [out, in] layout run oneDNN's f32 brgemm matmul where oneDNN has one for
+// this CPU (AVX-512), else sgemm. The weights are read in their plan
 // layout, [out, in] or [in, out], through strides: nothing is packed or
 // transposed, so a tiered step's paged experts (expert_store.h) take the same
 // path. Defined in expert_gemm.cpp, with the measurements behind the

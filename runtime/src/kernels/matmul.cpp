@@ -8,8 +8,8 @@
 // slower than oneDNN (bench/README.md, "GEMM backend").
 //
 // oneDNN runs on the calling thread: the runtime's own pool splits the work
-// (parallelSgemm, and the expert blocks of moe.cpp), so no second set of
-// threads competes for the cores.
+// (parallelSgemm, and the expert blocks of expert_blocks.cpp), so no second
+// set of threads competes for the cores.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,10 +1,11 @@
 //===- moe.h - Checks shared by the MoE steps' backends ---------*- C++ -*-===//
 //
 // The run-time shape checks and size derivations of Router, Dispatch,
-// Combine, Experts and SharedExpert that the CPU kernels (moe.cpp) and their
-// GPU versions (cuda/moe_routing.cpp, cuda/experts.cpp) share, so that both
-// backends reject the same tensors with the same message. Defined in
-// moe.cpp, except the Router's template.
+// Combine, Experts and SharedExpert that the CPU kernels (router.cpp,
+// dispatch.cpp, experts.cpp) and their GPU versions (cuda/moe_routing.cpp,
+// cuda/experts.cpp) share, so that both backends reject the same tensors
+// with the same message. Defined in dispatch.cpp and experts.cpp, except the
+// Router's template.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,7 +62,7 @@ struct FfnSizes {
 
 /// The sizes of an expert network from the dims of its w1 (`lead` is 1 when
 /// they start with the expert dimension), whether it has a w3, and the
-/// tokens' row size `hidden`. Checks nothing: resolveFfn in moe.cpp checks
+/// tokens' row size `hidden`. Checks nothing: resolveFfn in experts.cpp checks
 /// the weights against them.
 FfnSizes ffnSizes(const fb::FfnAttrs &attrs, const int64_t *w1, int lead,
                   bool hasW3, int64_t hidden);

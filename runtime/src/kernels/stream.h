@@ -7,7 +7,7 @@
 // experts' column blocks can be sized for streaming and spread over the
 // session's pool. (OpenBLAS starts its own threads above a fixed size, which
 // capped such blocks at 16 columns and, at H = 1024 and F = 2816, sent more
-// than 5 rows to threaded GEMMs; moe.cpp has the measurements.)
+// than 5 rows to threaded GEMMs; bench/README.md has the measurements.)
 //
 //===----------------------------------------------------------------------===//
 

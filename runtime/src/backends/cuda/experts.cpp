@@ -72,7 +72,7 @@ ExpertFfn ffnOf(const fb::FfnAttrs &attrs, const int64_t *w1, int lead,
   f.alpha = attrs.alpha();
   f.beta = attrs.beta();
   f.limit = attrs.limit();
-  // The sizes as the CPU kernel derives them (kernels/moe.cpp).
+  // The sizes as the CPU kernel derives them (kernels/experts.cpp).
   detail::FfnSizes sizes = detail::ffnSizes(attrs, w1, lead, hasW3, hidden);
   f.experts = sizes.experts;
   f.hidden = sizes.hidden;
