@@ -15,8 +15,6 @@ ALLOWED = {
     ("src/loader/plan.cpp", "tiers/tier_validation.h"),
     # Sessions own a tiered plan's expert store.
     ("src/exec/session_state.h", "tiers/expert_store.h"),
-    # The CPU router shares normalizeKept with the CUDA router's logic.
-    ("src/kernels/router.cpp", "backends/cuda/routing_logic.h"),
 }
 runtime = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
                        pathlib.Path(__file__).resolve().parent.parent / "runtime")

@@ -3,11 +3,13 @@
 // The CPU kernel of Router (dialects/moe/MoeSparseOps.td,
 // docs/plan-format.md): per token, scores (softmax or sigmoid), an optional
 // selection bias, grouped selection, the top k and their weights; then, per
-// sequence, capacity and the renormalisation over the kept choices.
+// sequence, capacity and the renormalisation over the kept choices. All but
+// the scores is the logic the CUDA backend's router runs too
+// (kernels/logic/routing.h), so that both backends route alike.
 //
 //===----------------------------------------------------------------------===//
 
-#include "backends/cuda/routing_logic.h"
+#include "kernels/logic/routing.h"
 #include "kernels/moe_internal.h"
 
 #include <algorithm>
@@ -15,121 +17,44 @@
 namespace moert::detail {
 namespace {
 
-/// Ranking of selection scores: larger first, NaN above every number (as
-/// TopK ranks it). Equal scores keep the order in which they were offered.
-inline bool ranksAbove(float a, float b) { return a > b || (a != a && b == b); }
+using logic::RouterParams;
 
-/// Keeps the `k` best of the candidates offered in increasing index order:
-/// `ids`/`values` hold `count` entries sorted best first. A candidate equal to
-/// a kept one ranks below it, so ties go to the lower index.
-inline void offer(float value, int64_t id, int64_t k, int64_t &count,
-                  float *values, int64_t *ids) {
-  if (count == k && !ranksAbove(value, values[k - 1]))
-    return;
-  int64_t pos = count < k ? count++ : k - 1;
-  for (; pos > 0 && ranksAbove(value, values[pos - 1]); --pos) {
-    values[pos] = values[pos - 1];
-    ids[pos] = ids[pos - 1];
-  }
-  values[pos] = value;
-  ids[pos] = id;
-}
-
-/// The router's attributes, read once per step.
-struct RouterParams {
-  int64_t experts;
-  int64_t topK;
-  bool sigmoid;
-  bool afterTopK;
-  bool normalize;
-  float scale;
-  int64_t groups;
-  int64_t keptGroups;
-};
-
-/// Per-task scratch of the router.
-struct RouterScratch {
-  float *scores, *biased, *groupScores, *chosen; // [E], [E], [groups], [k]
-  int64_t *keptGroups;                           // [groups]
-  uint8_t *eligible;                             // [E]
+/// The CPU's scores of one token (logic::routeScores' policy): computed
+/// once for all experts, vectorised.
+struct StoredScores {
+  const float *s; ///< [E]: step 1.
+  const float *c; ///< [E]: step 2, the selection scores.
+  float score(int64_t e) const { return s[e]; }
+  float selection(int64_t e) const { return c[e]; }
+  static float exp(float x) { return fastExp(x); }
 };
 
 /// Routes one token: logits `l` [E] -> weights `w` [k] and indices `idx`
-/// [k].
+/// [k]. `scores` and `biased` are [E] of the task's scratch.
 void routeToken(const RouterParams &p, const float *l, const float *bias,
-                const RouterScratch &work, float *w, int64_t *idx) {
-  const int64_t E = p.experts, k = p.topK;
+                float *scores, float *biased, const logic::RouterWork &work,
+                float *w, int64_t *idx) {
+  const int64_t E = p.experts;
   // 1. Scores (with after_topk the logits themselves; the softmax over the
   //    chosen k comes in step 5).
-  float *s = work.scores;
-  if (p.afterTopK) {
-    std::copy(l, l + E, s);
-  } else if (p.sigmoid) {
+  const float *s = l;
+  if (p.sigmoid && !p.afterTopK) {
     for (int64_t e = 0; e < E; ++e)
-      s[e] = sigmoid(l[e]);
-  } else {
-    softmaxRow(l, s, E);
+      scores[e] = sigmoid(l[e]);
+    s = scores;
+  } else if (!p.afterTopK) {
+    softmaxRow(l, scores, E);
+    s = scores;
   }
   // 2. Selection scores: the bias steers the choice, never the weights.
   const float *c = s;
   if (bias) {
-    float *biased = work.biased;
     for (int64_t e = 0; e < E; ++e)
       biased[e] = s[e] + bias[e];
     c = biased;
   }
-  // 3. Grouped selection: a group scores by the sum of its two best experts;
-  //    only the experts of the best `keptGroups` groups stay eligible.
-  bool grouped = p.groups > 1;
-  if (grouped) {
-    int64_t size = E / p.groups;
-    uint8_t *eligible = work.eligible;
-    int64_t kept = 0;
-    for (int64_t g = 0; g < p.groups; ++g) {
-      float best[2];
-      int64_t bestIds[2], count = 0;
-      for (int64_t e = g * size; e < (g + 1) * size; ++e)
-        offer(c[e], e, 2, count, best, bestIds);
-      offer(best[0] + best[1], g, p.keptGroups, kept, work.groupScores,
-            work.keptGroups);
-    }
-    std::fill(eligible, eligible + E, 0);
-    for (int64_t i = 0; i < kept; ++i) {
-      int64_t g = work.keptGroups[i];
-      std::fill(eligible + g * size, eligible + (g + 1) * size, 1);
-    }
-  }
-  // 4. The k best eligible experts, best first, ties to the lower index.
-  int64_t count = 0;
-  for (int64_t e = 0; e < E; ++e)
-    if (!grouped || work.eligible[e])
-      offer(c[e], e, k, count, work.chosen, idx);
-  // 5-7. Weights from the unbiased scores, softmax over the k, renormalised,
-  //      scaled.
-  for (int64_t j = 0; j < k; ++j)
-    w[j] = s[idx[j]];
-  if (p.afterTopK) {
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < k; ++j)
-      max = std::max(max, w[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      w[j] = fastExp(w[j] - max);
-      sum += w[j];
-    }
-    for (int64_t j = 0; j < k; ++j)
-      w[j] = static_cast<float>(w[j] / sum);
-  }
-  if (p.normalize) {
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j)
-      sum += w[j];
-    for (int64_t j = 0; j < k; ++j)
-      w[j] = static_cast<float>(w[j] / (sum + 1e-20));
-  }
-  if (p.scale != 1.0f)
-    for (int64_t j = 0; j < k; ++j)
-      w[j] *= p.scale;
+  // 3-7. Selection and weights, as the GPU's threads do them.
+  logic::routeScores(p, StoredScores{s, c}, work, w, idx);
 }
 
 absl::Status routerKernel(KernelContext &ctx) {
@@ -151,15 +76,17 @@ absl::Status routerKernel(KernelContext &ctx) {
   ctx.pool().parallelFor(
       tokens, std::max<int64_t>(1, kElementwiseGrain / (8 * E)),
       [&](int64_t begin, int64_t end) {
-        RouterScratch work;
-        work.scores = scratch<float>(Scratch::Task, 2 * E + p.groups + k);
-        work.biased = work.scores + E;
-        work.groupScores = work.biased + E;
+        float *scores = scratch<float>(Scratch::Task, 2 * E + p.groups + k);
+        float *biased = scores + E;
+        logic::RouterWork work;
+        work.groupScores = biased + E;
         work.chosen = work.groupScores + p.groups;
         work.keptGroups = scratch<int64_t>(Scratch::Task, p.groups);
-        work.eligible = scratch<uint8_t>(Scratch::Task, E);
+        work.keptMask =
+            scratch<uint64_t>(Scratch::Task, logic::keptMaskWords(p.groups));
         for (int64_t t = begin; t < end; ++t)
-          routeToken(p, l + t * E, bias, work, w + t * k, idx + t * k);
+          routeToken(p, l + t * E, bias, scores, biased, work, w + t * k,
+                     idx + t * k);
       });
 
   // Capacity, per sequence: first choices in token order, then second
@@ -178,25 +105,16 @@ absl::Status routerKernel(KernelContext &ctx) {
   int64_t dropped = 0;
   for (int64_t b = 0; b < sequences; ++b) {
     std::fill(load, load + E, 0);
-    int64_t *seq = idx + b * length * k;
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t t = 0; t < length; ++t) {
-        int64_t &e = seq[t * k + j];
-        if (capacity && load[e] >= capacity) {
-          e = -1;
-          ++dropped;
-        } else {
-          ++load[e];
-        }
-      }
+    dropped += logic::dropOverCapacity(
+        idx + b * length * k, length, k, capacity,
+        [load](int64_t e) { return e >= 0 ? &load[e] : nullptr; });
     for (int64_t e = 0; e < E; ++e)
       total[e] += load[e];
   }
-  // GShard renormalises over the choices capacity kept (the shared helper
-  // of the CUDA kernels, so both backends divide alike).
+  // GShard renormalises over the choices capacity kept.
   if (keptEpsilon > 0)
     for (int64_t t = 0; t < tokens; ++t)
-      cuda::normalizeKept(w + t * k, idx + t * k, k, keptEpsilon);
+      logic::normalizeKept(w + t * k, idx + t * k, k, keptEpsilon);
   countLoads(ctx, E, total, dropped);
   return absl::OkStatus();
 }

@@ -6,18 +6,15 @@
 // the same functions for the host and run them over every thread index of a
 // launch, against the CPU backend. The kernels themselves only map thread
 // indices to those calls, so that the logic is tested on machines without a
-// GPU.
+// GPU. MOERT_HD itself comes from kernels/logic/hd.h, where the logic the
+// CPU kernels share with these kernels lives.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MOERT_SRC_CUDA_HD_H
 #define MOERT_SRC_CUDA_HD_H
 
-#ifdef __CUDACC__
-#define MOERT_HD __host__ __device__
-#else
-#define MOERT_HD
-#endif
+#include "kernels/logic/hd.h"
 
 #include <stdint.h>
 

@@ -4,21 +4,24 @@
 // kernels computes, as MOERT_HD functions (hd.h): routing_kernels.cu maps
 // thread indices to these calls, and cuda_routing_logic_test.cpp runs the
 // same functions over every thread index of each launch ("emulated grid")
-// against the CPU backend's kernels (runtime/src/kernels/moe.cpp).
+// against the CPU backend's kernels (runtime/src/kernels/router.cpp,
+// dispatch.cpp).
 //
 // The semantics are the CPU kernels', step by step; only the launch shape
 // differs:
 //
-//  * Router: one thread per token. The softmax's maximum and sum are passes
-//    over the token's logits, and each score is recomputed from its logit
-//    when needed (deterministic, so every recomputation gives the same
-//    value), so that no [E] array is needed. The chosen experts (at most
-//    kRouterMaxTopK) and the kept groups (at most kRouterMaxGroups) live in
-//    registers.
+//  * Router: one thread per token, through the router's logic that the CPU
+//    kernel calls too (kernels/logic/routing.h). The softmax's maximum and
+//    sum are passes over the token's logits, and each score is recomputed
+//    from its logit when needed (deterministic, so every recomputation gives
+//    the same value), so that no [E] array is needed. The chosen experts (at
+//    most kRouterMaxTopK) and the kept groups (at most kRouterMaxGroups)
+//    live in registers.
 //  * Capacity: one thread per (sequence, expert), scanning its sequence in
-//    the CPU's (choice, token) order; it only rewrites entries that name its
-//    expert, so the threads never write the same entry. The renormalisation
-//    over the kept choices (normalize_kept) then takes one thread per token.
+//    the CPU's (choice, token) order (the shared dropOverCapacity); it only
+//    rewrites entries that name its expert, so the threads never write the
+//    same entry. The renormalisation over the kept choices (normalize_kept)
+//    then takes one thread per token.
 //  * Dispatch, a deterministic stable counting sort in four launches: per
 //    chunk of kDispatchChunk assignments, each expert's count; per expert,
 //    the exclusive prefix of its counts over the chunks and its total; the
@@ -39,6 +42,7 @@
 #define MOERT_SRC_CUDA_ROUTING_LOGIC_H
 
 #include "backends/cuda/hd.h"
+#include "kernels/logic/routing.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -76,38 +80,11 @@ MOERT_HD inline float mulRn(float a, float b) {
 
 MOERT_HD inline float routingExp(float x) { return expf(x); }
 
+using logic::normalizeKept;
+using logic::offerCandidate;
+using logic::ranksAbove;
 /// The router's attributes (RouterAttrs), resolved for one step.
-struct RouterLogicParams {
-  int64_t experts;
-  int64_t topK;
-  bool sigmoid;
-  bool afterTopK;
-  bool normalize;
-  float scale;
-  int64_t groups;
-  int64_t keptGroups;
-};
-
-/// Ranking of selection scores: larger first, NaN above every number.
-MOERT_HD inline bool ranksAbove(float a, float b) {
-  return a > b || (a != a && b == b);
-}
-
-/// Keeps the `k` best of the candidates offered in increasing id order,
-/// sorted best first in values/ids[0, count); ties go to the earlier id.
-MOERT_HD inline void offerCandidate(float value, int64_t id, int64_t k,
-                                    int64_t &count, float *values,
-                                    int64_t *ids) {
-  if (count == k && !ranksAbove(value, values[k - 1]))
-    return;
-  int64_t pos = count < k ? count++ : k - 1;
-  for (; pos > 0 && ranksAbove(value, values[pos - 1]); --pos) {
-    values[pos] = values[pos - 1];
-    ids[pos] = ids[pos - 1];
-  }
-  values[pos] = value;
-  ids[pos] = id;
-}
+using RouterLogicParams = logic::RouterParams;
 
 /// The per-token constants of the softmax: its maximum and 1 / sum.
 struct SoftmaxStats {
@@ -146,112 +123,55 @@ MOERT_HD inline float selectionScore(const RouterLogicParams &p, const float *l,
   return bias ? s + bias[e] : s;
 }
 
+/// A GPU thread's scores of one token (logic::routeScores' policy): each
+/// recomputed from its logit.
+struct RecomputedScores {
+  const RouterLogicParams &p;
+  const float *l, *bias;
+  SoftmaxStats stats;
+  MOERT_HD float score(int64_t e) const { return routerScore(p, l, stats, e); }
+  MOERT_HD float selection(int64_t e) const {
+    return selectionScore(p, l, bias, stats, e);
+  }
+  MOERT_HD static float exp(float x) { return routingExp(x); }
+};
+
 /// Routes token `t` of `logits` [T, E] (bias [E] or null) into
 /// weights[t * k, +k) and indices[t * k, +k). Needs topK <= kRouterMaxTopK
 /// and groups <= kRouterMaxGroups (checked on the host).
 MOERT_HD inline void routeToken(const RouterLogicParams &p, const float *logits,
                                 const float *bias, int64_t t, float *weights,
                                 int64_t *indices) {
-  const int64_t E = p.experts, k = p.topK;
-  const float *l = logits + t * E;
-  float *w = weights + t * k;
-  int64_t *idx = indices + t * k;
+  const float *l = logits + t * p.experts;
   SoftmaxStats stats{0.0f, 1.0f};
   if (!p.afterTopK && !p.sigmoid)
-    stats = softmaxStats(l, E);
-
-  // 3. Grouped selection: a group scores by the sum of its two best
-  //    experts; the best keptGroups groups stay eligible (a bit mask).
-  bool grouped = p.groups > 1;
-  uint64_t keptMask = 0;
-  int64_t size = grouped ? E / p.groups : E;
-  if (grouped) {
-    float groupScores[kRouterMaxGroups];
-    int64_t keptIds[kRouterMaxGroups];
-    int64_t kept = 0;
-    for (int64_t g = 0; g < p.groups; ++g) {
-      float best[2];
-      int64_t bestIds[2], count = 0;
-      for (int64_t e = g * size; e < (g + 1) * size; ++e)
-        offerCandidate(selectionScore(p, l, bias, stats, e), e, 2, count, best,
-                       bestIds);
-      offerCandidate(best[0] + best[1], g, p.keptGroups, kept, groupScores,
-                     keptIds);
-    }
-    for (int64_t i = 0; i < kept; ++i)
-      keptMask |= uint64_t(1) << keptIds[i];
-  }
-
-  // 4. The k best eligible experts, best first, ties to the lower index.
-  float chosen[kRouterMaxTopK];
-  int64_t count = 0;
-  for (int64_t e = 0; e < E; ++e)
-    if (!grouped || (keptMask >> (e / size) & 1))
-      offerCandidate(selectionScore(p, l, bias, stats, e), e, k, count, chosen,
-                     idx);
-
-  // 5-7. Weights from the unbiased scores: softmax over the k, renormalised,
-  //      scaled.
-  for (int64_t j = 0; j < k; ++j)
-    w[j] = routerScore(p, l, stats, idx[j]);
-  if (p.afterTopK) {
-    float max = -INFINITY;
-    for (int64_t j = 0; j < k; ++j)
-      if (max < w[j])
-        max = w[j];
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      w[j] = routingExp(w[j] - max);
-      sum += w[j];
-    }
-    for (int64_t j = 0; j < k; ++j)
-      w[j] = static_cast<float>(w[j] / sum);
-  }
-  if (p.normalize) {
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j)
-      sum += w[j];
-    for (int64_t j = 0; j < k; ++j)
-      w[j] = static_cast<float>(w[j] / (sum + 1e-20));
-  }
-  if (p.scale != 1.0f)
-    for (int64_t j = 0; j < k; ++j)
-      w[j] *= p.scale;
+    stats = softmaxStats(l, p.experts);
+  float groupScores[kRouterMaxGroups], chosen[kRouterMaxTopK];
+  int64_t keptGroups[kRouterMaxGroups];
+  uint64_t keptMask[logic::keptMaskWords(kRouterMaxGroups)];
+  logic::routeScores(p, RecomputedScores{p, l, bias, stats},
+                     {groupScores, keptGroups, keptMask, chosen},
+                     weights + t * p.topK, indices + t * p.topK);
 }
+
+/// The counter of one expert's kept assignments (logic::dropOverCapacity's
+/// `load` for a thread that counts one expert).
+struct OneExpertLoad {
+  int64_t expert;
+  int64_t *count;
+  MOERT_HD int64_t *operator()(int64_t e) const {
+    return e == expert ? count : nullptr;
+  }
+};
 
 /// Capacity for expert `e` of sequence `b` of `indices` [sequences, length,
 /// k]: its assignments in (choice, token) order beyond the first `capacity`
 /// become -1.
 MOERT_HD inline void applyCapacity(int64_t *indices, int64_t length, int64_t k,
                                    int64_t capacity, int64_t b, int64_t e) {
-  int64_t *seq = indices + b * length * k;
   int64_t load = 0;
-  for (int64_t j = 0; j < k; ++j)
-    for (int64_t t = 0; t < length; ++t) {
-      int64_t &slot = seq[t * k + j];
-      if (slot != e)
-        continue;
-      if (load >= capacity)
-        slot = -1;
-      else
-        ++load;
-    }
-}
-
-/// Renormalisation over the kept assignments (`normalize_kept`, GShard), for
-/// one token after capacity: its weights `w` [k] become `w_j / max(sum,
-/// epsilon)` where `idx` [k] kept choice j (>= 0), else 0, with `sum` the
-/// f32 sum of the kept weights in choice order. A NaN sum stays NaN, as
-/// DeepSpeed's clamp keeps it.
-MOERT_HD inline void normalizeKept(float *w, const int64_t *idx, int64_t k,
-                                   float epsilon) {
-  float sum = 0.0f;
-  for (int64_t j = 0; j < k; ++j)
-    if (idx[j] >= 0)
-      sum += w[j];
-  float denominator = sum < epsilon ? epsilon : sum;
-  for (int64_t j = 0; j < k; ++j)
-    w[j] = idx[j] >= 0 ? w[j] / denominator : 0.0f;
+  logic::dropOverCapacity(indices + b * length * k, length, k, capacity,
+                          OneExpertLoad{e, &load});
 }
 
 /// The number of chunks of `rows` assignments.
