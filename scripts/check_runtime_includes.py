@@ -11,8 +11,8 @@ RANK = {"format": 0, "loader": 1, "exec": 2, "kernels": 3, "tiers": 3,
 ALLOWED = {
     # The loader checks every step with its op's validator (the registry)
     # and a tiered schedule with the tiers' checks.
-    ("src/loader/plan.cpp", "exec/ops.h"),
-    ("src/loader/plan.cpp", "tiers/tier_validation.h"),
+    ("src/loader/schedule_validation.cpp", "exec/ops.h"),
+    ("src/loader/schedule_validation.cpp", "tiers/tier_validation.h"),
     # Sessions own a tiered plan's expert store.
     ("src/exec/session_state.h", "tiers/expert_store.h"),
 }

@@ -247,7 +247,7 @@ absl::Status validateAllToAll(const StepCheck &check) {
 }
 
 /// The pairing with the AllToAllStart is checked by the loader, which knows
-/// the whole schedule (plan.cpp).
+/// the whole schedule (loader/schedule_validation.cpp).
 absl::Status validateAllToAllWait(const StepCheck &) {
   return absl::OkStatus();
 }

@@ -15,7 +15,8 @@ namespace moert::detail {
 /// and the ranks of all layers are one permutation. A generation plan's
 /// prefill schedule (`decode` set: its device's decode schedule) has no
 /// tiers of its own: its paged weights are the decode's. The plan loader
-/// (loader/plan.cpp) calls it once per schedule, after the steps.
+/// (loader/schedule_validation.cpp) calls it once per schedule, after the
+/// steps.
 absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
                            const fb::Schedule &fbSched, ScheduleInfo &schedule,
                            const ScheduleInfo *decode);
