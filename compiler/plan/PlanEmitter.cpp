@@ -2,8 +2,9 @@
 //
 // The step serialiser: writes each function's signature, arena tensors,
 // steps and outputs into a schedule. How the weights are stored is the
-// weight-storage planner's (WeightStorage.h); the op -> step map is in
-// StepAttributes.cpp.
+// weight-storage planner's (WeightStorage.h). Each op states its step kind
+// and attributes in its ODS definition (dialects/moe/MoePlanStep.td); this
+// file reads them through PlanStepOpInterface and names no op kind.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,14 @@ namespace fb = moert::fb;
 
 namespace moec::plan {
 namespace {
+
+/// The schema's OpKind named `name`, if there is one.
+std::optional<fb::OpKind> getOpKind(StringRef name) {
+  for (fb::OpKind kind : fb::EnumValuesOpKind())
+    if (kind != fb::OpKind::Invalid && name == fb::EnumNameOpKind(kind))
+      return kind;
+  return std::nullopt;
+}
 
 /// Emits one function as the schedule of `device`. Tensors are numbered in
 /// the writer as values are visited; every op result that lives in the arena
@@ -213,11 +222,16 @@ private:
     if (auto ret = dyn_cast<func::ReturnOp>(op))
       return emitReturn(ret);
 
-    std::optional<fb::OpKind> kind = getStepKind(op);
-    if (!kind)
+    auto step = dyn_cast<moe::PlanStepOpInterface>(op);
+    if (!step)
       return op->emitError("'")
              << op->getName()
              << "' has no runtime step yet; it cannot be part of a plan";
+    std::optional<fb::OpKind> kind = getOpKind(step.getPlanStepKind());
+    if (!kind)
+      return op->emitError("'") << op->getName() << "' declares the plan step '"
+                                << step.getPlanStepKind()
+                                << "', which the plan format does not have";
     std::vector<int32_t> inputs;
     if (failed(collectInputs(op, inputs)))
       return failure();
@@ -238,14 +252,17 @@ private:
     std::vector<int32_t> outputs;
     for (Value result : op->getResults())
       outputs.push_back(tensorIds[result]);
-    FailureOr<fb::AttrsUnion> attrs = getStepAttrs(op, isOutIn(op));
-    if (failed(attrs))
+    fb::AttrsUnion attrs;
+    if (failed(step.getPlanStepAttrs(attrs)))
       return failure();
-    rewritePackedStep(op, weights.getPackedWeights(), *kind, inputs, *attrs);
-    int step = schedule.addStep(*kind, getStepName(op), std::move(inputs),
-                                std::move(outputs), std::move(*attrs));
+    // The step reads the matrices the planner stored transposed.
+    if (isOutIn(op))
+      attrs.AsFfnAttrs()->weight_layout = fb::WeightLayout::OutIn;
+    rewritePackedStep(op, weights.getPackedWeights(), *kind, inputs, attrs);
+    int index = schedule.addStep(*kind, getStepName(op), std::move(inputs),
+                                 std::move(outputs), std::move(attrs));
     if (auto experts = dyn_cast<moe::ExpertsOp>(op))
-      return weights.addExpertsStep(experts, step);
+      return weights.addExpertsStep(experts, index);
     return success();
   }
 

@@ -21,18 +21,9 @@ using namespace mlir;
 namespace moec::plan {
 
 std::optional<moert::DType> getDType(Type type) {
-  if (type.isF32())
-    return moert::DType::F32;
-  if (type.isF16())
-    return moert::DType::F16;
-  if (type.isBF16())
-    return moert::DType::BF16;
-  if (type.isSignlessInteger(64))
-    return moert::DType::I64;
-  if (type.isSignlessInteger(32))
-    return moert::DType::I32;
-  if (type.isSignlessInteger(1))
-    return moert::DType::Bool;
+  // moert::DType has the values of the schema's DType.
+  if (std::optional<moert::fb::DType> dtype = moe::getPlanDType(type))
+    return static_cast<moert::DType>(*dtype);
   return std::nullopt;
 }
 

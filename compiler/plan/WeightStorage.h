@@ -5,8 +5,8 @@
 // the model has it, narrowed to bf16 / f16 or quantized to int8, packed
 // block-quantized, transposed, paged into a tiered section, or shared with
 // an earlier schedule that holds the same bytes. The step serialiser
-// (PlanEmitter.cpp, StepAttributes.cpp) writes the schedule's tensors and
-// steps and asks the planner for the weights its steps read.
+// (PlanEmitter.cpp) writes the schedule's tensors and steps and asks the
+// planner for the weights its steps read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -189,14 +189,6 @@ private:
   llvm::DenseMap<mlir::Value, size_t> tierLayerOfWeights;
   bool sharesPagedWeights = false;
 };
-
-/// The plan step kind of `op`, if the runtime has a step for it.
-std::optional<moert::fb::OpKind> getStepKind(mlir::Operation *op);
-
-/// The attributes of `op`'s step. `outIn`: its expert matrices are stored
-/// transposed to [out, in].
-mlir::FailureOr<moert::fb::AttrsUnion> getStepAttrs(mlir::Operation *op,
-                                                    bool outIn);
 
 } // namespace moec::plan
 

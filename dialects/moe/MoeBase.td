@@ -13,6 +13,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "dialects/moe/MoeTraits.td"
+include "dialects/moe/MoePlanStep.td"
 
 def Moe_Dialect : Dialect {
   let name = "moe";

@@ -12,11 +12,13 @@
 include "dialects/moe/MoeGraphOps.td"
 
 /// An elementwise op of one operand whose result has the operand's type. The
-/// runtime runs every one in place; `traits` adds Moe_FusibleElementwise for
-/// those the fused programs have an instruction for (all but Sign and Not).
+/// runtime runs every one in place, as the plan step named `onnxName`;
+/// `traits` adds Moe_FusibleElementwise for those the fused programs have an
+/// instruction for (all but Sign and Not).
 class Moe_UnaryOp<string mnemonic, string onnxName, Type type, string what,
                   list<Trait> traits = [Moe_FusibleElementwise]>
-    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise, Moe_SameShapeAsFirst,
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_PlanStep<onnxName>,
+                                         Moe_Elementwise, Moe_SameShapeAsFirst,
                                          Moe_InPlaceable], traits),
                   Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Elementwise " # what # " (ONNX " # onnxName # ")";
@@ -29,10 +31,12 @@ class Moe_UnaryOp<string mnemonic, string onnxName, Type type, string what,
   let hasFolder = 1;
 }
 
-/// A broadcasting elementwise op of two operands of one element type.
+/// A broadcasting elementwise op of two operands of one element type, the
+/// plan step named `onnxName`.
 class Moe_BinaryOp<string mnemonic, string onnxName, Type type, string what>
-    : Moe_GraphOp<mnemonic, [Moe_Elementwise, Moe_InPlaceable,
-                             Moe_FusibleElementwise], Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
+    : Moe_GraphOp<mnemonic, [Moe_PlanStep<onnxName>, Moe_Elementwise,
+                             Moe_InPlaceable, Moe_FusibleElementwise],
+                  Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise " # what # " (ONNX " # onnxName # ")";
   let description = "Computes `lhs " # what # " rhs` elementwise with "
     # "multidirectional (numpy) broadcasting, as ONNX `" # onnxName # "` does. "
@@ -44,10 +48,12 @@ class Moe_BinaryOp<string mnemonic, string onnxName, Type type, string what>
   let hasFolder = 1;
 }
 
-/// A broadcasting comparison or logical op; the result is a bool tensor.
+/// A broadcasting comparison or logical op; the result is a bool tensor. The
+/// plan step is named `onnxName`.
 class Moe_PredicateOp<string mnemonic, string onnxName, Type type, string what,
                       list<Trait> traits = []>
-    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise], traits),
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_PlanStep<onnxName>,
+                                         Moe_Elementwise], traits),
                   Moe_InferWith<"::moec::moe::inferBroadcastPredicate">.body> {
   let summary = "Broadcasting elementwise " # what # " (ONNX " # onnxName # ")";
   let description = "Computes `lhs " # what # " rhs` elementwise with "
@@ -60,10 +66,12 @@ class Moe_PredicateOp<string mnemonic, string onnxName, Type type, string what,
   let hasFolder = 1;
 }
 
-/// A broadcasting elementwise op over any number of operands (Sum, Min, Max).
+/// A broadcasting elementwise op over any number of operands (Sum, Min, Max),
+/// the plan step named `onnxName`.
 class Moe_VariadicOp<string mnemonic, string onnxName, string what,
                      list<Trait> traits = []>
-    : Moe_GraphOp<mnemonic, !listconcat([Moe_Elementwise, Moe_InPlaceable],
+    : Moe_GraphOp<mnemonic, !listconcat([Moe_PlanStep<onnxName>,
+                                         Moe_Elementwise, Moe_InPlaceable],
                                         traits),
                   Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise " # what # " of N tensors (ONNX "
@@ -108,7 +116,8 @@ def Moe_SignOp : Moe_UnaryOp<"sign", "Sign", Moe_NumericTensor,
 def Moe_NotOp : Moe_UnaryOp<"not", "Not", Moe_BoolTensor, "the logical negation",
                             []>;
 
-def Moe_IsNaNOp : Moe_GraphOp<"is_nan", [Moe_Elementwise, Moe_SameShapeAsFirst]> {
+def Moe_IsNaNOp : Moe_GraphOp<"is_nan", [Moe_PlanStep<"IsNaN">,
+    Moe_Elementwise, Moe_SameShapeAsFirst]> {
   let summary = "Elementwise test for NaN (ONNX IsNaN, opset 20)";
   let description = [{
     Returns an `i1` tensor of the input's shape that is true where the input
@@ -124,7 +133,8 @@ def Moe_IsNaNOp : Moe_GraphOp<"is_nan", [Moe_Elementwise, Moe_SameShapeAsFirst]>
   let results = (outs Moe_BoolTensor:$output);
 }
 
-def Moe_GeluOp : Moe_GraphOp<"gelu", [Moe_Elementwise, Moe_SameShapeAsFirst,
+def Moe_GeluOp : Moe_GraphOp<"gelu", [Moe_PlanStepWithAttrs<"Gelu">,
+    Moe_Elementwise, Moe_SameShapeAsFirst,
                                       Moe_InPlaceable, Moe_FusibleElementwise],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Gaussian error linear unit (ONNX Gelu, opset 20)";
@@ -144,7 +154,8 @@ def Moe_GeluOp : Moe_GraphOp<"gelu", [Moe_Elementwise, Moe_SameShapeAsFirst,
   let hasVerifier = 1;
 }
 
-def Moe_CastOp : Moe_GraphOp<"cast", [Moe_Elementwise, Moe_SameShapeAsFirst]> {
+def Moe_CastOp : Moe_GraphOp<"cast", [Moe_PlanStepWithAttrs<"Cast">,
+    Moe_Elementwise, Moe_SameShapeAsFirst]> {
   let summary = "Converts elements to another type (ONNX Cast, opset 21)";
   let description = [{
     Converts every element of `input` to the element type `to` (the ONNX data
@@ -164,7 +175,8 @@ def Moe_CastOp : Moe_GraphOp<"cast", [Moe_Elementwise, Moe_SameShapeAsFirst]> {
   let hasFolder = 1;
 }
 
-def Moe_CastLikeOp : Moe_GraphOp<"cast_like", [Moe_SameShapeAsFirst]> {
+def Moe_CastLikeOp : Moe_GraphOp<"cast_like", [Moe_PlanStep<"CastLike">,
+    Moe_SameShapeAsFirst]> {
   let summary = "Converts elements to another tensor's element type "
                 "(ONNX CastLike, opset 21)";
   let description = [{
@@ -190,7 +202,8 @@ def Moe_SubOp : Moe_BinaryOp<"sub", "Sub", Moe_NumericTensor, "-">;
 def Moe_MulOp : Moe_BinaryOp<"mul", "Mul", Moe_NumericTensor, "*">;
 def Moe_DivOp : Moe_BinaryOp<"div", "Div", Moe_NumericTensor, "/">;
 
-def Moe_PowOp : Moe_GraphOp<"pow", [Moe_Elementwise, Moe_InPlaceable,
+def Moe_PowOp : Moe_GraphOp<"pow", [Moe_PlanStep<"Pow">,
+    Moe_Elementwise, Moe_InPlaceable,
                                     Moe_FusibleElementwise],
     Moe_InferWith<"::moec::moe::inferBroadcastFirstType">.body> {
   let summary = "Broadcasting elementwise power (ONNX Pow, opset 15)";
@@ -208,7 +221,8 @@ def Moe_PowOp : Moe_GraphOp<"pow", [Moe_Elementwise, Moe_InPlaceable,
   let hasFolder = 1;
 }
 
-def Moe_ModOp : Moe_GraphOp<"mod", [Moe_Elementwise, Moe_InPlaceable],
+def Moe_ModOp : Moe_GraphOp<"mod", [Moe_PlanStepWithAttrs<"Mod">,
+    Moe_Elementwise, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferBroadcast">.body> {
   let summary = "Broadcasting elementwise remainder (ONNX Mod, opset 13)";
   let description = [{
@@ -247,7 +261,8 @@ def Moe_MinOp : Moe_VariadicOp<"min", "Min", "minimum",
 def Moe_MaxOp : Moe_VariadicOp<"max", "Max", "maximum",
                                [Moe_FusibleElementwise]>;
 
-def Moe_WhereOp : Moe_GraphOp<"where", [Moe_Elementwise, Moe_InPlaceable],
+def Moe_WhereOp : Moe_GraphOp<"where", [Moe_PlanStep<"Where">,
+    Moe_Elementwise, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferWhere">.body> {
   let summary = "Broadcasting elementwise select (ONNX Where, opset 16)";
   let description = [{
@@ -265,7 +280,8 @@ def Moe_WhereOp : Moe_GraphOp<"where", [Moe_Elementwise, Moe_InPlaceable],
   let hasFolder = 1;
 }
 
-def Moe_ClipOp : Moe_GraphOp<"clip", [AttrSizedOperandSegments, Moe_Elementwise,
+def Moe_ClipOp : Moe_GraphOp<"clip", [Moe_PlanStep<"Clip">,
+    AttrSizedOperandSegments, Moe_Elementwise,
                                      Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Clamps elements into [min, max] (ONNX Clip, opset 13)";

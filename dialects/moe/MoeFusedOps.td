@@ -12,7 +12,8 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Moe_FusedElementwiseOp : Moe_Op<"fused_elementwise",
-    [IsolatedFromAbove, Pure, SingleBlock, Moe_Elementwise, Moe_InPlaceable]> {
+    [Moe_PlanStepWithAttrs<"FusedElementwise">,
+    IsolatedFromAbove, Pure, SingleBlock, Moe_Elementwise, Moe_InPlaceable]> {
   let summary = "A chain of elementwise ops executed as one step";
   let description = [{
     Groups float32 elementwise graph ops so that the runtime computes them in
@@ -60,7 +61,8 @@ def Moe_YieldOp : Moe_Op<"yield",
 }
 
 def Moe_AttentionOp : Moe_Op<"attention",
-    [Pure, InferTypeOpAdaptorWithIsCompatible, AttrSizedOperandSegments]> {
+    [Moe_PlanStepWithAttrs<"Attention">,
+    Pure, InferTypeOpAdaptorWithIsCompatible, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention, softmax(Q K^T scale + mask) V";
   let description = [{
     Computes, for every batch b, query head h and query row i,
@@ -152,7 +154,8 @@ def Moe_AttentionOp : Moe_Op<"attention",
 }
 
 def Moe_GatedDeltaRuleOp : Moe_Op<"gated_delta_rule",
-    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+    [Moe_PlanStepWithAttrs<"GatedDeltaRule">,
+    Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "The gated delta rule of linear attention (Gated DeltaNet)";
   let description = [{
     Runs the recurrence of onnxruntime's com.microsoft LinearAttention with

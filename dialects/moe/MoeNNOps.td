@@ -12,10 +12,10 @@
 include "dialects/moe/MoeGraphOps.td"
 
 /// A reduction with an optional `axes` operand (ReduceSum opset 13, the others
-/// opset 18) over tensors of `type`.
+/// opset 18) over tensors of `type`; the plan step named `onnxName`.
 class Moe_ReduceOp<string mnemonic, string onnxName, string what,
                    Type type = Moe_NumericTensor>
-    : Moe_GraphOp<mnemonic, [], [{
+    : Moe_GraphOp<mnemonic, [Moe_PlanStepWithAttrs<onnxName>], [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *, std::optional<::mlir::Location> location,
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
@@ -26,6 +26,11 @@ class Moe_ReduceOp<string mnemonic, string onnxName, string what,
     ::llvm::LogicalResult $cppClass::verify() {
       return ::moec::moe::verifyReduction(getOperation(), getKeepdims(),
                                           getNoopWithEmptyAxes());
+    }
+    ::llvm::LogicalResult
+    $cppClass::getPlanStepAttrs(::moert::fb::AttrsUnion &attrs) {
+      return ::moec::moe::setReduceStepAttrs(attrs, getKeepdims() != 0,
+                                             getNoopWithEmptyAxes() != 0);
     }
   }]> {
   let summary = "Reduces a tensor by " # what # " (ONNX " # onnxName # ")";
@@ -43,13 +48,19 @@ class Moe_ReduceOp<string mnemonic, string onnxName, string what,
   let hasVerifier = 1;
 }
 
-/// Softmax-like ops normalising along one axis.
+/// Softmax-like ops normalising along one axis; the plan step named
+/// `onnxName`.
 class Moe_SoftmaxOp<string mnemonic, string onnxName, string what>
-    : Moe_GraphOp<mnemonic, [Moe_SameShapeAsFirst, Moe_InPlaceable],
+    : Moe_GraphOp<mnemonic, [Moe_PlanStepWithAttrs<onnxName>,
+                             Moe_SameShapeAsFirst, Moe_InPlaceable],
                   Moe_InferWith<"::moec::moe::inferSameAsFirst">.body # [{
     ::llvm::LogicalResult $cppClass::verify() {
       return ::moec::moe::verifyAxis(getOperation(), "axis", getAxis(),
                                      getInput().getType().getRank());
+    }
+    ::llvm::LogicalResult
+    $cppClass::getPlanStepAttrs(::moert::fb::AttrsUnion &attrs) {
+      return ::moec::moe::setAxisStepAttrs(attrs, getAxisAttr().getInt());
     }
   }]> {
   let summary = what # " along one axis (ONNX " # onnxName # ", opset 13)";
@@ -90,7 +101,7 @@ def Moe_ReduceLogSumExpOp : Moe_ReduceOp<"reduce_log_sum_exp",
     "the logarithm of the sum of exponentials, computed as "
     "`max + log(sum(exp(x - max)))` (-inf over no elements)", Moe_FloatTensor>;
 
-def Moe_ArgMaxOp : Moe_GraphOp<"arg_max"> {
+def Moe_ArgMaxOp : Moe_GraphOp<"arg_max", [Moe_PlanStepWithAttrs<"ArgMax">]> {
   let summary = "Index of the largest element along an axis (ONNX ArgMax, opset 13)";
   let description = [{
     Returns the i64 index of the maximum of `data` along `axis`; on ties the
@@ -111,7 +122,8 @@ def Moe_ArgMaxOp : Moe_GraphOp<"arg_max"> {
   let hasVerifier = 1;
 }
 
-def Moe_CumSumOp : Moe_GraphOp<"cum_sum", [Moe_SameShapeAsFirst],
+def Moe_CumSumOp : Moe_GraphOp<"cum_sum", [Moe_PlanStepWithAttrs<"CumSum">,
+    Moe_SameShapeAsFirst],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Cumulative sum along an axis (ONNX CumSum, opset 14)";
   let description = [{
@@ -132,7 +144,7 @@ def Moe_CumSumOp : Moe_GraphOp<"cum_sum", [Moe_SameShapeAsFirst],
   let hasVerifier = 1;
 }
 
-def Moe_TopKOp : Moe_GraphOp<"top_k"> {
+def Moe_TopKOp : Moe_GraphOp<"top_k", [Moe_PlanStepWithAttrs<"TopK">]> {
   let summary = "The k largest or smallest elements along an axis "
                 "(ONNX TopK, opset 11)";
   let description = [{
@@ -156,7 +168,8 @@ def Moe_TopKOp : Moe_GraphOp<"top_k"> {
 }
 
 def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization",
-    [Moe_SameShapeAsFirst, Moe_InPlaceable]> {
+    [Moe_PlanStepWithAttrs<"LayerNormalization">,
+    Moe_SameShapeAsFirst, Moe_InPlaceable]> {
   let summary = "Layer normalisation (ONNX LayerNormalization, opset 17)";
   let description = [{
     Normalises `x` over the dimensions from `axis` to the last to zero mean
@@ -186,7 +199,8 @@ def Moe_LayerNormalizationOp : Moe_GraphOp<"layer_normalization",
 
 def Moe_SimplifiedLayerNormalizationOp
     : Moe_GraphOp<"simplified_layer_normalization",
-                  [Moe_SameShapeAsFirst, Moe_InPlaceable]> {
+                  [Moe_PlanStepWithAttrs<"SimplifiedLayerNormalization">,
+    Moe_SameShapeAsFirst, Moe_InPlaceable]> {
   let summary = "RMS normalisation (onnxruntime SimplifiedLayerNormalization)";
   let description = [{
     Divides `x` by the root mean square over the dimensions from `axis` to the
@@ -213,7 +227,7 @@ def Moe_SimplifiedLayerNormalizationOp
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Moe_MatMulOp : Moe_GraphOp<"mat_mul"> {
+def Moe_MatMulOp : Moe_GraphOp<"mat_mul", [Moe_PlanStep<"MatMul">]> {
   let summary = "Numpy matrix product (ONNX MatMul, opset 13)";
   let description = [{
     Matrix product with numpy semantics: 1-D operands are promoted to
@@ -230,7 +244,7 @@ def Moe_MatMulOp : Moe_GraphOp<"mat_mul"> {
   let results = (outs Moe_NumericTensor:$output);
 }
 
-def Moe_GemmOp : Moe_GraphOp<"gemm"> {
+def Moe_GemmOp : Moe_GraphOp<"gemm", [Moe_PlanStepWithAttrs<"Gemm">]> {
   let summary = "General matrix multiply (ONNX Gemm, opset 13)";
   let description = [{
     Computes `alpha * op(a) * op(b) + beta * c` for 2-D `a` and `b`, where
@@ -252,7 +266,7 @@ def Moe_GemmOp : Moe_GraphOp<"gemm"> {
   let results = (outs Moe_NumericTensor:$output);
 }
 
-def Moe_EinsumOp : Moe_GraphOp<"einsum"> {
+def Moe_EinsumOp : Moe_GraphOp<"einsum", [Moe_PlanStepWithAttrs<"Einsum">]> {
   let summary = "Einstein summation (ONNX Einsum, opset 12)";
   let description = [{
     Contracts `inputs` as the `equation` says: one comma-separated term of

@@ -6,6 +6,7 @@
 #include "dialects/moe/GraphOpsCommon.h"
 #include "dialects/moe/MoeDialect.h"
 #include "dialects/moe/MoeTraits.h"
+#include "dialects/moe/PlanStep.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

@@ -35,7 +35,7 @@ def Moe_ConstantOp : Moe_Op<"constant",
   let hasFolder = 1;
 }
 
-def Moe_DimOp : Moe_GraphOp<"dim"> {
+def Moe_DimOp : Moe_GraphOp<"dim", [Moe_PlanStepWithAttrs<"Dim">]> {
   let summary = "One dimension of a tensor's shape as a scalar i64 tensor";
   let description = [{
     The symbolic form of `Gather(Shape(x), index)` with a scalar index: the
@@ -55,7 +55,7 @@ def Moe_DimOp : Moe_GraphOp<"dim"> {
   let hasFolder = 1;
 }
 
-def Moe_ShapeOp : Moe_GraphOp<"shape"> {
+def Moe_ShapeOp : Moe_GraphOp<"shape", [Moe_PlanStepWithAttrs<"Shape">]> {
   let summary = "The shape of a tensor as a 1-D i64 tensor (ONNX Shape, opset 21)";
   let description = [{
     Returns dimensions `[start, end)` of the shape of `data` (all of them by
@@ -80,7 +80,7 @@ def Moe_ShapeOp : Moe_GraphOp<"shape"> {
   }];
 }
 
-def Moe_SizeOp : Moe_GraphOp<"size"> {
+def Moe_SizeOp : Moe_GraphOp<"size", [Moe_PlanStep<"Size">]> {
   let summary = "Number of elements of a tensor (ONNX Size, opset 21)";
   let description = [{
     Returns the element count of `data` as a scalar `tensor<i64>`; folds to a
@@ -96,7 +96,8 @@ def Moe_SizeOp : Moe_GraphOp<"size"> {
   let hasFolder = 1;
 }
 
-def Moe_ConstantOfShapeOp : Moe_GraphOp<"constant_of_shape"> {
+def Moe_ConstantOfShapeOp : Moe_GraphOp<"constant_of_shape",
+    [Moe_PlanStepWithAttrs<"ConstantOfShape">]> {
   let summary = "A tensor of a given shape filled with one value "
                 "(ONNX ConstantOfShape, opset 21)";
   let description = [{
@@ -116,7 +117,7 @@ def Moe_ConstantOfShapeOp : Moe_GraphOp<"constant_of_shape"> {
   let hasFolder = 1;
 }
 
-def Moe_RangeOp : Moe_GraphOp<"range"> {
+def Moe_RangeOp : Moe_GraphOp<"range", [Moe_PlanStep<"Range">]> {
   let summary = "An arithmetic sequence (ONNX Range, opset 11)";
   let description = [{
     Produces the 1-D tensor `start, start + delta, ...` up to but excluding
@@ -136,7 +137,8 @@ def Moe_RangeOp : Moe_GraphOp<"range"> {
 }
 
 def Moe_IdentityOp : Moe_GraphOp<"identity",
-    [Moe_Elementwise, Moe_SameShapeAsFirst, Moe_InPlaceable, Moe_View],
+    [Moe_PlanStep<"Identity">,
+    Moe_Elementwise, Moe_SameShapeAsFirst, Moe_InPlaceable, Moe_View],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Returns its operand (ONNX Identity, opset 21)";
   let description = [{
@@ -156,7 +158,8 @@ def Moe_IdentityOp : Moe_GraphOp<"identity",
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Moe_ReshapeOp : Moe_GraphOp<"reshape", [Moe_InPlaceable, Moe_View]> {
+def Moe_ReshapeOp : Moe_GraphOp<"reshape", [Moe_PlanStepWithAttrs<"Reshape">,
+    Moe_InPlaceable, Moe_View]> {
   let summary = "Gives a tensor a new shape (ONNX Reshape, opset 21)";
   let description = [{
     Reinterprets `data` with the shape in the 1-D i64 `shape` operand. An
@@ -178,7 +181,8 @@ def Moe_ReshapeOp : Moe_GraphOp<"reshape", [Moe_InPlaceable, Moe_View]> {
   let hasCanonicalizer = 1;
 }
 
-def Moe_FlattenOp : Moe_GraphOp<"flatten", [Moe_InPlaceable, Moe_View]> {
+def Moe_FlattenOp : Moe_GraphOp<"flatten", [Moe_PlanStepWithAttrs<"Flatten">,
+    Moe_InPlaceable, Moe_View]> {
   let summary = "Flattens a tensor into a matrix (ONNX Flatten, opset 21)";
   let description = [{
     Reshapes `input` to 2-D: dimensions before `axis` form the first, the
@@ -193,7 +197,8 @@ def Moe_FlattenOp : Moe_GraphOp<"flatten", [Moe_InPlaceable, Moe_View]> {
   let results = (outs Moe_Tensor:$output);
 }
 
-def Moe_TransposeOp : Moe_GraphOp<"transpose"> {
+def Moe_TransposeOp : Moe_GraphOp<"transpose",
+    [Moe_PlanStepWithAttrs<"Transpose">]> {
   let summary = "Permutes dimensions (ONNX Transpose, opset 21)";
   let description = [{
     Result dimension `i` is input dimension `perm[i]`; without `perm` the
@@ -214,7 +219,8 @@ def Moe_TransposeOp : Moe_GraphOp<"transpose"> {
   }];
 }
 
-def Moe_SqueezeOp : Moe_GraphOp<"squeeze", [Moe_InPlaceable, Moe_View]> {
+def Moe_SqueezeOp : Moe_GraphOp<"squeeze", [Moe_PlanStep<"Squeeze">,
+    Moe_InPlaceable, Moe_View]> {
   let summary = "Removes size-1 dimensions (ONNX Squeeze, opset 21)";
   let description = [{
     Removes the dimensions listed in the optional 1-D i64 `axes` operand
@@ -232,7 +238,8 @@ def Moe_SqueezeOp : Moe_GraphOp<"squeeze", [Moe_InPlaceable, Moe_View]> {
   let hasFolder = 1;
 }
 
-def Moe_UnsqueezeOp : Moe_GraphOp<"unsqueeze", [Moe_InPlaceable, Moe_View]> {
+def Moe_UnsqueezeOp : Moe_GraphOp<"unsqueeze", [Moe_PlanStep<"Unsqueeze">,
+    Moe_InPlaceable, Moe_View]> {
   let summary = "Inserts size-1 dimensions (ONNX Unsqueeze, opset 21)";
   let description = [{
     Inserts a size-1 dimension at each position of the 1-D i64 `axes` operand,
@@ -248,7 +255,7 @@ def Moe_UnsqueezeOp : Moe_GraphOp<"unsqueeze", [Moe_InPlaceable, Moe_View]> {
   let hasFolder = 1;
 }
 
-def Moe_ConcatOp : Moe_GraphOp<"concat"> {
+def Moe_ConcatOp : Moe_GraphOp<"concat", [Moe_PlanStepWithAttrs<"Concat">]> {
   let summary = "Joins tensors along an axis (ONNX Concat, opset 13)";
   let description = [{
     Concatenates one or more `inputs` of equal rank and element type along
@@ -298,7 +305,7 @@ def Moe_StackOp : Moe_GraphOp<"stack"> {
   }];
 }
 
-def Moe_SplitOp : Moe_GraphOp<"split"> {
+def Moe_SplitOp : Moe_GraphOp<"split", [Moe_PlanStepWithAttrs<"Split">]> {
   let summary = "Splits a tensor into parts along an axis (ONNX Split, opset 18)";
   let description = [{
     Splits `input` along `axis` into one result per ONNX output: sizes come
@@ -318,7 +325,8 @@ def Moe_SplitOp : Moe_GraphOp<"split"> {
   let results = (outs Variadic<Moe_Tensor>:$outputs);
 }
 
-def Moe_SliceOp : Moe_GraphOp<"slice", [AttrSizedOperandSegments]> {
+def Moe_SliceOp : Moe_GraphOp<"slice", [Moe_PlanStep<"Slice">,
+    AttrSizedOperandSegments]> {
   let summary = "Takes a strided slice (ONNX Slice, opset 13)";
   let description = [{
     Slices `data` along the dimensions in `axes` (default: the first
@@ -344,7 +352,7 @@ def Moe_SliceOp : Moe_GraphOp<"slice", [AttrSizedOperandSegments]> {
   let hasFolder = 1;
 }
 
-def Moe_ExpandOp : Moe_GraphOp<"expand"> {
+def Moe_ExpandOp : Moe_GraphOp<"expand", [Moe_PlanStep<"Expand">]> {
   let summary = "Broadcasts a tensor to a shape (ONNX Expand, opset 13)";
   let description = [{
     Broadcasts `input` together with the 1-D i64 `shape` (numpy rules, so the
@@ -361,7 +369,7 @@ def Moe_ExpandOp : Moe_GraphOp<"expand"> {
   let hasFolder = 1;
 }
 
-def Moe_TileOp : Moe_GraphOp<"tile"> {
+def Moe_TileOp : Moe_GraphOp<"tile", [Moe_PlanStep<"Tile">]> {
   let summary = "Repeats a tensor along each dimension (ONNX Tile, opset 13)";
   let description = [{
     Repeats `input` `repeats[i]` times along dimension `i`; `repeats` is a 1-D
@@ -376,7 +384,8 @@ def Moe_TileOp : Moe_GraphOp<"tile"> {
   let results = (outs Moe_Tensor:$output);
 }
 
-def Moe_TriluOp : Moe_GraphOp<"trilu", [Moe_SameShapeAsFirst, Moe_InPlaceable],
+def Moe_TriluOp : Moe_GraphOp<"trilu", [Moe_PlanStepWithAttrs<"Trilu">,
+    Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Upper or lower triangle of matrices (ONNX Trilu, opset 14)";
   let description = [{
@@ -400,7 +409,7 @@ def Moe_TriluOp : Moe_GraphOp<"trilu", [Moe_SameShapeAsFirst, Moe_InPlaceable],
 // Indexing
 //===----------------------------------------------------------------------===//
 
-def Moe_GatherOp : Moe_GraphOp<"gather"> {
+def Moe_GatherOp : Moe_GraphOp<"gather", [Moe_PlanStepWithAttrs<"Gather">]> {
   let summary = "Gathers slices along an axis (ONNX Gather, opset 13)";
   let description = [{
     Indexes `data` along `axis` with every element of `indices` (negative
@@ -421,7 +430,8 @@ def Moe_GatherOp : Moe_GraphOp<"gather"> {
   let hasCanonicalizer = 1;
 }
 
-def Moe_GatherElementsOp : Moe_GraphOp<"gather_elements"> {
+def Moe_GatherElementsOp : Moe_GraphOp<"gather_elements",
+    [Moe_PlanStepWithAttrs<"GatherElements">]> {
   let summary = "Gathers elements along an axis (ONNX GatherElements, opset 13)";
   let description = [{
     `output[i][j]... = data[..., indices[i][j]..., ...]` with the index used
@@ -439,7 +449,8 @@ def Moe_GatherElementsOp : Moe_GraphOp<"gather_elements"> {
   let results = (outs Moe_Tensor:$output);
 }
 
-def Moe_GatherNDOp : Moe_GraphOp<"gather_nd"> {
+def Moe_GatherNDOp : Moe_GraphOp<"gather_nd",
+    [Moe_PlanStepWithAttrs<"GatherND">]> {
   let summary = "Gathers slices by index tuples (ONNX GatherND, opset 13)";
   let description = [{
     Each innermost vector of `indices` (length `q_last`) indexes the leading
@@ -458,7 +469,8 @@ def Moe_GatherNDOp : Moe_GraphOp<"gather_nd"> {
 }
 
 def Moe_ScatterElementsOp : Moe_GraphOp<"scatter_elements",
-    [Moe_SameShapeAsFirst, Moe_InPlaceable],
+    [Moe_PlanStepWithAttrs<"ScatterElements">,
+    Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Scatters elements along an axis (ONNX ScatterElements, opset 18)";
   let description = [{
@@ -483,7 +495,7 @@ def Moe_ScatterElementsOp : Moe_GraphOp<"scatter_elements",
 }
 
 def Moe_ScatterNDOp : Moe_GraphOp<"scatter_nd",
-    [Moe_SameShapeAsFirst, Moe_InPlaceable],
+    [Moe_PlanStepWithAttrs<"ScatterND">, Moe_SameShapeAsFirst, Moe_InPlaceable],
     Moe_InferWith<"::moec::moe::inferSameAsFirst">.body> {
   let summary = "Scatters slices by index tuples (ONNX ScatterND, opset 18)";
   let description = [{
@@ -505,7 +517,7 @@ def Moe_ScatterNDOp : Moe_GraphOp<"scatter_nd",
   let hasVerifier = 1;
 }
 
-def Moe_OneHotOp : Moe_GraphOp<"one_hot"> {
+def Moe_OneHotOp : Moe_GraphOp<"one_hot", [Moe_PlanStepWithAttrs<"OneHot">]> {
   let summary = "One-hot encoding (ONNX OneHot, opset 11)";
   let description = [{
     Inserts a dimension of size `depth` (a scalar or 1-element tensor) at
@@ -525,7 +537,7 @@ def Moe_OneHotOp : Moe_GraphOp<"one_hot"> {
   let results = (outs Moe_Tensor:$output);  let hasFolder = 1;
 }
 
-def Moe_NonZeroOp : Moe_GraphOp<"non_zero"> {
+def Moe_NonZeroOp : Moe_GraphOp<"non_zero", [Moe_PlanStep<"NonZero">]> {
   let summary = "Indices of non-zero elements (ONNX NonZero, opset 13)";
   let description = [{
     Returns a `[rank, N]` i64 tensor whose columns are the coordinates of the

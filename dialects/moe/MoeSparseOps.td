@@ -195,7 +195,7 @@ defvar Moe_FfnDescription = [{
 // moe.router
 //===----------------------------------------------------------------------===//
 
-def Moe_RouterOp : Moe_SparseOp<"router"> {
+def Moe_RouterOp : Moe_SparseOp<"router", [Moe_PlanStepWithAttrs<"Router">]> {
   let summary = "Chooses the top-k experts of each token and their weights";
   let description = [{
     Turns router logits `[T, E]` into, per token, the indices of its `top_k`
@@ -298,7 +298,8 @@ def Moe_RouterOp : Moe_SparseOp<"router"> {
 // moe.dispatch
 //===----------------------------------------------------------------------===//
 
-def Moe_DispatchOp : Moe_SparseOp<"dispatch"> {
+def Moe_DispatchOp : Moe_SparseOp<"dispatch",
+    [Moe_PlanStepWithAttrs<"Dispatch">]> {
   let summary = "Groups token rows by the expert they are routed to";
   let description = [{
     Copies each token row once per routed assignment into a matrix whose rows
@@ -347,7 +348,8 @@ def Moe_DispatchOp : Moe_SparseOp<"dispatch"> {
 //===----------------------------------------------------------------------===//
 
 def Moe_ExpertsOp : Moe_SparseOp<"experts",
-    [AttrSizedOperandSegments, Moe_InPlaceable]> {
+    [Moe_PlanStepWithAttrs<"Experts">,
+    AttrSizedOperandSegments, Moe_InPlaceable]> {
   let summary = "Runs each expert's feed-forward network on its group of rows";
   let description = !strconcat([{
     A grouped expert FFN over stacked weights. `tokens` `[N, H]` holds rows
@@ -396,7 +398,8 @@ def Moe_ExpertsOp : Moe_SparseOp<"experts",
 // moe.combine
 //===----------------------------------------------------------------------===//
 
-def Moe_CombineOp : Moe_SparseOp<"combine", [AttrSizedOperandSegments]> {
+def Moe_CombineOp : Moe_SparseOp<"combine", [Moe_PlanStep<"Combine">,
+    AttrSizedOperandSegments]> {
   let summary = "Weighted sum of each token's expert outputs, in token order";
   let description = [{
     Undoes `moe.dispatch`: `expert_outputs` `[N, H]` are the rows of
@@ -447,7 +450,7 @@ def Moe_CombineOp : Moe_SparseOp<"combine", [AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 
 def Moe_SharedExpertOp : Moe_SparseOp<"shared_expert",
-    [AttrSizedOperandSegments]> {
+    [Moe_PlanStepWithAttrs<"SharedExpert">, AttrSizedOperandSegments]> {
   let summary = "An expert every token goes through, optionally gated";
   let description = !strconcat([{
     A dense expert FFN on all tokens `[T, H]` (DeepSeek's shared experts,
@@ -565,7 +568,8 @@ defvar Moe_AllToAllSemantics = [{
     so no size is ever read back to the host.
 }];
 
-def Moe_AllToAllOp : Moe_SparseOp<"all_to_all"> {
+def Moe_AllToAllOp : Moe_SparseOp<"all_to_all",
+    [Moe_PlanStepWithAttrs<"AllToAll">]> {
   let summary = "Exchanges row blocks between the devices of a group";
   let description = !strconcat([{
     The collective of expert parallelism.
@@ -586,7 +590,9 @@ def Moe_AllToAllOp : Moe_SparseOp<"all_to_all"> {
   let assemblyFormat = Moe_AllToAllAssembly;
 }
 
-def Moe_AllToAllStartOp : Moe_Op<"all_to_all_start", [InferTypeOpAdaptor]> {
+def Moe_AllToAllStartOp : Moe_Op<"all_to_all_start",
+    [Moe_PlanStepWithAttrs<"AllToAllStart">,
+    InferTypeOpAdaptor]> {
   let summary = "Begins an all-to-all exchange that a later op completes";
   let description = !strconcat([{
     The first half of `moe.all_to_all`, for overlapping communication with
@@ -614,7 +620,8 @@ def Moe_AllToAllStartOp : Moe_Op<"all_to_all_start", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Moe_AllToAllWaitOp : Moe_Op<"all_to_all_wait"> {
+def Moe_AllToAllWaitOp : Moe_Op<"all_to_all_wait",
+    [Moe_PlanStep<"AllToAllWait">]> {
   let summary = "Completes the exchange of a moe.all_to_all_start";
   let description = [{
     Waits until the exchange begun by the `moe.all_to_all_start` that
@@ -646,7 +653,8 @@ def Moe_AllToAllWaitOp : Moe_Op<"all_to_all_wait"> {
   let hasVerifier = 1;
 }
 
-def Moe_AssignSlotsOp : Moe_SparseOp<"assign_slots"> {
+def Moe_AssignSlotsOp : Moe_SparseOp<"assign_slots",
+    [Moe_PlanStepWithAttrs<"AssignSlots">]> {
   let summary = "Maps each routed expert to one of the expert's slots";
   let description = [{
     Under expert parallelism an expert lives in one or more slots (a replica
@@ -687,7 +695,8 @@ def Moe_AssignSlotsOp : Moe_SparseOp<"assign_slots"> {
   }];
 }
 
-def Moe_RegroupOp : Moe_SparseOp<"regroup"> {
+def Moe_RegroupOp : Moe_SparseOp<"regroup",
+    [Moe_PlanStepWithAttrs<"Regroup">]> {
   let summary = "Reorders received rows from source-major to slot-major";
   let description = [{
     After the dispatch exchange a device holds `received` `[R, H]`: the rows
@@ -729,7 +738,7 @@ def Moe_RegroupOp : Moe_SparseOp<"regroup"> {
   }];
 }
 
-def Moe_UngroupOp : Moe_SparseOp<"ungroup"> {
+def Moe_UngroupOp : Moe_SparseOp<"ungroup", [Moe_PlanStep<"Ungroup">]> {
   let summary = "Undoes moe.regroup on the expert outputs";
   let description = [{
     Puts the rows of `grouped_out` `[R, H]` (the expert outputs of regrouped

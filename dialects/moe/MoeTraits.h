@@ -38,6 +38,12 @@ template <typename ConcreteType>
 class FusibleElementwise
     : public mlir::OpTrait::TraitBase<ConcreteType, FusibleElementwise> {};
 
+/// The op's plan step (Moe_PlanStepKind): the ODS trait declares the op's
+/// `kPlanStepKind`, which PlanStepOpInterface's `getPlanStepKind()` returns.
+template <typename ConcreteType>
+class PlanStepKind
+    : public mlir::OpTrait::TraitBase<ConcreteType, PlanStepKind> {};
+
 } // namespace moec::moe::OpTrait
 
 #endif // MOEC_DIALECTS_MOE_MOETRAITS_H

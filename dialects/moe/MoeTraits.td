@@ -52,7 +52,7 @@ def Moe_InPlaceable : Moe_OpTrait<"InPlaceable">;
 def Moe_View : Moe_OpTrait<"View">;
 
 /// The runtime's fused elementwise program has an instruction for this op on
-/// f32 (compiler/plan/StepAttributes.cpp, `getExprOp`), so moe-fuse-elementwise
+/// f32 (dialects/moe/PlanStepAttrs.cpp, `getExprOp`), so moe-fuse-elementwise
 /// may take it into a `moe.fused_elementwise` region.
 def Moe_FusibleElementwise : Moe_OpTrait<"FusibleElementwise",
                                          [Moe_Elementwise]>;
