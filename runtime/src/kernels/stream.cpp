@@ -163,14 +163,19 @@ struct F16CWeights {
 /// (inline assembly for the same reason as F16CWeights: GCC 12 builds an
 /// 8-byte vector's conversion from scalar moves, measured slower than f32
 /// weights at 1 token).
+/// 8 bytes the assembly reads in place (a copy into a local would make GCC
+/// store it to the stack and load it back for every vector).
+struct Bytes8 {
+  uint8_t b[8];
+};
 struct I8Avx2Weights {
   using T = int8_t;
   using V = Vec;
   static MOERT_ALWAYS_INLINE Vec vector(const int8_t *p) {
     Vec f;
-    int64_t q;
-    std::memcpy(&q, p, sizeof q);
-    asm("vpmovsxbd %1, %0\n\tvcvtdq2ps %0, %0" : "=x"(f) : "m"(q));
+    asm("vpmovsxbd %1, %0\n\tvcvtdq2ps %0, %0"
+        : "=x"(f)
+        : "m"(*reinterpret_cast<const Bytes8 *>(p)));
     return f;
   }
   static MOERT_ALWAYS_INLINE float scalar(int8_t v) { return float(v); }
