@@ -28,6 +28,9 @@ config.substitutions.append(
 config.substitutions.append(
     ("%gen_if", config.python_executable + " " +
      os.path.join(config.moec_src_root, "test", "lib", "gen_onnx_if.py")))
+config.substitutions.append(
+    ("%gen_vision", config.python_executable + " " +
+     os.path.join(config.moec_src_root, "test", "lib", "gen_vision.py")))
 # `%expect_exit N cmd...` succeeds only if cmd exits with status N.
 config.substitutions.append(
     ("%expect_exit", config.python_executable + " " +

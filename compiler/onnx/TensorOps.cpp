@@ -1,15 +1,20 @@
-//===- TensorOps.cpp - Constant, Cast and Identity imports ----------------===//
+//===- TensorOps.cpp - Constant, Cast, Identity and Pad imports -----------===//
 //
 // Constant-19, -21, -23 and -24, Cast and CastLike of the same versions only
 // add the float8/int4/float4 types, Cast's `saturate` (which only affects
 // float8) and, at 24, `round_mode` (only float8e8m0), so every version in
 // range imports alike.
 //
+// Pad imports when its `pads` are constant zeros, whatever the mode: it then
+// copies its input (Llama 4's vision encoder writes one in front of its
+// unfold). A Pad that pads is refused, naming the pads.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/onnx/OpImport.h"
 #include "compiler/onnx/Tensors.h"
 
+#include "dialects/moe/GraphOpsSupport.h"
 #include "dialects/moe/MoeOps.h"
 
 using namespace mlir;
@@ -108,6 +113,23 @@ static LogicalResult importIdentity(NodeImporter &node) {
   return node.setResults(operands[0]);
 }
 
+/// A Pad whose constant `pads` are all zero is its input; any other is
+/// refused.
+static LogicalResult importPad(NodeImporter &node) {
+  SmallVectorImpl<Value> &operands = node.getOperands();
+  std::optional<SmallVector<int64_t>> pads =
+      moec::moe::getConstantInts(operands[1]);
+  if (!pads)
+    return node.emitError() << "pads that are not a constant are not "
+                               "supported (only a Pad that pads nothing is)";
+  if (llvm::any_of(*pads, [](int64_t pad) { return pad != 0; })) {
+    InFlightDiagnostic diag = node.emitError() << "pads [";
+    llvm::interleaveComma(*pads, diag);
+    return diag << "] are not supported (only a Pad that pads nothing is)";
+  }
+  return node.setResults(operands[0]);
+}
+
 /// Cast-24 and CastLike-24 add `round_mode`, which only rounds conversions
 /// to float8e8m0, a type moec refuses wherever it appears: any valid value
 /// is dropped, so that the op imports as the older versions do.
@@ -145,4 +167,8 @@ void moec::onnx_import::populateTensorImports(OpImportTable &table) {
   table.onOp("CastLike", 24, "input, target_type", importCastLike24);
   for (int64_t version : {13, 14, 16, 19, 21, 23, 24})
     table.onOp("Identity", version, "input", importIdentity, StringRef());
+  table.onOp("Pad", 13, "data, pads, constant_value?", importPad, StringRef());
+  for (int64_t version : {18, 19, 21, 23, 24})
+    table.onOp("Pad", version, "data, pads, constant_value?, axes?", importPad,
+               StringRef());
 }

@@ -2,6 +2,7 @@
 
 #include "dialects/moe/MoeDialect.h"
 #include "dialects/moe/MoeOps.h"
+#include "dialects/moe/MoeVisionOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -19,6 +20,10 @@ void MoeDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/moe/MoeOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/moe/MoeVisionOps.cpp.inc"
       >();
   addAttributes<
 #define GET_ATTRDEF_LIST

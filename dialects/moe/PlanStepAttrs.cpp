@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/moe/MoeOps.h"
+#include "dialects/moe/MoeVisionOps.h"
 
 #include "format/plan_generated.h"
 
@@ -189,6 +190,31 @@ LogicalResult GemmOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
   table.beta = getBeta().convertToFloat();
   table.trans_a = getTransA() != 0;
   table.trans_b = getTransB() != 0;
+  return set(attrs, std::move(table));
+}
+
+/// The runtime's Conv is f32 only: another element type is refused here,
+/// naming the node.
+LogicalResult ConvOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
+  Type element = getX().getType().getElementType();
+  if (!element.isF32())
+    return emitError("Conv on ")
+           << element << " is not supported (the runtime's Conv is f32)";
+  fb::ConvAttrsT table;
+  auto assign = [](std::optional<ArrayRef<int64_t>> list,
+                   std::vector<int64_t> &out) {
+    if (list)
+      out.assign(list->begin(), list->end());
+  };
+  assign(getStrides(), table.strides);
+  assign(getPads(), table.pads);
+  assign(getDilations(), table.dilations);
+  table.group = getGroup();
+  table.auto_pad = llvm::StringSwitch<fb::AutoPad>(getAutoPad())
+                       .Case("VALID", fb::AutoPad::Valid)
+                       .Case("SAME_UPPER", fb::AutoPad::SameUpper)
+                       .Case("SAME_LOWER", fb::AutoPad::SameLower)
+                       .Default(fb::AutoPad::Explicit);
   return set(attrs, std::move(table));
 }
 

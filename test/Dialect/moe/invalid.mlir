@@ -279,6 +279,56 @@ func.func @gemm_trans_flag(%a: tensor<16x64xf32>, %b: tensor<64x16xf32>) {
 
 // -----
 
+// Tests that Conv's per-axis lists have one entry per spatial axis.
+func.func @conv_pads_length(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x2x2xf32>) {
+  // expected-error @+2 {{attribute 'pads' has 3 entries; the input has 4 (2 per spatial axis)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.conv %x, %w {pads = array<i64: 1, 1, 1>} : (tensor<1x3x4x4xf32>, tensor<2x3x2x2xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that Conv's auto_pad is one of ONNX's values.
+func.func @conv_auto_pad(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x2x2xf32>) {
+  // expected-error @+2 {{attribute 'auto_pad' is "SAME"; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.conv %x, %w {auto_pad = "SAME"} : (tensor<1x3x4x4xf32>, tensor<2x3x2x2xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that Conv's input channels are the weight's times the groups.
+func.func @conv_channels(%x: tensor<1x3x4x4xf32>, %w: tensor<2x2x2x2xf32>) {
+  // expected-error @+2 {{input 'x' has 3 channels; the weight}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.conv %x, %w : (tensor<1x3x4x4xf32>, tensor<2x2x2x2xf32>) -> tensor<1x2x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a kernel_shape must be the weight's spatial sizes.
+func.func @conv_kernel_shape(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x2x2xf32>) {
+  // expected-error @+2 {{attribute 'kernel_shape' [3, 3] differs from the weight's spatial sizes [2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.conv %x, %w {kernel_shape = array<i64: 3, 3>} : (tensor<1x3x4x4xf32>, tensor<2x3x2x2xf32>) -> tensor<1x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that the kernel must fit the padded input.
+func.func @conv_kernel_too_large(%x: tensor<1x3x2x2xf32>, %w: tensor<2x3x3x3xf32>) {
+  // expected-error @+2 {{spatial axis 0: the kernel spans 3 but the padded input has 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.conv %x, %w : (tensor<1x3x2x2xf32>, tensor<2x3x3x3xf32>) -> tensor<1x2x1x1xf32>
+  return
+}
+
+// -----
+
 // Tests that einsum terms hold letters and at most one ellipsis.
 func.func @einsum_bad_term(%a: tensor<2x3xf32>) {
   // expected-error @+2 {{einsum term 'i1' is malformed at '1': expected letters and at most one '...'}}

@@ -209,6 +209,23 @@ func.func @contractions(%x: tensor<?x64xf32>, %w: tensor<64x128xf32>, %wt: tenso
 
 // -----
 
+// Tests that Conv round-trips with its attributes and infers the output
+// sizes: a Qwen-VL patch embedding (one output per patch), and a padded,
+// strided, dilated, grouped 2-D convolution.
+// CHECK-LABEL: func.func @conv
+func.func @conv(%p: tensor<?x3x2x8x8xf32>, %w: tensor<16x3x2x8x8xf32>, %b: tensor<16xf32>, %x: tensor<2x4x9x7xf32>, %w2: tensor<6x2x3x2xf32>) {
+  // CHECK: moe.conv %{{.*}}, %{{.*}}, %{{.*}} {kernel_shape = array<i64: 2, 8, 8>, strides = array<i64: 2, 8, 8>} : (tensor<?x3x2x8x8xf32>, tensor<16x3x2x8x8xf32>, tensor<16xf32>) -> tensor<?x16x1x1x1xf32>
+  %0 = moe.conv %p, %w, %b {kernel_shape = array<i64: 2, 8, 8>, strides = array<i64: 2, 8, 8>} : (tensor<?x3x2x8x8xf32>, tensor<16x3x2x8x8xf32>, tensor<16xf32>) -> tensor<?x16x1x1x1xf32>
+  // CHECK: moe.conv %{{.*}}, %{{.*}} {dilations = array<i64: 1, 2>, group = 2 : i64, pads = array<i64: 1, 0, 2, 1>, strides = array<i64: 2, 1>} : (tensor<2x4x9x7xf32>, tensor<6x2x3x2xf32>) -> tensor<2x6x5x6xf32>
+  %1 = moe.conv %x, %w2 {dilations = array<i64: 1, 2>, group = 2 : i64, pads = array<i64: 1, 0, 2, 1>, strides = array<i64: 2, 1>} : (tensor<2x4x9x7xf32>, tensor<6x2x3x2xf32>) -> tensor<2x6x5x6xf32>
+  // CHECK: moe.conv %{{.*}}, %{{.*}} {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<2x4x9x7xf32>, tensor<6x4x3x2xf32>) -> tensor<2x6x5x4xf32>
+  %w3 = moe.constant dense<1.0> : tensor<6x4x3x2xf32>
+  %2 = moe.conv %x, %w3 {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<2x4x9x7xf32>, tensor<6x4x3x2xf32>) -> tensor<2x6x5x4xf32>
+  return
+}
+
+// -----
+
 // Tests that shape manipulation ops round-trip.
 // CHECK-LABEL: func.func @shape_ops
 func.func @shape_ops(%x: tensor<?x4x16xf32>, %s: tensor<2xi64>, %a: tensor<1xi64>, %y: tensor<?x128xf32>, %i: tensor<1xi64>) {
