@@ -182,9 +182,13 @@ moec::moe::getShapeSizes(std::optional<Location> loc, Value shape,
 int64_t moec::moe::mulDims(int64_t a, int64_t b) {
   if (a == 0 || b == 0)
     return 0;
-  if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
+  int64_t product;
+  // A product past int64 is no size either (callers that can report it
+  // check first, multiplySizes in ShapeOps.cpp).
+  if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ||
+      llvm::MulOverflow(a, b, product))
     return ShapedType::kDynamic;
-  return a * b;
+  return product;
 }
 
 bool moec::moe::areCompatibleTypes(TypeRange lhs, TypeRange rhs) {

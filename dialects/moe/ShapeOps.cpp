@@ -109,6 +109,18 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// `a * b` as mulDims gives it, or an error at `location` when both are
+/// static and the product does not fit in int64 (a corrupt model's sizes).
+static FailureOr<int64_t> multiplySizes(std::optional<Location> location,
+                                        int64_t a, int64_t b) {
+  int64_t product;
+  if (!ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) &&
+      llvm::MulOverflow(a, b, product))
+    return emitOptionalError(location, "the result's size ", a, " x ", b,
+                             " does not fit in int64");
+  return mulDims(a, b);
+}
+
 LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> location,
                                           Adaptor adaptor,
@@ -130,7 +142,11 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) {
     int64_t &product = i < axis ? outer : inner;
-    product = mulDims(product, type->getDimSize(i));
+    FailureOr<int64_t> size =
+        multiplySizes(location, product, type->getDimSize(i));
+    if (failed(size))
+      return failure();
+    product = *size;
   }
   types.push_back(
       RankedTensorType::get({outer, inner}, type->getElementType()));
@@ -587,8 +603,12 @@ LogicalResult TileOp::inferReturnTypes(MLIRContext *,
                              " elements but the input has rank ",
                              type->getRank());
   SmallVector<int64_t> shape;
-  for (auto [size, repeat] : llvm::zip(type->getShape(), *repeats))
-    shape.push_back(repeat == 1 ? size : mulDims(size, repeat));
+  for (auto [size, repeat] : llvm::zip(type->getShape(), *repeats)) {
+    FailureOr<int64_t> tiled = multiplySizes(location, size, repeat);
+    if (failed(tiled))
+      return failure();
+    shape.push_back(repeat == 1 ? size : *tiled);
+  }
   types.push_back(RankedTensorType::get(shape, type->getElementType()));
   return success();
 }
