@@ -6,7 +6,8 @@
 // depend on another except attention, which the runtime replaces by each
 // row's attention over its own sequence's KV cache: so the attention must
 // be causal over the rows (its mask `keys <= queries` over positions from
-// 0, built from the row count alone), and its keys and values must be the
+// 0, built from the row count alone, possibly within a window of W keys,
+// which the verdict records per attention), and its keys and values must be the
 // rows themselves (the cache writes). The pass runs the row-independence
 // dataflow (RowIndependence.h) with the named row inputs as seeds along
 // their last axis, and records the verdict, or the first op that mixes
@@ -60,6 +61,8 @@ struct AnalyzeBatchRowsPass
           b.getNamedAttr("outputs", strings(analysis.joinedOutputs)));
       fields.push_back(
           b.getNamedAttr("symbol", b.getStringAttr(analysis.symbol)));
+      fields.push_back(b.getNamedAttr(
+          "windows", b.getDenseI64ArrayAttr(analysis.attentionWindows)));
     } else {
       rows::appendFailure(b, analysis, fields);
     }

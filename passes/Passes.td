@@ -677,13 +677,15 @@ def MoeAnalyzeBatchRows : Pass<"moe-analyze-batch-rows", "mlir::ModuleOp"> {
     mix rows when its query, keys and values carry them on axis 2 and its
     mask is the causal `where(keys <= queries, 0, -inf)` of `range(0, n, 1)`
     on the last two axes (so its keys and values are the rows themselves,
-    the cache writes). Every other input (a past cache, an attention mask
-    input) refuses. Every output must carry the rows on its dimension named
-    like the inputs' (the logits, the caches).
+    the cache writes), or that condition and-ed with `keys > queries - W`
+    for a constant window W. Every other input (a past cache, an attention
+    mask input) refuses. Every output must carry the rows on its dimension
+    named like the inputs' (the logits, the caches).
 
-    The result is the module's `moe.batch_rows`: `{inputs, outputs,
-    symbol}` when proven, else `{op, loc, reason}` naming the first op that
-    mixes rows.
+    The result is the module's `moe.batch_rows`: `{inputs, outputs, symbol,
+    windows}` when proven (`windows`: each attention's W in program order, 0
+    for none), else `{op, loc, reason}` naming the first op that mixes
+    rows.
 
     Example: `moec-opt --moe-analyze-batch-rows="row-inputs=input_ids,position_ids"`.
   }];

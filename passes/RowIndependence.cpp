@@ -155,35 +155,81 @@ bool isMaskedOut(Value value) {
 
 } // namespace
 
-bool isCausalMask(Value mask) {
+namespace {
+
+/// `keys <= queries` (or `queries >= keys`) when `visible`, else `keys >
+/// queries` (or `queries < keys`), with each an iota along the last and
+/// the second to last of `rank` axes; sets `queries`.
+bool isCausalCondition(Value cond, int64_t rank, bool visible, Value &queries) {
+  Value keys;
+  Operation *compare = cond.getDefiningOp();
+  if (visible) {
+    if (auto op = dyn_cast_or_null<moe::LessOrEqualOp>(compare))
+      keys = op.getLhs(), queries = op.getRhs();
+    else if (auto op = dyn_cast_or_null<moe::GreaterOrEqualOp>(compare))
+      queries = op.getLhs(), keys = op.getRhs();
+  } else {
+    if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
+      keys = op.getLhs(), queries = op.getRhs();
+    else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
+      queries = op.getLhs(), keys = op.getRhs();
+  }
+  return keys && isIotaAlong(keys, rank, rank - 1) &&
+         isIotaAlong(queries, rank, rank - 2);
+}
+
+/// The W of `keys > queries - W` (or `queries - W < keys`), W a positive
+/// constant, `queries` the given value and keys an iota along the last of
+/// `rank` axes.
+std::optional<int64_t> getWindowCondition(Value cond, int64_t rank,
+                                          Value queries) {
+  Value keys, first;
+  Operation *compare = cond.getDefiningOp();
+  if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
+    keys = op.getLhs(), first = op.getRhs();
+  else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
+    first = op.getLhs(), keys = op.getRhs();
+  else
+    return std::nullopt;
+  auto sub = first.getDefiningOp<moe::SubOp>();
+  if (!sub || sub.getLhs() != queries || !isIotaAlong(keys, rank, rank - 1))
+    return std::nullopt;
+  std::optional<int64_t> window = moe::getConstantInt(sub.getRhs());
+  if (!window || *window <= 0)
+    return std::nullopt;
+  return window;
+}
+
+} // namespace
+
+std::optional<int64_t> getCausalWindow(Value mask) {
   if (auto expand = mask.getDefiningOp<moe::ExpandOp>())
     mask = expand.getInput();
   auto where = mask.getDefiningOp<moe::WhereOp>();
   if (!where)
-    return false;
+    return std::nullopt;
   Value cond = where.getCondition();
   int64_t rank = getRank(cond);
   if (rank < 2)
-    return false;
-  // keys <= queries (visible) or keys > queries (hidden), either way round.
-  Value keys, queries;
-  bool visible;
-  Operation *compare = cond.getDefiningOp();
-  if (auto op = dyn_cast_or_null<moe::LessOrEqualOp>(compare))
-    keys = op.getLhs(), queries = op.getRhs(), visible = true;
-  else if (auto op = dyn_cast_or_null<moe::GreaterOrEqualOp>(compare))
-    queries = op.getLhs(), keys = op.getRhs(), visible = true;
-  else if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
-    keys = op.getLhs(), queries = op.getRhs(), visible = false;
-  else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
-    queries = op.getLhs(), keys = op.getRhs(), visible = false;
-  else
-    return false;
+    return std::nullopt;
+  // where(visible, 0, masked) or where(hidden, masked, 0).
+  bool visible = isConstFloat(where.getX(), 0.0f);
   Value shown = visible ? where.getX() : where.getY();
   Value hidden = visible ? where.getY() : where.getX();
-  return isConstFloat(shown, 0.0f) && isMaskedOut(hidden) &&
-         isIotaAlong(keys, rank, rank - 1) &&
-         isIotaAlong(queries, rank, rank - 2);
+  if (!isConstFloat(shown, 0.0f) || !isMaskedOut(hidden))
+    return std::nullopt;
+  Value queries;
+  if (isCausalCondition(cond, rank, visible, queries))
+    return 0;
+  // Visible: causal and window, either way round.
+  auto both = cond.getDefiningOp<moe::AndOp>();
+  if (!visible || !both)
+    return std::nullopt;
+  for (auto [causal, window] : {std::pair(both.getLhs(), both.getRhs()),
+                                std::pair(both.getRhs(), both.getLhs())})
+    if (isCausalCondition(causal, rank, /*visible=*/true, queries))
+      return getWindowCondition(window, rank, queries);
+  return std::nullopt;
 }
 
 LogicalResult Analysis::kill(Operation *op, const Twine &why) {
@@ -748,9 +794,13 @@ LogicalResult Analysis::visitBatchAttention(moe::AttentionOp op) {
                       "carry the rows on axis 2 of [batch, heads, rows, "
                       "dim]");
   }
-  if (!op.getMask() || !isCausalMask(op.getMask()))
+  std::optional<int64_t> window =
+      op.getMask() ? getCausalWindow(op.getMask()) : std::nullopt;
+  if (!window)
     return kill(op, "attention without a mask proven causal over the rows "
-                    "(key j visible to query i exactly when j <= i)");
+                    "(key j visible to query i exactly when j <= i, or "
+                    "i - W < j <= i in a window of W)");
+  attentionWindows.push_back(*window);
   setAll(op, State::rows(2));
   return success();
 }

@@ -130,8 +130,11 @@ struct Config {
 /// attention whose queries and keys are the same rows from position 0:
 /// `where(keys <= queries, 0, m)` (or `queries >= keys`) with m at most
 /// -1e30, keys and queries each `range(0, n, 1)` placed on the last and the
-/// second to last axis, possibly expanded.
-bool isCausalMask(Value mask);
+/// second to last axis, possibly expanded. Returns the window W of a
+/// sliding-window mask (the condition and-ed with `keys > queries - W` for
+/// a constant W > 0; key j visible to query i when i - W < j <= i), 0 for
+/// a plain causal mask, nullopt for any other mask.
+std::optional<int64_t> getCausalWindow(Value mask);
 
 /// A location as text: the ONNX node the importer named in it and the
 /// file ("node 'attn' (MatMul) in model.onnx"), else MLIR's own form.
@@ -154,6 +157,9 @@ public:
   /// the only ones the runtime may join over the devices (every other
   /// output is the same on every device, and device 0's is returned).
   SmallVector<std::string> joinedOutputs;
+  /// Token batching: the window of each attention in program order (0: no
+  /// window), which the runtime's attention over the KV pool applies.
+  SmallVector<int64_t> attentionWindows;
   /// Why the proof failed: the op (null for a signature problem) and what
   /// it does to the rows.
   Operation *culprit = nullptr;

@@ -41,6 +41,13 @@
 // A quantized KV cache and qk_output are refused with an error naming the
 // attribute.
 //
+// A generation compile imports the graph twice (ImportOptions, Import.h):
+// as the decode step, with the positions read from a `position_ids` input
+// that the generator fills with past length + i (what seqlens_k gives under
+// its all-ones attention mask), and as the first prompt, whose past is
+// empty and whose mask is causal over the rows. The second is the plan's
+// prefill schedule, which continuous batching runs (docs/serving.md).
+//
 //  * RotaryEmbedding (the builder's separate rotary, e.g. Gemma-4's partial
 //    rotary) rotates each head of a [B, S, heads * D] or [B, heads, S, D]
 //    input like GroupQueryAttention's do_rotary, at position_ids [B, S] (or
@@ -61,6 +68,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/onnx/Diagnostics.h"
+#include "compiler/onnx/GraphImporter.h"
 #include "compiler/onnx/Model.h"
 #include "compiler/onnx/OpEmitter.h"
 #include "compiler/onnx/OpImport.h"
@@ -153,7 +161,8 @@ struct GqaAttributes {
 class GqaImporter {
 public:
   explicit GqaImporter(NodeImporter &node)
-      : node(node), builder(node.getBuilder()), ops(builder, node.getLoc()) {}
+      : node(node), builder(node.getBuilder()), ops(builder, node.getLoc()),
+        generation(node.getGraphImporter().getOptions()) {}
 
   LogicalResult import();
 
@@ -170,10 +179,21 @@ private:
   Value normalizeHeads(Value x, Value weight);
   /// Rotates `x` [B, h, S, D] by `cos`, `sin` [B, 1, S, R/2].
   Value rotate(Value x, Value cos, Value sin);
+  /// With do_rotary: rotates `q` and `k` at `positions` [B, S].
+  void rotateAt(Value &q, Value &k, Value positions);
+  /// ImportOptions::firstPrompt: `q`, `k`, `v` [B, h, S, D] before rotary,
+  /// at `positions` [B, S]; `steps` is [1, S] = 0 .. S-1.
+  LogicalResult importFirstPrompt(Value q, Value k, Value v, Value positions,
+                                  Value steps);
+  /// The attention over `keys` and `values` under `mask`, and the node's
+  /// results.
+  LogicalResult finish(Value q, Value keys, Value values, Value mask,
+                       Value presentKey, Value presentValue);
 
   NodeImporter &node;
   OpBuilder &builder;
   OpEmitter ops;
+  const ImportOptions &generation;
   GqaAttributes attrs;
   int64_t headSize = 0;
   int64_t rotaryHalf = 0;
@@ -374,6 +394,17 @@ Value rotateHeads(OpEmitter &ops, Value x, Value cos, Value sin,
   return ops.concat({result, ops.slice(x, rotary, headSize, 3)}, 3);
 }
 
+void GqaImporter::rotateAt(Value &q, Value &k, Value positions) {
+  if (!attrs.doRotary)
+    return;
+  Value cos = ops.unsqueeze(
+      ops.emit("moe.gather", {operand(kCosCache), positions}), {1});
+  Value sin = ops.unsqueeze(
+      ops.emit("moe.gather", {operand(kSinCache), positions}), {1});
+  q = rotate(q, cos, sin);
+  k = rotate(k, cos, sin);
+}
+
 Value GqaImporter::rotate(Value x, Value cos, Value sin) {
   return rotateHeads(ops, x, cos, sin, rotaryHalf, headSize,
                      attrs.rotaryInterleaved);
@@ -417,18 +448,22 @@ LogicalResult GqaImporter::import() {
   Value firstPrompt = ops.binary("moe.equal", newTokens, total);
   pastLength =
       ops.emit("moe.where", {firstPrompt, ops.i64Scalar(0), pastLength});
-  Value positions = operand(kPositionIds)
-                        ? ops.castTo(operand(kPositionIds), i64Type)
-                        : ops.binary("moe.add", pastLength, steps);
+  Value positions;
+  if (operand(kPositionIds))
+    positions = ops.castTo(operand(kPositionIds), i64Type);
+  else if (generation.positionInput)
+    positions = node.getGraphImporter().getPositionInput();
+  if (!positions && generation.firstPrompt)
+    return node.emitError() << "has no first-prompt form: its positions "
+                               "cannot come from a 'position_ids' input (the "
+                               "graph has an input of that name it does not "
+                               "read)";
+  if (!positions)
+    positions = ops.binary("moe.add", pastLength, steps);
+  if (generation.firstPrompt)
+    return importFirstPrompt(q, k, v, positions, steps);
 
-  if (attrs.doRotary) {
-    Value cos = ops.unsqueeze(
-        ops.emit("moe.gather", {operand(kCosCache), positions}), {1});
-    Value sin = ops.unsqueeze(
-        ops.emit("moe.gather", {operand(kSinCache), positions}), {1});
-    q = rotate(q, cos, sin);
-    k = rotate(k, cos, sin);
-  }
+  rotateAt(q, k, positions);
 
   Value presentKey = k, presentValue = v;
   if (operand(kPastKey)) {
@@ -483,6 +518,12 @@ LogicalResult GqaImporter::import() {
   if (operand(kAttentionBias))
     mask = ops.binary("moe.add", mask, operand(kAttentionBias));
 
+  return finish(q, keys, values, mask, presentKey, presentValue);
+}
+
+LogicalResult GqaImporter::finish(Value q, Value keys, Value values, Value mask,
+                                  Value presentKey, Value presentValue) {
+  int64_t heads = attrs.numHeads;
   Value sinks = operand(kHeadSink);
   if (!sinks && attrs.smoothSoftmax) {
     auto type = RankedTensorType::get({heads}, builder.getF32Type());
@@ -504,6 +545,43 @@ LogicalResult GqaImporter::import() {
   if (ops.failed())
     return failure();
   return node.setResults({output, presentKey, presentValue});
+}
+
+LogicalResult GqaImporter::importFirstPrompt(Value q, Value k, Value v,
+                                             Value positions, Value steps) {
+  // What a first prompt computes: the past is empty (seqlens_k + 1 == S),
+  // so the keys are the new ones at positions 0 .. S-1 and query i sees key
+  // j exactly when j <= i (and j > i - W in a window of W). The mask is
+  // built from the row count alone, the form moe-analyze-batch-rows proves
+  // causal; the positions still come from `positions`, which a first
+  // prompt's caller sets to 0 .. S-1.
+  if (attrs.windowCache)
+    return node.emitAttributeError("sliding_window_cache")
+           << "has no first-prompt form: the cache is a fixed-size state";
+  if (!attrs.causal)
+    return node.emitAttributeError("causal")
+           << "has no first-prompt form: the attention is not causal";
+  if (operand(kAttentionBias))
+    return node.emitError()
+           << "has no first-prompt form: input " << unsigned(kAttentionBias)
+           << " (attention_bias) may mix the rows";
+  rotateAt(q, k, positions);
+  Value keys = ops.reshape(steps, {1, 1, 1, -1});
+  Value queries = ops.reshape(steps, {1, 1, -1, 1});
+  Value seen = ops.binary("moe.less_or_equal", keys, queries);
+  if (attrs.localWindowSize > 0)
+    seen = ops.binary(
+        "moe.and", seen,
+        ops.binary("moe.greater", keys,
+                   ops.binary("moe.sub", queries,
+                              ops.i64Scalar(attrs.localWindowSize))));
+  Value mask = ops.emit(
+      "moe.where", {seen, ops.f32Scalar(0.0f),
+                    ops.f32Scalar(-std::numeric_limits<float>::infinity())});
+  // The presents are the rows' keys and values, on axis 2.
+  node.getGraphImporter().markTokenRows(k, 2);
+  node.getGraphImporter().markTokenRows(v, 2);
+  return finish(q, k, v, mask, k, v);
 }
 
 LogicalResult importGroupQueryAttention(NodeImporter &node) {

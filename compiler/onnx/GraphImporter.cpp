@@ -7,14 +7,17 @@
 #include "dialects/moe/MoeOps.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/ScopeExit.h"
 
 using namespace mlir;
 using namespace moec::onnx_import;
 
-GraphImporter::GraphImporter(const OnnxModel &model, MLIRContext *context)
+GraphImporter::GraphImporter(const OnnxModel &model, MLIRContext *context,
+                             const ImportOptions &options)
     : model(model), context(context), builder(context), tensors(model),
-      table(OpImportTable::get()) {
+      table(OpImportTable::get()), options(options) {
+  this->options.positionInput |= options.firstPrompt;
   pushScope(model.getGraph());
 }
 
@@ -193,6 +196,24 @@ GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &declaredValue,
   return success();
 }
 
+DictionaryAttr GraphImporter::renameRowsDim(DictionaryAttr attrs,
+                                            int64_t axis) {
+  auto ids = func.getArgAttrOfType<ArrayAttr>(
+      cast<BlockArgument>(positionInput).getArgNumber(), "moe.dim_params");
+  auto rank = cast<RankedTensorType>(positionInput.getType()).getRank();
+  if (!ids || static_cast<int64_t>(ids.size()) != rank)
+    return attrs;
+  SmallVector<Attribute> params;
+  if (auto own = attrs.getAs<ArrayAttr>("moe.dim_params"))
+    llvm::append_range(params, own.getValue());
+  if (static_cast<int64_t>(params.size()) <= axis)
+    params.resize(axis + 1, builder.getStringAttr(""));
+  params[axis] = ids[rank - 1];
+  NamedAttrList list(attrs);
+  list.set("moe.dim_params", builder.getArrayAttr(params));
+  return list.getDictionary(context);
+}
+
 LogicalResult GraphImporter::importOutputs() {
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
@@ -206,6 +227,9 @@ LogicalResult GraphImporter::importOutputs() {
       return failure();
     results.push_back(*value);
     resultAttrs.push_back(getValueInfoAttrs(output));
+    auto rows = tokenRowAxes.find(*value);
+    if (rows != tokenRowAxes.end() && positionInput)
+      resultAttrs.back() = renameRowsDim(resultAttrs.back(), rows->second);
   }
   func::ReturnOp::create(builder, func.getLoc(), results);
   func.setType(builder.getFunctionType(func.getArgumentTypes(),
@@ -224,5 +248,57 @@ OwningOpRef<ModuleOp> GraphImporter::import() {
       return nullptr;
   if (failed(importOutputs()))
     return nullptr;
+  if (positionInput) {
+    removeUnreadInputs();
+    (*module)->setAttr(kPositionsFromInputAttr, UnitAttr::get(context));
+  }
   return module;
+}
+
+Value GraphImporter::getPositionInput() {
+  if (positionInput)
+    return positionInput;
+  for (const onnx::ValueInfoProto &input : model.getGraph().input())
+    if (input.name() == "position_ids")
+      return nullptr;
+  // The token ids: named input_ids, else the first i64 [?, ?] input.
+  std::optional<unsigned> ids;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (!type.getElementType().isInteger(64) || type.getRank() != 2)
+      continue;
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "moe.name");
+    if (name && name.getValue() == "input_ids") {
+      ids = arg.getArgNumber();
+      break;
+    }
+    if (!ids)
+      ids = arg.getArgNumber();
+  }
+  if (!ids)
+    return nullptr;
+  NamedAttrList attrs;
+  attrs.append("moe.name", builder.getStringAttr("position_ids"));
+  if (auto params = func.getArgAttrOfType<ArrayAttr>(*ids, "moe.dim_params"))
+    attrs.append("moe.dim_params", params);
+  unsigned index = func.getNumArguments();
+  if (failed(func.insertArgument(index, func.getArgument(*ids).getType(),
+                                 attrs.getDictionary(context), func.getLoc())))
+    return nullptr;
+  positionInput = func.getArgument(index);
+  return positionInput;
+}
+
+void GraphImporter::removeUnreadInputs() {
+  Block &body = func.getBody().front();
+  // Reverse order: an op's users come after it, so they go first.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  llvm::BitVector unread(func.getNumArguments());
+  for (BlockArgument arg : func.getArguments())
+    if (arg.use_empty())
+      unread.set(arg.getArgNumber());
+  (void)func.eraseArguments(unread);
 }

@@ -11,6 +11,7 @@
 #ifndef MOEC_COMPILER_ONNX_GRAPHIMPORTER_H
 #define MOEC_COMPILER_ONNX_GRAPHIMPORTER_H
 
+#include "compiler/onnx/Import.h"
 #include "compiler/onnx/Model.h"
 #include "compiler/onnx/OpImport.h"
 #include "compiler/onnx/Tensors.h"
@@ -25,7 +26,8 @@ namespace moec::onnx_import {
 /// Imports one validated model into a new module.
 class GraphImporter {
 public:
-  GraphImporter(const OnnxModel &model, mlir::MLIRContext *context);
+  GraphImporter(const OnnxModel &model, mlir::MLIRContext *context,
+                const ImportOptions &options = {});
 
   /// Builds the module; reports one error and returns null on failure.
   mlir::OwningOpRef<mlir::ModuleOp> import();
@@ -33,6 +35,21 @@ public:
   const OnnxModel &getModel() const { return model; }
   mlir::OpBuilder &getBuilder() { return builder; }
   TensorReader &getTensors() { return tensors; }
+  const ImportOptions &getOptions() const { return options; }
+
+  /// The graph input `position_ids` that ImportOptions::positionInput adds:
+  /// i64 [batch, sequence] with the dimensions (and their names) of the
+  /// token ids, the i64 rank-2 input named input_ids (else the first i64
+  /// rank-2 input). Added at the first call; null when the graph already
+  /// has an input of that name or no token ids input.
+  mlir::Value getPositionInput();
+
+  /// ImportOptions::firstPrompt: `value` carries the token rows along
+  /// `axis` (a present cache, which ONNX names by the total length); a
+  /// graph output it becomes takes the token ids' dimension name there.
+  void markTokenRows(mlir::Value value, int64_t axis) {
+    tokenRowAxes[value] = axis;
+  }
 
   /// Returns the value named `name` in the innermost scope that defines it,
   /// importing it first if it is an initializer not used before.
@@ -69,13 +86,24 @@ private:
   mlir::LogicalResult checkDeclaredType(const onnx::ValueInfoProto &declared,
                                         mlir::Value value, mlir::Location loc);
   mlir::DictionaryAttr getValueInfoAttrs(const onnx::ValueInfoProto &value);
+  /// `attrs` (an output's) with dimension `axis` named like the token ids'
+  /// last one (markTokenRows).
+  mlir::DictionaryAttr renameRowsDim(mlir::DictionaryAttr attrs, int64_t axis);
+  /// With a position input: removes the ops nothing reads and then the
+  /// graph inputs nothing reads.
+  void removeUnreadInputs();
 
   const OnnxModel &model;
   mlir::MLIRContext *context;
   mlir::OpBuilder builder;
   TensorReader tensors;
   const OpImportTable &table;
+  ImportOptions options;
   mlir::func::FuncOp func;
+  /// getPositionInput's input, once added.
+  mlir::Value positionInput;
+  /// markTokenRows's values.
+  llvm::DenseMap<mlir::Value, int64_t> tokenRowAxes;
   /// The main graph's scope first, then one per subgraph being imported.
   std::vector<Scope> scopes;
 };

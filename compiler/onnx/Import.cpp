@@ -92,13 +92,14 @@ moec::onnx_import::getSupportedOps(MLIRContext *context) {
   return ops;
 }
 
-OwningOpRef<ModuleOp> moec::onnx_import::importOnnxModel(MLIRContext *context,
-                                                         StringRef path) {
+OwningOpRef<ModuleOp>
+moec::onnx_import::importOnnxModel(MLIRContext *context, StringRef path,
+                                   const ImportOptions &options) {
   loadDialects(context);
   FailureOr<std::unique_ptr<OnnxModel>> model = loadOnnxModel(context, path);
   if (failed(model))
     return nullptr;
-  return GraphImporter(**model, context).import();
+  return GraphImporter(**model, context, options).import();
 }
 
 OwningOpRef<ModuleOp>

@@ -75,11 +75,38 @@ struct SupportedOp {
 /// Every op version moec imports, sorted by domain, op type and version.
 std::vector<SupportedOp> getSupportedOps(mlir::MLIRContext *context);
 
+/// How a generation graph's attention is imported (docs/serving.md,
+/// "Builder exports"). The defaults import every op as the model states it.
+struct ImportOptions {
+  /// GroupQueryAttention without a position_ids input rotates at the
+  /// positions of a graph input `position_ids` (i64 [batch, sequence],
+  /// added to the graph) instead of seqlens_k + 1 - S + i. The two agree
+  /// whenever the caller gives each row its past length plus its index,
+  /// with an attention mask of ones, as moec's generators do. Graphs that
+  /// already have an input of that name keep the computed positions.
+  bool positionInput = false;
+  /// GroupQueryAttention as a first prompt runs it: no past (past_key and
+  /// past_value are read as empty), the presents are the new keys and
+  /// values, and the mask is causal over the rows (within the local window)
+  /// as their count alone gives it. Implies positionInput. A node this form
+  /// cannot express (a sliding-window cache, non-causal attention, an
+  /// attention bias, positions that cannot come from an input) is an error.
+  bool firstPrompt = false;
+};
+
+/// The unit attribute an import with ImportOptions::positionInput sets on
+/// the module when it added the `position_ids` input.
+constexpr llvm::StringLiteral kPositionsFromInputAttr =
+    "moe.positions_from_input";
+
 /// Loads, validates and imports the model at `path` into a module holding
 /// `func.func @main`. Needs the moe and func dialects registered in
-/// `context`. Returns null after reporting one error on failure.
-mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext *context,
-                                                  llvm::StringRef path);
+/// `context`. Returns null after reporting one error on failure. With
+/// `options` that add a position input, graph inputs nothing reads any
+/// more (the attention mask, the pasts of a first prompt) are removed.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModel(mlir::MLIRContext *context, llvm::StringRef path,
+                const ImportOptions &options = {});
 
 /// Like importOnnxModel, from the serialized model `bytes` held in memory
 /// (the fuzz targets, test/fuzz); `name` stands for the file in

@@ -514,6 +514,12 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
                   : DictionaryAttr()) {
     if (verdict.get("symbol")) {
       gen.batchable = true;
+      // Sliding windows only: a table of zeros is left out (format 1.13).
+      if (auto windows = verdict.getAs<DenseI64ArrayAttr>("windows");
+          windows &&
+          llvm::any_of(windows.asArrayRef(), [](int64_t w) { return w > 0; }))
+        gen.batch_windows.assign(windows.asArrayRef().begin(),
+                                 windows.asArrayRef().end());
     } else {
       auto text = [&](StringRef name) {
         auto attr = verdict.getAs<StringAttr>(name);

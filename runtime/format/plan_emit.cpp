@@ -485,8 +485,11 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool batchRows =
       program.generation && (program.generation->batchable ||
                              !program.generation->batch_blocker.empty());
+  bool batchWindows =
+      program.generation && !program.generation->batch_windows.empty();
   header.versionMinor =
-      vision               ? detail::kFormatVersionMinorVision
+      batchWindows         ? detail::kFormatVersionMinorBatchWindows
+      : vision             ? detail::kFormatVersionMinorVision
       : batchRows          ? detail::kFormatVersionMinorBatchRows
       : int8Activations    ? detail::kFormatVersionMinorInt8Activations
       : blockQuant         ? detail::kFormatVersionMinorBlockQuant

@@ -91,6 +91,10 @@ inline constexpr uint16_t kFormatVersionMinorBatchRows = 13;
 /// 1.14 added the vision encoders' steps (Conv and ConvAttrs): written for
 /// plans that have one, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorVision = 14;
+/// 1.15 added the generation table's `batch_windows`: written for
+/// batchable plans with a sliding-window attention, and the least a file
+/// with one may declare.
+inline constexpr uint16_t kFormatVersionMinorBatchWindows = 15;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -80,6 +80,8 @@ struct AttentionPlanOptions {
   /// mask, but only its last row's logits and the keys (the embeddings) are
   /// read, which causal attention over the rows computes alike.
   bool batchable = false;
+  /// Generation.batch_windows (format 1.14).
+  std::vector<int64_t> batchWindows;
 };
 constexpr float kScale = 0.5f;
 /// The bytes of that plan (empty after a test failure).

@@ -154,6 +154,7 @@ writeAttentionGenerationPlan(const AttentionPlanOptions &options) {
   }
   setGenerationTable(writer, "past.0", prefillOutput);
   writer.generation().batchable = options.batchable;
+  writer.generation().batch_windows = options.batchWindows;
   auto bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();

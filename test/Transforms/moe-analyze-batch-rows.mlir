@@ -5,7 +5,7 @@
 // range(0, n) on the last two axes, where(keys <= queries, 0, min)) and a
 // MoE layer on the tokens keep the rows apart; the logits and the caches
 // (the attention's keys and values) carry them on their 's' dimension.
-// CHECK-LABEL: module attributes {moe.batch_rows = {inputs = ["input_ids", "position_ids"], outputs = ["logits", "keys", "values"], symbol = "s"}}
+// CHECK-LABEL: module attributes {moe.batch_rows = {inputs = ["input_ids", "position_ids"], outputs = ["logits", "keys", "values"], symbol = "s", windows = array<i64: 0>}}
 module {
   func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
                   %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
@@ -90,7 +90,7 @@ module {
 
 // Tests that attention without a mask is refused: every row would see the
 // rows after it, which a sequence's own cache does not hold.
-// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.attention", reason = "attention without a mask proven causal over the rows (key j visible to query i exactly when j <= i)"}}
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.attention", reason = "attention without a mask proven causal over the rows (key j visible to query i exactly when j <= i, or i - W < j <= i in a window of W)"}}
 module {
   func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
                   %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
@@ -109,7 +109,7 @@ module {
 // Tests that a mask other than the causal one is refused: the queries'
 // positions shifted by 4 (keys more than 4 rows back visible only) are not
 // range(0, n).
-// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.attention", reason = "attention without a mask proven causal over the rows (key j visible to query i exactly when j <= i)"}}
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.attention", reason = "attention without a mask proven causal over the rows (key j visible to query i exactly when j <= i, or i - W < j <= i in a window of W)"}}
 module {
   func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
                   %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
@@ -176,5 +176,83 @@ module {
                   %past: tensor<1x1x?x16xf32> {moe.name = "past", moe.dim_params = ["", "", "p", ""]})
       -> (tensor<1x1x?x16xf32> {moe.name = "present", moe.dim_params = ["", "", "p", ""]}) {
     return %past : tensor<1x1x?x16xf32>
+  }
+}
+
+// -----
+
+// Tests that a sliding-window causal mask batches, and that the verdict
+// records its window for the runtime's attention over the KV pool: the
+// GroupQueryAttention first-prompt form, where(keys <= queries and keys >
+// queries - 8, 0, -inf), and the plain causal mask of a second layer.
+// CHECK-LABEL: module attributes {moe.batch_rows = {inputs = ["input_ids", "position_ids"], outputs = ["logits"], symbol = "s", windows = array<i64: 8, 0>}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x1x?x16xf32> {moe.name = "logits", moe.dim_params = ["", "", "s", ""]}) {
+    %embed = moe.constant dense<1.0> : tensor<8x16xf32>
+    %heads1 = moe.constant dense<[1, 1, -1, 16]> : tensor<4xi64>
+    %inf = moe.constant dense<0xFF800000> : tensor<f32>
+    %zerof = moe.constant dense<0.0> : tensor<f32>
+    %zero = moe.constant dense<0> : tensor<i64>
+    %one = moe.constant dense<1> : tensor<i64>
+    %window = moe.constant dense<8> : tensor<i64>
+    %ax0 = moe.constant dense<0> : tensor<1xi64>
+    %keys_shape = moe.constant dense<[1, 1, 1, -1]> : tensor<4xi64>
+    %queries_shape = moe.constant dense<[1, 1, -1, 1]> : tensor<4xi64>
+    %n1 = moe.shape %ids {start = 1 : i64, end = 2 : i64} : (tensor<1x?xi64>) -> tensor<1xi64>
+    %n = moe.squeeze %n1 : (tensor<1xi64>) -> tensor<i64>
+    %r = moe.range %zero, %n, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+    %steps = moe.unsqueeze %r, %ax0 : (tensor<?xi64>, tensor<1xi64>) -> tensor<1x?xi64>
+    %keys_at = moe.reshape %steps, %keys_shape : (tensor<1x?xi64>, tensor<4xi64>) -> tensor<1x1x1x?xi64>
+    %queries = moe.reshape %steps, %queries_shape : (tensor<1x?xi64>, tensor<4xi64>) -> tensor<1x1x?x1xi64>
+    %causal = moe.less_or_equal %keys_at, %queries : (tensor<1x1x1x?xi64>, tensor<1x1x?x1xi64>) -> tensor<1x1x?x?xi1>
+    %first = moe.sub %queries, %window : (tensor<1x1x?x1xi64>, tensor<i64>) -> tensor<1x1x?x1xi64>
+    %inside = moe.greater %keys_at, %first : (tensor<1x1x1x?xi64>, tensor<1x1x?x1xi64>) -> tensor<1x1x?x?xi1>
+    %seen = moe.and %causal, %inside : (tensor<1x1x?x?xi1>, tensor<1x1x?x?xi1>) -> tensor<1x1x?x?xi1>
+    %mask = moe.where %seen, %zerof, %inf : (tensor<1x1x?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x?x?xf32>
+    %full = moe.where %causal, %zerof, %inf : (tensor<1x1x?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x?x?xf32>
+    %x = moe.gather %embed, %ids : (tensor<8x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+    %k = moe.reshape %x, %heads1 : (tensor<1x?x16xf32>, tensor<4xi64>) -> tensor<1x1x?x16xf32>
+    %a = moe.attention %k, %k, %k mask %mask scale 0.25 : tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x?xf32> -> tensor<1x1x?x16xf32>
+    %b = moe.attention %a, %a, %a mask %full scale 0.25 : tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x?xf32> -> tensor<1x1x?x16xf32>
+    return %b : tensor<1x1x?x16xf32>
+  }
+}
+
+// -----
+
+// Tests that a window not subtracted from the queries' own positions is
+// refused (here from the keys': no sliding window).
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.attention", reason = "attention without a mask proven causal over the rows (key j visible to query i exactly when j <= i, or i - W < j <= i in a window of W)"}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x1x?x16xf32> {moe.name = "logits", moe.dim_params = ["", "", "s", ""]}) {
+    %embed = moe.constant dense<1.0> : tensor<8x16xf32>
+    %heads1 = moe.constant dense<[1, 1, -1, 16]> : tensor<4xi64>
+    %inf = moe.constant dense<0xFF800000> : tensor<f32>
+    %zerof = moe.constant dense<0.0> : tensor<f32>
+    %zero = moe.constant dense<0> : tensor<i64>
+    %one = moe.constant dense<1> : tensor<i64>
+    %window = moe.constant dense<8> : tensor<i64>
+    %ax0 = moe.constant dense<0> : tensor<1xi64>
+    %keys_shape = moe.constant dense<[1, 1, 1, -1]> : tensor<4xi64>
+    %queries_shape = moe.constant dense<[1, 1, -1, 1]> : tensor<4xi64>
+    %n1 = moe.shape %ids {start = 1 : i64, end = 2 : i64} : (tensor<1x?xi64>) -> tensor<1xi64>
+    %n = moe.squeeze %n1 : (tensor<1xi64>) -> tensor<i64>
+    %r = moe.range %zero, %n, %one : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+    %steps = moe.unsqueeze %r, %ax0 : (tensor<?xi64>, tensor<1xi64>) -> tensor<1x?xi64>
+    %keys_at = moe.reshape %steps, %keys_shape : (tensor<1x?xi64>, tensor<4xi64>) -> tensor<1x1x1x?xi64>
+    %queries = moe.reshape %steps, %queries_shape : (tensor<1x?xi64>, tensor<4xi64>) -> tensor<1x1x?x1xi64>
+    %causal = moe.less_or_equal %keys_at, %queries : (tensor<1x1x1x?xi64>, tensor<1x1x?x1xi64>) -> tensor<1x1x?x?xi1>
+    %first = moe.sub %keys_at, %window : (tensor<1x1x1x?xi64>, tensor<i64>) -> tensor<1x1x1x?xi64>
+    %inside = moe.greater %queries, %first : (tensor<1x1x?x1xi64>, tensor<1x1x1x?xi64>) -> tensor<1x1x?x?xi1>
+    %seen = moe.and %causal, %inside : (tensor<1x1x?x?xi1>, tensor<1x1x?x?xi1>) -> tensor<1x1x?x?xi1>
+    %mask = moe.where %seen, %zerof, %inf : (tensor<1x1x?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x?x?xf32>
+    %x = moe.gather %embed, %ids : (tensor<8x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+    %k = moe.reshape %x, %heads1 : (tensor<1x?x16xf32>, tensor<4xi64>) -> tensor<1x1x?x16xf32>
+    %a = moe.attention %k, %k, %k mask %mask scale 0.25 : tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x?xf32> -> tensor<1x1x?x16xf32>
+    return %a : tensor<1x1x?x16xf32>
   }
 }

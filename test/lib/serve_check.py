@@ -350,6 +350,10 @@ def scenario_concurrent(server, args, tok, cases):
         same = list(pool.map(one, jobs))
     check(all(same) and len(same) == 16,
           f"{len(same)} concurrent greedy clients: each its solo ids")
+    # How the engine ran them, as its log says ("serving NAME: HOW").
+    for line in server.log().splitlines():
+        if line.startswith("moe-serve: serving "):
+            print("engine: " + line.split(": ", 2)[-1], flush=True)
 
 
 def scenario_key(server, args, tok, cases):

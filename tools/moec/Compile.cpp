@@ -26,6 +26,7 @@
 #include "format/file_io.h"
 #include "format/format.h"
 #include "format/plan_writer.h"
+#include "mlir/IR/Diagnostics.h"
 #include "observe/inspect.h"
 #include "passes/RoutingProfile.h"
 
@@ -495,6 +496,37 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
   return gen;
 }
 
+/// The prefill schedule of a one-graph generation model whose attention
+/// reads its positions from an input: the graph imported as a first prompt
+/// (onnx_import::ImportOptions::firstPrompt). None for a graph with state
+/// caches (its prompt runs through the decode graph, which updates them) or
+/// one that form cannot express; the latter says why with --verbose.
+static OwningOpRef<ModuleOp>
+importFirstPrompt(MLIRContext &context, StringRef modelPath,
+                  const plan::GenerationSignature &decode,
+                  const ReportOptions &report) {
+  if (llvm::any_of(decode.cache,
+                   [](const plan::CachePairInfo &pair) { return pair.state; }))
+    return nullptr;
+  std::string why;
+  OwningOpRef<ModuleOp> prefill;
+  {
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+      if (why.empty()) {
+        llvm::raw_string_ostream os(why);
+        os << diag.getLocation() << ": " << diag.str();
+      }
+      return success();
+    });
+    onnx_import::ImportOptions form;
+    form.firstPrompt = true;
+    prefill = onnx_import::importOnnxModel(&context, modelPath, form);
+  }
+  if (!prefill && report.verbose)
+    llvm::errs() << "moec: note: no prefill schedule: " << why << "\n";
+  return prefill;
+}
+
 static int runGenerationCompile(const CompileFlags &flags) {
   const std::string &modelPath = flags.input.model;
   const std::string &prefillPath = flags.input.prefill;
@@ -511,8 +543,13 @@ static int runGenerationCompile(const CompileFlags &flags) {
   MLIRContext &context = session.context;
   CompileProgress &progress = session.progress;
   progress.phase("importing " + modelPath);
+  // One graph for prompt and decode (an onnxruntime-genai export): its
+  // GroupQueryAttention reads positions from an input, so that the same
+  // graph imported as a first prompt can be the prefill schedule.
+  onnx_import::ImportOptions decodeForm;
+  decodeForm.positionInput = prefillPath.empty();
   OwningOpRef<ModuleOp> decode =
-      onnx_import::importOnnxModel(&context, modelPath);
+      onnx_import::importOnnxModel(&context, modelPath, decodeForm);
   if (!decode)
     return kFailure;
   OwningOpRef<ModuleOp> prefill;
@@ -522,10 +559,20 @@ static int runGenerationCompile(const CompileFlags &flags) {
       return kFailure;
   }
   plan::specializeForGeneration(*decode);
+  std::string prefillSource = prefillPath;
+  if (!prefill && (*decode)->hasAttr(onnx_import::kPositionsFromInputAttr)) {
+    FailureOr<plan::GenerationSignature> alone = plan::findGenerationSignature(
+        *decode, modelPath, ModuleOp(), "", maxSeq);
+    if (failed(alone))
+      return kFailure;
+    prefill = importFirstPrompt(context, modelPath, *alone, report);
+    prefillSource = modelPath + " (as a first prompt)";
+  }
   if (prefill)
     plan::specializeForGeneration(*prefill);
   FailureOr<plan::GenerationSignature> sig = plan::findGenerationSignature(
-      *decode, modelPath, prefill ? *prefill : ModuleOp(), prefillPath, maxSeq);
+      *decode, modelPath, prefill ? *prefill : ModuleOp(), prefillSource,
+      maxSeq);
   if (failed(sig))
     return kFailure;
   if (genaiFolder)

@@ -177,6 +177,9 @@ struct GenerationDesc {
   /// (moert::BatchGenerator), else why not (empty: not analysed).
   bool batchable = false;
   std::string batchBlocker;
+  /// With batchable: each prefill Attention step's window (0: none), in
+  /// schedule order; empty when none has one.
+  std::vector<int64_t> batchWindows;
 };
 
 /// Where a plan came from (the plan's provenance table, written by moec):

@@ -63,6 +63,8 @@ struct Sequence {
 /// values.
 struct PoolStep {
   int keys = -1, values = -1;
+  /// The sliding window (0: none), GenerationDesc::batchWindows.
+  int64_t window = 0;
 };
 
 } // namespace
@@ -185,8 +187,15 @@ std::string BatchGenerator::Impl::findPoolSteps(int64_t slots) {
                           " attends over keys or values that are not a "
                           "cache of the plan");
     poolStepOf[step.index] = static_cast<int>(poolSteps.size());
-    poolSteps.push_back({k->second, v->second});
+    size_t n = poolSteps.size();
+    poolSteps.push_back(
+        {k->second, v->second,
+         n < gen.batchWindows.size() ? gen.batchWindows[n] : 0});
   }
+  if (!gen.batchWindows.empty() && gen.batchWindows.size() != poolSteps.size())
+    return absl::StrCat("the plan gives ", gen.batchWindows.size(),
+                        " attention windows for ", poolSteps.size(),
+                        " attention steps");
   routerOf.assign(s.steps.size(), -1);
   for (const StepInfo &step : s.steps)
     if (step.op == fb::OpKind::Router) {
@@ -221,6 +230,7 @@ absl::Status BatchGenerator::Impl::poolAttention(KernelContext &ctx,
   args.valueDim = values.dim();
   args.scale = ctx.attrs<fb::AttentionAttrs>()->scale();
   args.softcap = ctx.attrs<fb::AttentionAttrs>()->softcap();
+  args.window = p.window;
   if (ctx.has(4)) {
     if (ctx.in(4).shape[0] != args.heads)
       return ctx.error("sinks ", ctx.in(4).shape.str(),

@@ -57,11 +57,15 @@ void computePoolAttention(ThreadPool &pool, const PoolAttentionArgs &a) {
         for (int64_t t = begin; t < end; ++t) {
           int64_t r = t / a.kvHeads, g = t % a.kvHeads, h0 = g * group;
           const PoolRow &row = a.rowSlots[r];
-          int64_t keys = row.position + 1;
+          int64_t first =
+              a.window > 0 ? std::max<int64_t>(0, row.position + 1 - a.window)
+                           : 0;
+          int64_t keys = row.position + 1 - first;
           const float *q = a.query + (h0 * a.rows + r) * a.headDim;
-          const float *k = a.keys->slot(row.slot) + g * maxSeq * a.keys->dim();
+          const float *k =
+              a.keys->slot(row.slot) + (g * maxSeq + first) * a.keys->dim();
           const float *v =
-              a.values->slot(row.slot) + g * maxSeq * a.values->dim();
+              a.values->slot(row.slot) + (g * maxSeq + first) * a.values->dim();
           float *out = a.output + (h0 * a.rows + r) * a.valueDim;
           float *s = scores.data();
           sgemm(false, true, group, keys, a.headDim, a.scale, q,

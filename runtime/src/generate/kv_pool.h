@@ -60,6 +60,8 @@ struct PoolAttentionArgs {
   float softcap = 0.0f;
   /// Optional [heads] sink logits.
   const float *sinks = nullptr;
+  /// > 0: a row at position i sees the keys at i - window + 1 .. i only.
+  int64_t window = 0;
   /// The step's rows: queries [1, heads, rows, headDim], new keys
   /// [1, kvHeads, rows, headDim] and values [1, kvHeads, rows, valueDim],
   /// contiguous.
@@ -74,7 +76,8 @@ struct PoolAttentionArgs {
 };
 
 /// Writes every row's key and value at its position of its slot, then
-/// computes each row's attention over positions 0 .. position of its slot,
+/// computes each row's attention over positions 0 .. position of its slot
+/// (the last `window` of them with a sliding window),
 /// as the Attention step computes one query (the same products and
 /// softmax), on the pool's threads. Rows of one slot may be several (a
 /// prompt chunk): each sees the positions up to its own.

@@ -117,6 +117,19 @@ absl::Status validateGeneration(const std::string &source,
     return invalid("a batching verdict needs format ", kFormatVersionMajor, ".",
                    kFormatVersionMinorBatchRows, ", but the file is version ",
                    impl.versionMajor, ".", impl.versionMinor);
+  if (const auto *windows = fbGen.batch_windows()) {
+    if (impl.versionMinor < kFormatVersionMinorBatchWindows)
+      return invalid("batch_windows need format ", kFormatVersionMajor, ".",
+                     kFormatVersionMinorBatchWindows,
+                     ", but the file is version ", impl.versionMajor, ".",
+                     impl.versionMinor);
+    if (!gen.batchable)
+      return invalid("batch_windows without batchable");
+    for (int64_t w : *windows)
+      if (w < 0 || static_cast<uint64_t>(w) > kMaxDimBound)
+        return invalid("batch window ", w, " is not in [0, 2^40]");
+    gen.batchWindows.assign(windows->begin(), windows->end());
+  }
   if (gen.batchable && !gen.batchBlocker.empty())
     return invalid("batchable with a batch_blocker");
   if (gen.batchable && !gen.hasPrefill)

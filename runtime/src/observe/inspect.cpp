@@ -312,8 +312,14 @@ std::string describePlanText(const Plan &plan) {
                             pair.layer, pair.axis, pair.input, pair.output,
                             pair.prefillOutput);
     if (gen->batchable)
-      absl::StrAppend(&out, "  batching: proven (only causal attention "
-                            "mixes the prefill schedule's token rows)\n");
+      absl::StrAppend(&out,
+                      "  batching: proven (only causal attention "
+                      "mixes the prefill schedule's token rows)",
+                      gen->batchWindows.empty()
+                          ? std::string()
+                          : absl::StrCat(", attention windows ",
+                                         absl::StrJoin(gen->batchWindows, " ")),
+                      "\n");
     else if (!gen->batchBlocker.empty())
       absl::StrAppend(
           &out, "  batching: refused: ", printable(gen->batchBlocker), "\n");
@@ -447,7 +453,8 @@ std::string describePlanJson(const Plan &plan) {
         ", \"generation\": {\"max_seq\": %d, \"input_ids\": %s, "
         "\"position_ids\": %s, \"attention_mask\": %s, \"logits\": %s, "
         "\"vocab\": %d, \"eos_ids\": %s, \"cache_bytes\": %d, "
-        "\"batchable\": %s, \"batch_blocker\": %s, \"cache\": [",
+        "\"batchable\": %s, \"batch_blocker\": %s, \"batch_windows\": "
+        "[%s], \"cache\": [",
         gen->maxSeq, jsonString(gen->inputIds),
         gen->positionIds.empty() ? std::string("null")
                                  : jsonString(gen->positionIds),
@@ -456,7 +463,8 @@ std::string describePlanJson(const Plan &plan) {
         jsonString(gen->logits), gen->vocabSize, eos, gen->cacheBytes,
         gen->batchable ? "true" : "false",
         gen->batchBlocker.empty() ? std::string("null")
-                                  : jsonString(gen->batchBlocker));
+                                  : jsonString(gen->batchBlocker),
+        absl::StrJoin(gen->batchWindows, ", "));
     for (size_t i = 0; i < gen->cache.size(); ++i) {
       const CachePairDesc &pair = gen->cache[i];
       absl::StrAppendFormat(

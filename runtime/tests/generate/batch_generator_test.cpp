@@ -225,6 +225,38 @@ TEST(BatchGenerator, TheVerdictNeedsPrefillSchedulesAndItsVersion) {
       HasSubstr("generation: batchable without prefill schedules"));
 }
 
+TEST(BatchGenerator, AttentionWindowsNeedTheVerdictAndOnePerStep) {
+  AttentionPlanOptions options;
+  options.batchWindows = {3};
+  std::vector<uint8_t> bytes = writeAttentionGenerationPlan(options);
+  EXPECT_THAT(
+      Plan::loadFromMemory(bytes.data(), bytes.size()).status().message(),
+      HasSubstr("generation: batch_windows without batchable"));
+
+  options.batchable = true;
+  bytes = writeAttentionGenerationPlan(options);
+  absl::StatusOr<std::unique_ptr<Plan>> plan =
+      Plan::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), detail::kFormatVersionMinorBatchWindows);
+  EXPECT_EQ((*plan)->generation()->batchWindows, std::vector<int64_t>{3});
+
+  // The plan's prefill schedule has one Attention step: two windows do not
+  // fit it, and the generator serves one sequence at a time.
+  options.batchWindows = {3, 0};
+  bytes = writeAttentionGenerationPlan(options);
+  plan = Plan::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  BatchOptions batch;
+  batch.slots = 2;
+  absl::StatusOr<std::unique_ptr<BatchGenerator>> generator =
+      BatchGenerator::create(**plan, {/*threads=*/1}, batch);
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  EXPECT_THAT((*generator)->batchBlocker(),
+              HasSubstr("the plan gives 2 attention windows for 1 attention "
+                        "steps"));
+}
+
 TEST(BatchGenerator, RefusesWhatDoesNotFit) {
   std::unique_ptr<Plan> plan = loadPlan(/*batchable=*/true);
   ASSERT_TRUE(plan);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -46,6 +47,8 @@ struct Case {
   int64_t slots, heads, kvHeads, dim, valueDim, maxSeq;
   float softcap;
   bool sinks;
+  /// > 0: each row sees its last `window` positions only.
+  int64_t window = 0;
 };
 
 /// Runs rows of several slots (some a prompt chunk of one slot, some one
@@ -87,6 +90,7 @@ void checkCase(const Case &c) {
   args.scale = 0.3f;
   args.softcap = c.softcap;
   args.sinks = c.sinks ? sinks.data() : nullptr;
+  args.window = c.window;
   args.query = q.data();
   args.key = k.data();
   args.value = v.data();
@@ -107,7 +111,9 @@ void checkCase(const Case &c) {
             keys.slot(row.slot)[(g * c.maxSeq + row.position) * c.dim + d],
             k[(g * n + r) * c.dim + d]);
       std::vector<const float *> ks, vs;
-      for (int64_t p = 0; p <= row.position; ++p) {
+      int64_t first =
+          c.window > 0 ? std::max<int64_t>(0, row.position + 1 - c.window) : 0;
+      for (int64_t p = first; p <= row.position; ++p) {
         ks.push_back(keys.slot(row.slot) + (g * c.maxSeq + p) * c.dim);
         vs.push_back(values.slot(row.slot) + (g * c.maxSeq + p) * c.valueDim);
       }
@@ -128,6 +134,14 @@ TEST(KvPool, AttentionMatchesAPlainOneOverEachSlotsPrefix) {
 TEST(KvPool, AttentionWithSoftcapSinksAndOtherValueSize) {
   checkCase({/*slots=*/2, /*heads=*/3, /*kvHeads=*/1, /*dim=*/8,
              /*valueDim=*/5, /*maxSeq=*/9, /*softcap=*/2.5f, /*sinks=*/true});
+}
+
+TEST(KvPool, SlidingWindowSeesTheLastPositionsOnly) {
+  // Window 3: rows at positions 5 and 11 see 3 keys, a prompt chunk's rows
+  // at 0 .. 3 see 1, 2, 3 and 3.
+  checkCase({/*slots=*/3, /*heads=*/4, /*kvHeads=*/2, /*dim=*/16,
+             /*valueDim=*/16, /*maxSeq=*/12, /*softcap=*/0, /*sinks=*/true,
+             /*window=*/3});
 }
 
 TEST(KvPool, StartsZeroedAndKeepsSlotsApart) {
