@@ -46,26 +46,32 @@ static StringRef getSeverityName(DiagnosticSeverity severity) {
   llvm_unreachable("unknown diagnostic severity");
 }
 
-void ModelDiagnosticHandler::print(Diagnostic &diagnostic) {
+std::string moec::onnx_import::describeLoc(Location loc) {
   // The file names the model; the names wrapped around it say which part of
   // it, each narrowing the one it wraps ("attribute 'value'" around
   // "node 'c' (Constant)"), so they print innermost first.
   StringRef file;
   SmallVector<StringRef> subjects;
-  diagnostic.getLocation()->walk([&](Location loc) {
-    if (auto fileLoc = dyn_cast<FileLineColRange>(loc)) {
+  loc->walk([&](Location part) {
+    if (auto fileLoc = dyn_cast<FileLineColRange>(part)) {
       file = fileLoc.getFilename().getValue();
       return WalkResult::interrupt();
     }
-    if (auto nameLoc = dyn_cast<NameLoc>(loc))
+    if (auto nameLoc = dyn_cast<NameLoc>(part))
       subjects.push_back(nameLoc.getName().getValue());
     return WalkResult::advance();
   });
-  os << prefix << ": " << getSeverityName(diagnostic.getSeverity()) << ": ";
+  std::string out;
+  llvm::raw_string_ostream os(out);
   if (!file.empty())
     os << file << ": ";
   for (StringRef subject : llvm::reverse(subjects))
     os << subject << ": ";
-  os << diagnostic.str() << '\n';
+  return out;
+}
+
+void ModelDiagnosticHandler::print(Diagnostic &diagnostic) {
+  os << prefix << ": " << getSeverityName(diagnostic.getSeverity()) << ": "
+     << describeLoc(diagnostic.getLocation()) << diagnostic.str() << '\n';
   os.flush();
 }

@@ -14,6 +14,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 
+#include <string>
+
 namespace llvm {
 class raw_ostream;
 } // namespace llvm
@@ -27,6 +29,10 @@ mlir::Location getModelLoc(mlir::MLIRContext *context, llvm::StringRef path);
 /// `subject` (for example "initializer 'w1'").
 mlir::Location getSubjectLoc(mlir::Location modelLoc,
                              const llvm::Twine &subject);
+
+/// Where `loc` points in a model, as diagnostics print it: `<file>: ` then
+/// `<subject>: ` for each part, outermost first (empty when it names none).
+std::string describeLoc(mlir::Location loc);
 
 /// Prints the diagnostics of a context, for as long as it lives, in the form
 /// `<prefix>: error: <file>: <subject>: <message>` (the tool, then where,

@@ -512,10 +512,8 @@ importFirstPrompt(MLIRContext &context, StringRef modelPath,
   OwningOpRef<ModuleOp> prefill;
   {
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
-      if (why.empty()) {
-        llvm::raw_string_ostream os(why);
-        os << diag.getLocation() << ": " << diag.str();
-      }
+      if (why.empty())
+        why = onnx_import::describeLoc(diag.getLocation()) + diag.str();
       return success();
     });
     onnx_import::ImportOptions form;
