@@ -425,7 +425,8 @@ public:
   }
 
   /// The new ids; `onToken(id)` is called with each as soon as it is drawn.
-  /// An exception it raises is raised here once the generation has ended.
+  /// An exception it raises ends the generation after that id (no further
+  /// step runs) and is raised here.
   std::vector<int64_t> generate(const std::vector<int64_t> &prompt,
                                 int64_t maxNewTokens, double temperature,
                                 int64_t topK, double topP, uint64_t seed,
@@ -451,6 +452,8 @@ public:
           raised = std::move(error);
         }
       };
+    // Asked on this thread after onToken, which sets `raised`.
+    options.stopRequested = [&raised] { return raised.has_value(); };
     absl::StatusOr<std::vector<int64_t>> ids;
     {
       py::gil_scoped_release release;
@@ -479,6 +482,7 @@ public:
     out["first_token_seconds"] = t.firstTokenSeconds;
     out["decode_steps"] = t.decodeSteps;
     out["decode_seconds"] = t.decodeSeconds;
+    out["stopped_early"] = t.stoppedEarly;
     return out;
   }
 
@@ -703,14 +707,16 @@ PYBIND11_MODULE(moert, m) {
            "Runs the prompt, then draws up to max_new_tokens ids (greedy at "
            "temperature 0, else seeded sampling, docs/cli.md 'Sampling') and "
            "returns them; on_token(id) is called with each as it is drawn. "
-           "A prompt or options that do not fit raise ValueError.")
+           "An exception on_token raises stops the generation after that id "
+           "(no further step runs; times['stopped_early'] is True) and is "
+           "raised. A prompt or options that do not fit raise ValueError.")
       .def_property_readonly("logits", &PyGenerator::logits,
                              "The logits the last id was drawn from.")
       .def_property_readonly("times", &PyGenerator::times,
                              "The last generate()'s times: prompt_tokens, "
                              "new_tokens, prefill_seconds, "
                              "first_token_seconds, decode_steps, "
-                             "decode_seconds.")
+                             "decode_seconds, stopped_early.")
       .def_property_readonly("num_devices", &PyGenerator::numDevices)
       .def_property_readonly("vocab_size", &PyGenerator::vocabSize)
       .def_property_readonly("max_seq", &PyGenerator::maxSeq);

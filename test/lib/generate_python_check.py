@@ -8,7 +8,9 @@ transformers' greedy ids of REFERENCE.json (examples/zoo/export_zoo_v5.py
 --only greedy), passing each id to on_token as it is drawn; that seeded
 sampling draws the same ids on both from logits within float tolerance;
 and that mistakes raise clear exceptions: an id outside the vocabulary
-ValueError, an exception in on_token itself once the generation has ended.
+ValueError, an exception in on_token itself; and that such an exception
+ends the generation after that id, on both plans (no further decode step:
+times' new_tokens and decode_steps, stopped_early).
 Exit 0 when all hold.
 """
 
@@ -59,14 +61,33 @@ def main():
     except ValueError as e:
         print(f"ok ValueError: {e}")
 
-    def stop(token):
-        raise KeyError(f"on_token saw {token}")
-    try:
-        gens[1].generate([3, 14], max_new_tokens=3, on_token=stop)
-        ok = False
-        print("FAIL on_token's exception was lost")
-    except KeyError as e:
-        print(f"ok on_token raised: {e}")
+    class Stop(Exception):
+        pass
+
+    for gen in gens:
+        seen = []
+
+        def stop_after_two(token):
+            seen.append(token)
+            if len(seen) == 2:
+                raise Stop(f"on_token saw {seen}")
+        try:
+            gen.generate([3, 14], max_new_tokens=20, on_token=stop_after_two)
+            ok = False
+            print("FAIL on_token's exception was lost")
+            continue
+        except Stop as e:
+            raised = str(e)
+        t = gen.times
+        stopped = (len(seen) == 2 and t["new_tokens"] == 2 and
+                   t["decode_steps"] == 1 and t["stopped_early"])
+        ok &= stopped
+        print(("ok" if stopped else "FAIL") +
+              f" {gen.num_devices} device(s): on_token raised ({raised}); "
+              f"the generation stopped after {t['new_tokens']} of 20 ids, "
+              f"{t['decode_steps']} decode step(s)")
+    gens[1].generate([3, 14], max_new_tokens=3)
+    ok &= not gens[1].times["stopped_early"]
     print("python generate: " + ("ok" if ok else "MISMATCH"))
     return 0 if ok else 1
 

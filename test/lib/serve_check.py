@@ -10,7 +10,8 @@ Starts `moe-serve PLAN --tokenizer DIR --port 0 ARGS` (from PATH), waits for
 Scenarios: api (ids and text prompts, chat, streaming, stop strings and
 ids, usage, bad requests, /metrics), concurrent (16 greedy clients at once
 each get their solo ids), key (--api-key), cancel (a client that goes away
-mid-stream), queue (429 from a full queue), drain (SIGTERM with requests in
+mid-stream), cancel_frees_slot (and its slot serves the next request at
+once), queue (429 from a full queue), drain (SIGTERM with requests in
 flight), load (64 clients at once; nothing lost, memory bounded). Prints
 "ok ..." per check and exits 1 at the first failure. Generous timeouts, no
 speed assertions: a loaded 2-core machine passes.
@@ -405,6 +406,41 @@ def scenario_cancel(server, args, tok, cases):
           "the server serves on after the disconnect")
 
 
+def scenario_cancel_frees_slot(server, args, tok, cases):
+    """With one slot (--slots 1): a long request's time to run to the end,
+    then the same request cancelled after its first chunk, and a short one
+    sent at once, which must finish in under half that time: the cancelled
+    sequence stopped and gave up its slot instead of running on to
+    max_tokens unsent."""
+    client = server.client()
+    long = args.long_tokens
+    start = time.monotonic()
+    c = complete(client, server.model, [3, 14, 15], max_tokens=long,
+                 temperature=0)
+    full = time.monotonic() - start
+    check(c.usage.completion_tokens == long,
+          f"a request of {long} ids ran to the end alone")
+    stream = client.completions.create(model=server.model, prompt=[3, 14, 15],
+                                       max_tokens=long, temperature=0,
+                                       stream=True)
+    first = next(iter(stream))
+    stream.close()
+    gone = time.monotonic()
+    check(first.choices[0].text is not None, "the same request began; the "
+          "client went away after its first chunk")
+    c = complete(client, server.model, cases[0]["prompt"],
+                 max_tokens=len(cases[0]["new_ids"]), temperature=0)
+    took = time.monotonic() - gone
+    check(ids_of(c.choices[0]) == cases[0]["new_ids"],
+          "the next request on the one slot got its greedy ids")
+    print(f"cancel-frees-slot: {long} ids took {full:.2f} s; the next request "
+          f"finished {took:.2f} s after the disconnect", flush=True)
+    check(took < full / 2, "the next request finished before the cancelled "
+          "one would have (in under half its time)")
+    _wait_metric(server, 'moe_serve_requests_total{finish_reason=cancelled}',
+                 1, "cancellation")
+
+
 def scenario_queue(server, args, tok, cases):
     long = args.long_tokens
 
@@ -533,7 +569,8 @@ def main():
     p.add_argument("--greedy",
                    help="examples/zoo/v5/mixtral_generation_greedy.json")
     p.add_argument("--long-tokens", type=int, default=4000,
-                   help="new ids of the long requests (cancel, queue, drain)")
+                   help="new ids of the long requests (cancel, "
+                   "cancel_frees_slot, queue, drain)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:cut])

@@ -68,6 +68,13 @@ struct GenerateOptions {
   /// Generation stops after producing one of these ids (which is kept).
   std::vector<int64_t> stopIds;
   SamplingOptions sampling;
+  /// Asked after each new token that does not end the generation anyway
+  /// (after onToken, before the next decode step): true ends it there, with
+  /// the tokens drawn so far, so that a caller whose client went away does
+  /// not run to maxNewTokens. Empty: never asked. Under MPI, rank 0's answer
+  /// is broadcast to the other ranks each step, so every rank passes one or
+  /// none (checked).
+  std::function<bool()> stopRequested;
 };
 
 /// Time spent by the last generate().
@@ -80,6 +87,8 @@ struct GenerationTimes {
   /// The decode steps (newTokens - 1 of them), sampling included.
   int64_t decodeSteps = 0;
   double decodeSeconds = 0;
+  /// Whether GenerateOptions::stopRequested ended the generation.
+  bool stoppedEarly = false;
 };
 
 /// Generates tokens with one device's schedules of a generation plan on the
@@ -112,7 +121,8 @@ public:
   int cachesInPlace() const;
 
   /// prefill, then up to maxNewTokens tokens drawn by a Sampler, calling
-  /// `onToken` with each as soon as it is drawn; returns the new tokens.
+  /// `onToken` with each as soon as it is drawn; returns the new tokens
+  /// (fewer after a stop id or when options.stopRequested says so).
   absl::StatusOr<std::vector<int64_t>>
   generate(const std::vector<int64_t> &prompt, const GenerateOptions &options,
            const std::function<void(int64_t)> &onToken = {});

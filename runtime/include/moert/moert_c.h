@@ -172,6 +172,10 @@ typedef struct moert_generate_options {
   /// (NULL: not called).
   void (*on_token)(int64_t token, void *user_data);
   void *user_data;
+  /// Called with `user_data` after each new id that does not end the
+  /// generation anyway (after on_token): nonzero ends it there, with the ids
+  /// drawn so far (a client that went away). NULL: never called.
+  int (*should_stop)(void *user_data);
 } moert_generate_options;
 
 /// The times of a generator's last moert_generator_generate.
@@ -184,6 +188,8 @@ typedef struct moert_generation_times {
   /// The decode steps (new_tokens - 1 of them), sampling included.
   int64_t decode_steps;
   double decode_seconds;
+  /// 1 when should_stop ended the generation, else 0.
+  int32_t stopped_early;
 } moert_generation_times;
 
 /// The runtime's version, "MAJOR.MINOR.PATCH".
@@ -371,7 +377,8 @@ moert_status moert_batch_create(const moert_plan *plan,
 void moert_batch_free(moert_batch *batch);
 
 /// Queues a sequence; stores its id (from 1) in `sequence`. Of `options`
-/// (NULL: the defaults) every field but on_token and user_data applies.
+/// (NULL: the defaults) every field but on_token, should_stop and user_data
+/// applies.
 /// May be called from another thread while moert_batch_step runs.
 moert_status moert_batch_add(moert_batch *batch, const int64_t *prompt,
                              size_t prompt_length,

@@ -539,6 +539,8 @@ moert_status moert_generator_generate(moert_generator *generator,
     std::function<void(int64_t)> onToken;
     if (c.on_token)
       onToken = [&c](int64_t token) { c.on_token(token, c.user_data); };
+    if (c.should_stop)
+      cxx.stopRequested = [&c] { return c.should_stop(c.user_data) != 0; };
     absl::StatusOr<std::vector<int64_t>> drawn =
         generator->generator->generate(ids, cxx, onToken);
     if (!drawn.ok())
@@ -603,6 +605,7 @@ moert_status moert_generator_times(const moert_generator *generator,
   times->first_token_seconds = t.firstTokenSeconds;
   times->decode_steps = t.decodeSteps;
   times->decode_seconds = t.decodeSeconds;
+  times->stopped_early = t.stoppedEarly ? 1 : 0;
   return MOERT_OK;
 }
 

@@ -59,6 +59,14 @@ absl::Status checkGenerateOptions(const std::vector<int64_t> &prompt,
   return absl::OkStatus();
 }
 
+std::function<absl::StatusOr<bool>()>
+localStop(const GenerateOptions &options) {
+  if (!options.stopRequested)
+    return {};
+  return
+      [&options]() -> absl::StatusOr<bool> { return options.stopRequested(); };
+}
+
 absl::StatusOr<std::vector<int64_t>>
 runGenerationLoop(const std::vector<int64_t> &prompt,
                   const GenerateOptions &options, const GenerationSteps &steps,
@@ -89,6 +97,11 @@ runGenerationLoop(const std::vector<int64_t> &prompt,
                           token) != options.stopIds.end();
     if (stop || static_cast<int64_t>(tokens.size()) == options.maxNewTokens)
       break;
+    if (steps.stop) {
+      MOERT_ASSIGN_OR_RETURN(times.stoppedEarly, steps.stop());
+      if (times.stoppedEarly)
+        break;
+    }
     MOERT_RETURN_IF_ERROR(steps.decode(token));
     ++times.decodeSteps;
   }

@@ -35,6 +35,10 @@ absl::Status checkGenerateOptions(const std::vector<int64_t> &prompt,
                                   const GenerateOptions &options,
                                   const GenerationDesc &gen);
 
+/// steps.stop for a generator that asks options.stopRequested itself (not
+/// under MPI).
+std::function<absl::StatusOr<bool>()> localStop(const GenerateOptions &options);
+
 /// The steps a generation loop drives.
 struct GenerationSteps {
   /// Runs the prompt; the logits of its last position are then available.
@@ -44,10 +48,15 @@ struct GenerationSteps {
   /// The next token after the last step (drawn by `sampler` from its
   /// logits, or received from the device that drew it).
   std::function<absl::StatusOr<int64_t>(Sampler &)> next;
+  /// Whether to end the generation after the token just drawn
+  /// (GenerateOptions::stopRequested, or under MPI rank 0's answer); empty:
+  /// never.
+  std::function<absl::StatusOr<bool>()> stop;
 };
 
 /// Prefill, then up to options.maxNewTokens tokens, each passed to
-/// `onToken` as soon as it exists; stops after a stop id. Fills `times`.
+/// `onToken` as soon as it exists; stops after a stop id or when
+/// steps.stop says so. Fills `times`.
 /// The options must have passed checkGenerateOptions.
 absl::StatusOr<std::vector<int64_t>>
 runGenerationLoop(const std::vector<int64_t> &prompt,

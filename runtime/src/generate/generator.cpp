@@ -411,6 +411,7 @@ Generator::generate(const std::vector<int64_t> &prompt,
   steps.next = [this](Sampler &sampler) -> absl::StatusOr<int64_t> {
     return sampler.sample(logits_.data(), impl_->gen.vocabSize);
   };
+  steps.stop = detail::localStop(options);
   return detail::runGenerationLoop(prompt, options, steps, onToken, times_);
 }
 

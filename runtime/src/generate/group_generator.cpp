@@ -45,6 +45,9 @@ uint64_t digest(const std::vector<int64_t> &ids,
                               static_cast<const void *>(&s.topP),
                               static_cast<const void *>(&s.seed)})
       hash = fnv1a(hash, field, 8);
+    // Whether rank 0 broadcasts a stop answer each step.
+    bool asksStop = static_cast<bool>(options->stopRequested);
+    hash = fnv1a(hash, &asksStop, sizeof(asksStop));
   }
   return hash;
 }
@@ -178,6 +181,20 @@ struct GroupGenerator::Impl {
     return forEach([&](Generator &g) { return g.decode(token); });
   }
 
+  /// Under MPI, steps.stop: rank 0 asks options.stopRequested and
+  /// broadcasts its answer, which every rank returns.
+  std::function<absl::StatusOr<bool>()>
+  sharedStop(const GenerateOptions &options) {
+    if (!options.stopRequested)
+      return {};
+    return [this, &options]() -> absl::StatusOr<bool> {
+      int64_t stop = devices[0] == 0 && options.stopRequested();
+      MOERT_RETURN_IF_ERROR(mpiBroadcast(&stop, sizeof(stop), timeoutSeconds,
+                                         "broadcast of rank 0's stop"));
+      return stop != 0;
+    };
+  }
+
   /// The next token: drawn from device 0's logits, and under MPI broadcast
   /// from rank 0 to the other ranks.
   absl::StatusOr<int64_t> next(Sampler &sampler) {
@@ -246,6 +263,7 @@ GroupGenerator::generate(const std::vector<int64_t> &prompt,
   };
   steps.decode = [&g](int64_t token) { return g.decode(token); };
   steps.next = [&g](Sampler &sampler) { return g.next(sampler); };
+  steps.stop = g.mpi ? g.sharedStop(options) : detail::localStop(options);
   return detail::runGenerationLoop(prompt, options, steps, onToken, times_);
 }
 

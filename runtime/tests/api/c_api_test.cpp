@@ -369,6 +369,22 @@ TEST(CApiGenerator, GeneratesTheModelsGreedyIdsAndStepsByStep) {
   EXPECT_EQ(times.prompt_tokens, 2);
   EXPECT_EQ(times.new_tokens, 5);
   EXPECT_EQ(times.decode_steps, 4);
+  EXPECT_EQ(times.stopped_early, 0);
+
+  // should_stop after the second id ends the generation there.
+  streamed.clear();
+  options.should_stop = [](void *data) {
+    return static_cast<std::vector<int64_t> *>(data)->size() == 2 ? 1 : 0;
+  };
+  ASSERT_EQ(moert_generator_generate(generator, prompt, 2, &options, tokens, 8,
+                                     &count),
+            MOERT_OK)
+      << moert_last_error();
+  EXPECT_EQ(std::vector<int64_t>(tokens, tokens + count),
+            std::vector<int64_t>(want.begin(), want.begin() + 2));
+  ASSERT_EQ(moert_generator_times(generator, &times), MOERT_OK);
+  EXPECT_EQ(times.decode_steps, 1);
+  EXPECT_EQ(times.stopped_early, 1);
 
   // Step by step: the logits after each step.
   ASSERT_EQ(moert_generator_prefill(generator, prompt, 2), MOERT_OK)

@@ -215,6 +215,51 @@ TEST(Generator, GreedyMatchesTheModel) {
   EXPECT_EQ((*gen)->decodeSession().stepStats().front().calls, 5u);
 }
 
+TEST(Generator, StopRequestedEndsTheGenerationAfterThatToken) {
+  std::unique_ptr<Plan> plan = loadPlan();
+  ASSERT_TRUE(plan);
+  auto gen = Generator::create(*plan, {/*threads=*/1});
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  GenerateOptions options;
+  options.maxNewTokens = 6;
+  auto all = (*gen)->generate({1, 2}, options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_FALSE((*gen)->times().stoppedEarly);
+  // Asked once per token, after onToken: true after the second ends it
+  // there, with no decode step past that token.
+  std::vector<int64_t> streamed;
+  int asked = 0;
+  options.stopRequested = [&] {
+    ++asked;
+    return streamed.size() == 2;
+  };
+  uint64_t decodesBefore = (*gen)->decodeSession().stepStats().front().calls;
+  auto ids = (*gen)->generate({1, 2}, options,
+                              [&](int64_t t) { streamed.push_back(t); });
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(*ids, std::vector<int64_t>(all->begin(), all->begin() + 2));
+  EXPECT_EQ(streamed, *ids);
+  EXPECT_EQ(asked, 2);
+  const GenerationTimes &times = (*gen)->times();
+  EXPECT_TRUE(times.stoppedEarly);
+  EXPECT_EQ(times.newTokens, 2);
+  EXPECT_EQ(times.decodeSteps, 1);
+  EXPECT_EQ((*gen)->decodeSession().stepStats().front().calls - decodesBefore,
+            1u);
+  EXPECT_EQ((*gen)->length(), 3);
+  // Never true: every token, and the last one is not asked about.
+  asked = 0;
+  options.stopRequested = [&] {
+    ++asked;
+    return false;
+  };
+  auto again = (*gen)->generate({1, 2}, options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *all);
+  EXPECT_EQ(asked, 5);
+  EXPECT_FALSE((*gen)->times().stoppedEarly);
+}
+
 TEST(Generator, PrefillAndDecodeSteps) {
   std::unique_ptr<Plan> plan = loadPlan();
   ASSERT_TRUE(plan);

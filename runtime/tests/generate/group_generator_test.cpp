@@ -188,6 +188,36 @@ TEST(GroupGenerator, SampledIdsDoNotDependOnTheDeviceCount) {
   }
 }
 
+TEST(GroupGenerator, StopRequestedStopsEveryDevice) {
+  std::unique_ptr<Plan> plan = loadPlan(2);
+  ASSERT_TRUE(plan);
+  std::unique_ptr<GroupGenerator> group = createGroup(*plan);
+  ASSERT_TRUE(group);
+  GenerateOptions options;
+  options.maxNewTokens = 6;
+  auto all = group->generate({3, 1}, options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  auto before = group->deviceStats();
+  ASSERT_TRUE(before.ok()) << before.status();
+  int tokens = 0;
+  options.stopRequested = [&] { return tokens == 3; };
+  auto ids = group->generate({3, 1}, options, [&](int64_t) { ++tokens; });
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(*ids, std::vector<int64_t>(all->begin(), all->begin() + 3));
+  EXPECT_TRUE(group->times().stoppedEarly);
+  EXPECT_EQ(group->length(), 4);
+  // Both devices ran the prefill and two decodes, no more.
+  auto after = group->deviceStats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  for (int d = 0; d < 2; ++d)
+    EXPECT_EQ((*after)[d].comm.exchanges - (*before)[d].comm.exchanges, 3u);
+  // The group runs on after a stop.
+  options.stopRequested = nullptr;
+  auto next = group->generate({3, 1}, options);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, *all);
+}
+
 TEST(GroupGenerator, ErrorsAreReportedOnceNotPerDevice) {
   std::unique_ptr<Plan> plan = loadPlan(2);
   ASSERT_TRUE(plan);

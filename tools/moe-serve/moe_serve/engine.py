@@ -108,7 +108,9 @@ class GeneratorSlots(Engine):
     """One moert.Generator (and so one KV cache) per slot, each driven by its
     own thread. moert releases the GIL while it generates, so the slots'
     sequences run at the same time, but each runs its own prefill and decode
-    steps: no step is shared between sequences (no batching)."""
+    steps: no step is shared between sequences (no batching). A cancelled
+    sequence's next on_token raises, which ends its generation there and
+    frees the slot."""
 
     def __init__(self, plan, slots: int = 1, max_queue: int = 256,
                  threads: int = 0,
