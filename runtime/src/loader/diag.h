@@ -1,8 +1,8 @@
 //===- diag.h - The loader's error messages ---------------------*- C++ -*-===//
 //
 // Every load error names the plan's source and where in the plan it lies
-// ("plan.bin: schedule 0: step 3 'x' (Add): ..."); the loader and the
-// checks it calls in other layers (tiers/tier_validation.h) build them here.
+// ("plan.bin: schedule 0: step 3 'x' (Add): ..."); every check of
+// the loader (schedule_validation.cpp, tier_validation.cpp) builds them here.
 //
 //===----------------------------------------------------------------------===//
 

@@ -4,13 +4,13 @@
 // tensor's dtype, shape and bytes (arena, weight section, paged expert),
 // every step's arity, tensor ids and attributes (and the op's own rules,
 // from the op registry), the collectives' pairing, the memory plan's
-// lifetimes, and the tiers of a tiered schedule (tiers/tier_validation.h).
+// lifetimes, and the tiers of a tiered schedule (tier_validation.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "exec/ops.h"
+#include "loader/tier_validation.h"
 #include "loader/validation.h"
-#include "tiers/tier_validation.h"
 
 #include "absl/strings/str_format.h"
 

@@ -206,7 +206,7 @@ public:
   ~ExpertStore();
 
   /// Lets another schedule whose tiered layers page the same experts layer
-  /// for layer (a generation plan's prefill, tier_validation.cpp)
+  /// for layer (a generation plan's prefill, loader/tier_validation.cpp)
   /// use this store: one cache, one budget. Returns its view, the index
   /// beginRun and paging take; the creating schedule's is 0.
   absl::StatusOr<int> attach(const ScheduleInfo &schedule);

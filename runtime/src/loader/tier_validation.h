@@ -1,7 +1,7 @@
 //===- tier_validation.h - Load-time checks of expert tiers -----*- C++ -*-===//
 
-#ifndef MOERT_SRC_TIERS_TIER_VALIDATION_H
-#define MOERT_SRC_TIERS_TIER_VALIDATION_H
+#ifndef MOERT_SRC_LOADER_TIER_VALIDATION_H
+#define MOERT_SRC_LOADER_TIER_VALIDATION_H
 
 #include "loader/diag.h"
 #include "loader/plan_impl.h"
@@ -23,4 +23,4 @@ absl::Status validateTiers(const Diag &diag, const Plan::Impl &impl,
 
 } // namespace moert::detail
 
-#endif // MOERT_SRC_TIERS_TIER_VALIDATION_H
+#endif // MOERT_SRC_LOADER_TIER_VALIDATION_H

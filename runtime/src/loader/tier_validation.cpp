@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tiers/tier_validation.h"
+#include "loader/tier_validation.h"
 
 #include "format/plan_file.h"
 
