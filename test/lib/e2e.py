@@ -341,6 +341,9 @@ def main():
                         default=1e-4, help="tolerance against torch (an "
                         "other framework's reduction order; as the zoo's "
                         "parity check)")
+    parser.add_argument("--reference", help="run this model in onnxruntime "
+                        "instead of MODEL (same inputs and outputs: MODEL "
+                        "with its quantized weights dequantized, say)")
     parser.add_argument("--no-check-stats", dest="check_stats",
                         action="store_false",
                         help="skip the routing statistics check")
@@ -362,7 +365,9 @@ def main():
         report_json = json.load(f)
     report_layers = report_json["moe_layers"]
 
-    reference = args.model
+    reference = args.reference or args.model
+    if args.reference and args.weight_dtype != "f32":
+        sys.exit("e2e: --reference and --weight-dtype both pick the reference")
     if args.weight_dtype == "int8":
         if args.rtol < 1e-3 or args.torch_reference:
             sys.exit("e2e: --weight-dtype int8 compares with the f32 model: "
@@ -447,7 +452,9 @@ def main():
     if failures:
         sys.exit(f"e2e: {failures} output(s) or statistics differ from "
                  f"onnxruntime and the compile report")
-    print(f"e2e: {os.path.basename(args.model)} matches onnxruntime")
+    against = f" on {os.path.basename(args.reference)}" if args.reference \
+        else ""
+    print(f"e2e: {os.path.basename(args.model)} matches onnxruntime{against}")
 
 
 if __name__ == "__main__":

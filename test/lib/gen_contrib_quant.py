@@ -76,7 +76,10 @@ VARIANTS = {
     # reshaped to [V, H / 2], is GatherBlockQuantized's data too.
     "tied-embeddings-4bit": ("ort", dict(op="tied", bits=4, block=32)),
     # QMoE (E 4, hidden 32, inter 64, k 2; router logits as an input).
-    "qmoe-swiglu-4bit": ("ort", dict(op="qmoe", bits=4, act="swiglu",
+    # 4 bits per row: onnxruntime 1.23.2 is exact on AVX2 CPUs but not on
+    # AVX-512 ones (an AMD EPYC with AVX-512: a median relative error of
+    # 0.47), so the reference model decides.
+    "qmoe-swiglu-4bit": ("ref", dict(op="qmoe", bits=4, act="swiglu",
                                      fusion=1, normalize=1)),
     "qmoe-swiglu-8bit": ("ort", dict(op="qmoe", bits=8, act="swiglu",
                                      fusion=1, normalize=1)),
@@ -102,7 +105,7 @@ VARIANTS = {
                                         act="swiglu", fusion=1, normalize=1,
                                         alpha=1.702, beta=1.0, limit=7.0,
                                         pad_inputs=14)),
-    "qmoe-swiglu-4bit-3d": ("ort", dict(op="qmoe", bits=4, act="swiglu",
+    "qmoe-swiglu-4bit-3d": ("ref", dict(op="qmoe", bits=4, act="swiglu",
                                         fusion=1, normalize=1, rank=3)),
     "qmoe-swiglu-fc3-8bit": ("structure", dict(op="qmoe", bits=8,
                                                act="swiglu", fusion=0,

@@ -166,8 +166,9 @@ TEST(BatchGenerator, StopsAndCancels) {
   std::map<int64_t, std::vector<int64_t>> ids;
   std::map<int64_t, FinishReason> finish;
   for (int step = 0; b.hasWork(); ++step) {
-    if (step == 2)
+    if (step == 2) {
       EXPECT_TRUE(b.cancel(cancelled));
+    }
     auto events = b.step();
     ASSERT_TRUE(events.ok()) << events.status();
     for (const SequenceEvent &e : *events) {

@@ -508,9 +508,11 @@ TEST(Attention, CudaSessionRunsSinksAndSoftcapOnTheHost) {
     for (float x : values)
       EXPECT_FALSE(std::isnan(x));
   }
-  for (const StepStats &step : pair->gpu->stepStats())
-    if (step.name == "attention")
+  for (const StepStats &step : pair->gpu->stepStats()) {
+    if (step.name == "attention") {
       EXPECT_THAT(step.op, ::testing::EndsWith("@host"));
+    }
+  }
 }
 
 } // namespace
