@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/expert_gemm.h"
+#include "kernels/batch_invariant.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -221,7 +222,7 @@ void allowBf16Matmul(bool allowed) { bf16Allowed = allowed; }
 
 BlockGemm blockGemmFor(StreamWeights type) {
   return (type == StreamWeights::BF16 || type == StreamWeights::I8) &&
-                 hasBf16Matmul()
+                 hasBf16Matmul() && !batchInvariant()
              ? BlockGemm::Bf16
              : BlockGemm::Widen;
 }
@@ -249,6 +250,10 @@ void roundToBf16(const float *in, int64_t count, uint16_t *out) {
 // products outgrow L1 past 8). The measurements are in bench/README.md
 // ("Kernel measurements behind the CPU kernels' design").
 int64_t streamedRows(StreamWeights, bool inOut) {
+  // Whether rows stream depends on their count: batch-invariant mode runs
+  // every count through the GEMM path.
+  if (batchInvariant())
+    return 0;
   constexpr int64_t kWideFmaRows = 2;
   constexpr int64_t kNarrowRows = 16, kSplitRows = 8;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -267,6 +272,8 @@ bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,
                  int64_t ldc) {
   if (n == 0 || m == 0)
     return true;
+  if (batchInvariant())
+    return false;
   const bool f32 = type == StreamWeights::F32;
   if (f32 ? !f32Allowed.load(std::memory_order_relaxed)
           : blockGemmFor(type) != BlockGemm::Bf16)

@@ -53,7 +53,8 @@ BlockGemm blockGemmFor(StreamWeights type);
 /// Rows per expert up to which the experts' blocks stream their weights
 /// (kernels/stream.h) rather than run GEMMs, for weights of `type` in the
 /// `inOut` ([K, out], split along K) or [out, K] (column blocks) layout, on
-/// this CPU: the cost model of expert_gemm.cpp.
+/// this CPU: the cost model of expert_gemm.cpp. 0 in batch-invariant mode
+/// (kernels/batch_invariant.h), where no row count streams.
 int64_t streamedRows(StreamWeights type, bool inOut);
 
 /// c[n, m] (leading dimension ldc) = x[n, K] @ W[:, c0 : c0 + m] (*

@@ -15,6 +15,7 @@
 
 #include "kernels/matmul.h"
 #include "exec/thread_pool.h"
+#include "kernels/batch_invariant.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -63,6 +64,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
         c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  if (batchInvariant())
+    return invariantSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
+                          c, ldc);
   static thread_local bool serial = (omp_set_num_threads(1), true);
   (void)serial;
   if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda,

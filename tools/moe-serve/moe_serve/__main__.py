@@ -3,6 +3,7 @@
 
     moe-serve PLAN --tokenizer PATH [--host 127.0.0.1] [--port 8080]
               [--slots N] [--api-key KEY] [--devices N] [--max-queue M]
+              [--batch-invariant]
     moe-serve generate PLAN --tokenizer PATH --prompt TEXT [--chat] ...
 """
 
@@ -70,6 +71,11 @@ def _serve_parser():
                         "file name without its extension)")
     p.add_argument("--access-log", action="store_true",
                    help="log every request")
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="kernels whose sums do not depend on the other "
+                        "sequences of a step, so that a sequence's logits "
+                        "are the same batched or alone, bit for bit "
+                        "(MOERT_BATCH_INVARIANT=1; slower)")
     _sampling_args(p)
     return p
 
@@ -177,6 +183,9 @@ def serve(argv):
     import socket
     import threading
 
+    if args.batch_invariant:
+        # Read by the runtime when its first product runs.
+        os.environ["MOERT_BATCH_INVARIANT"] = "1"
     import moert
     import uvicorn
 

@@ -263,6 +263,9 @@ class BatchedSlots(Engine):
                          "(moert.BatchGenerator: each step runs the rows of "
                          "every running sequence together, at most "
                          f"{self._batch.max_step_rows} rows)")
+            if os.environ.get("MOERT_BATCH_INVARIANT") == "1":
+                self.mode += (", batch-invariant kernels: a sequence's "
+                              "logits do not depend on the others")
         self._lock = threading.Condition()
         self._seqs = {}
         self._closing = False
