@@ -6,8 +6,9 @@
 // tiles of weight rows are dequantized exactly into the thread's scratch and
 // multiplied by sgemm, so that prefill computes with the very f32 weights of
 // the dequantized model. The AVX2+FMA kernels (chosen by CPUID) cover 4-bit
-// codes in blocks of a multiple of 32 and 8-bit codes in blocks of a multiple
-// of 8; anything else, and the ragged tail of a row, runs the portable code.
+// codes in blocks of a multiple of 32 (kernels/quant_int4.cpp, with an
+// AVX-512 form) and 8-bit codes in blocks of a multiple of 8; anything else,
+// and the ragged tail of an 8-bit row, runs the portable code.
 //
 // Int8 activations (onnxruntime's accuracy_level 4): each row of x is
 // quantized per block once; few rows run the integer kernels, more rows the
@@ -245,81 +246,36 @@ MOERT_TARGET_AVX2 inline __m256 unpack8(const uint8_t *p, __m256i z) {
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), z));
 }
 
-/// projectRowAvx2 for the layout onnxruntime-genai's int4 models use, 4-bit
-/// codes in blocks of 32 with f32 scales, over the first `full` blocks (all
-/// columns valid): the per-block bookkeeping cut to a few instructions,
-/// since at one row the loop is bound by how many it issues.
+/// c[i, j] for NR rows of x (leading dimension K) and weight row r of 8-bit
+/// codes: the vector part over whole groups of 8 codes of each block, the
+/// ragged rest scalar, in the portable kernel's per-block form. (4-bit codes
+/// run projectInt4.)
 template <int NR>
-MOERT_TARGET_AVX2 void projectRow4x32(const float *x, int64_t K, const Row &row,
-                                      int64_t full, __m256 total[NR]) {
-  __m128i zv = _mm_set1_epi8(static_cast<char>(row.defaultZero));
-  for (int64_t b = 0; b < full; ++b) {
-    if (row.zeros)
-      zv = _mm_set1_epi8(
-          static_cast<char>((row.zeros[b >> 1] >> ((b & 1) * 4)) & 0xF));
-    __m256 v[4];
-    unpack4(row.codes + b * 16, zv, v);
-    __m256 sv = _mm256_broadcast_ss(row.scales + b);
-    for (int i = 0; i < NR; ++i) {
-      const float *xb = x + i * K + b * 32;
-      __m256 part = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);
-      for (int g = 1; g < 4; ++g)
-        part = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8 * g), v[g], part);
-      total[i] = _mm256_fmadd_ps(part, sv, total[i]);
-    }
-  }
-}
-
-/// c[i, j] for NR rows of x (leading dimension K) and weight row r: the
-/// vector part over whole groups (32 4-bit or 8 8-bit codes) of each block,
-/// the ragged rest scalar, in the portable kernel's per-block form.
-template <int NR>
-MOERT_TARGET_AVX2 void
-projectRowAvx2(const float *x, int64_t K, const BlockQuantMatrix &w, int64_t r,
-               int64_t blocks, float out[NR], const __m256 *init = nullptr,
-               int64_t initBlocks = 0) {
+MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
+                                      const BlockQuantMatrix &w, int64_t r,
+                                      int64_t blocks, float out[NR]) {
   const Row row(w, r, blocks);
-  const int group = w.bits == 4 ? 32 : 8;
   __m256 total[NR];
   float tail[NR];
   for (int i = 0; i < NR; ++i) {
     total[i] = _mm256_setzero_ps();
     tail[i] = 0.0f;
   }
-  int64_t first = 0;
-  if (w.bits == 4 && w.blockSize == 32 && row.scales) {
-    first = K / 32;
-    projectRow4x32<NR>(x, K, row, first, total);
-  }
-  for (int64_t b = first; b < blocks; ++b) {
+  for (int64_t b = 0; b < blocks; ++b) {
     int64_t begin = b * w.blockSize;
     int64_t valid = std::min(w.blockSize, K - begin);
-    int64_t whole = valid / group * group;
+    int64_t whole = valid / 8 * 8;
     int z = row.zero(b);
     const uint8_t *p = row.block(b);
     __m256 part[NR];
     for (int i = 0; i < NR; ++i)
       part[i] = _mm256_setzero_ps();
-    if (w.bits == 4) {
-      __m128i zv = _mm_set1_epi8(static_cast<char>(z));
-      for (int64_t k = 0; k < whole; k += 32) {
-        __m256 v[4];
-        unpack4(p + k / 2, zv, v);
-        for (int i = 0; i < NR; ++i) {
-          const float *xi = x + i * K + begin + k;
-          for (int g = 0; g < 4; ++g)
-            part[i] =
-                _mm256_fmadd_ps(_mm256_loadu_ps(xi + 8 * g), v[g], part[i]);
-        }
-      }
-    } else {
-      __m256i zv = _mm256_set1_epi32(z);
-      for (int64_t k = 0; k < whole; k += 8) {
-        __m256 v = unpack8(p + k, zv);
-        for (int i = 0; i < NR; ++i)
-          part[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * K + begin + k), v,
-                                    part[i]);
-      }
+    __m256i zv = _mm256_set1_epi32(z);
+    for (int64_t k = 0; k < whole; k += 8) {
+      __m256 v = unpack8(p + k, zv);
+      for (int i = 0; i < NR; ++i)
+        part[i] =
+            _mm256_fmadd_ps(_mm256_loadu_ps(x + i * K + begin + k), v, part[i]);
     }
     float scale = row.scale(b);
     __m256 sv = _mm256_set1_ps(scale);
@@ -651,8 +607,12 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
     return;
   }
 #if MOERT_QUANT_AVX2
-  if (kernel != QuantKernel::Portable && avx2Shape(w) && hasQuantAvx2())
+  if (kernel != QuantKernel::Portable && avx2Shape(w) && hasQuantAvx2()) {
+    if (w.bits == 4)
+      return projectInt4(x, n, w, r0, m, bias, c, ldc,
+                         kernel != QuantKernel::Avx2 && hasQuantAvx512());
     return projectInGroups(F32RowsAvx2{x, w}, n, r0, m, bias, c, ldc);
+  }
 #endif
   projectPortable(x, n, w, r0, m, bias, c, ldc);
 }

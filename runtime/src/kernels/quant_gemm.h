@@ -72,7 +72,9 @@ void dequantizeRows(const BlockQuantMatrix &w, int64_t r0, int64_t count,
                     float *out);
 
 /// Which kernel quantProject and quantizeActivations run.
-enum class QuantKernel { Auto, Portable, Avx2 };
+/// (Avx512 is the AVX-512 form of 4-bit f32 products; other products run
+/// their AVX2 kernel under it.)
+enum class QuantKernel { Auto, Portable, Avx2, Avx512 };
 
 /// Rows of activations quantized to int8 per block of a matrix's columns,
 /// as onnxruntime's MLAS quantizes A for accuracy_level 4: per row and
@@ -111,7 +113,9 @@ inline constexpr int64_t kQuantStreamRows = 8;
 /// rows read each code once and compute per block s * sum_k x_k (q_k - z),
 /// the dequantized product reassociated (the integer q - z is exact; the
 /// rounding differs from the dequantized f32 product's by the order of f32
-/// accumulation); more rows dequantize tiles exactly and run sgemm.
+/// accumulation; 4-bit codes in blocks of a multiple of 32 on AVX2 sum
+/// s * sum x q and s * z * sum x apart, see projectInt4); more rows
+/// dequantize tiles exactly and run sgemm.
 /// With w.int8Activations, x is quantized (or `xq` is x quantized for w by
 /// quantizeActivations): up to kQuantStreamRows rows (or any with a kernel
 /// named) sum per block the exact integer products of the activation codes
@@ -122,6 +126,18 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
                   int64_t r0, int64_t m, const float *bias, float *c,
                   int64_t ldc, QuantKernel kernel = QuantKernel::Auto,
                   const Int8Activations *xq = nullptr);
+
+/// Whether this CPU runs the AVX-512 form of the int4 f32 product.
+bool hasQuantAvx512();
+
+/// quantProject's f32 product on the calling thread for 4-bit codes in
+/// blocks of a multiple of 32, with AVX2+FMA (only where hasQuantAvx2()),
+/// or AVX-512 when `wide` (only where hasQuantAvx512()): per block
+/// s * sum x q, less s * z * sum x summed over the blocks, the same sum
+/// reassociated (kernels/quant_int4.cpp).
+void projectInt4(const float *x, int64_t n, const BlockQuantMatrix &w,
+                 int64_t r0, int64_t m, const float *bias, float *c,
+                 int64_t ldc, bool wide);
 
 /// Checks a step's block-quantization attributes (bits, block_size).
 absl::Status validateBlockQuant(const StepView &view,

@@ -104,17 +104,24 @@ struct Quantized {
 
 /// Checks c [n, m] (leading dimension ldc) = x W[r0 : r0 + m]^T (+ bias)
 /// against f64 sums of the dequantized weights, within a bound of f32
-/// accumulation: a few ulps of the sum of |x w| per term.
+/// accumulation: a few ulps of the sum of |x w| per term, or with `spread`,
+/// of the sum of |x| s (|q - z| + spread): the int4 kernels sum x q and
+/// z sum(x) apart and split each code byte's two products into terms up to
+/// 16 times a code (kernels/quant_int4.cpp), whose roundings scale with
+/// |x| s (q + z) rather than with |x w|.
 void expectProduct(const Quantized &q, const std::vector<float> &x, int64_t n,
                    int64_t r0, int64_t m, const float *bias,
-                   const std::vector<float> &c, int64_t ldc) {
+                   const std::vector<float> &c, int64_t ldc,
+                   double spread = 0.0) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double sum = bias ? bias[r0 + j] : 0.0, magnitude = 0.0;
       for (int64_t k = 0; k < q.cols; ++k) {
         double term = double(x[i * q.cols + k]) * q.weight(r0 + j, k);
         sum += term;
-        magnitude += std::fabs(term);
+        magnitude += std::fabs(term) +
+                     spread * std::fabs(x[i * q.cols + k]) *
+                         q.scales[(r0 + j) * q.blocks() + k / q.blockSize];
       }
       double bound = 4.0 * double(q.cols + 8) * 0x1p-24 * magnitude + 1e-30;
       ASSERT_NEAR(c[i * ldc + j], sum, bound) << "row " << i << " output " << j;
@@ -188,10 +195,18 @@ TEST(QuantGemm, DequantizeRowsIsTheFormula) {
     }
 }
 
-TEST(QuantGemm, ProductsMatchF64) {
+/// The kernels that quantProject can run here.
+std::vector<QuantKernel> quantKernels() {
   std::vector<QuantKernel> kernels = {QuantKernel::Portable, QuantKernel::Auto};
   if (detail::hasQuantAvx2())
     kernels.push_back(QuantKernel::Avx2);
+  if (detail::hasQuantAvx512())
+    kernels.push_back(QuantKernel::Avx512);
+  return kernels;
+}
+
+TEST(QuantGemm, ProductsMatchF64) {
+  std::vector<QuantKernel> kernels = quantKernels();
   uint32_t seed = 100;
   for (const Case &s : kShapes)
     for (bool zeros : {false, true})
@@ -222,12 +237,49 @@ TEST(QuantGemm, ProductsMatchF64) {
         }
 }
 
-/// The kernels that quantProject can run here.
-std::vector<QuantKernel> quantKernels() {
-  std::vector<QuantKernel> kernels = {QuantKernel::Portable, QuantKernel::Auto};
-  if (detail::hasQuantAvx2())
-    kernels.push_back(QuantKernel::Avx2);
-  return kernels;
+/// The int4 f32 kernels (kernels/quant_int4.cpp: the zero points summed
+/// apart, the activations laid out per code byte) on the shapes they take,
+/// 4-bit codes in blocks of a multiple of 32, and 8-bit codes through the
+/// same calls: columns not a multiple of the block, blocks with and without
+/// a multiple of eight per row (the zero points' share is summed eight
+/// blocks at a time), every count of activation rows up to the streamed
+/// limit (rows of x go four at a time), any zero points, f16 scales, and
+/// activations of mixed magnitudes (large and tiny, where the kernels'
+/// rounding follows |x| s (q + z), see expectProduct).
+TEST(QuantGemm, Int4KernelsMatchF64) {
+  const Case shapes[] = {
+      {5, 2880, 4, 32}, {3, 2897, 4, 32}, {7, 95, 4, 32},    {2, 32, 4, 32},
+      {4, 17, 4, 32},   {6, 520, 4, 64},  {3, 1000, 4, 128}, {5, 300, 4, 96},
+      {3, 263, 4, 32},  {4, 2897, 8, 32}, {3, 263, 8, 16},
+  };
+  uint32_t seed = 900;
+  for (const Case &s : shapes)
+    for (bool zeros : {false, true})
+      for (bool half : {false, true})
+        for (int64_t n = 1; n <= detail::kQuantStreamRows; ++n) {
+          Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, half, seed++);
+          std::vector<float> x = randomFloats(n * s.cols, seed++);
+          // Some activations far from the others' magnitude.
+          for (size_t k = 0; k < x.size(); k += 7)
+            x[k] *= k % 2 ? 1e4f : 1e-4f;
+          std::vector<float> bias = randomFloats(s.rows, seed++);
+          for (QuantKernel kernel : quantKernels()) {
+            SCOPED_TRACE(::testing::Message()
+                         << s.rows << "x" << s.cols << " bits " << s.bits
+                         << " block " << s.blockSize << " zeros " << zeros
+                         << " f16 " << half << " n " << n << " kernel "
+                         << int(kernel));
+            const int64_t ldc = s.rows + 1;
+            std::vector<float> c(n * ldc, -7.0f);
+            detail::quantProject(x.data(), n, q.matrix(), 0, s.rows,
+                                 half ? bias.data() : nullptr, c.data(), ldc,
+                                 kernel);
+            expectProduct(q, x, n, 0, s.rows, half ? bias.data() : nullptr, c,
+                          ldc, 32.0);
+            for (int64_t i = 0; i < n; ++i)
+              ASSERT_EQ(c[i * ldc + s.rows], -7.0f);
+          }
+        }
 }
 
 TEST(QuantGemm, Int8ActivationsAreOnnxruntimes) {

@@ -1,0 +1,177 @@
+//===- moe-quant-bench.cpp - Block-quantized decode products --------------===//
+//
+//   moe-quant-bench ROWS COLS [THREADS [BITS [BLOCK [ZERO_POINTS [X_ROWS
+//                   [KERNEL [COPIES]]]]]]]
+//
+// Times quantProject (kernels/quant_gemm.h) on a random ROWS x COLS matrix
+// of BITS-bit codes in blocks of BLOCK with f32 scales (and packed zero
+// points when ZERO_POINTS is 1), times X_ROWS rows of f32 activations (1:
+// decode), on THREADS threads split as the MatMulNBits step splits them,
+// with KERNEL (auto, portable, avx2 or avx512) where the kernels take one.
+// Enough copies of the matrix are cycled through that every product reads
+// its weights from memory, not from cache (or COPIES of them: 1 measures
+// the kernel's speed from cache). Each round measures the read
+// bandwidth (a max-reduce over 512 MiB on the same threads) and then the
+// product; the best of each over the rounds is printed, with the product's
+// rate of weight bytes (codes, scales, zero points) as a share of the
+// bandwidth.
+//
+//===----------------------------------------------------------------------===//
+
+#include "exec/thread_pool.h"
+#include "kernels/quant_gemm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <vector>
+
+using moert::detail::BlockQuantMatrix;
+using moert::detail::ThreadPool;
+
+namespace {
+
+double seconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The largest of words [b, e) (a multiple of 8 apart), at the speed of
+/// reading them.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float maxOf(const float *p, int64_t b,
+                                            int64_t e) {
+  __m256 m[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                 _mm256_setzero_ps()};
+  for (int64_t i = b; i + 32 <= e; i += 32)
+    for (int k = 0; k < 4; ++k)
+      m[k] = _mm256_max_ps(m[k], _mm256_loadu_ps(p + i + 8 * k));
+  float out[8];
+  _mm256_storeu_ps(
+      out, _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3])));
+  return *std::max_element(out, out + 8);
+}
+#else
+float maxOf(const float *p, int64_t b, int64_t e) {
+  float m = 0;
+  for (int64_t i = b; i < e; ++i)
+    m = p[i] > m ? p[i] : m;
+  return m;
+}
+#endif
+
+/// GB/s of a max-reduce over `values` on the pool's threads.
+double readBandwidth(ThreadPool &pool, const std::vector<float> &values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  const int64_t part = (n / pool.size() + 31) / 32 * 32;
+  std::vector<float> maxima(pool.size(), 0.0f);
+  double start = seconds();
+  pool.parallelFor(n, part, [&](int64_t b, int64_t e) {
+    maxima[b / part] = maxOf(values.data(), b, e);
+  });
+  double time = seconds() - start;
+  if (*std::max_element(maxima.begin(), maxima.end()) != 1.0f)
+    std::printf("unexpected maximum\n");
+  return double(n) * 4 / time / 1e9;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: %s ROWS COLS [THREADS [BITS [BLOCK "
+                 "[ZERO_POINTS [X_ROWS [KERNEL [COPIES]]]]]]]\n",
+                 argv[0]);
+    return 2;
+  }
+  const int64_t rows = std::atoll(argv[1]), cols = std::atoll(argv[2]);
+  const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
+  const int bits = argc > 4 ? std::atoi(argv[4]) : 4;
+  const int64_t blockSize = argc > 5 ? std::atoll(argv[5]) : 32;
+  const bool zeroPoints = argc > 6 && std::atoi(argv[6]) != 0;
+  const int64_t xRows = argc > 7 ? std::atoll(argv[7]) : 1;
+  const std::string name = argc > 8 ? argv[8] : "auto";
+  using moert::detail::QuantKernel;
+  const QuantKernel kernel = name == "portable" ? QuantKernel::Portable
+                             : name == "avx2"   ? QuantKernel::Avx2
+                             : name == "avx512" ? QuantKernel::Avx512
+                                                : QuantKernel::Auto;
+
+  BlockQuantMatrix shape =
+      BlockQuantMatrix::ofShape(rows, cols, bits, blockSize);
+  const int64_t codeBytes = rows * shape.rowBytes();
+  const int64_t scaleCount = rows * shape.blocks();
+  const int64_t zeroBytes = zeroPoints ? rows * shape.zeroPointRowBytes() : 0;
+  const double matrixBytes =
+      double(codeBytes) + 4.0 * double(scaleCount) + double(zeroBytes);
+  const int copies =
+      argc > 9
+          ? std::max(1, std::atoi(argv[9]))
+          : std::max(2, static_cast<int>(double(256 << 20) / matrixBytes) + 1);
+
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f), act(-1.f, 1.f);
+  std::vector<std::vector<uint8_t>> codes(copies), zeros(copies);
+  std::vector<std::vector<float>> scales(copies);
+  std::vector<BlockQuantMatrix> matrices;
+  for (int c = 0; c < copies; ++c) {
+    // Random bytes eight at a time (the codes are most of the setup).
+    codes[c].resize(codeBytes);
+    for (int64_t i = 0; i < codeBytes; i += 8) {
+      uint64_t bits = (uint64_t(rng()) << 32) | rng();
+      std::memcpy(codes[c].data() + i, &bits,
+                  size_t(std::min<int64_t>(8, codeBytes - i)));
+    }
+    scales[c].resize(scaleCount);
+    for (float &s : scales[c])
+      s = scale(rng);
+    zeros[c].resize(zeroBytes);
+    for (uint8_t &b : zeros[c])
+      b = static_cast<uint8_t>(rng());
+    BlockQuantMatrix w = shape;
+    w.codes = codes[c].data();
+    w.scales = scales[c].data();
+    w.zeroPoints = zeroPoints ? zeros[c].data() : nullptr;
+    matrices.push_back(w);
+  }
+  std::vector<float> x(xRows * cols), y(xRows * rows);
+  for (float &v : x)
+    v = act(rng);
+  std::vector<float> words((512 << 20) / 4, 1.0f);
+
+  ThreadPool pool(threads);
+  // As the MatMulNBits step shares out weight rows.
+  const int64_t grain =
+      std::max<int64_t>(16, (rows + threads * 4 - 1) / (threads * 4));
+  double bandwidth = 0, product = 0;
+  for (int round = 0; round < 5; ++round) {
+    bandwidth = std::max(bandwidth, readBandwidth(pool, words));
+    const int reps = std::max(copies * 2, 64);
+    double start = seconds();
+    for (int rep = 0; rep < reps; ++rep) {
+      const BlockQuantMatrix &w = matrices[rep % copies];
+      pool.parallelFor(rows, grain, [&](int64_t j0, int64_t j1) {
+        moert::detail::quantProject(x.data(), xRows, w, j0, j1 - j0, nullptr,
+                                    y.data() + j0, rows, kernel);
+      });
+    }
+    product = std::max(product, matrixBytes * reps / (seconds() - start) / 1e9);
+  }
+  std::printf("%s: %lld x %lld int%d block %lld%s, %lld row(s), %d thread(s): "
+              "%.2f GB/s of weights, read bandwidth %.2f GB/s, %.0f%%\n",
+              name.c_str(), (long long)rows, (long long)cols, bits,
+              (long long)blockSize, zeroPoints ? " zero points" : "",
+              (long long)xRows, threads, product, bandwidth,
+              100.0 * product / bandwidth);
+  return 0;
+}
