@@ -41,3 +41,13 @@ llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.moec_tools_dir, t))],
     [config.moec_tools_dir])
 llvm_config.with_environment("PATH", config.moec_tools_dir, append_path=True)
+
+# The tests under MPI (E2E, Serve, Cuda) need mpirun (Open MPI) on loopback:
+# detected here, so that they run wherever it is installed and are reported
+# unsupported elsewhere; Open MPI refuses root without both variables.
+import shutil
+
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

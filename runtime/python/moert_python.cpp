@@ -23,6 +23,7 @@
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 #include "moert/moert.h"
+#include "mpi_bindings.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -412,14 +413,14 @@ private:
 /// its devices in this process.
 class PyGenerator {
 public:
-  PyGenerator(std::shared_ptr<PyPlan> plan, int threads)
+  PyGenerator(std::shared_ptr<PyPlan> plan, int threads, bool mpi)
       : plan_(std::move(plan)) {
     if (threads < 0)
       raise(PyExc_ValueError,
             absl::StrCat("threads is ", threads,
                          "; it must be 0 (the hardware concurrency) or more"));
     auto generator =
-        moert::detail::PlanGenerator::create(*plan_->plan, threads);
+        moert::detail::PlanGenerator::create(*plan_->plan, threads, mpi);
     check(generator.status());
     generator_ = *std::move(generator);
   }
@@ -615,6 +616,7 @@ PYBIND11_MODULE(moert, m) {
   m.attr("__version__") = MOERT_VERSION;
   errorType = PyErr_NewException("moert.Error", PyExc_RuntimeError, nullptr);
   m.attr("Error") = py::handle(errorType);
+  bindMpi(m, &check);
 
   py::class_<PyTensorInfo>(m, "TensorInfo",
                            "A graph input or output as the plan declares it.")
@@ -694,11 +696,14 @@ PYBIND11_MODULE(moert, m) {
       "--prefill PREFILL.onnx --max-seq S [--devices N]): on one device, or "
       "on every device of an expert-parallel plan in this process; not "
       "thread-safe.")
-      .def(py::init<std::shared_ptr<PyPlan>, int>(), py::arg("plan"),
-           py::arg("threads") = 0,
+      .def(py::init<std::shared_ptr<PyPlan>, int, bool>(), py::arg("plan"),
+           py::arg("threads") = 0, py::arg("mpi") = false,
            "threads: kernel worker threads of each device (0: the hardware "
-           "concurrency, divided by the devices). A plan that is no "
-           "generation plan raises ValueError.")
+           "concurrency, divided by the devices). mpi: run this MPI rank's "
+           "device of an expert-parallel plan (after mpi_init(), from its "
+           "thread; every rank then calls generate() with the same "
+           "arguments). A plan that is no generation plan raises "
+           "ValueError.")
       .def("generate", &PyGenerator::generate, py::arg("prompt"),
            py::arg("max_new_tokens") = 16, py::arg("temperature") = 0.0,
            py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,

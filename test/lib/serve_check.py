@@ -21,6 +21,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,12 +48,21 @@ def check(cond, what):
 
 
 class Server:
-    def __init__(self, plan, tokenizer, extra):
+    def __init__(self, plan, tokenizer, extra, ranks=0):
         exe = shutil.which("moe-serve")
         if exe is None:
             raise Failure("moe-serve is not on PATH")
+        launcher = []
+        if ranks:
+            # Open MPI refuses root without both variables; --oversubscribe
+            # lets the ranks share this machine's cores.
+            os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            launcher = ["mpirun", "-np", str(ranks), "--oversubscribe",
+                        "--bind-to", "none"]
         self.proc = subprocess.Popen(
-            [exe, plan, "--tokenizer", tokenizer, "--port", "0"] + extra,
+            launcher + [exe, plan, "--tokenizer", tokenizer, "--port", "0"] +
+            extra,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self._listening = threading.Event()
@@ -111,7 +121,13 @@ class Server:
         raise Failure("no VmRSS")
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
+        # Under mpirun, rank 0 (whose pid the log gives) drains; mpirun's
+        # own SIGTERM would kill the job.
+        ranks = re.findall(r"SIGTERM to pid (\d+)", self.log())
+        if ranks:
+            os.kill(int(ranks[0]), signal.SIGTERM)
+        else:
+            self.proc.send_signal(signal.SIGTERM)
         try:
             status = self.proc.wait(TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -568,6 +584,8 @@ def main():
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--greedy",
                    help="examples/zoo/v5/mixtral_generation_greedy.json")
+    p.add_argument("--mpi", type=int, default=0, metavar="N",
+                   help="start moe-serve under mpirun -np N")
     p.add_argument("--long-tokens", type=int, default=4000,
                    help="new ids of the long requests (cancel, "
                    "cancel_frees_slot, queue, drain)")
@@ -578,7 +596,7 @@ def main():
     tok = Tokenizer.from_file(os.path.join(args.tokenizer, "tokenizer.json"))
     cases = json.load(open(args.greedy))["cases"] if args.greedy else []
     run = globals()["scenario_" + args.scenario]
-    server = Server(args.plan, args.tokenizer, args.serve_args)
+    server = Server(args.plan, args.tokenizer, args.serve_args, args.mpi)
     try:
         run(server, args, tok, cases)
         if args.scenario != "drain":

@@ -3,7 +3,7 @@
 // What the C API and the Python module hold for a generation plan:
 // moert::Generator over a plan of one device schedule, or
 // moert::GroupGenerator over every device of an expert-parallel plan in this
-// process, behind one interface.
+// process (or this MPI rank's device), behind one interface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,15 +17,21 @@ namespace moert::detail {
 class PlanGenerator {
 public:
   /// `threads`: per device (0: the hardware concurrency divided by the
-  /// plan's devices).
-  static absl::StatusOr<std::unique_ptr<PlanGenerator>> create(const Plan &plan,
-                                                               int threads) {
+  /// plan's devices). `mpi`: this MPI rank's device of an expert-parallel
+  /// plan (GroupGenerator::createMpi, after mpiInit).
+  static absl::StatusOr<std::unique_ptr<PlanGenerator>>
+  create(const Plan &plan, int threads, bool mpi = false) {
     auto generator = std::unique_ptr<PlanGenerator>(new PlanGenerator());
+    if (mpi && plan.numDevices() < 2)
+      return absl::InvalidArgumentError(
+          "mpi: the plan has one device; only an expert-parallel plan "
+          "(moec compile --devices N) runs one device per MPI rank");
     if (plan.numDevices() > 1) {
       GroupGeneratorOptions options;
       options.threadsPerDevice = threads;
       MOERT_ASSIGN_OR_RETURN(generator->group_,
-                             GroupGenerator::create(plan, options));
+                             mpi ? GroupGenerator::createMpi(plan, options)
+                                 : GroupGenerator::create(plan, options));
     } else {
       SessionOptions options;
       options.threads = threads;

@@ -53,7 +53,11 @@ public:
       : comm_(comm), rank_(rank), size_(size), timeout_(timeout) {}
   ~MpiCommunicator() override {
     // Requests still in flight belong to a failed run; the process ends.
-    if (pending_.empty())
+    // After MPI_Finalize (a Python generator that outlives mpi_finalize())
+    // MPI has already released the communicator.
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (pending_.empty() && !finalised)
       MPI_Comm_free(&comm_);
   }
 

@@ -4,6 +4,7 @@
     moe-serve PLAN --tokenizer PATH [--host 127.0.0.1] [--port 8080]
               [--slots N] [--api-key KEY] [--devices N] [--max-queue M]
               [--batch-invariant]
+    mpirun -np N moe-serve PLAN --tokenizer PATH ...   # rank 0 serves HTTP
     moe-serve generate PLAN --tokenizer PATH --prompt TEXT [--chat] ...
 """
 
@@ -195,10 +196,14 @@ def serve(argv):
 
     logging.basicConfig(level=logging.INFO, format="%(message)s",
                         stream=sys.stderr)
-    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
-        sys.exit(f"{prog}: error: under mpirun: moe-serve runs the devices "
-                 "of an expert-parallel plan in its own process (--devices "
-                 "N); start it without mpirun")
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    if world > 1 and args.devices is not None:
+        sys.exit(f"{prog}: error: --devices runs the devices in one process; "
+                 f"under mpirun each of the {world} ranks runs one")
+    if world > 1 and args.slots != 1:
+        sys.exit(f"{prog}: error: --slots is {args.slots}; under mpirun "
+                 "every generation spans all the ranks, so it must be 1")
     for name, value, least in (("--slots", args.slots, 1),
                                ("--max-queue", args.max_queue, 0),
                                ("--threads", args.threads, 0)):
@@ -213,11 +218,34 @@ def serve(argv):
         sys.exit(f"{prog}: error: {args.plan}: no such file")
     name = args.model_name or os.path.splitext(os.path.basename(args.plan))[0]
 
-    def load():
+    def load_mpi_plan():
         plan = moert.Plan(args.plan)
-        _check_devices(args, plan)
+        if plan.num_devices != world:
+            raise ValueError(f"{args.plan} is compiled for "
+                             f"{plan.num_devices} device(s), but mpirun "
+                             f"started {world} ranks")
+        return plan
+
+    if rank > 0:
+        # Rank 0 serves HTTP; this rank runs its device of each generation.
+        # SIGTERM reaches every rank: rank 0 drains, then says to exit.
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from .engine import follow
+        try:
+            follow(load_mpi_plan(), args.threads)
+        except (OSError, ValueError, moert.Error) as e:
+            sys.exit(f"{prog}: error: rank {rank}: {e}")
+        return 0
+
+    def load():
         engine = dict(slots=args.slots, max_queue=args.max_queue,
                       threads=args.threads)
+        if world > 1:
+            return GeneratorSlots(load_mpi_plan(), **engine, mpi=True)
+        plan = moert.Plan(args.plan)
+        _check_devices(args, plan)
         if not hasattr(moert, "BatchGenerator"):
             return GeneratorSlots(plan, **engine, why="this moert module "
                                   "has no BatchGenerator")
@@ -237,6 +265,13 @@ def serve(argv):
     logging.getLogger("moe-serve").info(
         "moe-serve: listening on http://%s:%d (model %s, tokenizer %s)",
         host, port, name, text.path)
+    if world > 1:
+        # mpirun answers its own SIGTERM by killing the job, so a drain
+        # starts at rank 0.
+        logging.getLogger("moe-serve").info(
+            "moe-serve: rank 0 of %d (pid %d) serves; SIGTERM to pid %d "
+            "drains it and stops every rank", world, os.getpid(),
+            os.getpid())
     config = uvicorn.Config(app, log_level="info",
                             access_log=args.access_log,
                             timeout_keep_alive=5)

@@ -3,7 +3,8 @@
 The HTTP server talks to an Engine only through `submit`, the callbacks it
 passes there, `Sequence.cancel` and `counts`: `BatchedSlots` serves with the
 runtime's continuous batching (moert.BatchGenerator), `GeneratorSlots` with
-one moert.Generator per slot (expert-parallel plans):
+one moert.Generator per slot (expert-parallel plans; under mpirun, on rank
+0, with `follow` on the other ranks):
 
     engine = BatchedSlots(moert.Plan("gen.plan"), slots=4, max_queue=64)
     seq = engine.submit(GenerationRequest(prompt=[3, 14, 15],
@@ -18,6 +19,7 @@ drawn), "length" (max_new_tokens), "cancelled" or "error" (with a message).
 
 import collections
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -105,34 +107,66 @@ class _Cancelled(Exception):
 
 
 class GeneratorSlots(Engine):
-    """One moert.Generator (and so one KV cache) per slot, each driven by its
-    own thread. moert releases the GIL while it generates, so the slots'
-    sequences run at the same time, but each runs its own prefill and decode
-    steps: no step is shared between sequences (no batching). A cancelled
-    sequence's next on_token raises, which ends its generation there and
-    frees the slot."""
+    """One moert.Generator (and so one KV cache) per slot, each made and
+    driven by its own thread. moert releases the GIL while it generates, so
+    the slots' sequences run at the same time, but each runs its own prefill
+    and decode steps: no step is shared between sequences (no batching). A
+    cancelled sequence's next on_token raises, which ends its generation
+    there and frees the slot.
+
+    With `mpi` (rank 0 of an expert-parallel plan under mpirun, one device
+    per rank) the one slot's thread initialises MPI and makes every MPI
+    call (MPI_THREAD_FUNNELED): it broadcasts each request to the other
+    ranks, which run it in lockstep (`follow`), and at shutdown tells them
+    to exit."""
 
     def __init__(self, plan, slots: int = 1, max_queue: int = 256,
                  threads: int = 0,
-                 why: str = "the runtime has no batched scheduler"):
-        import moert
+                 why: str = "the runtime has no batched scheduler",
+                 mpi: bool = False):
         if slots < 1:
             raise ValueError(f"--slots is {slots}; it must be at least 1")
+        if mpi and slots != 1:
+            raise ValueError(f"--slots is {slots}; under mpirun every "
+                             "generation spans all the ranks, so it must "
+                             "be 1")
         if max_queue < 0:
             raise ValueError(f"--max-queue is {max_queue}; it must be 0 or "
                              "more")
         if threads == 0:
             threads = max(1, (os.cpu_count() or 1) // slots)
-        self._generators = [moert.Generator(plan, threads=threads)
-                            for _ in range(slots)]
-        first = self._generators[0]
+        self._plan = plan
+        self._mpi = mpi
+        self.threads = threads
+        self._lock = threading.Condition()
+        self._waiting = collections.deque()
+        self._running = 0
+        self._closing = False
+        self._made = [None] * slots
+        self._threads = [
+            threading.Thread(target=self._serve, args=(k,),
+                             name=f"moe-serve-slot-{k}", daemon=True)
+            for k in range(slots)]
+        for t in self._threads:
+            t.start()
+        with self._lock:
+            while any(m is None for m in self._made):
+                self._lock.wait()
+        failed = [m for m in self._made if isinstance(m, BaseException)]
+        if failed:
+            self.shutdown()
+            raise failed[0]
+        first = self._made[0]
         self.max_seq = first.max_seq
         self.vocab_size = first.vocab_size
         self.num_devices = first.num_devices
         self.slots = slots
-        self.threads = threads
         self.max_queue = max_queue
-        if slots == 1:
+        if mpi:
+            self.mode = (f"one sequence at a time over {self.num_devices} "
+                         "MPI ranks (rank 0 serves HTTP and broadcasts each "
+                         "request; every rank runs its device)")
+        elif slots == 1:
             self.mode = (f"one sequence at a time (1 slot; {why}, so "
                          "sequences do not share steps)")
         else:
@@ -141,16 +175,6 @@ class GeneratorSlots(Engine):
                          "thread(s) each; moert releases the GIL while it "
                          f"generates); not batched: {why}, so each sequence "
                          "runs its own steps")
-        self._lock = threading.Condition()
-        self._waiting = collections.deque()
-        self._running = 0
-        self._closing = False
-        self._threads = [
-            threading.Thread(target=self._serve, args=(g,),
-                             name=f"moe-serve-slot-{k}", daemon=True)
-            for k, g in enumerate(self._generators)]
-        for t in self._threads:
-            t.start()
 
     def submit(self, request, on_token, on_finish):
         seq = Sequence(request, on_token, on_finish)
@@ -181,23 +205,43 @@ class GeneratorSlots(Engine):
         for t in self._threads:
             t.join()
 
-    def _serve(self, generator):
-        while True:
+    def _serve(self, k):
+        import moert
+        try:
+            if self._mpi:
+                moert.mpi_init()
+            generator = moert.Generator(self._plan, threads=self.threads,
+                                        mpi=self._mpi)
+        except BaseException as e:  # raised by __init__
+            generator = None
             with self._lock:
-                while not self._waiting and not self._closing:
-                    self._lock.wait()
-                if not self._waiting:
-                    return
-                seq = self._waiting.popleft()
-                self._running += 1
-            try:
-                self._run(generator, seq)
-            finally:
+                self._made[k] = e
+                self._lock.notify_all()
+            return
+        with self._lock:
+            self._made[k] = generator
+            self._lock.notify_all()
+        try:
+            while True:
                 with self._lock:
-                    self._running -= 1
+                    while not self._waiting and not self._closing:
+                        self._lock.wait()
+                    if not self._waiting:
+                        return
+                    seq = self._waiting.popleft()
+                    self._running += 1
+                try:
+                    self._run(generator, seq)
+                finally:
+                    with self._lock:
+                        self._running -= 1
+        finally:
+            if self._mpi:
+                moert.mpi_broadcast(json.dumps({"exit": True}).encode())
+                del generator
+                moert.mpi_finalize()
 
-    @staticmethod
-    def _run(generator, seq):
+    def _run(self, generator, seq):
         seq.started = time.monotonic()
         if seq.cancelled:
             GeneratorSlots._finish(seq, "cancelled", None)
@@ -214,11 +258,16 @@ class GeneratorSlots(Engine):
             if seq.cancelled:
                 raise _Cancelled()
 
+        arguments = dict(prompt=list(r.prompt),
+                         max_new_tokens=r.max_new_tokens,
+                         temperature=r.temperature, top_k=r.top_k,
+                         top_p=r.top_p, seed=r.seed,
+                         stop_ids=list(r.stop_ids))
+        if self._mpi:
+            import moert
+            moert.mpi_broadcast(json.dumps(arguments).encode())
         try:
-            ids = generator.generate(
-                r.prompt, max_new_tokens=r.max_new_tokens,
-                temperature=r.temperature, top_k=r.top_k, top_p=r.top_p,
-                seed=r.seed, stop_ids=list(r.stop_ids), on_token=on_token)
+            ids = generator.generate(**arguments, on_token=on_token)
         except _Cancelled:
             GeneratorSlots._finish(seq, "cancelled", None)
             return
@@ -349,3 +398,27 @@ class BatchedSlots(Engine):
                     with self._lock:
                         self._seqs.pop(sid, None)
                     GeneratorSlots._finish(seq, finish, None)
+
+
+def follow(plan, threads: int = 0):
+    """Ranks 1 .. N-1 of an expert-parallel plan under mpirun: runs this
+    rank's device of every generation rank 0's GeneratorSlots(mpi=True)
+    broadcasts, in lockstep with it (its on_token decides when to stop),
+    until rank 0 says to exit. Returns the number of generations run."""
+    import moert
+    moert.mpi_init()
+    generator = moert.Generator(plan, threads=threads, mpi=True)
+    runs = 0
+    while True:
+        arguments = json.loads(moert.mpi_broadcast(None))
+        if arguments.get("exit"):
+            break
+        try:
+            generator.generate(**arguments, on_token=lambda token: None)
+        except ValueError:
+            pass  # rank 0 refused the same arguments and says so
+        runs += 1
+    del generator
+    moert.mpi_finalize()
+    return runs
+
