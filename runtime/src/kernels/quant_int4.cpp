@@ -17,8 +17,8 @@
 //   x_even lo + x_odd hi. So a byte costs one mask and two conversions, no
 //   shift and no unpacking; the layout is made once per call, for every
 //   weight row.
-// - Two (AVX-512: four) running sums per row, so that one block's scaling
-//   does not wait on the previous block's.
+// - Two running sums per row, so that one block's scaling does not wait
+//   on the previous block's.
 // - A software prefetch a few cache lines ahead of the codes.
 //
 // Rounding: both rearrangements are exact algebra but round terms of up to
@@ -271,73 +271,77 @@ MOERT_TARGET_AVX2 void rows(const Int4Activations &xp, int64_t i0,
     out[i] = horizontalSum(_mm256_add_ps(even[i], odd[i])) - shift[i];
 }
 
-/// The AVX-512 form of addBlock at one row of x: a group's 16 bytes in one
-/// register.
-template <bool Half, bool Single>
+/// The AVX-512 form of addBlock: a group's 16 bytes in one register.
+template <int NR, bool Half, bool Single>
 MOERT_TARGET_AVX512 __attribute__((always_inline)) inline void
-addBlock512(const Int4Row &row, const float *lanes, int64_t b, int64_t groups,
-            __m512 &total) {
-  __m512 part = _mm512_setzero_ps();
+addBlock512(const Int4Row &row, const float *lanes, int64_t stride, int64_t b,
+            int64_t groups, __m512 total[NR]) {
+  __m512 part[NR];
+  for (int i = 0; i < NR; ++i)
+    part[i] = _mm512_setzero_ps();
   for (int64_t g = b * groups; g < (b + 1) * groups; ++g) {
     __m512i v = _mm512_cvtepu8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i *>(row.codes + g * 16)));
     __m512 lo =
         _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0x0F)));
-    part = _mm512_fmadd_ps(_mm512_loadu_ps(lanes + g * 32), lo, part);
-    part = _mm512_fmadd_ps(_mm512_loadu_ps(lanes + g * 32 + 16),
-                           _mm512_cvtepi32_ps(v), part);
+    __m512 byte = _mm512_cvtepi32_ps(v);
+    for (int i = 0; i < NR; ++i) {
+      const float *a = lanes + i * stride + g * 32;
+      part[i] = _mm512_fmadd_ps(_mm512_loadu_ps(a), lo, part[i]);
+      part[i] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 16), byte, part[i]);
+    }
     if constexpr (Single)
       break;
   }
   __m512 s = _mm512_set1_ps(Half ? halfToFloat(row.halves[b]) : row.scales[b]);
-  total = _mm512_fmadd_ps(part, s, total);
+  for (int i = 0; i < NR; ++i)
+    total[i] = _mm512_fmadd_ps(part[i], s, total[i]);
 }
 
-/// The AVX-512 form of rows at one row of x: four running sums.
-template <bool Half, bool Single>
-MOERT_TARGET_AVX512 float rows512(const Int4Activations &xp, int64_t i0,
-                                  const Int4Row &row, int64_t groups) {
-  const int64_t blocks = xp.blocks;
-  const float *lanes = xp.lanes.data() + i0 * xp.stride;
-  __m512 total[4];
-  for (int t = 0; t < 4; ++t)
-    total[t] = _mm512_setzero_ps();
+/// The AVX-512 form of rows: the same two running sums per row.
+template <int NR, bool Half, bool Single>
+MOERT_TARGET_AVX512 void rows512(const Int4Activations &xp, int64_t i0,
+                                 const Int4Row &row, int64_t groups,
+                                 float out[NR]) {
+  const int64_t blocks = xp.blocks, stride = xp.stride;
+  const float *lanes = xp.lanes.data() + i0 * stride;
+  __m512 even[NR], odd[NR];
+  for (int i = 0; i < NR; ++i)
+    even[i] = odd[i] = _mm512_setzero_ps();
   const int64_t blockBytes = groups * 16;
   int64_t b = 0;
-  for (; b + 4 <= blocks; b += 4) {
+  for (; b + 2 <= blocks; b += 2) {
     _mm_prefetch(reinterpret_cast<const char *>(row.codes + b * blockBytes +
                                                 kPrefetchBytes),
                  _MM_HINT_T0);
-    for (int t = 0; t < 4; ++t)
-      addBlock512<Half, Single>(row, lanes, b + t, groups, total[t]);
+    addBlock512<NR, Half, Single>(row, lanes, stride, b, groups, even);
+    addBlock512<NR, Half, Single>(row, lanes, stride, b + 1, groups, odd);
   }
-  for (; b < blocks; ++b)
-    addBlock512<Half, Single>(row, lanes, b, groups, total[0]);
-  float shift[1];
-  zeroShift<1>(xp, i0, row, shift);
-  __m512 sum = _mm512_add_ps(_mm512_add_ps(total[0], total[1]),
-                             _mm512_add_ps(total[2], total[3]));
-  // The upper 256 bits onto the lower.
-  sum = _mm512_add_ps(sum, _mm512_shuffle_f32x4(sum, sum, 0x4E));
-  return horizontalSum(_mm512_castps512_ps256(sum)) - shift[0];
+  if (b < blocks)
+    addBlock512<NR, Half, Single>(row, lanes, stride, b, groups, even);
+  float shift[NR];
+  zeroShift<NR>(xp, i0, row, shift);
+  for (int i = 0; i < NR; ++i) {
+    __m512 sum = _mm512_add_ps(even[i], odd[i]);
+    // The upper 256 bits onto the lower.
+    sum = _mm512_add_ps(sum, _mm512_shuffle_f32x4(sum, sum, 0x4E));
+    out[i] = horizontalSum(_mm512_castps512_ps256(sum)) - shift[i];
+  }
 }
 
-/// rows<NR> (or rows512 when `wide`, at one row of x) for the matrix's
-/// scales and block size.
+/// rows<NR> (or rows512 when `wide`) for the matrix's scales and block
+/// size. Either form computes each row of x alike at every NR, so that a
+/// row's products do not depend on how many rows share the call.
 template <int NR>
 void rowsOf(const Int4Activations &xp, int64_t i0, const Int4Row &row,
             int64_t groups, bool wide, float out[NR]) {
   const bool half = row.halves, single = groups == 1;
-  // With more rows of x the AVX2 form is as fast or faster: its per-block
-  // scaling costs one FMA of 8 lanes per row, the AVX-512 form's one of 16.
-  if constexpr (NR == 1) {
-    if (wide) {
-      out[0] = half     ? single ? rows512<true, true>(xp, i0, row, 1)
-                                 : rows512<true, false>(xp, i0, row, groups)
-                   : single ? rows512<false, true>(xp, i0, row, 1)
-                        : rows512<false, false>(xp, i0, row, groups);
-      return;
-    }
+  if (wide) {
+    if (half)
+      return single ? rows512<NR, true, true>(xp, i0, row, 1, out)
+                    : rows512<NR, true, false>(xp, i0, row, groups, out);
+    return single ? rows512<NR, false, true>(xp, i0, row, 1, out)
+                  : rows512<NR, false, false>(xp, i0, row, groups, out);
   }
   if (half)
     return single ? rows<NR, true, true>(xp, i0, row, 1, out)

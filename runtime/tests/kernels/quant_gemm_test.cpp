@@ -282,6 +282,37 @@ TEST(QuantGemm, Int4KernelsMatchF64) {
         }
 }
 
+/// Up to the streamed limit, each row of x gets the same products whether
+/// alone or with other rows (the int4 kernels compute every row alike), so
+/// that a sequence decodes the same solo and in a batch.
+TEST(QuantGemm, Int4RowsDoNotDependOnTheirNeighbours) {
+  const Case shapes[] = {{9, 2880, 4, 32}, {5, 263, 4, 64}};
+  uint32_t seed = 1300;
+  for (const Case &s : shapes)
+    for (bool zeros : {false, true}) {
+      Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, false, seed++);
+      const int64_t n = detail::kQuantStreamRows;
+      std::vector<float> x = randomFloats(n * s.cols, seed++);
+      for (QuantKernel kernel : quantKernels()) {
+        if (kernel == QuantKernel::Portable)
+          continue;
+        SCOPED_TRACE(::testing::Message()
+                     << s.rows << "x" << s.cols << " zeros " << zeros
+                     << " kernel " << int(kernel));
+        std::vector<float> all(n * s.rows), one(s.rows);
+        detail::quantProject(x.data(), n, q.matrix(), 0, s.rows, nullptr,
+                             all.data(), s.rows, kernel);
+        for (int64_t i = 0; i < n; ++i) {
+          detail::quantProject(x.data() + i * s.cols, 1, q.matrix(), 0, s.rows,
+                               nullptr, one.data(), s.rows, kernel);
+          for (int64_t j = 0; j < s.rows; ++j)
+            ASSERT_EQ(all[i * s.rows + j], one[j])
+                << "row " << i << " output " << j;
+        }
+      }
+    }
+}
+
 TEST(QuantGemm, Int8ActivationsAreOnnxruntimes) {
   uint32_t seed = 300;
   for (const Case &s : kShapes)
