@@ -7,7 +7,9 @@
 // of BITS-bit codes in blocks of BLOCK with f32 scales (and packed zero
 // points when ZERO_POINTS is 1), times X_ROWS rows of f32 activations (1:
 // decode), on THREADS threads split as the MatMulNBits step splits them,
-// with KERNEL (auto, portable, avx2 or avx512) where the kernels take one.
+// with KERNEL (auto, portable, avx2 or avx512) where the kernels take one;
+// KERNEL+int8 quantizes the activations to int8 per block as
+// accuracy_level 4 asks (BlockQuantMatrix::int8Activations).
 // Enough copies of the matrix are cycled through that every product reads
 // its weights from memory, not from cache (or COPIES of them: 1 measures
 // the kernel's speed from cache). Each round measures the read
@@ -100,7 +102,11 @@ int main(int argc, char **argv) {
   const int64_t blockSize = argc > 5 ? std::atoll(argv[5]) : 32;
   const bool zeroPoints = argc > 6 && std::atoi(argv[6]) != 0;
   const int64_t xRows = argc > 7 ? std::atoll(argv[7]) : 1;
-  const std::string name = argc > 8 ? argv[8] : "auto";
+  std::string name = argc > 8 ? argv[8] : "auto";
+  const std::string label = name;
+  const bool int8 = name.size() > 5 && name.substr(name.size() - 5) == "+int8";
+  if (int8)
+    name.resize(name.size() - 5);
   using moert::detail::QuantKernel;
   const QuantKernel kernel = name == "portable" ? QuantKernel::Portable
                              : name == "avx2"   ? QuantKernel::Avx2
@@ -139,6 +145,7 @@ int main(int argc, char **argv) {
     for (uint8_t &b : zeros[c])
       b = static_cast<uint8_t>(rng());
     BlockQuantMatrix w = shape;
+    w.int8Activations = int8;
     w.codes = codes[c].data();
     w.scales = scales[c].data();
     w.zeroPoints = zeroPoints ? zeros[c].data() : nullptr;
@@ -169,7 +176,7 @@ int main(int argc, char **argv) {
   }
   std::printf("%s: %lld x %lld int%d block %lld%s, %lld row(s), %d thread(s): "
               "%.2f GB/s of weights, read bandwidth %.2f GB/s, %.0f%%\n",
-              name.c_str(), (long long)rows, (long long)cols, bits,
+              label.c_str(), (long long)rows, (long long)cols, bits,
               (long long)blockSize, zeroPoints ? " zero points" : "",
               (long long)xRows, threads, product, bandwidth,
               100.0 * product / bandwidth);
