@@ -235,4 +235,124 @@ std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
   return experts;
 }
 
+void ExpertStore::issuePrefetch() {
+  issueAfter_ = -1;
+  if (predictedLayer_ < 0)
+    return;
+  uint32_t layer = static_cast<uint32_t>(predictedLayer_);
+  predictedLayer_ = -1;
+  bool queued = false;
+  for (uint32_t e : predicted_) {
+    if (cache_.peek({layer, e}))
+      continue;
+    bool allocFailed = false;
+    ExpertCache::Entry *entry = insertEntry({layer, e}, allocFailed);
+    // The rest are read on demand: reads ahead never wait for room.
+    if (!entry)
+      break;
+    cache_.lock(entry);
+    entry->state = ExpertCache::Entry::State::Queued;
+    entry->prefetched = true;
+    queue_.push_back({{layer, e}, view_});
+    ++views_[view_].paging[layer].prefetch.issued;
+    queued = true;
+  }
+  predicted_.clear();
+  if (queued)
+    changed_.notify_all();
+}
+
+void ExpertStore::dropQueued(uint32_t layer,
+                             const std::vector<uint32_t> &keep) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    ExpertCache::Entry *entry = cache_.peek(it->key);
+    if (entry && entry->state == ExpertCache::Entry::State::Queued &&
+        (it->key.layer != layer ||
+         std::find(keep.begin(), keep.end(), it->key.expert) == keep.end())) {
+      release(static_cast<Payload *>(cache_.erase(entry)));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ExpertStore::cancelPrefetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  predictedLayer_ = issueAfter_ = -1;
+  for (const QueuedRead &read : queue_)
+    if (ExpertCache::Entry *entry = cache_.peek(read.key);
+        entry && entry->state == ExpertCache::Entry::State::Queued)
+      release(static_cast<Payload *>(cache_.erase(entry)));
+  queue_.clear();
+  changed_.wait(lock, [&] { return loading_ == 0; });
+}
+
+uint32_t ExpertStore::planPrefetch(View &view, ExpertPrefetch prefetch) {
+  const ScheduleInfo &schedule = *view.schedule;
+  const TierInfo &tiers = schedule.tiers;
+  if (prefetch == ExpertPrefetch::NextMicroBatch) {
+    // Each micro-batch's Experts step of a layer reads ahead for the next
+    // one when the next one's offsets are computed before it runs.
+    view.nextRows.assign(schedule.steps.size(), {});
+    uint32_t layers = 0;
+    auto before = [&](int32_t tensor, int32_t step) {
+      return tensor >= 0 && schedule.tensors[tensor].dtype == DType::I64 &&
+             schedule.tensors[tensor].producer < step;
+    };
+    for (const TierLayerInfo &layer : tiers.layers) {
+      bool any = false;
+      std::vector<int32_t> steps = layer.moreSteps;
+      steps.push_back(layer.step);
+      std::sort(steps.begin(), steps.end());
+      for (size_t i = 0; i + 1 < steps.size(); ++i) {
+        const StepInfo &next = schedule.steps[steps[i + 1]];
+        int32_t offsets = next.inputs.size() > 1 ? next.inputs[1] : -1;
+        View::RoutedRows rows;
+        if (before(offsets, steps[i])) {
+          rows.tensor = offsets;
+        } else if (offsets >= 0 && schedule.tensors[offsets].producer >= 0) {
+          // Offsets regrouped after this step, from counts known before.
+          const StepInfo &regroup =
+              schedule.steps[schedule.tensors[offsets].producer];
+          const auto *attrs = regroup.fb->attrs_as<fb::RegroupAttrs>();
+          if (regroup.op == fb::OpKind::Regroup && attrs &&
+              regroup.outputs.size() > 1 && regroup.outputs[1] == offsets &&
+              regroup.inputs.size() > 1 &&
+              before(regroup.inputs[1], steps[i]) &&
+              attrs->num_slots() == layer.experts && attrs->num_sources() > 0) {
+            rows.tensor = regroup.inputs[1];
+            rows.sources = attrs->num_sources();
+          }
+        }
+        if (rows.tensor < 0)
+          continue;
+        view.nextRows[steps[i]] = rows;
+        any = true;
+      }
+      layers += any;
+    }
+    return layers;
+  }
+  if (prefetch != ExpertPrefetch::NextLayer)
+    return 0;
+  view.gates = findGates(schedule);
+  view.routerLayer.assign(schedule.steps.size(), -1);
+  view.nextLayer = pregatingTargets(schedule, view.gates);
+  uint32_t ahead = 0;
+  for (size_t l = 0; l < tiers.layers.size(); ++l)
+    if (view.nextLayer[l] >= 0) {
+      view.routerLayer[view.gates[l].router] = static_cast<int32_t>(l);
+      ++ahead;
+    }
+  return ahead;
+}
+
+uint32_t ExpertStore::layersReadAhead(const ScheduleInfo &schedule,
+                                      ExpertPrefetch prefetch) {
+  View view;
+  view.schedule = &schedule;
+  return planPrefetch(view, prefetch);
+}
+
 } // namespace moert::detail
