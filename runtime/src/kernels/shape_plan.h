@@ -69,6 +69,11 @@ absl::StatusOr<ReducePlan> reducePlan(const KernelContext &ctx);
 /// ConstantOfShape's output shape from its shape operand.
 absl::StatusOr<Shape> constantOfShapeShape(const KernelContext &ctx);
 
+/// Registers the steps of shape_values.cpp (Shape, Dim, Size,
+/// ConstantOfShape, Range, Trilu, OneHot, NonZero); registerShapeOps calls
+/// it.
+void registerShapeValueOps(OpRegistry &registry);
+
 /// GatherElements and ScatterElements: checks that `indices` has the rank of
 /// `data` and fits it in every dim but `axis` (the index values are not
 /// read).
