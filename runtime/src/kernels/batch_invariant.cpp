@@ -112,8 +112,8 @@ void invariantSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     const int64_t rows = std::min(kRowTile, m - i0);
     const float *rowsOfA[kRowTile];
     for (int64_t r = 0; r < rows; ++r)
-      rowsOfA[r] =
-          rowOfA(transA, a, lda, i0 + r, k, transA ? &buffer[r * k] : nullptr);
+      rowsOfA[r] = rowOfA(transA, a, lda, i0 + r, k,
+                          transA ? buffer.data() + r * k : nullptr);
     (transB ? productNK : productKN)(rowsOfA, rows, n, k, alpha, b, ldb, beta,
                                      c + i0 * ldc, ldc);
   }
