@@ -53,18 +53,10 @@ struct Row {
   int bits, defaultZero;
   int64_t blockBytes;
 
-  Row(const BlockQuantMatrix &w, int64_t r, int64_t blocks)
-      : codes(w.codes + r * blocks * w.blockBytes()),
-        scales(w.halfScales
-                   ? nullptr
-                   : static_cast<const float *>(w.scales) + r * blocks),
-        halves(w.halfScales
-                   ? static_cast<const uint16_t *>(w.scales) + r * blocks
-                   : nullptr),
-        zeros(w.zeroPoints ? w.zeroPoints + r * ((blocks * w.bits + 7) / 8)
-                           : nullptr),
-        bits(w.bits), defaultZero(1 << (w.bits - 1)),
-        blockBytes(w.blockBytes()) {}
+  Row(const BlockQuantMatrix &w, int64_t r)
+      : codes(w.rowCodes(r)), scales(w.rowScales(r)),
+        halves(w.rowHalfScales(r)), zeros(w.rowZeroPoints(r)), bits(w.bits),
+        defaultZero(1 << (w.bits - 1)), blockBytes(w.blockBytes()) {}
   float scale(int64_t b) const {
     return scales ? scales[b] : halfToFloat(halves[b]);
   }
@@ -101,7 +93,7 @@ void projectPortable(const float *x, int64_t n, const BlockQuantMatrix &w,
   std::vector<float> total(n), part(n);
   for (int64_t j = 0; j < m; ++j) {
     int64_t r = r0 + j;
-    Row row(w, r, blocks);
+    Row row(w, r);
     std::fill(total.begin(), total.end(), 0.0f);
     for (int64_t b = 0; b < blocks; ++b) {
       int64_t begin = b * w.blockSize, end = std::min(K, begin + w.blockSize);
@@ -194,7 +186,7 @@ void projectInt8Portable(const Int8Activations &xq, int64_t n,
   const int64_t K = w.cols, blocks = w.blocks();
   for (int64_t j = 0; j < m; ++j) {
     int64_t r = r0 + j;
-    Row row(w, r, blocks);
+    Row row(w, r);
     for (int64_t i = 0; i < n; ++i) {
       const int8_t *a = xq.codes.data() + i * xq.rowCodes();
       const float *sa = xq.scales.data() + i * blocks;
@@ -254,7 +246,7 @@ template <int NR>
 MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
                                       const BlockQuantMatrix &w, int64_t r,
                                       int64_t blocks, float out[NR]) {
-  const Row row(w, r, blocks);
+  const Row row(w, r);
   __m256 total[NR];
   float tail[NR];
   for (int i = 0; i < NR; ++i) {
@@ -342,7 +334,7 @@ MOERT_TARGET_AVX2 void dequantize4Avx2(const BlockQuantMatrix &w, int64_t r0,
                                        int64_t count, float *out) {
   const int64_t K = w.cols, blocks = w.blocks();
   for (int64_t i = 0; i < count; ++i) {
-    const Row row(w, r0 + i, blocks);
+    const Row row(w, r0 + i);
     float *o = out + i * K;
     for (int64_t b = 0; b < blocks; ++b) {
       int64_t begin = b * w.blockSize;
@@ -490,7 +482,7 @@ struct Int8RowsAvx2 {
   const BlockQuantMatrix &w;
   template <int NR> void run(int64_t r, int64_t i, float *out) const {
     const int64_t blocks = w.blocks();
-    const Row row(w, r, blocks);
+    const Row row(w, r);
     if (w.bits == 4)
       int8Rows<NR, 4>(xq, i, row, blocks, w.blockSize, out);
     else
@@ -525,7 +517,7 @@ void dequantizeRows(const BlockQuantMatrix &w, int64_t r0, int64_t count,
 #endif
   const int64_t K = w.cols, blocks = w.blocks();
   for (int64_t i = 0; i < count; ++i) {
-    const Row row(w, r0 + i, blocks);
+    const Row row(w, r0 + i);
     for (int64_t b = 0; b < blocks; ++b) {
       int z = row.zero(b);
       float scale = row.scale(b);

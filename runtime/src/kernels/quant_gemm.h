@@ -64,6 +64,21 @@ struct BlockQuantMatrix {
   int64_t rowBytes() const { return blocks() * blockBytes(); }
   /// Bytes of one row's zero points.
   int64_t zeroPointRowBytes() const { return (blocks() * bits + 7) / 8; }
+
+  /// Row r's codes, scales (f32, or null with f16 scales), f16 scales (or
+  /// null) and packed zero points (or null).
+  const uint8_t *rowCodes(int64_t r) const { return codes + r * rowBytes(); }
+  const float *rowScales(int64_t r) const {
+    return halfScales ? nullptr
+                      : static_cast<const float *>(scales) + r * blocks();
+  }
+  const uint16_t *rowHalfScales(int64_t r) const {
+    return halfScales ? static_cast<const uint16_t *>(scales) + r * blocks()
+                      : nullptr;
+  }
+  const uint8_t *rowZeroPoints(int64_t r) const {
+    return zeroPoints ? zeroPoints + r * zeroPointRowBytes() : nullptr;
+  }
 };
 
 /// out[i, c] = W[r0 + i, c] for i < count, c < cols: the exact f32 weights,

@@ -161,15 +161,9 @@ struct Int4Row {
   const uint16_t *halves; // f16 scales, or null
   const uint8_t *zeros;   // packed zero points, or null (8)
 
-  Int4Row(const BlockQuantMatrix &w, int64_t r, int64_t blocks)
-      : codes(w.codes + r * w.rowBytes()),
-        scales(w.halfScales
-                   ? nullptr
-                   : static_cast<const float *>(w.scales) + r * blocks),
-        halves(w.halfScales
-                   ? static_cast<const uint16_t *>(w.scales) + r * blocks
-                   : nullptr),
-        zeros(w.zeroPoints ? w.zeroPoints + r * ((blocks + 1) / 2) : nullptr) {}
+  Int4Row(const BlockQuantMatrix &w, int64_t r)
+      : codes(w.rowCodes(r)), scales(w.rowScales(r)),
+        halves(w.rowHalfScales(r)), zeros(w.rowZeroPoints(r)) {}
   /// The scales of blocks [b, b + 8).
   MOERT_TARGET_AVX2 __m256 scales8(int64_t b) const {
     return scales ? _mm256_loadu_ps(scales + b)
@@ -362,10 +356,10 @@ void projectInt4(const float *x, int64_t n, const BlockQuantMatrix &w,
                  int64_t ldc, bool wide) {
   thread_local Int4Activations xp;
   prepare(x, n, w, xp);
-  const int64_t blocks = w.blocks(), groups = w.blockSize / 32;
+  const int64_t groups = w.blockSize / 32;
   for (int64_t j = 0; j < m; ++j) {
     const int64_t r = r0 + j;
-    const Int4Row row(w, r, blocks);
+    const Int4Row row(w, r);
     const float add = bias ? bias[r] : 0.0f;
     // Rows of x four at a time, so that the weight row stays in L1.
     for (int64_t i = 0; i < n;) {
