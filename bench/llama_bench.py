@@ -227,9 +227,15 @@ def convert(args, src, hf_dir):
 # --------------------------------------------------------------------------- #
 
 
+# The steps of dense matrices: MatMul and Gemm (f32), Linear (narrowed,
+# `moec compile --weight-dtype`).
+DENSE_OPS = ("MatMul", "Gemm", "Linear")
+
+
 def step_bytes(args, plan):
-    """Weight bytes one decode step of the plan reads: every MatMul/Gemm
-    weight, top-k of E experts of every Experts step, one embedding row."""
+    """Weight bytes one decode step of the plan reads: every MatMul/Gemm/
+    Linear weight, top-k of E experts of every Experts step, one embedding
+    row."""
     moec = os.path.join(args.build, "bin", "moec")
     info = json.loads(run([moec, "inspect", plan, "--json"],
                           capture_output=True, text=True).stdout)
@@ -240,7 +246,7 @@ def step_bytes(args, plan):
     for step in schedule["steps"]:
         weights = [tensors[i]["bytes"] for i in step["inputs"]
                    if tensors[i]["storage"] == "weight"]
-        if step["op"] in ("MatMul", "Gemm"):
+        if step["op"] in DENSE_OPS:
             dense += sum(weights)
         elif step["op"] == "Experts":
             experts += sum(weights) * top_k
@@ -287,10 +293,11 @@ def llama_run_bench(bench, gguf, threads, args):
 
 
 def decode_ops(stats):
-    """ms per decode step in MatMul/Gemm steps, in Experts, and the rest."""
+    """ms per decode step in MatMul/Gemm/Linear steps, in Experts, and the
+    rest."""
     parts = {"dense": 0.0, "experts": 0.0, "rest": 0.0}
     for x in json.load(open(stats))["decode_steps_stats"]:
-        key = ("dense" if x["op"] in ("MatMul", "Gemm") else
+        key = ("dense" if x["op"] in DENSE_OPS else
                "experts" if x["op"] == "Experts" else "rest")
         parts[key] += x["mean_ms"]
     return parts

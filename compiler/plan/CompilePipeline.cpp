@@ -2,6 +2,7 @@
 
 #include "compiler/plan/CompilePipeline.h"
 
+#include "compiler/plan/DenseWeights.h"
 #include "compiler/plan/PlanEmitter.h"
 
 #include "dialects/moe/LayerForm.h"
@@ -226,8 +227,7 @@ static llvm::json::Array devicesToJson(ArrayRef<func::FuncOp> funcs,
   llvm::json::Array array;
   for (auto [device, entry] : llvm::enumerate(funcs)) {
     func::FuncOp func = entry;
-    llvm::DenseSet<Value> narrowed =
-        getNarrowableExpertWeights(func, expertWeights);
+    llvm::DenseSet<Value> narrowed = getNarrowableWeights(func, expertWeights);
     llvm::json::Array layers;
     int64_t expertBytes = 0;
     func.walk([&](moe::ExpertsOp experts) {
@@ -481,7 +481,7 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
   if (failed(funcs))
     return;
   llvm::DenseSet<Value> narrowed =
-      getNarrowableExpertWeights(funcs->front(), expertWeights);
+      getNarrowableWeights(funcs->front(), expertWeights);
   int64_t networks = 0, narrowedNetworks = 0;
   funcs->front().walk([&](Operation *op) {
     if (!isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
@@ -495,6 +495,10 @@ void printMoeLayers(ModuleOp module, llvm::raw_ostream &os,
                       "{1} of {2} expert networks\n",
                       stringifyExpertWeightType(expertWeights),
                       narrowedNetworks, networks);
+  os << llvm::formatv(
+      "moec: dense matrices stored as {0}: {1}\n",
+      stringifyExpertWeightType(expertWeights),
+      getNarrowableDenseWeights(funcs->front(), expertWeights).size());
 }
 
 /// The ONNX initializer a constant was imported from ("initializer 'NAME'"
@@ -546,7 +550,7 @@ getNarrowedInitializers(ArrayRef<func::FuncOp> funcs,
           addConstant(constant);
   };
   for (func::FuncOp func : funcs)
-    for (Value value : getNarrowableExpertWeights(func, expertWeights)) {
+    for (Value value : getNarrowableWeights(func, expertWeights)) {
       if (auto shard = value.getDefiningOp<moe::ShardOp>())
         addWeight(shard.getWeight());
       else
@@ -573,8 +577,7 @@ LogicalResult writeReport(ModuleOp module,
   if (!arena || !naive)
     return func.emitError("no memory plan to report on");
 
-  llvm::DenseSet<Value> narrowed =
-      getNarrowableExpertWeights(func, expertWeights);
+  llvm::DenseSet<Value> narrowed = getNarrowableWeights(func, expertWeights);
   int64_t weightBytes = 0, numWeights = 0, numSteps = 0, numFused = 0;
   for (Operation &op : func.getBody().front()) {
     if (auto constant = dyn_cast<moe::ConstantOp>(op)) {
@@ -622,6 +625,8 @@ LogicalResult writeReport(ModuleOp module,
         getNarrowedInitializers(*funcs, expertWeights);
     root["narrowed_initializers"] = std::move(initializers);
     root["narrowed_unnamed_constants"] = unnamed;
+    root["narrowed_dense_matrices"] = static_cast<int64_t>(
+        getNarrowableDenseWeights(func, expertWeights).size());
   }
   if (funcs->size() > 1) {
     root["devices"] = devicesToJson(*funcs, expertWeights);

@@ -259,6 +259,14 @@ private:
     if (isOutIn(op))
       attrs.AsFfnAttrs()->weight_layout = fb::WeightLayout::OutIn;
     rewritePackedStep(op, weights.getPackedWeights(), *kind, inputs, attrs);
+    // A product by a narrowed dense matrix, stored [N, K] (with its int8
+    // scales).
+    if (auto matMul = dyn_cast<moe::MatMulOp>(op);
+        matMul && weights.isNarrowedDense(matMul.getB())) {
+      *kind = fb::OpKind::Linear;
+      if (std::optional<int32_t> scales = weights.getScales(matMul.getB()))
+        inputs.push_back(*scales);
+    }
     int index = schedule.addStep(*kind, getStepName(op), std::move(inputs),
                                  std::move(outputs), std::move(attrs));
     if (auto experts = dyn_cast<moe::ExpertsOp>(op))

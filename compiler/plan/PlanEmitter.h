@@ -32,11 +32,12 @@ namespace moec::plan {
 using PlanFinalizer = std::function<mlir::LogicalResult(moert::PlanWriter &)>;
 
 /// How the plan stores the matrices of the expert networks (w1, w3, w2 of
-/// moe.experts and moe.shared_expert): as in the model (f32), or narrowed
-/// to bf16 / f16 while the plan is written (`moec compile --weight-dtype`),
-/// or quantized to int8 with an f32 scale per expert and output channel
-/// (routed experts only: shared experts stay f32). Biases and every other
-/// tensor keep their type.
+/// moe.experts and moe.shared_expert) and the dense matrices
+/// (getNarrowableDenseWeights, compiler/plan/DenseWeights.h): as in the
+/// model (f32), or narrowed to bf16 / f16 while the plan is written (`moec
+/// compile --weight-dtype`), or quantized to int8 with an f32 scale per
+/// expert and output channel (shared experts stay f32). Biases and every
+/// other tensor keep their type.
 enum class ExpertWeightType { F32, BF16, F16, I8 };
 
 /// "f32", "bf16", "f16", "int8".

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/plan/WeightStorage.h"
+#include "compiler/plan/DenseWeights.h"
 
 #include "format/version.h"
 
@@ -214,6 +215,15 @@ WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
       sharesPagedWeights(sharesPagedWeights) {
   narrowed = getNarrowableExpertWeights(func, state.expertWeights);
   transposed = getTransposableExpertWeights(func);
+  // Dense matrices [K, N]: stored [N, K] for the Linear step, int8 with
+  // its channels along the columns as the model has them.
+  dense = getNarrowableDenseWeights(func, state.expertWeights);
+  for (Value w : dense) {
+    narrowed.insert(w);
+    transposed.insert(w);
+    if (state.expertWeights == ExpertWeightType::I8)
+      channelDims.try_emplace(w, 2);
+  }
   if (state.tiers.deviceMemory)
     paged = getPagedExpertWeights(func);
   if (state.expertWeights == ExpertWeightType::I8)

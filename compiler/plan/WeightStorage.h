@@ -126,6 +126,10 @@ public:
   /// (getTransposableExpertWeights): its steps run the out_in layout.
   bool isTransposed(mlir::Value w) const { return transposed.contains(w); }
 
+  /// Whether the [K, N] matrix `w` is a narrowed dense matrix, stored [N, K]
+  /// (getNarrowableDenseWeights): its MatMul steps are Linear steps.
+  bool isNarrowedDense(mlir::Value w) const { return dense.contains(w); }
+
   /// The block-quantized constants stored packed.
   const llvm::DenseMap<mlir::Value, PackedWeight> &getPackedWeights() const {
     return packedWeights;
@@ -171,8 +175,11 @@ private:
   llvm::DenseMap<mlir::Value, int32_t> &tensorIds;
   /// The expert matrices written as state.expertWeights.
   llvm::DenseSet<mlir::Value> narrowed;
-  /// The routed experts' [E, in, out] matrices written as [E, out, in].
+  /// The routed experts' [E, in, out] matrices written as [E, out, in], and
+  /// the dense matrices.
   llvm::DenseSet<mlir::Value> transposed;
+  /// The narrowed dense matrices, [K, N] written as [N, K].
+  llvm::DenseSet<mlir::Value> dense;
   /// For int8 matrices: the dimension of their output channels (1 or 2),
   /// and the tensor of their scales once written.
   llvm::DenseMap<mlir::Value, int> channelDims;

@@ -298,7 +298,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   for (const WeightSection &section : sections)
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
-       blockQuant = false, int8Activations = false, vision = false;
+       blockQuant = false, int8Activations = false, vision = false,
+       linear = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -321,6 +322,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         int8Activations |= quant && quant->int8_activations;
         // A step 1.13 readers lack.
         vision |= step->op == fb::OpKind::Conv;
+        // A step 1.15 readers lack.
+        linear |= step->op == fb::OpKind::Linear;
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
@@ -488,7 +491,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool batchWindows =
       program.generation && !program.generation->batch_windows.empty();
   header.versionMinor =
-      batchWindows         ? detail::kFormatVersionMinorBatchWindows
+      linear               ? detail::kFormatVersionMinorLinear
+      : batchWindows       ? detail::kFormatVersionMinorBatchWindows
       : vision             ? detail::kFormatVersionMinorVision
       : batchRows          ? detail::kFormatVersionMinorBatchRows
       : int8Activations    ? detail::kFormatVersionMinorInt8Activations

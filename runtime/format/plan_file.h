@@ -95,6 +95,10 @@ inline constexpr uint16_t kFormatVersionMinorVision = 14;
 /// batchable plans with a sliding-window attention, and the least a file
 /// with one may declare.
 inline constexpr uint16_t kFormatVersionMinorBatchWindows = 15;
+/// 1.16 added the Linear step (`moec compile --weight-dtype` on dense
+/// matrices): written for plans that have one, and the least a file with
+/// one may declare.
+inline constexpr uint16_t kFormatVersionMinorLinear = 16;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -287,17 +287,20 @@ int32_t ScheduleBuilder::addQuantizedWeightPieces(
         "weight '", name, "' cannot be quantized to int8: ", why)));
     return -1;
   };
-  if (shape.size() != 3 || (channelDim != 1 && channelDim != 2))
-    return refuse("int8 weights are [E, rows, cols] with channels along "
-                  "dimension 1 or 2");
+  if ((shape.size() != 2 && shape.size() != 3) ||
+      (channelDim != 1 && channelDim != 2))
+    return refuse("int8 weights are [E, rows, cols] or [rows, cols] with "
+                  "channels along the rows (1) or the columns (2)");
+  // A [rows, cols] matrix is one expert's.
+  bool matrix = shape.size() == 2;
   Quantization quantization;
-  quantization.rows = shape[1];
-  quantization.cols = shape[2];
+  quantization.rows = shape[shape.size() - 2];
+  quantization.cols = shape[shape.size() - 1];
   quantization.channelDim = channelDim;
   int64_t total = elementCount(shape);
   if (total <= 0)
     return refuse("it has no elements");
-  int64_t experts = shape[0];
+  int64_t experts = matrix ? 1 : shape[0];
   std::vector<float> maxAbs(experts * quantization.channels(), 0.0f);
   int64_t element = 0;
   for (const WeightPiece &piece : pieces) {
@@ -332,6 +335,8 @@ int32_t ScheduleBuilder::addQuantizedWeightPieces(
   source.pieces = std::move(pieces);
   source.narrowTo = DType::I8;
   std::vector<int64_t> scaleShape = {experts, quantization.channels()};
+  if (matrix)
+    scaleShape.erase(scaleShape.begin());
   scales = addWeight(name + ".scales", DType::F32, scaleShape,
                      quantization.scales.data(),
                      quantization.scales.size() * sizeof(float), section);
@@ -351,14 +356,16 @@ void ScheduleBuilder::transposeExpertMatrices(int32_t id) {
   if (it == w.sources[device].end() || it->second.pieces.empty())
     return refuse("it is not a weight of f32 pieces");
   WeightSource &source = it->second;
-  if (t.dims.size() != 3 || source.transposeRows)
-    return refuse("it is not [E, rows, cols], or is transposed already");
+  if ((t.dims.size() != 2 && t.dims.size() != 3) || source.transposeRows)
+    return refuse("it is not [E, rows, cols] or [rows, cols], or is "
+                  "transposed already");
   for (const WeightPiece &piece : source.pieces)
     if (piece.bytes % sizeof(float))
       return refuse("a piece does not hold f32 values");
-  source.transposeRows = t.dims[1].bound();
-  source.transposeCols = t.dims[2].bound();
-  std::swap(t.dims[1], t.dims[2]);
+  size_t rows = t.dims.size() - 2;
+  source.transposeRows = t.dims[rows].bound();
+  source.transposeCols = t.dims[rows + 1].bound();
+  std::swap(t.dims[rows], t.dims[rows + 1]);
   // int8: the scales, [E, channels], stay; the channels move to the other
   // dimension of the written matrices.
   if (source.narrowTo == DType::I8) {

@@ -112,24 +112,27 @@ public:
                                   std::vector<WeightPiece> pieces,
                                   int section = -1);
   /// Like addNarrowedWeightPieces for int8 storage (`moec compile
-  /// --weight-dtype int8`): `shape` is [E, rows, cols], and the output
-  /// channels of each expert's matrix lie along dimension `channelDim` (1:
-  /// rows, an [out, in] matrix; 2: columns, [in, out]). Each channel is
+  /// --weight-dtype int8`): `shape` is [E, rows, cols] (or [rows, cols], one
+  /// matrix), and the output channels of each expert's matrix lie along its
+  /// rows (`channelDim` 1, an [out, in] matrix) or columns (2, [in, out]).
+  /// Each channel is
   /// quantized symmetrically, scale = max |w| / 127 and q = w / scale rounded
   /// to nearest even, clamped to [-127, 127] (all zeros: scale 0). The scales
   /// are computed here (one pass over the pieces) and added as the f32
-  /// weight `scales` ([E, channels], named NAME.scales); the int8 values are
+  /// weight `scales` ([E, channels], or [channels] for one matrix, named
+  /// NAME.scales); the int8 values are
   /// converted while the plan is written. Non-finite values fail the writer.
   int32_t addQuantizedWeightPieces(std::string name, std::vector<int64_t> shape,
                                    std::vector<WeightPiece> pieces,
                                    int channelDim, int32_t &scales,
                                    int section = -1);
   /// Makes weight `id` (added from f32 pieces holding [E, rows, cols]
-  /// matrices, as they are or narrowed or quantized) be written with each
-  /// expert's matrix transposed: its shape becomes [E, cols, rows] (an
-  /// int8 weight's scales stay [E, channels], its channels now along the
-  /// other dimension). Lets the compiler store [in, out] expert matrices as
-  /// [out, in], the layout whose column blocks are contiguous.
+  /// matrices or one [rows, cols] matrix, as they are or narrowed or
+  /// quantized) be written with each matrix transposed: its shape becomes
+  /// [E, cols, rows] or [cols, rows] (an int8 weight's scales stay, its
+  /// channels now along the other dimension). Lets the compiler store [in,
+  /// out] matrices as [out, in], the layout whose column blocks are
+  /// contiguous.
   void transposeExpertMatrices(int32_t id);
   /// Adds a weight that is the weight `ownerTensor` of schedule
   /// `ownerDevice`'s (a schedule index(): N + d is device d's prefill

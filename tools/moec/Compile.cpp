@@ -19,6 +19,7 @@
 #include "compiler/onnx/Diagnostics.h"
 #include "compiler/onnx/Import.h"
 #include "compiler/plan/CompilePipeline.h"
+#include "compiler/plan/DenseWeights.h"
 #include "compiler/plan/Generation.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Provenance.h"
@@ -186,6 +187,17 @@ static LogicalResult checkArenaSize(ModuleOp module,
 
 /// The tiers of --device-memory, with the loads of --routing-profile read
 /// against `module`'s MoE layers.
+/// Marks the dense matrices that stay f32 though --weight-dtype narrows:
+/// those --keep-f32 names, and every one for the CUDA target (which has no
+/// Linear step).
+static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
+                                     const CompileFlags &flags) {
+  if (*flags.weights.getExpertWeightType() == moec::plan::ExpertWeightType::F32)
+    return success();
+  return moec::plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
+                                          flags.target.isCuda());
+}
+
 static FailureOr<moec::plan::TierOptions>
 getTierOptions(ModuleOp module, const CompileFlags &flags, uint64_t bytes) {
   moec::plan::TierOptions tiers;
@@ -358,6 +370,8 @@ int moec::runCompile(CompileFlags flags) {
     if (failed(pm.run(*module)))
       return kFailure;
     progress.done();
+    if (!options.simplifyOnly && failed(keepWeightsWide({*module}, flags)))
+      return kFailure;
     if (!options.simplifyOnly && failed(checkArenaSize(*module, flags)))
       return kFailure;
     if (!options.simplifyOnly)
@@ -621,6 +635,11 @@ static int runGenerationCompile(const CompileFlags &flags) {
     if (!compiled || failed(checkArenaSize(module, flags)))
       return kFailure;
   }
+  SmallVector<ModuleOp, 2> modules = {*decode};
+  if (prefill)
+    modules.push_back(*prefill);
+  if (failed(keepWeightsWide(modules, flags)))
+    return kFailure;
   if (report.verbose)
     plan::printMoeLayers(*decode, llvm::errs(), expertWeights);
   llvm::json::Object generationReport{

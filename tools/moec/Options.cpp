@@ -189,14 +189,23 @@ static cl::opt<int64_t> microBatches(
 
 static cl::opt<std::string> weightDtype(
     "weight-dtype",
-    cl::desc("How the plan stores the expert networks' matrices (w1, w3, w2 "
-             "of routed and shared experts): f32 as in the model, or bf16 / "
-             "f16 (rounded to nearest even; biases and every other tensor "
-             "stay f32; the experts compute in f32), or int8 (routed experts "
-             "only, symmetric per output channel with f32 scales; CPU "
-             "target); default: f32"),
+    cl::desc("How the plan stores its large matrices: the expert networks' "
+             "(w1, w3, w2 of routed and shared experts) and, on the CPU "
+             "target, the dense MatMul weights (attention, dense MLPs, the "
+             "output layer; routers stay f32): f32 as in the model, or bf16 "
+             "/ f16 (rounded to nearest even; biases, norms and every other "
+             "tensor stay f32; products compute in f32), or int8 (symmetric "
+             "per output channel with f32 scales; shared experts stay f32; "
+             "CPU target); default: f32"),
     cl::value_desc("f32|bf16|f16|int8"), cl::init("f32"),
     cl::sub(compileCommand), cl::cat(getMoecCategory()));
+static cl::list<std::string> keepF32(
+    "keep-f32",
+    cl::desc("With --weight-dtype: keep the dense matrices f32 whose "
+             "initializer name or reading MatMul node name contains one of "
+             "these names (e.g. lm_head)"),
+    cl::value_desc("NAME,..."), cl::CommaSeparated, cl::sub(compileCommand),
+    cl::cat(getMoecCategory()));
 
 static cl::opt<std::string>
     cudaSource("cuda-source",
@@ -296,6 +305,7 @@ CompileFlags getCompileFlags() {
   flags.parallel.routingProfile = routingProfile;
   flags.weights.weightDtype = weightDtype;
   flags.weights.weightDtypeGiven = weightDtype.getNumOccurrences() > 0;
+  flags.weights.keepF32.assign(keepF32.begin(), keepF32.end());
   flags.tiers.deviceMemory = deviceMemory;
   flags.tiers.prefetch = tierPrefetch;
   flags.validation.enabled = !noVerifyRewrites;
@@ -435,6 +445,12 @@ std::string WeightOptions::verify(const TargetOptions &target) const {
   if (*type == plan::ExpertWeightType::I8 && target.isCuda())
     return "--weight-dtype int8 runs on the CPU backend only; use bf16 or "
            "f16 with --target cuda";
+  if (!keepF32.empty() && *type == plan::ExpertWeightType::F32)
+    return "--keep-f32 keeps matrices that --weight-dtype would narrow; it "
+           "needs --weight-dtype bf16, f16 or int8";
+  for (const std::string &name : keepF32)
+    if (name.empty())
+      return "--keep-f32 has an empty name";
   return "";
 }
 
@@ -559,6 +575,8 @@ CompileFlags::getProvenanceFlags() const {
   flags.emplace_back("replicate-hot", std::to_string(parallel.replicateHot));
   flags.emplace_back("micro-batches", std::to_string(parallel.microBatches));
   flags.emplace_back("weight-dtype", weights.weightDtype);
+  if (!weights.keepF32.empty())
+    flags.emplace_back("keep-f32", llvm::join(weights.keepF32, ","));
   flags.emplace_back("device-memory", tiers.deviceMemory);
   flags.emplace_back("prefetch", tiers.prefetch);
   return flags;

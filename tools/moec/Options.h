@@ -143,10 +143,12 @@ struct ParallelOptions {
   std::string verify(const OutputOptions &output) const;
 };
 
-/// How the plan stores the expert networks' matrices: --weight-dtype.
+/// How the plan stores its large matrices: --weight-dtype, --keep-f32.
 struct WeightOptions {
   std::string weightDtype = "f32";
   bool weightDtypeGiven = false;
+  /// The names of dense matrices that stay f32 (plan::keepDenseWeightsWide).
+  std::vector<std::string> keepF32;
 
   /// --weight-dtype as an ExpertWeightType; nullopt for an unknown name.
   std::optional<plan::ExpertWeightType> getExpertWeightType() const;

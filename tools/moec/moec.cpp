@@ -11,7 +11,7 @@
 //                [--ptx-output FILE.ptx] [--cuda-source FILE.cu]
 //                [--devices N] [--micro-batches M]
 //                [--routing-profile FILE.json] [--replicate-hot K]
-//                [--weight-dtype f32|bf16|f16|int8]
+//                [--weight-dtype f32|bf16|f16|int8] [--keep-f32 NAME,...]
 //   moec compile DECODE.onnx [--prefill PREFILL.onnx] --max-seq S -o OUT
 //                (a generation plan; docs/cli.md)
 //

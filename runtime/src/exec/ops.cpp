@@ -171,6 +171,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerAttentionOps(r);
     registerLinearAttentionOps(r);
     registerQuantOps(r);
+    registerLinearOps(r);
     return r;
   }();
   return registry.find(kind);

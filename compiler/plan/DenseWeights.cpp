@@ -1,0 +1,130 @@
+//===- DenseWeights.cpp - Narrowed dense matrices in a plan ---------------===//
+//
+// Which dense matrices `--weight-dtype` narrows (DenseWeights.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/plan/DenseWeights.h"
+#include "compiler/plan/WeightStorage.h"
+
+#include "dialects/moe/MoeOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+
+namespace moec::plan {
+namespace {
+
+/// The unit attribute that marks a constant --keep-f32 keeps wide.
+constexpr llvm::StringLiteral kKeepF32 = "moe.keep_f32";
+
+/// Whether `product` feeds a router: a moe.router, or a TopK through ops
+/// that only move values or score them (a gate the detector left generic).
+bool feedsRouter(Value product) {
+  SmallVector<Value> work = {product};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (Operation *user : value.getUsers()) {
+      if (isa<moe::RouterOp, moe::TopKOp>(user))
+        return true;
+      if (isa<moe::ReshapeOp, moe::FlattenOp, moe::SqueezeOp, moe::UnsqueezeOp,
+              moe::TransposeOp, moe::IdentityOp, moe::CastOp, moe::SoftmaxOp,
+              moe::SigmoidOp, moe::AddOp>(user))
+        for (Value result : user->getResults())
+          work.push_back(result);
+    }
+  }
+  return false;
+}
+
+/// Whether `use` is the right operand of an f32 moe.mat_mul that no router
+/// reads.
+bool isDenseProductUse(OpOperand &use) {
+  auto matMul = dyn_cast<moe::MatMulOp>(use.getOwner());
+  return matMul && use.getOperandNumber() == 1 &&
+         cast<ShapedType>(matMul.getA().getType()).getElementType().isF32() &&
+         cast<ShapedType>(matMul.getA().getType()).getRank() >= 1 &&
+         !feedsRouter(matMul.getResult());
+}
+
+/// Whether constant `op` is a dense matrix --weight-dtype may narrow,
+/// whatever --keep-f32 says.
+bool isDenseMatrix(moe::ConstantOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  if (type.getRank() != 2 || !type.getElementType().isF32() ||
+      !type.hasStaticShape() ||
+      type.getNumElements() < kMinNarrowedDenseElements)
+    return false;
+  // A splat is a folded value, not a trained matrix.
+  if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+      dense && dense.isSplat())
+    return false;
+  return !op->use_empty() && llvm::all_of(op->getUses(), [](OpOperand &use) {
+    return isDenseProductUse(use);
+  });
+}
+
+} // namespace
+
+llvm::DenseSet<Value> getNarrowableDenseWeights(func::FuncOp func,
+                                                ExpertWeightType type) {
+  llvm::DenseSet<Value> result;
+  if (type == ExpertWeightType::F32)
+    return result;
+  func.walk([&](moe::ConstantOp op) {
+    if (!op->hasAttr(kKeepF32) && isDenseMatrix(op))
+      result.insert(op.getResult());
+  });
+  return result;
+}
+
+llvm::DenseSet<Value> getNarrowableWeights(func::FuncOp func,
+                                           ExpertWeightType type) {
+  llvm::DenseSet<Value> result = getNarrowableExpertWeights(func, type);
+  for (Value value : getNarrowableDenseWeights(func, type))
+    result.insert(value);
+  return result;
+}
+
+LogicalResult keepDenseWeightsWide(ArrayRef<ModuleOp> modules,
+                                   ArrayRef<std::string> names, bool all) {
+  if (names.empty() && !all)
+    return success();
+  llvm::StringSet<> matched;
+  for (ModuleOp module : modules)
+    ModuleOp(module).walk([&](moe::ConstantOp op) {
+      if (!isDenseMatrix(op))
+        return;
+      // The initializer's name, and the names of the MatMul nodes that
+      // read it.
+      SmallVector<std::string> candidates = {getStepName(op)};
+      for (Operation *user : op->getUsers())
+        candidates.push_back(getStepName(user));
+      bool keep = all;
+      for (const std::string &name : names)
+        for (const std::string &candidate : candidates)
+          if (StringRef(candidate).contains(name)) {
+            matched.insert(name);
+            keep = true;
+          }
+      if (keep)
+        op->setAttr(kKeepF32, UnitAttr::get(op.getContext()));
+    });
+  for (const std::string &name : names)
+    if (!matched.contains(name))
+      return emitError(ModuleOp(modules.front()).getLoc())
+             << "--keep-f32 '" << name
+             << "' names no dense matrix that --weight-dtype narrows (it is "
+                "matched against the names of MatMul weight initializers and "
+                "of the MatMul nodes that read them)";
+  return success();
+}
+
+} // namespace moec::plan

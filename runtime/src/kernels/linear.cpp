@@ -1,0 +1,158 @@
+//===- linear.cpp - The Linear step ---------------------------------------===//
+//
+// y [..., N] = a [..., K] W^T for a weight W [N, K] stored f32, bf16, f16 or
+// int8 with a scale per row (docs/plan-format.md, format 1.16): what `moec
+// compile --weight-dtype` makes of a MatMul by a constant matrix. Every row
+// of a is one row of the product. A few rows (decoding) read each weight
+// once through the streaming kernels (kernels/stream.h), the pool's threads
+// taking contiguous blocks of W's rows; more rows (a prompt) widen blocks of
+// W's rows to f32 and multiply them with sgemm, each block once for all the
+// rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "exec/ops.h"
+#include "exec/thread_pool.h"
+#include "kernels/batch_invariant.h"
+#include "kernels/common.h"
+#include "kernels/stream.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace moert::detail {
+namespace {
+
+constexpr int kA = 0, kW = 1, kScales = 2;
+
+/// Rows of a up to which the product streams the weights; above, widened
+/// blocks and sgemm (the experts' crossover: streaming pays at 1 and 2 rows,
+/// bench/README.md "oneDNN matmul blocks").
+constexpr int64_t kLinearStreamRows = 2;
+/// Weight rows widened per sgemm block: 64 rows of K = 4096 are 1 MiB f32.
+constexpr int64_t kWidenedRows = 64;
+/// Column blocks of the streamed product are multiples of this (a cache
+/// line of the output).
+constexpr int64_t kColumnQuantum = 16;
+
+StreamWeights streamWeights(DType dtype) {
+  switch (dtype) {
+  case DType::BF16:
+    return StreamWeights::BF16;
+  case DType::F16:
+    return StreamWeights::F16;
+  case DType::I8:
+    return StreamWeights::I8;
+  default:
+    return StreamWeights::F32;
+  }
+}
+
+absl::Status validateLinear(const StepCheck &check) {
+  MOERT_RETURN_IF_ERROR(check.inType(kA, bit(DType::F32)));
+  const TensorInfo &a = check.in(kA);
+  if (a.rank < 1)
+    return check.error("a must have rank >= 1");
+  const TensorInfo &w = check.in(kW);
+  if (!w.isWeight)
+    return check.error("w must be a weight");
+  if (w.dtype != DType::F32 && w.dtype != DType::BF16 &&
+      w.dtype != DType::F16 && w.dtype != DType::I8)
+    return check.error("w is ", dtypeName(w.dtype),
+                       "; expected f32, bf16, f16 or i8");
+  if (w.rank != 2 || w.dims[0].kind != fb::DimKind::Static ||
+      w.dims[1].kind != fb::DimKind::Static)
+    return check.error("w must be a static [N, K] weight, is ",
+                       declaredShape(w));
+  int64_t n = w.dims[0].bound, k = w.dims[1].bound;
+  if (n < 1 || k < 1 || n > INT32_MAX || k > INT32_MAX)
+    return check.error("w is declared ", declaredShape(w),
+                       "; N and K must be in [1, 2^31)");
+  const DimInfo &last = a.dims[a.rank - 1];
+  if (last.kind == fb::DimKind::Static && last.bound != k)
+    return check.error("a is declared ", declaredShape(a),
+                       "; its last dimension must be K = ", k, " (w is ",
+                       declaredShape(w), ")");
+  bool quantized = w.dtype == DType::I8;
+  if (quantized != check.has(kScales))
+    return check.error(quantized ? "w is i8 and needs its scales [N]"
+                                 : "scales are for i8 weights; w is ",
+                       quantized ? "" : dtypeName(w.dtype));
+  if (quantized) {
+    const TensorInfo &scales = check.in(kScales);
+    if (!scales.isWeight || scales.dtype != DType::F32 || scales.rank != 1 ||
+        scales.dims[0].kind != fb::DimKind::Static || scales.dims[0].bound != n)
+      return check.error("scales must be an f32 weight [", n, "], is ",
+                         dtypeName(scales.dtype), " ", declaredShape(scales));
+  }
+  MOERT_RETURN_IF_ERROR(check.outType(0, bit(DType::F32)));
+  return check.outRank(0, a.rank);
+}
+
+absl::Status linearKernel(KernelContext &ctx) {
+  const Tensor &a = ctx.in(kA);
+  const Tensor &w = ctx.in(kW);
+  const int64_t N = w.shape[0], K = w.shape[1];
+  if (a.shape[a.shape.rank - 1] != K)
+    return ctx.error("a has shape ", a.shape.str(), "; expected [..., ", K,
+                     "]");
+  Shape shape = a.shape;
+  shape.dims[shape.rank - 1] = N;
+  MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
+  const int64_t M = a.shape.numel() / K;
+  if (M == 0)
+    return absl::OkStatus();
+  const float *x = a.as<const float>();
+  float *y = out->as<float>();
+  const StreamWeights type = streamWeights(w.dtype);
+  const auto *bytes = static_cast<const uint8_t *>(w.data);
+  const size_t width = dtypeSize(w.dtype);
+  const float *scales =
+      ctx.has(kScales) ? ctx.in(kScales).as<const float>() : nullptr;
+  const int64_t threads = ctx.pool().size();
+  if (M <= kLinearStreamRows && !batchInvariant()) {
+    // One contiguous block of weight rows per thread: each weight byte is
+    // read once, by one thread.
+    int64_t per = (N + threads - 1) / threads;
+    int64_t grain =
+        (per + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum;
+    ctx.pool().parallelFor(N, grain, [&](int64_t j0, int64_t j1) {
+      streamProject(x, M, K, bytes, type, j0, j1 - j0, scales, nullptr, y + j0,
+                    N);
+    });
+    return absl::OkStatus();
+  }
+  // f32 weights need no widening: sgemm reads them as they are.
+  if (type == StreamWeights::F32) {
+    parallelSgemm(ctx.pool(), false, true, M, N, K, 1.0f, x, K,
+                  reinterpret_cast<const float *>(bytes), K, 0.0f, y, N);
+    return absl::OkStatus();
+  }
+  int64_t blocks = (N + kWidenedRows - 1) / kWidenedRows;
+  ctx.pool().parallelFor(
+      blocks, (blocks + threads - 1) / threads, [&](int64_t b0, int64_t b1) {
+        thread_local std::vector<float> widened;
+        widened.resize(kWidenedRows * K);
+        for (int64_t b = b0; b < b1; ++b) {
+          int64_t j0 = b * kWidenedRows;
+          int64_t rows = std::min(kWidenedRows, N - j0);
+          widenWeights(bytes + j0 * K * width, type, rows * K, widened.data());
+          sgemm(false, true, M, rows, K, 1.0f, x, K, widened.data(), K, 0.0f,
+                y + j0, N);
+          if (scales)
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < rows; ++j)
+                y[i * N + j0 + j] *= scales[j0 + j];
+        }
+      });
+  return absl::OkStatus();
+}
+
+} // namespace
+
+void registerLinearOps(OpRegistry &r) {
+  r.add(fb::OpKind::Linear, makeOp("Linear", 2, 3, validateLinear, linearKernel)
+                                .withOptionalInputs(0b100));
+}
+
+} // namespace moert::detail
