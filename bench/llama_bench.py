@@ -22,7 +22,8 @@ shared machine are noise). It does, once, into --models (git-ignored):
    download --no-binary :all: --no-deps llama-cpp-python`; the wheel has no
    llama-bench), built with CMake, -DGGML_NATIVE=ON (the script adds
    -mno-amx-* where the CPU has AMX, whose tiles fault in this build on some
-   machines), targets llama-bench and this script's greedy tool
+   machines), targets llama-bench, llama-server (bench/batch_bench.py's
+   peer) and this script's greedy tool
    (llama_greedy.c, a few calls of llama.h), and the GGUFs of llama.cpp's own
    convert_hf_to_gguf.py (its gguf-py from the same sdist) at f32, f16,
    bf16 and q8_0.
@@ -182,10 +183,12 @@ def llama_sources(args):
 
 
 def build_llama(args, src):
-    """llama-bench and llama_greedy (nice'd; the build takes a while)."""
+    """llama-bench, llama-server (bench/batch_bench.py's peer) and
+    llama_greedy (nice'd; the build takes a while)."""
     build = os.path.join(args.llama_dir, "build")
     bench = os.path.join(build, "bin", "llama-bench")
-    if not os.path.exists(bench):
+    server = os.path.join(build, "bin", "llama-server")
+    if not os.path.exists(bench) or not os.path.exists(server):
         flags = []
         cpu = open("/proc/cpuinfo").read()
         if "amx_tile" in cpu:
@@ -193,10 +196,10 @@ def build_llama(args, src):
             flags = [f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
         run(nice(["cmake", "-S", src, "-B", build, "-G", "Ninja",
                   "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
-                  "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+                  "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=ON",
                   "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF",
                   "-DGGML_CCACHE=OFF"] + flags), stdout=subprocess.DEVNULL)
-        run(nice(["ninja", "-C", build, "llama-bench"]))
+        run(nice(["ninja", "-C", build, "llama-bench", "llama-server"]))
     greedy = os.path.join(build, "bin", "llama_greedy")
     if not os.path.exists(greedy):
         run(nice(["cc", "-O2", os.path.join(ROOT, "bench", "llama_greedy.c"),
