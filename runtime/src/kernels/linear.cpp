@@ -5,19 +5,22 @@
 // compile --weight-dtype` makes of a MatMul by a constant matrix. Every row
 // of a is one row of the product. A few rows (decoding) read each weight
 // once through the streaming kernels (kernels/stream.h), the pool's threads
-// taking contiguous blocks of W's rows; more rows (a prompt) widen blocks of
-// W's rows to f32 and multiply them with sgemm, each block once for all the
-// rows.
+// taking contiguous blocks of W's rows; more rows (a prompt) run the experts'
+// GEMM blocks (kernels/expert_gemm.h: oneDNN's bf16 matmul where the CPU has
+// AVX512-BF16, the activations rounded to bf16 as there), or else widen
+// blocks of W's rows to f32 and multiply them with sgemm, each block once for
+// all the rows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "exec/ops.h"
 #include "exec/thread_pool.h"
-#include "kernels/batch_invariant.h"
 #include "kernels/common.h"
+#include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace moert::detail {
@@ -25,12 +28,12 @@ namespace {
 
 constexpr int kA = 0, kW = 1, kScales = 2;
 
-/// Rows of a up to which the product streams the weights; above, widened
-/// blocks and sgemm (the experts' crossover: streaming pays at 1 and 2 rows,
-/// bench/README.md "oneDNN matmul blocks").
-constexpr int64_t kLinearStreamRows = 2;
-/// Weight rows widened per sgemm block: 64 rows of K = 4096 are 1 MiB f32.
-constexpr int64_t kWidenedRows = 64;
+/// Output columns per GEMM block: oneDNN's bf16 matmul blocks (measured
+/// 64-256 even at 64 rows, bench/README.md), and weight rows widened per
+/// sgemm block (256: sgemm packs the activations once per block, which cost
+/// 28% of a 64-token prompt at 64).
+constexpr int64_t kMatmulColumns = 128;
+constexpr int64_t kWidenedRows = 256;
 /// Column blocks of the streamed product are multiples of this (a cache
 /// line of the output).
 constexpr int64_t kColumnQuantum = 16;
@@ -110,7 +113,9 @@ absl::Status linearKernel(KernelContext &ctx) {
   const float *scales =
       ctx.has(kScales) ? ctx.in(kScales).as<const float>() : nullptr;
   const int64_t threads = ctx.pool().size();
-  if (M <= kLinearStreamRows && !batchInvariant()) {
+  // The experts' crossover (2 rows where the CPU has AVX-512; none in
+  // batch-invariant mode).
+  if (M <= streamedRows(type, /*inOut=*/false)) {
     // One contiguous block of weight rows per thread: each weight byte is
     // read once, by one thread.
     int64_t per = (N + threads - 1) / threads;
@@ -127,6 +132,24 @@ absl::Status linearKernel(KernelContext &ctx) {
     parallelSgemm(ctx.pool(), false, true, M, N, K, 1.0f, x, K,
                   reinterpret_cast<const float *>(bytes), K, 0.0f, y, N);
     return absl::OkStatus();
+  }
+  if (blockGemmFor(type) == BlockGemm::Bf16) {
+    // Every block or none runs as a bf16 matmul (oneDNN refusing a shape
+    // declines it before writing), so that a product never mixes roundings.
+    int64_t blocks = (N + kMatmulColumns - 1) / kMatmulColumns;
+    std::atomic<bool> declined{false};
+    ctx.pool().parallelFor(
+        blocks, (blocks + threads - 1) / threads, [&](int64_t b0, int64_t b1) {
+          for (int64_t b = b0; b < b1 && !declined; ++b) {
+            int64_t j0 = b * kMatmulColumns;
+            if (!matmulBlock(x, M, K, bytes, type, N, /*inOut=*/false, j0,
+                             std::min(kMatmulColumns, N - j0), scales, nullptr,
+                             y + j0, N))
+              declined = true;
+          }
+        });
+    if (!declined)
+      return absl::OkStatus();
   }
   int64_t blocks = (N + kWidenedRows - 1) / kWidenedRows;
   ctx.pool().parallelFor(

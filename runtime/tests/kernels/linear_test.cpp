@@ -3,14 +3,16 @@
 // Dense matrices narrowed by `moec compile --weight-dtype` (format 1.16): the
 // plan writer stores a MatMul's [K, N] f32 weight transposed, as [N, K] bf16,
 // f16 or int8 with a scale per output channel, and the Linear step multiplies
-// by it. Each weight type's streamed (few rows) and widened-GEMM (more rows)
-// paths against the f64 product of the stored weights; the load-time checks.
+// by it. Each weight type's streamed (few rows) and GEMM (more rows) paths
+// against the f64 product of the stored weights: exactly (f32 sums) for the
+// streamed and widened blocks, within the activations' bf16 rounding for
+// oneDNN's bf16 matmul blocks where the CPU has them; the load-time checks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "format/float16.h"
 #include "format/plan_writer.h"
-#include "kernels/batch_invariant.h"
+#include "kernels/expert_gemm.h"
 #include "plan_bytes.h"
 #include "test_util.h"
 
@@ -105,9 +107,9 @@ absl::StatusOr<std::vector<float>> runLinear(const Matrix &m,
 }
 
 /// Expects `y` to be the f64 product of `a` and the stored weights, within
-/// f32 accumulation error.
+/// `tolerance` of the sum of the terms' magnitudes (f32 accumulation: 1e-5).
 void expectProduct(const Matrix &m, const std::vector<float> &a, int64_t rows,
-                   const std::vector<float> &y) {
+                   const std::vector<float> &y, double tolerance) {
   ASSERT_EQ(y.size(), static_cast<size_t>(rows * m.N));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t n = 0; n < m.N; ++n) {
@@ -117,18 +119,20 @@ void expectProduct(const Matrix &m, const std::vector<float> &a, int64_t rows,
         want += term;
         magnitude += std::fabs(term);
       }
-      ASSERT_NEAR(y[i * m.N + n], want, 1e-5 * (1 + magnitude))
+      ASSERT_NEAR(y[i * m.N + n], want, tolerance * (1 + magnitude))
           << "row " << i << " column " << n;
     }
 }
 
-TEST(Linear, EveryWeightTypeMatchesF64) {
-  // K and N not multiples of 16 lanes (nor 8 columns per tile); 1 and 2
-  // rows stream, 3 and 70 widen blocks (70 columns: two blocks of 64).
+/// Runs every weight type over 1 and 2 rows (streamed where the CPU has
+/// AVX-512, else up to 16) and 3, 20 and 70 rows, K and N not multiples of
+/// 16 lanes, 1 and 3 threads; `tolerance` for the GEMM blocks of bf16 and
+/// int8 weights.
+void checkEveryWeightType(double gemmTolerance) {
   uint32_t seed = 700;
   for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::I8})
-    for (auto [K, N] : {std::pair<int64_t, int64_t>{37, 70}, {256, 48}})
-      for (int64_t rows : {1, 2, 3, 70})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{37, 300}, {256, 48}})
+      for (int64_t rows : {1, 2, 3, 20, 70})
         for (int threads : {1, 3}) {
           SCOPED_TRACE(::testing::Message()
                        << dtypeName(dtype) << " " << K << "x" << N << " rows "
@@ -137,8 +141,26 @@ TEST(Linear, EveryWeightTypeMatchesF64) {
           std::vector<float> a = randomFloats(rows * K, seed++);
           absl::StatusOr<std::vector<float>> y = runLinear(m, a, rows, threads);
           ASSERT_TRUE(y.ok()) << y.status();
-          expectProduct(m, a, rows, *y);
+          bool gemm = rows > detail::streamedRows(detail::StreamWeights::F32,
+                                                  /*inOut=*/false);
+          bool bf16Block = dtype == DType::BF16 || dtype == DType::I8;
+          expectProduct(m, a, rows, *y,
+                        gemm && bf16Block ? gemmTolerance : 1e-5);
         }
+}
+
+TEST(Linear, EveryWeightTypeMatchesF64) {
+  {
+    // Widened blocks and sgemm: f32 sums of the stored values.
+    SCOPED_TRACE("widened blocks");
+    WidenedBlocks widened;
+    checkEveryWeightType(1e-5);
+  }
+  if (!detail::hasBf16Matmul())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: no bf16 matmul blocks";
+  // oneDNN's bf16 matmul rounds the activations to bf16 (2^-9 relative).
+  SCOPED_TRACE("bf16 matmul blocks");
+  checkEveryWeightType(5e-3);
 }
 
 TEST(Linear, StoresTheWeightTransposedAndNarrowed) {
