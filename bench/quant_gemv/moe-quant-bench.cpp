@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "exec/thread_pool.h"
+#include "../read_bandwidth.h"
 #include "kernels/quant_gemm.h"
 
 #include <algorithm>
@@ -31,62 +31,13 @@
 #include <random>
 #include <string>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <vector>
 
 using moert::detail::BlockQuantMatrix;
 using moert::detail::ThreadPool;
 
-namespace {
-
-double seconds() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-/// The largest of words [b, e) (a multiple of 8 apart), at the speed of
-/// reading them.
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) float maxOf(const float *p, int64_t b,
-                                            int64_t e) {
-  __m256 m[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                 _mm256_setzero_ps()};
-  for (int64_t i = b; i + 32 <= e; i += 32)
-    for (int k = 0; k < 4; ++k)
-      m[k] = _mm256_max_ps(m[k], _mm256_loadu_ps(p + i + 8 * k));
-  float out[8];
-  _mm256_storeu_ps(
-      out, _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3])));
-  return *std::max_element(out, out + 8);
-}
-#else
-float maxOf(const float *p, int64_t b, int64_t e) {
-  float m = 0;
-  for (int64_t i = b; i < e; ++i)
-    m = p[i] > m ? p[i] : m;
-  return m;
-}
-#endif
-
-/// GB/s of a max-reduce over `values` on the pool's threads.
-double readBandwidth(ThreadPool &pool, const std::vector<float> &values) {
-  const int64_t n = static_cast<int64_t>(values.size());
-  const int64_t part = (n / pool.size() + 31) / 32 * 32;
-  std::vector<float> maxima(pool.size(), 0.0f);
-  double start = seconds();
-  pool.parallelFor(n, part, [&](int64_t b, int64_t e) {
-    maxima[b / part] = maxOf(values.data(), b, e);
-  });
-  double time = seconds() - start;
-  if (*std::max_element(maxima.begin(), maxima.end()) != 1.0f)
-    std::printf("unexpected maximum\n");
-  return double(n) * 4 / time / 1e9;
-}
-
-} // namespace
+using moec::bench::readBandwidth;
+using moec::bench::seconds;
 
 int main(int argc, char **argv) {
   if (argc < 3) {

@@ -11,7 +11,9 @@
 // registers over the whole inner dimension K (C contiguous weight rows), so
 // each weight element it loads is used R times from a register. Column tiles
 // are the outer loop and row tiles the inner one: the first row tile streams
-// the tile's weights from memory, the others find them in cache. [K, out]
+// the tile's weights from memory, the others find them in cache. The 16-lane
+// (AVX-512) entry points read one weight row at a time instead, the block in
+// memory order, for every weight type (streamOutInRows). [K, out]
 // weights: over a range of whole weight rows, four at a time, into partial
 // products of all the outputs: one sequential stream, where a column block
 // would read a short segment of each row, a page apart.
@@ -188,6 +190,28 @@ typedef float Vec16f __attribute__((vector_size(16 * sizeof(float))));
 struct Bytes16 {
   uint8_t b[16];
 };
+struct F32x16Weights {
+  using T = float;
+  using V = Vec16f;
+  static MOERT_ALWAYS_INLINE V vector(const float *p) {
+    V f;
+    std::memcpy(&f, p, sizeof f);
+    return f;
+  }
+  static MOERT_ALWAYS_INLINE float scalar(float v) { return v; }
+};
+struct F16x16Weights {
+  using T = uint16_t;
+  using V = Vec16f;
+  static MOERT_ALWAYS_INLINE V vector(const uint16_t *p) {
+    V f;
+    asm("vcvtph2ps %1, %0"
+        : "=v"(f)
+        : "m"(*reinterpret_cast<const Bytes16(*)[2]>(p)));
+    return f;
+  }
+  static MOERT_ALWAYS_INLINE float scalar(uint16_t v) { return halfToFloat(v); }
+};
 struct Bf16x16Weights {
   using T = uint16_t;
   using V = Vec16f;
@@ -287,6 +311,72 @@ MOERT_ALWAYS_INLINE void dotColumns(const float *x, int64_t n, int64_t K,
     dotTile<1, C, W>(x + r * K, K, w, K, scale, bias, c + r * ldc, ldc);
 }
 
+/// c[r, 0] = dot(x[r, :], w) (* scale[0]) + bias[0] for r < R, one weight
+/// row w read as one sequential stream (four accumulators per row of x).
+template <int R, typename W>
+MOERT_ALWAYS_INLINE void
+dotRow(const float *x, int64_t ldx, const typename W::T *w, int64_t K,
+       const float *scale, const float *bias, float *c, int64_t ldc) {
+  using V = typename W::V;
+  constexpr int64_t lanes = sizeof(V) / sizeof(float);
+  constexpr int U = 4;
+  // f32 rows read faster with a software prefetch 2 KiB ahead (one per
+  // cache line); narrower weights did not (bench/README.md).
+  constexpr int64_t step = U * lanes * sizeof(typename W::T);
+  constexpr int64_t ahead = sizeof(typename W::T) == 4 ? 2048 : 0;
+  V acc[R][U] = {};
+  int64_t k = 0;
+  for (; k + U * lanes <= K; k += U * lanes) {
+    if constexpr (ahead > 0)
+      for (int64_t line = 0; line < step; line += 64)
+        __builtin_prefetch(reinterpret_cast<const char *>(w + k) + ahead +
+                           line);
+    for (int u = 0; u < U; ++u) {
+      V wv = W::vector(w + k + u * lanes);
+      for (int r = 0; r < R; ++r)
+        acc[r][u] += loadAs<V>(x + r * ldx + k + u * lanes) * wv;
+    }
+  }
+  for (; k + lanes <= K; k += lanes) {
+    V wv = W::vector(w + k);
+    for (int r = 0; r < R; ++r)
+      acc[r][0] += loadAs<V>(x + r * ldx + k) * wv;
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = horizontalSum((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
+    for (int64_t t = k; t < K; ++t)
+      s += x[r * ldx + t] * W::scalar(w[t]);
+    if (scale)
+      s *= scale[0];
+    c[r * ldc] = bias ? s + bias[0] : s;
+  }
+}
+
+/// [out, K] weights one row at a time, in memory order: the block is one
+/// sequential stream, which the hardware prefetchers of the AVX-512 CPUs
+/// measured keep up with where the column tiles' eight concurrent streams of
+/// a page or two each did not (bench/README.md, "Decode at the memory bus
+/// on AVX-512"). Rows of x two at a time; the weight row is in L1 for the
+/// later ones.
+template <typename W>
+MOERT_ALWAYS_INLINE void
+streamOutInRows(const float *x, int64_t n, int64_t K, const void *weights,
+                int64_t c0, int64_t m, const float *scale, const float *bias,
+                float *c, int64_t ldc) {
+  const auto *w = static_cast<const typename W::T *>(weights);
+  auto at = [&](const float *v, int64_t j) { return v ? v + c0 + j : nullptr; };
+  for (int64_t j = 0; j < m; ++j) {
+    const typename W::T *row = w + (c0 + j) * K;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+      dotRow<2, W>(x + r * K, K, row, K, at(scale, j), at(bias, j),
+                   c + r * ldc + j, ldc);
+    if (r < n)
+      dotRow<1, W>(x + r * K, K, row, K, at(scale, j), at(bias, j),
+                   c + r * ldc + j, ldc);
+  }
+}
+
 template <typename W>
 MOERT_ALWAYS_INLINE void streamOutIn(const float *x, int64_t n, int64_t K,
                                      const void *weights, int64_t c0, int64_t m,
@@ -348,16 +438,28 @@ void streamOutInI8Avx2(const float *x, int64_t n, int64_t K, const void *w,
 // "Kernel measurements behind the CPU kernels' design").
 #define MOERT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 MOERT_AVX512
+void streamOutInF32Avx512(const float *x, int64_t n, int64_t K, const void *w,
+                          int64_t c0, int64_t m, const float *scale,
+                          const float *bias, float *c, int64_t ldc) {
+  streamOutInRows<F32x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+}
+MOERT_AVX512
 void streamOutInBf16Avx512(const float *x, int64_t n, int64_t K, const void *w,
                            int64_t c0, int64_t m, const float *scale,
                            const float *bias, float *c, int64_t ldc) {
-  streamOutIn<Bf16x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+  streamOutInRows<Bf16x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+}
+MOERT_AVX512
+void streamOutInF16Avx512(const float *x, int64_t n, int64_t K, const void *w,
+                          int64_t c0, int64_t m, const float *scale,
+                          const float *bias, float *c, int64_t ldc) {
+  streamOutInRows<F16x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
 MOERT_AVX512
 void streamOutInI8Avx512(const float *x, int64_t n, int64_t K, const void *w,
                          int64_t c0, int64_t m, const float *scale,
                          const float *bias, float *c, int64_t ldc) {
-  streamOutIn<I8x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
+  streamOutInRows<I8x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
 }
 #endif
 #if MOERT_V3_DISPATCH
@@ -584,8 +686,7 @@ void streamProject(const float *x, int64_t n, int64_t K, const void *w,
                    StreamWeights type, int64_t c0, int64_t m,
                    const float *scale, const float *bias, float *c,
                    int64_t ldc) {
-  if ((type == StreamWeights::BF16 || type == StreamWeights::I8) &&
-      hasAvx512Streams())
+  if (hasAvx512Streams())
     return streamProjectAvx512(x, n, K, w, type, c0, m, scale, bias, c, ldc);
   streamProject8Lanes(x, n, K, w, type, c0, m, scale, bias, c, ldc);
 }
@@ -595,10 +696,16 @@ void streamProjectAvx512(const float *x, int64_t n, int64_t K, const void *w,
                          const float *scale, const float *bias, float *c,
                          int64_t ldc) {
 #if MOERT_V3_DISPATCH
-  if (type == StreamWeights::BF16)
+  switch (type) {
+  case StreamWeights::F32:
+    return streamOutInF32Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
+  case StreamWeights::BF16:
     return streamOutInBf16Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
-  if (type == StreamWeights::I8)
+  case StreamWeights::F16:
+    return streamOutInF16Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
+  case StreamWeights::I8:
     return streamOutInI8Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
+  }
 #endif
   streamProject8Lanes(x, n, K, w, type, c0, m, scale, bias, c, ldc);
 }

@@ -37,11 +37,10 @@ void streamProject(const float *x, int64_t n, int64_t K, const void *w,
                    const float *scale, const float *bias, float *c,
                    int64_t ldc);
 
-/// streamProject of bf16 or int8 weights on 16-lane AVX-512 FMAs, which
-/// streamProject runs for them where hasAvx512Streams() (other types, or
-/// builds without the AVX-512 entry points, run the 8-lane kernels);
-/// declared for the tests, which compare both. Only where
-/// hasAvx512Streams().
+/// streamProject on 16-lane AVX-512 FMAs, one weight row at a time in
+/// memory order, which streamProject runs where hasAvx512Streams() (builds
+/// without the AVX-512 entry points run the 8-lane kernels); declared for
+/// the tests, which compare both. Only where hasAvx512Streams().
 void streamProjectAvx512(const float *x, int64_t n, int64_t K, const void *w,
                          StreamWeights type, int64_t c0, int64_t m,
                          const float *scale, const float *bias, float *c,

@@ -90,6 +90,13 @@ Weights makeWeights(StreamWeights type, int64_t count, uint32_t seed) {
     std::memcpy(w.bytes.data(), bits.data(), count * 2);
     for (uint16_t b : bits)
       w.values.push_back(bf16Value(b));
+  } else if (type == StreamWeights::F16) {
+    w.bytes.resize(count * 2);
+    for (int64_t i = 0; i < count; ++i) {
+      uint16_t h = detail::floatToHalf(v[i]);
+      std::memcpy(&w.bytes[i * 2], &h, 2);
+      w.values.push_back(detail::halfToFloat(h));
+    }
   } else {
     w.bytes.resize(count);
     for (int64_t i = 0; i < count; ++i) {
@@ -104,6 +111,7 @@ Weights makeWeights(StreamWeights type, int64_t count, uint32_t seed) {
 const char *typeName(StreamWeights type) {
   return type == StreamWeights::F32    ? "f32"
          : type == StreamWeights::BF16 ? "bf16"
+         : type == StreamWeights::F16  ? "f16"
                                        : "int8";
 }
 
@@ -253,48 +261,51 @@ TEST(ExpertGemm, ConcurrentBlocksOfOneShapeAgree) {
 }
 
 TEST(Avx512Stream, ProductsMatchTheReferenceAndTheEightLaneKernels) {
-  // 1 to 5 rows (tiles of 2 and 1), K = 70 (16-lane chunks and a scalar
-  // tail), columns [5, 5 + 19) (tiles of 8 and single columns), with and
-  // without bias and int8 scales.
+  // Every weight type, 1 to 5 rows (pairs and a single row), K = 70 and 134
+  // (four 16-lane chunks at a time, single chunks and a scalar tail),
+  // columns [5, 5 + 19), with and without bias and int8 scales.
   if (!detail::hasAvx512Streams())
     GTEST_SKIP() << "this CPU has no AVX-512: streamProject runs the 8-lane "
                     "kernels (the other tests)";
-  const int64_t K = 70, out = 40, c0 = 5, m = 19, ldc = 30;
-  for (StreamWeights type : {StreamWeights::BF16, StreamWeights::I8}) {
-    Weights w = makeWeights(type, out * K, 21);
-    std::vector<float> bias = randomFloats(out, 22),
-                       scale = randomFloats(out, 23);
-    const float *s = type == StreamWeights::I8 ? scale.data() : nullptr;
-    for (int64_t n = 1; n <= 5; ++n)
-      for (const float *b : {static_cast<const float *>(nullptr),
-                             static_cast<const float *>(bias.data())}) {
-        SCOPED_TRACE(absl::StrCat(typeName(type), " ", n, b ? " bias" : ""));
-        std::vector<float> x = randomFloats(n * K, 24 + n);
-        std::vector<float> got(n * ldc, -3.0f), lanes8(n * ldc, -3.0f);
-        detail::streamProjectAvx512(x.data(), n, K, w.bytes.data(), type, c0, m,
-                                    s, b, got.data(), ldc);
-        detail::streamProject8Lanes(x.data(), n, K, w.bytes.data(), type, c0, m,
-                                    s, b, lanes8.data(), ldc);
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t j = 0; j < ldc; ++j) {
-            float g = got[r * ldc + j];
-            if (j >= m) {
-              ASSERT_EQ(g, -3.0f);
-              continue;
+  const int64_t out = 40, c0 = 5, m = 19, ldc = 30;
+  for (int64_t K : {70, 134})
+    for (StreamWeights type : {StreamWeights::F32, StreamWeights::BF16,
+                               StreamWeights::F16, StreamWeights::I8}) {
+      Weights w = makeWeights(type, out * K, 21);
+      std::vector<float> bias = randomFloats(out, 22),
+                         scale = randomFloats(out, 23);
+      const float *s = type == StreamWeights::I8 ? scale.data() : nullptr;
+      for (int64_t n = 1; n <= 5; ++n)
+        for (const float *b : {static_cast<const float *>(nullptr),
+                               static_cast<const float *>(bias.data())}) {
+          SCOPED_TRACE(
+              absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
+          std::vector<float> x = randomFloats(n * K, 24 + n);
+          std::vector<float> got(n * ldc, -3.0f), lanes8(n * ldc, -3.0f);
+          detail::streamProjectAvx512(x.data(), n, K, w.bytes.data(), type, c0,
+                                      m, s, b, got.data(), ldc);
+          detail::streamProject8Lanes(x.data(), n, K, w.bytes.data(), type, c0,
+                                      m, s, b, lanes8.data(), ldc);
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t j = 0; j < ldc; ++j) {
+              float g = got[r * ldc + j];
+              if (j >= m) {
+                ASSERT_EQ(g, -3.0f);
+                continue;
+              }
+              double sum = 0, magnitude = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                double term = double(x[r * K + k]) * w.values[(c0 + j) * K + k];
+                sum += term;
+                magnitude += std::fabs(term);
+              }
+              double sc = s ? s[c0 + j] : 1.0, bv = b ? b[c0 + j] : 0.0;
+              double bound = 1e-6 * (magnitude * std::fabs(sc) + std::fabs(bv));
+              ASSERT_NEAR(g, sum * sc + bv, bound) << r << ", " << j;
+              ASSERT_NEAR(g, lanes8[r * ldc + j], 2 * bound) << r << ", " << j;
             }
-            double sum = 0, magnitude = 0;
-            for (int64_t k = 0; k < K; ++k) {
-              double term = double(x[r * K + k]) * w.values[(c0 + j) * K + k];
-              sum += term;
-              magnitude += std::fabs(term);
-            }
-            double sc = s ? s[c0 + j] : 1.0, bv = b ? b[c0 + j] : 0.0;
-            double bound = 1e-6 * (magnitude * std::fabs(sc) + std::fabs(bv));
-            ASSERT_NEAR(g, sum * sc + bv, bound) << r << ", " << j;
-            ASSERT_NEAR(g, lanes8[r * ldc + j], 2 * bound) << r << ", " << j;
-          }
-      }
-  }
+        }
+    }
 }
 
 TEST(ExpertGemm, DecodingStreamsOnEveryCpu) {

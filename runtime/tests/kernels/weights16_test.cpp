@@ -304,11 +304,10 @@ TEST(Experts, SixteenBitWeightsEqualF32WeightsHoldingTheRoundedValues) {
           // few ulps).
           for (size_t i = 0; i < a.size(); ++i)
             ASSERT_NEAR(a[i], b[i], 1e-6f * (1 + std::fabs(b[i]))) << i;
-          if (rows <= detail::streamedRows(streamType(dtype), inOut) &&
-              !(dtype == DType::BF16 && detail::hasAvx512Streams())) {
-            // Streamed blocks without scalar tails, on the 8-lane kernels
-            // of both types: bit for bit (the AVX-512 bf16 kernel sums in
-            // 16 lanes; expert_gemm_test.cpp checks it).
+          if (rows <= detail::streamedRows(streamType(dtype), inOut)) {
+            // Streamed blocks without scalar tails, on the same kernels of
+            // both types (8-lane tiles, or where the CPU has AVX-512 the
+            // 16-lane rows for every type): bit for bit.
             EXPECT_EQ(a, b);
           }
         }
