@@ -102,11 +102,19 @@ LogicalResult keepDenseWeightsWide(ArrayRef<ModuleOp> modules,
     ModuleOp(module).walk([&](moe::ConstantOp op) {
       if (!isDenseMatrix(op))
         return;
-      // The initializer's name, and the names of the MatMul nodes that
-      // read it.
+      // The initializer's name, the names of the MatMul nodes that read it,
+      // and the graph outputs their products are (`logits`).
       SmallVector<std::string> candidates = {getStepName(op)};
-      for (Operation *user : op->getUsers())
+      for (Operation *user : op->getUsers()) {
         candidates.push_back(getStepName(user));
+        for (OpOperand &use : user->getResult(0).getUses())
+          if (isa<func::ReturnOp>(use.getOwner()))
+            if (auto name = use.getOwner()
+                                ->getParentOfType<func::FuncOp>()
+                                .getResultAttrOfType<StringAttr>(
+                                    use.getOperandNumber(), "moe.name"))
+              candidates.push_back(name.str());
+      }
       bool keep = all;
       for (const std::string &name : names)
         for (const std::string &candidate : candidates)
@@ -122,8 +130,9 @@ LogicalResult keepDenseWeightsWide(ArrayRef<ModuleOp> modules,
       return emitError(ModuleOp(modules.front()).getLoc())
              << "--keep-f32 '" << name
              << "' names no dense matrix that --weight-dtype narrows (it is "
-                "matched against the names of MatMul weight initializers and "
-                "of the MatMul nodes that read them)";
+                "matched against the names of MatMul weight initializers, of "
+                "the MatMul nodes that read them and of the graph outputs "
+                "their products are)";
   return success();
 }
 

@@ -38,8 +38,9 @@ llvm::DenseSet<mlir::Value> getNarrowableWeights(mlir::func::FuncOp func,
                                                  ExpertWeightType type);
 
 /// Marks the dense matrices of `modules` that stay f32 (`moec compile
-/// --keep-f32`): those whose ONNX initializer name or whose reading MatMul
-/// node's name contains one of `names`, or every one when `all` (the CUDA
+/// --keep-f32`): those whose ONNX initializer name, whose reading MatMul
+/// node's name, or the name of a graph output such a product is (`logits`)
+/// contains one of `names`, or every one when `all` (the CUDA
 /// target, which has no Linear step). Fails, naming it, on a name that
 /// matches no dense matrix.
 mlir::LogicalResult keepDenseWeightsWide(llvm::ArrayRef<mlir::ModuleOp> modules,

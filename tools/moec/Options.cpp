@@ -202,8 +202,9 @@ static cl::opt<std::string> weightDtype(
 static cl::list<std::string> keepF32(
     "keep-f32",
     cl::desc("With --weight-dtype: keep the dense matrices f32 whose "
-             "initializer name or reading MatMul node name contains one of "
-             "these names (e.g. lm_head)"),
+             "initializer name, reading MatMul node name or product's graph "
+             "output name contains one of these names (e.g. lm_head, "
+             "logits)"),
     cl::value_desc("NAME,..."), cl::CommaSeparated, cl::sub(compileCommand),
     cl::cat(getMoecCategory()));
 
