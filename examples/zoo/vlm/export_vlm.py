@@ -19,6 +19,10 @@ each vision graph, <component>.npz holds its inputs as the exporter's input
 preparer computes them for two image sizes (`<input>_g<i>`), and torch's
 outputs for them, so that a test can feed the index inputs (grid, segment
 bounds, patch positions, interpolation indices) and fresh random pixels.
+For a model whose language side exports, generate.npz holds torch's greedy
+`generate()` on prompts with one image (each image size) and without: the
+prompt's ids (`input_ids_<case>`), the vision graph's inputs for its image
+(`image_encoder.<input>_<case>`) and the new ids (`generated_<case>`).
 
 examples/zoo/vlm/manifest.json (committed) records the versions, each graph's
 inputs, outputs and op counts, whether each export succeeded (an exporter
@@ -58,6 +62,8 @@ TRANSFORMERS_VERSION = "5.24.0"
 # |ort - torch| <= PARITY_TOLERANCE * max(1, max |torch|), as export_zoo.py.
 PARITY_TOLERANCE = 1e-4
 MACHINE_SPECIFIC_METADATA = ("pkg.torch.onnx.stack_trace",)
+# New tokens of the saved generate() cases.
+GENERATE_TOKENS = 8
 # Transformers' init at this scale gives O(1) activations in tiny models.
 INITIALIZER_RANGE = 0.2
 
@@ -322,6 +328,47 @@ def decompose_vision(model, inputs, notes: dict):
     return found
 
 
+def encoder_feeds(model, module, name, inputs, graph_inputs):
+    """The vision graph's inputs for `inputs` (a forward's kwargs), as the
+    exporter's input preparer computes them."""
+    from transformers.exporters.utils import prepare_for_export
+
+    _, captured = decompose_vision(model, inputs, {})[name]
+    feeds = dict(captured)
+    with torch.no_grad():
+        prepare_for_export(module, feeds)
+    return {k: v.numpy() for k, v in feeds.items() if k in graph_inputs}
+
+
+def generation_reference(spec, model, out: Path, entry: dict):
+    """generate.npz: torch's greedy generate() on a prompt with one image at
+    each image size and on a text-only prompt, with the vision graph's inputs
+    for each image (see the module docstring)."""
+    parts = decompose_vision(model, spec.inputs(spec.grids[0], torch.Generator().manual_seed(300)), {})
+    module = parts["image_encoder"][0]
+    graph_inputs = [i.name for i in onnx.load(str(out / "image_encoder.onnx"), load_external_data=False).graph.input]
+    arrays, cases = {}, {}
+    gen = torch.Generator().manual_seed(300)
+    text = torch.tensor([[1, 2, 7, 9, 5, 6, 3]])
+    for case, grid in [(f"g{g}", grid) for g, grid in enumerate(spec.grids)] + [("text", None)]:
+        if grid is None:
+            inputs = dict(input_ids=text, attention_mask=torch.ones_like(text))
+        else:
+            inputs = spec.inputs(grid, gen)
+            for k, v in encoder_feeds(model, module, "image_encoder", copy.deepcopy(inputs), graph_inputs).items():
+                arrays[f"image_encoder.{k}_{case}"] = v
+        prompt_ids = inputs["input_ids"]
+        with torch.no_grad():
+            ids = model.generate(**copy.deepcopy(inputs), max_new_tokens=GENERATE_TOKENS, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)
+        arrays[f"input_ids_{case}"] = prompt_ids.numpy()
+        arrays[f"generated_{case}"] = ids[:, prompt_ids.shape[1]:].numpy()
+        cases[case] = {"prompt_tokens": int(prompt_ids.shape[1]), "grid": list(grid) if grid else None,
+                       "generated": arrays[f"generated_{case}"][0].tolist()}
+    np.savez_compressed(out / "generate.npz", **arrays)
+    entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases}
+
+
 class Embed(torch.nn.Module):
     """The token embedding as input_ids -> inputs_embeds."""
 
@@ -390,6 +437,15 @@ def export_model(spec, results: dict):
         print(f"  export_for_generation fails: {entry['export_for_generation_failed']['error'][:300]}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+    # torch's greedy generation, for the multimodal plans' end-to-end tests.
+    if "image_encoder" in parts and "export_for_generation_failed" not in entry:
+        try:
+            generation_reference(spec, model, out, entry)
+            print(f"  generate: {entry['generate']['cases']}")
+        except Exception as e:
+            entry["generate_failed"] = failure(e)
+            print(f"  generate fails: {entry['generate_failed']['error'][:300]}")
 
 
 def main():
