@@ -53,8 +53,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// batchable plan), which a 1.14 reader would ignore; only plans with a
 /// window are written as 1.15. 1.16 appended the Linear step (a weight
 /// stored narrowed and transposed); only plans with one are written as 1.16.
+/// 1.17 added multimodal generation plans (`Program.multimodal`); only plans
+/// with one are written as 1.17.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 16;
+inline constexpr uint16_t kFormatVersionMinor = 17;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -336,6 +336,11 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   scanSteps(program.schedules);
   if (program.generation)
     scanSteps(program.generation->prefill_schedules);
+  if (program.multimodal)
+    for (const auto &stage : program.multimodal->stages)
+      if (stage->schedule)
+        for (const auto &step : stage->schedule->steps)
+          vision |= step->op == fb::OpKind::Conv;
 
   // Layout: header, table, program, then each weight section page-aligned,
   // the paged ones last (the runtime maps the file up to the first).
@@ -491,7 +496,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool batchWindows =
       program.generation && !program.generation->batch_windows.empty();
   header.versionMinor =
-      linear               ? detail::kFormatVersionMinorLinear
+      program.multimodal   ? detail::kFormatVersionMinorMultimodal
+      : linear             ? detail::kFormatVersionMinorLinear
       : batchWindows       ? detail::kFormatVersionMinorBatchWindows
       : vision             ? detail::kFormatVersionMinorVision
       : batchRows          ? detail::kFormatVersionMinorBatchRows

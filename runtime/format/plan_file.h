@@ -99,6 +99,10 @@ inline constexpr uint16_t kFormatVersionMinorBatchWindows = 15;
 /// matrices): written for plans that have one, and the least a file with
 /// one may declare.
 inline constexpr uint16_t kFormatVersionMinorLinear = 16;
+/// 1.17 added multimodal generation plans (`Program.multimodal`: stages,
+/// feeds and the position rule), which a 1.16 reader would ignore: written
+/// for plans with the table, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorMultimodal = 17;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

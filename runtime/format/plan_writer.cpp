@@ -104,7 +104,35 @@ void PlanWriter::setProvenance(const ProvenanceDesc &provenance) {
   impl_->program.provenance = std::move(table);
 }
 
+fb::MultimodalT &PlanWriter::multimodal() {
+  generation();
+  if (!impl_->program.multimodal)
+    impl_->program.multimodal = std::make_unique<fb::MultimodalT>();
+  return *impl_->program.multimodal;
+}
+
+ScheduleBuilder &PlanWriter::addStage(std::string name, fb::StageRole role) {
+  fb::MultimodalT &table = multimodal();
+  // Builder `devices + s` is stage s's: no prefill schedule takes the slot.
+  if (!generation().prefill_schedules.empty())
+    impl_->fail(absl::InvalidArgumentError(
+        "a multimodal plan has stages, not prefill schedules"));
+  auto stage = std::make_unique<fb::StageT>();
+  stage->name = std::move(name);
+  stage->role = role;
+  stage->schedule = std::make_unique<fb::ScheduleT>();
+  impl_->scheduleTables.push_back(stage->schedule.get());
+  impl_->sources.emplace_back();
+  impl_->builders.push_back(std::unique_ptr<ScheduleBuilder>(
+      new ScheduleBuilder(*this, *stage->schedule)));
+  table.stages.push_back(std::move(stage));
+  return *impl_->builders.back();
+}
+
 ScheduleBuilder &PlanWriter::prefillSchedule(int device) {
+  if (impl_->program.multimodal)
+    impl_->fail(absl::InvalidArgumentError(
+        "a multimodal plan has stages, not prefill schedules"));
   if (device < 0 || static_cast<uint32_t>(device) >= impl_->devices) {
     impl_->fail(absl::InvalidArgumentError(
         absl::StrCat("prefill schedule ", device, " does not exist")));

@@ -183,7 +183,8 @@ public:
   fb::StepT &step(int index);
   size_t numSteps() const;
   /// This schedule's index for addSharedWeight: its device for a device
-  /// schedule, the device count plus its device for a prefill schedule.
+  /// schedule, the device count plus its device for a prefill schedule, the
+  /// device count plus its stage for a multimodal stage's.
   int index() const;
 
 private:
@@ -226,6 +227,12 @@ public:
   /// The prefill schedule of `device` in a generation plan (created, with
   /// those of the lower devices, on first use).
   ScheduleBuilder &prefillSchedule(int device = 0);
+  /// Makes the generation plan multimodal (format 1.17, docs/plan-format.md
+  /// "Multimodal plans"): the caller fills in the table's names and feeds.
+  fb::MultimodalT &multimodal();
+  /// Appends a stage to the multimodal table and returns its schedule's
+  /// builder (one device; a multimodal plan has no prefill schedules).
+  ScheduleBuilder &addStage(std::string name, fb::StageRole role);
   /// Records where the plan came from (the plan's provenance table; the
   /// loader checks what moec inspect later prints).
   void setProvenance(const ProvenanceDesc &provenance);

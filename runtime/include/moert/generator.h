@@ -91,6 +91,12 @@ struct GenerationTimes {
   bool stoppedEarly = false;
 };
 
+/// The vision inputs of a multimodal prompt (format 1.17): each a vision
+/// stage's graph input, or the image grid, by name, as the model's
+/// processor gives them (MultimodalDesc::givenInputs). The data must stay
+/// valid during the call that takes them.
+using VisionInputs = std::vector<std::pair<std::string, TensorData>>;
+
 /// Generates tokens with one device's schedules of a generation plan on the
 /// CPU backend. Not thread-safe; must not outlive its plan.
 class Generator {
@@ -104,6 +110,14 @@ public:
   /// Clears the caches and runs the prompt (positions 0..n-1). Ids must be
   /// in [0, vocab); the prompt must leave room for one new token.
   absl::Status prefill(const std::vector<int64_t> &prompt);
+  /// A multimodal plan's prompt (docs/multimodal.md): the vision stages over
+  /// `vision` when the prompt holds image tokens, the embeddings with the
+  /// image features at those tokens, the positions by the plan's rule, the
+  /// language model and its head. Fails, naming the input, for vision inputs
+  /// that are missing, unknown, of the wrong type or shape, for image tokens
+  /// the images do not match, or for more images than the plan takes.
+  absl::Status prefill(const std::vector<int64_t> &prompt,
+                       const VisionInputs &vision);
   /// Runs `token` at the next position, growing every cache by one.
   absl::Status decode(int64_t token);
   /// The logits of the last position of the last prefill or decode.
@@ -125,6 +139,11 @@ public:
   /// (fewer after a stop id or when options.stopRequested says so).
   absl::StatusOr<std::vector<int64_t>>
   generate(const std::vector<int64_t> &prompt, const GenerateOptions &options,
+           const std::function<void(int64_t)> &onToken = {});
+  /// The same with a multimodal prompt's vision inputs (prefill above).
+  absl::StatusOr<std::vector<int64_t>>
+  generate(const std::vector<int64_t> &prompt, const VisionInputs &vision,
+           const GenerateOptions &options,
            const std::function<void(int64_t)> &onToken = {});
   const GenerationTimes &times() const { return times_; }
 

@@ -182,6 +182,69 @@ struct GenerationDesc {
   std::vector<int64_t> batchWindows;
 };
 
+/// Where an input of a multimodal plan's stage gets its value (format 1.17,
+/// docs/plan-format.md "Multimodal plans"; plan.fbs `FeedKind`).
+enum class FeedKind : uint8_t {
+  Given,
+  TokenIds,
+  StageOutput,
+  MergedEmbeddings,
+  Positions,
+  ImageTokenMask,
+  TokenTypes,
+  LastPosition,
+};
+/// What a multimodal stage is (plan.fbs `StageRole`).
+enum class StageRole : uint8_t { Vision, Embed, Prefill, Head };
+/// What a row of M-RoPE positions holds (plan.fbs `PositionRow`).
+enum class PositionRow : uint8_t { Sequence, Time, Height, Width };
+
+/// One feed: graph input `input` gets its value by `kind`, from output
+/// `output` of stage `stage` where the kind reads one.
+struct FeedDesc {
+  std::string input;
+  FeedKind kind = FeedKind::Given;
+  int stage = -1;
+  std::string output;
+};
+
+/// One stage of a multimodal plan (its schedule stays in the plan).
+struct StageDesc {
+  std::string name;
+  StageRole role = StageRole::Vision;
+  std::vector<FeedDesc> feeds;
+};
+
+/// A multimodal generation plan's stages, feeds and position rule (format
+/// 1.17): the prompt runs through the stages, the decode schedule as in any
+/// generation plan.
+struct MultimodalDesc {
+  std::vector<StageDesc> stages;
+  int64_t imageTokenId = 0;
+  int imageFeaturesStage = -1;
+  std::string imageFeatures;
+  int logitsStage = -1;
+  std::string logits;
+  std::vector<PositionRow> positionRows;
+  int64_t spatialMergeSize = 1;
+  /// The vision input holding each image's (t, h, w) grid, i64 [images, 3].
+  std::string imageGrid;
+  /// The most images a prompt may hold; 0: no bound.
+  int64_t maxImages = 0;
+  std::vector<FeedDesc> decodeFeeds;
+  /// Indexes into `stages`.
+  int embedStage = -1;
+  int prefillStage = -1;
+  /// The vision inputs a caller gives (every Given feed, then the grid when
+  /// no stage takes it).
+  std::vector<std::string> givenInputs;
+  /// Whether a prompt without images runs through the decode schedule, a
+  /// token at a time: the Prefill stage reads a Vision stage's output
+  /// (deepstack features), which an export traced with an image cannot
+  /// take empty.
+  bool textThroughDecode = false;
+};
+
 /// Where a plan came from (the plan's provenance table, written by moec):
 /// empty strings and no flags for plans written without one.
 struct ProvenanceDesc {
@@ -281,6 +344,9 @@ public:
   /// Generation plans (format 1.3): the cache pairs and names; null for a
   /// plan of one forward pass.
   const GenerationDesc *generation() const;
+  /// Multimodal generation plans (format 1.17): the stages that run the
+  /// prompt; null otherwise.
+  const MultimodalDesc *multimodal() const;
   /// What compiled the plan, from which model, with which options.
   const ProvenanceDesc &provenance() const;
   /// The prefill schedule's inputs, outputs and steps (generation plans with

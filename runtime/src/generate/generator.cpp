@@ -3,9 +3,9 @@
 #include "moert/generator.h"
 
 #include "exec/kv_cache_in_place.h"
-#include "exec/session_state.h"
 #include "generate/generation_loop.h"
-#include "loader/generation_plan.h"
+#include "generate/generator_impl.h"
+#include "generate/mrope_positions.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -103,40 +103,6 @@ int64_t Sampler::sample(const float *logits, int64_t vocab) {
 // Generator
 //===----------------------------------------------------------------------===//
 
-struct Generator::Impl {
-  const Plan &plan;
-  const GenerationDesc &gen;
-  std::unique_ptr<Session> decode;
-  std::unique_ptr<Session> prefill;
-
-  /// One cache pair's buffers. Written in place (kv_cache_in_place.h),
-  /// buffers[0] alone holds max_seq positions along the pair's axis: the
-  /// decode session reads its past there and appends the new positions,
-  /// and a separate prefill schedule's present is copied in once. Otherwise
-  /// a run reads the past from `buffers[current]` and writes the present
-  /// into the other.
-  struct Cache {
-    const CachePairDesc *pair = nullptr;
-    bool inPlace = false;
-    /// The decode schedule's present.
-    int32_t present = -1;
-    /// The shape of the valid part of buffers[current].
-    std::vector<int64_t> shape;
-    std::vector<float> buffers[2];
-    int current = 0;
-  };
-  std::vector<Cache> caches;
-
-  Impl(const Plan &plan, const GenerationDesc &gen) : plan(plan), gen(gen) {}
-
-  /// The planned bytes of output `name` of `schedule`.
-  static uint64_t plannedSize(const detail::ScheduleInfo &schedule,
-                              const std::string &name) {
-    int32_t id = detail::findSignatureTensor(schedule, false, name);
-    return id < 0 ? 0 : schedule.tensors[id].size;
-  }
-};
-
 Generator::Generator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Generator::~Generator() = default;
 
@@ -166,9 +132,19 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
                                            planImpl.prefillSchedules[device],
                                            impl->decode.get()));
   }
+  if (const MultimodalDesc *mm = plan.multimodal()) {
+    impl->mm = mm;
+    for (const detail::ScheduleInfo &stage : planImpl.stageSchedules) {
+      MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                             Session::create(plan, options, stage));
+      impl->stages.push_back(std::move(session));
+    }
+  }
   const detail::ScheduleInfo &decode = planImpl.schedules[device];
   const detail::ScheduleInfo &prefill =
-      gen->hasPrefill ? planImpl.prefillSchedules[device] : decode;
+      impl->mm          ? planImpl.stageSchedules[impl->mm->prefillStage]
+      : gen->hasPrefill ? planImpl.prefillSchedules[device]
+                        : decode;
   for (const CachePairDesc &pair : gen->cache) {
     Impl::Cache cache;
     cache.pair = &pair;
@@ -273,38 +249,39 @@ static void copyIntoCache(Generator::Impl::Cache &cache,
                 cache.buffers[0].data() + o * maxSeq * inner);
 }
 
-/// Runs `session` over `ids` at positions [start, start + n): every cache's
-/// past is its current buffer, its present goes to the other one (or, in
-/// place, the same one).
-static absl::Status runStep(Generator::Impl &impl, Session &session,
-                            detail::SessionState &state, bool prefillSchedule,
-                            const std::vector<int64_t> &ids, int64_t start) {
-  const GenerationDesc &gen = impl.gen;
+namespace detail {
+
+absl::Status setTokenFeed(Session &session, const std::string &name,
+                          FeedKind kind, const std::vector<int64_t> &ids,
+                          int64_t imageTokenId) {
   int64_t n = static_cast<int64_t>(ids.size());
-  std::vector<int64_t> positions(n);
-  std::iota(positions.begin(), positions.end(), start);
-  MOERT_RETURN_IF_ERROR(session.setInput(gen.inputIds, DType::I64, {1, n},
-                                         ids.data(), ids.size() * 8));
-  if (!gen.positionIds.empty() && gen.positionRows == 0)
-    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64, {1, n},
-                                           positions.data(),
-                                           positions.size() * 8));
-  if (!gen.positionIds.empty() && gen.positionRows > 0) {
-    // M-RoPE's rows (time, height, width) are one position for text.
-    std::vector<int64_t> rows;
-    for (int r = 0; r < gen.positionRows; ++r)
-      rows.insert(rows.end(), positions.begin(), positions.end());
-    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64,
-                                           {gen.positionRows, 1, n},
-                                           rows.data(), rows.size() * 8));
+  if (kind == FeedKind::TokenIds)
+    return session.setInput(name, DType::I64, {1, n}, ids.data(), n * 8);
+  if (kind == FeedKind::TokenTypes) {
+    std::vector<int64_t> types(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+      types[i] = ids[i] == imageTokenId ? 1 : 0;
+    return session.setInput(name, DType::I64, {1, n}, types.data(), n * 8);
   }
-  if (!gen.attentionMask.empty()) {
-    // Every position of the one sequence is valid.
-    std::vector<int64_t> mask(static_cast<size_t>(start + n), 1);
-    MOERT_RETURN_IF_ERROR(session.setInput(gen.attentionMask, DType::I64,
-                                           {1, start + n}, mask.data(),
-                                           mask.size() * 8));
+  std::vector<uint8_t> mask(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    mask[i] = ids[i] == imageTokenId ? 1 : 0;
+  return session.setInput(name, DType::Bool, {1, n}, mask.data(), n);
+}
+
+void resetCaches(Generator::Impl &impl) {
+  for (Generator::Impl::Cache &cache : impl.caches) {
+    cache.current = 0;
+    if (cache.pair->state)
+      std::fill(cache.buffers[0].begin(), cache.buffers[0].end(), 0.0f);
+    else
+      cache.shape[cache.pair->axis] = 0;
   }
+}
+
+absl::Status bindCaches(Generator::Impl &impl, SessionState &state,
+                        bool prefillSchedule) {
+  const GenerationDesc &gen = impl.gen;
   for (Generator::Impl::Cache &cache : impl.caches) {
     const CachePairDesc &pair = *cache.pair;
     if (cache.inPlace) {
@@ -328,7 +305,12 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
         state.bindOutput(prefillSchedule ? pair.prefillOutput : pair.output,
                          next.data(), next.size() * sizeof(float)));
   }
-  MOERT_RETURN_IF_ERROR(session.run());
+  return absl::OkStatus();
+}
+
+absl::Status finishCaches(Generator::Impl &impl, Session &session,
+                          SessionState &state, bool prefillSchedule,
+                          int64_t start, int64_t n) {
   for (Generator::Impl::Cache &cache : impl.caches) {
     const CachePairDesc &pair = *cache.pair;
     const std::string &name =
@@ -355,7 +337,7 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
                     " positions along axis ", pair.axis,
                     "; the graph does not append to its cache"));
     if (cache.inPlace && prefillSchedule)
-      copyIntoCache(cache, present, gen.maxSeq);
+      copyIntoCache(cache, present, impl.gen.maxSeq);
     else if (!cache.inPlace)
       cache.current = 1 - cache.current;
     cache.shape = std::move(expected);
@@ -363,20 +345,62 @@ static absl::Status runStep(Generator::Impl &impl, Session &session,
   return absl::OkStatus();
 }
 
+} // namespace detail
+
+absl::Status detail::runStep(Generator::Impl &impl, Session &session,
+                             SessionState &state, bool prefillSchedule,
+                             const std::vector<int64_t> &ids, int64_t start) {
+  const GenerationDesc &gen = impl.gen;
+  int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> positions(n);
+  std::iota(positions.begin(), positions.end(), start);
+  MOERT_RETURN_IF_ERROR(session.setInput(gen.inputIds, DType::I64, {1, n},
+                                         ids.data(), ids.size() * 8));
+  if (!gen.positionIds.empty() && gen.positionRows == 0)
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64, {1, n},
+                                           positions.data(),
+                                           positions.size() * 8));
+  if (!gen.positionIds.empty() && gen.positionRows > 0) {
+    // M-RoPE's rows (time, height, width) are one position for text; a
+    // multimodal plan's rule says what each row holds after its prompt.
+    std::vector<int64_t> rows;
+    if (impl.mm) {
+      detail::fillDecodePositions(start, n, impl.positionDelta,
+                                  impl.mm->positionRows, rows);
+    } else {
+      for (int r = 0; r < gen.positionRows; ++r)
+        rows.insert(rows.end(), positions.begin(), positions.end());
+    }
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.positionIds, DType::I64,
+                                           {gen.positionRows, 1, n},
+                                           rows.data(), rows.size() * 8));
+  }
+  if (!gen.attentionMask.empty()) {
+    // Every position of the one sequence is valid.
+    std::vector<int64_t> mask(static_cast<size_t>(start + n), 1);
+    MOERT_RETURN_IF_ERROR(session.setInput(gen.attentionMask, DType::I64,
+                                           {1, start + n}, mask.data(),
+                                           mask.size() * 8));
+  }
+  if (impl.mm)
+    for (const FeedDesc &feed : impl.mm->decodeFeeds)
+      MOERT_RETURN_IF_ERROR(detail::setTokenFeed(session, feed.input, feed.kind,
+                                                 ids, impl.mm->imageTokenId));
+  MOERT_RETURN_IF_ERROR(detail::bindCaches(impl, state, prefillSchedule));
+  MOERT_RETURN_IF_ERROR(session.run());
+  return detail::finishCaches(impl, session, state, prefillSchedule, start, n);
+}
+
 absl::Status Generator::prefill(const std::vector<int64_t> &prompt) {
+  if (impl_->mm)
+    return prefill(prompt, {});
   const GenerationDesc &gen = impl_->gen;
   MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
-  for (Impl::Cache &cache : impl_->caches) {
-    cache.current = 0;
-    if (cache.pair->state)
-      std::fill(cache.buffers[0].begin(), cache.buffers[0].end(), 0.0f);
-    else
-      cache.shape[cache.pair->axis] = 0;
-  }
+  detail::resetCaches(*impl_);
   length_ = 0;
   Session &session = prefillSession();
-  MOERT_RETURN_IF_ERROR(
-      runStep(*impl_, session, session.state_, gen.hasPrefill, prompt, 0));
+  MOERT_RETURN_IF_ERROR(detail::runStep(*impl_, session, session.state_,
+                                        gen.hasPrefill, prompt, 0));
   length_ = static_cast<int64_t>(prompt.size());
   return readLogits(session);
 }
@@ -391,8 +415,8 @@ absl::Status Generator::decode(int64_t token) {
                      " tokens (moec compile --max-seq)"));
   MOERT_RETURN_IF_ERROR(detail::checkIds({token}, gen.vocabSize));
   Session &session = *impl_->decode;
-  MOERT_RETURN_IF_ERROR(
-      runStep(*impl_, session, session.state_, false, {token}, length_));
+  MOERT_RETURN_IF_ERROR(detail::runStep(*impl_, session, session.state_, false,
+                                        {token}, length_));
   ++length_;
   return readLogits(session);
 }
@@ -401,11 +425,22 @@ absl::StatusOr<std::vector<int64_t>>
 Generator::generate(const std::vector<int64_t> &prompt,
                     const GenerateOptions &options,
                     const std::function<void(int64_t)> &onToken) {
+  return generate(prompt, {}, options, onToken);
+}
+
+absl::StatusOr<std::vector<int64_t>>
+Generator::generate(const std::vector<int64_t> &prompt,
+                    const VisionInputs &vision, const GenerateOptions &options,
+                    const std::function<void(int64_t)> &onToken) {
   MOERT_RETURN_IF_ERROR(
       detail::checkGenerateOptions(prompt, options, impl_->gen));
+  if (!impl_->mm && !vision.empty())
+    return absl::InvalidArgumentError(
+        "vision inputs need a multimodal plan (moec compile MODEL_DIR of a "
+        "vision-language export)");
   detail::GenerationSteps steps;
-  steps.prefill = [this](const std::vector<int64_t> &ids) {
-    return prefill(ids);
+  steps.prefill = [this, &vision](const std::vector<int64_t> &ids) {
+    return impl_->mm ? prefill(ids, vision) : prefill(ids);
   };
   steps.decode = [this](int64_t token) { return decode(token); };
   steps.next = [this](Sampler &sampler) -> absl::StatusOr<int64_t> {

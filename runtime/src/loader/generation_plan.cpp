@@ -93,7 +93,8 @@ int32_t findSignatureTensor(const ScheduleInfo &schedule, bool inputs,
 }
 
 absl::Status validateGeneration(const std::string &source,
-                                const fb::Generation &fbGen, Plan::Impl &impl) {
+                                const fb::Generation &fbGen, Plan::Impl &impl,
+                                const fb::Multimodal *multimodal) {
   std::string prefix = absl::StrCat(source, ": generation");
   auto invalid = [&](const auto &...args) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, ": ", args...));
@@ -175,10 +176,18 @@ absl::Status validateGeneration(const std::string &source,
           positions.rank == 3 ? static_cast<int>(positions.dims[0].bound) : 0;
     }
     MOERT_ASSIGN_OR_RETURN(int64_t vocab, dec.checkLogits(gen.logits));
+    // A multimodal plan's caches start in its Prefill stage (loadStages).
+    int prefillStage = multimodal ? impl.multimodal.prefillStage : -1;
     const ScheduleInfo &prefill =
-        gen.hasPrefill ? impl.prefillSchedules[device] : decode;
-    ScheduleChecker pre(absl::StrCat(prefix, ": prefill schedule ", device),
-                        prefill);
+        prefillStage >= 0 ? impl.stageSchedules[prefillStage]
+        : gen.hasPrefill  ? impl.prefillSchedules[device]
+                          : decode;
+    ScheduleChecker pre(
+        prefillStage >= 0
+            ? absl::StrCat(prefix, ": stage ", prefillStage, " '",
+                           impl.multimodal.stages[prefillStage].name, "'")
+            : absl::StrCat(prefix, ": prefill schedule ", device),
+        prefill);
     if (gen.hasPrefill) {
       for (const auto &[role, name] : tokenInputs)
         MOERT_RETURN_IF_ERROR(pre.checkTokens(name, role));
@@ -205,6 +214,12 @@ absl::Status validateGeneration(const std::string &source,
     std::set<std::string> inputs;
     for (const auto &input : tokenInputs)
       inputs.insert(input.second);
+    // The multimodal table's decode feeds (validateMultimodal checks them).
+    if (multimodal && multimodal->decode_feeds())
+      for (const fb::Feed *feed : *multimodal->decode_feeds())
+        if (!inputs.insert(std::string(str(feed->input()))).second)
+          return dec.invalid("decode feed '", str(feed->input()),
+                             "' is also a name of the generation table");
     std::set<std::string> outputs = {gen.logits}, prefillOutputs = {gen.logits};
     for (size_t k = 0; k < pairs->size(); ++k) {
       const fb::CachePair *fbPair = pairs->Get(k);
@@ -227,7 +242,8 @@ absl::Status validateGeneration(const std::string &source,
           !prefillOutputs.insert(pair.prefillOutput).second)
         return dec.invalid(role, " reuses a name of another pair or of the "
                                  "tokens, positions or logits");
-      if (!gen.hasPrefill && pair.prefillOutput != pair.output)
+      if (!gen.hasPrefill && prefillStage < 0 &&
+          pair.prefillOutput != pair.output)
         return dec.invalid(role, ": prefill_output '", pair.prefillOutput,
                            "' must be the output '", pair.output,
                            "' in a plan without prefill schedules");
@@ -236,9 +252,9 @@ absl::Status validateGeneration(const std::string &source,
           return dec.invalid(role, " is a state pair, which needs format ",
                              kFormatVersionMajor, ".",
                              kFormatVersionMinorGenai);
-        if (gen.hasPrefill)
+        if (gen.hasPrefill || prefillStage >= 0)
           return dec.invalid(role, " is a state pair; a plan with one has no "
-                                   "prefill schedules");
+                                   "prefill schedules or stages");
         bool same = past->dtype == DType::F32 && past->rank == present->rank &&
                     present->dtype == DType::F32;
         for (int d = 0; same && d < past->rank; ++d)

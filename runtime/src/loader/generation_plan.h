@@ -16,10 +16,13 @@
 namespace moert::detail {
 
 /// Checks `generation` against the schedules of `impl` and fills in
-/// `impl.generation`. Errors start with `source`.
+/// `impl.generation`. Errors start with `source`. A multimodal plan's
+/// (`multimodal`, its stages loaded) caches start in its Prefill stage, and
+/// its decode schedule may take the inputs of the table's decode feeds.
 absl::Status validateGeneration(const std::string &source,
                                 const fb::Generation &generation,
-                                Plan::Impl &impl);
+                                Plan::Impl &impl,
+                                const fb::Multimodal *multimodal = nullptr);
 
 /// The id of `schedule`'s graph input (`inputs`) or output named `name`, or
 /// -1.

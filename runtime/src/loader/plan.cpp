@@ -13,6 +13,7 @@
 #include "format/plan_file.h"
 #include "loader/diag.h"
 #include "loader/generation_plan.h"
+#include "loader/multimodal_plan.h"
 #include "loader/validation.h"
 
 #include "absl/strings/str_format.h"
@@ -356,6 +357,9 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
         validateSchedule(diag.nested(absl::StrCat("schedule ", i)), impl,
                          layout, *schedules->Get(i), impl.schedules[i]));
   const fb::Generation *generation = program.generation();
+  const fb::Multimodal *multimodal = program.multimodal();
+  if (multimodal && !generation)
+    return diag.invalid("multimodal: the program has no generation table");
   if (!generation)
     return absl::OkStatus();
   if (impl.versionMinor < detail::kFormatVersionMinorGeneration)
@@ -377,7 +381,16 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
         *prefill->Get(i), impl.prefillSchedules[i], &impl.schedules[i]));
     countSharedResidents(impl.schedules[i], impl.prefillSchedules[i]);
   }
-  return detail::validateGeneration(impl.source, *generation, impl);
+  if (multimodal) {
+    MOERT_RETURN_IF_ERROR(detail::loadStages(diag, layout, *multimodal, impl));
+    if (prefillCount)
+      return diag.invalid("multimodal: the plan has prefill schedules; its "
+                          "prompt runs through its stages");
+  }
+  MOERT_RETURN_IF_ERROR(
+      detail::validateGeneration(impl.source, *generation, impl, multimodal));
+  return multimodal ? detail::validateMultimodal(diag, *multimodal, impl)
+                    : absl::OkStatus();
 }
 
 /// Every schedule of `impl`: the devices', then the prefill ones.
@@ -386,6 +399,8 @@ std::vector<const ScheduleInfo *> allSchedules(const Plan::Impl &impl) {
   for (const ScheduleInfo &s : impl.schedules)
     all.push_back(&s);
   for (const ScheduleInfo &s : impl.prefillSchedules)
+    all.push_back(&s);
+  for (const ScheduleInfo &s : impl.stageSchedules)
     all.push_back(&s);
   return all;
 }
@@ -603,6 +618,9 @@ uint64_t Plan::arenaSize(int device) const {
 const ProvenanceDesc &Plan::provenance() const { return impl_->provenance; }
 const GenerationDesc *Plan::generation() const {
   return impl_->isGeneration ? &impl_->generation : nullptr;
+}
+const MultimodalDesc *Plan::multimodal() const {
+  return impl_->isMultimodal ? &impl_->multimodal : nullptr;
 }
 const std::vector<TensorDesc> &Plan::prefillInputs(int device) const {
   return impl_->prefillSchedules.at(device).inputDescs;

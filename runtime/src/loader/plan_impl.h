@@ -158,6 +158,10 @@ struct Plan::Impl {
   std::vector<detail::ScheduleInfo> prefillSchedules;
   bool isGeneration = false;
   GenerationDesc generation;
+  /// Multimodal plans (format 1.16): each stage's schedule, in stage order.
+  std::vector<detail::ScheduleInfo> stageSchedules;
+  bool isMultimodal = false;
+  MultimodalDesc multimodal;
 
   ~Impl();
 };

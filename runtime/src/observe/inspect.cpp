@@ -277,6 +277,41 @@ uint64_t planWeightBytes(const Plan &plan, int device) {
   return weightBytes(plan.impl().schedules.at(device));
 }
 
+/// The names plan.fbs gives a stage role and a feed kind.
+static const char *stageRoleName(StageRole role) {
+  static const char *const names[] = {"Vision", "Embed", "Prefill", "Head"};
+  return names[static_cast<int>(role)];
+}
+static const char *feedKindName(FeedKind kind) {
+  static const char *const names[] = {
+      "Given",     "TokenIds",       "StageOutput", "MergedEmbeddings",
+      "Positions", "ImageTokenMask", "TokenTypes",  "LastPosition"};
+  return names[static_cast<int>(kind)];
+}
+
+/// The multimodal table's lines of describePlanText.
+static std::string multimodalText(const MultimodalDesc &mm) {
+  std::string out = absl::StrFormat(
+      "\nmultimodal: image token %d, spatial merge %d, image grid '%s', at "
+      "most %d images (0: any); vision inputs: %s\n",
+      mm.imageTokenId, mm.spatialMergeSize, printable(mm.imageGrid),
+      mm.maxImages, printable(absl::StrJoin(mm.givenInputs, ", ")));
+  for (size_t s = 0; s < mm.stages.size(); ++s) {
+    const StageDesc &stage = mm.stages[s];
+    absl::StrAppendFormat(&out, "  stage %d '%s' (%s):", s,
+                          printable(stage.name), stageRoleName(stage.role));
+    for (const FeedDesc &feed : stage.feeds) {
+      absl::StrAppendFormat(&out, " %s <- %s", printable(feed.input),
+                            feedKindName(feed.kind));
+      if (feed.stage >= 0)
+        absl::StrAppendFormat(&out, "(%d '%s')", feed.stage,
+                              printable(feed.output));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 std::string describePlanText(const Plan &plan) {
   const Plan::Impl &impl = plan.impl();
   std::string out = absl::StrFormat(
@@ -324,6 +359,8 @@ std::string describePlanText(const Plan &plan) {
       absl::StrAppend(
           &out, "  batching: refused: ", printable(gen->batchBlocker), "\n");
   }
+  if (const MultimodalDesc *mm = plan.multimodal())
+    absl::StrAppend(&out, multimodalText(*mm));
   auto describe = [&](const ScheduleInfo &s, const std::string &what) {
     absl::StrAppendFormat(
         &out, "\n%s: %d steps, %d tensors, arena %d bytes, weights %d bytes\n",
@@ -357,6 +394,10 @@ std::string describePlanText(const Plan &plan) {
     describe(impl.schedules[d], absl::StrCat("device ", d));
   for (size_t d = 0; d < impl.prefillSchedules.size(); ++d)
     describe(impl.prefillSchedules[d], absl::StrCat("prefill of device ", d));
+  for (size_t i = 0; i < impl.stageSchedules.size(); ++i)
+    describe(impl.stageSchedules[i],
+             absl::StrCat("stage ", i, " '",
+                          printable(impl.multimodal.stages[i].name), "'"));
   return out;
 }
 
@@ -476,6 +517,36 @@ std::string describePlanJson(const Plan &plan) {
     }
     absl::StrAppend(&out, "], \"prefill_schedules\": [");
     schedules(impl.prefillSchedules);
+    absl::StrAppend(&out, "]}");
+  }
+  if (const MultimodalDesc *mm = plan.multimodal()) {
+    std::vector<std::string> given;
+    for (const std::string &name : mm->givenInputs)
+      given.push_back(jsonString(name));
+    absl::StrAppendFormat(
+        &out,
+        ", \"multimodal\": {\"image_token_id\": %d, \"spatial_merge_size\": "
+        "%d, \"image_grid\": %s, \"max_images\": %d, \"given_inputs\": "
+        "[%s], \"stages\": [",
+        mm->imageTokenId, mm->spatialMergeSize, jsonString(mm->imageGrid),
+        mm->maxImages, absl::StrJoin(given, ", "));
+    for (size_t s = 0; s < mm->stages.size(); ++s) {
+      const StageDesc &stage = mm->stages[s];
+      absl::StrAppendFormat(&out, "%s{\"name\": %s, \"role\": %s, ",
+                            s ? ", " : "", jsonString(stage.name),
+                            jsonString(stageRoleName(stage.role)));
+      absl::StrAppend(&out, "\"feeds\": [");
+      for (size_t f = 0; f < stage.feeds.size(); ++f) {
+        const FeedDesc &feed = stage.feeds[f];
+        absl::StrAppendFormat(&out,
+                              "%s{\"input\": %s, \"kind\": %s, \"stage\": "
+                              "%d, \"output\": %s}",
+                              f ? ", " : "", jsonString(feed.input),
+                              jsonString(feedKindName(feed.kind)), feed.stage,
+                              jsonString(feed.output));
+      }
+      absl::StrAppend(&out, "]}");
+    }
     absl::StrAppend(&out, "]}");
   }
   absl::StrAppend(&out, "}\n");

@@ -1,0 +1,242 @@
+//===- multimodal_prefill.cpp - A multimodal plan's prompt ----------------===//
+//
+// Generator::prefill with vision inputs (docs/plan-format.md, "Multimodal
+// plans"): the stages of the plan's Multimodal table in order, each input
+// fed as its Feed says, the Prefill stage's presents starting the caches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "generate/generation_loop.h"
+#include "generate/generator_impl.h"
+#include "generate/mrope_positions.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace moert {
+namespace {
+
+/// What the stages of one prompt produce and read.
+struct PromptRun {
+  const MultimodalDesc &mm;
+  const std::vector<int64_t> &ids;
+  std::map<std::string, const TensorData *> given;
+  bool images = false;
+  std::vector<int64_t> positions;
+  /// Buffers a feed computed, kept until the stage ran.
+  std::vector<std::vector<uint8_t>> scratch;
+};
+
+/// The vision inputs by name, checked against the plan's: each known and
+/// given once, every one given when the prompt has image tokens, none
+/// otherwise.
+absl::Status checkGiven(PromptRun &run, const VisionInputs &vision,
+                        int64_t imageTokens) {
+  const MultimodalDesc &mm = run.mm;
+  for (const auto &[name, tensor] : vision) {
+    if (!std::count(mm.givenInputs.begin(), mm.givenInputs.end(), name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("vision input '", name, "' is not one of the plan's (",
+                       absl::StrJoin(mm.givenInputs, ", "), ")"));
+    if (!run.given.emplace(name, &tensor).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("vision input '", name, "' is given twice"));
+  }
+  if (imageTokens == 0 && !vision.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vision inputs are given but the prompt has no image token (id ",
+        mm.imageTokenId, ")"));
+  if (imageTokens == 0)
+    return absl::OkStatus();
+  if (vision.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt has ", imageTokens, " image tokens (id ",
+                     mm.imageTokenId, ") but no image: give the vision inputs ",
+                     absl::StrJoin(mm.givenInputs, ", ")));
+  for (const std::string &name : mm.givenInputs)
+    if (!run.given.count(name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prompt has image tokens but vision input '", name,
+                       "' is missing (the plan takes ",
+                       absl::StrJoin(mm.givenInputs, ", "), ")"));
+  run.images = true;
+  return absl::OkStatus();
+}
+
+/// The images' grids from the grid input, i64 [images, 3].
+absl::StatusOr<std::vector<detail::ImageGrid>>
+readGrids(const MultimodalDesc &mm, const TensorData &grid) {
+  if (grid.dtype != DType::I64 || grid.shape.size() != 2 ||
+      grid.shape[1] != 3 || grid.shape[0] < 1 ||
+      grid.bytes != static_cast<size_t>(grid.shape[0]) * 3 * 8)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vision input '", mm.imageGrid, "' is ", dtypeName(grid.dtype), " [",
+        absl::StrJoin(grid.shape, ", "),
+        "]; it holds each image's (t, h, w) patch grid, i64 [images, 3]"));
+  int64_t images = grid.shape[0];
+  if (mm.maxImages && images > mm.maxImages)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vision input '", mm.imageGrid, "' has ", images,
+        " images but the plan's vision encoder takes at most ", mm.maxImages));
+  std::vector<detail::ImageGrid> grids(images);
+  const int64_t *values = static_cast<const int64_t *>(grid.data);
+  for (int64_t i = 0; i < images; ++i)
+    grids[i] = {values[3 * i], values[3 * i + 1], values[3 * i + 2]};
+  return grids;
+}
+
+/// Feeds `feed` into `session`, stage `stage`'s.
+absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
+                     const FeedDesc &feed) {
+  const MultimodalDesc &mm = run.mm;
+  int64_t n = static_cast<int64_t>(run.ids.size());
+  switch (feed.kind) {
+  case FeedKind::Given: {
+    // Checked against the plan's input (dtype, rank, sizes, bounds).
+    const TensorData &t = *run.given.at(feed.input);
+    return session.setInput(feed.input, t.dtype, t.shape, t.data, t.bytes);
+  }
+  case FeedKind::TokenIds:
+  case FeedKind::TokenTypes:
+  case FeedKind::ImageTokenMask:
+    return detail::setTokenFeed(session, feed.input, feed.kind, run.ids,
+                                mm.imageTokenId);
+  case FeedKind::Positions:
+    return session.setInput(
+        feed.input, DType::I64,
+        {static_cast<int64_t>(mm.positionRows.size()), 1, n},
+        run.positions.data(), run.positions.size() * 8);
+  case FeedKind::StageOutput: {
+    MOERT_ASSIGN_OR_RETURN(TensorData out,
+                           impl.stages[feed.stage]->output(feed.output));
+    return session.setInput(feed.input, out.dtype, out.shape, out.data,
+                            out.bytes);
+  }
+  case FeedKind::MergedEmbeddings: {
+    MOERT_ASSIGN_OR_RETURN(TensorData embeds,
+                           impl.stages[feed.stage]->output(feed.output));
+    int64_t width = embeds.shape[2];
+    run.scratch.emplace_back(static_cast<const uint8_t *>(embeds.data),
+                             static_cast<const uint8_t *>(embeds.data) +
+                                 embeds.bytes);
+    std::vector<uint8_t> &merged = run.scratch.back();
+    if (run.images) {
+      MOERT_ASSIGN_OR_RETURN(
+          TensorData features,
+          impl.stages[mm.imageFeaturesStage]->output(mm.imageFeatures));
+      int64_t tokens =
+          std::count(run.ids.begin(), run.ids.end(), mm.imageTokenId);
+      if (features.shape[0] != tokens || features.shape[1] != width)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the vision encoder gave image features [",
+            absl::StrJoin(features.shape, ", "), "] but the prompt has ",
+            tokens, " image tokens of width ", width,
+            "; the vision inputs do not describe the prompt's images"));
+      // The image tokens' rows, in order, become the features' rows.
+      size_t row = static_cast<size_t>(width) * sizeof(float), next = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (run.ids[i] == mm.imageTokenId)
+          std::memcpy(
+              merged.data() + i * row,
+              static_cast<const uint8_t *>(features.data) + next++ * row, row);
+    }
+    return session.setInput(feed.input, DType::F32, embeds.shape, merged.data(),
+                            merged.size());
+  }
+  case FeedKind::LastPosition: {
+    MOERT_ASSIGN_OR_RETURN(TensorData hidden,
+                           impl.stages[feed.stage]->output(feed.output));
+    int64_t width = hidden.shape[2];
+    const float *last =
+        static_cast<const float *>(hidden.data) + (hidden.shape[1] - 1) * width;
+    return session.setInput(feed.input, DType::F32, {1, 1, width}, last,
+                            width * sizeof(float));
+  }
+  }
+  return absl::InternalError("unknown feed kind");
+}
+
+} // namespace
+
+absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
+                                const VisionInputs &vision) {
+  Impl &impl = *impl_;
+  if (!impl.mm)
+    return vision.empty() ? prefill(prompt)
+                          : absl::InvalidArgumentError(
+                                "vision inputs need a multimodal plan");
+  const MultimodalDesc &mm = *impl.mm;
+  const GenerationDesc &gen = impl.gen;
+  MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
+  detail::resetCaches(impl);
+  length_ = 0;
+  PromptRun run{mm, prompt, {}, false, {}, {}};
+  int64_t imageTokens =
+      std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
+  MOERT_RETURN_IF_ERROR(checkGiven(run, vision, imageTokens));
+  std::vector<detail::ImageGrid> grids;
+  if (run.images) {
+    MOERT_ASSIGN_OR_RETURN(grids, readGrids(mm, *run.given.at(mm.imageGrid)));
+  }
+  MOERT_ASSIGN_OR_RETURN(
+      detail::PromptPositions positions,
+      detail::computePromptPositions(prompt, mm.imageTokenId, grids,
+                                     mm.spatialMergeSize, mm.positionRows));
+  run.positions = std::move(positions.values);
+  if (!run.images && mm.textThroughDecode) {
+    // The Prefill stage needs image rows: the decode schedule runs the
+    // text, a token at a time, at the rule's positions (delta 0).
+    impl.positionDelta = 0;
+    Session &decode = *impl.decode;
+    for (size_t i = 0; i < prompt.size(); ++i)
+      MOERT_RETURN_IF_ERROR(detail::runStep(impl, decode, decode.state_, false,
+                                            {prompt[i]},
+                                            static_cast<int64_t>(i)));
+    length_ = static_cast<int64_t>(prompt.size());
+    return readLogits(decode);
+  }
+  for (size_t s = 0; s < mm.stages.size(); ++s) {
+    const StageDesc &stage = mm.stages[s];
+    if (stage.role == StageRole::Vision && !run.images)
+      continue;
+    Session &session = *impl.stages[s];
+    for (const FeedDesc &feed : stage.feeds) {
+      absl::Status status = setFeed(run, impl, session, feed);
+      if (!status.ok())
+        return absl::Status(
+            status.code(),
+            absl::StrCat("stage '", stage.name, "': ", status.message()));
+    }
+    bool prefillStage = static_cast<int>(s) == mm.prefillStage;
+    if (prefillStage)
+      MOERT_RETURN_IF_ERROR(detail::bindCaches(impl, session.state_, true));
+    absl::Status status = session.run();
+    if (!status.ok())
+      return absl::Status(status.code(), absl::StrCat("stage '", stage.name,
+                                                      "': ", status.message()));
+    if (prefillStage)
+      MOERT_RETURN_IF_ERROR(
+          detail::finishCaches(impl, session, session.state_, true, 0,
+                               static_cast<int64_t>(prompt.size())));
+    run.scratch.clear();
+  }
+  MOERT_ASSIGN_OR_RETURN(TensorData logits,
+                         impl.stages[mm.logitsStage]->output(mm.logits));
+  int64_t vocab = gen.vocabSize;
+  if (logits.shape.size() != 3 || logits.shape[1] < 1 ||
+      logits.shape[2] != vocab)
+    return absl::InternalError(absl::StrCat("the logits '", mm.logits,
+                                            "' are not [1, n, ", vocab, "]"));
+  const float *last =
+      static_cast<const float *>(logits.data) + (logits.shape[1] - 1) * vocab;
+  logits_.assign(last, last + vocab);
+  impl.positionDelta = positions.delta;
+  length_ = static_cast<int64_t>(prompt.size());
+  return absl::OkStatus();
+}
+
+} // namespace moert

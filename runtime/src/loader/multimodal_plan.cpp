@@ -1,0 +1,335 @@
+//===- multimodal_plan.cpp - Loading multimodal plans ---------------------===//
+
+#include "loader/multimodal_plan.h"
+#include "format/plan_file.h"
+#include "loader/generation_plan.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <set>
+
+namespace moert::detail {
+namespace {
+
+/// At most this many stages (a vision encoder and projector, the embedding,
+/// the language model and its head need five).
+constexpr size_t kMaxStages = 16;
+/// The largest spatial merge a plan may declare.
+constexpr int64_t kMaxSpatialMerge = 1 << 10;
+
+const char *roleName(StageRole role) {
+  switch (role) {
+  case StageRole::Vision:
+    return "Vision";
+  case StageRole::Embed:
+    return "Embed";
+  case StageRole::Prefill:
+    return "Prefill";
+  case StageRole::Head:
+    return "Head";
+  }
+  return "?";
+}
+
+const char *kindName(FeedKind kind) {
+  static const char *const names[] = {
+      "Given",     "TokenIds",       "StageOutput", "MergedEmbeddings",
+      "Positions", "ImageTokenMask", "TokenTypes",  "LastPosition"};
+  return names[static_cast<int>(kind)];
+}
+
+/// Whether `t` is `dtype` of rank `rank`.
+bool isA(const TensorInfo &t, DType dtype, int rank) {
+  return t.dtype == dtype && t.rank == rank;
+}
+
+std::string describe(const TensorInfo &t) {
+  return absl::StrCat(dtypeName(t.dtype), " ", describeDims(t));
+}
+
+/// Checks the feeds of one schedule (a stage's, or the decode schedule's
+/// extra inputs) and records them in `out`.
+class FeedChecker {
+public:
+  FeedChecker(const Plan::Impl &impl, const MultimodalDesc &mm)
+      : impl_(impl), mm_(mm) {}
+
+  /// `stage` is the fed stage's index (stages().size() for the decode
+  /// schedule, whose feeds read no stage).
+  absl::Status
+  check(const Diag &diag, const ScheduleInfo &schedule, int stage,
+        const flatbuffers::Vector<flatbuffers::Offset<fb::Feed>> *feeds,
+        std::vector<FeedDesc> &out) const {
+    bool decode = stage == static_cast<int>(mm_.stages.size());
+    std::set<std::string> fed;
+    for (size_t i = 0; feeds && i < feeds->size(); ++i) {
+      const fb::Feed *fbFeed = feeds->Get(i);
+      FeedDesc feed;
+      feed.input = std::string(str(fbFeed->input()));
+      uint8_t kind = static_cast<uint8_t>(fbFeed->kind());
+      if (kind > static_cast<uint8_t>(fb::FeedKind::MAX))
+        return diag.invalid("feed ", i, " has kind ", int(kind),
+                            ", which is no FeedKind");
+      feed.kind = static_cast<FeedKind>(kind);
+      feed.stage = fbFeed->stage();
+      feed.output = std::string(str(fbFeed->output()));
+      Diag at = diag.nested(absl::StrCat("feed ", i, " '", feed.input, "' (",
+                                         kindName(feed.kind), ")"));
+      int32_t id = findSignatureTensor(schedule, true, feed.input);
+      if (id < 0)
+        return at.invalid("is not a graph input of the schedule");
+      if (!fed.insert(feed.input).second)
+        return at.invalid("the input is fed twice");
+      MOERT_RETURN_IF_ERROR(
+          checkOne(at, schedule.tensors[id], stage, decode, feed));
+      out.push_back(std::move(feed));
+    }
+    if (!decode)
+      for (uint32_t id : schedule.inputs)
+        if (!fed.count(std::string(schedule.tensors[id].name)))
+          return diag.invalid("graph input '", schedule.tensors[id].name,
+                              "' has no feed");
+    return absl::OkStatus();
+  }
+
+private:
+  /// The source output of `feed` (an earlier stage's output).
+  absl::StatusOr<const TensorInfo *> source(const Diag &at, int stage,
+                                            const FeedDesc &feed) const {
+    if (feed.stage < 0 || feed.stage >= stage)
+      return at.invalid("reads stage ", feed.stage,
+                        ", which is not an earlier stage");
+    const ScheduleInfo &from = impl_.stageSchedules[feed.stage];
+    int32_t id = findSignatureTensor(from, false, feed.output);
+    if (id < 0)
+      return at.invalid("reads output '", feed.output, "' of stage ",
+                        feed.stage, " '", mm_.stages[feed.stage].name,
+                        "', which it does not have");
+    return &from.tensors[id];
+  }
+
+  absl::Status checkOne(const Diag &at, const TensorInfo &input, int stage,
+                        bool decode, const FeedDesc &feed) const {
+    auto expect = [&](bool ok, absl::string_view what) {
+      return ok ? absl::OkStatus()
+                : at.invalid("the input is ", describe(input), "; the feed ",
+                             "gives ", what);
+    };
+    if (decode && feed.kind != FeedKind::TokenIds &&
+        feed.kind != FeedKind::TokenTypes &&
+        feed.kind != FeedKind::ImageTokenMask)
+      return at.invalid("a decode feed gives the new token's ids, types or "
+                        "image mask only");
+    StageRole role = decode ? StageRole::Prefill : mm_.stages[stage].role;
+    switch (feed.kind) {
+    case FeedKind::Given:
+      if (role != StageRole::Vision)
+        return at.invalid("only a Vision stage takes given inputs");
+      return absl::OkStatus();
+    case FeedKind::TokenIds:
+    case FeedKind::TokenTypes:
+      return expect(isA(input, DType::I64, 2), "i64 [1, n]");
+    case FeedKind::ImageTokenMask:
+      return expect(isA(input, DType::Bool, 2), "bool [1, n]");
+    case FeedKind::Positions: {
+      bool rows =
+          isA(input, DType::I64, 3) &&
+          input.dims[0].kind == fb::DimKind::Static &&
+          input.dims[0].bound == static_cast<int64_t>(mm_.positionRows.size());
+      return expect(rows, absl::StrCat("i64 [", mm_.positionRows.size(),
+                                       ", 1, n] (the position rows)"));
+    }
+    case FeedKind::StageOutput: {
+      MOERT_ASSIGN_OR_RETURN(const TensorInfo *from, source(at, stage, feed));
+      return expect(
+          from->dtype == input.dtype && from->rank == input.rank,
+          absl::StrCat("output '", feed.output, "' ", describe(*from)));
+    }
+    case FeedKind::MergedEmbeddings: {
+      MOERT_ASSIGN_OR_RETURN(const TensorInfo *from, source(at, stage, feed));
+      if (mm_.stages[feed.stage].role != StageRole::Embed)
+        return at.invalid("merges into stage ", feed.stage,
+                          ", which is not the Embed stage");
+      const TensorInfo &features =
+          impl_.stageSchedules[mm_.imageFeaturesStage]
+              .tensors[findSignatureTensor(
+                  impl_.stageSchedules[mm_.imageFeaturesStage], false,
+                  mm_.imageFeatures)];
+      bool ok = isA(input, DType::F32, 3) && isA(*from, DType::F32, 3) &&
+                from->dims[2].kind == fb::DimKind::Static &&
+                features.dims[1].kind == fb::DimKind::Static &&
+                features.dims[1].bound == from->dims[2].bound &&
+                input.dims[2].kind == fb::DimKind::Static &&
+                input.dims[2].bound == from->dims[2].bound;
+      return expect(ok,
+                    absl::StrCat("the embeddings '", feed.output, "' ",
+                                 describe(*from),
+                                 " merged with the image "
+                                 "features '",
+                                 mm_.imageFeatures, "' ", describe(features),
+                                 " (f32, one static "
+                                 "width)"));
+    }
+    case FeedKind::LastPosition: {
+      MOERT_ASSIGN_OR_RETURN(const TensorInfo *from, source(at, stage, feed));
+      bool ok = isA(input, DType::F32, 3) && isA(*from, DType::F32, 3) &&
+                input.dims[1].bound >= 1;
+      return expect(ok, absl::StrCat("the last position of '", feed.output,
+                                     "' ", describe(*from),
+                                     " as f32 [1, 1, "
+                                     "H]"));
+    }
+    }
+    return at.invalid("unknown feed kind");
+  }
+
+  const Plan::Impl &impl_;
+  const MultimodalDesc &mm_;
+};
+
+} // namespace
+
+absl::Status loadStages(const Diag &diag, const Layout &layout,
+                        const fb::Multimodal &table, Plan::Impl &impl) {
+  Diag mm = diag.nested("multimodal");
+  if (impl.versionMinor < kFormatVersionMinorMultimodal)
+    return mm.invalid("the table needs format ", kFormatVersionMajor, ".",
+                      kFormatVersionMinorMultimodal,
+                      ", but the file is version ", impl.versionMajor, ".",
+                      impl.versionMinor);
+  if (impl.schedules.size() != 1)
+    return mm.invalid("a multimodal plan has one device schedule, not ",
+                      impl.schedules.size());
+  const auto *stages = table.stages();
+  if (stages->size() == 0 || stages->size() > kMaxStages)
+    return mm.invalid(stages->size(), " stages; a multimodal plan has 1 to ",
+                      kMaxStages);
+  MultimodalDesc &desc = impl.multimodal;
+  impl.stageSchedules.resize(stages->size());
+  // Vision stages first, then the Embed, the Prefill and at most one Head.
+  int lastRole = -1;
+  for (size_t i = 0; i < stages->size(); ++i) {
+    const fb::Stage *fbStage = stages->Get(i);
+    StageDesc stage;
+    stage.name = std::string(str(fbStage->name()));
+    uint8_t role = static_cast<uint8_t>(fbStage->role());
+    Diag at = mm.nested(absl::StrCat("stage ", i, " '", stage.name, "'"));
+    if (role > static_cast<uint8_t>(fb::StageRole::MAX))
+      return at.invalid("role ", int(role), " is no StageRole");
+    stage.role = static_cast<StageRole>(role);
+    if (int(role) < lastRole ||
+        (int(role) == lastRole && stage.role != StageRole::Vision))
+      return at.invalid("a ", roleName(stage.role), " stage after a ",
+                        roleName(static_cast<StageRole>(lastRole)),
+                        " one; the stages are Vision ones, then one Embed, "
+                        "one Prefill and at most one Head");
+    lastRole = role;
+    if (stage.role == StageRole::Embed)
+      desc.embedStage = static_cast<int>(i);
+    if (stage.role == StageRole::Prefill)
+      desc.prefillStage = static_cast<int>(i);
+    MOERT_RETURN_IF_ERROR(validateSchedule(
+        at, impl, layout, *fbStage->schedule(), impl.stageSchedules[i]));
+    if (impl.stageSchedules[i].tiers.present)
+      return at.invalid("a stage's schedule is not tiered");
+    desc.stages.push_back(std::move(stage));
+  }
+  if (desc.embedStage < 0 || desc.prefillStage < 0)
+    return mm.invalid("no ", desc.embedStage < 0 ? "Embed" : "Prefill",
+                      " stage");
+  return absl::OkStatus();
+}
+
+absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
+                                Plan::Impl &impl) {
+  Diag mm = diag.nested("multimodal");
+  MultimodalDesc &desc = impl.multimodal;
+  const GenerationDesc &gen = impl.generation;
+  desc.imageTokenId = table.image_token_id();
+  desc.imageFeaturesStage = table.image_features_stage();
+  desc.imageFeatures = std::string(str(table.image_features()));
+  desc.logitsStage = table.logits_stage();
+  desc.logits = std::string(str(table.logits()));
+  desc.spatialMergeSize = table.spatial_merge_size();
+  desc.imageGrid = std::string(str(table.image_grid()));
+  desc.maxImages = table.max_images();
+  int numStages = static_cast<int>(desc.stages.size());
+  if (desc.imageTokenId < 0 || desc.imageTokenId >= gen.vocabSize)
+    return mm.invalid("image_token_id ", desc.imageTokenId,
+                      " is not in the vocabulary [0, ", gen.vocabSize, ")");
+  if (desc.spatialMergeSize < 1 || desc.spatialMergeSize > kMaxSpatialMerge)
+    return mm.invalid("spatial_merge_size ", desc.spatialMergeSize,
+                      " is not in [1, ", kMaxSpatialMerge, "]");
+  if (desc.maxImages < 0 ||
+      static_cast<uint64_t>(desc.maxImages) > kMaxDimBound)
+    return mm.invalid("max_images ", desc.maxImages, " is not in [0, 2^40]");
+  if (desc.imageGrid.empty())
+    return mm.invalid("no image_grid input");
+  const auto *rows = table.position_rows();
+  if (rows->size() == 0 || rows->size() > 8)
+    return mm.invalid(rows->size(), " position rows; 1 to 8");
+  for (size_t r = 0; r < rows->size(); ++r) {
+    uint8_t row = static_cast<uint8_t>(rows->Get(r));
+    if (row > static_cast<uint8_t>(fb::PositionRow::MAX))
+      return mm.invalid("position row ", r, " is ", int(row),
+                        ", which is no PositionRow");
+    desc.positionRows.push_back(static_cast<PositionRow>(row));
+  }
+  // The decode schedule's positions follow the same rows.
+  if (gen.positionIds.empty() ||
+      gen.positionRows != static_cast<int>(desc.positionRows.size()))
+    return mm.invalid("the decode schedule's positions '", gen.positionIds,
+                      "' have ", gen.positionRows, " rows but the rule ",
+                      desc.positionRows.size());
+  if (desc.imageFeaturesStage < 0 || desc.imageFeaturesStage >= numStages ||
+      desc.stages[desc.imageFeaturesStage].role != StageRole::Vision)
+    return mm.invalid("image_features_stage ", desc.imageFeaturesStage,
+                      " is not a Vision stage");
+  const ScheduleInfo &vision = impl.stageSchedules[desc.imageFeaturesStage];
+  int32_t features = findSignatureTensor(vision, false, desc.imageFeatures);
+  if (features < 0 || !isA(vision.tensors[features], DType::F32, 2))
+    return mm.invalid("image features '", desc.imageFeatures,
+                      "' are not an f32 [m, H] output of stage ",
+                      desc.imageFeaturesStage);
+  if (desc.logitsStage < 0 || desc.logitsStage >= numStages ||
+      desc.logitsStage < desc.prefillStage)
+    return mm.invalid("logits_stage ", desc.logitsStage,
+                      " is neither the Prefill stage nor a later one");
+  const ScheduleInfo &head = impl.stageSchedules[desc.logitsStage];
+  int32_t logits = findSignatureTensor(head, false, desc.logits);
+  if (logits < 0 || !isA(head.tensors[logits], DType::F32, 3) ||
+      head.tensors[logits].dims[2].kind != fb::DimKind::Static ||
+      head.tensors[logits].dims[2].bound != gen.vocabSize)
+    return mm.invalid("logits '", desc.logits, "' are not an f32 [1, n, ",
+                      gen.vocabSize, "] output of stage ", desc.logitsStage);
+
+  FeedChecker checker(impl, desc);
+  std::set<std::string> given;
+  for (int s = 0; s < numStages; ++s) {
+    StageDesc &stage = desc.stages[s];
+    MOERT_RETURN_IF_ERROR(checker.check(
+        mm.nested(absl::StrCat("stage ", s, " '", stage.name, "'")),
+        impl.stageSchedules[s], s, table.stages()->Get(s)->feeds(),
+        stage.feeds));
+    for (const FeedDesc &feed : stage.feeds)
+      if (feed.kind == FeedKind::Given) {
+        if (!given.insert(feed.input).second)
+          return mm.invalid("two Vision stages take given input '", feed.input,
+                            "'");
+        desc.givenInputs.push_back(feed.input);
+      }
+  }
+  if (!given.count(desc.imageGrid))
+    desc.givenInputs.push_back(desc.imageGrid);
+  for (const FeedDesc &feed : desc.stages[desc.prefillStage].feeds)
+    if (feed.kind == FeedKind::StageOutput &&
+        desc.stages[feed.stage].role == StageRole::Vision)
+      desc.textThroughDecode = true;
+  MOERT_RETURN_IF_ERROR(checker.check(mm.nested("decode"), impl.schedules[0],
+                                      numStages, table.decode_feeds(),
+                                      desc.decodeFeeds));
+  impl.isMultimodal = true;
+  return absl::OkStatus();
+}
+
+} // namespace moert::detail
