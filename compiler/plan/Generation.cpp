@@ -13,16 +13,6 @@
 using namespace mlir;
 
 namespace moec::plan {
-namespace {
-
-/// Reports errors located at one model file.
-struct FileDiag {
-  MLIRContext *context;
-  StringRef path;
-  InFlightDiagnostic error() const {
-    return emitError(FileLineColLoc::get(context, path, 0, 0));
-  }
-};
 
 std::string getArgName(func::FuncOp func, unsigned index) {
   if (auto name = func.getArgAttrOfType<StringAttr>(index, "moe.name"))
@@ -35,6 +25,17 @@ std::string getResultName(func::FuncOp func, unsigned index) {
     return name.str();
   return "result" + std::to_string(index);
 }
+
+namespace {
+
+/// Reports errors located at one model file.
+struct FileDiag {
+  MLIRContext *context;
+  StringRef path;
+  InFlightDiagnostic error() const {
+    return emitError(FileLineColLoc::get(context, path, 0, 0));
+  }
+};
 
 std::string getDimParam(ArrayAttr params, int64_t dim) {
   if (params && dim < static_cast<int64_t>(params.size()))
@@ -282,7 +283,8 @@ void specializeForGeneration(ModuleOp module) {
 
 FailureOr<GenerationSignature>
 findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
-                        StringRef prefillPath, int64_t maxSeq) {
+                        StringRef prefillPath, int64_t maxSeq,
+                        const GenerationSearch &search) {
   FileDiag decodeDiag{decode.getContext(), decodePath};
   FailureOr<func::FuncOp> main = getMain(decode, decodeDiag);
   if (failed(main))
@@ -392,7 +394,11 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
     return failure();
   }
   TokenInputs tokens;
-  if (failed(findTokenInputs(func, cacheArgs, decodeDiag, tokens)))
+  llvm::DenseSet<unsigned> notTokens = cacheArgs;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (llvm::is_contained(search.otherInputs, getArgName(func, i)))
+      notTokens.insert(i);
+  if (failed(findTokenInputs(func, notTokens, decodeDiag, tokens)))
     return failure();
   sig.inputIds = tokens.ids;
   sig.positionIds = tokens.positions;
@@ -402,6 +408,8 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
   if (failed(logits))
     return failure();
   sig.logits = *logits;
+  if (!prefill && search.stagedPrefill)
+    return sig;
   if (!prefill) {
     // One graph runs the prompt too (with an empty past): its token inputs
     // take the prompt's length, and its pasts start empty.
@@ -450,22 +458,40 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
       sig.prefillSeqDimParam =
           getDimParam(pre.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"), 1);
   int logitsIndex = -1;
-  SmallVector<unsigned> caches;
-  for (unsigned i = 0; i < pre.getNumResults(); ++i) {
+  for (unsigned i = 0; i < pre.getNumResults(); ++i)
     if (getResultName(pre, i) == sig.logits)
       logitsIndex = static_cast<int>(i);
-    else
-      caches.push_back(i);
-  }
   if (logitsIndex < 0) {
     prefillDiag.error() << "no output '" << sig.logits
                         << "' (the decode graph's logits)";
     return failure();
   }
+  if (failed(
+          matchPrefillCaches(decode, prefill, prefillPath, {sig.logits}, sig)))
+    return failure();
+  return sig;
+}
+
+LogicalResult matchPrefillCaches(ModuleOp decode, ModuleOp prefill,
+                                 StringRef prefillPath,
+                                 ArrayRef<std::string> skip,
+                                 GenerationSignature &sig) {
+  FileDiag prefillDiag{prefill.getContext(), prefillPath};
+  FailureOr<func::FuncOp> prefillMain = getMain(prefill, prefillDiag);
+  FailureOr<func::FuncOp> decodeMain =
+      getMain(decode, FileDiag{decode.getContext(), prefillPath});
+  if (failed(prefillMain) || failed(decodeMain))
+    return failure();
+  func::FuncOp pre = *prefillMain, func = *decodeMain;
+  SmallVector<unsigned> caches;
+  for (unsigned i = 0; i < pre.getNumResults(); ++i)
+    if (!llvm::is_contained(skip, getResultName(pre, i)))
+      caches.push_back(i);
   if (caches.size() != sig.cache.size()) {
-    prefillDiag.error() << "has " << caches.size()
-                        << " outputs besides the logits but the decode graph "
-                        << "has " << sig.cache.size() << " KV-cache pairs";
+    prefillDiag.error() << "has " << caches.size() << " outputs besides '"
+                        << llvm::join(skip, "', '")
+                        << "' but the decode graph has " << sig.cache.size()
+                        << " KV-cache pairs";
     return failure();
   }
   llvm::DenseSet<unsigned> used;
@@ -484,27 +510,22 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
         }
     used.insert(*match);
     auto startType = cast<RankedTensorType>(pre.getResultTypes()[*match]);
-    // Not `pair` in the lambda: C++17 lambdas cannot capture structured
-    // bindings (clang refuses it).
-    const std::string &pastName = pair.input;
-    auto pastType = cast<RankedTensorType>(
-        func.getArgument(*llvm::find_if(cacheArgs,
-                                        [&](unsigned a) {
-                                          return getArgName(func, a) ==
-                                                 pastName;
-                                        }))
-            .getType());
+    RankedTensorType pastType;
+    for (unsigned a = 0; a < func.getNumArguments(); ++a)
+      if (getArgName(func, a) == pair.input)
+        pastType = cast<RankedTensorType>(func.getArgument(a).getType());
     pair.prefillOutput = getResultName(pre, *match);
-    if (!sameApartFrom(pastType, startType, pair.axis)) {
+    if (!pastType || !sameApartFrom(pastType, startType, pair.axis)) {
       prefillDiag.error() << "cache output '" << pair.prefillOutput << "' is "
                           << describe(startType) << " but the decode graph's '"
-                          << pair.input << "' is " << describe(pastType)
+                          << pair.input << "' is "
+                          << (pastType ? describe(pastType) : "missing")
                           << "; the shapes must agree but for axis "
                           << pair.axis;
       return failure();
     }
   }
-  return sig;
+  return success();
 }
 
 std::vector<std::string> getPastSymbols(const GenerationSignature &sig) {

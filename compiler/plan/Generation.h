@@ -13,6 +13,7 @@
 #ifndef MOEC_COMPILER_PLAN_GENERATION_H
 #define MOEC_COMPILER_PLAN_GENERATION_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
@@ -58,6 +59,11 @@ struct GenerationSignature {
   bool singleGraph = false;
 };
 
+/// The ONNX name of argument (result) `index` of `func` (`moe.name`), else
+/// "argN" ("resultN").
+std::string getArgName(mlir::func::FuncOp func, unsigned index);
+std::string getResultName(mlir::func::FuncOp func, unsigned index);
+
 /// Specializes the graph inputs of `module` to what a generator feeds: the
 /// batch (the named dimension 0 of the i64 [batch, n] token inputs, and
 /// every input dimension of that name) becomes 1, and each past that a
@@ -65,6 +71,17 @@ struct GenerationSignature {
 /// (onnxruntime-genai exports name the head size as a symbol too). The
 /// passes refine the rest of the graph from there.
 void specializeForGeneration(mlir::ModuleOp module);
+
+/// What findGenerationSignature is to expect besides the usual.
+struct GenerationSearch {
+  /// Decode graph inputs that something else feeds (a multimodal plan's
+  /// decode feeds): neither tokens, positions nor caches.
+  std::vector<std::string> otherInputs;
+  /// The prompt runs through graphs of their own (a multimodal plan's
+  /// stages, matched by matchPrefillCaches): without `prefill` the decode
+  /// graph is not a single graph that also runs the prompt.
+  bool stagedPrefill = false;
+};
 
 /// Finds the signature of the imported decode graph `decode` (from
 /// `decodePath`) and, unless null, of its prefill graph `prefill` (from
@@ -74,7 +91,17 @@ void specializeForGeneration(mlir::ModuleOp module);
 mlir::FailureOr<GenerationSignature>
 findGenerationSignature(mlir::ModuleOp decode, llvm::StringRef decodePath,
                         mlir::ModuleOp prefill, llvm::StringRef prefillPath,
-                        int64_t maxSeq);
+                        int64_t maxSeq, const GenerationSearch &search = {});
+
+/// Sets each pair's `prefillOutput` of `sig` (the decode graph `decode`'s)
+/// to the output of `prefill` (from `prefillPath`) that starts it, among
+/// the outputs but `skip`: by name stem first, else in order, with shapes
+/// that agree but for the pair's axis. Reports a count or shape mismatch.
+mlir::LogicalResult matchPrefillCaches(mlir::ModuleOp decode,
+                                       mlir::ModuleOp prefill,
+                                       llvm::StringRef prefillPath,
+                                       llvm::ArrayRef<std::string> skip,
+                                       GenerationSignature &sig);
 
 /// The plan symbols of the pasts' sequence dimensions (as the plan emitter
 /// names them: the dim_param, else "<input>.<axis>").

@@ -11,6 +11,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Generation.h"
 #include "compiler/plan/InputRanges.h"
+#include "compiler/plan/Multimodal.h"
 #include "compiler/plan/WeightStorage.h"
 
 #include "dialects/moe/MoeOps.h"
@@ -468,6 +469,27 @@ LogicalResult emitPlanToBuffer(ModuleOp module, std::vector<uint8_t> &bytes,
 
 namespace moec::plan {
 
+/// The generation table's names and cache pairs of `signature`.
+static void fillGeneration(fb::GenerationT &gen,
+                           const GenerationSignature &signature) {
+  gen.max_seq = signature.maxSeq;
+  gen.input_ids = signature.inputIds;
+  gen.position_ids = signature.positionIds;
+  gen.attention_mask = signature.attentionMask;
+  gen.eos_ids = signature.eosIds;
+  gen.logits = signature.logits;
+  for (const CachePairInfo &pair : signature.cache) {
+    auto entry = std::make_unique<fb::CachePairT>();
+    entry->input = pair.input;
+    entry->output = pair.output;
+    entry->prefill_output = pair.prefillOutput;
+    entry->layer = pair.layer;
+    entry->axis = pair.axis;
+    entry->state = pair.state;
+    gen.cache.push_back(std::move(entry));
+  }
+}
+
 LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
                                  const GenerationSignature &signature,
                                  StringRef path, const PlanFinalizer &finalize,
@@ -509,12 +531,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
                        /*sharesPagedWeights=*/tiers.deviceMemory != 0)
                    .emit()))
       return failure();
-  gen.max_seq = signature.maxSeq;
-  gen.input_ids = signature.inputIds;
-  gen.position_ids = signature.positionIds;
-  gen.attention_mask = signature.attentionMask;
-  gen.eos_ids = signature.eosIds;
-  gen.logits = signature.logits;
+  fillGeneration(gen, signature);
   // moe-analyze-batch-rows's verdict on the prefill graph (continuous
   // batching): proven, or the op that mixes rows another way.
   if (auto verdict =
@@ -538,16 +555,69 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
         gen.batch_blocker += " (" + text("loc") + ")";
     }
   }
-  for (const CachePairInfo &pair : signature.cache) {
-    auto entry = std::make_unique<fb::CachePairT>();
-    entry->input = pair.input;
-    entry->output = pair.output;
-    entry->prefill_output = pair.prefillOutput;
-    entry->layer = pair.layer;
-    entry->axis = pair.axis;
-    entry->state = pair.state;
-    gen.cache.push_back(std::move(entry));
+  return writePlan(state, decode, path, finalize);
+}
+
+static std::unique_ptr<fb::FeedT> makeFeed(const StageFeed &feed) {
+  auto entry = std::make_unique<fb::FeedT>();
+  entry->input = feed.input;
+  entry->kind = feed.kind;
+  entry->stage = feed.stage;
+  entry->output = feed.output;
+  return entry;
+}
+
+LogicalResult emitMultimodalPlan(ModuleOp decode, ArrayRef<StageGraph> stages,
+                                 const GenerationSignature &signature,
+                                 const MultimodalSignature &multimodal,
+                                 StringRef path, const PlanFinalizer &finalize,
+                                 ExpertWeightType expertWeights) {
+  FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
+  if (failed(decodeFuncs))
+    return failure();
+  if (decodeFuncs->size() != 1)
+    return decode.emitError("a multimodal plan runs on one device, but the "
+                            "decode graph compiled for ")
+           << decodeFuncs->size();
+  PlanState state(1, expertWeights);
+  // The graphs are separate imports of one model: equal bytes are one
+  // weight (the decode's embedding and head are the stages').
+  state.shareByContent = true;
+  // A prompt without images may run through the decode schedule from an
+  // empty past (MultimodalDesc::textThroughDecode).
+  for (const std::string &symbol : getPastSymbols(signature))
+    state.zeroMinSymbols.insert(symbol);
+  if (failed(Emitter(decodeFuncs->front(), 0, state).emit()))
+    return failure();
+  fillGeneration(state.writer.generation(), signature);
+  fb::MultimodalT &table = state.writer.multimodal();
+  for (const StageGraph &stage : stages) {
+    FailureOr<SmallVector<func::FuncOp>> funcs =
+        getDeviceFunctions(stage.module);
+    if (failed(funcs))
+      return failure();
+    if (funcs->size() != 1)
+      return funcs->front().emitError("a stage runs on one device");
+    moert::ScheduleBuilder &builder =
+        state.writer.addStage(stage.name, stage.role);
+    // Each stage's symbols are its own ("image_encoder.s11").
+    if (failed(Emitter(funcs->front(), 0, state, builder, stage.name + ".")
+                   .emit()))
+      return failure();
+    for (const StageFeed &feed : stage.feeds)
+      table.stages.back()->feeds.push_back(makeFeed(feed));
   }
+  table.image_token_id = multimodal.imageTokenId;
+  table.image_features_stage = multimodal.imageFeaturesStage;
+  table.image_features = multimodal.imageFeatures;
+  table.logits_stage = multimodal.logitsStage;
+  table.logits = multimodal.logits;
+  table.position_rows = multimodal.positionRows;
+  table.spatial_merge_size = multimodal.spatialMergeSize;
+  table.image_grid = multimodal.imageGrid;
+  table.max_images = multimodal.maxImages;
+  for (const StageFeed &feed : multimodal.decodeFeeds)
+    table.decode_feeds.push_back(makeFeed(feed));
   return writePlan(state, decode, path, finalize);
 }
 

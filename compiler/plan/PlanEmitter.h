@@ -117,6 +117,21 @@ emitGenerationPlan(mlir::ModuleOp decode, mlir::ModuleOp prefill,
                    ExpertWeightType expertWeights = ExpertWeightType::F32,
                    const TierOptions &tiers = {});
 
+struct StageGraph;
+struct MultimodalSignature;
+
+/// Writes the multimodal generation plan (docs/plan-format.md, "Multimodal
+/// plans") of the planned `decode` module and `stages` (each planned, with
+/// its feeds): the decode schedule, one schedule per stage, the generation
+/// table of `signature` and the Multimodal table of `multimodal`. Weights
+/// with the same bytes are stored once, whichever graphs hold them.
+mlir::LogicalResult
+emitMultimodalPlan(mlir::ModuleOp decode, llvm::ArrayRef<StageGraph> stages,
+                   const GenerationSignature &signature,
+                   const MultimodalSignature &multimodal, llvm::StringRef path,
+                   const PlanFinalizer &finalize = {},
+                   ExpertWeightType expertWeights = ExpertWeightType::F32);
+
 /// Like emitPlan of a module, into `bytes` instead of a file (the fuzz
 /// targets, test/fuzz).
 mlir::LogicalResult

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <type_traits>
 
 namespace moe_run {
 namespace {
@@ -118,6 +119,18 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
     args.flags.push_back(name);
     return "";
   }
+  if (name == "--vision-input") {
+    size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+      return "--vision-input needs NAME=FILE.npy, not '" + value + "'";
+    std::string input = value.substr(0, eq);
+    for (const auto &given : args.visionInputs)
+      if (given.first == input)
+        return "--vision-input " + input + " is given twice";
+    args.visionInputs.emplace_back(input, value.substr(eq + 1));
+    args.flags.push_back(name);
+    return "";
+  }
   args.flags.push_back(name);
   if (name == "--max-new-tokens") {
     if (!absl::SimpleAtoi(value, &number) || number < 1 ||
@@ -161,6 +174,9 @@ std::string GenerateArgs::verify() const {
   if (prompts > 1)
     return "--prompt-ids, --prompt-tokens and --prompts each give the "
            "prompt; use one";
+  if (!visionInputs.empty() && promptIds.empty())
+    return "--vision-input describes the images of one prompt; give it "
+           "with --prompt-ids";
   return "";
 }
 
@@ -289,6 +305,28 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     std::fprintf(stderr, "moe-run: %s\n", drawn.c_str());
   attachRecording(recording, generator);
   int64_t vocab = generator.vocabSize();
+  // The vision inputs, read and checked (an .npy file's header against its
+  // size here; its dtype and shape against the plan by the generator).
+  std::vector<moert::npy::Array> arrays;
+  moert::VisionInputs vision;
+  for (const auto &[name, path] : args.visionInputs) {
+    absl::StatusOr<moert::npy::Array> array = moert::npy::read(path);
+    if (!array.ok())
+      return absl::Status(array.status().code(),
+                          absl::StrCat("--vision-input ", name, ": ",
+                                       array.status().message()));
+    arrays.push_back(std::move(*array));
+  }
+  for (size_t i = 0; i < arrays.size(); ++i)
+    vision.emplace_back(args.visionInputs[i].first,
+                        moert::TensorData{arrays[i].dtype, arrays[i].shape,
+                                          arrays[i].data.data(),
+                                          arrays[i].data.size()});
+  if constexpr (!std::is_same_v<GeneratorT, moert::Generator>) {
+    if (!vision.empty())
+      return absl::InvalidArgumentError(
+          "--vision-input needs a multimodal plan of one device");
+  }
   // The exported graphs have a batch of one: the prompts run one after
   // another, each from a clear cache with its own positions, stop ids and
   // sampler (seeded with --seed, so a prompt's tokens do not depend on the
@@ -304,17 +342,20 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
                                gen->eosIds.end());
     PromptResult result;
     bool first = true;
-    absl::StatusOr<std::vector<int64_t>> tokens =
-        generator.generate(prompts[p], options, [&](int64_t token) {
-          const std::vector<float> &row = generator.logits();
-          result.logits.insert(result.logits.end(), row.begin(), row.end());
-          if (args.stream && root) {
-            std::printf(first ? "%lld" : " %lld",
-                        static_cast<long long>(token));
-            std::fflush(stdout);
-          }
-          first = false;
-        });
+    auto onToken = [&](int64_t token) {
+      const std::vector<float> &row = generator.logits();
+      result.logits.insert(result.logits.end(), row.begin(), row.end());
+      if (args.stream && root) {
+        std::printf(first ? "%lld" : " %lld", static_cast<long long>(token));
+        std::fflush(stdout);
+      }
+      first = false;
+    };
+    absl::StatusOr<std::vector<int64_t>> tokens;
+    if constexpr (std::is_same_v<GeneratorT, moert::Generator>)
+      tokens = generator.generate(prompts[p], vision, options, onToken);
+    else
+      tokens = generator.generate(prompts[p], options, onToken);
     if (!tokens.ok() && fromFile)
       return absl::Status(tokens.status().code(),
                           absl::StrCat(args.promptsFile, ": prompt ", p + 1,

@@ -38,6 +38,8 @@ struct GenerateArgs {
   bool ignoreEos = false;
   /// --kv-cache in-place (default) or copy (SessionOptions::kvCacheInPlace).
   bool kvCacheInPlace = true;
+  /// --vision-input NAME=FILE.npy: a multimodal prompt's vision inputs.
+  std::vector<std::pair<std::string, std::string>> visionInputs;
   /// Generation flags seen (for "needs --prompt-ids").
   std::vector<std::string> flags;
 

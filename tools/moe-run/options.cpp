@@ -93,6 +93,11 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
                          their ids on stdout and a summary on stderr, and
                          with --output-dir writes DIR/tokens.npy (int64, the
                          new ids) and DIR/logits.npy (each one's logits)
+  --vision-input NAME=FILE.npy
+                         a multimodal plan's vision input (the vision
+                         graph's input NAME, or the image grid, as the
+                         model's processor gives it; docs/multimodal.md),
+                         for the images of the --prompt-ids
   --prompt-tokens P      a prompt of P ids drawn from --seed, uniform over
                          the vocabulary (the plan's logits' last dim);
                          --output-dir adds DIR/prompt_ids.npy
@@ -161,7 +166,7 @@ constexpr const char *kOptions[] = {
     "--prompt-tokens", "--prompts",       "--max-new-tokens", "--temperature",
     "--top-k",         "--top-p",         "--stop-id",        "--kv-cache",
     "--stream",        "--ignore-eos",    "--tokenizer",      "--chat",
-    "--system",        "--stop",
+    "--system",        "--stop",          "--vision-input",
 };
 
 /// The Levenshtein distance of `a` and `b` with replacements, as

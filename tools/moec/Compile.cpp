@@ -14,6 +14,7 @@
 
 #include "CompileSummary.h"
 #include "GenaiFolder.h"
+#include "MultimodalFolder.h"
 #include "compiler/InitAll.h"
 #include "compiler/cuda/CudaTarget.h"
 #include "compiler/onnx/Diagnostics.h"
@@ -46,11 +47,9 @@
 using namespace mlir;
 using namespace moec;
 
-/// A finalizer that records the plan's provenance, then runs `next` (if
-/// any); fails, with the error printed, when a model file cannot be hashed.
-static FailureOr<moec::plan::PlanFinalizer>
-recordProvenance(const CompileFlags &flags,
-                 moec::plan::PlanFinalizer next = {}) {
+FailureOr<moec::plan::PlanFinalizer>
+moec::recordProvenance(const CompileFlags &flags,
+                       moec::plan::PlanFinalizer next) {
   FailureOr<moert::ProvenanceDesc> provenance =
       moec::plan::buildProvenance(flags.input.model, flags.input.prefill,
                                   flags.getProvenanceFlags(), llvm::errs());
@@ -113,12 +112,7 @@ static LogicalResult checkBoundNames(ModuleOp module,
   return success();
 }
 
-/// Checks each device's planned activation arena: larger than a plan can
-/// hold is an error; larger than this machine's memory (moe-run refuses such
-/// a plan here) a warning. Both name the bounds of the inputs' dynamic
-/// dimensions that size it.
-static LogicalResult checkArenaSize(ModuleOp module,
-                                    const CompileFlags &flags) {
+LogicalResult moec::checkArenaSize(ModuleOp module, const CompileFlags &flags) {
   uint64_t memory = moert::physicalMemoryBytes();
   FailureOr<SmallVector<func::FuncOp>> funcs =
       moec::plan::getDeviceFunctions(module);
@@ -214,13 +208,8 @@ getTierOptions(ModuleOp module, const CompileFlags &flags, uint64_t bytes) {
   return tiers;
 }
 
-/// Loads the plan just written as moe-run will (its checksums aside), so
-/// that a graph the runtime cannot run (an op on a dtype it has no kernel
-/// for, ...) is one error now, naming the step (the model's node), rather
-/// than a plan that every moe-run refuses. The loader's checks are the one
-/// statement of what the runtime supports; the file is removed on failure.
-static FailureOr<std::unique_ptr<moert::Plan>>
-loadWrittenPlan(ModuleOp module, const std::string &outputPath) {
+FailureOr<std::unique_ptr<moert::Plan>>
+moec::loadWrittenPlan(ModuleOp module, const std::string &outputPath) {
   moert::LoadOptions load;
   load.verifyWeightChecksums = false; // Written just now.
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
@@ -304,6 +293,26 @@ struct CompileSession : ConfiguredContext {
 static int runGenerationCompile(const CompileFlags &flags);
 
 int moec::runCompile(CompileFlags flags) {
+  if (isMultimodalFolder(flags.input.model)) {
+    // A vision-language export: its graphs compile into one plan.
+    MultimodalFolder folder;
+    std::string error;
+    if (!readMultimodalFolder(flags.input.model, folder, error)) {
+      llvm::errs() << "moec: error: " << error << "\n";
+      return kFailure;
+    }
+    if (!flags.shapes.maxSeqGiven)
+      flags.shapes.maxSeq = kDefaultFolderMaxSeq;
+    flags.input.model = folder.decode;
+    flags.input.prefill = folder.languageModel;
+    flags.generation = true;
+    if (std::string problem = flags.verify(); !problem.empty())
+      return usageError(problem);
+    return runMultimodalCompile(flags, folder);
+  }
+  if (!flags.shapes.fixedDims.empty())
+    return usageError("--dim fixes input dimensions of a vision-language "
+                      "folder's graphs (moec compile DIR --max-seq S)");
   if (isGenaiFolder(flags.input.model)) {
     // An onnxruntime-genai folder is a generation model: its decoder, with
     // the sequence length its config gives (at most the default).

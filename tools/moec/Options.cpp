@@ -80,6 +80,13 @@ static cl::list<std::string>
                        "--max-tokens"),
               cl::value_desc("NAME=N"), cl::sub(compileCommand),
               cl::cat(getMoecCategory()));
+static cl::list<std::string>
+    fixedDims("dim",
+              cl::desc("Fix the input dimensions named NAME (ONNX dim_param) "
+                       "of a vision-language folder's graphs to N, e.g. a "
+                       "vision encoder's feature widths"),
+              cl::value_desc("NAME=N"), cl::sub(compileCommand),
+              cl::cat(getMoecCategory()));
 static cl::opt<std::string>
     reportPath("report",
                cl::desc("Write a JSON compile report (memory plan, op "
@@ -284,6 +291,7 @@ CompileFlags getCompileFlags() {
   flags.shapes.maxTokens = maxTokens;
   flags.shapes.maxTokensGiven = maxTokens.getNumOccurrences() > 0;
   flags.shapes.dimBounds.assign(dimBounds.begin(), dimBounds.end());
+  flags.shapes.fixedDims.assign(fixedDims.begin(), fixedDims.end());
   flags.shapes.maxSeq = maxSeq;
   flags.shapes.maxSeqGiven = maxSeq.getNumOccurrences() > 0;
   flags.output.output = outputPath;
@@ -337,6 +345,18 @@ std::string ShapeOptions::verify() const {
           .str();
     if (!boundNames.insert(name).second)
       return ("--bound " + name + " is given twice").str();
+  }
+  llvm::StringSet<> fixedNames;
+  for (const std::string &dim : fixedDims) {
+    auto [name, value] = llvm::StringRef(dim).split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size) || size < 1 ||
+        uint64_t(size) > moert::kMaxDimBound)
+      return ("--dim must be NAME=N with N in [1, " +
+              llvm::Twine(moert::kMaxDimBound) + "], not '" + dim + "'")
+          .str();
+    if (!fixedNames.insert(name).second || boundNames.contains(name))
+      return ("--dim " + name + " is given twice, or also as a --bound").str();
   }
   return "";
 }
@@ -571,6 +591,8 @@ CompileFlags::getProvenanceFlags() const {
   else
     flags.emplace_back("max-tokens", std::to_string(shapes.maxTokens));
   flags.emplace_back("bound", llvm::join(shapes.dimBounds, ","));
+  if (!shapes.fixedDims.empty())
+    flags.emplace_back("dim", llvm::join(shapes.fixedDims, ","));
   flags.emplace_back("devices", std::to_string(parallel.devices));
   flags.emplace_back("routing-profile", parallel.routingProfile);
   flags.emplace_back("replicate-hot", std::to_string(parallel.replicateHot));

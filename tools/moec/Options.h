@@ -65,11 +65,15 @@ struct InputOptions {
   std::optional<GenaiFolder> folder;
 };
 
-/// The bounds buffers are planned for: --max-tokens, --bound, --max-seq.
+/// The bounds buffers are planned for: --max-tokens, --bound, --max-seq,
+/// and the sizes --dim fixes.
 struct ShapeOptions {
   uint64_t maxTokens = 256;
   bool maxTokensGiven = false;
   std::vector<std::string> dimBounds;
+  /// --dim NAME=N: input dimensions fixed to a size (a vision-language
+  /// folder's graphs).
+  std::vector<std::string> fixedDims;
   uint64_t maxSeq = 0;
   bool maxSeqGiven = false;
 

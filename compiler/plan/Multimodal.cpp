@@ -1,0 +1,324 @@
+//===- Multimodal.cpp - The stages and feeds of a multimodal plan ---------===//
+
+#include "compiler/plan/Multimodal.h"
+#include "compiler/plan/PlanEmitter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+namespace fb = moert::fb;
+
+namespace moec::plan {
+namespace {
+
+/// The graph's @main, or null.
+func::FuncOp getMainFunc(ModuleOp module) {
+  return module.lookupSymbol<func::FuncOp>("main");
+}
+
+InFlightDiagnostic errorAt(MLIRContext *context, StringRef path) {
+  return emitError(FileLineColLoc::get(context, path, 0, 0));
+}
+
+bool isType(Type type, int64_t rank, bool (*elem)(Type)) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  return ranked && ranked.getRank() == rank && elem(ranked.getElementType());
+}
+bool isF32(Type t) { return t.isF32(); }
+bool isI64(Type t) { return t.isInteger(64); }
+bool isBool(Type t) { return t.isInteger(1); }
+
+int64_t lastDim(Type type) {
+  auto ranked = cast<RankedTensorType>(type);
+  return ranked.getDimSize(ranked.getRank() - 1);
+}
+
+/// The trailing decimal index of a name ("deepstack_features.0" -> "0").
+StringRef trailingIndex(StringRef name) {
+  size_t digits = 0;
+  while (digits < name.size() && llvm::isDigit(name[name.size() - 1 - digits]))
+    ++digits;
+  return name.take_back(digits);
+}
+
+/// The one f32 rank-3 output of `func`, else an error.
+FailureOr<std::string> onlyOutput(const StageGraph &stage, func::FuncOp func,
+                                  ArrayRef<std::string> skip = {}) {
+  SmallVector<std::string> found;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (!llvm::is_contained(skip, getResultName(func, i)) &&
+        isType(func.getResultTypes()[i], 3, isF32))
+      found.push_back(getResultName(func, i));
+  if (found.size() == 1)
+    return found.front();
+  return errorAt(func.getContext(), stage.path)
+             << "the " << stage.name << " graph has " << found.size()
+             << " f32 [1, n, H] outputs"
+             << (skip.empty() ? "" : " besides its caches") << "; it needs one",
+         failure();
+}
+
+} // namespace
+
+std::vector<std::string> getDecodeTokenFeeds(ModuleOp decode) {
+  std::vector<std::string> names;
+  func::FuncOp func = getMainFunc(decode);
+  if (!func)
+    return names;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    Type type = func.getArgument(i).getType();
+    std::string name = getArgName(func, i);
+    if ((isType(type, 2, isI64) &&
+         StringRef(name).contains_insensitive("type")) ||
+        isType(type, 2, isBool))
+      names.push_back(name);
+  }
+  return names;
+}
+
+FailureOr<MultimodalSignature>
+findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
+                        StringRef decodePath, const MultimodalConfig &config,
+                        GenerationSignature &sig) {
+  MLIRContext *context = decode.getContext();
+  MultimodalSignature mm;
+  mm.imageTokenId = config.imageTokenId;
+  mm.spatialMergeSize = config.spatialMergeSize;
+  int embed = -1, prefill = -1, head = -1, vision = -1;
+  for (auto [index, stage] : llvm::enumerate(stages)) {
+    int i = static_cast<int>(index);
+    if (stage.role == fb::StageRole::Vision && vision < 0)
+      vision = i;
+    if (stage.role == fb::StageRole::Embed)
+      embed = i;
+    if (stage.role == fb::StageRole::Prefill)
+      prefill = i;
+    if (stage.role == fb::StageRole::Head)
+      head = i;
+    if (!getMainFunc(stage.module))
+      return errorAt(context, stage.path) << "the graph has no main function",
+             failure();
+  }
+  if (vision < 0 || embed < 0 || prefill < 0)
+    return errorAt(context, decodePath)
+               << "a multimodal plan needs a vision encoder, an embedding "
+                  "and a language model graph",
+           failure();
+
+  // The embedding: token ids in, [1, n, H] out.
+  StageGraph &embedStage = stages[embed];
+  func::FuncOp embedFunc = getMainFunc(embedStage.module);
+  if (embedFunc.getNumArguments() != 1 ||
+      !isType(embedFunc.getArgument(0).getType(), 2, isI64))
+    return errorAt(context, embedStage.path)
+               << "the embedding graph takes the token ids (one i64 [1, n] "
+                  "input), not "
+               << embedFunc.getNumArguments() << " inputs",
+           failure();
+  embedStage.feeds.push_back(
+      {getArgName(embedFunc, 0), fb::FeedKind::TokenIds, -1, ""});
+  FailureOr<std::string> embeds = onlyOutput(embedStage, embedFunc);
+  if (failed(embeds))
+    return failure();
+  int64_t width = lastDim(embedFunc.getResultTypes()[0]);
+
+  // The vision encoder: every input is the caller's; the features are the
+  // output of the language model's width (`pooler_output` where several).
+  StageGraph &visionStage = stages[vision];
+  func::FuncOp visionFunc = getMainFunc(visionStage.module);
+  SmallVector<unsigned> wide;
+  for (unsigned i = 0; i < visionFunc.getNumResults(); ++i)
+    if (isType(visionFunc.getResultTypes()[i], 2, isF32) &&
+        lastDim(visionFunc.getResultTypes()[i]) == width)
+      wide.push_back(i);
+  for (unsigned i : wide)
+    if (wide.size() == 1 || getResultName(visionFunc, i) == "pooler_output")
+      mm.imageFeatures = getResultName(visionFunc, i);
+  if (mm.imageFeatures.empty())
+    return errorAt(context, visionStage.path)
+               << "cannot tell the image features among the " << wide.size()
+               << " f32 [m, " << width
+               << "] outputs of the vision encoder (one, or one named "
+                  "'pooler_output')",
+           failure();
+  mm.imageFeaturesStage = vision;
+  for (unsigned i = 0; i < visionFunc.getNumArguments(); ++i) {
+    std::string name = getArgName(visionFunc, i);
+    visionStage.feeds.push_back({name, fb::FeedKind::Given, -1, ""});
+    auto type = cast<RankedTensorType>(visionFunc.getArgument(i).getType());
+    // The grid: i64 [images, 3] named as such.
+    if (type.getRank() == 2 && isI64(type.getElementType()) &&
+        StringRef(name).contains_insensitive("grid")) {
+      mm.imageGrid = name;
+      mm.maxImages = type.isDynamicDim(0) ? 0 : type.getDimSize(0);
+    }
+  }
+  if (mm.imageGrid.empty())
+    return errorAt(context, visionStage.path)
+               << "the vision encoder has no image grid input (i64 [images, "
+                  "3] named '*grid*'), which the position rule reads",
+           failure();
+
+  // The language model.
+  StageGraph &lm = stages[prefill];
+  func::FuncOp lmFunc = getMainFunc(lm.module);
+  for (unsigned i = 0; i < lmFunc.getNumArguments(); ++i) {
+    std::string name = getArgName(lmFunc, i);
+    Type type = lmFunc.getArgument(i).getType();
+    StageFeed feed{name, fb::FeedKind::Given, -1, ""};
+    if (isType(type, 3, isF32)) {
+      feed = {name, fb::FeedKind::MergedEmbeddings, embed, *embeds};
+    } else if (isType(type, 3, isI64) &&
+               StringRef(name).contains_insensitive("position")) {
+      feed.kind = fb::FeedKind::Positions;
+      auto ranked = cast<RankedTensorType>(type);
+      int64_t rows = ranked.getDimSize(0);
+      if (config.mropeSections != 3 || (rows != 3 && rows != 4))
+        return errorAt(context, lm.path)
+                   << "positions '" << name << "' have "
+                   << (ShapedType::isDynamic(rows) ? std::string("dynamic")
+                                                   : std::to_string(rows))
+                   << " rows and config.json's mrope_section "
+                   << config.mropeSections
+                   << " sections; the position rule knows 3 sections as 3 "
+                      "rows (t, h, w) or 4 (text, t, h, w: transformers 5)",
+               failure();
+      if (rows == 4)
+        mm.positionRows.push_back(fb::PositionRow::Sequence);
+      for (fb::PositionRow row :
+           {fb::PositionRow::Time, fb::PositionRow::Height,
+            fb::PositionRow::Width})
+        mm.positionRows.push_back(row);
+    } else if (isType(type, 2, isBool)) {
+      feed.kind = fb::FeedKind::ImageTokenMask;
+    } else if (isType(type, 2, isI64)) {
+      feed.kind = StringRef(name).contains_insensitive("type")
+                      ? fb::FeedKind::TokenTypes
+                      : fb::FeedKind::TokenIds;
+    } else if (isType(type, 2, isF32)) {
+      // Deepstack features: the vision output of the same trailing index.
+      StringRef index = trailingIndex(name);
+      for (unsigned r = 0; r < visionFunc.getNumResults(); ++r) {
+        std::string out = getResultName(visionFunc, r);
+        if (out != mm.imageFeatures && !index.empty() &&
+            trailingIndex(out) == index &&
+            isType(visionFunc.getResultTypes()[r], 2, isF32))
+          feed = {name, fb::FeedKind::StageOutput, vision, out};
+      }
+    }
+    if (feed.kind == fb::FeedKind::Given)
+      return errorAt(context, lm.path)
+                 << "input '" << name
+                 << "' of the language model is none of the embeddings, "
+                    "positions, image mask, token types or a vision output "
+                    "of the same index; the plan cannot feed it",
+             failure();
+    lm.feeds.push_back(std::move(feed));
+  }
+  if (mm.positionRows.empty())
+    return errorAt(context, lm.path)
+               << "the language model takes no positions (i64 [r, 1, n])",
+           failure();
+  // Its caches start the decode's; the other output is the hidden states.
+  std::vector<std::string> caches;
+  FailureOr<std::string> hidden = std::string();
+  for (unsigned i = 0; i < lmFunc.getNumResults(); ++i) {
+    std::string name = getResultName(lmFunc, i);
+    if (llvm::any_of(sig.cache, [&](const CachePairInfo &pair) {
+          return !name.empty() && StringRef(pair.output).ends_with(name);
+        }))
+      caches.push_back(name);
+  }
+  hidden = onlyOutput(lm, lmFunc, caches);
+  if (failed(hidden) ||
+      failed(matchPrefillCaches(decode, lm.module, lm.path, {*hidden}, sig)))
+    return failure();
+
+  if (head >= 0) {
+    StageGraph &headStage = stages[head];
+    func::FuncOp headFunc = getMainFunc(headStage.module);
+    if (headFunc.getNumArguments() != 1 ||
+        !isType(headFunc.getArgument(0).getType(), 3, isF32))
+      return errorAt(context, headStage.path)
+                 << "the head takes the hidden states (one f32 [1, n, H] "
+                    "input)",
+             failure();
+    headStage.feeds.push_back(
+        {getArgName(headFunc, 0), fb::FeedKind::LastPosition, prefill, *hidden});
+    FailureOr<std::string> logits = onlyOutput(headStage, headFunc);
+    if (failed(logits))
+      return failure();
+    mm.logitsStage = head;
+    mm.logits = *logits;
+  } else {
+    mm.logitsStage = prefill;
+    mm.logits = *hidden;
+  }
+  func::FuncOp decodeFunc = getMainFunc(decode);
+  for (const std::string &name : getDecodeTokenFeeds(decode))
+    for (unsigned i = 0; i < decodeFunc.getNumArguments(); ++i)
+      if (getArgName(decodeFunc, i) == name)
+        mm.decodeFeeds.push_back(
+            {name,
+             isType(decodeFunc.getArgument(i).getType(), 2, isBool)
+                 ? fb::FeedKind::ImageTokenMask
+                 : fb::FeedKind::TokenTypes,
+             -1, ""});
+  return mm;
+}
+
+void fixInputDims(ModuleOp module, ArrayRef<std::string> dims,
+                  llvm::StringSet<> &used) {
+  func::FuncOp func = getMainFunc(module);
+  if (!func || func.getBody().empty() || dims.empty())
+    return;
+  SmallVector<Type> types;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto params =
+        func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
+    SmallVector<int64_t> shape(type.getShape());
+    for (int64_t d = 0; params && d < type.getRank() &&
+                        d < static_cast<int64_t>(params.size());
+         ++d) {
+      auto param = dyn_cast<StringAttr>(params[d]);
+      if (!param || !type.isDynamicDim(d))
+        continue;
+      for (const std::string &dim : dims) {
+        auto [name, value] = StringRef(dim).split('=');
+        int64_t size = 0;
+        if (name != param.getValue() || value.getAsInteger(10, size))
+          continue;
+        shape[d] = size;
+        used.insert(name);
+      }
+    }
+    auto fixed = RankedTensorType::get(shape, type.getElementType());
+    arg.setType(fixed);
+    types.push_back(fixed);
+  }
+  func.setFunctionType(
+      FunctionType::get(module.getContext(), types, func.getResultTypes()));
+}
+
+void pruneFeeds(std::vector<StageGraph> &stages) {
+  for (StageGraph &stage : stages) {
+    FailureOr<SmallVector<func::FuncOp>> funcs =
+        getDeviceFunctions(stage.module);
+    if (failed(funcs))
+      continue;
+    func::FuncOp func = funcs->front();
+    llvm::erase_if(stage.feeds, [&](const StageFeed &feed) {
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (getArgName(func, i) == feed.input)
+          return false;
+      return true;
+    });
+  }
+}
+
+} // namespace moec::plan

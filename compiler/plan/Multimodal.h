@@ -1,0 +1,99 @@
+//===- Multimodal.h - The stages and feeds of a multimodal plan -*- C++ -*-===//
+//
+// `moec compile DIR --max-seq S` over a vision-language export (the
+// component graphs transformers' exporters write, docs/multimodal.md)
+// compiles a multimodal generation plan (docs/plan-format.md, "Multimodal
+// plans"): the decode graph as a generation plan's decode schedule, and the
+// vision encoder, the token embedding, the language model (the prefill) and
+// its head as stages. This finds, on the imported graphs, how each stage's
+// inputs are fed: by their types and shapes first, their names where the
+// types cannot tell.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_PLAN_MULTIMODAL_H
+#define MOEC_COMPILER_PLAN_MULTIMODAL_H
+
+#include "compiler/plan/Generation.h"
+#include "format/plan_generated.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moec::plan {
+
+/// What the model's config says (config.json, read by the tool).
+struct MultimodalConfig {
+  int64_t imageTokenId = -1;
+  int64_t spatialMergeSize = 0;
+  /// The number of M-RoPE sections (mrope_section): 3 for (t, h, w).
+  size_t mropeSections = 0;
+};
+
+/// One feed of a graph input (plan.fbs `Feed`).
+struct StageFeed {
+  std::string input;
+  moert::fb::FeedKind kind = moert::fb::FeedKind::Given;
+  int stage = -1;
+  std::string output;
+};
+
+/// One component graph, imported; `feeds` filled by findMultimodalSignature.
+struct StageGraph {
+  std::string name;
+  std::string path;
+  moert::fb::StageRole role = moert::fb::StageRole::Vision;
+  mlir::ModuleOp module;
+  std::vector<StageFeed> feeds;
+};
+
+/// What the plan's Multimodal table records besides the stages.
+struct MultimodalSignature {
+  int64_t imageTokenId = 0;
+  int imageFeaturesStage = -1;
+  std::string imageFeatures;
+  int logitsStage = -1;
+  std::string logits;
+  std::vector<moert::fb::PositionRow> positionRows;
+  int64_t spatialMergeSize = 1;
+  std::string imageGrid;
+  int64_t maxImages = 0;
+  std::vector<StageFeed> decodeFeeds;
+};
+
+/// The inputs of the imported decode graph `decode` that a multimodal plan
+/// feeds from the new token itself (transformers' mm_token_type_ids: i64
+/// [1, n] with "type" in the name; a bool [1, n] image mask), for
+/// GenerationSearch::otherInputs.
+std::vector<std::string> getDecodeTokenFeeds(mlir::ModuleOp decode);
+
+/// Finds every stage's feeds (`stages` in order: Vision ones, Embed,
+/// Prefill, then an optional Head), the table's names and the position
+/// rule, and sets `sig`'s pairs' prefill outputs to the Prefill stage's.
+/// Reports, at the graph's file, an input no feed fits, an output that
+/// cannot be told apart, or a config the rule cannot follow.
+mlir::FailureOr<MultimodalSignature>
+findMultimodalSignature(std::vector<StageGraph> &stages, mlir::ModuleOp decode,
+                        llvm::StringRef decodePath,
+                        const MultimodalConfig &config,
+                        GenerationSignature &sig);
+
+/// Fixes every input dimension of `module` whose ONNX dim_param is a NAME
+/// of `dims` (NAME=N) to N, as onnxruntime's free dimension overrides do:
+/// the passes refine the graph from there. Adds the names it used to
+/// `used`.
+void fixInputDims(mlir::ModuleOp module, llvm::ArrayRef<std::string> dims,
+                  llvm::StringSet<> &used);
+
+/// Drops the feeds of inputs that the compiled stages no longer take (an
+/// input the graph never reads is not the plan's).
+void pruneFeeds(std::vector<StageGraph> &stages);
+
+} // namespace moec::plan
+
+#endif // MOEC_COMPILER_PLAN_MULTIMODAL_H

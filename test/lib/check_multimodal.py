@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Checks a multimodal plan end to end: `moec compile DIR --max-seq S`, then
+`moe-run PLAN --prompt-ids ... --vision-input NAME=FILE.npy ...` against a
+reference for prompts with and without an image.
+
+    check_multimodal.py DIR --workdir W --reference ort     (a tiny folder)
+    check_multimodal.py DIR --workdir W --reference GEN.npz (the zoo's)
+
+- `ort`: DIR is test/lib/gen_multimodal.py's folder. The reference runs
+  each graph in onnxruntime and feeds them in Python as docs/multimodal.md
+  says (image features at the image tokens, in order; M-RoPE positions by
+  transformers 5's get_rope_index for still images, text positions first;
+  the head on the last position; decode positions advancing from the
+  largest plus one). The greedy ids must be equal and every step's logits
+  within --rtol. The image prompts' inputs stay in W (`<case>.<input>.npy`)
+  with a few broken ones for the error tests (`bad.*.npy`).
+- GEN.npz: export_vlm.py's generate.npz (torch's greedy generate()): the
+  ids must be equal; the vision inputs are the saved ones the plan takes
+  (`moec inspect --json`'s multimodal.given_inputs).
+
+Prints one line per case and exits 1 on any mismatch.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+IMAGE_TOKEN = 13
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"check_multimodal: {' '.join(cmd)} failed ({result.returncode}):\n{result.stderr}")
+    return result.stdout
+
+
+def generate(args, plan, prompt, vision, work, tokens):
+    """moe-run's greedy ids and per-token logits."""
+    os.makedirs(work, exist_ok=True)
+    cmd = [args.moe_run, plan, "--prompt-ids", ",".join(str(int(i)) for i in prompt),
+           "--max-new-tokens", str(tokens), "--threads", "2", "--output-dir", work]
+    for name, array in vision.items():
+        path = os.path.join(work, name + ".npy")
+        np.save(path, array)
+        cmd += ["--vision-input", f"{name}={path}"]
+    run(cmd)
+    return [int(i) for i in np.load(os.path.join(work, "tokens.npy")).reshape(-1)], np.load(os.path.join(work, "logits.npy"))
+
+
+# --------------------------------------------------------------------------- #
+# The onnxruntime reference over gen_multimodal.py's folder
+# --------------------------------------------------------------------------- #
+
+
+def rope_index(ids, grids, merge):
+    """Position rows (t, h, w) and the decode delta, as transformers 5's
+    get_rope_index computes them for text and still images."""
+    rows, current, image, i = [[], [], []], 0, 0, 0
+    while i < len(ids):
+        if ids[i] != IMAGE_TOKEN:
+            for row in rows:
+                row.append(current)
+            current += 1
+            i += 1
+            continue
+        t, h, w = (int(v) for v in grids[image])
+        h, w = h // merge, w // merge
+        for a in range(t):
+            for b in range(h):
+                for c in range(w):
+                    rows[0].append(current + a)
+                    rows[1].append(current + b)
+                    rows[2].append(current + c)
+        i += t * h * w
+        current += max(h, w)
+        image += 1
+    return np.array(rows, np.int64), current - len(ids)
+
+
+class OrtModel:
+    def __init__(self, folder):
+        import onnxruntime as ort
+
+        def session(name):
+            return ort.InferenceSession(os.path.join(folder, name + ".onnx"), providers=["CPUExecutionProvider"])
+
+        self.encoder, self.embed, self.lm, self.head, self.decode = (
+            session(n) for n in ("image_encoder", "embed", "language_model", "lm_head", "decode"))
+        with open(os.path.join(folder, "config.json")) as f:
+            self.merge = json.load(f)["vision_config"]["spatial_merge_size"]
+        self.rows = self.lm.get_inputs()[0].shape[0]
+
+    def generate(self, prompt, vision, tokens):
+        ids = np.array([prompt], np.int64)
+        mask = ids == IMAGE_TOKEN
+        embeds = self.embed.run(None, {"input_ids": ids})[0]
+        hidden = embeds.shape[-1]
+        deep = np.zeros([0, hidden], np.float32)
+        grids = []
+        if mask.any():
+            features, deep = self.encoder.run(None, {k: v for k, v in vision.items()})
+            embeds[mask] = features
+            grids = vision["grid_thw"]
+        thw, delta = rope_index(prompt, grids, self.merge)
+        seq = np.arange(len(prompt), dtype=np.int64)[None]
+        rows = np.concatenate([seq, thw]) if self.rows == 4 else thw
+        last, cache = self.lm.run(None, {"position_ids": rows[:, None, :], "inputs_embeds": embeds,
+                                         "visual_pos_masks": mask, "deepstack_visual_embeds.0": deep})
+        logits = [self.head.run(None, {"input": last[:, -1:]})[0][0, -1]]
+        out = [int(np.argmax(logits[-1]))]
+        for step in range(tokens - 1):
+            index = len(prompt) + step
+            rows = [index + delta] * 3
+            if self.rows == 4:
+                rows = [index] + rows
+            token = out[-1]
+            feeds = {"input_ids": np.array([[token]], np.int64),
+                     "position_ids": np.array(rows, np.int64).reshape(self.rows, 1, 1),
+                     "input.cache.layers.0.keys": cache,
+                     "mm_token_type_ids": np.array([[int(token == IMAGE_TOKEN)]], np.int64)}
+            step_logits, cache = self.decode.run(None, feeds)
+            logits.append(step_logits[0, -1])
+            out.append(int(np.argmax(logits[-1])))
+        return out, np.array(logits)
+
+
+def synthetic_cases(work):
+    """(name, prompt, vision inputs) of the tiny folder, and the broken
+    inputs the error tests use."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for name, grid in (("g0", (1, 4, 6)), ("g1", (1, 2, 4))):
+        tokens = grid[0] * grid[1] * grid[2] // 4
+        patches = rng.standard_normal([grid[0] * grid[1] * grid[2], 3]).astype(np.float32)
+        prompt = [1, 2, 12] + [IMAGE_TOKEN] * tokens + [14, 5, 6]
+        cases.append((name, prompt, {"hidden_states": patches, "grid_thw": np.array([grid], np.int64)}))
+    cases.append(("text", [1, 2, 7, 9, 5], {}))
+    for name, prompt, vision in cases:
+        for key, array in vision.items():
+            np.save(os.path.join(work, f"{name}.{key}.npy"), array)
+    # Wrong image size (16 patches for a 1 x 4 x 6 grid), two images for an
+    # encoder of one, patches of the wrong dtype and of the wrong width.
+    np.save(os.path.join(work, "bad.hidden_16.npy"), rng.standard_normal([16, 3]).astype(np.float32))
+    np.save(os.path.join(work, "bad.grid_two.npy"), np.array([[1, 4, 6], [1, 2, 4]], np.int64))
+    np.save(os.path.join(work, "bad.hidden_i64.npy"), np.ones([24, 3], np.int64))
+    np.save(os.path.join(work, "bad.hidden_wide.npy"), rng.standard_normal([24, 5]).astype(np.float32))
+    return cases
+
+
+# --------------------------------------------------------------------------- #
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder")
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--reference", required=True, help="ort, or export_vlm.py's generate.npz")
+    parser.add_argument("--moec", default="moec")
+    parser.add_argument("--moe-run", dest="moe_run", default="moe-run")
+    parser.add_argument("--max-seq", dest="max_seq", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=6)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--dim", action="append", default=[], help="moec compile --dim NAME=N")
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    plan = os.path.join(args.workdir, "mm.plan")
+    run([args.moec, "compile", args.folder, "--max-seq", str(args.max_seq), "-o", plan]
+        + [f"--dim={d}" for d in args.dim])
+    info = json.loads(run([args.moec, "inspect", plan, "--json"]))["multimodal"]
+    given = set(info["given_inputs"])
+    bad = 0
+    if args.reference == "ort":
+        model = OrtModel(args.folder)
+        for name, prompt, vision in synthetic_cases(args.workdir):
+            want, want_logits = model.generate(prompt, vision, args.tokens)
+            got, got_logits = generate(args, plan, prompt, {k: v for k, v in vision.items() if k in given},
+                                       os.path.join(args.workdir, name), args.tokens)
+            err = float(np.max(np.abs(got_logits.reshape(want_logits.shape) - want_logits)))
+            ok = list(got) == list(want) and err <= args.rtol * max(1.0, float(np.max(np.abs(want_logits))))
+            bad += not ok
+            print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}, "
+                  f"onnxruntime {list(want)}, max |logits diff| {err:.2e}")
+    else:
+        ref = np.load(args.reference)
+        cases = sorted(k[len("input_ids_"):] for k in ref.files if k.startswith("input_ids_"))
+        for name in cases:
+            prompt = ref[f"input_ids_{name}"][0]
+            want = [int(i) for i in ref[f"generated_{name}"][0]]
+            prefix = "image_encoder."
+            vision = {k[len(prefix):-len(name) - 1]: ref[k] for k in ref.files
+                      if k.startswith(prefix) and k.endswith("_" + name)}
+            vision = {k: v for k, v in vision.items() if k in given}
+            got, _ = generate(args, plan, prompt, vision, os.path.join(args.workdir, name), len(want))
+            ok = list(got) == list(want)
+            bad += not ok
+            print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}, torch {list(want)}")
+    print("check_multimodal: " + ("all cases match" if not bad else f"{bad} cases differ"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

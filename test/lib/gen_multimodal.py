@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Writes a tiny vision-language export folder, laid out as transformers
+5.x's exporters leave Qwen3-VL-MoE (examples/zoo/vlm/), for the multimodal
+plan tests without torch:
+
+    gen_multimodal.py OUT_DIR [--no-merge-size] [--rows 3]
+
+- image_encoder.onnx: `hidden_states` [p, 3] patches, `grid_thw` [1, 3]
+  (unread, as in the export) -> `pooler_output` [p / 4, H] (each 2 x 2
+  patches merged by a MatMul) and `deepstack_features.0` [p / 4, H];
+- embed.onnx: `input_ids` [1, n] -> `output` [1, n, H];
+- language_model.onnx: `position_ids` [4, 1, n], `inputs_embeds` [1, n, H],
+  `visual_pos_masks` [1, n], `deepstack_visual_embeds.0` [m, H] ->
+  `last_hidden_state` [1, n, H] (each token's vector plus a tenth of the
+  running sum of those before and itself) and
+  `cache.layers.0.keys` [1, 1, n, H] (those vectors);
+- lm_head.onnx: [1, s, H] -> [1, s, V];
+- decode.onnx: `input_ids` [1, 1], `position_ids` [4, 1, 1],
+  `input.cache.layers.0.keys`, `mm_token_type_ids` [1, 1] -> `logits` and
+  the present cache;
+- config.json: image_token_id 13, spatial_merge_size 2, mrope_section.
+
+A token's vector is its embedding plus the sine of a linear map of its
+position rows plus the sum of the deepstack rows at image tokens (plus a term of its
+token type in the decode), so that the generated ids depend on the merge,
+every position row and each feed. The weights are seeded random.
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+H, V, PATCH, IMAGE_TOKEN, MERGE = 4, 16, 3, 13, 2
+OPSET = 20
+
+
+def weights(shape, seed, scale=0.5):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+EMBED = weights([V, H], 1)
+HEAD = weights([H, V], 2)
+POS = weights([4, H], 3, 1.0)
+VISION = weights([PATCH, H], 4)
+MERGER = weights([4 * H, H], 5)
+
+
+def init(name, array):
+    return helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape,
+                              array.flatten().tolist())
+
+
+def value(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def save(nodes, inputs, outputs, inits, path):
+    graph = helper.make_graph(nodes, os.path.basename(path), inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def position_term(rows, n, prefix):
+    """Nodes for Cast(position_ids) [rows, 1, n] -> [1, n, H]: the sine of
+    a linear map of the rows, so that every row moves the logits."""
+    return [
+        helper.make_node("Cast", ["position_ids"], [prefix + "posf"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", [prefix + "posf"], [prefix + "post"], perm=[1, 2, 0]),
+        helper.make_node("MatMul", [prefix + "post", "pos_w"], [prefix + "posl"]),
+        helper.make_node("Sin", [prefix + "posl"], [prefix + "pos"]),
+    ]
+
+
+def write(out, rows):
+    os.makedirs(out, exist_ok=True)
+    pos_w = POS[:rows]
+    # The vision encoder: patches -> features, 2 x 2 patches merged.
+    save([helper.make_node("MatMul", ["hidden_states", "vision_w"], ["x"]),
+          helper.make_node("Reshape", ["x", "merge_shape"], ["xm"]),
+          helper.make_node("MatMul", ["xm", "merger_w"], ["pooler_output"]),
+          helper.make_node("Tanh", ["pooler_output"], ["deepstack_features.0"])],
+         [value("hidden_states", TensorProto.FLOAT, ["s11", PATCH]),
+          value("grid_thw", TensorProto.INT64, [1, 3])],
+         [value("pooler_output", TensorProto.FLOAT, ["m", H]),
+          value("deepstack_features.0", TensorProto.FLOAT, ["m", H])],
+         [init("vision_w", VISION), init("merger_w", MERGER),
+          init("merge_shape", np.array([-1, 4 * H], np.int64))],
+         os.path.join(out, "image_encoder.onnx"))
+    save([helper.make_node("Gather", ["embed_w", "input_ids"], ["output"])],
+         [value("input_ids", TensorProto.INT64, [1, "s70"])],
+         [value("output", TensorProto.FLOAT, [1, "s70", H])],
+         [init("embed_w", EMBED)], os.path.join(out, "embed.onnx"))
+    # The language model over the prompt.
+    save(position_term(rows, "s10", "") + [
+        helper.make_node("Cast", ["visual_pos_masks"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["maskf", "axis2"], ["mask3"]),
+        helper.make_node("ReduceSum", ["deepstack_visual_embeds.0", "axis0"], ["deep"], keepdims=1),
+        helper.make_node("Mul", ["mask3", "deep"], ["deepterm"]),
+        helper.make_node("Add", ["inputs_embeds", "pos"], ["h0"]),
+        helper.make_node("Add", ["h0", "deepterm"], ["h"]),
+        helper.make_node("Unsqueeze", ["h", "axis1"], ["cache.layers.0.keys"]),
+        helper.make_node("CumSum", ["h", "axis1s"], ["sum"]),
+        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
+        helper.make_node("Add", ["sum10", "h"], ["last_hidden_state"])],
+        [value("position_ids", TensorProto.INT64, [rows, 1, "s10"]),
+         value("inputs_embeds", TensorProto.FLOAT, [1, "s10", H]),
+         value("visual_pos_masks", TensorProto.BOOL, [1, "s10"]),
+         value("deepstack_visual_embeds.0", TensorProto.FLOAT, ["s1", H])],
+        [value("last_hidden_state", TensorProto.FLOAT, [1, "s10", H]),
+         value("cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s10", H])],
+        [init("pos_w", pos_w), init("axis0", np.array([0], np.int64)), init("axis1s", np.array(1, np.int64)),
+         init("tenth", np.array(0.1, np.float32)),
+         init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64))],
+        os.path.join(out, "language_model.onnx"))
+    save([helper.make_node("MatMul", ["input", "head_w"], ["output"])],
+         [value("input", TensorProto.FLOAT, [1, "s81", H])],
+         [value("output", TensorProto.FLOAT, [1, "s81", V])],
+         [init("head_w", HEAD)], os.path.join(out, "lm_head.onnx"))
+    # The decode step: the new token's vector appended to the cache.
+    save(position_term(rows, 1, "") + [
+        helper.make_node("Gather", ["embed_w", "input_ids"], ["e"]),
+        helper.make_node("Cast", ["mm_token_type_ids"], ["typef"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["typef", "axis2"], ["type3"]),
+        helper.make_node("Add", ["e", "pos"], ["h0"]),
+        helper.make_node("Add", ["h0", "type3"], ["h"]),
+        helper.make_node("Unsqueeze", ["h", "axis1"], ["new"]),
+        helper.make_node("Concat", ["input.cache.layers.0.keys", "new"], ["output.cache.layers.0.keys"], axis=2),
+        helper.make_node("ReduceSum", ["output.cache.layers.0.keys", "axis2"], ["sum"], keepdims=0),
+        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
+        helper.make_node("Add", ["sum10", "h"], ["last"]),
+        helper.make_node("MatMul", ["last", "head_w"], ["logits"])],
+        [value("input_ids", TensorProto.INT64, [1, 1]),
+         value("position_ids", TensorProto.INT64, [rows, 1, 1]),
+         value("input.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53", H]),
+         value("mm_token_type_ids", TensorProto.INT64, [1, 1])],
+        [value("logits", TensorProto.FLOAT, [1, 1, V]),
+         value("output.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53 + 1", H])],
+        [init("pos_w", pos_w), init("embed_w", EMBED), init("head_w", HEAD),
+         init("tenth", np.array(0.1, np.float32)),
+         init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64))],
+        os.path.join(out, "decode.onnx"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--rows", type=int, default=4, help="position rows (3: t, h, w; 4: text first)")
+    parser.add_argument("--no-merge-size", action="store_true", help="leave spatial_merge_size out of config.json")
+    args = parser.parse_args()
+    write(args.out, args.rows)
+    vision = {"spatial_merge_size": MERGE}
+    if args.no_merge_size:
+        vision = {}
+    config = {"image_token_id": IMAGE_TOKEN, "vision_config": vision,
+              "text_config": {"rope_parameters": {"mrope_section": [1, 1, 0]}}}
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+//===- MultimodalCompile.cpp - moec compile of a vision-language folder ---===//
+//
+//   moec compile DIR --max-seq S -o mm.plan
+//
+// DIR as transformers' exporters leave a vision-language model
+// (MultimodalFolder.h): the decode graph compiles as a generation plan's
+// decode schedule, the vision encoder, embedding, language model and head
+// each as a stage of the plan's Multimodal table, with the feeds
+// compiler/plan/Multimodal.h finds (docs/plan-format.md, "Multimodal
+// plans").
+//
+//===----------------------------------------------------------------------===//
+
+#include "Compile.h"
+
+#include "CompileSummary.h"
+#include "MultimodalFolder.h"
+#include "compiler/onnx/Diagnostics.h"
+#include "compiler/onnx/Import.h"
+#include "compiler/plan/CompilePipeline.h"
+#include "compiler/plan/DenseWeights.h"
+#include "compiler/plan/Generation.h"
+#include "compiler/plan/Multimodal.h"
+#include "compiler/verify/RewriteValidator.h"
+#include "moert/moert.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace moec;
+namespace fb = moert::fb;
+
+namespace {
+
+/// Compiles `module` with every dynamic dimension bounded by `maxTokens`
+/// unless `bounds` (NAME=N) or the user's --bound say otherwise.
+LogicalResult compileGraph(MLIRContext &context, ModuleOp module,
+                           const CompileFlags &flags, int64_t maxTokens,
+                           std::vector<std::string> bounds,
+                           CompileProgress &progress) {
+  module->setAttr("moe.max_tokens",
+                  Builder(&context).getI64IntegerAttr(maxTokens));
+  plan::CompileOptions options;
+  options.maxTokens = maxTokens;
+  options.dimBounds = std::move(bounds);
+  for (const std::string &bound : flags.shapes.dimBounds)
+    if (llvm::none_of(options.dimBounds, [&](const std::string &own) {
+          return StringRef(own).split('=').first ==
+                 StringRef(bound).split('=').first;
+        }))
+      options.dimBounds.push_back(bound);
+  options.fuseAttention = true;
+  options.allNearMisses = flags.report.verbose;
+  PassManager pm(&context);
+  plan::buildCompilePipeline(pm, options);
+  pm.addInstrumentation(progress.passInstrumentation());
+  bool compiled = succeeded(pm.run(module));
+  progress.done();
+  if (!compiled || failed(checkArenaSize(module, flags)))
+    return failure();
+  return success();
+}
+
+} // namespace
+
+int moec::runMultimodalCompile(const CompileFlags &flags,
+                               const MultimodalFolder &folder) {
+  if (flags.parallel.devices > 1 || !flags.tiers.deviceMemory.empty() ||
+      !flags.parallel.routingProfile.empty())
+    return usageError("a multimodal plan runs on one device, untiered: drop "
+                      "--devices, --device-memory and --routing-profile");
+  MLIRContext context;
+  configureContext(context);
+  onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
+                                                  "moec");
+  CompileProgress progress(&context, flags.report.showProgress());
+  int64_t maxSeq = static_cast<int64_t>(flags.shapes.maxSeq);
+  plan::ExpertWeightType expertWeights = *flags.weights.getExpertWeightType();
+
+  progress.phase("importing " + folder.dir);
+  OwningOpRef<ModuleOp> decode =
+      onnx_import::importOnnxModel(&context, folder.decode);
+  if (!decode)
+    return kFailure;
+  plan::specializeForGeneration(*decode);
+  std::vector<OwningOpRef<ModuleOp>> owned;
+  std::vector<plan::StageGraph> stages;
+  for (auto [name, path, role] :
+       {std::tuple("image_encoder", &folder.imageEncoder,
+                   fb::StageRole::Vision),
+        std::tuple("embed", &folder.embed, fb::StageRole::Embed),
+        std::tuple("language_model", &folder.languageModel,
+                   fb::StageRole::Prefill),
+        std::tuple("lm_head", &folder.lmHead, fb::StageRole::Head)}) {
+    if (path->empty())
+      continue;
+    owned.push_back(onnx_import::importOnnxModel(&context, *path));
+    if (!owned.back())
+      return kFailure;
+    stages.push_back({name, *path, role, owned.back().get(), {}});
+  }
+  // --dim: fixed sizes (a vision encoder's feature widths, which the
+  // exporter left symbolic), each naming a dimension of some graph.
+  llvm::StringSet<> used;
+  plan::fixInputDims(*decode, flags.shapes.fixedDims, used);
+  for (plan::StageGraph &stage : stages)
+    plan::fixInputDims(stage.module, flags.shapes.fixedDims, used);
+  for (const std::string &dim : flags.shapes.fixedDims)
+    if (!used.contains(StringRef(dim).split('=').first)) {
+      llvm::errs() << "moec: error: " << folder.dir << ": --dim " << dim
+                   << ": no input of the folder's graphs has a dynamic "
+                      "dimension named '"
+                   << StringRef(dim).split('=').first << "'\n";
+      return kFailure;
+    }
+  plan::GenerationSearch search;
+  search.otherInputs = plan::getDecodeTokenFeeds(*decode);
+  search.stagedPrefill = true;
+  FailureOr<plan::GenerationSignature> sig = plan::findGenerationSignature(
+      *decode, folder.decode, ModuleOp(), "", maxSeq, search);
+  if (failed(sig))
+    return kFailure;
+  FailureOr<plan::MultimodalSignature> mm = plan::findMultimodalSignature(
+      stages, *decode, folder.decode, folder.config, *sig);
+  if (failed(mm))
+    return kFailure;
+
+  moec::verify::ValidationOptions validation;
+  validation.enabled = flags.validation.enabled;
+  validation.maxTokens = maxSeq - 1;
+  validation.corrupt = flags.validation.testCorruptRewrite;
+  moec::verify::registerRewriteValidator(context, validation);
+  // Every sequence is at most max_seq - 1 tokens before a new one; the head
+  // reads the last position only; the encoder's patches are the image
+  // tokens' merged patches, so at most (max_seq - 1) * merge^2.
+  if (failed(compileGraph(context, *decode, flags, maxSeq - 1,
+                          plan::getGenerationBounds(*sig, false), progress)))
+    return kFailure;
+  int64_t merge = folder.config.spatialMergeSize;
+  for (plan::StageGraph &stage : stages) {
+    int64_t maxTokens = maxSeq - 1;
+    if (stage.role == fb::StageRole::Head)
+      maxTokens = 1;
+    if (stage.role == fb::StageRole::Vision)
+      maxTokens = (maxSeq - 1) * merge * merge;
+    if (failed(compileGraph(context, stage.module, flags, maxTokens, {},
+                            progress)))
+      return kFailure;
+  }
+  plan::pruneFeeds(stages);
+  // --weight-dtype narrows the dense matrices of every graph but those
+  // --keep-f32 names.
+  if (expertWeights != plan::ExpertWeightType::F32) {
+    SmallVector<ModuleOp> modules = {*decode};
+    for (plan::StageGraph &stage : stages)
+      modules.push_back(stage.module);
+    if (failed(plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
+                                          /*cuda=*/false)))
+      return kFailure;
+  }
+  if (flags.report.verbose)
+    plan::printMoeLayers(*decode, llvm::errs(), expertWeights);
+
+  const std::string &outputPath = flags.output.output;
+  FailureOr<plan::PlanFinalizer> withProvenance = recordProvenance(flags);
+  progress.phase("writing " + outputPath);
+  if (failed(withProvenance) ||
+      failed(plan::emitMultimodalPlan(*decode, stages, *sig, *mm, outputPath,
+                                      *withProvenance, expertWeights)))
+    return kFailure;
+  FailureOr<std::unique_ptr<moert::Plan>> written =
+      loadWrittenPlan(*decode, outputPath);
+  progress.done();
+  if (failed(written))
+    return kFailure;
+  if (!flags.report.quiet) {
+    printCompileSummary(llvm::outs(), outputPath, **written, *decode,
+                        progress.elapsedSeconds());
+    llvm::outs() << "moec: multimodal plan: stages";
+    for (const moert::StageDesc &stage : (*written)->multimodal()->stages)
+      llvm::outs() << " " << stage.name;
+    llvm::outs() << "; image token " << mm->imageTokenId << ", spatial merge "
+                 << mm->spatialMergeSize << "\n";
+  }
+  return kSuccess;
+}

@@ -1,0 +1,106 @@
+//===- MultimodalFolder.cpp - Vision-language export folders --------------===//
+
+#include "tools/moec/MultimodalFolder.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using namespace llvm;
+
+namespace moec {
+namespace {
+
+/// A config.json is a few KiB; anything far larger is not one.
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
+std::string joinPath(StringRef dir, StringRef name) {
+  SmallString<256> path(dir);
+  sys::path::append(path, name);
+  return std::string(path);
+}
+
+} // namespace
+
+bool isMultimodalFolder(StringRef path) {
+  return sys::fs::is_directory(path) &&
+         sys::fs::is_regular_file(joinPath(path, "config.json")) &&
+         sys::fs::is_regular_file(joinPath(path, "language_model.onnx")) &&
+         sys::fs::is_regular_file(joinPath(path, "decode.onnx"));
+}
+
+bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
+                          std::string &error) {
+  folder.dir = dir.str();
+  for (auto [field, name, required] :
+       {std::tuple(&folder.imageEncoder, "image_encoder.onnx", true),
+        std::tuple(&folder.embed, "embed.onnx", true),
+        std::tuple(&folder.languageModel, "language_model.onnx", true),
+        std::tuple(&folder.lmHead, "lm_head.onnx", false),
+        std::tuple(&folder.decode, "decode.onnx", true)}) {
+    std::string path = joinPath(dir, name);
+    if (sys::fs::is_regular_file(path)) {
+      *field = path;
+      continue;
+    }
+    if (required) {
+      error = path + ": missing; a vision-language folder has "
+                     "image_encoder.onnx, embed.onnx, language_model.onnx "
+                     "and decode.onnx (lm_head.onnx optional)";
+      return false;
+    }
+  }
+  std::string path = joinPath(dir, "config.json");
+  auto fail = [&](const Twine &message) {
+    error = path + ": " + message.str();
+    return false;
+  };
+  uint64_t size = 0;
+  if (sys::fs::file_size(path, size))
+    return fail("not a readable file");
+  if (size > kMaxConfigBytes)
+    return fail("is " + Twine(size) + " bytes; a config.json is at most " +
+                Twine(kMaxConfigBytes));
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail(buffer.getError().message());
+  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail("invalid JSON: " + toString(parsed.takeError()));
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail("is not a JSON object");
+  std::optional<int64_t> image = root->getInteger("image_token_id");
+  if (!image)
+    image = root->getInteger("image_token_index");
+  if (!image || *image < 0)
+    return fail("image_token_id (or image_token_index) is missing or not a "
+                "non-negative integer");
+  folder.config.imageTokenId = *image;
+  const json::Object *vision = root->getObject("vision_config");
+  std::optional<int64_t> merge =
+      vision ? vision->getInteger("spatial_merge_size") : std::nullopt;
+  if (!merge || *merge < 1 || *merge > 1024)
+    return fail("vision_config.spatial_merge_size is missing or not an "
+                "integer in [1, 1024]");
+  folder.config.spatialMergeSize = *merge;
+  const json::Object *text = root->getObject("text_config");
+  const json::Array *sections = nullptr;
+  for (const char *rope : {"rope_parameters", "rope_scaling"})
+    if (const json::Object *params = text ? text->getObject(rope) : nullptr)
+      if (const json::Array *found = params->getArray("mrope_section"))
+        sections = found;
+  if (!sections)
+    return fail("text_config.rope_parameters.mrope_section (or "
+                "rope_scaling.mrope_section) is missing: the position rule "
+                "is M-RoPE's");
+  for (const json::Value &section : *sections)
+    if (!section.getAsInteger() || *section.getAsInteger() < 0)
+      return fail("text_config's mrope_section holds a value that is not a "
+                  "non-negative integer");
+  folder.config.mropeSections = sections->size();
+  return true;
+}
+
+} // namespace moec

@@ -1,0 +1,45 @@
+//===- MultimodalFolder.h - Vision-language export folders ------*- C++ -*-===//
+//
+// `moec compile DIR --max-seq S` over a folder as transformers' exporters
+// leave a vision-language model (docs/multimodal.md): the component graphs
+// under their names and the model's config.json, whose fields drive the
+// plan's feeds and position rule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_TOOLS_MOEC_MULTIMODALFOLDER_H
+#define MOEC_TOOLS_MOEC_MULTIMODALFOLDER_H
+
+#include "compiler/plan/Multimodal.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace moec {
+
+/// The graphs and config of a vision-language export folder.
+struct MultimodalFolder {
+  std::string dir;
+  /// DIR/<name>.onnx; lmHead empty when the folder has none (the language
+  /// model then gives the logits itself).
+  std::string imageEncoder, embed, languageModel, lmHead, decode;
+  plan::MultimodalConfig config;
+};
+
+/// Whether `path` is a folder with a config.json, a language_model.onnx
+/// and a decode.onnx.
+bool isMultimodalFolder(llvm::StringRef path);
+
+/// Reads the folder `dir`: its graphs (image_encoder, embed, language_model
+/// and decode required, lm_head optional) and config.json's image_token_id
+/// (or image_token_index), vision_config.spatial_merge_size and
+/// text_config's mrope_section (in rope_parameters or rope_scaling). On
+/// failure returns false and sets `error` to one message naming the file
+/// and the field.
+bool readMultimodalFolder(llvm::StringRef dir, MultimodalFolder &folder,
+                          std::string &error);
+
+} // namespace moec
+
+#endif // MOEC_TOOLS_MOEC_MULTIMODALFOLDER_H
