@@ -287,39 +287,6 @@ MOERT_TARGET_AVX2 void projectRowAvx2(const float *x, int64_t K,
     out[i] = horizontalSum(total[i]) + tail[i];
 }
 
-/// c[i, j] = rows.run<NR>(r, i) + bias[r] for rows i < n of x and weight
-/// rows r = r0 + j, j < m: rows of x four at a time, so that the weight row
-/// stays in L1 across them.
-template <typename Rows>
-void projectInGroups(const Rows &rows, int64_t n, int64_t r0, int64_t m,
-                     const float *bias, float *c, int64_t ldc) {
-  for (int64_t j = 0; j < m; ++j) {
-    int64_t r = r0 + j;
-    float add = bias ? bias[r] : 0.0f;
-    for (int64_t i = 0; i < n;) {
-      float out[4];
-      int64_t count = std::min<int64_t>(4, n - i);
-      switch (count) {
-      case 4:
-        rows.template run<4>(r, i, out);
-        break;
-      case 3:
-        rows.template run<3>(r, i, out);
-        break;
-      case 2:
-        rows.template run<2>(r, i, out);
-        break;
-      default:
-        rows.template run<1>(r, i, out);
-        break;
-      }
-      for (int64_t t = 0; t < count; ++t)
-        c[(i + t) * ldc + j] = out[t] + add;
-      i += count;
-    }
-  }
-}
-
 /// The f32 products of projectRowAvx2.
 struct F32RowsAvx2 {
   const float *x;
@@ -565,6 +532,9 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
     }
     if (n <= kQuantStreamRows || kernel != QuantKernel::Auto) {
 #if MOERT_QUANT_AVX2
+      if ((kernel == QuantKernel::Auto || kernel == QuantKernel::Avx512) &&
+          vnniShape(w) && hasQuantVnni())
+        return projectInt4Vnni(*xq, n, w, r0, m, bias, c, ldc);
       if (kernel != QuantKernel::Portable && int8Avx2Shape(w) && hasQuantAvx2())
         return projectInGroups(Int8RowsAvx2{*xq, w}, n, r0, m, bias, c, ldc);
 #endif

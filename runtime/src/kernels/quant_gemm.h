@@ -20,6 +20,7 @@
 
 #include "exec/ops.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -153,6 +154,55 @@ bool hasQuantAvx512();
 void projectInt4(const float *x, int64_t n, const BlockQuantMatrix &w,
                  int64_t r0, int64_t m, const float *bias, float *c,
                  int64_t ldc, bool wide);
+
+/// Whether this CPU runs the AVX-512 VNNI form of the int8 product with
+/// 4-bit codes (kernels/quant_int4_vnni.cpp).
+bool hasQuantVnni();
+
+/// Whether projectInt4Vnni takes `w`: 4-bit codes in blocks of 32, 64 or a
+/// multiple of 128 columns.
+bool vnniShape(const BlockQuantMatrix &w);
+
+/// quantProject's integer product on the calling thread for activations xq
+/// (rows [0, n)) and 4-bit codes of a vnniShape, with AVX-512 VNNI (only
+/// where hasQuantVnni()): per 32-bit lane, sum (q - z) a exact, scaled by
+/// its block's two scales, the lanes added in f32.
+void projectInt4Vnni(const Int8Activations &xq, int64_t n,
+                     const BlockQuantMatrix &w, int64_t r0, int64_t m,
+                     const float *bias, float *c, int64_t ldc);
+
+/// c[i, j] = rows.run<NR>(r, i) + bias[r] for rows i < n of x and weight
+/// rows r = r0 + j, j < m: rows of x four at a time, so that the weight row
+/// stays in L1 across them.
+template <typename Rows>
+inline void projectInGroups(const Rows &rows, int64_t n, int64_t r0, int64_t m,
+                            const float *bias, float *c, int64_t ldc) {
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t r = r0 + j;
+    float add = bias ? bias[r] : 0.0f;
+    for (int64_t i = 0; i < n;) {
+      float out[4];
+      int64_t count = std::min<int64_t>(4, n - i);
+      switch (count) {
+      case 4:
+        rows.template run<4>(r, i, out);
+        break;
+      case 3:
+        rows.template run<3>(r, i, out);
+        break;
+      case 2:
+        rows.template run<2>(r, i, out);
+        break;
+      default:
+        rows.template run<1>(r, i, out);
+        break;
+      }
+      for (int64_t t = 0; t < count; ++t)
+        c[(i + t) * ldc + j] = out[t] + add;
+      i += count;
+    }
+  }
+}
 
 /// Checks a step's block-quantization attributes (bits, block_size).
 absl::Status validateBlockQuant(const StepView &view,

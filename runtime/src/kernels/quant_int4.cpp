@@ -344,6 +344,17 @@ void rowsOf(const Int4Activations &xp, int64_t i0, const Int4Row &row,
                 : rows<NR, false, false>(xp, i0, row, groups, out);
 }
 
+/// The products of rowsOf, for projectInGroups.
+struct Int4Rows {
+  const Int4Activations &xp;
+  const BlockQuantMatrix &w;
+  int64_t groups;
+  bool wide;
+  template <int NR> void run(int64_t r, int64_t i, float *out) const {
+    rowsOf<NR>(xp, i, Int4Row(w, r), groups, wide, out);
+  }
+};
+
 } // namespace
 
 bool hasQuantAvx512() {
@@ -356,34 +367,8 @@ void projectInt4(const float *x, int64_t n, const BlockQuantMatrix &w,
                  int64_t ldc, bool wide) {
   thread_local Int4Activations xp;
   prepare(x, n, w, xp);
-  const int64_t groups = w.blockSize / 32;
-  for (int64_t j = 0; j < m; ++j) {
-    const int64_t r = r0 + j;
-    const Int4Row row(w, r);
-    const float add = bias ? bias[r] : 0.0f;
-    // Rows of x four at a time, so that the weight row stays in L1.
-    for (int64_t i = 0; i < n;) {
-      float out[4];
-      const int64_t count = std::min<int64_t>(4, n - i);
-      switch (count) {
-      case 4:
-        rowsOf<4>(xp, i, row, groups, wide, out);
-        break;
-      case 3:
-        rowsOf<3>(xp, i, row, groups, wide, out);
-        break;
-      case 2:
-        rowsOf<2>(xp, i, row, groups, wide, out);
-        break;
-      default:
-        rowsOf<1>(xp, i, row, groups, wide, out);
-        break;
-      }
-      for (int64_t t = 0; t < count; ++t)
-        c[(i + t) * ldc + j] = out[t] + add;
-      i += count;
-    }
-  }
+  projectInGroups(Int4Rows{xp, w, w.blockSize / 32, wide}, n, r0, m, bias, c,
+                  ldc);
 }
 
 #else

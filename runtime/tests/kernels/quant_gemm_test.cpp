@@ -289,28 +289,31 @@ TEST(QuantGemm, Int4RowsDoNotDependOnTheirNeighbours) {
   const Case shapes[] = {{9, 2880, 4, 32}, {5, 263, 4, 64}};
   uint32_t seed = 1300;
   for (const Case &s : shapes)
-    for (bool zeros : {false, true}) {
-      Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, false, seed++);
-      const int64_t n = detail::kQuantStreamRows;
-      std::vector<float> x = randomFloats(n * s.cols, seed++);
-      for (QuantKernel kernel : quantKernels()) {
-        if (kernel == QuantKernel::Portable)
-          continue;
-        SCOPED_TRACE(::testing::Message()
-                     << s.rows << "x" << s.cols << " zeros " << zeros
-                     << " kernel " << int(kernel));
-        std::vector<float> all(n * s.rows), one(s.rows);
-        detail::quantProject(x.data(), n, q.matrix(), 0, s.rows, nullptr,
-                             all.data(), s.rows, kernel);
-        for (int64_t i = 0; i < n; ++i) {
-          detail::quantProject(x.data() + i * s.cols, 1, q.matrix(), 0, s.rows,
-                               nullptr, one.data(), s.rows, kernel);
-          for (int64_t j = 0; j < s.rows; ++j)
-            ASSERT_EQ(all[i * s.rows + j], one[j])
-                << "row " << i << " output " << j;
+    for (bool zeros : {false, true})
+      for (bool int8 : {false, true}) {
+        Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, false, seed++);
+        BlockQuantMatrix w = q.matrix();
+        w.int8Activations = int8;
+        const int64_t n = detail::kQuantStreamRows;
+        std::vector<float> x = randomFloats(n * s.cols, seed++);
+        for (QuantKernel kernel : quantKernels()) {
+          if (kernel == QuantKernel::Portable)
+            continue;
+          SCOPED_TRACE(::testing::Message()
+                       << s.rows << "x" << s.cols << " zeros " << zeros
+                       << " int8 " << int8 << " kernel " << int(kernel));
+          std::vector<float> all(n * s.rows), one(s.rows);
+          detail::quantProject(x.data(), n, w, 0, s.rows, nullptr, all.data(),
+                               s.rows, kernel);
+          for (int64_t i = 0; i < n; ++i) {
+            detail::quantProject(x.data() + i * s.cols, 1, w, 0, s.rows,
+                                 nullptr, one.data(), s.rows, kernel);
+            for (int64_t j = 0; j < s.rows; ++j)
+              ASSERT_EQ(all[i * s.rows + j], one[j])
+                  << "row " << i << " output " << j;
+          }
         }
       }
-    }
 }
 
 TEST(QuantGemm, Int8ActivationsAreOnnxruntimes) {
@@ -384,6 +387,49 @@ TEST(QuantGemm, Int8ProductsMatchF64) {
                 for (int64_t j = m; j < ldc; ++j)
                   ASSERT_EQ(c[i * ldc + j], -7.0f);
             }
+        }
+}
+
+/// The AVX-512 VNNI kernel (kernels/quant_int4_vnni.cpp) on the shapes it
+/// takes: blocks of 32 and 64 (four and two blocks per 128 columns, their
+/// scales and zero points permuted to the lanes) and multiples of 128,
+/// columns ending inside a chunk of 128 and inside a block, every row count
+/// up to the streamed limit (rows go four at a time). Where the CPU has no
+/// VNNI, Avx512 runs the AVX2 kernel and this checks that.
+TEST(QuantGemm, Int4VnniMatchesF64) {
+  const Case shapes[] = {
+      {5, 2880, 4, 32}, {3, 2897, 4, 32}, {7, 95, 4, 32},    {2, 32, 4, 32},
+      {6, 520, 4, 64},  {4, 200, 4, 64},  {3, 1000, 4, 128}, {3, 300, 4, 256},
+  };
+  uint32_t seed = 1500;
+  for (const Case &s : shapes)
+    for (bool zeros : {false, true})
+      for (bool half : {false, true})
+        for (int64_t n = 1; n <= detail::kQuantStreamRows; ++n) {
+          Quantized q(s.rows, s.cols, s.bits, s.blockSize, zeros, half, seed++);
+          BlockQuantMatrix w = q.matrix();
+          w.int8Activations = true;
+          std::vector<float> x = randomFloats(n * s.cols, seed++);
+          for (size_t k = 0; k < x.size(); k += 7)
+            x[k] *= k % 2 ? 1e3f : 1e-3f;
+          std::vector<float> bias = randomFloats(s.rows, seed++);
+          for (QuantKernel kernel : {QuantKernel::Auto, QuantKernel::Avx512}) {
+            if (kernel == QuantKernel::Avx512 && !detail::hasQuantAvx512())
+              continue;
+            SCOPED_TRACE(::testing::Message()
+                         << s.rows << "x" << s.cols << " block " << s.blockSize
+                         << " zeros " << zeros << " f16 " << half << " n " << n
+                         << " kernel " << int(kernel));
+            const int64_t ldc = s.rows + 1;
+            std::vector<float> c(n * ldc, -7.0f);
+            detail::quantProject(x.data(), n, w, 0, s.rows,
+                                 zeros ? bias.data() : nullptr, c.data(), ldc,
+                                 kernel);
+            expectInt8Product(q, x, n, 0, s.rows, zeros ? bias.data() : nullptr,
+                              c, ldc);
+            for (int64_t i = 0; i < n; ++i)
+              ASSERT_EQ(c[i * ldc + s.rows], -7.0f);
+          }
         }
 }
 
