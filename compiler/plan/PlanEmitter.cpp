@@ -241,13 +241,19 @@ private:
     if (isa<moe::AttentionOp>(op))
       while (inputs.size() > 3 && inputs.back() < 0)
         inputs.pop_back();
-    if (auto experts = dyn_cast<moe::ExpertsOp>(op);
-        experts && weights.getScales(experts.getW1())) {
-      // int8 matrices: their scales follow the step's six weight inputs.
+    // int8 matrices: their scales are inputs 8 to 10, after an Experts
+    // step's six weight inputs or a SharedExpert step's gate.
+    auto addScales = [&](auto ffn) {
+      if (!weights.getScales(ffn.getW1()))
+        return;
       inputs.resize(8, -1);
-      for (Value w : {experts.getW1(), experts.getW3(), experts.getW2()})
+      for (Value w : {ffn.getW1(), ffn.getW3(), ffn.getW2()})
         inputs.push_back(w ? weights.getScales(w).value_or(-1) : -1);
-    }
+    };
+    if (auto experts = dyn_cast<moe::ExpertsOp>(op))
+      addScales(experts);
+    else if (auto shared = dyn_cast<moe::SharedExpertOp>(op))
+      addScales(shared);
     if (op->getNumResults() > 0 && failed(emitResultTensors(op)))
       return failure();
     std::vector<int32_t> outputs;

@@ -36,8 +36,8 @@ using PlanFinalizer = std::function<mlir::LogicalResult(moert::PlanWriter &)>;
 /// (getNarrowableDenseWeights, compiler/plan/DenseWeights.h): as in the
 /// model (f32), or narrowed to bf16 / f16 while the plan is written (`moec
 /// compile --weight-dtype`), or quantized to int8 with an f32 scale per
-/// expert and output channel (shared experts stay f32). Biases and every
-/// other tensor keep their type.
+/// expert and output channel. Biases and every other tensor keep their
+/// type.
 enum class ExpertWeightType { F32, BF16, F16, I8 };
 
 /// "f32", "bf16", "f16", "int8".
@@ -47,9 +47,9 @@ llvm::StringRef stringifyExpertWeightType(ExpertWeightType type);
 int64_t getExpertWeightElementBytes(ExpertWeightType type);
 
 /// The expert matrices of `func` that `type` narrows (none for F32): the f32
-/// w1, w3 and w2 of every moe.experts (and, unless `type` is I8,
-/// moe.shared_expert) whose matrices are all weights (constants, stacks of
-/// constants, shards) that nothing but such matrix operands reads. An op
+/// w1, w3 and w2 of every moe.experts and moe.shared_expert whose matrices
+/// are all weights (constants, stacks of constants, shards) that nothing
+/// but such matrix operands reads. An op
 /// with one matrix that cannot be narrowed keeps all of its matrices f32,
 /// so that its three matrices always share one type (the runtime requires
 /// it).

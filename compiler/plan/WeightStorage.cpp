@@ -226,14 +226,18 @@ WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
   }
   if (state.tiers.deviceMemory)
     paged = getPagedExpertWeights(func);
-  if (state.expertWeights == ExpertWeightType::I8)
-    func.walk([&](moe::ExpertsOp op) {
-      // [E, out, in] matrices have their channels along dimension 1.
+  if (state.expertWeights == ExpertWeightType::I8) {
+    // [E, out, in] (or a shared expert's [out, in]) matrices have their
+    // channels along their rows (1), [E, in, out] ones along their columns.
+    auto addChannels = [&](auto op) {
       int channelDim = op.getWeightLayout() == moe::WeightLayout::InOut ? 2 : 1;
       for (Value w : {op.getW1(), op.getW3(), op.getW2()})
         if (w && narrowed.contains(w))
           channelDims.try_emplace(w, channelDim);
-    });
+    };
+    func.walk([&](moe::ExpertsOp op) { addChannels(op); });
+    func.walk([&](moe::SharedExpertOp op) { addChannels(op); });
+  }
 }
 
 FailureOr<bool> WeightStorage::emitWeight(Operation *op) {
@@ -741,12 +745,9 @@ llvm::DenseSet<Value> getNarrowableExpertWeights(func::FuncOp func,
                                                  ExpertWeightType type) {
   if (type == ExpertWeightType::F32)
     return {};
-  // int8 is for the routed experts only (shared experts run on every
-  // token: their weights are read as often as the dense layers').
   llvm::SetVector<Operation *> candidates;
   func.walk([&](Operation *op) {
-    if (isa<moe::ExpertsOp>(op) ||
-        (type != ExpertWeightType::I8 && isa<moe::SharedExpertOp>(op)))
+    if (isa<moe::ExpertsOp, moe::SharedExpertOp>(op))
       candidates.insert(op);
   });
   return getRewritableMatrices(std::move(candidates));

@@ -322,8 +322,10 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         int8Activations |= quant && quant->int8_activations;
         // A step 1.13 readers lack.
         vision |= step->op == fb::OpKind::Conv;
-        // A step 1.15 readers lack.
-        linear |= step->op == fb::OpKind::Linear;
+        // A step 1.15 readers lack, or a shared expert's int8 scales.
+        linear |=
+            step->op == fb::OpKind::Linear ||
+            (step->op == fb::OpKind::SharedExpert && step->inputs.size() > 8);
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;

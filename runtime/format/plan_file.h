@@ -96,8 +96,8 @@ inline constexpr uint16_t kFormatVersionMinorVision = 14;
 /// with one may declare.
 inline constexpr uint16_t kFormatVersionMinorBatchWindows = 15;
 /// 1.16 added the Linear step (`moec compile --weight-dtype` on dense
-/// matrices): written for plans that have one, and the least a file with
-/// one may declare.
+/// matrices) and SharedExpert's int8 scales (inputs 8 to 10): written for
+/// plans that have either, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorLinear = 16;
 /// 1.17 added multimodal generation plans (`Program.multimodal`: stages,
 /// feeds and the position rule), which a 1.16 reader would ignore: written

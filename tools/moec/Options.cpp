@@ -202,7 +202,7 @@ static cl::opt<std::string> weightDtype(
              "output layer; routers stay f32): f32 as in the model, or bf16 "
              "/ f16 (rounded to nearest even; biases, norms and every other "
              "tensor stay f32; products compute in f32), or int8 (symmetric "
-             "per output channel with f32 scales; shared experts stay f32; "
+             "per output channel with f32 scales; "
              "CPU target); default: f32"),
     cl::value_desc("f32|bf16|f16|int8"), cl::init("f32"),
     cl::sub(compileCommand), cl::cat(getMoecCategory()));

@@ -92,7 +92,7 @@ enum class DType : uint8_t {
   I64 = 4,
   I32 = 5,
   Bool = 6, ///< One byte per element, 0 or 1.
-  I8 = 7,   ///< int8 expert weights only (`moec compile --weight-dtype int8`).
+  I8 = 7,   ///< int8 weights only (`moec compile --weight-dtype int8`).
 };
 
 /// "f32", "f16", "bf16", "i64", "i32", "bool", "i8" ("invalid" otherwise).

@@ -21,10 +21,11 @@ namespace {
 constexpr const char *kSlotNames[kNumSlots] = {"w1", "b1", "w3",
                                                "b3", "w2", "b2"};
 /// The matrices that int8 storage scales, and the names of their scales
-/// (Experts' inputs 8, 9 and 10: one f32 per expert and output channel).
+/// (inputs 8, 9 and 10 of Experts and, format 1.16, SharedExpert: one f32
+/// per expert and output channel).
 constexpr Slot kScaledSlots[] = {kW1, kW3, kW2};
 constexpr const char *kScaleNames[] = {"s1", "s3", "s2"};
-/// Experts' first scale input.
+/// The first scale input of Experts and SharedExpert.
 constexpr int kFirstScale = 8;
 
 bool isGated(fb::Activation activation) {
@@ -188,7 +189,8 @@ absl::Status validateBlockQuantFfn(const StepCheck &check, int first,
 
 /// Load-time checks of an expert network: dtypes, ranks, attributes, and
 /// the shapes when they are declared static. `scales` is the first scale
-/// input of a step that may hold int8 matrices (Experts), else -1.
+/// input of a step that may hold int8 matrices (Experts, SharedExpert), else
+/// -1.
 absl::Status validateFfn(const StepCheck &check, int first, int lead,
                          int scales = -1) {
   const auto *attrs = check.attrs<fb::FfnAttrs>();
@@ -237,9 +239,10 @@ absl::Status validateFfn(const StepCheck &check, int first, int lead,
             kSlotNames[kScaledSlots[m]],
             check.has(i) ? (hasMatrix ? " is not i8" : " is absent")
                          : " is i8 and needs its per-channel scales");
-      if (check.has(i) && check.in(i).rank != 2)
+      if (check.has(i) && check.in(i).rank != lead + 1)
         return check.error(kScaleNames[m], " has rank ", check.in(i).rank,
-                           "; expected 2 ([E, out])");
+                           "; expected ", lead + 1,
+                           lead ? " ([E, out])" : " ([out])");
     }
   }
 
@@ -458,7 +461,7 @@ absl::Status sharedExpertKernel(KernelContext &ctx) {
   const Tensor &tokens = ctx.in(0);
   int64_t T = tokens.shape[0], H = tokens.shape[1];
   Ffn f;
-  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 1, /*lead=*/0, H, f));
+  MOERT_RETURN_IF_ERROR(resolveFfn(ctx, 1, /*lead=*/0, H, f, kFirstScale));
   const float *x = tokens.as<const float>();
   // The gate's per-token factor, computed before the output is written.
   float *gate = nullptr;
@@ -494,7 +497,9 @@ absl::Status validateSharedExpert(const StepCheck &check) {
   if (check.has(7) && check.in(7).rank != 1 && check.in(7).rank != 2)
     return check.error("gate has rank ", check.in(7).rank,
                        "; expected 1 ([H]) or 2 ([H, 1] or [1, H])");
-  return validateFfn(check, 1, /*lead=*/0);
+  if (check.attrs<fb::FfnAttrs>()->block_quant())
+    return check.error("block-quantized matrices are for Experts steps only");
+  return validateFfn(check, 1, /*lead=*/0, kFirstScale);
 }
 
 } // namespace
@@ -537,11 +542,11 @@ void registerExpertOps(OpRegistry &r) {
                                  .withOptionalInputs(0b11111110111000)
                                  .withInPlaceInputs(kInPlaceFirst));
 
-  // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?
+  // tokens, w1, b1?, w3?, b3?, w2, b2?, gate?, s1?, s3?, s2?
   r.add(fb::OpKind::SharedExpert,
-        makeOp("SharedExpert", 6, 8, validateSharedExpert, sharedExpertKernel,
+        makeOp("SharedExpert", 6, 11, validateSharedExpert, sharedExpertKernel,
                fb::Attrs::FfnAttrs)
-            .withOptionalInputs(0b11011100));
+            .withOptionalInputs(0b11111011100));
 }
 
 } // namespace moert::detail

@@ -456,6 +456,11 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
           {step.op() == fb::OpKind::Linear ? detail::kFormatVersionMinorLinear
                                            : 0,
            "is a Linear step"},
+          {step.op() == fb::OpKind::SharedExpert && step.inputs() &&
+                   step.inputs()->size() > 8
+               ? detail::kFormatVersionMinorLinear
+               : 0,
+           "is a SharedExpert step with int8 scales"},
           {step.op() == fb::OpKind::Conv ? detail::kFormatVersionMinorVision
                                          : 0,
            "is a Conv step"},

@@ -202,19 +202,64 @@ TEST(Int8Experts, ScalesAreCheckedAtLoad) {
               StatusHas("w2 is f32 but w1 is i8"));
 }
 
-TEST(Int8SharedExpert, Int8WeightsAreALoadError) {
-  // Shared experts stay f32 (or 16-bit): int8 is for routed experts only.
+TEST(Int8SharedExpert, MatchesTheDequantizedNetwork) {
+  // A shared expert's int8 matrices (format 1.16) with their scales [out]
+  // as inputs 8 to 10, after the (absent) gate: every layout and activation,
+  // streamed (1 row) and GEMM (3 and 40 rows) paths.
+  onBothGemmPaths([](float tolerance) {
+    for (Network net : everyNetwork()) {
+      SCOPED_TRACE(describe(net));
+      net.init(/*experts=*/1, /*hidden=*/12, /*inter=*/20, 41);
+      net.quantize();
+      std::vector<std::optional<Value>> weights = net.weightInputs(false);
+      for (int64_t rows : {1, 3, 40}) {
+        SCOPED_TRACE(::testing::Message() << rows << " rows");
+        std::vector<float> x = randomFloats(rows * net.H, 42 + rows);
+        std::vector<std::optional<Value>> inputs = {f32({rows, net.H}, x)};
+        for (int i = 0; i < 6; ++i)
+          inputs.push_back(weights[i]);
+        inputs.push_back(std::nullopt); // gate
+        for (int i = 6; i < 9; ++i)
+          inputs.push_back(weights[i]);
+        Value y = run1(OpKind::SharedExpert, inputs,
+                       {DType::F32, {rows, net.H}}, net.attributes());
+        std::vector<float> got = y.as<float>();
+        for (int64_t row = 0; row < rows; ++row) {
+          std::vector<double> want = net.apply(0, x.data() + row * net.H);
+          double scale = 1;
+          for (double v : want)
+            scale = std::max(scale, std::fabs(v));
+          for (int64_t h = 0; h < net.H; ++h)
+            ASSERT_NEAR(got[row * net.H + h], want[h], tolerance * scale)
+                << row << ", " << h;
+        }
+      }
+    }
+  });
+}
+
+TEST(Int8SharedExpert, ScalesAreCheckedAtLoad) {
   Network net;
   net.init(/*experts=*/1, /*hidden=*/4, /*inter=*/6, 41);
   net.quantize();
-  std::vector<std::optional<Value>> inputs = {f32({2, 4}, randomFloats(8, 1))};
   std::vector<std::optional<Value>> weights = net.weightInputs(false);
-  for (int i = 0; i < 6; ++i)
-    inputs.push_back(weights[i]);
-  EXPECT_THAT(runStep(OpKind::SharedExpert, inputs, {{DType::F32, {2, 4}}},
-                      net.attributes())
-                  .status(),
-              StatusHas("i8"));
+  auto run = [&](std::vector<std::optional<Value>> scales) {
+    std::vector<std::optional<Value>> inputs = {
+        f32({2, 4}, randomFloats(8, 1))};
+    for (int i = 0; i < 6; ++i)
+      inputs.push_back(weights[i]);
+    inputs.push_back(std::nullopt);
+    for (auto &v : scales)
+      inputs.push_back(std::move(v));
+    return runStep(OpKind::SharedExpert, inputs, {{DType::F32, {2, 4}}},
+                   net.attributes())
+        .status();
+  };
+  EXPECT_THAT(run({}), StatusHas("s1 is missing: w1 is i8"));
+  std::vector<std::optional<Value>> wrong = {weights[6], weights[7],
+                                             weights[8]};
+  wrong[0] = f32({1, wrong[0]->shape[0]}, wrong[0]->as<float>());
+  EXPECT_THAT(run(wrong), StatusHas("s1 has rank 2; expected 1 ([out])"));
 }
 
 //===----------------------------------------------------------------------===//
