@@ -165,6 +165,29 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
   return "";
 }
 
+absl::Status readVisionInputs(const GenerateArgs &args,
+                              std::vector<moert::npy::Array> &arrays,
+                              moert::VisionInputs &vision) {
+  // The header against the file's size here; the dtype and shape against
+  // the plan by the generator.
+  arrays.clear();
+  vision.clear();
+  for (const auto &[name, path] : args.visionInputs) {
+    absl::StatusOr<moert::npy::Array> array = moert::npy::read(path);
+    if (!array.ok())
+      return absl::Status(array.status().code(),
+                          absl::StrCat("--vision-input ", name, ": ",
+                                       array.status().message()));
+    arrays.push_back(std::move(*array));
+  }
+  for (size_t i = 0; i < arrays.size(); ++i)
+    vision.emplace_back(args.visionInputs[i].first,
+                        moert::TensorData{arrays[i].dtype, arrays[i].shape,
+                                          arrays[i].data.data(),
+                                          arrays[i].data.size()});
+  return absl::OkStatus();
+}
+
 std::string GenerateArgs::verify() const {
   if (!active && (!flags.empty() || stream))
     return (flags.empty() ? std::string("--stream") : flags.front()) +
@@ -305,23 +328,9 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     std::fprintf(stderr, "moe-run: %s\n", drawn.c_str());
   attachRecording(recording, generator);
   int64_t vocab = generator.vocabSize();
-  // The vision inputs, read and checked (an .npy file's header against its
-  // size here; its dtype and shape against the plan by the generator).
   std::vector<moert::npy::Array> arrays;
   moert::VisionInputs vision;
-  for (const auto &[name, path] : args.visionInputs) {
-    absl::StatusOr<moert::npy::Array> array = moert::npy::read(path);
-    if (!array.ok())
-      return absl::Status(array.status().code(),
-                          absl::StrCat("--vision-input ", name, ": ",
-                                       array.status().message()));
-    arrays.push_back(std::move(*array));
-  }
-  for (size_t i = 0; i < arrays.size(); ++i)
-    vision.emplace_back(args.visionInputs[i].first,
-                        moert::TensorData{arrays[i].dtype, arrays[i].shape,
-                                          arrays[i].data.data(),
-                                          arrays[i].data.size()});
+  MOERT_RETURN_IF_ERROR(readVisionInputs(args, arrays, vision));
   if constexpr (!std::is_same_v<GeneratorT, moert::Generator>) {
     if (!vision.empty())
       return absl::InvalidArgumentError(
@@ -381,6 +390,7 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
     total.promptTokens += r.times.promptTokens;
     total.newTokens += r.times.newTokens;
     total.prefillSeconds += r.times.prefillSeconds;
+    total.visionSeconds += r.times.visionSeconds;
     total.decodeSteps += r.times.decodeSteps;
     total.decodeSeconds += r.times.decodeSeconds;
     firstTokenSum += r.times.firstTokenSeconds;
@@ -398,12 +408,17 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
   if (root)
     std::fprintf(stderr,
                  "moe-run: %s%lld new tokens%s; time to first token %.3f "
-                 "ms%s; prefill %lld tokens at %.1f tokens/s; decode %lld "
+                 "ms%s; prefill %lld tokens at %.1f tokens/s%s; decode %lld "
                  "tokens at %.1f tokens/s; KV cache %llu bytes%s, %d of "
                  "%d caches written in place\n",
                  prompted.c_str(), static_cast<long long>(total.newTokens),
                  devices.c_str(), firstToken * 1e3, fromFile ? " (mean)" : "",
                  static_cast<long long>(total.promptTokens), prefillRate,
+                 total.visionSeconds > 0
+                     ? absl::StrFormat(" (vision encode %.3f ms)",
+                                       total.visionSeconds * 1e3)
+                           .c_str()
+                     : "",
                  static_cast<long long>(total.decodeSteps), decodeRate,
                  static_cast<unsigned long long>(generator.cacheBytes()),
                  devices.empty() ? "" : " per device",
@@ -470,6 +485,9 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
       absl::StrFormat("%.6f", total.decodeSeconds * 1e3),
       ",\n  \"prefill_tokens_per_s\": ", absl::StrFormat("%.3f", prefillRate),
       ",\n  \"decode_tokens_per_s\": ", absl::StrFormat("%.3f", decodeRate),
+      plan.multimodal() ? absl::StrFormat(",\n  \"vision_encode_ms\": %.6f",
+                                          total.visionSeconds * 1e3)
+                        : std::string(),
       ",\n  \"max_seq\": ", gen.maxSeq,
       ",\n  \"kv_cache_bytes\": ", generator.cacheBytes(),
       ",\n  \"kv_caches\": ", local.numCaches(),

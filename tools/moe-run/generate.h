@@ -10,6 +10,7 @@
 #define MOE_RUN_GENERATE_H
 
 #include "moert/generator.h"
+#include "moert/npy.h"
 
 #include <cstdio>
 #include <optional>
@@ -46,6 +47,13 @@ struct GenerateArgs {
   /// Checks the generation options once all are parsed; "" when fine.
   std::string verify() const;
 };
+
+/// Reads `args`'s --vision-input files into `arrays` and names them in
+/// `vision` (pointing into `arrays`); an unreadable or malformed .npy file
+/// is an error naming the input and the file.
+absl::Status readVisionInputs(const GenerateArgs &args,
+                              std::vector<moert::npy::Array> &arrays,
+                              moert::VisionInputs &vision);
 
 /// Parses generation option `name` with `value` into `args`: nullopt when
 /// `name` is no generation option, "" when parsed, else the usage error.

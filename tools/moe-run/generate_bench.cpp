@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <type_traits>
 
 namespace moe_run {
 namespace {
@@ -107,8 +108,22 @@ absl::Status bench(GeneratorT &generator, const moert::Plan &plan,
   attachRecording(recording, generator);
   moert::GenerateOptions options = args.options;
   options.sampling.seed = run.seed;
+  std::vector<moert::npy::Array> arrays;
+  moert::VisionInputs vision;
+  MOERT_RETURN_IF_ERROR(readVisionInputs(args, arrays, vision));
+  auto generate = [&](const std::function<void(int64_t)> &onToken) {
+    if constexpr (std::is_same_v<GeneratorT, moert::Generator>)
+      return generator.generate(prompt, vision, options, onToken);
+    else
+      return vision.empty()
+                 ? generator.generate(prompt, options, onToken)
+                 : absl::StatusOr<std::vector<int64_t>>(
+                       absl::InvalidArgumentError("--vision-input needs a "
+                                                  "multimodal plan of one "
+                                                  "device"));
+  };
   for (int i = 0; i < run.warmup; ++i)
-    MOERT_RETURN_IF_ERROR(generator.generate(prompt, options).status());
+    MOERT_RETURN_IF_ERROR(generate({}).status());
   resetStats(generator);
 
   using Clock = std::chrono::steady_clock;
@@ -122,8 +137,7 @@ absl::Status bench(GeneratorT &generator, const moert::Plan &plan,
   stamps.reserve(options.maxNewTokens);
   for (int i = 0; i < run.bench; ++i) {
     stamps.clear();
-    MOERT_ASSIGN_OR_RETURN(std::vector<int64_t> tokens,
-                           generator.generate(prompt, options, [&](int64_t) {
+    MOERT_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, generate([&](int64_t) {
                              stamps.push_back(Clock::now());
                            }));
     const moert::GenerationTimes &t = generator.times();
@@ -137,6 +151,8 @@ absl::Status bench(GeneratorT &generator, const moert::Plan &plan,
     result.prefillTokensPerS.push_back(t.promptTokens / t.prefillSeconds);
     result.decodeTokensPerS.push_back(t.decodeSteps / t.decodeSeconds);
     result.firstTokenMs.push_back(t.firstTokenSeconds * 1e3);
+    if (t.visionSeconds > 0)
+      result.visionMs.push_back(t.visionSeconds * 1e3);
     for (size_t k = 1; k < stamps.size(); ++k)
       result.interTokenMs.push_back(
           std::chrono::duration<double, std::milli>(stamps[k] - stamps[k - 1])
@@ -187,10 +203,16 @@ std::string benchTable(const GenerationBench &bench) {
         rate(summarize(bench.decodeTokensPerS))}});
   Summary first = summarize(bench.firstTokenMs);
   Summary between = summarize(bench.interTokenMs);
+  std::vector<std::vector<std::string>> rows = {
+      {"time to first token", ms(first.p50), ms(first.p99)},
+      {"inter-token", ms(between.p50), ms(between.p99)}};
+  if (!bench.visionMs.empty()) {
+    Summary vision = summarize(bench.visionMs);
+    rows.insert(rows.begin(),
+                {"vision encode", ms(vision.p50), ms(vision.p99)});
+  }
   text += "\n";
-  text += markdownTable({"latency", "p50", "p99"}, {false, true, true},
-                        {{"time to first token", ms(first.p50), ms(first.p99)},
-                         {"inter-token", ms(between.p50), ms(between.p99)}});
+  text += markdownTable({"latency", "p50", "p99"}, {false, true, true}, rows);
   return text;
 }
 
@@ -218,6 +240,8 @@ void appendBenchJson(std::string &json, const GenerationBench &bench) {
   appendSeries(json, "decode_tokens_per_s", bench.decodeTokensPerS, true);
   appendSeries(json, "time_to_first_token_ms", bench.firstTokenMs, true);
   appendSeries(json, "inter_token_ms", bench.interTokenMs, false);
+  if (!bench.visionMs.empty())
+    appendSeries(json, "vision_encode_ms", bench.visionMs, true);
 }
 
 absl::Status benchGeneration(moert::Generator &generator,

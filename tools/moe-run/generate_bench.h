@@ -34,6 +34,8 @@ struct GenerationBench {
   std::vector<double> prefillTokensPerS, decodeTokensPerS, firstTokenMs;
   /// The time between consecutive new tokens, over every repetition.
   std::vector<double> interTokenMs;
+  /// Multimodal plans: the vision stages' time of each repetition.
+  std::vector<double> visionMs;
 };
 
 /// The table moe-run prints on stdout after the repetitions: a header line,

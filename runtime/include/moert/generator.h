@@ -83,6 +83,8 @@ struct GenerationTimes {
   int64_t newTokens = 0;
   /// The prefill run, and from the start to the first new token.
   double prefillSeconds = 0;
+  /// Multimodal plans: the vision stages' runs, part of the prefill's.
+  double visionSeconds = 0;
   double firstTokenSeconds = 0;
   /// The decode steps (newTokens - 1 of them), sampling included.
   int64_t decodeSteps = 0;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -174,6 +175,7 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
   detail::resetCaches(impl);
   length_ = 0;
+  times_.visionSeconds = 0;
   PromptRun run{mm, prompt, {}, false, {}, {}};
   int64_t imageTokens =
       std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
@@ -214,7 +216,12 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
     bool prefillStage = static_cast<int>(s) == mm.prefillStage;
     if (prefillStage)
       MOERT_RETURN_IF_ERROR(detail::bindCaches(impl, session.state_, true));
+    auto start = std::chrono::steady_clock::now();
     absl::Status status = session.run();
+    if (stage.role == StageRole::Vision)
+      times_.visionSeconds += std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
     if (!status.ok())
       return absl::Status(status.code(), absl::StrCat("stage '", stage.name,
                                                       "': ", status.message()));
