@@ -311,6 +311,24 @@ MOERT_ALWAYS_INLINE void dotColumns(const float *x, int64_t n, int64_t K,
     dotTile<1, C, W>(x + r * K, K, w, K, scale, bias, c + r * ldc, ldc);
 }
 
+/// The lanes of a 16-lane v summed as a tree (halves, then quarters, ...):
+/// a few vector adds where the in-order sum is fifteen dependent ones, a
+/// cost per weight row that the narrow weights' short rows (1 KiB of int8
+/// at K = 1024) felt.
+typedef float Vec4f __attribute__((vector_size(4 * sizeof(float))));
+template <typename V> MOERT_ALWAYS_INLINE float treeSum(V v) {
+  static_assert(sizeof(V) == 16 * sizeof(float), "16 lanes");
+  Vec lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char *>(&v) + sizeof lo, sizeof hi);
+  Vec eight = lo + hi;
+  Vec4f a, b;
+  std::memcpy(&a, &eight, sizeof a);
+  std::memcpy(&b, reinterpret_cast<const char *>(&eight) + sizeof a, sizeof b);
+  Vec4f four = a + b;
+  return (four[0] + four[2]) + (four[1] + four[3]);
+}
+
 /// c[r, 0] = dot(x[r, :], w) (* scale[0]) + bias[0] for r < R, one weight
 /// row w read as one sequential stream (four accumulators per row of x).
 template <int R, typename W>
@@ -343,7 +361,7 @@ dotRow(const float *x, int64_t ldx, const typename W::T *w, int64_t K,
       acc[r][0] += loadAs<V>(x + r * ldx + k) * wv;
   }
   for (int r = 0; r < R; ++r) {
-    float s = horizontalSum((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
+    float s = treeSum((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
     for (int64_t t = k; t < K; ++t)
       s += x[r * ldx + t] * W::scalar(w[t]);
     if (scale)
