@@ -432,7 +432,42 @@ public:
                                 int64_t maxNewTokens, double temperature,
                                 int64_t topK, double topP, uint64_t seed,
                                 const std::vector<int64_t> &stopIds,
-                                py::object onToken) {
+                                py::object onToken, py::object vision) {
+    // A multimodal plan's vision inputs: name -> C-contiguous array, whose
+    // dtype and shape the generator checks against the plan.
+    std::vector<py::array> held;
+    moert::VisionInputs inputs;
+    if (!vision.is_none()) {
+      if (!py::isinstance<py::dict>(vision))
+        raise(PyExc_TypeError, "vision must be a dict of name -> numpy array");
+      for (auto item : vision.cast<py::dict>()) {
+        std::string name = py::str(item.first);
+        std::string what = absl::StrCat("vision input '", name, "'");
+        if (!py::isinstance<py::array>(item.second))
+          raise(PyExc_TypeError, absl::StrCat(what, " is not a numpy.ndarray"));
+        py::array array = py::reinterpret_borrow<py::array>(item.second);
+        std::optional<moert::DType> dtype;
+        for (moert::DType d :
+             {moert::DType::F32, moert::DType::I64, moert::DType::I32,
+              moert::DType::Bool, moert::DType::I8})
+          if (array.dtype().equal(numpyDtype(d, what)))
+            dtype = d;
+        if (!dtype)
+          raise(PyExc_TypeError,
+                absl::StrCat(what, " has dtype ",
+                             std::string(py::str(array.dtype())),
+                             "; vision inputs are float32, int64, int32, "
+                             "bool or int8"));
+        if (!isPlain(array, *dtype))
+          raise(PyExc_ValueError,
+                absl::StrCat(what, " is not a C-contiguous, aligned array; "
+                                   "pass numpy.ascontiguousarray() of it"));
+        std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+        inputs.emplace_back(name, moert::TensorData{*dtype, shape, array.data(),
+                                                    bytesOf(array, *dtype)});
+        held.push_back(array);
+      }
+    }
     moert::GenerateOptions options;
     options.maxNewTokens = maxNewTokens;
     options.stopIds = stopIds;
@@ -458,7 +493,7 @@ public:
     absl::StatusOr<std::vector<int64_t>> ids;
     {
       py::gil_scoped_release release;
-      ids = generator_->generate(prompt, options, callback);
+      ids = generator_->generate(prompt, inputs, options, callback);
     }
     if (raised)
       throw *raised;
@@ -708,13 +743,15 @@ PYBIND11_MODULE(moert, m) {
            py::arg("max_new_tokens") = 16, py::arg("temperature") = 0.0,
            py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
            py::arg("stop_ids") = std::vector<int64_t>(),
-           py::arg("on_token") = py::none(),
+           py::arg("on_token") = py::none(), py::arg("vision") = py::none(),
            "Runs the prompt, then draws up to max_new_tokens ids (greedy at "
            "temperature 0, else seeded sampling, docs/cli.md 'Sampling') and "
            "returns them; on_token(id) is called with each as it is drawn. "
            "An exception on_token raises stops the generation after that id "
            "(no further step runs; times['stopped_early'] is True) and is "
-           "raised. A prompt or options that do not fit raise ValueError.")
+           "raised. A prompt or options that do not fit raise ValueError. "
+           "vision: a multimodal plan's vision inputs, {name: numpy array} "
+           "(docs/multimodal.md), for a prompt with image tokens.")
       .def_property_readonly("logits", &PyGenerator::logits,
                              "The logits the last id was drawn from.")
       .def_property_readonly("times", &PyGenerator::times,

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Checks moert.Generator.generate(..., vision=...) on a multimodal plan
+against moe-run's ids for the same prompt (check_multimodal.py's workdir):
+
+    multimodal_python_check.py WORKDIR
+
+Case g0 (one image, its inputs WORKDIR/g0.<input>.npy, moe-run's ids
+WORKDIR/g0/tokens.npy) and the text case; then a vision input of the wrong
+dtype raises ValueError naming it. Prints one line per check.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+import moert
+
+
+def main():
+    work = sys.argv[1]
+    plan = moert.Plan(os.path.join(work, "mm.plan"))
+    generator = moert.Generator(plan, threads=2)
+    prompt = [1, 2, 12] + [13] * 6 + [14, 5, 6]
+    vision = {name: np.load(os.path.join(work, f"g0.{name}.npy")) for name in ("hidden_states", "grid_thw")}
+    want = np.load(os.path.join(work, "g0", "tokens.npy")).tolist()
+    got = generator.generate(prompt, max_new_tokens=len(want), vision=vision)
+    print("python g0:", "ok" if got == want else f"MISMATCH {got} != {want}")
+    want = np.load(os.path.join(work, "text", "tokens.npy")).tolist()
+    got = generator.generate([1, 2, 7, 9, 5], max_new_tokens=len(want))
+    print("python text:", "ok" if got == want else f"MISMATCH {got} != {want}")
+    vision["hidden_states"] = vision["hidden_states"].astype(np.int64)
+    try:
+        generator.generate(prompt, max_new_tokens=2, vision=vision)
+        print("python dtype: no error")
+    except ValueError as e:
+        print("python dtype: ValueError:", e)
+
+
+if __name__ == "__main__":
+    main()
