@@ -46,13 +46,16 @@ computePromptPositions(const std::vector<int64_t> &ids, int64_t imageTokenId,
             absl::StrCat("image ", image, "'s grid (", g.t, ", ", g.h, ", ",
                          g.w, ") is not made of whole ", merge, " x ", merge,
                          " merged patches (spatial_merge_size ", merge, ")"));
-      int64_t h = g.h / merge, w = g.w / merge, tokens = g.t * h * w;
-      if (taken + tokens > run)
-        return absl::InvalidArgumentError(
-            absl::StrCat("image ", image, " (grid ", g.t, " x ", g.h, " x ",
-                         g.w, ", spatial_merge_size ", merge, ") takes ",
-                         tokens, " image tokens but the prompt's run at ",
-                         i + taken, " has ", run - taken, " left"));
+      int64_t h = g.h / merge, w = g.w / merge, tokens = 0;
+      // A grid of more tokens than int64 holds takes more than any run.
+      bool overflow = __builtin_mul_overflow(h, w, &tokens);
+      if (overflow || tokens > run - taken)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "image ", image, " (grid ", g.t, " x ", g.h, " x ", g.w,
+            ", spatial_merge_size ", merge, ") takes ",
+            overflow ? std::string("more than 2^63") : absl::StrCat(tokens),
+            " image tokens but the prompt's run at ", i + taken, " has ",
+            run - taken, " left"));
       for (int64_t a = 0; a < g.t; ++a)
         for (int64_t b = 0; b < h; ++b)
           for (int64_t c = 0; c < w; ++c) {

@@ -89,6 +89,10 @@ TEST(MropePositions, Errors) {
               HasSubstr("still images (t = 1) only"));
   EXPECT_THAT(std::string(status(two, {{1, 3, 4}}).message()),
               HasSubstr("not made of whole 2 x 2 merged patches"));
+  // A grid whose token count overflows int64 is too large, not wrapped.
+  int64_t huge = int64_t{1} << 62;
+  EXPECT_THAT(std::string(status(two, {{1, huge, huge}}).message()),
+              HasSubstr("the prompt's run at 1 has 2 left"));
 }
 
 } // namespace
