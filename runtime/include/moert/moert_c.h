@@ -318,6 +318,31 @@ moert_status moert_generator_generate(moert_generator *generator,
                                       int64_t *tokens, size_t capacity,
                                       size_t *num_tokens);
 
+/// One vision input of a multimodal plan's prompt (format 1.17,
+/// docs/multimodal.md): the vision graph's input `name` (or the image grid),
+/// as the model's processor gives it; `rank` dims in `shape`, `bytes` of
+/// `data`.
+typedef struct moert_vision_input {
+  const char *name;
+  moert_dtype dtype;
+  const int64_t *shape;
+  int32_t rank;
+  const void *data;
+  size_t bytes;
+} moert_vision_input;
+
+/// moert_generator_generate with a multimodal plan's `num_vision` vision
+/// inputs, for a prompt with image tokens (0 inputs: as
+/// moert_generator_generate). An input the plan does not take, a missing
+/// one, one of another dtype or shape than the plan's input, or image
+/// tokens the images do not match fail with MOERT_ERROR_INVALID_ARGUMENT
+/// naming it.
+moert_status moert_generator_generate_vision(
+    moert_generator *generator, const int64_t *prompt, size_t prompt_length,
+    const moert_vision_input *vision, size_t num_vision,
+    const moert_generate_options *options, int64_t *tokens, size_t capacity,
+    size_t *num_tokens);
+
 /// One step at a time: moert_generator_prefill runs the prompt from a clear
 /// cache; moert_generator_decode runs `token` at the next position. Each
 /// leaves the logits of its last position (moert_generator_logits).

@@ -516,7 +516,17 @@ moert_status moert_generator_generate(moert_generator *generator,
                                       const moert_generate_options *options,
                                       int64_t *tokens, size_t capacity,
                                       size_t *num_tokens) {
-  return guard(__func__, [&] {
+  return moert_generator_generate_vision(generator, prompt, prompt_length,
+                                         nullptr, 0, options, tokens, capacity,
+                                         num_tokens);
+}
+
+moert_status moert_generator_generate_vision(
+    moert_generator *generator, const int64_t *prompt, size_t prompt_length,
+    const moert_vision_input *vision, size_t num_vision,
+    const moert_generate_options *options, int64_t *tokens, size_t capacity,
+    size_t *num_tokens) {
+  return guard("moert_generator_generate", [&] {
     MOERT_C_REQUIRE(generator);
     MOERT_C_REQUIRE(tokens);
     MOERT_C_REQUIRE(num_tokens);
@@ -535,6 +545,26 @@ moert_status moert_generator_generate(moert_generator *generator,
     std::vector<int64_t> ids;
     if (moert_status s = promptOf(__func__, prompt, prompt_length, ids))
       return s;
+    if (num_vision > 0 && !vision)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_generator_generate_vision: vision is null");
+    moert::VisionInputs inputs;
+    for (size_t i = 0; i < num_vision; ++i) {
+      const moert_vision_input &v = vision[i];
+      std::vector<int64_t> dims;
+      if (!v.name || (v.bytes && !v.data) || v.dtype < MOERT_DTYPE_F32 ||
+          v.dtype > MOERT_DTYPE_I8)
+        return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                    absl::StrCat("moert_generator_generate_vision: vision "
+                                 "input ",
+                                 i, " has a null name or data or no dtype"));
+      if (moert_status s =
+              shapeOf("moert_generator_generate_vision", v.shape, v.rank, dims))
+        return s;
+      inputs.emplace_back(v.name,
+                          moert::TensorData{static_cast<moert::DType>(v.dtype),
+                                            std::move(dims), v.data, v.bytes});
+    }
     moert::GenerateOptions cxx = generateOptions(c);
     std::function<void(int64_t)> onToken;
     if (c.on_token)
@@ -542,7 +572,7 @@ moert_status moert_generator_generate(moert_generator *generator,
     if (c.should_stop)
       cxx.stopRequested = [&c] { return c.should_stop(c.user_data) != 0; };
     absl::StatusOr<std::vector<int64_t>> drawn =
-        generator->generator->generate(ids, cxx, onToken);
+        generator->generator->generate(ids, inputs, cxx, onToken);
     if (!drawn.ok())
       return fail(drawn.status());
     std::copy(drawn->begin(), drawn->end(), tokens);

@@ -9,7 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "generation_model.h"
+#include "moert/generator.h"
 #include "moert/moert_c.h"
+#include "multimodal_plans.h"
 
 #include "test_util.h"
 
@@ -447,6 +449,70 @@ TEST(CApiGenerator, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(moert_generator_prefill(generator, nullptr, 2),
             MOERT_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(moert_last_error(), HasSubstr("prompt is null"));
+  moert_generator_free(generator);
+  moert_plan_free(plan);
+}
+
+// Tests a multimodal plan's vision inputs through the C API: the ids are
+// the C++ Generator's, and a bad input is an error naming it.
+TEST(CApiGenerator, TakesVisionInputs) {
+  std::string path = ::testing::TempDir() + "/c_api_multimodal.plan";
+  std::vector<uint8_t> bytes = test::writeMultimodalPlan();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  moert_plan *plan = nullptr;
+  ASSERT_EQ(moert_plan_load(path.c_str(), &plan), MOERT_OK)
+      << moert_last_error();
+  moert_generator *generator = nullptr;
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK)
+      << moert_last_error();
+  const float pixels[] = {0.5f, -0.25f, 2.0f, 1.0f};
+  const int64_t grid[] = {1, 1, 2}, pixelShape[] = {2, test::kDim},
+                gridShape[] = {1, 3};
+  const int64_t image = test::kMultimodalImageToken;
+  const int64_t prompt[] = {1, image, image, 2};
+  moert_vision_input vision[] = {
+      {"pixels", MOERT_DTYPE_F32, pixelShape, 2, pixels, sizeof pixels},
+      {"grid", MOERT_DTYPE_I64, gridShape, 2, grid, sizeof grid}};
+  moert_generate_options options = moert_generate_options_default();
+  options.max_new_tokens = 3;
+  int64_t tokens[3];
+  size_t count = 0;
+  ASSERT_EQ(moert_generator_generate_vision(generator, prompt, 4, vision, 2,
+                                            &options, tokens, 3, &count),
+            MOERT_OK)
+      << moert_last_error();
+  auto loaded = Plan::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(loaded.ok());
+  auto cxx = Generator::create(**loaded, {/*threads=*/1});
+  ASSERT_TRUE(cxx.ok());
+  VisionInputs inputs = {
+      {"pixels", {DType::F32, {2, test::kDim}, pixels, sizeof pixels}},
+      {"grid", {DType::I64, {1, 3}, grid, sizeof grid}}};
+  GenerateOptions cxxOptions;
+  cxxOptions.maxNewTokens = 3;
+  auto want = (*cxx)->generate({1, image, image, 2}, inputs, cxxOptions);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(std::vector<int64_t>(tokens, tokens + count), *want);
+  // An input the plan does not take, and one of another dtype.
+  vision[0].name = "nope";
+  EXPECT_EQ(moert_generator_generate_vision(generator, prompt, 4, vision, 2,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(),
+              HasSubstr("vision input 'nope' is not one of the plan's "
+                        "(pixels, grid)"));
+  vision[0].name = "pixels";
+  vision[1].dtype = MOERT_DTYPE_I32;
+  EXPECT_EQ(moert_generator_generate_vision(generator, prompt, 4, vision, 2,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("'grid'"));
+  EXPECT_EQ(moert_generator_generate_vision(generator, prompt, 4, nullptr, 2,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("vision is null"));
   moert_generator_free(generator);
   moert_plan_free(plan);
 }
