@@ -301,6 +301,9 @@ int moec::runCompile(CompileFlags flags) {
       llvm::errs() << "moec: error: " << error << "\n";
       return kFailure;
     }
+    if (!flags.input.prefill.empty())
+      return usageError("--prefill: a vision-language folder names its "
+                        "graphs itself (language_model.onnx is the prefill)");
     if (!flags.shapes.maxSeqGiven)
       flags.shapes.maxSeq = kDefaultFolderMaxSeq;
     flags.input.model = folder.decode;

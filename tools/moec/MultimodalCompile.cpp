@@ -24,8 +24,10 @@
 #include "compiler/verify/RewriteValidator.h"
 #include "moert/moert.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -127,6 +129,7 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   if (failed(mm))
     return kFailure;
 
+  llvm::StringMap<int64_t> opsBefore = plan::countOps(*decode);
   moec::verify::ValidationOptions validation;
   validation.enabled = flags.validation.enabled;
   validation.maxTokens = maxSeq - 1;
@@ -162,6 +165,27 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   }
   if (flags.report.verbose)
     plan::printMoeLayers(*decode, llvm::errs(), expertWeights);
+  // The report is the decode graph's, with the stages' names and arenas.
+  if (!flags.report.report.empty()) {
+    llvm::json::Array stageReports;
+    for (const plan::StageGraph &stage : stages) {
+      llvm::json::Object entry{{"name", stage.name},
+                               {"role", fb::EnumNameStageRole(stage.role)}};
+      FailureOr<SmallVector<func::FuncOp>> funcs =
+          plan::getDeviceFunctions(stage.module);
+      if (succeeded(funcs))
+        if (auto arena =
+                funcs->front()->getAttrOfType<IntegerAttr>("moe.arena_size"))
+          entry["arena_bytes"] = arena.getInt();
+      stageReports.push_back(std::move(entry));
+    }
+    llvm::json::Object extra{
+        {"multimodal",
+         llvm::json::Object{{"stages", std::move(stageReports)}}}};
+    if (failed(plan::writeReport(*decode, opsBefore, flags.report.report,
+                                 expertWeights, std::move(extra))))
+      return kFailure;
+  }
 
   const std::string &outputPath = flags.output.output;
   FailureOr<plan::PlanFinalizer> withProvenance = recordProvenance(flags);
