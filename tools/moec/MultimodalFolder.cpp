@@ -24,10 +24,15 @@ std::string joinPath(StringRef dir, StringRef name) {
 } // namespace
 
 bool isMultimodalFolder(StringRef path) {
-  return sys::fs::is_directory(path) &&
-         sys::fs::is_regular_file(joinPath(path, "config.json")) &&
-         sys::fs::is_regular_file(joinPath(path, "language_model.onnx")) &&
-         sys::fs::is_regular_file(joinPath(path, "decode.onnx"));
+  if (!sys::fs::is_directory(path) ||
+      !sys::fs::is_regular_file(joinPath(path, "config.json")))
+    return false;
+  for (const char *graph : {"image_encoder.onnx", "embed.onnx",
+                            "language_model.onnx", "lm_head.onnx",
+                            "decode.onnx"})
+    if (sys::fs::exists(joinPath(path, graph)))
+      return true;
+  return false;
 }
 
 bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,

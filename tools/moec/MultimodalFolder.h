@@ -27,8 +27,9 @@ struct MultimodalFolder {
   plan::MultimodalConfig config;
 };
 
-/// Whether `path` is a folder with a config.json, a language_model.onnx
-/// and a decode.onnx.
+/// Whether `path` is a folder with a config.json and one of the component
+/// graphs (image_encoder, embed, language_model, lm_head or decode .onnx);
+/// readMultimodalFolder names any missing one.
 bool isMultimodalFolder(llvm::StringRef path);
 
 /// Reads the folder `dir`: its graphs (image_encoder, embed, language_model
