@@ -14,6 +14,9 @@
 
 #include "format/plan_writer.h"
 
+#include "absl/strings/str_cat.h"
+#include "plan_bytes.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -260,6 +263,45 @@ TEST(Int8SharedExpert, ScalesAreCheckedAtLoad) {
                                              weights[8]};
   wrong[0] = f32({1, wrong[0]->shape[0]}, wrong[0]->as<float>());
   EXPECT_THAT(run(wrong), StatusHas("s1 has rank 2; expected 1 ([out])"));
+}
+
+TEST(Int8SharedExpert, ScalesNeedFormat116) {
+  // A 1.15 reader would refuse the step's arity: the plan says 1.16.
+  Network net;
+  net.init(/*experts=*/1, /*hidden=*/4, /*inter=*/6, 41);
+  net.quantize();
+  std::vector<std::optional<Value>> weights = net.weightInputs(false);
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  std::vector<int32_t> ins = {
+      s.addTensor("x", DType::F32, {PlanDim(2), PlanDim(4)})};
+  s.addInput(ins[0]);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (i == 6)
+      ins.push_back(-1); // gate
+    if (!weights[i]) {
+      ins.push_back(-1);
+      continue;
+    }
+    const Value &w = *weights[i];
+    ins.push_back(s.addWeight(absl::StrCat("w", i), w.dtype, w.shape,
+                              w.bytes.data(), w.bytes.size()));
+  }
+  int32_t y = s.addTensor("y", DType::F32, {PlanDim(2), PlanDim(4)});
+  s.addOutput(y);
+  s.addStep(OpKind::SharedExpert, "shared", ins, {y}, net.attributes());
+  absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto plan = Plan::loadFromMemory(bytes->data(), bytes->size());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE((*plan)->versionMinor(), detail::kFormatVersionMinorLinear);
+  std::vector<uint8_t> older =
+      rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+        header.versionMinor = detail::kFormatVersionMinorBatchWindows;
+      });
+  EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+              StatusHas("is a SharedExpert step with int8 scales, which needs "
+                        "format 1.16, but the file is version 1.15"));
 }
 
 //===----------------------------------------------------------------------===//
