@@ -51,18 +51,20 @@ absl::Status reportExpertCache(std::string &json, const moert::Plan &plan,
                   ", \"hot_bytes\": ", cache.hotBytes,
                   ", \"read_mode\": ", jsonString(cache.readMode),
                   ", \"prefetch\": ", jsonString(cache.prefetch),
+                  ", \"policy\": ", jsonString(cache.policy),
                   ", \"measured_read_bandwidth_bytes_per_s\": ",
                   absl::StrFormat("%.1f", bandwidth), "}");
   // The CUDA backend copies its cold experts from pinned host memory.
   bool pinned = cache.readMode == "pinned";
   std::fprintf(out,
                "moe-run: expert cache: budget %llu bytes, %u hot experts "
-               "(%llu bytes), capacity %llu, %s reads, prefetch %s; %s at "
-               "%.2f GB/s\n",
+               "(%llu bytes), capacity %llu, %s reads, prefetch %s, %s "
+               "cache; %s at %.2f GB/s\n",
                static_cast<unsigned long long>(cache.budget), cache.hotExperts,
                static_cast<unsigned long long>(cache.hotBytes),
                static_cast<unsigned long long>(cache.capacityBytes),
                cache.readMode.c_str(), cache.prefetch.c_str(),
+               cache.policy.empty() ? "static" : cache.policy.c_str(),
                pinned ? "pinned host memory copies to the device"
                       : "the plan file reads",
                bandwidth / 1e9);

@@ -526,6 +526,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
     options.deviceMemory = run.deviceMemory;
     options.expertRead = run.expertRead;
     options.expertPrefetch = run.expertPrefetch;
+    options.expertCache = run.expertCache;
     std::unique_ptr<moert::GroupGenerator> group;
     if (run.mpi) {
       MOERT_ASSIGN_OR_RETURN(group,
@@ -545,6 +546,7 @@ absl::Status runGeneration(const moert::Plan &plan, const GenerateArgs &args,
   sessionOptions.deviceMemory = run.deviceMemory;
   sessionOptions.expertRead = run.expertRead;
   sessionOptions.expertPrefetch = run.expertPrefetch;
+  sessionOptions.expertCache = run.expertCache;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Generator> generator,
                          moert::Generator::create(plan, sessionOptions));
   if (run.bench > 0)

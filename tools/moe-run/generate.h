@@ -77,10 +77,12 @@ struct GenerationRun {
   bool group = false;
   bool mpi = false;
   double commTimeout = 60;
-  /// A tiered plan's budget, read mode and reads ahead (SessionOptions).
+  /// A tiered plan's budget, read mode, reads ahead and cache policy
+  /// (SessionOptions).
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   std::string expertPrefetch;
+  std::string expertCache = "static";
   /// --bench N: time N repetitions of the prompt after `warmup` (0: one
   /// generation, printed).
   int bench = 0;

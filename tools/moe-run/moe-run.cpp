@@ -168,6 +168,7 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
   groupOptions.deviceMemory = options.tiers.deviceMemory;
   groupOptions.expertRead = options.tiers.expertRead;
   groupOptions.expertPrefetch = options.tiers.prefetch;
+  groupOptions.expertCache = options.tiers.cache;
   std::unique_ptr<moert::DeviceGroup> group;
   if (mpi) {
     MOERT_ASSIGN_OR_RETURN(group,
@@ -279,6 +280,7 @@ absl::Status runMain(const Options &options) {
     run.deviceMemory = options.tiers.deviceMemory;
     run.expertRead = options.tiers.expertRead;
     run.expertPrefetch = options.tiers.prefetch;
+    run.expertCache = options.tiers.cache;
     run.bench = options.timing.bench;
     run.warmup = options.timing.warmupRuns();
     if (run.group)
@@ -352,6 +354,7 @@ absl::Status runMain(const Options &options) {
   sessionOptions.deviceMemory = options.tiers.deviceMemory;
   sessionOptions.expertRead = options.tiers.expertRead;
   sessionOptions.expertPrefetch = options.tiers.prefetch;
+  sessionOptions.expertCache = options.tiers.cache;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Session> session,
                          moert::Session::create(*plan, sessionOptions));
   return runSession(options, *plan, *session);

@@ -83,6 +83,11 @@ options:
                          computes, read the experts the next micro-batch
                          routes to); default: the plan's (moec compile
                          --prefetch), else none
+  --expert-cache POLICY  a tiered plan on the cpu: static (default: the
+                         plan's hot experts pinned), lru[:F] or lfu[:F]
+                         (a share F of them pinned, default 0; the rest of
+                         the budget a cache of the least recently used, or
+                         least used by a decaying count, experts)
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -166,7 +171,7 @@ constexpr const char *kOptions[] = {
     "--prompt-tokens", "--prompts",       "--max-new-tokens", "--temperature",
     "--top-k",         "--top-p",         "--stop-id",        "--kv-cache",
     "--stream",        "--ignore-eos",    "--tokenizer",      "--chat",
-    "--system",        "--stop",          "--vision-input",
+    "--system",        "--stop",          "--vision-input",   "--expert-cache",
 };
 
 /// The Levenshtein distance of `a` and `b` with replacements, as
@@ -319,6 +324,20 @@ std::string parseOption(const std::string &name, const std::string &value,
           "--prefetch must be none, next-layer or next-micro-batch, not '",
           value, "'");
     options.tiers.prefetch = value;
+  } else if (name == "--expert-cache") {
+    std::string kind = value.substr(0, value.find(':'));
+    std::string fraction =
+        kind.size() < value.size() ? value.substr(kind.size() + 1) : "0";
+    char *end = nullptr;
+    double f = std::strtod(fraction.c_str(), &end);
+    bool ok = value == "static" ||
+              ((kind == "lru" || kind == "lfu") && !fraction.empty() && end &&
+               !*end && f >= 0 && f <= 1);
+    if (!ok)
+      return absl::StrCat("--expert-cache must be static, lru[:F] or lfu[:F] "
+                          "with F from 0 to 1, not '",
+                          value, "'");
+    options.tiers.cache = value;
   } else if (name == "--backend") {
     if (value != "cpu" && value != "cuda")
       return absl::StrCat("--backend must be cpu or cuda, not '", value, "'");
@@ -484,6 +503,9 @@ std::string TierOptions::verify(const DeviceOptions &device) const {
   if (device.backend != "cpu" && prefetch == "next-micro-batch")
     return "--prefetch next-micro-batch applies to cpu runs (--backend cuda "
            "reads ahead with next-layer)";
+  if (device.backend != "cpu" && cache != "static")
+    return "--expert-cache applies to cpu runs (--backend cuda pins the "
+           "plan's hot experts)";
   return "";
 }
 

@@ -67,12 +67,13 @@ struct DeviceOptions {
 };
 
 /// A tiered plan's expert weights: --device-memory, --expert-read,
-/// --prefetch.
+/// --prefetch, --expert-cache.
 struct TierOptions {
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   /// Empty: the plan's.
   std::string prefetch;
+  std::string cache = "static";
 
   /// The usage error of a flag that does not apply on `device`'s backend,
   /// or "".

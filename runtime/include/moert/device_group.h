@@ -70,6 +70,8 @@ struct DeviceGroupOptions {
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   std::string expertPrefetch = "";
+  /// SessionOptions::expertCache.
+  std::string expertCache = "static";
 };
 
 class DeviceGroup {

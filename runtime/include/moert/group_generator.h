@@ -42,6 +42,8 @@ struct GroupGeneratorOptions {
   uint64_t deviceMemory = 0;
   std::string expertRead = "pread";
   std::string expertPrefetch = "";
+  /// SessionOptions::expertCache.
+  std::string expertCache = "static";
 };
 
 /// Generates tokens with every device schedule of an expert-parallel

@@ -392,6 +392,13 @@ struct SessionOptions {
   /// docs/tiered-experts.md); empty (default): the plan's own (moec compile
   /// --prefetch, ExpertTiersDesc::prefetch). Outputs do not depend on it.
   std::string expertPrefetch = "";
+  /// How the experts' budget is spent (docs/tiered-experts.md, "The
+  /// cache's policy"): "static" (default: the plan's hot experts pinned,
+  /// the least cache for the rest), "lru[:F]" or "lfu[:F]" (a share F of
+  /// the hot experts pinned, 0 when left out, the rest of the budget a
+  /// cache evicting the least recently used experts, or the least used by
+  /// a count that decays). cpu sessions. Outputs do not depend on it.
+  std::string expertCache = "static";
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the
   /// cache is read only by its Concat, fused attention and shape queries).
@@ -495,6 +502,8 @@ struct ExpertCacheStats {
   /// "none", "next-layer" or "next-micro-batch" (none when no layer can be
   /// read ahead).
   std::string prefetch;
+  /// SessionOptions::expertCache's policy: "static", "lru", "lfu:0.5", ...
+  std::string policy;
 };
 
 /// A view of a tensor inside a session; valid until the next `run`.

@@ -129,9 +129,9 @@ Session::create(const Plan &plan, const SessionOptions &options,
     MOERT_RETURN_IF_ERROR(
         impl->shareExpertStore(sharesExperts->impl_->experts));
   } else {
-    MOERT_RETURN_IF_ERROR(
-        impl->createExpertStore(options.device, options.deviceMemory,
-                                options.expertRead, options.expertPrefetch));
+    MOERT_RETURN_IF_ERROR(impl->createExpertStore(
+        options.device, options.deviceMemory, options.expertRead,
+        options.expertPrefetch, options.expertCache));
   }
   impl->collectives.comm = options.communicator;
   impl->device = options.device;

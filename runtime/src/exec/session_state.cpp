@@ -378,8 +378,11 @@ KernelContext SessionState::context(const StepInfo &step) {
 
 absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
                                              const std::string &read,
-                                             const std::string &prefetch) {
+                                             const std::string &prefetch,
+                                             const std::string &cache) {
   MOERT_ASSIGN_OR_RETURN(ExpertReadMode mode, parseExpertReadMode(read));
+  MOERT_ASSIGN_OR_RETURN(ExpertCachePolicy policy,
+                         parseExpertCachePolicy(cache));
   MOERT_ASSIGN_OR_RETURN(
       ExpertPrefetch ahead,
       parseExpertPrefetch(prefetch, schedule.tiers.prefetch));
@@ -392,9 +395,9 @@ absl::Status SessionState::createExpertStore(int device, uint64_t deviceMemory,
           "--device-memory BYTES"));
     return absl::OkStatus();
   }
-  MOERT_ASSIGN_OR_RETURN(experts,
-                         ExpertStore::create(plan, schedule, device,
-                                             deviceMemory, mode, pool, ahead));
+  MOERT_ASSIGN_OR_RETURN(experts, ExpertStore::create(plan, schedule, device,
+                                                      deviceMemory, mode, pool,
+                                                      ahead, policy));
   return absl::OkStatus();
 }
 
@@ -593,6 +596,7 @@ ExpertCacheStats SessionBase::expertCacheStats() const {
   out.arenaBytes = state_.schedule.arenaSize;
   out.readMode = detail::expertReadModeName(store->mode());
   out.prefetch = detail::expertPrefetchName(store->prefetch());
+  out.policy = detail::expertCachePolicyName(store->policy());
   return out;
 }
 

@@ -191,11 +191,12 @@ struct SessionState {
 
   /// Tiered schedules: makes `experts`, for `deviceMemory` bytes (0: the
   /// plan's tiers) read the `read` way, reading ahead as `prefetch` says
-  /// ("none", "next-layer"). Fails for a `deviceMemory` on a plan that is
-  /// not tiered.
+  /// ("none", "next-layer"), its cache following `cache` (SessionOptions::
+  /// expertCache). Fails for a `deviceMemory` on a plan that is not tiered.
   absl::Status createExpertStore(int device, uint64_t deviceMemory,
                                  const std::string &read,
-                                 const std::string &prefetch = "");
+                                 const std::string &prefetch = "",
+                                 const std::string &cache = "");
   /// Uses `store` (another session's, whose schedule pages the same
   /// experts: a generation plan's decode) instead of a store of its own.
   absl::Status shareExpertStore(std::shared_ptr<ExpertStore> store);

@@ -370,7 +370,8 @@ BatchGenerator::create(const Plan &plan, const SessionOptions &session,
           "cannot allocate the activation arena of ", s.arenaSize, " bytes"));
     impl->state->initTensors(impl->arena);
     MOERT_RETURN_IF_ERROR(impl->state->createExpertStore(
-        0, session.deviceMemory, session.expertRead, session.expertPrefetch));
+        0, session.deviceMemory, session.expertRead, session.expertPrefetch,
+        session.expertCache));
     impl->ids.reserve(impl->maxRows);
     impl->positions.reserve(impl->maxRows);
     impl->rows.reserve(impl->maxRows);

@@ -95,6 +95,7 @@ struct GroupGenerator::Impl {
       session.deviceMemory = options.deviceMemory;
       session.expertRead = options.expertRead;
       session.expertPrefetch = options.expertPrefetch;
+      session.expertCache = options.expertCache;
       // The device's prefill and decode sessions take turns on one
       // endpoint: every device runs the same steps in the same order.
       session.communicator = comms[i].get();

@@ -299,6 +299,7 @@ struct DeviceGroup::Impl {
         sessionOptions.deviceMemory = options.deviceMemory;
         sessionOptions.expertRead = options.expertRead;
         sessionOptions.expertPrefetch = options.expertPrefetch;
+        sessionOptions.expertCache = options.expertCache;
         MOERT_ASSIGN_OR_RETURN(member.cpu,
                                Session::create(plan, sessionOptions));
       }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
@@ -24,7 +25,23 @@ namespace detail {
 // ExpertCache
 //===----------------------------------------------------------------------===//
 
+double ExpertCache::uses(ExpertKey key) const {
+  auto it = uses_.find(id(key));
+  if (it == uses_.end())
+    return 0;
+  return it->second.count *
+         std::exp2(-static_cast<double>(clock_ - it->second.at) / halfLife_);
+}
+
 ExpertCache::Entry *ExpertCache::find(ExpertKey key) {
+  if (halfLife_ > 0) {
+    ++clock_;
+    Use &use = uses_[id(key)];
+    use.count = use.count * std::exp2(-static_cast<double>(clock_ - use.at) /
+                                      halfLife_) +
+                1;
+    use.at = clock_;
+  }
   auto it = index_.find(id(key));
   if (it == index_.end())
     return nullptr;
@@ -49,14 +66,39 @@ ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
       evictable += entry.bytes;
   if (used_ - evictable + bytes > capacity_)
     return nullptr;
-  for (auto it = lru_.end(); used_ + bytes > capacity_;) {
-    --it;
-    if (it->pinned || it->locks)
-      continue;
+  auto evict = [&](std::list<Entry>::iterator it) {
     evicted.push_back({it->key, it->payload, it->bytes});
     used_ -= it->bytes;
     index_.erase(id(it->key));
-    it = lru_.erase(it);
+    return lru_.erase(it);
+  };
+  if (halfLife_ > 0) {
+    // The least used evictable entry, one at a time (ties: the least
+    // recently used). A scan per eviction: each eviction makes room for a
+    // read of megabytes, beside which the scan is nothing.
+    while (used_ + bytes > capacity_) {
+      auto victim = lru_.end();
+      double least = 0;
+      for (auto it = std::prev(lru_.end());; --it) {
+        if (!it->pinned && !it->locks) {
+          double u = uses(it->key);
+          if (victim == lru_.end() || u < least) {
+            victim = it;
+            least = u;
+          }
+        }
+        if (it == lru_.begin())
+          break;
+      }
+      evict(victim);
+    }
+  } else {
+    for (auto it = lru_.end(); used_ + bytes > capacity_;) {
+      --it;
+      if (it->pinned || it->locks)
+        continue;
+      it = evict(it);
+    }
   }
   Entry entry;
   entry.key = key;
@@ -637,7 +679,8 @@ absl::StatusOr<int> ExpertStore::attach(const ScheduleInfo &schedule) {
 absl::StatusOr<std::unique_ptr<ExpertStore>>
 ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
                     int device, uint64_t budget, ExpertReadMode mode,
-                    ThreadPool &pool, ExpertPrefetch prefetch) {
+                    ThreadPool &pool, ExpertPrefetch prefetch,
+                    ExpertCachePolicy policy) {
   (void)device;
   View first;
   first.schedule = &schedule;
@@ -677,27 +720,55 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
     for (const PagedInput &input : layer.inputs)
       store->pointers_[l][input.input].assign(layer.experts, nullptr);
   }
-  // The hot experts, read and pinned (one parallel pass over all of them).
-  std::vector<ExpertCache::Entry *> hot;
+  // The hot experts, read in one parallel pass, lowest rank first; the
+  // policy's share of them pinned, the rest left in the cache to be
+  // evicted once the routing wants others. Inserted from the highest rank
+  // down, so that the lowest ranks are the most recently used.
+  std::vector<ExpertKey> hotKeys;
   for (uint32_t l = 0; l < tiers.layers.size(); ++l)
-    for (uint32_t e = 0; e < tiers.layers[l].experts; ++e) {
-      if (!desc.layers[l].hot[e])
-        continue;
-      std::vector<ExpertCache::Evicted> none;
-      ExpertCache::Entry *entry = store->cache_.insert(
-          {l, e}, store->entryBytes(tiers.layers[l]), true, none);
-      Payload *payload =
-          entry ? store->allocate(tiers.layers[l], nullptr) : nullptr;
-      if (!payload)
-        return absl::ResourceExhaustedError(absl::StrCat(
-            plan.source, ": cannot hold hot expert ", e, " of tiered layer ", l,
-            " in the expert cache of ", desc.cacheBytes, " bytes"));
-      entry->payload = payload;
-      store->present_[l][e] = payload;
-      hot.push_back(entry);
+    for (uint32_t e = 0; e < tiers.layers[l].experts; ++e)
+      if (desc.layers[l].hot[e])
+        hotKeys.push_back({l, e});
+  std::sort(hotKeys.begin(), hotKeys.end(), [&](ExpertKey a, ExpertKey b) {
+    return tiers.layers[a.layer].rank[a.expert] >
+           tiers.layers[b.layer].rank[b.expert];
+  });
+  size_t pinnedCount =
+      policy.pinned >= 1 ? hotKeys.size()
+                         : static_cast<size_t>(policy.pinned * hotKeys.size());
+  store->policy_ = policy;
+  if (policy.lfu) {
+    // The half-life of the use counts: about 32 decode tokens of lookups
+    // (every tiered layer's top-k each), long enough that an expert used
+    // steadily outweighs a burst of others, short enough to follow the
+    // routing when the text moves on (bench/expert_cache_replay.py).
+    uint64_t perToken = 0;
+    for (const TierLayerInfo &layer : tiers.layers)
+      perToken +=
+          std::min<uint64_t>(std::max<uint32_t>(tiers.topK, 1), layer.experts);
+    store->cache_.setHalfLife(32.0 * std::max<uint64_t>(perToken, 1));
+  }
+  std::vector<ExpertCache::Entry *> hot;
+  for (size_t i = 0; i < hotKeys.size(); ++i) {
+    auto [l, e] = hotKeys[i];
+    bool pinned = hotKeys.size() - i <= pinnedCount;
+    std::vector<ExpertCache::Evicted> none;
+    ExpertCache::Entry *entry = store->cache_.insert(
+        {l, e}, store->entryBytes(tiers.layers[l]), pinned, none);
+    Payload *payload =
+        entry ? store->allocate(tiers.layers[l], nullptr) : nullptr;
+    if (!payload)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          plan.source, ": cannot hold hot expert ", e, " of tiered layer ", l,
+          " in the expert cache of ", desc.cacheBytes, " bytes"));
+    entry->payload = payload;
+    store->present_[l][e] = payload;
+    hot.push_back(entry);
+    if (pinned) {
       ++store->hotExperts_;
       store->hotBytes_ += tiers.layers[l].expertBytes;
     }
+  }
   absl::Status failure = store->fillAll(hot, pool);
   MOERT_RETURN_IF_ERROR(failure);
   for (ExpertCache::Entry *entry : hot)

@@ -73,20 +73,29 @@ public:
 
   explicit ExpertCache(uint64_t capacity) : capacity_(capacity) {}
 
+  /// With a half-life (in lookups, > 0), an insertion evicts the entries
+  /// of least decayed use (each lookup of a key by find() weighs 2^(-age /
+  /// halfLife), age in lookups since; kept for absent keys too) instead of
+  /// the least recently used: an LFU that forgets, so that experts used
+  /// steadily stay while a burst of others passes. 0: LRU (the default).
+  void setHalfLife(double lookups) { halfLife_ = lookups; }
+  double halfLife() const { return halfLife_; }
+
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const { return used_; }
   uint64_t pinnedBytes() const { return pinned_; }
   size_t size() const { return index_.size(); }
 
-  /// The entry of `key`, or null. A hit makes it the most recently used.
+  /// The entry of `key`, or null. A hit makes it the most recently used;
+  /// with a half-life, the lookup counts as a use of `key`, hit or not.
   Entry *find(ExpertKey key);
   /// The entry of `key`, or null, leaving the LRU order as it is.
   Entry *peek(ExpertKey key);
   /// Inserts `key` (absent) of `bytes` bytes, the most recently used, after
-  /// evicting the least recently used entries that are neither pinned nor
-  /// locked until it fits, whose payloads are appended to `evicted`. Returns
-  /// null, evicting nothing, when it cannot fit even then. The caller sets
-  /// the payload.
+  /// evicting the least recently used (with a half-life: least used)
+  /// entries that are neither pinned nor locked until it fits, whose payloads
+  /// are appended to `evicted`. Returns null, evicting nothing, when it cannot
+  /// fit even then. The caller sets the payload.
   Entry *insert(ExpertKey key, uint64_t bytes, bool pinned,
                 std::vector<Evicted> &evicted);
   /// Removes `entry` (one whose payload could not be filled); returns its
@@ -101,9 +110,20 @@ private:
   static uint64_t id(ExpertKey key) {
     return uint64_t{key.layer} << 32 | key.expert;
   }
+  /// The decayed use count of `key` now (0 for one never looked up).
+  double uses(ExpertKey key) const;
   uint64_t capacity_;
   uint64_t used_ = 0;
   uint64_t pinned_ = 0;
+  double halfLife_ = 0;
+  /// Lookups so far, and per key looked up its decayed use count as of
+  /// lookup `at`.
+  uint64_t clock_ = 0;
+  struct Use {
+    double count = 0;
+    uint64_t at = 0;
+  };
+  std::unordered_map<uint64_t, Use> uses_;
   /// Most recently used first.
   std::list<Entry> lru_;
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;
@@ -144,6 +164,27 @@ const char *expertPrefetchName(ExpertPrefetch prefetch);
 absl::StatusOr<ExpertPrefetch>
 parseExpertPrefetch(absl::string_view text,
                     ExpertPrefetch planDefault = ExpertPrefetch::None);
+
+/// How a tiered session spends its experts' budget (SessionOptions::
+/// expertCache, docs/tiered-experts.md): the plan's hot set (the experts of
+/// lowest rank that leave the cold cache its least size) is read when the
+/// session starts; a share `pinned` of it, lowest ranks first, stays
+/// pinned, and the rest of the budget is a cache that evicts the least
+/// recently used experts, or with `lfu` the least used by a decaying count.
+/// The unpinned part of the hot set starts in that cache, so it begins
+/// from the profile's guess and follows the routing from there.
+struct ExpertCachePolicy {
+  /// 1: today's static tiers (every hot expert pinned); 0: none pinned.
+  double pinned = 1;
+  bool lfu = false;
+};
+
+/// Parses "static", "lru[:F]" or "lfu[:F]" (F in [0, 1]: the share of the
+/// hot set pinned, 0 when left out); "" is static.
+absl::StatusOr<ExpertCachePolicy>
+parseExpertCachePolicy(absl::string_view text);
+/// "static", "lru", "lfu:0.5", ...
+std::string expertCachePolicyName(const ExpertCachePolicy &policy);
 
 /// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
 /// (a MatMul of the layer's tokens by a resident f32 [H, E] weight), or
@@ -202,7 +243,8 @@ public:
   static absl::StatusOr<std::unique_ptr<ExpertStore>>
   create(const Plan::Impl &plan, const ScheduleInfo &schedule, int device,
          uint64_t budget, ExpertReadMode mode, ThreadPool &pool,
-         ExpertPrefetch prefetch = ExpertPrefetch::None);
+         ExpertPrefetch prefetch = ExpertPrefetch::None,
+         ExpertCachePolicy policy = {});
   ~ExpertStore();
 
   /// Lets another schedule whose tiered layers page the same experts layer
@@ -258,7 +300,9 @@ public:
   ExpertReadMode mode() const { return mode_; }
   uint64_t budget() const { return budget_; }
   const ExpertCache &cache() const { return cache_; }
+  /// The pinned experts (the hot set, or the policy's share of it).
   uint32_t hotExperts() const { return hotExperts_; }
+  const ExpertCachePolicy &policy() const { return policy_; }
   uint64_t hotBytes() const { return hotBytes_; }
   /// Reads up to `maxBytes` of the paged sections in `chunk`-byte pieces on
   /// `pool` (the same path as misses, without the cache) and returns the
@@ -342,6 +386,7 @@ private:
   ExpertCache cache_;
   uint32_t hotExperts_ = 0;
   uint64_t hotBytes_ = 0;
+  ExpertCachePolicy policy_;
   /// O_DIRECT descriptor of the plan (Direct mode).
   int directFd_ = -1;
   /// Per layer: the payload of each expert (null when absent) and the

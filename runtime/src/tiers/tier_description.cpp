@@ -3,7 +3,7 @@
 // The description of a schedule's expert tiers that `moec inspect`,
 // `moe-run --device-memory` and the API print (Plan::expertTiers): which
 // experts are hot under a budget, the cold cache and what it reads ahead;
-// and the names of the expert read modes.
+// and the names of the expert read modes and cache policies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,9 @@
 #include "tiers/expert_store.h"
 
 #include "absl/strings/str_cat.h"
+
+#include <cstdlib>
+#include <string>
 
 namespace moert {
 namespace detail {
@@ -34,6 +37,39 @@ absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text) {
       return mode;
   return absl::InvalidArgumentError(absl::StrCat(
       "the expert read mode must be pread, direct or mmap, not '", text, "'"));
+}
+
+absl::StatusOr<ExpertCachePolicy>
+parseExpertCachePolicy(absl::string_view text) {
+  ExpertCachePolicy policy;
+  if (text.empty() || text == "static")
+    return policy;
+  absl::string_view kind = text.substr(0, text.find(':'));
+  policy.pinned = 0;
+  policy.lfu = kind == "lfu";
+  bool fractionOk = true;
+  if (kind.size() < text.size()) {
+    std::string fraction(text.substr(kind.size() + 1));
+    char *end = nullptr;
+    policy.pinned = std::strtod(fraction.c_str(), &end);
+    fractionOk = !fraction.empty() && end && !*end && policy.pinned >= 0 &&
+                 policy.pinned <= 1;
+  }
+  if ((kind != "lru" && kind != "lfu") || !fractionOk)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the expert cache policy must be static, lru[:F] or lfu[:F] (F from "
+        "0 to 1: the share of the hot experts kept pinned), not '",
+        text, "'"));
+  return policy;
+}
+
+std::string expertCachePolicyName(const ExpertCachePolicy &policy) {
+  if (policy.pinned >= 1 && !policy.lfu)
+    return "static";
+  std::string name = policy.lfu ? "lfu" : "lru";
+  if (policy.pinned > 0)
+    absl::StrAppend(&name, ":", policy.pinned);
+  return name;
 }
 
 absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,

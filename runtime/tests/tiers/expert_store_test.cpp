@@ -257,11 +257,13 @@ struct TieredRun {
 absl::StatusOr<TieredRun> runPlan(const Plan &plan, const std::vector<float> &x,
                                   const std::vector<int64_t> &offsets,
                                   int64_t H, uint64_t deviceMemory = 0,
-                                  std::string read = "pread", int runs = 1) {
+                                  std::string read = "pread", int runs = 1,
+                                  std::string cache = "static") {
   SessionOptions options;
   options.threads = 2;
   options.deviceMemory = deviceMemory;
   options.expertRead = read;
+  options.expertCache = cache;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                          Session::create(plan, options));
   int64_t N = x.size() / H, E = offsets.size() - 1;
@@ -429,8 +431,73 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
           EXPECT_EQ(got->step.cache.bytesPagedIn,
                     got->step.cache.misses * expert);
         }
+      // Each cache policy: the same outputs; the hot set read at the start,
+      // only the policy's share of it pinned.
+      for (auto [cache, pinned] :
+           std::vector<std::pair<const char *, uint32_t>>{
+               {"lru", 0}, {"lfu", 0}, {"lru:0.5", 2}, {"lfu:0.75", 3}}) {
+        SCOPED_TRACE(
+            absl::StrCat(int8 ? "int8" : "f32", ", ", N, " rows, ", cache));
+        uint64_t budget = fixed + (4 + 2) * expert;
+        absl::StatusOr<TieredRun> got =
+            runPlan(**plan, x, offsets, net.H, budget, "pread", 3, cache);
+        ASSERT_TRUE(got.ok()) << got.status();
+        expectSameFloats(got->y, want->y);
+        EXPECT_EQ(got->cache.hotExperts, pinned);
+        EXPECT_EQ(got->cache.policy, cache);
+        EXPECT_LE(got->cache.usedBytes, got->cache.capacityBytes);
+        EXPECT_EQ(got->step.cache.hits + got->step.cache.misses, 3u * 6);
+      }
     }
   }
+}
+
+TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
+  ExpertCache cache(300);
+  cache.setHalfLife(100);
+  std::vector<ExpertCache::Evicted> evicted;
+  // Expert 0 looked up three times, 1 twice, 2 once (the newest).
+  for (uint32_t e : {0, 0, 1, 0, 1, 2}) {
+    if (!cache.find({0, e}))
+      ASSERT_NE(cache.insert({0, e}, 100, false, evicted), nullptr);
+  }
+  ASSERT_TRUE(evicted.empty());
+  // 3 evicts 2, the least used, not 0, the least recently used.
+  ASSERT_EQ(cache.find({0, 3}), nullptr);
+  ASSERT_NE(cache.insert({0, 3}, 100, false, evicted), nullptr);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].key.expert, 2u);
+  // Two more lookups of 3: 2 again evicts 1, now the least used; then after
+  // many lookups of 3 and 2, 0's old uses weigh least: 1 evicts 0.
+  ASSERT_NE(cache.find({0, 3}), nullptr);
+  ASSERT_NE(cache.find({0, 3}), nullptr);
+  evicted.clear();
+  ASSERT_EQ(cache.find({0, 2}), nullptr);
+  ASSERT_NE(cache.insert({0, 2}, 100, false, evicted), nullptr);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].key.expert, 1u);
+  for (int i = 0; i < 400; ++i)
+    for (uint32_t e : {3u, 2u})
+      ASSERT_NE(cache.find({0, e}), nullptr);
+  evicted.clear();
+  ASSERT_EQ(cache.find({0, 1}), nullptr);
+  ASSERT_NE(cache.insert({0, 1}, 100, false, evicted), nullptr);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].key.expert, 0u);
+  EXPECT_EQ(cache.used(), 300u);
+}
+
+TEST(ExpertCache, PoliciesParse) {
+  for (const char *text : {"", "static", "lru", "lfu", "lru:0.5", "lfu:1"}) {
+    absl::StatusOr<detail::ExpertCachePolicy> policy =
+        detail::parseExpertCachePolicy(text);
+    ASSERT_TRUE(policy.ok()) << text << ": " << policy.status();
+    std::string name = detail::expertCachePolicyName(*policy);
+    EXPECT_EQ(name, *text ? text : "static");
+  }
+  for (const char *text :
+       {"lru:", "lru:2", "lfu:-1", "lfu:x", "mru", "static:1"})
+    EXPECT_FALSE(detail::parseExpertCachePolicy(text).ok()) << text;
 }
 
 /// The tiers of `net`'s one-layer plan with every expert hot (its resident

@@ -528,6 +528,7 @@ ExpertCacheStats DeviceExpertStore::describe() const {
   out.arenaBytes = schedule_.arenaSize;
   out.readMode = "pinned";
   out.prefetch = detail::expertPrefetchName(prefetch_);
+  out.policy = "static";
   return out;
 }
 
