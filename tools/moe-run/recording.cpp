@@ -45,6 +45,11 @@ std::vector<uint8_t> serializeTrack(const Track &track) {
     out.real(step.totalSeconds);
     out.words(step.expertLoad);
     out.word(step.droppedAssignments);
+    // A tiered step's expert cache counters, for the report's hit rates.
+    out.word(step.tiered);
+    out.word(step.cache.hits);
+    out.word(step.cache.misses);
+    out.real(step.cache.waitSeconds);
   }
   std::vector<uint8_t> trace = moert::serializeTrace(track.recorder);
   out.text(std::string(trace.begin(), trace.end()));
@@ -62,8 +67,8 @@ absl::StatusOr<Track> deserializeTrack(const std::vector<uint8_t> &in) {
   track.runName = read.text();
   track.host = read.text();
   uint64_t steps = read.word();
-  // Each step takes at least six words.
-  if (steps > in.size() / 48)
+  // Each step takes at least ten words.
+  if (steps > in.size() / 80)
     return absl::DataLossError("a gathered recording is malformed");
   for (uint64_t i = 0; read.ok() && i < steps; ++i) {
     moert::StepStats step;
@@ -73,6 +78,10 @@ absl::StatusOr<Track> deserializeTrack(const std::vector<uint8_t> &in) {
     step.totalSeconds = read.real();
     step.expertLoad = read.words<uint64_t>();
     step.droppedAssignments = read.word();
+    step.tiered = read.word() != 0;
+    step.cache.hits = read.word();
+    step.cache.misses = read.word();
+    step.cache.waitSeconds = read.real();
     track.steps.push_back(std::move(step));
   }
   std::string trace = read.text();

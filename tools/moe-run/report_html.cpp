@@ -531,12 +531,18 @@ std::string reportHtml(const moert::Plan &plan,
   if (merged.empty())
     absl::StrAppend(&html, "<p>The plan has no MoE layer.</p>\n");
   if (!merged.empty()) {
+    // A tiered plan's layers: their expert cache's lookups that hit.
+    bool tiered = std::any_of(
+        merged.begin(), merged.end(),
+        [](const moert::MoeLayerStats &layer) { return layer.tiered; });
     absl::StrAppend(&html,
                     "<table>\n<tr><th>layer</th><th>name</th>"
                     "<th>experts</th><th>assignments</th>"
                     "<th>imbalance (max / mean)</th>",
                     multi ? "<th>device imbalance</th><th>comm ms</th>" : "",
-                    "<th>experts ms</th><th>layer ms</th></tr>\n");
+                    "<th>experts ms</th><th>layer ms</th>",
+                    tiered ? "<th>cache hit rate</th><th>wait ms</th>" : "",
+                    "</tr>\n");
     std::vector<std::pair<std::string, double>> imbalance;
     for (size_t l = 0; l < merged.size(); ++l) {
       const moert::MoeLayerStats &layer = merged[l];
@@ -550,7 +556,17 @@ std::string reportHtml(const moert::Plan &plan,
                       "</td><td>", ms(layer.commSeconds / runs), "</td>")
                 : "",
           "<td>", ms(layer.expertsSeconds / runs), "</td><td>",
-          ms(layer.layerSeconds / runs), "</td></tr>\n");
+          ms(layer.layerSeconds / runs), "</td>");
+      if (tiered) {
+        uint64_t lookups = layer.cache.hits + layer.cache.misses;
+        absl::StrAppend(
+            &html, "<td data-hit-rate=\"", l, "\">",
+            layer.tiered && lookups
+                ? absl::StrFormat("%.3f", double(layer.cache.hits) / lookups)
+                : "-",
+            "</td><td>", ms(layer.cache.waitSeconds / runs), "</td>");
+      }
+      absl::StrAppend(&html, "</tr>\n");
       imbalance.push_back({absl::StrCat("layer ", l), layer.imbalance()});
     }
     absl::StrAppend(&html,
