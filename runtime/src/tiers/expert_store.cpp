@@ -396,15 +396,27 @@ ExpertCache::Entry *ExpertStore::insertEntry(ExpertKey key, bool &allocFailed) {
       cache_.insert(key, entryBytes(layer), false, evicted);
   if (!entry)
     return nullptr;
-  void *reuse = nullptr;
-  for (const ExpertCache::Evicted &old : evicted) {
-    setPresent(old.key, nullptr);
-    if (!reuse && old.key.layer == key.layer)
-      reuse = old.payload;
-    else
-      release(static_cast<Payload *>(old.payload));
+  // The buffer of an evicted expert of the same layer, else of a layer
+  // whose experts take as many bytes, is refilled in place: a fresh one
+  // would be mapped, faulted in page by page and unmapped again at the
+  // next eviction.
+  size_t reuse = evicted.size();
+  int best = 0;
+  for (size_t i = 0; i < evicted.size(); ++i) {
+    setPresent(evicted[i].key, nullptr);
+    int fit = evicted[i].key.layer == key.layer       ? 2
+              : evicted[i].bytes == entryBytes(layer) ? 1
+                                                      : 0;
+    if (fit > best) {
+      best = fit;
+      reuse = i;
+    }
   }
-  Payload *payload = allocate(layer, reuse);
+  for (size_t i = 0; i < evicted.size(); ++i)
+    if (i != reuse)
+      release(static_cast<Payload *>(evicted[i].payload));
+  Payload *payload = allocate(
+      layer, reuse < evicted.size() ? evicted[reuse].payload : nullptr);
   if (!payload) {
     cache_.erase(entry);
     allocFailed = true;
