@@ -203,7 +203,8 @@ TEST(Linear, RefusesMismatchedOperands) {
     ScheduleBuilder &s = writer.schedule();
     int32_t a = s.addTensor("a", DType::F32, {PlanDim(2), PlanDim(k)});
     s.addInput(a);
-    std::vector<uint8_t> zeros(8 * 16 * 4);
+    // Enough for the widest type tried (i64).
+    std::vector<uint8_t> zeros(8 * 16 * 8);
     std::vector<int32_t> inputs = {a, s.addWeight("w", dtype, {8, 16},
                                                   zeros.data(),
                                                   8 * 16 * dtypeSize(dtype))};
