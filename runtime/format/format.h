@@ -54,9 +54,10 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// window are written as 1.15. 1.16 appended the Linear step (a weight
 /// stored narrowed and transposed); only plans with one are written as 1.16.
 /// 1.17 added multimodal generation plans (`Program.multimodal`); only plans
-/// with one are written as 1.17.
+/// with one are written as 1.17. 1.18 appended the GridSample step; only
+/// plans with one are written as 1.18.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 17;
+inline constexpr uint16_t kFormatVersionMinor = 18;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

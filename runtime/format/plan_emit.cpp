@@ -299,7 +299,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
        blockQuant = false, int8Activations = false, vision = false,
-       linear = false;
+       linear = false, gridSample = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -322,6 +322,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         int8Activations |= quant && quant->int8_activations;
         // A step 1.13 readers lack.
         vision |= step->op == fb::OpKind::Conv;
+        // A step 1.17 readers lack.
+        gridSample |= step->op == fb::OpKind::GridSample;
         // A step 1.15 readers lack, or a shared expert's int8 scales.
         linear |=
             step->op == fb::OpKind::Linear ||
@@ -341,8 +343,10 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   if (program.multimodal)
     for (const auto &stage : program.multimodal->stages)
       if (stage->schedule)
-        for (const auto &step : stage->schedule->steps)
+        for (const auto &step : stage->schedule->steps) {
           vision |= step->op == fb::OpKind::Conv;
+          gridSample |= step->op == fb::OpKind::GridSample;
+        }
 
   // Layout: header, table, program, then each weight section page-aligned,
   // the paged ones last (the runtime maps the file up to the first).
@@ -498,7 +502,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool batchWindows =
       program.generation && !program.generation->batch_windows.empty();
   header.versionMinor =
-      program.multimodal   ? detail::kFormatVersionMinorMultimodal
+      gridSample           ? detail::kFormatVersionMinorGridSample
+      : program.multimodal ? detail::kFormatVersionMinorMultimodal
       : linear             ? detail::kFormatVersionMinorLinear
       : batchWindows       ? detail::kFormatVersionMinorBatchWindows
       : vision             ? detail::kFormatVersionMinorVision

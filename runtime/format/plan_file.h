@@ -103,6 +103,9 @@ inline constexpr uint16_t kFormatVersionMinorLinear = 16;
 /// feeds and the position rule), which a 1.16 reader would ignore: written
 /// for plans with the table, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorMultimodal = 17;
+/// 1.18 added the GridSample step (GridSampleAttrs): written for plans that
+/// have one, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorGridSample = 18;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -162,6 +162,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerFusedOps(r);
     registerMatMulOps(r);
     registerConvOps(r);
+    registerGridSampleOps(r);
     registerReductionOps(r);
     registerNormalizationOps(r);
     registerShapeOps(r);

@@ -216,6 +216,7 @@ void registerElementwiseOps(OpRegistry &registry);
 void registerFusedOps(OpRegistry &registry);
 void registerMatMulOps(OpRegistry &registry);
 void registerConvOps(OpRegistry &registry);
+void registerGridSampleOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerNormalizationOps(OpRegistry &registry);
 void registerShapeOps(OpRegistry &registry);

@@ -453,6 +453,10 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
           ffn ? ffn->block_quant() : step.attrs_as<fb::BlockQuantAttrs>();
       bool int8Activations = quant && quant->int8_activations();
       const std::pair<uint16_t, const char *> features[] = {
+          {step.op() == fb::OpKind::GridSample
+               ? detail::kFormatVersionMinorGridSample
+               : 0,
+           "is a GridSample step"},
           {step.op() == fb::OpKind::Linear ? detail::kFormatVersionMinorLinear
                                            : 0,
            "is a Linear step"},
