@@ -1,7 +1,8 @@
 //===- NeuralNetOps.cpp - matmul, softmax and normalisation imports -------===//
 //
 // Ops whose versions from opset 13 to 21 keep their inputs and attributes
-// (Conv 22 only adds types);
+// (Conv 22 only adds types); GridSample 16, 20 (new names for the modes,
+// N-D inputs, which moe.grid_sample refuses) and 22 (types);
 // SimplifiedLayerNormalization (RMSNorm) is onnxruntime's, registered in the
 // default domain at version 1 and exported by HF/optimum for Llama-style
 // models.
@@ -71,6 +72,7 @@ void moec::onnx_import::populateNeuralNetImports(OpImportTable &table) {
   table.onOpGeneric("MatMul", {13}, "A, B");
   table.onOpGeneric("Gemm", {13}, "A, B, C?");
   table.onOpGeneric("Conv", {11, 22}, "X, W, B?");
+  table.onOpGeneric("GridSample", {16, 20, 22}, "X, grid");
   table.onOpGeneric("Einsum", {12}, "Inputs...");
   table.onOpGeneric("Softmax", {13}, "input");
   table.onOpGeneric("LogSoftmax", {13}, "input");

@@ -52,4 +52,33 @@ def Moe_ConvOp : Moe_GraphOp<"conv", [Moe_PlanStepWithAttrs<"Conv">]> {
   let results = (outs Moe_FloatTensor:$y);
 }
 
+def Moe_GridSampleOp
+    : Moe_GraphOp<"grid_sample", [Moe_PlanStepWithAttrs<"GridSample">]> {
+  let summary = "Sampling of images at grid points (ONNX GridSample, 16)";
+  let description = [{
+    Samples each image `x` `[N, C, H, W]` at the points of `grid`
+    `[N, Ho, Wo, 2]`, (x, y) pairs in [-1, 1] across the image's width and
+    height: `y` is `[N, C, Ho, Wo]`. With `align_corners` 1, -1 and 1 are
+    the centres of the corner pixels, with 0 their outer edges. `mode` is
+    `linear` (bilinear), `nearest` (rounding half to even) or `cubic`
+    (bicubic, A = -0.75); opset 16's names `bilinear` and `bicubic` are
+    accepted for them. `padding_mode` says what is read outside the image:
+    `zeros`, `border` (the nearest border pixel) or `reflection`. Only 4-D
+    inputs are supported (GridSample 20's N-D form is refused).
+
+    Example (GLM-4.5V's position-embedding table at each patch):
+    ```mlir
+    %y = moe.grid_sample %table, %grid {mode = "bicubic",
+                                        padding_mode = "border"}
+        : (tensor<1x1536x24x24xf32>, tensor<1x?x1x2xf32>)
+        -> tensor<1x1536x?x1xf32>
+    ```
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$grid,
+                       DefaultValuedAttr<I64Attr, "0">:$align_corners,
+                       DefaultValuedStrAttr<StrAttr, "linear">:$mode,
+                       DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode);
+  let results = (outs Moe_FloatTensor:$y);
+}
+
 #endif // MOE_VISION_OPS_TD

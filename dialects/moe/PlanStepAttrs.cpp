@@ -218,6 +218,27 @@ LogicalResult ConvOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
   return set(attrs, std::move(table));
 }
 
+/// The runtime's GridSample is f32 only, as Conv.
+LogicalResult GridSampleOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
+  Type element = getX().getType().getElementType();
+  if (!element.isF32())
+    return emitError("GridSample on ")
+           << element << " is not supported (the runtime's GridSample is f32)";
+  fb::GridSampleAttrsT table;
+  table.mode = llvm::StringSwitch<fb::GridSampleMode>(getMode())
+                   .Case("nearest", fb::GridSampleMode::Nearest)
+                   .Case("cubic", fb::GridSampleMode::Cubic)
+                   .Case("bicubic", fb::GridSampleMode::Cubic)
+                   .Default(fb::GridSampleMode::Linear);
+  table.padding_mode =
+      llvm::StringSwitch<fb::GridSamplePadding>(getPaddingMode())
+          .Case("border", fb::GridSamplePadding::Border)
+          .Case("reflection", fb::GridSamplePadding::Reflection)
+          .Default(fb::GridSamplePadding::Zeros);
+  table.align_corners = getAlignCorners() != 0;
+  return set(attrs, std::move(table));
+}
+
 LogicalResult EinsumOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
   fb::EinsumAttrsT table;
   table.equation = getEquation().str();

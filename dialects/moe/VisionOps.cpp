@@ -1,9 +1,9 @@
 //===- VisionOps.cpp - vision encoder graph ops ---------------------------===//
 //
 // The definitions of MoeVisionOps.td's ops, and the result type inference of
-// moe.conv. Inference runs before the op is verified (the importer builds
-// ops from its result), so it checks every attribute it relies on and fails
-// with a diagnostic naming it.
+// moe.conv and moe.grid_sample. Inference runs before the op is verified (the
+// importer builds ops from its result), so it checks every attribute it relies
+// on and fails with a diagnostic naming it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,6 +133,58 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     shape.push_back((padded - extent) / stride + 1);
   }
   types.push_back(RankedTensorType::get(shape, element));
+  return success();
+}
+
+LogicalResult GridSampleOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> xType =
+      getRankedType(location, adaptor.getX(), "x");
+  FailureOr<RankedTensorType> gridType =
+      getRankedType(location, adaptor.getGrid(), "grid");
+  if (failed(xType) || failed(gridType))
+    return failure();
+  if (xType->getRank() != 4)
+    return emitOptionalError(location, "input 'x' has rank ", xType->getRank(),
+                             "; only 4-D GridSample ([N, C, H, W]) is "
+                             "supported");
+  if (gridType->getRank() != 4 ||
+      !llvm::is_contained({int64_t(2), kDynamic}, gridType->getDimSize(3)))
+    return emitOptionalError(location, "grid ", *gridType,
+                             " is not [N, Ho, Wo, 2] for the 4-D input");
+  Type element = xType->getElementType();
+  if (gridType->getElementType() != element)
+    return emitOptionalError(location, "grid has element type ",
+                             gridType->getElementType(), " but the input has ",
+                             element);
+  int64_t batch = xType->getDimSize(0), gridBatch = gridType->getDimSize(0);
+  if (!ShapedType::isDynamic(batch) && !ShapedType::isDynamic(gridBatch) &&
+      batch != gridBatch)
+    return emitOptionalError(location, "grid ", *gridType, " has batch ",
+                             gridBatch, " but the input has ", batch);
+  StringRef mode = adaptor.getMode();
+  if (!llvm::is_contained(ArrayRef<StringRef>{"linear", "bilinear", "nearest",
+                                              "cubic", "bicubic"},
+                          mode))
+    return emitOptionalError(location, "attribute 'mode' is \"", mode,
+                             "\"; expected linear, nearest or cubic "
+                             "(bilinear or bicubic in opset 16)");
+  StringRef padding = adaptor.getPaddingMode();
+  if (!llvm::is_contained(ArrayRef<StringRef>{"zeros", "border", "reflection"},
+                          padding))
+    return emitOptionalError(location, "attribute 'padding_mode' is \"",
+                             padding,
+                             "\"; expected zeros, border or reflection");
+  int64_t align = toSigned(adaptor.getAlignCorners());
+  if (align != 0 && align != 1)
+    return emitOptionalError(location, "attribute 'align_corners' is ", align,
+                             "; expected 0 or 1");
+  types.push_back(RankedTensorType::get(
+      {batch == kDynamic ? gridBatch : batch, xType->getDimSize(1),
+       gridType->getDimSize(1), gridType->getDimSize(2)},
+      element));
   return success();
 }
 

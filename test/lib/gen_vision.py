@@ -183,6 +183,96 @@ def _(out):
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", 2, 3, 3])], [w])
 
 
+GRID_MODES = {16: ("bilinear", "nearest", "bicubic"), 20: ("linear", "nearest", "cubic")}
+
+
+def grid_sample_model(opset):
+    """x [n, 3, 5, 6] sampled at grid [n, 4, 7, 2] (fresh N(0, 1) points,
+    about a third outside [-1, 1]) by one GridSample node per mode,
+    padding_mode and align_corners, each its own output."""
+    nodes, outputs = [], []
+    for mode in GRID_MODES[opset]:
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                name = f"{mode}_{padding}_{align}"
+                nodes.append(node("GridSample", ["x", "grid"], [name], mode=mode, padding_mode=padding,
+                                  align_corners=align))
+                outputs.append(value(name, F32, ["n", 3, 4, 7]))
+    return make(nodes, [value("x", F32, ["n", 3, 5, 6]), value("grid", F32, ["n", 4, 7, 2])], outputs, opset=opset)
+
+
+@model("grid_sample_opset20")
+def _(out):
+    return grid_sample_model(20)
+
+
+@model("grid_sample_opset16")
+def _(out):
+    return grid_sample_model(16)
+
+
+@model("glm_pos_embed")
+def _(out):
+    """GLM-4.5V's position embedding: the table [36, 8] as a [1, 8, 6, 6]
+    image, sampled bicubically with border padding at a grid [1, n, 1, 2]
+    of patch positions computed in the graph (tanh keeps them inside), then
+    [n, 8]."""
+    nodes = [
+        node("Reshape", ["table", "square"], ["rows"]),
+        node("Transpose", ["rows"], ["image"], perm=[0, 3, 1, 2]),
+        node("Tanh", ["positions"], ["points"]),
+        node("Reshape", ["points", "grid_shape"], ["grid"]),
+        node("GridSample", ["image", "grid"], ["sampled"], name="grid_sample", mode="bicubic",
+             padding_mode="border", align_corners=0),
+        node("Reshape", ["sampled", "rows_shape"], ["flat"]),
+        node("Transpose", ["flat"], ["y"], perm=[1, 0]),
+    ]
+    inits = [const("table", weights([36, 8], 31, scale=1.0)),
+             const("square", np.array([1, 6, 6, 8], np.int64)),
+             const("grid_shape", np.array([1, -1, 1, 2], np.int64)),
+             const("rows_shape", np.array([8, -1], np.int64))]
+    return make(nodes, [value("positions", F32, ["n", 2])], [value("y", F32, ["n", 8])], inits, opset=16)
+
+
+def bad_grid_sample(x_shape, grid_shape, opset=20, **attrs):
+    return make([node("GridSample", ["x", "grid"], ["y"], name="grid_sample", **attrs)],
+                [value("x", F32, x_shape), value("grid", F32, grid_shape)], [value("y", F32, None)],
+                opset=opset, check=False)
+
+
+@model("grid_sample_bad_mode")
+def _(out):
+    return bad_grid_sample(["n", 3, 5, 6], ["n", 4, 7, 2], mode="area")
+
+
+@model("grid_sample_bad_padding")
+def _(out):
+    return bad_grid_sample(["n", 3, 5, 6], ["n", 4, 7, 2], padding_mode="clamp")
+
+
+@model("grid_sample_bad_align")
+def _(out):
+    return bad_grid_sample(["n", 3, 5, 6], ["n", 4, 7, 2], align_corners=2)
+
+
+@model("grid_sample_5d")
+def _(out):
+    """GridSample 20's volumetric form, valid ONNX that moec does not run."""
+    return make([node("GridSample", ["x", "grid"], ["y"], name="grid_sample")],
+                [value("x", F32, ["n", 3, 4, 5, 6]), value("grid", F32, ["n", 2, 3, 4, 3])],
+                [value("y", F32, ["n", 3, 2, 3, 4])], opset=20)
+
+
+@model("grid_sample_f16")
+def _(out):
+    """A valid GridSample on f16, which the runtime does not compute."""
+    from gen_onnx import helper, TensorProto
+    return make([node("GridSample", ["x", "grid"], ["y"], name="grid_sample", mode="cubic")],
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["n", 3, 5, 6]),
+                 helper.make_tensor_value_info("grid", TensorProto.FLOAT16, ["n", 4, 7, 2])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n", 3, 4, 7])], opset=20)
+
+
 def main():
     return gen_onnx.main(MODELS, __doc__.splitlines()[0])
 

@@ -319,6 +319,67 @@ func.func @conv_kernel_shape(%x: tensor<1x3x4x4xf32>, %w: tensor<2x3x2x2xf32>) {
 
 // -----
 
+// Tests that GridSample's mode is one ONNX names.
+func.func @grid_sample_mode(%x: tensor<1x3x5x6xf32>, %g: tensor<1x4x7x2xf32>) {
+  // expected-error @+2 {{attribute 'mode' is "area"; expected linear, nearest or cubic (bilinear or bicubic in opset 16)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g {mode = "area"} : (tensor<1x3x5x6xf32>, tensor<1x4x7x2xf32>) -> tensor<1x3x4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that GridSample's padding_mode is one ONNX names.
+func.func @grid_sample_padding(%x: tensor<1x3x5x6xf32>, %g: tensor<1x4x7x2xf32>) {
+  // expected-error @+2 {{attribute 'padding_mode' is "clamp"; expected zeros, border or reflection}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g {padding_mode = "clamp"} : (tensor<1x3x5x6xf32>, tensor<1x4x7x2xf32>) -> tensor<1x3x4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that GridSample's align_corners is 0 or 1.
+func.func @grid_sample_align(%x: tensor<1x3x5x6xf32>, %g: tensor<1x4x7x2xf32>) {
+  // expected-error @+2 {{attribute 'align_corners' is 2; expected 0 or 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g {align_corners = 2 : i64} : (tensor<1x3x5x6xf32>, tensor<1x4x7x2xf32>) -> tensor<1x3x4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that GridSample 20's volumetric form is refused: only 4-D is
+// implemented.
+func.func @grid_sample_5d(%x: tensor<1x3x4x5x6xf32>, %g: tensor<1x2x3x4x3xf32>) {
+  // expected-error @+2 {{input 'x' has rank 5; only 4-D GridSample ([N, C, H, W]) is supported}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g : (tensor<1x3x4x5x6xf32>, tensor<1x2x3x4x3xf32>) -> tensor<1x3x2x3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a 4-D GridSample's grid holds (x, y) pairs.
+func.func @grid_sample_grid_pairs(%x: tensor<1x3x5x6xf32>, %g: tensor<1x4x7x3xf32>) {
+  // expected-error @+2 {{grid 'tensor<1x4x7x3xf32>' is not [N, Ho, Wo, 2] for the 4-D input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g : (tensor<1x3x5x6xf32>, tensor<1x4x7x3xf32>) -> tensor<1x3x4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that the grid has the input's batch.
+func.func @grid_sample_batch(%x: tensor<2x3x5x6xf32>, %g: tensor<3x4x7x2xf32>) {
+  // expected-error @+2 {{grid 'tensor<3x4x7x2xf32>' has batch 3 but the input has 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = moe.grid_sample %x, %g : (tensor<2x3x5x6xf32>, tensor<3x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  return
+}
+
+// -----
+
 // Tests that the kernel must fit the padded input.
 func.func @conv_kernel_too_large(%x: tensor<1x3x2x2xf32>, %w: tensor<2x3x3x3xf32>) {
   // expected-error @+2 {{spatial axis 0: the kernel spans 3 but the padded input has 2}}

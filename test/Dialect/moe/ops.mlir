@@ -226,6 +226,22 @@ func.func @conv(%p: tensor<?x3x2x8x8xf32>, %w: tensor<16x3x2x8x8xf32>, %b: tenso
 
 // -----
 
+// Tests that GridSample round-trips with its attributes and infers
+// [N, C, Ho, Wo], the batch from the grid when the input's is dynamic:
+// GLM-4.5V's position table sampled at each patch, and the defaults.
+// CHECK-LABEL: func.func @grid_sample
+func.func @grid_sample(%t: tensor<1x16x6x6xf32>, %g: tensor<1x?x1x2xf32>, %x: tensor<?x3x5x6xf32>, %h: tensor<2x4x7x2xf32>) {
+  // CHECK: moe.grid_sample %{{.*}}, %{{.*}} {mode = "bicubic", padding_mode = "border"} : (tensor<1x16x6x6xf32>, tensor<1x?x1x2xf32>) -> tensor<1x16x?x1xf32>
+  %0 = moe.grid_sample %t, %g {mode = "bicubic", padding_mode = "border"} : (tensor<1x16x6x6xf32>, tensor<1x?x1x2xf32>) -> tensor<1x16x?x1xf32>
+  // CHECK: moe.grid_sample %{{.*}}, %{{.*}} : (tensor<?x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  %1 = moe.grid_sample %x, %h : (tensor<?x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  // CHECK: moe.grid_sample %{{.*}}, %{{.*}} {align_corners = 1 : i64, mode = "nearest", padding_mode = "reflection"}
+  %2 = moe.grid_sample %x, %h {align_corners = 1 : i64, mode = "nearest", padding_mode = "reflection"} : (tensor<?x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  return
+}
+
+// -----
+
 // Tests that shape manipulation ops round-trip.
 // CHECK-LABEL: func.func @shape_ops
 func.func @shape_ops(%x: tensor<?x4x16xf32>, %s: tensor<2xi64>, %a: tensor<1xi64>, %y: tensor<?x128xf32>, %i: tensor<1xi64>) {
