@@ -5,11 +5,10 @@
 // compile --weight-dtype` makes of a MatMul by a constant matrix. Every row
 // of a is one row of the product. A few rows (decoding) read each weight
 // once through the streaming kernels (kernels/stream.h), the pool's threads
-// taking contiguous blocks of W's rows; more rows (a prompt) run the experts'
-// GEMM blocks (kernels/expert_gemm.h: oneDNN's bf16 matmul where the CPU has
-// AVX512-BF16, the activations rounded to bf16 as there), or else widen
-// blocks of W's rows to f32 and multiply them with sgemm, each block once for
-// all the rows.
+// taking contiguous blocks of W's rows; more rows (a prompt) widen blocks of
+// W's rows to f32 and multiply them, each block once for all the rows, with
+// oneDNN's f32 matmul where it has brgemm kernels for the CPU
+// (kernels/expert_gemm.h), else sgemm. The activations stay f32 throughout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +19,6 @@
 #include "kernels/stream.h"
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 namespace moert::detail {
@@ -28,11 +26,8 @@ namespace {
 
 constexpr int kA = 0, kW = 1, kScales = 2;
 
-/// Output columns per GEMM block: oneDNN's bf16 matmul blocks (measured
-/// 64-256 even at 64 rows, bench/README.md), and weight rows widened per
-/// sgemm block (256: sgemm packs the activations once per block, which cost
-/// 28% of a 64-token prompt at 64).
-constexpr int64_t kMatmulColumns = 128;
+/// Weight rows widened per GEMM block (256: the GEMM packs the activations
+/// once per block, which cost 28% of a 64-token prompt at 64).
 constexpr int64_t kWidenedRows = 256;
 /// Column blocks of the streamed product are multiples of this (a cache
 /// line of the output).
@@ -133,24 +128,6 @@ absl::Status linearKernel(KernelContext &ctx) {
                   reinterpret_cast<const float *>(bytes), K, 0.0f, y, N);
     return absl::OkStatus();
   }
-  if (blockGemmFor(type) == BlockGemm::Bf16) {
-    // Every block or none runs as a bf16 matmul (oneDNN refusing a shape
-    // declines it before writing), so that a product never mixes roundings.
-    int64_t blocks = (N + kMatmulColumns - 1) / kMatmulColumns;
-    std::atomic<bool> declined{false};
-    ctx.pool().parallelFor(
-        blocks, (blocks + threads - 1) / threads, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1 && !declined; ++b) {
-            int64_t j0 = b * kMatmulColumns;
-            if (!matmulBlock(x, M, K, bytes, type, N, /*inOut=*/false, j0,
-                             std::min(kMatmulColumns, N - j0), scales, nullptr,
-                             y + j0, N))
-              declined = true;
-          }
-        });
-    if (!declined)
-      return absl::OkStatus();
-  }
   int64_t blocks = (N + kWidenedRows - 1) / kWidenedRows;
   ctx.pool().parallelFor(
       blocks, (blocks + threads - 1) / threads, [&](int64_t b0, int64_t b1) {
@@ -160,8 +137,13 @@ absl::Status linearKernel(KernelContext &ctx) {
           int64_t j0 = b * kWidenedRows;
           int64_t rows = std::min(kWidenedRows, N - j0);
           widenWeights(bytes + j0 * K * width, type, rows * K, widened.data());
-          sgemm(false, true, M, rows, K, 1.0f, x, K, widened.data(), K, 0.0f,
-                y + j0, N);
+          // The widened [rows, K] block through oneDNN's f32 matmul (5-15%
+          // faster than sgemm on a 64-token prompt), else sgemm.
+          if (!matmulBlock(x, M, K, widened.data(), StreamWeights::F32, rows,
+                           /*inOut=*/false, 0, rows, nullptr, nullptr, y + j0,
+                           N))
+            sgemm(false, true, M, rows, K, 1.0f, x, K, widened.data(), K, 0.0f,
+                  y + j0, N);
           if (scales)
             for (int64_t i = 0; i < M; ++i)
               for (int64_t j = 0; j < rows; ++j)

@@ -3,10 +3,9 @@
 // Dense matrices narrowed by `moec compile --weight-dtype` (format 1.16): the
 // plan writer stores a MatMul's [K, N] f32 weight transposed, as [N, K] bf16,
 // f16 or int8 with a scale per output channel, and the Linear step multiplies
-// by it. Each weight type's streamed (few rows) and GEMM (more rows) paths
-// against the f64 product of the stored weights: exactly (f32 sums) for the
-// streamed and widened blocks, within the activations' bf16 rounding for
-// oneDNN's bf16 matmul blocks where the CPU has them; the load-time checks.
+// by it. Each weight type's streamed (few rows) and GEMM (more rows: oneDNN's
+// f32 matmul on widened blocks, or sgemm) paths against the f64 product of
+// the stored weights, within f32 accumulation; the load-time checks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,9 +125,8 @@ void expectProduct(const Matrix &m, const std::vector<float> &a, int64_t rows,
 
 /// Runs every weight type over 1 and 2 rows (streamed where the CPU has
 /// AVX-512, else up to 16) and 3, 20 and 70 rows, K and N not multiples of
-/// 16 lanes, 1 and 3 threads; `tolerance` for the GEMM blocks of bf16 and
-/// int8 weights.
-void checkEveryWeightType(double gemmTolerance) {
+/// 16 lanes, 1 and 3 threads.
+void checkEveryWeightType() {
   uint32_t seed = 700;
   for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::I8})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{37, 300}, {256, 48}})
@@ -141,26 +139,18 @@ void checkEveryWeightType(double gemmTolerance) {
           std::vector<float> a = randomFloats(rows * K, seed++);
           absl::StatusOr<std::vector<float>> y = runLinear(m, a, rows, threads);
           ASSERT_TRUE(y.ok()) << y.status();
-          bool gemm = rows > detail::streamedRows(detail::StreamWeights::F32,
-                                                  /*inOut=*/false);
-          bool bf16Block = dtype == DType::BF16 || dtype == DType::I8;
-          expectProduct(m, a, rows, *y,
-                        gemm && bf16Block ? gemmTolerance : 1e-5);
+          expectProduct(m, a, rows, *y, 1e-5);
         }
 }
 
 TEST(Linear, EveryWeightTypeMatchesF64) {
   {
-    // Widened blocks and sgemm: f32 sums of the stored values.
-    SCOPED_TRACE("widened blocks");
-    WidenedBlocks widened;
-    checkEveryWeightType(1e-5);
+    SCOPED_TRACE("oneDNN's f32 matmul where it has brgemm kernels");
+    checkEveryWeightType();
   }
-  if (!detail::hasBf16Matmul())
-    GTEST_SKIP() << "this CPU has no AVX512-BF16: no bf16 matmul blocks";
-  // oneDNN's bf16 matmul rounds the activations to bf16 (2^-9 relative).
-  SCOPED_TRACE("bf16 matmul blocks");
-  checkEveryWeightType(5e-3);
+  SCOPED_TRACE("sgemm");
+  SgemmBlocks sgemm;
+  checkEveryWeightType();
 }
 
 TEST(Linear, StoresTheWeightTransposedAndNarrowed) {
