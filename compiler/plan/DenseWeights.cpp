@@ -71,7 +71,38 @@ bool isDenseMatrix(moe::ConstantOp op) {
   });
 }
 
+/// Whether constant `op` is an embedding table bf16 / f16 may narrow: an f32
+/// matrix of at least kMinNarrowedDenseElements that only Gathers along its
+/// rows read (a table tied to the output layer is read by a MatMul too and
+/// stays f32), whatever --keep-f32 says.
+bool isEmbeddingTable(moe::ConstantOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  if (type.getRank() != 2 || !type.getElementType().isF32() ||
+      !type.hasStaticShape() ||
+      type.getNumElements() < kMinNarrowedDenseElements)
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+      dense && dense.isSplat())
+    return false;
+  return !op->use_empty() && llvm::all_of(op->getUses(), [](OpOperand &use) {
+    auto gather = dyn_cast<moe::GatherOp>(use.getOwner());
+    return gather && use.getOperandNumber() == 0 && gather.getAxis() == 0;
+  });
+}
+
 } // namespace
+
+llvm::DenseSet<Value> getNarrowableEmbeddings(func::FuncOp func,
+                                              ExpertWeightType type) {
+  llvm::DenseSet<Value> result;
+  if (type != ExpertWeightType::BF16 && type != ExpertWeightType::F16)
+    return result;
+  func.walk([&](moe::ConstantOp op) {
+    if (!op->hasAttr(kKeepF32) && isEmbeddingTable(op))
+      result.insert(op.getResult());
+  });
+  return result;
+}
 
 llvm::DenseSet<Value> getNarrowableDenseWeights(func::FuncOp func,
                                                 ExpertWeightType type) {
@@ -90,6 +121,8 @@ llvm::DenseSet<Value> getNarrowableWeights(func::FuncOp func,
   llvm::DenseSet<Value> result = getNarrowableExpertWeights(func, type);
   for (Value value : getNarrowableDenseWeights(func, type))
     result.insert(value);
+  for (Value value : getNarrowableEmbeddings(func, type))
+    result.insert(value);
   return result;
 }
 
@@ -100,7 +133,7 @@ LogicalResult keepDenseWeightsWide(ArrayRef<ModuleOp> modules,
   llvm::StringSet<> matched;
   for (ModuleOp module : modules)
     ModuleOp(module).walk([&](moe::ConstantOp op) {
-      if (!isDenseMatrix(op))
+      if (!isDenseMatrix(op) && !isEmbeddingTable(op))
         return;
       // The initializer's name, the names of the MatMul nodes that read it,
       // and the graph outputs their products are (`logits`).
@@ -130,9 +163,9 @@ LogicalResult keepDenseWeightsWide(ArrayRef<ModuleOp> modules,
       return emitError(ModuleOp(modules.front()).getLoc())
              << "--keep-f32 '" << name
              << "' names no dense matrix that --weight-dtype narrows (it is "
-                "matched against the names of MatMul weight initializers, of "
-                "the MatMul nodes that read them and of the graph outputs "
-                "their products are)";
+                "matched against the names of MatMul weight and embedding "
+                "initializers, of the MatMul and Gather nodes that read them "
+                "and of the graph outputs their products are)";
   return success();
 }
 

@@ -32,17 +32,25 @@ inline constexpr int64_t kMinNarrowedDenseElements = 1024;
 llvm::DenseSet<mlir::Value> getNarrowableDenseWeights(mlir::func::FuncOp func,
                                                       ExpertWeightType type);
 
+/// The embedding tables of `func` that `type` narrows (bf16 and f16 only):
+/// f32 rank-2 constants of at least kMinNarrowedDenseElements that only
+/// Gathers along axis 0 read, unless marked kept. The plan stores them
+/// narrowed and their Gathers widen the rows they read to f32 (format
+/// 1.19).
+llvm::DenseSet<mlir::Value> getNarrowableEmbeddings(mlir::func::FuncOp func,
+                                                    ExpertWeightType type);
+
 /// Every matrix `type` narrows: the expert matrices
-/// (getNarrowableExpertWeights) and the dense ones.
+/// (getNarrowableExpertWeights), the dense ones and the embeddings.
 llvm::DenseSet<mlir::Value> getNarrowableWeights(mlir::func::FuncOp func,
                                                  ExpertWeightType type);
 
-/// Marks the dense matrices of `modules` that stay f32 (`moec compile
-/// --keep-f32`): those whose ONNX initializer name, whose reading MatMul
-/// node's name, or the name of a graph output such a product is (`logits`)
-/// contains one of `names`, or every one when `all` (the CUDA
-/// target, which has no Linear step). Fails, naming it, on a name that
-/// matches no dense matrix.
+/// Marks the dense matrices and embedding tables of `modules` that stay f32
+/// (`moec compile --keep-f32`): those whose ONNX initializer name, whose
+/// reading MatMul or Gather node's name, or the name of a graph output such
+/// a product is (`logits`) contains one of `names`, or every one when `all`
+/// (the CUDA target, which has no Linear step nor widening Gather). Fails,
+/// naming it, on a name that matches no dense matrix.
 mlir::LogicalResult keepDenseWeightsWide(llvm::ArrayRef<mlir::ModuleOp> modules,
                                          llvm::ArrayRef<std::string> names,
                                          bool all);

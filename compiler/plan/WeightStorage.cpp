@@ -217,6 +217,9 @@ WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
   transposed = getTransposableExpertWeights(func);
   // Dense matrices [K, N]: stored [N, K] for the Linear step, int8 with
   // its channels along the columns as the model has them.
+  // Embedding tables: narrowed as they are (bf16 / f16 only).
+  for (Value w : getNarrowableEmbeddings(func, state.expertWeights))
+    narrowed.insert(w);
   dense = getNarrowableDenseWeights(func, state.expertWeights);
   for (Value w : dense) {
     narrowed.insert(w);

@@ -55,9 +55,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// stored narrowed and transposed); only plans with one are written as 1.16.
 /// 1.17 added multimodal generation plans (`Program.multimodal`); only plans
 /// with one are written as 1.17. 1.18 appended the GridSample step; only
-/// plans with one are written as 1.18.
+/// plans with one are written as 1.18. 1.19 let Gather widen a bf16 or f16
+/// table to an f32 output; only plans with such a Gather are written as
+/// 1.19.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 18;
+inline constexpr uint16_t kFormatVersionMinor = 19;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

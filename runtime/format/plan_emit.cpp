@@ -299,7 +299,7 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
        blockQuant = false, int8Activations = false, vision = false,
-       linear = false, gridSample = false;
+       linear = false, gridSample = false, wideningGather = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -328,6 +328,18 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         linear |=
             step->op == fb::OpKind::Linear ||
             (step->op == fb::OpKind::SharedExpert && step->inputs.size() > 8);
+        // A Gather of a narrowed table into f32, which a 1.17 reader
+        // refuses.
+        if (step->op == fb::OpKind::Gather && step->inputs.size() == 2 &&
+            step->outputs.size() == 1) {
+          auto dtypeOf = [&](int32_t id) {
+            return id >= 0 && size_t(id) < schedule->tensors.size()
+                       ? schedule->tensors[id]->dtype
+                       : fb::DType::F32;
+          };
+          wideningGather |=
+              dtypeOf(step->inputs[0]) != dtypeOf(step->outputs[0]);
+        }
         if (step->op != fb::OpKind::Attention)
           continue;
         attention = true;
@@ -502,7 +514,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool batchWindows =
       program.generation && !program.generation->batch_windows.empty();
   header.versionMinor =
-      gridSample           ? detail::kFormatVersionMinorGridSample
+      wideningGather       ? detail::kFormatVersionMinorWideningGather
+      : gridSample         ? detail::kFormatVersionMinorGridSample
       : program.multimodal ? detail::kFormatVersionMinorMultimodal
       : linear             ? detail::kFormatVersionMinorLinear
       : batchWindows       ? detail::kFormatVersionMinorBatchWindows

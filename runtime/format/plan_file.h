@@ -106,6 +106,10 @@ inline constexpr uint16_t kFormatVersionMinorMultimodal = 17;
 /// 1.18 added the GridSample step (GridSampleAttrs): written for plans that
 /// have one, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorGridSample = 18;
+/// 1.19 let Gather read a bf16 or f16 weight table into an f32 output (an
+/// embedding narrowed by `moec compile --weight-dtype`): written for plans
+/// with such a Gather, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorWideningGather = 19;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

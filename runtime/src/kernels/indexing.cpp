@@ -9,6 +9,7 @@
 
 #include "kernels/common.h"
 #include "kernels/shape_plan.h"
+#include "kernels/stream.h"
 
 #include <vector>
 
@@ -47,8 +48,27 @@ absl::Status gatherKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, shape));
   int64_t outer = data.shape.span(0, axis);
   int64_t dim = data.shape[axis];
-  size_t blockBytes = data.shape.span(axis + 1, rank) * dtypeSize(data.dtype);
   int64_t count = static_cast<int64_t>(index.size());
+  if (out->dtype != data.dtype) {
+    // A bf16 or f16 table widened to f32 (format 1.19), exactly.
+    int64_t block = data.shape.span(axis + 1, rank);
+    StreamWeights type =
+        data.dtype == DType::BF16 ? StreamWeights::BF16 : StreamWeights::F16;
+    size_t width = dtypeSize(data.dtype);
+    float *y = out->as<float>();
+    ctx.pool().parallelFor(
+        outer * count,
+        std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(block, 1)),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t k = begin; k < end; ++k) {
+            int64_t o = k / count, j = k % count;
+            widenWeights(data.data + (o * dim + index[j]) * block * width, type,
+                         block, y + k * block);
+          }
+        });
+    return absl::OkStatus();
+  }
+  size_t blockBytes = data.shape.span(axis + 1, rank) * dtypeSize(data.dtype);
   ctx.pool().parallelFor(
       outer * count,
       std::max<int64_t>(1, kElementwiseGrain * 4 /
@@ -66,7 +86,15 @@ absl::Status gatherKernel(KernelContext &ctx) {
 
 absl::Status validateGather(const StepCheck &check) {
   MOERT_RETURN_IF_ERROR(check.inType(1, kIndexTypes));
-  MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
+  // A narrowed embedding: a bf16 or f16 weight table read into f32.
+  bool widening =
+      check.out(0).dtype == DType::F32 &&
+      (check.in(0).dtype == DType::BF16 || check.in(0).dtype == DType::F16);
+  if (widening && !check.in(0).isWeight)
+    return check.error("a Gather widens only a weight table to f32; data is ",
+                       dtypeName(check.in(0).dtype));
+  if (!widening)
+    MOERT_RETURN_IF_ERROR(check.outMatchesIn(0, 0));
   int rank = check.in(0).rank;
   MOERT_RETURN_IF_ERROR(
       check.axis(check.attrs<fb::AxisAttrs>()->axis(), rank).status());

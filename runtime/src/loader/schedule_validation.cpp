@@ -452,7 +452,19 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
       const fb::BlockQuantAttrs *quant =
           ffn ? ffn->block_quant() : step.attrs_as<fb::BlockQuantAttrs>();
       bool int8Activations = quant && quant->int8_activations();
+      // A Gather that widens its table (checked against the tensors'
+      // declarations; validateStep checks the ids themselves).
+      auto dtypeOf = [&](const flatbuffers::Vector<int32_t> *ids) {
+        int32_t id = ids && ids->size() ? ids->Get(0) : -1;
+        return id >= 0 && size_t(id) < schedule.tensors.size()
+                   ? schedule.tensors[id].dtype
+                   : DType::F32;
+      };
+      bool wideningGather = step.op() == fb::OpKind::Gather &&
+                            dtypeOf(step.inputs()) != dtypeOf(step.outputs());
       const std::pair<uint16_t, const char *> features[] = {
+          {wideningGather ? detail::kFormatVersionMinorWideningGather : 0,
+           "is a Gather that widens its table"},
           {step.op() == fb::OpKind::GridSample
                ? detail::kFormatVersionMinorGridSample
                : 0,

@@ -1,5 +1,8 @@
 //===- indexing_test.cpp - Gather and scatter kernels ---------------------===//
 
+#include "format/float16.h"
+#include "format/plan_writer.h"
+#include "plan_bytes.h"
 #include "test_util.h"
 
 namespace moert::testing {
@@ -42,6 +45,68 @@ TEST(Gather, OutOfRangeIndexIsAnError) {
   r = runStep(OpKind::Gather, {table(), i64({1}, {-4})}, {{DType::F32, {1, 2}}},
               axisAttrs(0));
   EXPECT_THAT(r.status(), StatusHas("index -4"));
+}
+
+/// A plan gathering rows `rows` of a [7, 37] table stored as `dtype` (the
+/// writer narrowing its f32 `values`) into f32, as moec writes a narrowed
+/// embedding (format 1.19).
+absl::StatusOr<std::vector<uint8_t>>
+wideningGatherPlan(DType dtype, const std::vector<float> &values,
+                   const std::vector<int64_t> &rows) {
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  int64_t n = static_cast<int64_t>(rows.size());
+  int32_t ids = s.addTensor("ids", DType::I64, {PlanDim(n)});
+  s.addInput(ids);
+  int32_t table = s.addNarrowedWeightPieces(
+      "table", dtype, {7, 37}, {{values.data(), values.size() * 4}});
+  int32_t y = s.addTensor("y", DType::F32, {PlanDim(n), PlanDim(37)});
+  s.addOutput(y);
+  s.addStep(OpKind::Gather, "embed", {table, ids}, {y}, axisAttrs(0));
+  return writer.serialize();
+}
+
+TEST(Gather, WidensANarrowedTableExactly) {
+  std::vector<float> values = randomFloats(7 * 37, 5);
+  std::vector<int64_t> rows = {6, 0, 3, 3, -1};
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    absl::StatusOr<std::vector<uint8_t>> bytes =
+        wideningGatherPlan(dtype, values, rows);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    std::unique_ptr<Plan> plan;
+    auto session = openSession(*bytes, 2, plan);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_EQ(plan->versionMinor(), detail::kFormatVersionMinorWideningGather);
+    ASSERT_TRUE((*session)
+                    ->setInput("ids", DType::I64, {5}, rows.data(), 5 * 8)
+                    .ok());
+    ASSERT_TRUE((*session)->run().ok());
+    absl::StatusOr<Value> y = outputValue(**session, "y");
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::vector<float> got = y->as<float>();
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (int64_t c = 0; c < 37; ++c) {
+        float w = values[(rows[i] + (rows[i] < 0 ? 7 : 0)) * 37 + c];
+        float want = dtype == DType::BF16
+                         ? detail::bfloatToFloat(detail::floatToBfloat(w))
+                         : detail::halfToFloat(detail::floatToHalf(w));
+        ASSERT_EQ(got[i * 37 + c], want) << i << ", " << c;
+      }
+    std::vector<uint8_t> older =
+        rewrite(*bytes, [](detail::FileHeader &header, auto &) {
+          header.versionMinor = detail::kFormatVersionMinorGridSample;
+        });
+    EXPECT_THAT(Plan::loadFromMemory(older.data(), older.size()).status(),
+                StatusHas("is a Gather that widens its table, which needs "
+                          "format 1.19, but the file is version 1.18"));
+  }
+  // Only a weight table widens: a bf16 input is a type error.
+  auto r = runStep(OpKind::Gather,
+                   {Value::of(DType::BF16, {2, 2}, std::vector<uint16_t>(4)),
+                    i64({1}, {1})},
+                   {{DType::F32, {1, 2}}}, axisAttrs(0));
+  EXPECT_THAT(r.status(), StatusHas("widens only a weight table"));
 }
 
 TEST(GatherElements, PicksAlongAxis) {
