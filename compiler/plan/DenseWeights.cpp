@@ -54,21 +54,25 @@ bool isDenseProductUse(OpOperand &use) {
          !feedsRouter(matMul.getResult());
 }
 
-/// Whether constant `op` is a dense matrix --weight-dtype may narrow,
-/// whatever --keep-f32 says.
-bool isDenseMatrix(moe::ConstantOp op) {
+/// Whether constant `op` is a used f32 matrix of at least
+/// kMinNarrowedDenseElements whose values are not a splat (a splat is a
+/// folded value, not a trained matrix).
+bool isTrainedMatrix(moe::ConstantOp op) {
   auto type = cast<RankedTensorType>(op.getType());
   if (type.getRank() != 2 || !type.getElementType().isF32() ||
       !type.hasStaticShape() ||
-      type.getNumElements() < kMinNarrowedDenseElements)
+      type.getNumElements() < kMinNarrowedDenseElements || op->use_empty())
     return false;
-  // A splat is a folded value, not a trained matrix.
-  if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
-      dense && dense.isSplat())
-    return false;
-  return !op->use_empty() && llvm::all_of(op->getUses(), [](OpOperand &use) {
-    return isDenseProductUse(use);
-  });
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  return !dense || !dense.isSplat();
+}
+
+/// Whether constant `op` is a dense matrix --weight-dtype may narrow,
+/// whatever --keep-f32 says.
+bool isDenseMatrix(moe::ConstantOp op) {
+  return isTrainedMatrix(op) && llvm::all_of(op->getUses(), [](OpOperand &use) {
+           return isDenseProductUse(use);
+         });
 }
 
 /// Whether constant `op` is an embedding table bf16 / f16 may narrow: an f32
@@ -76,18 +80,11 @@ bool isDenseMatrix(moe::ConstantOp op) {
 /// rows read (a table tied to the output layer is read by a MatMul too and
 /// stays f32), whatever --keep-f32 says.
 bool isEmbeddingTable(moe::ConstantOp op) {
-  auto type = cast<RankedTensorType>(op.getType());
-  if (type.getRank() != 2 || !type.getElementType().isF32() ||
-      !type.hasStaticShape() ||
-      type.getNumElements() < kMinNarrowedDenseElements)
-    return false;
-  if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
-      dense && dense.isSplat())
-    return false;
-  return !op->use_empty() && llvm::all_of(op->getUses(), [](OpOperand &use) {
-    auto gather = dyn_cast<moe::GatherOp>(use.getOwner());
-    return gather && use.getOperandNumber() == 0 && gather.getAxis() == 0;
-  });
+  return isTrainedMatrix(op) && llvm::all_of(op->getUses(), [](OpOperand &use) {
+           auto gather = dyn_cast<moe::GatherOp>(use.getOwner());
+           return gather && use.getOperandNumber() == 0 &&
+                  gather.getAxis() == 0;
+         });
 }
 
 } // namespace
