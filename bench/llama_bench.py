@@ -3,7 +3,7 @@
 
   .venv-export-v5/bin/python bench/llama_bench.py [--threads 1,2]
       [--prompt 64] [--gen 32] [--reps 3] [--rounds 3]
-      [--dtypes f32,bf16,int8] [--build build] [--models bench/models/llama]
+      [--dtypes f32,bf16,int8,int4,int4a8] [--build build] [--models bench/models/llama]
       [--llama-dir bench/models/llamacpp]
       [--decode-only [--moe-run NAME=PATH ...]]
 
@@ -26,7 +26,7 @@ shared machine are noise). It does, once, into --models (git-ignored):
    peer) and this script's greedy tool
    (llama_greedy.c, a few calls of llama.h), and the GGUFs of llama.cpp's own
    convert_hf_to_gguf.py (its gguf-py from the same sdist) at f32, f16,
-   bf16 and q8_0.
+   bf16 and q8_0, and q4_0 by its llama-quantize from the f32 one.
 
 Then, in one run: checks that both engines generate the same greedy ids at
 f32 (fails loudly if not), measures the machine's read bandwidth (numpy:
@@ -37,7 +37,8 @@ P --max-new-tokens G --threads T` on every plan, keeping each one's best,
 and prints pp (prompt tokens/s) and tg (generated tokens/s) of both and
 their ratios (moe-run over llama.cpp: above 1, moe-run is faster) for the
 pairs f32/f32,
-bf16/f16, bf16/bf16 and int8/q8_0, the bytes one decode step reads (the
+bf16/f16, bf16/bf16, int8/q8_0 and int4/q4_0 (moe-run's int4 with f32
+and with int8 activations, `int4a8`), the bytes one decode step reads (the
 model's weights that a token touches: every dense matrix and the top-k
 experts of each layer, at each side's stored size) over the tg time as a
 share of the measured bandwidth, and the ISA each side used (llama.cpp's
@@ -71,9 +72,19 @@ CONFIG = dict(vocab_size=4096, hidden_size=1024, intermediate_size=2816,
               num_key_value_heads=4, num_local_experts=8,
               num_experts_per_tok=2, max_position_embeddings=2048,
               bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
-LLAMA_TYPES = ("f32", "f16", "bf16", "q8_0")
-# Pairs compared: moe-run dtype, llama.cpp type.
-PAIRS = (("f32", "f32"), ("bf16", "f16"), ("bf16", "bf16"), ("int8", "q8_0"))
+LLAMA_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+# llama.cpp's converter writes no q4_0: llama-quantize makes it from f32.
+QUANTIZED_TYPES = ("q4_0",)
+# Pairs compared: moe-run dtype, llama.cpp type. int4a8 is --weight-dtype
+# int4 --int8-activations, the arithmetic of q4_0 x q8_0.
+PAIRS = (("f32", "f32"), ("bf16", "f16"), ("bf16", "bf16"), ("int8", "q8_0"),
+         ("int4", "q4_0"), ("int4a8", "q4_0"))
+# moec compile's flags for each moe-run dtype.
+PLAN_FLAGS = {"f32": [], "bf16": ["--weight-dtype", "bf16"],
+              "f16": ["--weight-dtype", "f16"],
+              "int8": ["--weight-dtype", "int8"],
+              "int4": ["--weight-dtype", "int4"],
+              "int4a8": ["--weight-dtype", "int4", "--int8-activations"]}
 
 
 def run(cmd, **kwargs):
@@ -150,9 +161,8 @@ def compile_plans(args, decode, prefill, dtypes):
     for dtype in dtypes:
         plan = os.path.join(args.models, f"mixtral_{dtype}.plan")
         if not os.path.exists(plan):
-            extra = [] if dtype == "f32" else ["--weight-dtype", dtype]
             run(nice([moec, "compile", decode, "--prefill", prefill,
-                      "--max-seq", "1024", "-o", plan] + extra))
+                      "--max-seq", "1024", "-o", plan] + PLAN_FLAGS[dtype]))
         plans[dtype] = plan
     return plans
 
@@ -188,7 +198,8 @@ def build_llama(args, src):
     build = os.path.join(args.llama_dir, "build")
     bench = os.path.join(build, "bin", "llama-bench")
     server = os.path.join(build, "bin", "llama-server")
-    if not os.path.exists(bench) or not os.path.exists(server):
+    quantize = os.path.join(build, "bin", "llama-quantize")
+    if not all(map(os.path.exists, (bench, server, quantize))):
         flags = []
         cpu = open("/proc/cpuinfo").read()
         if "amx_tile" in cpu:
@@ -199,7 +210,8 @@ def build_llama(args, src):
                   "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=ON",
                   "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF",
                   "-DGGML_CCACHE=OFF"] + flags), stdout=subprocess.DEVNULL)
-        run(nice(["ninja", "-C", build, "llama-bench", "llama-server"]))
+        run(nice(["ninja", "-C", build, "llama-bench", "llama-server",
+                  "llama-quantize"]))
     greedy = os.path.join(build, "bin", "llama_greedy")
     if not os.path.exists(greedy):
         run(nice(["cc", "-O2", os.path.join(ROOT, "bench", "llama_greedy.c"),
@@ -217,7 +229,12 @@ def convert(args, src, hf_dir):
          os.path.join(args.llama_dir, "pydeps")]))
     for outtype in LLAMA_TYPES:
         gguf = os.path.join(args.models, f"mixtral_{outtype}.gguf")
-        if not os.path.exists(gguf):
+        if not os.path.exists(gguf) and outtype in QUANTIZED_TYPES:
+            quantize = os.path.join(args.llama_dir, "build", "bin",
+                                    "llama-quantize")
+            run(nice([quantize, ggufs["f32"], gguf, outtype]),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elif not os.path.exists(gguf):
             run(nice([sys.executable, os.path.join(src, "convert_hf_to_gguf.py"),
                       hf_dir, "--outtype", outtype, "--outfile", gguf]),
                 env=env, stdout=subprocess.DEVNULL)
@@ -231,8 +248,8 @@ def convert(args, src, hf_dir):
 
 
 # The steps of dense matrices: MatMul and Gemm (f32), Linear (narrowed,
-# `moec compile --weight-dtype`).
-DENSE_OPS = ("MatMul", "Gemm", "Linear")
+# `moec compile --weight-dtype`), MatMulNBits (int4).
+DENSE_OPS = ("MatMul", "Gemm", "Linear", "MatMulNBits")
 
 
 def step_bytes(args, plan):
@@ -440,7 +457,7 @@ def main():
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--gen", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--dtypes", default="f32,bf16,int8")
+    parser.add_argument("--dtypes", default="f32,bf16,int8,int4,int4a8")
     parser.add_argument("--rounds", type=int, default=3,
                         help="runs of each engine (with --decode-only: of "
                              "each moe-run binary), in turns; the best is "

@@ -22,6 +22,7 @@
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/DenseWeights.h"
 #include "compiler/plan/Generation.h"
+#include "compiler/plan/Int4Weights.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Provenance.h"
 #include "compiler/verify/RewriteValidator.h"
@@ -183,13 +184,37 @@ LogicalResult moec::checkArenaSize(ModuleOp module, const CompileFlags &flags) {
 /// against `module`'s MoE layers.
 /// Marks the dense matrices that stay f32 though --weight-dtype narrows:
 /// those --keep-f32 names, and every one for the CUDA target (which has no
-/// Linear step).
+/// Linear step); then, with --weight-dtype int4, quantizes the others,
+/// says how many with --verbose and adds it to `report`.
 static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
-                                     const CompileFlags &flags) {
-  if (*flags.weights.getExpertWeightType() == moec::plan::ExpertWeightType::F32)
+                                     const CompileFlags &flags,
+                                     llvm::json::Object &report) {
+  if (!flags.weights.narrows())
     return success();
-  return moec::plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
-                                          flags.target.isCuda());
+  if (failed(moec::plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
+                                              flags.target.isCuda())))
+    return failure();
+  if (!flags.weights.isInt4())
+    return success();
+  moec::plan::Int4Options int4;
+  int4.int8Activations = flags.weights.int8Activations;
+  FailureOr<moec::plan::Int4Summary> summary =
+      moec::plan::quantizeWeightsToInt4(modules, int4);
+  if (failed(summary))
+    return failure();
+  if (flags.report.verbose)
+    llvm::errs() << llvm::formatv(
+        "moec: int4 in blocks of {0} ({1} activations): {2} dense matrices, "
+        "{3} routed expert networks\n",
+        int4.blockSize, int4.int8Activations ? "int8" : "f32",
+        summary->denseMatrices, summary->expertNetworks);
+  report["expert_weight_dtype"] = "int4";
+  report["int4"] =
+      llvm::json::Object{{"block_size", int4.blockSize},
+                         {"int8_activations", int4.int8Activations},
+                         {"dense_matrices", summary->denseMatrices},
+                         {"expert_networks", summary->expertNetworks}};
+  return success();
 }
 
 static FailureOr<moec::plan::TierOptions>
@@ -382,7 +407,9 @@ int moec::runCompile(CompileFlags flags) {
     if (failed(pm.run(*module)))
       return kFailure;
     progress.done();
-    if (!options.simplifyOnly && failed(keepWeightsWide({*module}, flags)))
+    llvm::json::Object weightReport;
+    if (!options.simplifyOnly &&
+        failed(keepWeightsWide({*module}, flags, weightReport)))
       return kFailure;
     if (!options.simplifyOnly && failed(checkArenaSize(*module, flags)))
       return kFailure;
@@ -394,7 +421,7 @@ int moec::runCompile(CompileFlags flags) {
     // A tiered plan's report lists its tiers, read back from the plan.
     if (!report.report.empty() && flags.tiers.deviceMemory.empty() &&
         failed(plan::writeReport(*module, opsBefore, report.report,
-                                 expertWeights)))
+                                 expertWeights, std::move(weightReport))))
       return kFailure;
     opsBeforeTiers = std::move(opsBefore);
   }
@@ -650,13 +677,13 @@ static int runGenerationCompile(const CompileFlags &flags) {
   SmallVector<ModuleOp, 2> modules = {*decode};
   if (prefill)
     modules.push_back(*prefill);
-  if (failed(keepWeightsWide(modules, flags)))
+  llvm::json::Object generationReport;
+  if (failed(keepWeightsWide(modules, flags, generationReport)))
     return kFailure;
   if (report.verbose)
     plan::printMoeLayers(*decode, llvm::errs(), expertWeights);
-  llvm::json::Object generationReport{
-      {"generation",
-       getGenerationReport(*sig, *decode, prefill ? *prefill : ModuleOp())}};
+  generationReport["generation"] =
+      getGenerationReport(*sig, *decode, prefill ? *prefill : ModuleOp());
   // A tiered plan's report lists its tiers, read back from the plan.
   if (!report.report.empty() && !deviceMemoryBytes &&
       failed(plan::writeReport(*decode, opsBefore, report.report, expertWeights,

@@ -20,6 +20,7 @@
 #include "compiler/plan/CompilePipeline.h"
 #include "compiler/plan/DenseWeights.h"
 #include "compiler/plan/Generation.h"
+#include "compiler/plan/Int4Weights.h"
 #include "compiler/plan/Multimodal.h"
 #include "compiler/verify/RewriteValidator.h"
 #include "moert/moert.h"
@@ -155,12 +156,17 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   plan::pruneFeeds(stages);
   // --weight-dtype narrows the dense matrices of every graph but those
   // --keep-f32 names.
-  if (expertWeights != plan::ExpertWeightType::F32) {
+  if (flags.weights.narrows()) {
     SmallVector<ModuleOp> modules = {*decode};
     for (plan::StageGraph &stage : stages)
       modules.push_back(stage.module);
     if (failed(plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
                                           /*cuda=*/false)))
+      return kFailure;
+    plan::Int4Options int4;
+    int4.int8Activations = flags.weights.int8Activations;
+    if (flags.weights.isInt4() &&
+        failed(plan::quantizeWeightsToInt4(modules, int4)))
       return kFailure;
   }
   if (flags.report.verbose)

@@ -203,9 +203,19 @@ static cl::opt<std::string> weightDtype(
              "/ f16 (rounded to nearest even; biases, norms and every other "
              "tensor stay f32; products compute in f32), or int8 (symmetric "
              "per output channel with f32 scales; "
-             "CPU target); default: f32"),
-    cl::value_desc("f32|bf16|f16|int8"), cl::init("f32"),
+             "CPU target), or int4 (routed experts and dense matrices in "
+             "blocks of 32 inputs with an f32 scale, as llama.cpp's q4_0; "
+             "shared experts and embeddings stay f32; CPU target); "
+             "default: f32"),
+    cl::value_desc("f32|bf16|f16|int8|int4"), cl::init("f32"),
     cl::sub(compileCommand), cl::cat(getMoecCategory()));
+static cl::opt<bool> int8Activations(
+    "int8-activations",
+    cl::desc("With --weight-dtype int4: quantize the activations of the int4 "
+             "products to int8 per block of 32 and multiply integers "
+             "(onnxruntime's accuracy_level 4, llama.cpp's q8_0 "
+             "activations), instead of computing in f32"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(getMoecCategory()));
 static cl::list<std::string> keepF32(
     "keep-f32",
     cl::desc("With --weight-dtype: keep the dense matrices f32 whose "
@@ -315,6 +325,7 @@ CompileFlags getCompileFlags() {
   flags.weights.weightDtype = weightDtype;
   flags.weights.weightDtypeGiven = weightDtype.getNumOccurrences() > 0;
   flags.weights.keepF32.assign(keepF32.begin(), keepF32.end());
+  flags.weights.int8Activations = int8Activations;
   flags.tiers.deviceMemory = deviceMemory;
   flags.tiers.prefetch = tierPrefetch;
   flags.validation.enabled = !noVerifyRewrites;
@@ -455,20 +466,24 @@ WeightOptions::getExpertWeightType() const {
       .Case("bf16", plan::ExpertWeightType::BF16)
       .Case("f16", plan::ExpertWeightType::F16)
       .Case("int8", plan::ExpertWeightType::I8)
+      .Case("int4", plan::ExpertWeightType::F32)
       .Default(std::nullopt);
 }
 
 std::string WeightOptions::verify(const TargetOptions &target) const {
   std::optional<plan::ExpertWeightType> type = getExpertWeightType();
   if (!type)
-    return "--weight-dtype must be f32, bf16, f16 or int8, not '" +
+    return "--weight-dtype must be f32, bf16, f16, int8 or int4, not '" +
            weightDtype + "'";
-  if (*type == plan::ExpertWeightType::I8 && target.isCuda())
-    return "--weight-dtype int8 runs on the CPU backend only; use bf16 or "
-           "f16 with --target cuda";
-  if (!keepF32.empty() && *type == plan::ExpertWeightType::F32)
+  if ((*type == plan::ExpertWeightType::I8 || isInt4()) && target.isCuda())
+    return "--weight-dtype " + weightDtype +
+           " runs on the CPU backend only; use bf16 or f16 with --target cuda";
+  if (!keepF32.empty() && !narrows())
     return "--keep-f32 keeps matrices that --weight-dtype would narrow; it "
-           "needs --weight-dtype bf16, f16 or int8";
+           "needs --weight-dtype bf16, f16, int8 or int4";
+  if (int8Activations && !isInt4())
+    return "--int8-activations quantizes the activations of int4 products; "
+           "it needs --weight-dtype int4";
   for (const std::string &name : keepF32)
     if (name.empty())
       return "--keep-f32 has an empty name";
@@ -479,6 +494,17 @@ std::string WeightOptions::verify(const OutputOptions &output) const {
   if (output.emit == "mlir" && weightDtypeGiven)
     return "--weight-dtype sets how a plan stores the expert weights; it "
            "needs --emit plan or planned-mlir";
+  return "";
+}
+
+std::string WeightOptions::verify(const ParallelOptions &parallel,
+                                  const TierFlags &tiers) const {
+  if (isInt4() && parallel.devices > 1)
+    return "--weight-dtype int4 does not quantize expert-parallel plans yet; "
+           "drop --devices or use --weight-dtype int8";
+  if (isInt4() && !tiers.deviceMemory.empty())
+    return "--weight-dtype int4 does not tier its experts yet; drop "
+           "--device-memory or use --weight-dtype int8";
   return "";
 }
 
@@ -538,6 +564,9 @@ std::string CompileFlags::verifyOnePass() const {
            +[](const CompileFlags &f) { return f.parallel.verify(f.output); },
            +[](const CompileFlags &f) { return f.weights.verify(f.target); },
            +[](const CompileFlags &f) { return f.weights.verify(f.output); },
+           +[](const CompileFlags &f) {
+             return f.weights.verify(f.parallel, f.tiers);
+           },
            +[](const CompileFlags &f) { return f.target.verify(f.output); },
            +[](const CompileFlags &f) { return f.verifyOutputPaths(); },
        })
@@ -562,6 +591,9 @@ std::string CompileFlags::verifyGeneration() const {
            +[](const CompileFlags &f) { return f.parallel.verify(); },
            +[](const CompileFlags &f) { return f.tiers.verify(f.parallel); },
            +[](const CompileFlags &f) { return f.weights.verify(f.target); },
+           +[](const CompileFlags &f) {
+             return f.weights.verify(f.parallel, f.tiers);
+           },
            +[](const CompileFlags &f) { return f.shapes.verify(); },
            +[](const CompileFlags &f) { return f.verifyOutputPaths(); },
        })
@@ -600,6 +632,8 @@ CompileFlags::getProvenanceFlags() const {
   flags.emplace_back("weight-dtype", weights.weightDtype);
   if (!weights.keepF32.empty())
     flags.emplace_back("keep-f32", llvm::join(weights.keepF32, ","));
+  if (weights.int8Activations)
+    flags.emplace_back("int8-activations", "1");
   flags.emplace_back("device-memory", tiers.deviceMemory);
   flags.emplace_back("prefetch", tiers.prefetch);
   return flags;

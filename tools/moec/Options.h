@@ -147,21 +147,36 @@ struct ParallelOptions {
   std::string verify(const OutputOptions &output) const;
 };
 
-/// How the plan stores its large matrices: --weight-dtype, --keep-f32.
+struct TierFlags;
+
+/// How the plan stores its large matrices: --weight-dtype, --keep-f32,
+/// --int8-activations.
 struct WeightOptions {
   std::string weightDtype = "f32";
   bool weightDtypeGiven = false;
   /// The names of dense matrices that stay f32 (plan::keepDenseWeightsWide).
   std::vector<std::string> keepF32;
+  /// --int8-activations (with --weight-dtype int4).
+  bool int8Activations = false;
 
-  /// --weight-dtype as an ExpertWeightType; nullopt for an unknown name.
+  /// --weight-dtype as the ExpertWeightType the plan writer narrows to;
+  /// nullopt for an unknown name. int4 is F32 there: its matrices are
+  /// block-quantized constants before the plan is written (isInt4).
   std::optional<plan::ExpertWeightType> getExpertWeightType() const;
+  /// Whether --weight-dtype is int4 (plan::quantizeWeightsToInt4).
+  bool isInt4() const { return weightDtype == "int4"; }
+  /// Whether --weight-dtype narrows any matrix.
+  bool narrows() const { return weightDtype != "f32"; }
   /// The usage error of an unknown --weight-dtype or of one `target` does
   /// not run, or "".
   std::string verify(const TargetOptions &target) const;
   /// The usage error of --weight-dtype on a model `output` does not plan,
   /// or "".
   std::string verify(const OutputOptions &output) const;
+  /// The usage error of --weight-dtype int4 with expert parallelism or
+  /// tiers (not supported yet), or "".
+  std::string verify(const ParallelOptions &parallel,
+                     const TierFlags &tiers) const;
 };
 
 /// Tiered experts: --device-memory, --prefetch.
