@@ -11,6 +11,8 @@ fixed seeds on the CPU, and one image plus a short prompt:
 - `OnnxExporter().export_for_generation()`: `language_model` (the prefill,
   taking `inputs_embeds`), `lm_head` and `decode` (it leaves the vision tower
   out, because `generate()` encodes the image before the first forward);
+  for Llama 4 on its text model, from `inputs_embeds`, with the rotary in
+  real arithmetic (llama4_generation_export);
 - `embed`: the token embedding (`get_input_embeddings()`) on its own.
 
 The graphs go to examples/zoo/vlm/out/<model>/<component>.onnx (weights
@@ -19,8 +21,10 @@ each vision graph, <component>.npz holds its inputs as the exporter's input
 preparer computes them for two image sizes (`<input>_g<i>`), and torch's
 outputs for them, so that a test can feed the index inputs (grid, segment
 bounds, patch positions, interpolation indices) and fresh random pixels.
-For a model whose language side exports, generate.npz holds torch's greedy
-`generate()` on prompts with one image (each image size) and without: the
+For every model, generate.npz holds torch's greedy `generate()` (Llama 4's:
+its text model's, on the embeddings of the model's parts, because its whole
+generate() fails in transformers 5.24) on prompts with one image (each
+image size) and without: the
 prompt's ids (`input_ids_<case>`), the vision graph's inputs for its image
 (`image_encoder.<input>_<case>`) and the new ids (`generated_<case>`).
 
@@ -149,8 +153,13 @@ class Llama4(Qwen3VlMoe):
     grids = (1, 1)
 
     def config(self):
+        # attention_chunk_size None: full attention in every layer. The tiny
+        # prompts are far shorter than a chunk, where chunked attention is
+        # full attention, and a chunked layer's cache carries a scalar
+        # window state (`_sliding_window_tensor`) through the exported
+        # prefill and decode that the plans' cache pairs do not model.
         text = dict(TEXT, intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
-                    attention_chunk_size=256, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+                    attention_chunk_size=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
         # The pixel shuffle's features (hidden * 4) go through the vision
         # adapter, whose input width is intermediate_size (as in the real
         # config: 1408 * 4 = 5632).
@@ -162,6 +171,21 @@ class Llama4(Qwen3VlMoe):
 
     def model_class(self):
         return transformers.Llama4ForConditionalGeneration
+
+    def embeddings(self, model, inputs):
+        """The language model's inputs_embeds for `inputs`, computed by the
+        model's parts as its forward does (which fails in transformers 5.24
+        after these ran): the vision model's last hidden state, flattened
+        over the tiles, through the projector, scattered over the image
+        tokens in order."""
+        ids = inputs["input_ids"]
+        with torch.no_grad():
+            embeds = model.get_input_embeddings()(ids)
+            if "pixel_values" in inputs:
+                features = model.vision_model(inputs["pixel_values"]).last_hidden_state
+                projected = model.multi_modal_projector(features.reshape(-1, features.shape[-1]))
+                embeds = embeds.masked_scatter((ids == model.config.image_token_id)[..., None], projected)
+        return embeds
 
     def inputs(self, tiles, gen):
         # pixel shuffle 0.5 halves both sides: (32/8)^2 / 4 = 4 tokens a tile.
@@ -369,6 +393,105 @@ def generation_reference(spec, model, out: Path, entry: dict):
     entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases}
 
 
+def llama4_rotary_pairs(self, x, position_ids):
+    """Llama4TextRotaryEmbedding.forward with each rotation as a (cos, sin)
+    pair, [batch, n, head_dim / 2, 2], instead of torch.polar's complex
+    number: the same angles (position times inverse frequency) and scale."""
+    angles = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
+    return torch.stack((angles.cos(), angles.sin()), dim=-1) * self.attention_scaling
+
+
+def llama4_apply_rotary_pairs(xq, xk, pairs):
+    """modeling_llama4.apply_rotary_emb in real arithmetic: each adjacent
+    pair (re, im) of a head's channels times (cos, sin) as complex numbers,
+    (re cos - im sin, re sin + im cos)."""
+    cos, sin = pairs[:, :, None, :, 0], pairs[:, :, None, :, 1]
+
+    def rotate(x):
+        pair = x.float().reshape(*x.shape[:-1], -1, 2)
+        re, im = pair[..., 0], pair[..., 1]
+        return torch.stack((re * cos - im * sin, re * sin + im * cos), dim=-1).flatten(3).type_as(x)
+
+    return rotate(xq), rotate(xk)
+
+
+@contextlib.contextmanager
+def llama4_real_rotary():
+    """Llama 4's text RoPE rewritten without complex numbers, which neither
+    dynamo nor the OnnxExporter exports (the same products in real
+    arithmetic; llama4_generation_export checks it against the model's own
+    forward)."""
+    from unittest import mock
+
+    from transformers.models.llama4 import modeling_llama4 as llama4
+
+    with mock.patch.object(llama4.Llama4TextRotaryEmbedding, "forward", llama4_rotary_pairs), \
+            mock.patch.object(llama4, "apply_rotary_emb", llama4_apply_rotary_pairs):
+        yield
+
+
+# |rewritten - torch| of the text model's logits, at most (x max(1, |torch|)).
+REWRITE_TOLERANCE = 1e-5
+
+
+def llama4_generation_export(model, sample, out: Path, record, entry: dict):
+    """Llama 4's language side: export_for_generation on the text model
+    (Llama4ForCausalLM) with the rotary in real arithmetic, from
+    inputs_embeds, since the whole model's generate() fails in transformers
+    5.24. Its prefill (logits included, no separate head) becomes
+    `language_model`, its decode `decode`. The rewrite is first checked
+    against the text model's own forward on a text-only prompt."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
+
+    lm = model.language_model
+    ids = torch.randint(0, lm.config.vocab_size, (1, 23), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        want = lm(input_ids=ids).logits
+        with llama4_real_rotary():
+            got = lm(input_ids=ids).logits
+    err = float((want - got).abs().max())
+    scale = max(1.0, float(want.abs().max()))
+    entry["real_rotary_vs_torch"] = {"max_abs": err, "scale": scale, "ok": err <= REWRITE_TOLERANCE * scale}
+    if not entry["real_rotary_vs_torch"]["ok"]:
+        raise RuntimeError(f"the real-arithmetic rotary differs from torch's by {err} (scale {scale})")
+    tmp = out / ".generation"
+    try:
+        with quiet(), llama4_real_rotary():
+            OnnxExporter().export_for_generation(lm, sample, config=OnnxConfig(dynamic=True)).save_pretrained(str(tmp))
+        for src, name in (("prefill", "language_model"), ("decode", "decode")):
+            record(name, lambda p, s=tmp / f"{src}.onnx": save_inline(s, p))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pieces_generation_reference(spec, model, out: Path, entry: dict):
+    """generate.npz for a model whose own generate() fails (Llama 4): the
+    same cases as generation_reference, with torch's greedy ids from the
+    text model's generate() on the embeddings the model's parts give
+    (spec.embeddings), and the vision graph's input for each image."""
+    arrays, cases = {}, {}
+    gen = torch.Generator().manual_seed(300)
+    text = torch.tensor([[1, 2, 7, 9, 5, 6, 3]])
+    for case, grid in [(f"g{g}", grid) for g, grid in enumerate(spec.grids)] + [("text", None)]:
+        inputs = dict(input_ids=text) if grid is None else spec.inputs(grid, gen)
+        prompt_ids = inputs["input_ids"]
+        embeds = spec.embeddings(model, inputs)
+        with torch.no_grad():
+            ids = model.language_model.generate(inputs_embeds=embeds, attention_mask=torch.ones_like(prompt_ids),
+                                                max_new_tokens=GENERATE_TOKENS, do_sample=False,
+                                                eos_token_id=None, pad_token_id=0)
+        if grid is not None:
+            arrays[f"image_encoder.pixel_values_{case}"] = inputs["pixel_values"].numpy()
+        arrays[f"input_ids_{case}"] = prompt_ids.numpy()
+        # generate() from inputs_embeds returns the new ids only.
+        arrays[f"generated_{case}"] = ids[:, -GENERATE_TOKENS:].numpy()
+        cases[case] = {"prompt_tokens": int(prompt_ids.shape[1]), "grid": grid,
+                       "generated": arrays[f"generated_{case}"][0].tolist()}
+    np.savez_compressed(out / "generate.npz", **arrays)
+    entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases,
+                         "how": "the text model's generate() on the embeddings of the model's parts"}
+
+
 class Embed(torch.nn.Module):
     """The token embedding as input_ids -> inputs_embeds."""
 
@@ -425,6 +548,17 @@ def export_model(spec, results: dict):
     record("embed", lambda p: export_component(Embed(model.get_input_embeddings()), {"input_ids": ids}, p))
 
     # The language side: export_for_generation.
+    if hasattr(spec, "embeddings"):
+        try:
+            sample_embeds = dict(inputs_embeds=spec.embeddings(model, sample),
+                                 attention_mask=torch.ones_like(sample["input_ids"]))
+            llama4_generation_export(model, sample_embeds, out, record, entry)
+            pieces_generation_reference(spec, model, out, entry)
+            print(f"  generate: {entry['generate']['cases']}")
+        except Exception as e:
+            entry["export_for_generation_failed"] = failure(e)
+            print(f"  language side fails: {entry['export_for_generation_failed']['error'][:300]}")
+        return
     tmp = out / ".generation"
     try:
         with quiet():
