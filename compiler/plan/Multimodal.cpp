@@ -2,6 +2,7 @@
 
 #include "compiler/plan/Multimodal.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "dialects/moe/MoeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -62,6 +63,61 @@ FailureOr<std::string> onlyOutput(const StageGraph &stage, func::FuncOp func,
          failure();
 }
 
+/// Makes input `index` of `func`, an f32 [m, W], take `from` (f32
+/// [b, t, W]) instead, flattened to [b * t, W] in front of its uses: the
+/// view(-1, W) the model applies between its vision encoder and projector
+/// (Llama 4's), which neither exported graph holds.
+void takeFlattened(func::FuncOp func, unsigned index, RankedTensorType from) {
+  BlockArgument arg = func.getArgument(index);
+  Type flat = arg.getType();
+  arg.setType(from);
+  OpBuilder builder = OpBuilder::atBlockBegin(&func.getBody().front());
+  Value rows =
+      moe::FlattenOp::create(builder, arg.getLoc(), flat, arg, /*axis=*/2);
+  arg.replaceAllUsesExcept(rows, rows.getDefiningOp());
+  // Its symbols are the encoder output's now, not the exporter's names.
+  func.removeArgAttr(index, "moe.dim_params");
+  SmallVector<Type> types(func.getBody().getArgumentTypes());
+  func.setFunctionType(
+      FunctionType::get(func.getContext(), types, func.getResultTypes()));
+}
+
+/// Feeds every input of `stage`, a Vision stage after `previous`, the one
+/// f32 output of `previous` that fits it: as it is, or flattened from
+/// [b, t, W] to its [m, W].
+LogicalResult feedFromPrevious(StageGraph &stage, int previousIndex,
+                               const StageGraph &previous) {
+  func::FuncOp func = getMainFunc(stage.module);
+  func::FuncOp from = getMainFunc(previous.module);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    std::string name = getArgName(func, i);
+    SmallVector<unsigned> fits;
+    for (unsigned r = 0; r < from.getNumResults(); ++r) {
+      auto out = dyn_cast<RankedTensorType>(from.getResultTypes()[r]);
+      if (out && type.getElementType().isF32() &&
+          out.getElementType().isF32() &&
+          (out.getRank() == type.getRank() ||
+           (type.getRank() == 2 && out.getRank() == 3)) &&
+          out.getDimSize(out.getRank() - 1) == lastDim(type))
+        fits.push_back(r);
+    }
+    if (fits.size() != 1)
+      return errorAt(func.getContext(), stage.path)
+                 << "input '" << name << "' of the " << stage.name
+                 << " graph is fed from the " << previous.name
+                 << " graph's outputs, but " << fits.size()
+                 << " of them are f32 of its width (one is needed)",
+             failure();
+    auto out = cast<RankedTensorType>(from.getResultTypes()[fits.front()]);
+    if (out.getRank() != type.getRank())
+      takeFlattened(func, i, out);
+    stage.feeds.push_back({name, fb::FeedKind::StageOutput, previousIndex,
+                           getResultName(from, fits.front())});
+  }
+  return success();
+}
+
 } // namespace
 
 std::vector<std::string> getDecodeTokenFeeds(ModuleOp decode) {
@@ -87,11 +143,12 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
   MLIRContext *context = decode.getContext();
   MultimodalSignature mm;
   mm.imageTokenId = config.imageTokenId;
-  mm.spatialMergeSize = config.spatialMergeSize;
+  mm.spatialMergeSize = std::max<int64_t>(1, config.spatialMergeSize);
   int embed = -1, prefill = -1, head = -1, vision = -1;
   for (auto [index, stage] : llvm::enumerate(stages)) {
     int i = static_cast<int>(index);
-    if (stage.role == fb::StageRole::Vision && vision < 0)
+    // The last Vision stage gives the features (after a projector).
+    if (stage.role == fb::StageRole::Vision)
       vision = i;
     if (stage.role == fb::StageRole::Embed)
       embed = i;
@@ -126,10 +183,17 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
     return failure();
   int64_t width = lastDim(embedFunc.getResultTypes()[0]);
 
-  // The vision encoder: every input is the caller's; the features are the
-  // output of the language model's width (`pooler_output` where several).
+  // The vision encoder (the first Vision stage): every input is the
+  // caller's; a later one (a projector) reads the stage before it. The
+  // features are the last one's output of the language model's width
+  // (`pooler_output` where several).
   StageGraph &visionStage = stages[vision];
   func::FuncOp visionFunc = getMainFunc(visionStage.module);
+  for (int v = 1; v <= vision; ++v)
+    if (failed(feedFromPrevious(stages[v], v - 1, stages[v - 1])))
+      return failure();
+  StageGraph &encoder = stages[0];
+  func::FuncOp encoderFunc = getMainFunc(encoder.module);
   SmallVector<unsigned> wide;
   for (unsigned i = 0; i < visionFunc.getNumResults(); ++i)
     if (isType(visionFunc.getResultTypes()[i], 2, isF32) &&
@@ -146,10 +210,10 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                   "'pooler_output')",
            failure();
   mm.imageFeaturesStage = vision;
-  for (unsigned i = 0; i < visionFunc.getNumArguments(); ++i) {
-    std::string name = getArgName(visionFunc, i);
-    visionStage.feeds.push_back({name, fb::FeedKind::Given, -1, ""});
-    auto type = cast<RankedTensorType>(visionFunc.getArgument(i).getType());
+  for (unsigned i = 0; i < encoderFunc.getNumArguments(); ++i) {
+    std::string name = getArgName(encoderFunc, i);
+    encoder.feeds.push_back({name, fb::FeedKind::Given, -1, ""});
+    auto type = cast<RankedTensorType>(encoderFunc.getArgument(i).getType());
     // The grid: i64 [images, 3] named as such.
     if (type.getRank() == 2 && isI64(type.getElementType()) &&
         StringRef(name).contains_insensitive("grid")) {
@@ -157,26 +221,39 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
       mm.maxImages = type.isDynamicDim(0) ? 0 : type.getDimSize(0);
     }
   }
-  if (mm.imageGrid.empty())
-    return errorAt(context, visionStage.path)
-               << "the vision encoder has no image grid input (i64 [images, "
-                  "3] named '*grid*'), which the position rule reads",
-           failure();
-
   // The language model.
   StageGraph &lm = stages[prefill];
   func::FuncOp lmFunc = getMainFunc(lm.module);
+  bool positions = false;
   for (unsigned i = 0; i < lmFunc.getNumArguments(); ++i) {
     std::string name = getArgName(lmFunc, i);
     Type type = lmFunc.getArgument(i).getType();
     StageFeed feed{name, fb::FeedKind::Given, -1, ""};
     if (isType(type, 3, isF32)) {
       feed = {name, fb::FeedKind::MergedEmbeddings, embed, *embeds};
+    } else if (isType(type, 2, isI64) &&
+               StringRef(name).contains_insensitive("position")) {
+      // [1, n]: the tokens' indices (no position rows).
+      feed.kind = fb::FeedKind::Positions;
+      positions = true;
     } else if (isType(type, 3, isI64) &&
                StringRef(name).contains_insensitive("position")) {
       feed.kind = fb::FeedKind::Positions;
+      positions = true;
       auto ranked = cast<RankedTensorType>(type);
       int64_t rows = ranked.getDimSize(0);
+      if (mm.imageGrid.empty())
+        return errorAt(context, encoder.path)
+                   << "the vision encoder has no image grid input (i64 "
+                      "[images, 3] named '*grid*'), which the M-RoPE "
+                      "positions of the language model read",
+               failure();
+      if (config.spatialMergeSize < 1)
+        return errorAt(context, lm.path)
+                   << "positions '" << name
+                   << "' are M-RoPE's, but config.json has no "
+                      "vision_config.spatial_merge_size",
+               failure();
       if (config.mropeSections != 3 || (rows != 3 && rows != 4))
         return errorAt(context, lm.path)
                    << "positions '" << name << "' have "
@@ -219,9 +296,10 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
              failure();
     lm.feeds.push_back(std::move(feed));
   }
-  if (mm.positionRows.empty())
+  if (!positions)
     return errorAt(context, lm.path)
-               << "the language model takes no positions (i64 [r, 1, n])",
+               << "the language model takes no positions (i64 [1, n] or "
+                  "[r, 1, n] named '*position*')",
            failure();
   // Its caches start the decode's; the other output is the hidden states.
   std::vector<std::string> caches;
@@ -247,8 +325,8 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                  << "the head takes the hidden states (one f32 [1, n, H] "
                     "input)",
              failure();
-    headStage.feeds.push_back(
-        {getArgName(headFunc, 0), fb::FeedKind::LastPosition, prefill, *hidden});
+    headStage.feeds.push_back({getArgName(headFunc, 0),
+                               fb::FeedKind::LastPosition, prefill, *hidden});
     FailureOr<std::string> logits = onlyOutput(headStage, headFunc);
     if (failed(logits))
       return failure();

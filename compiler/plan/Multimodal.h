@@ -30,8 +30,10 @@ namespace moec::plan {
 /// What the model's config says (config.json, read by the tool).
 struct MultimodalConfig {
   int64_t imageTokenId = -1;
+  /// vision_config.spatial_merge_size; 0 where the config has none.
   int64_t spatialMergeSize = 0;
-  /// The number of M-RoPE sections (mrope_section): 3 for (t, h, w).
+  /// The number of M-RoPE sections (mrope_section): 3 for (t, h, w); 0
+  /// where the config has none.
   size_t mropeSections = 0;
 };
 
@@ -75,8 +77,14 @@ std::vector<std::string> getDecodeTokenFeeds(mlir::ModuleOp decode);
 /// Finds every stage's feeds (`stages` in order: Vision ones, Embed,
 /// Prefill, then an optional Head), the table's names and the position
 /// rule, and sets `sig`'s pairs' prefill outputs to the Prefill stage's.
-/// Reports, at the graph's file, an input no feed fits, an output that
-/// cannot be told apart, or a config the rule cannot follow.
+/// A Vision stage after the first (a projector) reads the one output of
+/// the stage before it that fits each input; where that output is
+/// [b, t, W] and the input [m, W], the input is made to take it and
+/// flatten it (the model's view(-1, W) between the two graphs). Positions
+/// i64 [1, n] are the tokens' indices (no rows); [3 or 4, 1, n] M-RoPE's,
+/// which need the config's fields and a grid input. Reports, at the
+/// graph's file, an input no feed fits, an output that cannot be told
+/// apart, or a config the rule cannot follow.
 mlir::FailureOr<MultimodalSignature>
 findMultimodalSignature(std::vector<StageGraph> &stages, mlir::ModuleOp decode,
                         llvm::StringRef decodePath,

@@ -513,8 +513,12 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                              !program.generation->batch_blocker.empty());
   bool batchWindows =
       program.generation && !program.generation->batch_windows.empty();
+  bool indexPositions =
+      program.multimodal && (program.multimodal->position_rows.empty() ||
+                             program.multimodal->image_grid.empty());
   header.versionMinor =
-      wideningGather       ? detail::kFormatVersionMinorWideningGather
+      indexPositions       ? detail::kFormatVersionMinorIndexPositions
+      : wideningGather     ? detail::kFormatVersionMinorWideningGather
       : gridSample         ? detail::kFormatVersionMinorGridSample
       : program.multimodal ? detail::kFormatVersionMinorMultimodal
       : linear             ? detail::kFormatVersionMinorLinear

@@ -110,6 +110,12 @@ inline constexpr uint16_t kFormatVersionMinorGridSample = 18;
 /// embedding narrowed by `moec compile --weight-dtype`): written for plans
 /// with such a Gather, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorWideningGather = 19;
+/// 1.21 let a multimodal plan's position rule be the token's index
+/// (`Multimodal.position_rows` empty: i64 [1, n] positions, Llama 4's) and
+/// its vision inputs hold no grid (`image_grid` empty where no row needs
+/// one): written for multimodal plans with either, and the least a file
+/// with one may declare.
+inline constexpr uint16_t kFormatVersionMinorIndexPositions = 21;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

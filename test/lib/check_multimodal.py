@@ -13,7 +13,10 @@ reference for prompts with and without an image.
   the head on the last position; decode positions advancing from the
   largest plus one). The greedy ids must be equal and every step's logits
   within --rtol. The image prompts' inputs stay in W (`<case>.<input>.npy`)
-  with a few broken ones for the error tests (`bad.*.npy`).
+  with a few broken ones for the error tests (`bad.*.npy`). A --tiled
+  folder (with multi_modal_projector.onnx) is fed as Llama 4's: the
+  encoder's output flattened through the projector, the tokens' indices
+  as positions, the language model's own logits.
 - GEN.npz: export_vlm.py's generate.npz (torch's greedy generate()): the
   ids must be equal; the vision inputs are the saved ones the plan takes
   (`moec inspect --json`'s multimodal.given_inputs).
@@ -129,6 +132,57 @@ class OrtModel:
         return out, np.array(logits)
 
 
+class OrtTiledModel:
+    """The reference over gen_multimodal.py --tiled's folder: the encoder's
+    [1, m, W] output flattened to [m, W] through the projector, merged at
+    the image tokens; positions the tokens' indices; the language model
+    gives the logits."""
+
+    def __init__(self, folder):
+        import onnxruntime as ort
+
+        def session(name):
+            return ort.InferenceSession(os.path.join(folder, name + ".onnx"), providers=["CPUExecutionProvider"])
+
+        self.encoder, self.projector, self.embed, self.lm, self.decode = (
+            session(n) for n in ("image_encoder", "multi_modal_projector", "embed", "language_model", "decode"))
+
+    def generate(self, prompt, vision, tokens):
+        ids = np.array([prompt], np.int64)
+        mask = ids == IMAGE_TOKEN
+        embeds = self.embed.run(None, {"input_ids": ids})[0]
+        if mask.any():
+            features = self.encoder.run(None, vision)[0]
+            embeds[mask] = self.projector.run(None, {"image_features": features.reshape(-1, features.shape[-1])})[0]
+        positions = np.arange(len(prompt), dtype=np.int64)[None]
+        prompt_logits, cache = self.lm.run(None, {"position_ids": positions, "inputs_embeds": embeds})
+        logits = [prompt_logits[0, -1]]
+        out = [int(np.argmax(logits[-1]))]
+        for step in range(tokens - 1):
+            feeds = {"input_ids": np.array([[out[-1]]], np.int64),
+                     "position_ids": np.array([[len(prompt) + step]], np.int64),
+                     "input.cache.layers.0.keys": cache}
+            step_logits, cache = self.decode.run(None, feeds)
+            logits.append(step_logits[0, -1])
+            out.append(int(np.argmax(logits[-1])))
+        return out, np.array(logits)
+
+
+def tiled_cases(work):
+    """(name, prompt, vision inputs) of the --tiled folder: images of 24 and
+    8 patches (6 and 2 image tokens), a text-only prompt."""
+    rng = np.random.default_rng(12)
+    cases = []
+    for name, patches in (("g0", 24), ("g1", 8)):
+        pixels = rng.standard_normal([1, patches, 3]).astype(np.float32)
+        cases.append((name, [1, 2, 12] + [IMAGE_TOKEN] * (patches // 4) + [14, 5, 6], {"pixel_values": pixels}))
+    cases.append(("text", [1, 2, 7, 9, 5], {}))
+    for name, prompt, vision in cases:
+        for key, array in vision.items():
+            np.save(os.path.join(work, f"{name}.{key}.npy"), array)
+    return cases
+
+
 def synthetic_cases(work):
     """(name, prompt, vision inputs) of the tiny folder, and the broken
     inputs the error tests use."""
@@ -175,8 +229,9 @@ def main():
     given = set(info["given_inputs"])
     bad = 0
     if args.reference == "ort":
-        model = OrtModel(args.folder)
-        for name, prompt, vision in synthetic_cases(args.workdir):
+        tiled = os.path.exists(os.path.join(args.folder, "multi_modal_projector.onnx"))
+        model = OrtTiledModel(args.folder) if tiled else OrtModel(args.folder)
+        for name, prompt, vision in (tiled_cases if tiled else synthetic_cases)(args.workdir):
             want, want_logits = model.generate(prompt, vision, args.tokens)
             got, got_logits = generate(args, plan, prompt, {k: v for k, v in vision.items() if k in given},
                                        os.path.join(args.workdir, name), args.tokens)

@@ -4,6 +4,7 @@
 plan tests without torch:
 
     gen_multimodal.py OUT_DIR [--no-merge-size] [--rows 3]
+    gen_multimodal.py OUT_DIR --tiled
 
 - image_encoder.onnx: `hidden_states` [p, 3] patches, `grid_thw` [1, 3]
   (unread, as in the export) -> `pooler_output` [p / 4, H] (each 2 x 2
@@ -19,6 +20,18 @@ plan tests without torch:
   `input.cache.layers.0.keys`, `mm_token_type_ids` [1, 1] -> `logits` and
   the present cache;
 - config.json: image_token_id 13, spatial_merge_size 2, mrope_section.
+
+--tiled writes a folder laid out as examples/zoo/vlm/export_vlm.py leaves
+Llama 4 instead: no grid, no M-RoPE, a projector as a second vision graph:
+
+- image_encoder.onnx: `pixel_values` [1, p, 3] -> `last_hidden_state`
+  [1, p / 4, W] (W = 5: not the language model's width);
+- multi_modal_projector.onnx: `image_features` [m, W] -> `output` [m, H]
+  (the model flattens the encoder's output between the two graphs);
+- language_model.onnx: `position_ids` [1, n] (the tokens' indices),
+  `inputs_embeds` -> `logits` [1, n, V] (no separate head) and the cache;
+- decode.onnx: `input_ids`, `position_ids` [1, 1] and the cache;
+- config.json: image_token_index 13 and no M-RoPE fields.
 
 A token's vector is its embedding plus the sine of a linear map of its
 position rows plus the sum of the deepstack rows at image tokens (plus a term of its
@@ -77,6 +90,47 @@ def position_term(rows, n, prefix):
     ]
 
 
+def write_embed(out):
+    """embed.onnx: the token embedding."""
+    save([helper.make_node("Gather", ["embed_w", "input_ids"], ["output"])],
+         [value("input_ids", TensorProto.INT64, [1, "s70"])],
+         [value("output", TensorProto.FLOAT, [1, "s70", H])],
+         [init("embed_w", EMBED)], os.path.join(out, "embed.onnx"))
+
+
+def prompt_tail(hidden):
+    """The language model's nodes from the tokens' vectors `h` on: the
+    cache, and each vector plus a tenth of the running sum as `hidden`."""
+    return [
+        helper.make_node("Unsqueeze", ["h", "axis1"], ["cache.layers.0.keys"]),
+        helper.make_node("CumSum", ["h", "axis1s"], ["sum"]),
+        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
+        helper.make_node("Add", ["sum10", "h"], [hidden]),
+    ]
+
+
+def decode_tail():
+    """The decode's nodes from the new token's vector `h` on: appended to
+    the cache, a tenth of the cache's sum added, the head."""
+    return [
+        helper.make_node("Unsqueeze", ["h", "axis1"], ["new"]),
+        helper.make_node("Concat", ["input.cache.layers.0.keys", "new"], ["output.cache.layers.0.keys"], axis=2),
+        helper.make_node("ReduceSum", ["output.cache.layers.0.keys", "axis2"], ["sum"], keepdims=0),
+        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
+        helper.make_node("Add", ["sum10", "h"], ["last"]),
+        helper.make_node("MatMul", ["last", "head_w"], ["logits"]),
+    ]
+
+
+def decode_outputs(pos_w):
+    """The decode's outputs (logits, the present cache) and initializers."""
+    return ([value("logits", TensorProto.FLOAT, [1, 1, V]),
+             value("output.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53 + 1", H])],
+            [init("pos_w", pos_w), init("embed_w", EMBED), init("head_w", HEAD),
+             init("tenth", np.array(0.1, np.float32)),
+             init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64))])
+
+
 def write(out, rows):
     os.makedirs(out, exist_ok=True)
     pos_w = POS[:rows]
@@ -92,10 +146,7 @@ def write(out, rows):
          [init("vision_w", VISION), init("merger_w", MERGER),
           init("merge_shape", np.array([-1, 4 * H], np.int64))],
          os.path.join(out, "image_encoder.onnx"))
-    save([helper.make_node("Gather", ["embed_w", "input_ids"], ["output"])],
-         [value("input_ids", TensorProto.INT64, [1, "s70"])],
-         [value("output", TensorProto.FLOAT, [1, "s70", H])],
-         [init("embed_w", EMBED)], os.path.join(out, "embed.onnx"))
+    write_embed(out)
     # The language model over the prompt.
     save(position_term(rows, "s10", "") + [
         helper.make_node("Cast", ["visual_pos_masks"], ["maskf"], to=TensorProto.FLOAT),
@@ -104,10 +155,7 @@ def write(out, rows):
         helper.make_node("Mul", ["mask3", "deep"], ["deepterm"]),
         helper.make_node("Add", ["inputs_embeds", "pos"], ["h0"]),
         helper.make_node("Add", ["h0", "deepterm"], ["h"]),
-        helper.make_node("Unsqueeze", ["h", "axis1"], ["cache.layers.0.keys"]),
-        helper.make_node("CumSum", ["h", "axis1s"], ["sum"]),
-        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
-        helper.make_node("Add", ["sum10", "h"], ["last_hidden_state"])],
+        *prompt_tail("last_hidden_state")],
         [value("position_ids", TensorProto.INT64, [rows, 1, "s10"]),
          value("inputs_embeds", TensorProto.FLOAT, [1, "s10", H]),
          value("visual_pos_masks", TensorProto.BOOL, [1, "s10"]),
@@ -129,22 +177,72 @@ def write(out, rows):
         helper.make_node("Unsqueeze", ["typef", "axis2"], ["type3"]),
         helper.make_node("Add", ["e", "pos"], ["h0"]),
         helper.make_node("Add", ["h0", "type3"], ["h"]),
-        helper.make_node("Unsqueeze", ["h", "axis1"], ["new"]),
-        helper.make_node("Concat", ["input.cache.layers.0.keys", "new"], ["output.cache.layers.0.keys"], axis=2),
-        helper.make_node("ReduceSum", ["output.cache.layers.0.keys", "axis2"], ["sum"], keepdims=0),
-        helper.make_node("Mul", ["sum", "tenth"], ["sum10"]),
-        helper.make_node("Add", ["sum10", "h"], ["last"]),
-        helper.make_node("MatMul", ["last", "head_w"], ["logits"])],
+        *decode_tail()],
         [value("input_ids", TensorProto.INT64, [1, 1]),
          value("position_ids", TensorProto.INT64, [rows, 1, 1]),
          value("input.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53", H]),
          value("mm_token_type_ids", TensorProto.INT64, [1, 1])],
-        [value("logits", TensorProto.FLOAT, [1, 1, V]),
-         value("output.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53 + 1", H])],
-        [init("pos_w", pos_w), init("embed_w", EMBED), init("head_w", HEAD),
+        *decode_outputs(pos_w), os.path.join(out, "decode.onnx"))
+
+
+TILED_W = 5
+TILED_MERGER = weights([4 * H, TILED_W], 6)
+PROJECTOR = weights([TILED_W, H], 7)
+
+
+def index_term(n, prefix):
+    """Nodes for position_ids [1, n] -> [1, n, H]: the sine of a linear map
+    of each token's index."""
+    return [
+        helper.make_node("Cast", ["position_ids"], [prefix + "posf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", [prefix + "posf", "axis2"], [prefix + "post"]),
+        helper.make_node("MatMul", [prefix + "post", "pos_w"], [prefix + "posl"]),
+        helper.make_node("Sin", [prefix + "posl"], [prefix + "pos"]),
+    ]
+
+
+def write_tiled(out):
+    """The --tiled folder (the module docstring)."""
+    os.makedirs(out, exist_ok=True)
+    pos_w = POS[:1]
+    save([helper.make_node("MatMul", ["pixel_values", "vision_w"], ["x"]),
+          helper.make_node("Reshape", ["x", "merge_shape"], ["xm"]),
+          helper.make_node("MatMul", ["xm", "merger_w"], ["last_hidden_state"])],
+         [value("pixel_values", TensorProto.FLOAT, [1, "p", PATCH])],
+         [value("last_hidden_state", TensorProto.FLOAT, [1, "m", TILED_W])],
+         [init("vision_w", VISION), init("merger_w", TILED_MERGER),
+          init("merge_shape", np.array([1, -1, 4 * H], np.int64))],
+         os.path.join(out, "image_encoder.onnx"))
+    save([helper.make_node("MatMul", ["image_features", "proj_w"], ["y"]),
+          helper.make_node("Tanh", ["y"], ["output"])],
+         [value("image_features", TensorProto.FLOAT, ["s28", TILED_W])],
+         [value("output", TensorProto.FLOAT, ["s28", H])],
+         [init("proj_w", PROJECTOR)], os.path.join(out, "multi_modal_projector.onnx"))
+    write_embed(out)
+    save(index_term("s29", "") + [
+        helper.make_node("Add", ["inputs_embeds", "pos"], ["h"]),
+        *prompt_tail("last"),
+        helper.make_node("MatMul", ["last", "head_w"], ["logits"])],
+        [value("position_ids", TensorProto.INT64, [1, "s29"]),
+         value("inputs_embeds", TensorProto.FLOAT, [1, "s29", H])],
+        [value("logits", TensorProto.FLOAT, [1, "s29", V]),
+         value("cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s29", H])],
+        [init("pos_w", pos_w), init("head_w", HEAD), init("axis1s", np.array(1, np.int64)),
          init("tenth", np.array(0.1, np.float32)),
          init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64))],
-        os.path.join(out, "decode.onnx"))
+        os.path.join(out, "language_model.onnx"))
+    save(index_term(1, "") + [
+        helper.make_node("Gather", ["embed_w", "input_ids"], ["e"]),
+        helper.make_node("Add", ["e", "pos"], ["h"]),
+        *decode_tail()],
+        [value("input_ids", TensorProto.INT64, [1, 1]),
+         value("position_ids", TensorProto.INT64, [1, 1]),
+         value("input.cache.layers.0.keys", TensorProto.FLOAT, [1, 1, "s53", H])],
+        *decode_outputs(pos_w), os.path.join(out, "decode.onnx"))
+    config = {"image_token_index": IMAGE_TOKEN, "vision_config": {"pixel_shuffle_ratio": 0.5},
+              "text_config": {"rope_parameters": {"rope_type": "default"}}}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
 
 
 def main():
@@ -152,7 +250,11 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--rows", type=int, default=4, help="position rows (3: t, h, w; 4: text first)")
     parser.add_argument("--no-merge-size", action="store_true", help="leave spatial_merge_size out of config.json")
+    parser.add_argument("--tiled", action="store_true", help="a Llama 4-style folder (see above)")
     args = parser.parse_args()
+    if args.tiled:
+        write_tiled(args.out)
+        return
     write(args.out, args.rows)
     vision = {"spatial_merge_size": MERGE}
     if args.no_merge_size:

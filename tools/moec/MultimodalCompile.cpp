@@ -93,6 +93,8 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   for (auto [name, path, role] :
        {std::tuple("image_encoder", &folder.imageEncoder,
                    fb::StageRole::Vision),
+        std::tuple("multi_modal_projector", &folder.projector,
+                   fb::StageRole::Vision),
         std::tuple("embed", &folder.embed, fb::StageRole::Embed),
         std::tuple("language_model", &folder.languageModel,
                    fb::StageRole::Prefill),
@@ -142,7 +144,7 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   if (failed(compileGraph(context, *decode, flags, maxSeq - 1,
                           plan::getGenerationBounds(*sig, false), progress)))
     return kFailure;
-  int64_t merge = folder.config.spatialMergeSize;
+  int64_t merge = std::max<int64_t>(1, folder.config.spatialMergeSize);
   for (plan::StageGraph &stage : stages) {
     int64_t maxTokens = maxSeq - 1;
     if (stage.role == fb::StageRole::Head)

@@ -27,9 +27,9 @@ bool isMultimodalFolder(StringRef path) {
   if (!sys::fs::is_directory(path) ||
       !sys::fs::is_regular_file(joinPath(path, "config.json")))
     return false;
-  for (const char *graph : {"image_encoder.onnx", "embed.onnx",
-                            "language_model.onnx", "lm_head.onnx",
-                            "decode.onnx"})
+  for (const char *graph :
+       {"image_encoder.onnx", "multi_modal_projector.onnx", "embed.onnx",
+        "language_model.onnx", "lm_head.onnx", "decode.onnx"})
     if (sys::fs::exists(joinPath(path, graph)))
       return true;
   return false;
@@ -40,6 +40,7 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
   folder.dir = dir.str();
   for (auto [field, name, required] :
        {std::tuple(&folder.imageEncoder, "image_encoder.onnx", true),
+        std::tuple(&folder.projector, "multi_modal_projector.onnx", false),
         std::tuple(&folder.embed, "embed.onnx", true),
         std::tuple(&folder.languageModel, "language_model.onnx", true),
         std::tuple(&folder.lmHead, "lm_head.onnx", false),
@@ -52,7 +53,8 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
     if (required) {
       error = path + ": missing; a vision-language folder has "
                      "image_encoder.onnx, embed.onnx, language_model.onnx "
-                     "and decode.onnx (lm_head.onnx optional)";
+                     "and decode.onnx (multi_modal_projector.onnx and "
+                     "lm_head.onnx optional)";
       return false;
     }
   }
@@ -83,13 +85,16 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
     return fail("image_token_id (or image_token_index) is missing or not a "
                 "non-negative integer");
   folder.config.imageTokenId = *image;
+  // M-RoPE's fields; a model without them (Llama 4) takes the tokens'
+  // indices as positions.
   const json::Object *vision = root->getObject("vision_config");
-  std::optional<int64_t> merge =
-      vision ? vision->getInteger("spatial_merge_size") : std::nullopt;
-  if (!merge || *merge < 1 || *merge > 1024)
-    return fail("vision_config.spatial_merge_size is missing or not an "
-                "integer in [1, 1024]");
-  folder.config.spatialMergeSize = *merge;
+  const json::Value *merge =
+      vision ? vision->get("spatial_merge_size") : nullptr;
+  if (merge && (!merge->getAsInteger() || *merge->getAsInteger() < 1 ||
+                *merge->getAsInteger() > 1024))
+    return fail("vision_config.spatial_merge_size is not an integer in "
+                "[1, 1024]");
+  folder.config.spatialMergeSize = merge ? *merge->getAsInteger() : 0;
   const json::Object *text = root->getObject("text_config");
   const json::Array *sections = nullptr;
   for (const char *rope : {"rope_parameters", "rope_scaling"})
@@ -97,9 +102,7 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
       if (const json::Array *found = params->getArray("mrope_section"))
         sections = found;
   if (!sections)
-    return fail("text_config.rope_parameters.mrope_section (or "
-                "rope_scaling.mrope_section) is missing: the position rule "
-                "is M-RoPE's");
+    return true;
   for (const json::Value &section : *sections)
     if (!section.getAsInteger() || *section.getAsInteger() < 0)
       return fail("text_config's mrope_section holds a value that is not a "

@@ -22,8 +22,9 @@ namespace moec {
 struct MultimodalFolder {
   std::string dir;
   /// DIR/<name>.onnx; lmHead empty when the folder has none (the language
-  /// model then gives the logits itself).
-  std::string imageEncoder, embed, languageModel, lmHead, decode;
+  /// model then gives the logits itself), projector when it has no
+  /// multi_modal_projector.onnx (a second vision stage, Llama 4's).
+  std::string imageEncoder, projector, embed, languageModel, lmHead, decode;
   plan::MultimodalConfig config;
 };
 
@@ -33,9 +34,10 @@ struct MultimodalFolder {
 bool isMultimodalFolder(llvm::StringRef path);
 
 /// Reads the folder `dir`: its graphs (image_encoder, embed, language_model
-/// and decode required, lm_head optional) and config.json's image_token_id
-/// (or image_token_index), vision_config.spatial_merge_size and
-/// text_config's mrope_section (in rope_parameters or rope_scaling). On
+/// and decode required, multi_modal_projector and lm_head optional) and
+/// config.json's image_token_id (or image_token_index), and where present
+/// vision_config.spatial_merge_size and text_config's mrope_section (in
+/// rope_parameters or rope_scaling), which M-RoPE positions need. On
 /// failure returns false and sets `error` to one message naming the file
 /// and the field.
 bool readMultimodalFolder(llvm::StringRef dir, MultimodalFolder &folder,

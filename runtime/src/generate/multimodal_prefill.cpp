@@ -106,11 +106,14 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
   case FeedKind::ImageTokenMask:
     return detail::setTokenFeed(session, feed.input, feed.kind, run.ids,
                                 mm.imageTokenId);
-  case FeedKind::Positions:
-    return session.setInput(
-        feed.input, DType::I64,
-        {static_cast<int64_t>(mm.positionRows.size()), 1, n},
-        run.positions.data(), run.positions.size() * 8);
+  case FeedKind::Positions: {
+    // No rows: the tokens' indices, i64 [1, n].
+    std::vector<int64_t> shape = {1, n};
+    if (!mm.positionRows.empty())
+      shape = {static_cast<int64_t>(mm.positionRows.size()), 1, n};
+    return session.setInput(feed.input, DType::I64, shape, run.positions.data(),
+                            run.positions.size() * 8);
+  }
   case FeedKind::StageOutput: {
     MOERT_ASSIGN_OR_RETURN(TensorData out,
                            impl.stages[feed.stage]->output(feed.output));
@@ -180,14 +183,25 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   int64_t imageTokens =
       std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
   MOERT_RETURN_IF_ERROR(checkGiven(run, vision, imageTokens));
-  std::vector<detail::ImageGrid> grids;
-  if (run.images) {
-    MOERT_ASSIGN_OR_RETURN(grids, readGrids(mm, *run.given.at(mm.imageGrid)));
+  detail::PromptPositions positions;
+  if (std::all_of(
+          mm.positionRows.begin(), mm.positionRows.end(),
+          [](PositionRow row) { return row == PositionRow::Sequence; })) {
+    // No time, height or width row: every row holds the token's index.
+    positions.values.resize(std::max<size_t>(1, mm.positionRows.size()) *
+                            prompt.size());
+    for (size_t i = 0; i < positions.values.size(); ++i)
+      positions.values[i] = static_cast<int64_t>(i % prompt.size());
+  } else {
+    std::vector<detail::ImageGrid> grids;
+    if (run.images) {
+      MOERT_ASSIGN_OR_RETURN(grids, readGrids(mm, *run.given.at(mm.imageGrid)));
+    }
+    MOERT_ASSIGN_OR_RETURN(
+        positions,
+        detail::computePromptPositions(prompt, mm.imageTokenId, grids,
+                                       mm.spatialMergeSize, mm.positionRows));
   }
-  MOERT_ASSIGN_OR_RETURN(
-      detail::PromptPositions positions,
-      detail::computePromptPositions(prompt, mm.imageTokenId, grids,
-                                     mm.spatialMergeSize, mm.positionRows));
   run.positions = std::move(positions.values);
   if (!run.images && mm.textThroughDecode) {
     // The Prefill stage needs image rows: the decode schedule runs the

@@ -132,6 +132,10 @@ private:
     case FeedKind::ImageTokenMask:
       return expect(isA(input, DType::Bool, 2), "bool [1, n]");
     case FeedKind::Positions: {
+      // No rows: the token's index, as a plain generation plan's.
+      if (mm_.positionRows.empty())
+        return expect(isA(input, DType::I64, 2),
+                      "i64 [1, n] (the tokens' indices)");
       bool rows =
           isA(input, DType::I64, 3) &&
           input.dims[0].kind == fb::DimKind::Static &&
@@ -263,18 +267,29 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
   if (desc.maxImages < 0 ||
       static_cast<uint64_t>(desc.maxImages) > kMaxDimBound)
     return mm.invalid("max_images ", desc.maxImages, " is not in [0, 2^40]");
-  if (desc.imageGrid.empty())
-    return mm.invalid("no image_grid input");
   const auto *rows = table.position_rows();
-  if (rows->size() == 0 || rows->size() > 8)
-    return mm.invalid(rows->size(), " position rows; 1 to 8");
+  if (rows->size() > 8)
+    return mm.invalid(rows->size(), " position rows; 0 to 8");
+  bool gridRows = false;
   for (size_t r = 0; r < rows->size(); ++r) {
     uint8_t row = static_cast<uint8_t>(rows->Get(r));
     if (row > static_cast<uint8_t>(fb::PositionRow::MAX))
       return mm.invalid("position row ", r, " is ", int(row),
                         ", which is no PositionRow");
     desc.positionRows.push_back(static_cast<PositionRow>(row));
+    gridRows |= desc.positionRows.back() != PositionRow::Sequence;
   }
+  // Time, height and width rows place each image by its grid.
+  if (desc.imageGrid.empty() && gridRows)
+    return mm.invalid("no image_grid input, which the position rows read");
+  if ((desc.imageGrid.empty() || rows->size() == 0) &&
+      impl.versionMinor < kFormatVersionMinorIndexPositions)
+    return mm.invalid("index positions or no image grid need format ",
+                      kFormatVersionMajor, ".",
+                      kFormatVersionMinorIndexPositions,
+                      ", but the file is "
+                      "version ",
+                      impl.versionMajor, ".", impl.versionMinor);
   // The decode schedule's positions follow the same rows.
   if (gen.positionIds.empty() ||
       gen.positionRows != static_cast<int>(desc.positionRows.size()))
@@ -319,7 +334,7 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
         desc.givenInputs.push_back(feed.input);
       }
   }
-  if (!given.count(desc.imageGrid))
+  if (!desc.imageGrid.empty() && !given.count(desc.imageGrid))
     desc.givenInputs.push_back(desc.imageGrid);
   for (const FeedDesc &feed : desc.stages[desc.prefillStage].feeds)
     if (feed.kind == FeedKind::StageOutput &&

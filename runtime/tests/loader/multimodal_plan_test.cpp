@@ -158,6 +158,9 @@ TEST(MultimodalPlan, RefusesMalformedTables) {
   EXPECT_THAT(
       loadError([](PlanWriter &w) { w.multimodal().spatial_merge_size = 0; }),
       HasSubstr("spatial_merge_size 0 is not in [1, 1024]"));
+  EXPECT_THAT(
+      loadError([](PlanWriter &w) { w.multimodal().image_grid.clear(); }),
+      HasSubstr("no image_grid input, which the position rows read"));
 }
 
 // Tests that a file older than 1.17 with the table is refused.
@@ -172,6 +175,21 @@ TEST(MultimodalPlan, NeedsItsVersion) {
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("multimodal: the table needs format 1.17, but the "
                         "file is version 1.16"));
+  // Index positions (no rows) and no grid came with 1.21.
+  bytes = testing::rewrite(
+      writePlan([](PlanWriter &w) {
+        w.multimodal().position_rows.clear();
+        w.multimodal().image_grid.clear();
+      }),
+      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+        EXPECT_EQ(header.versionMinor, 21);
+        header.versionMinor = 19;
+      });
+  plan = load(bytes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("index positions or no image grid need format 1.21, "
+                        "but the file is version 1.19"));
 }
 
 } // namespace
