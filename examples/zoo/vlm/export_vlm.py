@@ -28,6 +28,18 @@ image size) and without: the
 prompt's ids (`input_ids_<case>`), the vision graph's inputs for its image
 (`image_encoder.<input>_<case>`) and the new ids (`generated_<case>`).
 
+Qwen3-VL-MoE's folder also gets what `moe-run --image` needs and checks:
+preprocessor_config.json (the Qwen2-VL image processor's), three images
+(image.png at a size the processor keeps, image_resized.png one it resizes,
+image.jpg), and in generate.npz, for each (cases `png`, `png_resized` and
+`jpeg`), its file name (`image_file_<case>`), the processor's
+`pixel_values_<case>` and `image_grid_thw_<case>` and torch's greedy ids on
+them. vision_inputs.onnx is the exporter's own input preparer
+(transformers' grid_thw helpers: cu_seqlens, patch positions, interpolation
+indices and weights) exported as a graph of grid_thw, the reference the
+runtime's grid rule is checked against (docs/multimodal.md, "Vision inputs
+from the grid").
+
 examples/zoo/vlm/manifest.json (committed) records the versions, each graph's
 inputs, outputs and op counts, whether each export succeeded (an exporter
 failure is a result, with its message), and onnxruntime's agreement with torch
@@ -98,6 +110,11 @@ class Qwen3VlMoe:
     name = "qwen3_vl_moe"
     patch, temporal, merge = 8, 2, 2
     grids = ((1, 4, 6), (1, 8, 8))
+    # Image processor (Qwen2-VL's): pixel bounds of its smart resize.
+    min_pixels, max_pixels = 16 * 16, 128 * 128
+    # The images (height, width): PNGs the processor keeps (multiples of
+    # patch * merge) and resizes (to 32 x 48), and a JPEG.
+    images = {"png": (32, 48), "png_resized": (30, 50), "jpeg": (32, 48)}
 
     def config(self):
         text = dict(TEXT, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
@@ -125,6 +142,7 @@ class Qwen3VlMoe:
 
 class Glm4vMoe(Qwen3VlMoe):
     name = "glm4v_moe"
+    images = {}
     patch, temporal, merge = 8, 2, 2
     grids = ((1, 4, 6), (1, 8, 8))
 
@@ -147,6 +165,7 @@ class Glm4vMoe(Qwen3VlMoe):
 
 class Llama4(Qwen3VlMoe):
     name = "llama4"
+    images = {}
     image_size, patch = 32, 8
     # Llama 4's images are tiles of image_size; the exporter fixes the
     # encoder's batch to the one tile it traced, so both cases are one tile.
@@ -389,6 +408,20 @@ def generation_reference(spec, model, out: Path, entry: dict):
         arrays[f"generated_{case}"] = ids[:, prompt_ids.shape[1]:].numpy()
         cases[case] = {"prompt_tokens": int(prompt_ids.shape[1]), "grid": list(grid) if grid else None,
                        "generated": arrays[f"generated_{case}"][0].tolist()}
+    for case, (name, pixels, grid) in image_cases(spec, out).items():
+        t, h, w = grid[0].tolist()
+        ids = prompt(t * h * w // spec.merge**2, 250, 252, 253)
+        with torch.no_grad():
+            new = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                 mm_token_type_ids=(ids == 250).long(), pixel_values=torch.from_numpy(pixels),
+                                 image_grid_thw=torch.from_numpy(grid), max_new_tokens=GENERATE_TOKENS,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+        arrays[f"pixel_values_{case}"], arrays[f"image_grid_thw_{case}"] = pixels, grid
+        arrays[f"image_file_{case}"] = np.array(name)
+        arrays[f"input_ids_{case}"] = ids.numpy()
+        arrays[f"generated_{case}"] = new[:, ids.shape[1]:].numpy()
+        cases[case] = {"prompt_tokens": int(ids.shape[1]), "grid": [t, h, w],
+                       "generated": arrays[f"generated_{case}"][0].tolist()}
     np.savez_compressed(out / "generate.npz", **arrays)
     entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases}
 
@@ -491,6 +524,64 @@ def pieces_generation_reference(spec, model, out: Path, entry: dict):
     entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases,
                          "how": "the text model's generate() on the embeddings of the model's parts"}
 
+def image_cases(spec, out: Path) -> dict:
+    """Writes the model's preprocessor_config.json (Qwen2-VL's image
+    processor, PIL backend) and one image file per `spec.images` case (a
+    smooth gradient plus noise, fixed seed), and returns the file's name and
+    the processor's (pixel_values, image_grid_thw) for each."""
+    if not spec.images:
+        return {}
+    from PIL import Image
+
+    processor = transformers.Qwen2VLImageProcessorPil(
+        patch_size=spec.patch, temporal_patch_size=spec.temporal, merge_size=spec.merge,
+        min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+    processor.save_pretrained(str(out))
+    rng = np.random.default_rng(400)
+    cases = {}
+    for case, (height, width) in spec.images.items():
+        y, x = np.mgrid[0:height, 0:width]
+        base = np.stack([x * 255 / width, y * 255 / height, (x + y) * 127 / (width + height)], axis=-1)
+        rgb = np.clip(base + rng.normal(0, 40, base.shape), 0, 255).astype(np.uint8)
+        name = {"png": "image.png", "png_resized": "image_resized.png", "jpeg": "image.jpg"}[case]
+        Image.fromarray(rgb).save(out / name, **({"quality": 90} if case == "jpeg" else {}))
+        got = processor(images=[Image.open(out / name)], return_tensors="np")
+        cases[case] = (name, got["pixel_values"].astype(np.float32), got["image_grid_thw"].astype(np.int64))
+    return cases
+
+
+class VisionInputs(torch.nn.Module):
+    """The exporter's input preparer for grid_thw encoders
+    (transformers.exporters.utils.prepare_for_export on the vision model) as
+    grid_thw -> cu_seqlens, position_ids, interp_indices, interp_weights."""
+
+    def __init__(self, visual):
+        super().__init__()
+        self.visual = visual
+
+    def forward(self, grid_thw):
+        from transformers.exporters.utils import precompute_export_inputs
+
+        inputs = {"grid_thw": grid_thw}
+        precompute_export_inputs(self.visual, inputs)
+        return inputs["cu_seqlens"], inputs["position_ids"], inputs["interp_indices"], inputs["interp_weights"]
+
+
+def export_vision_inputs(model, path: Path) -> onnx.ModelProto:
+    """vision_inputs.onnx: VisionInputs of the model's vision tower, through
+    torch.onnx.export (dynamo); its sizes depend on grid_thw's values."""
+    module = VisionInputs(model.model.visual).eval()
+    tmp = path.with_suffix(".tmp.onnx")
+    with quiet(), torch.no_grad():
+        torch.onnx.export(module, (torch.tensor([[1, 4, 6]]),), str(tmp), dynamo=True,
+                          input_names=["grid_thw"],
+                          output_names=["cu_seqlens", "position_ids", "interp_indices", "interp_weights"])
+    try:
+        return save_inline(tmp, path)
+    finally:
+        for f in (tmp, Path(str(tmp) + ".data")):
+            f.unlink(missing_ok=True)
+
 
 class Embed(torch.nn.Module):
     """The token embedding as input_ids -> inputs_embeds."""
@@ -542,6 +633,10 @@ def export_model(spec, results: dict):
                 vision_reference(spec, model, name, module, path, components[name])
             except Exception as e:
                 components[name]["reference_failed"] = failure(e)
+
+    # The exporter's grid_thw input preparer as a graph (Qwen3-VL-MoE).
+    if spec.images:
+        record("vision_inputs", lambda p: export_vision_inputs(model, p))
 
     # Token embedding.
     ids = sample["input_ids"]
