@@ -4,7 +4,7 @@
 # clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
 # Chromium, which renders `moe-run --report-html` pages headless in test/Report,
 # pybind11 and the Python headers for `import moert`, pkg-config for the embedding test,
-# curl for moe-serve's tests) and the pinned Python requirements in .venv (requirements.txt
+# curl for moe-serve's tests, libpng and libjpeg for moe-run --image) and the pinned Python requirements in .venv (requirements.txt
 # and moe-serve's, tools/moe-serve/requirements.txt). Idempotent and quiet when already done.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
   clang libclang-rt-14-dev
   chromium pybind11-dev python3-dev pkg-config curl
+  libpng-dev libjpeg62-turbo-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -118,6 +118,60 @@ LogicalResult feedFromPrevious(StageGraph &stage, int previousIndex,
   return success();
 }
 
+/// The grid rule's feed of vision input `name` (docs/multimodal.md,
+/// "Vision inputs from the grid"), by its name and type: `cu_seqlens`
+/// (integer [frames + 1]), `*position*` (i64 [p, 2]) and `interp*`
+/// indices (i64 [p, k]) and weights (f32 [p, k]); Given for any other.
+/// Reports an interpolation input that the config cannot drive.
+FailureOr<fb::FeedKind> getGridFeed(const StageGraph &stage, StringRef name,
+                                    RankedTensorType type,
+                                    const MultimodalConfig &config,
+                                    fb::GridRuleT &rule) {
+  Type elem = type.getElementType();
+  bool integer = elem.isInteger(64) || elem.isInteger(32);
+  fb::FeedKind kind = fb::FeedKind::Given;
+  if (name.contains_insensitive("cu_seqlens") && type.getRank() == 1 && integer)
+    kind = fb::FeedKind::GridSegments;
+  else if (name.contains_insensitive("position") && type.getRank() == 2 &&
+           elem.isInteger(64) && !type.isDynamicDim(1) &&
+           type.getDimSize(1) == 2)
+    kind = fb::FeedKind::GridPatchPositions;
+  else if (name.contains_insensitive("interp") && type.getRank() == 2 &&
+           elem.isInteger(64) && name.contains_insensitive("ind"))
+    kind = fb::FeedKind::GridInterpIndices;
+  else if (name.contains_insensitive("interp") && type.getRank() == 2 &&
+           elem.isF32() && name.contains_insensitive("weight"))
+    kind = fb::FeedKind::GridInterpWeights;
+  bool interp = kind == fb::FeedKind::GridInterpIndices ||
+                kind == fb::FeedKind::GridInterpWeights;
+  if (interp && (config.tableSide < 1 || config.gridFamily.empty()))
+    return errorAt(type.getContext(), stage.path)
+               << "input '" << name
+               << "' takes the position table's interpolation taps, but "
+                  "config.json's "
+               << (config.tableSide < 1
+                       ? "vision_config.num_position_embeddings is missing "
+                         "or not a square"
+                       : "vision model_type is no family the grid rule "
+                         "knows (qwen3_vl, qwen3_vl_moe, qwen3_5, "
+                         "qwen3_5_moe)"),
+           failure();
+  if (interp) {
+    rule.table_side = config.tableSide;
+    rule.interpolation = config.interpolation;
+    rule.align_corners = config.alignCorners;
+    int64_t taps =
+        config.interpolation == fb::GridInterpolation::Bicubic ? 16 : 4;
+    if (!type.isDynamicDim(1) && type.getDimSize(1) != taps)
+      return errorAt(type.getContext(), stage.path)
+                 << "input '" << name << "' has " << type.getDimSize(1)
+                 << " taps a patch but the " << config.gridFamily
+                 << " family's interpolation gives " << taps,
+             failure();
+  }
+  return kind;
+}
+
 } // namespace
 
 std::vector<std::string> getDecodeTokenFeeds(ModuleOp decode) {
@@ -210,10 +264,17 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                   "'pooler_output')",
            failure();
   mm.imageFeaturesStage = vision;
+  SmallVector<std::pair<std::string, RankedTensorType>> pixels;
   for (unsigned i = 0; i < encoderFunc.getNumArguments(); ++i) {
     std::string name = getArgName(encoderFunc, i);
-    encoder.feeds.push_back({name, fb::FeedKind::Given, -1, ""});
     auto type = cast<RankedTensorType>(encoderFunc.getArgument(i).getType());
+    FailureOr<fb::FeedKind> kind =
+        getGridFeed(encoder, name, type, config, mm.gridRule);
+    if (failed(kind))
+      return failure();
+    encoder.feeds.push_back({name, *kind, -1, ""});
+    if (*kind == fb::FeedKind::Given && isType(type, 2, isF32))
+      pixels.push_back({name, type});
     // The grid: i64 [images, 3] named as such.
     if (type.getRank() == 2 && isI64(type.getElementType()) &&
         StringRef(name).contains_insensitive("grid")) {
@@ -221,6 +282,34 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
       mm.maxImages = type.isDynamicDim(0) ? 0 : type.getDimSize(0);
     }
   }
+  if (config.hasProcessor) {
+    // The processor's patches: the one given f32 [p, F] input, F = 3 *
+    // temporal_patch_size * patch_size^2 where static.
+    const fb::ImageProcessorT &proc = config.processor;
+    int64_t width =
+        3 * proc.temporal_patch_size * proc.patch_size * proc.patch_size;
+    if (pixels.size() != 1 || mm.imageGrid.empty())
+      return errorAt(context, encoder.path)
+                 << "the vision encoder has " << pixels.size()
+                 << " given f32 [p, F] inputs and "
+                 << (mm.imageGrid.empty() ? "no" : "an")
+                 << " image grid; preprocessor_config.json's patches and "
+                    "grid feed one each",
+             failure();
+    auto [pixelName, type] = pixels.front();
+    if (!type.isDynamicDim(1) && type.getDimSize(1) != width)
+      return errorAt(context, encoder.path)
+                 << "pixel input '" << pixelName << "' takes "
+                 << type.getDimSize(1)
+                 << " values a patch but preprocessor_config.json's gives 3 "
+                    "x temporal_patch_size x patch_size^2 = "
+                 << width,
+             failure();
+    mm.hasProcessor = true;
+    mm.processor = proc;
+    mm.processor.pixel_input = pixelName;
+  }
+
   // The language model.
   StageGraph &lm = stages[prefill];
   func::FuncOp lmFunc = getMainFunc(lm.module);

@@ -35,6 +35,18 @@ struct MultimodalConfig {
   /// The number of M-RoPE sections (mrope_section): 3 for (t, h, w); 0
   /// where the config has none.
   size_t mropeSections = 0;
+  /// The grid rule's position table (docs/multimodal.md, "Vision inputs
+  /// from the grid"): its side (sqrt of vision_config's
+  /// num_position_embeddings, 0 when absent) and, when the vision model's
+  /// family is known (`gridFamily` names it), how it is resampled.
+  int64_t tableSide = 0;
+  std::string gridFamily;
+  moert::fb::GridInterpolation interpolation =
+      moert::fb::GridInterpolation::Bilinear;
+  bool alignCorners = false;
+  /// The folder's preprocessor_config.json, when it has one.
+  bool hasProcessor = false;
+  moert::fb::ImageProcessorT processor;
 };
 
 /// One feed of a graph input (plan.fbs `Feed`).
@@ -66,6 +78,11 @@ struct MultimodalSignature {
   std::string imageGrid;
   int64_t maxImages = 0;
   std::vector<StageFeed> decodeFeeds;
+  /// The grid rule's parameters, for plans with Grid* feeds.
+  moert::fb::GridRuleT gridRule;
+  /// The image processor, with its pixel input, when the folder has one.
+  bool hasProcessor = false;
+  moert::fb::ImageProcessorT processor;
 };
 
 /// The inputs of the imported decode graph `decode` that a multimodal plan

@@ -624,6 +624,14 @@ LogicalResult emitMultimodalPlan(ModuleOp decode, ArrayRef<StageGraph> stages,
   table.max_images = multimodal.maxImages;
   for (const StageFeed &feed : multimodal.decodeFeeds)
     table.decode_feeds.push_back(makeFeed(feed));
+  // The grid rule's table where a stage still takes one of its inputs.
+  for (const StageGraph &stage : stages)
+    for (const StageFeed &feed : stage.feeds)
+      if (feed.kind >= fb::FeedKind::GridSegments && !table.grid_rule)
+        table.grid_rule = std::make_unique<fb::GridRuleT>(multimodal.gridRule);
+  if (multimodal.hasProcessor)
+    table.image_processor =
+        std::make_unique<fb::ImageProcessorT>(multimodal.processor);
   return writePlan(state, decode, path, finalize);
 }
 

@@ -54,6 +54,15 @@ endif()
 if(MOERT_CUDA)
   list(APPEND MOERT_DIST_PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
 endif()
+# The image decoders of moe-run --image, by their libraries (moertConfig.cmake
+# and moert.pc name them again).
+set(MOERT_CONFIG_IMAGE_LIBS "")
+foreach(found PNG JPEG)
+  if(${found}_FOUND)
+    list(APPEND MOERT_DIST_PRIVATE ${${found}_LIBRARIES})
+    list(APPEND MOERT_CONFIG_IMAGE_LIBS ${${found}_LIBRARIES})
+  endif()
+endforeach()
 
 set(MOERT_DIST_INCLUDE
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
@@ -135,6 +144,10 @@ endif()
 if(MOERT_CUDA)
   string(APPEND MOERT_PC_LIBS_PRIVATE
     " ${CUDA_cudart_static_LIBRARY} -ldl -lrt")
+endif()
+if(MOERT_CONFIG_IMAGE_LIBS)
+  string(JOIN " " MOERT_PC_IMAGE ${MOERT_CONFIG_IMAGE_LIBS})
+  string(APPEND MOERT_PC_LIBS_PRIVATE " ${MOERT_PC_IMAGE}")
 endif()
 configure_file(cmake/moert.pc.in ${CMAKE_CURRENT_BINARY_DIR}/moert.pc @ONLY)
 configure_file(cmake/moert-cxx.pc.in ${CMAKE_CURRENT_BINARY_DIR}/moert-cxx.pc

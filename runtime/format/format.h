@@ -58,9 +58,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// plans with one are written as 1.18. 1.19 let Gather widen a bf16 or f16
 /// table to an f32 output; only plans with such a Gather are written as
 /// 1.19. 1.21 let a multimodal plan take index positions and no image grid
-/// (Llama 4's); only such plans are written as 1.21.
+/// (Llama 4's); only such plans are written as 1.21. 1.22 added the
+/// multimodal grid rule and image processor; only multimodal plans with
+/// either are written as 1.22.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 21;
+inline constexpr uint16_t kFormatVersionMinor = 22;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -516,8 +516,11 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool indexPositions =
       program.multimodal && (program.multimodal->position_rows.empty() ||
                              program.multimodal->image_grid.empty());
+  bool gridRule = program.multimodal && (program.multimodal->grid_rule ||
+                                         program.multimodal->image_processor);
   header.versionMinor =
-      indexPositions       ? detail::kFormatVersionMinorIndexPositions
+      gridRule             ? detail::kFormatVersionMinorGridRule
+      : indexPositions     ? detail::kFormatVersionMinorIndexPositions
       : wideningGather     ? detail::kFormatVersionMinorWideningGather
       : gridSample         ? detail::kFormatVersionMinorGridSample
       : program.multimodal ? detail::kFormatVersionMinorMultimodal

@@ -116,6 +116,10 @@ inline constexpr uint16_t kFormatVersionMinorWideningGather = 19;
 /// one): written for multimodal plans with either, and the least a file
 /// with one may declare.
 inline constexpr uint16_t kFormatVersionMinorIndexPositions = 21;
+/// 1.22 added the multimodal grid rule (the Grid* feeds, `GridRule`) and
+/// the image processor (`ImageProcessor`): written for multimodal plans
+/// with either, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorGridRule = 22;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -23,6 +23,7 @@
 #include "moert/generator.h"
 #include "moert/group_generator.h"
 #include "moert/moert.h"
+#include "moert/vision.h"
 #include "mpi_bindings.h"
 
 #include "absl/strings/str_cat.h"
@@ -432,7 +433,8 @@ public:
                                 int64_t maxNewTokens, double temperature,
                                 int64_t topK, double topP, uint64_t seed,
                                 const std::vector<int64_t> &stopIds,
-                                py::object onToken, py::object vision) {
+                                py::object onToken, py::object vision,
+                                const std::vector<std::string> &images) {
     // A multimodal plan's vision inputs: name -> C-contiguous array, whose
     // dtype and shape the generator checks against the plan.
     std::vector<py::array> held;
@@ -466,6 +468,24 @@ public:
         inputs.emplace_back(name, moert::TensorData{*dtype, shape, array.data(),
                                                     bytesOf(array, *dtype)});
         held.push_back(array);
+      }
+    }
+    // Image files, preprocessed by the plan's image processor.
+    std::vector<moert::NamedTensor> loaded;
+    if (!images.empty()) {
+      const moert::MultimodalDesc *mm = plan_->plan->multimodal();
+      if (!mm)
+        raise(PyExc_ValueError, "images need a multimodal plan");
+      auto got = moert::loadImages(*mm, images);
+      check(got.status());
+      loaded = *std::move(got);
+      for (const moert::NamedTensor &t : loaded) {
+        for (const auto &given : inputs)
+          if (given.first == t.name)
+            raise(PyExc_ValueError,
+                  absl::StrCat("vision input '", t.name,
+                               "' is also what images gives; give one"));
+        inputs.emplace_back(t.name, t.view());
       }
     }
     moert::GenerateOptions options;
@@ -744,6 +764,7 @@ PYBIND11_MODULE(moert, m) {
            py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
            py::arg("stop_ids") = std::vector<int64_t>(),
            py::arg("on_token") = py::none(), py::arg("vision") = py::none(),
+           py::arg("images") = std::vector<std::string>(),
            "Runs the prompt, then draws up to max_new_tokens ids (greedy at "
            "temperature 0, else seeded sampling, docs/cli.md 'Sampling') and "
            "returns them; on_token(id) is called with each as it is drawn. "
@@ -751,7 +772,9 @@ PYBIND11_MODULE(moert, m) {
            "(no further step runs; times['stopped_early'] is True) and is "
            "raised. A prompt or options that do not fit raise ValueError. "
            "vision: a multimodal plan's vision inputs, {name: numpy array} "
-           "(docs/multimodal.md), for a prompt with image tokens.")
+           "(docs/multimodal.md), for a prompt with image tokens. images: "
+           "PNG or JPEG paths instead of the pixel patches and grid, "
+           "preprocessed by the plan's image processor.")
       .def_property_readonly("logits", &PyGenerator::logits,
                              "The logits the last id was drawn from.")
       .def_property_readonly("times", &PyGenerator::times,

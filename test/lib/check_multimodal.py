@@ -21,6 +21,16 @@ reference for prompts with and without an image.
   ids must be equal; the vision inputs are the saved ones the plan takes
   (`moec inspect --json`'s multimodal.given_inputs).
 
+Where the encoder takes the grid rule's inputs (docs/multimodal.md, "Vision
+inputs from the grid"), the plan computes them: the reference uses
+vision_rules.py's, and moe-run's (--save-vision-inputs) must equal them
+(the zoo's: its vision_inputs.onnx, the exporter's own helper, in
+onnxruntime). Where the folder has a preprocessor_config.json, image cases
+run `moe-run --image`: on PNGs written here (`ort`), whose pixel patches
+must equal vision_rules.py's processor rule (within one 8-bit level when
+resized), or on the zoo's images (PNG and JPEG), whose patches must equal the
+processor's saved ones (exactly; within --resize-tol when resized).
+
 Prints one line per case and exits 1 on any mismatch.
 """
 
@@ -32,7 +42,10 @@ import sys
 
 import numpy as np
 
+import vision_rules
+
 IMAGE_TOKEN = 13
+GRID_INPUTS = ("cu_seqlens", "position_ids", "interp_indices", "interp_weights")
 
 
 def run(cmd):
@@ -42,8 +55,9 @@ def run(cmd):
     return result.stdout
 
 
-def generate(args, plan, prompt, vision, work, tokens):
-    """moe-run's greedy ids and per-token logits."""
+def generate(args, plan, prompt, vision, work, tokens, images=()):
+    """moe-run's greedy ids and per-token logits; the vision inputs it fed
+    are in WORK/vision/NAME.npy."""
     os.makedirs(work, exist_ok=True)
     cmd = [args.moe_run, plan, "--prompt-ids", ",".join(str(int(i)) for i in prompt),
            "--max-new-tokens", str(tokens), "--threads", "2", "--output-dir", work]
@@ -51,6 +65,10 @@ def generate(args, plan, prompt, vision, work, tokens):
         path = os.path.join(work, name + ".npy")
         np.save(path, array)
         cmd += ["--vision-input", f"{name}={path}"]
+    for image in images:
+        cmd += ["--image", image]
+    if vision or images:
+        cmd += ["--save-vision-inputs", os.path.join(work, "vision")]
     run(cmd)
     return [int(i) for i in np.load(os.path.join(work, "tokens.npy")).reshape(-1)], np.load(os.path.join(work, "logits.npy"))
 
@@ -95,7 +113,10 @@ class OrtModel:
         self.encoder, self.embed, self.lm, self.head, self.decode = (
             session(n) for n in ("image_encoder", "embed", "language_model", "lm_head", "decode"))
         with open(os.path.join(folder, "config.json")) as f:
-            self.merge = json.load(f)["vision_config"]["spatial_merge_size"]
+            vision = json.load(f)["vision_config"]
+        self.merge = vision["spatial_merge_size"]
+        self.side = int(round(vision.get("num_position_embeddings", 0) ** 0.5))
+        self.grid_inputs = [i.name for i in self.encoder.get_inputs() if i.name in GRID_INPUTS]
         self.rows = self.lm.get_inputs()[0].shape[0]
 
     def generate(self, prompt, vision, tokens):
@@ -106,7 +127,11 @@ class OrtModel:
         deep = np.zeros([0, hidden], np.float32)
         grids = []
         if mask.any():
-            features, deep = self.encoder.run(None, {k: v for k, v in vision.items()})
+            feeds = dict(vision)
+            if self.grid_inputs:
+                rule = vision_rules.grid_inputs(vision["grid_thw"], self.merge, self.side)
+                feeds.update({k: rule[k] for k in self.grid_inputs})
+            features, deep = self.encoder.run(None, feeds)
             embeds[mask] = features
             grids = vision["grid_thw"]
         thw, delta = rope_index(prompt, grids, self.merge)
@@ -206,6 +231,63 @@ def synthetic_cases(work):
     return cases
 
 
+def image_cases(folder, work):
+    """(name, prompt, expected vision inputs, PNG paths) for PNGs written
+    here, when the folder has a preprocessor_config.json: RGB at a size the
+    processor keeps, RGBA (composited onto white), gray, and RGB it
+    resizes; the expected patches by vision_rules.preprocess."""
+    path = os.path.join(folder, "preprocessor_config.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "config.json")) as f:
+        merge = json.load(f)["vision_config"]["spatial_merge_size"]
+    rng = np.random.default_rng(12)
+    rgb = rng.integers(0, 256, [4, 6, 3], dtype=np.uint8)
+    rgba = rng.integers(0, 256, [4, 6, 4], dtype=np.uint8)
+    gray = rng.integers(0, 256, [4, 6], dtype=np.uint8)
+    big = rng.integers(0, 256, [5, 7, 3], dtype=np.uint8)
+    alpha = rgba[..., 3:].astype(np.uint32)
+    composited = ((rgba[..., :3] * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
+    cases = []
+    for name, pixels, seen in (("png_rgb", rgb, rgb), ("png_rgba", rgba, composited),
+                               ("png_gray", gray, np.repeat(gray[..., None], 3, 2)),
+                               ("png_resized", big, big)):
+        png = os.path.join(work, name + ".png")
+        vision_rules.write_png(png, pixels)
+        patches, grid = vision_rules.preprocess(seen, config, merge)
+        tokens = int(np.prod(grid[0])) // merge**2
+        cases.append((name, [1, 2, 12] + [IMAGE_TOKEN] * tokens + [14, 5, 6],
+                      {"hidden_states": patches, "grid_thw": grid}, png))
+    return cases
+
+
+def given_rule(work):
+    """The grid rule's inputs moe-run saved in WORK/vision."""
+    return [k for k in GRID_INPUTS if os.path.exists(os.path.join(work, "vision", k + ".npy"))]
+
+
+def compare_saved(name, work, want, tol=0.0, only=None):
+    """Whether moe-run's saved vision inputs equal `want` (floats within
+    `tol`); prints the largest difference of each."""
+    ok = True
+    for key, array in want.items():
+        if only is not None and key not in only:
+            continue
+        path = os.path.join(work, "vision", key + ".npy")
+        got = np.load(path) if os.path.exists(path) else None
+        same = got is not None and got.shape == array.shape and got.dtype == array.dtype
+        err = float(np.max(np.abs(got.astype(np.float64) - array))) if same and array.size else 0.0
+        same = same and err <= tol
+        ok &= same
+        if not same:
+            print(f"check_multimodal: {name}: {key}: moe-run's "
+                  f"{None if got is None else (got.dtype, got.shape)} differs from "
+                  f"{(array.dtype, array.shape)} (max |diff| {err:.2e})")
+    return ok
+
+
 # --------------------------------------------------------------------------- #
 
 
@@ -220,6 +302,8 @@ def main():
     parser.add_argument("--tokens", type=int, default=6)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--dim", action="append", default=[], help="moec compile --dim NAME=N")
+    parser.add_argument("--resize-tol", dest="resize_tol", type=float, default=0.05,
+                        help="largest |patch diff| of a resized image (8-bit levels over std)")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     plan = os.path.join(args.workdir, "mm.plan")
@@ -237,9 +321,25 @@ def main():
                                        os.path.join(args.workdir, name), args.tokens)
             err = float(np.max(np.abs(got_logits.reshape(want_logits.shape) - want_logits)))
             ok = list(got) == list(want) and err <= args.rtol * max(1.0, float(np.max(np.abs(want_logits))))
+            if vision and getattr(model, "grid_inputs", None):
+                rule = vision_rules.grid_inputs(vision["grid_thw"], model.merge, model.side)
+                ok &= compare_saved(name, os.path.join(args.workdir, name), rule, only=model.grid_inputs)
             bad += not ok
             print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}, "
                   f"onnxruntime {list(want)}, max |logits diff| {err:.2e}")
+        for name, prompt, vision, png in image_cases(args.folder, args.workdir):
+            want, want_logits = model.generate(prompt, vision, args.tokens)
+            work = os.path.join(args.workdir, name)
+            got, got_logits = generate(args, plan, prompt, {}, work, args.tokens, [png])
+            # An 8-bit level over the smallest std, where resized.
+            tol = 1.0 / 255 / 0.26 + 1e-6 if "resized" in name else 0.0
+            ok = compare_saved(name, work, vision, tol)
+            if tol == 0.0:
+                err = float(np.max(np.abs(got_logits.reshape(want_logits.shape) - want_logits)))
+                ok &= list(got) == list(want) and err <= args.rtol * max(1.0, float(np.max(np.abs(want_logits))))
+            bad += not ok
+            print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}"
+                  + (f", onnxruntime {list(want)}" if tol == 0.0 else ""))
     else:
         ref = np.load(args.reference)
         cases = sorted(k[len("input_ids_"):] for k in ref.files if k.startswith("input_ids_"))
@@ -250,8 +350,26 @@ def main():
             vision = {k[len(prefix):-len(name) - 1]: ref[k] for k in ref.files
                       if k.startswith(prefix) and k.endswith("_" + name)}
             vision = {k: v for k, v in vision.items() if k in given}
-            got, _ = generate(args, plan, prompt, vision, os.path.join(args.workdir, name), len(want))
+            images, pixels = [], {}
+            if f"pixel_values_{name}" in ref.files:
+                # An image file through the plan's image processor.
+                images = [os.path.join(args.folder, str(ref[f"image_file_{name}"]))]
+                pixels = {"hidden_states": ref[f"pixel_values_{name}"], "grid_thw": ref[f"image_grid_thw_{name}"]}
+            work = os.path.join(args.workdir, name)
+            got, _ = generate(args, plan, prompt, vision, work, len(want), images)
             ok = list(got) == list(want)
+            if pixels:
+                ok &= compare_saved(name, work, pixels, args.resize_tol if "resized" in name else 0.0)
+            grids = pixels.get("grid_thw", vision.get("grid_thw"))
+            helper = os.path.join(args.folder, "vision_inputs.onnx")
+            if grids is not None and os.path.exists(helper):
+                # The rule against the exporter's own helper, in onnxruntime.
+                import onnxruntime as ort
+
+                session = ort.InferenceSession(helper, providers=["CPUExecutionProvider"])
+                names = [o.name for o in session.get_outputs()]
+                wanted = dict(zip(names, session.run(None, {"grid_thw": grids})))
+                ok &= compare_saved(name, work, wanted, only=given_rule(work))
             bad += not ok
             print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}, torch {list(want)}")
     print("check_multimodal: " + ("all cases match" if not bad else f"{bad} cases differ"))

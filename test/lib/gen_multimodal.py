@@ -3,7 +3,7 @@
 5.x's exporters leave Qwen3-VL-MoE (examples/zoo/vlm/), for the multimodal
 plan tests without torch:
 
-    gen_multimodal.py OUT_DIR [--no-merge-size] [--rows 3]
+    gen_multimodal.py OUT_DIR [--no-merge-size] [--rows 3] [--grid-inputs]
     gen_multimodal.py OUT_DIR --tiled
 
 - image_encoder.onnx: `hidden_states` [p, 3] patches, `grid_thw` [1, 3]
@@ -20,6 +20,16 @@ plan tests without torch:
   `input.cache.layers.0.keys`, `mm_token_type_ids` [1, 1] -> `logits` and
   the present cache;
 - config.json: image_token_id 13, spatial_merge_size 2, mrope_section.
+
+With --grid-inputs the encoder also takes the inputs transformers'
+exporter computes from the grid, as Qwen3-VL-MoE's does: `cu_seqlens` i32
+[2], `position_ids` i64 [p, 2], `interp_indices` i64 [p, 4] and
+`interp_weights` f32 [p, 4]; each patch's vector adds the weighted rows of a
+4 x 4 position table at its taps, a linear map of its (h, w) and a hundredth
+of the last segment bound. config.json then names the vision model
+(`qwen3_vl_moe_vision`, num_position_embeddings 16), and
+preprocessor_config.json is Qwen2-VL's image processor with 1 x 1 patches
+and no temporal repeat (3 values a patch, as the encoder takes).
 
 --tiled writes a folder laid out as examples/zoo/vlm/export_vlm.py leaves
 Llama 4 instead: no grid, no M-RoPE, a projector as a second vision graph:
@@ -131,21 +141,53 @@ def decode_outputs(pos_w):
              init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64))])
 
 
-def write(out, rows):
-    os.makedirs(out, exist_ok=True)
-    pos_w = POS[:rows]
-    # The vision encoder: patches -> features, 2 x 2 patches merged.
-    save([helper.make_node("MatMul", ["hidden_states", "vision_w"], ["x"]),
-          helper.make_node("Reshape", ["x", "merge_shape"], ["xm"]),
-          helper.make_node("MatMul", ["xm", "merger_w"], ["pooler_output"]),
-          helper.make_node("Tanh", ["pooler_output"], ["deepstack_features.0"])],
-         [value("hidden_states", TensorProto.FLOAT, ["s11", PATCH]),
-          value("grid_thw", TensorProto.INT64, [1, 3])],
+TABLE = weights([16, H], 6, 1.0)
+PATCH_POS = weights([2, H], 7, 0.3)
+
+
+def write_encoder(out, grid_inputs):
+    """The vision encoder: patches -> features, 2 x 2 patches merged."""
+    nodes = [helper.make_node("MatMul", ["hidden_states", "vision_w"], ["x"])]
+    inputs = [value("hidden_states", TensorProto.FLOAT, ["s11", PATCH]),
+              value("grid_thw", TensorProto.INT64, [1, 3])]
+    inits = [init("vision_w", VISION), init("merger_w", MERGER),
+             init("merge_shape", np.array([-1, 4 * H], np.int64))]
+    x = "x"
+    if grid_inputs:
+        inputs += [value("cu_seqlens", TensorProto.INT32, [2]),
+                   value("position_ids", TensorProto.INT64, ["s11", 2]),
+                   value("interp_indices", TensorProto.INT64, ["s11", 4]),
+                   value("interp_weights", TensorProto.FLOAT, ["s11", 4])]
+        inits += [init("table", TABLE), init("patch_pos", PATCH_POS),
+                  init("axis1", np.array([1], np.int64)), init("axis2", np.array([2], np.int64)),
+                  init("hundredth", np.array(0.01, np.float32))]
+        nodes += [
+            helper.make_node("Gather", ["table", "interp_indices"], ["taps"]),
+            helper.make_node("Unsqueeze", ["interp_weights", "axis2"], ["w3"]),
+            helper.make_node("Mul", ["taps", "w3"], ["weighted"]),
+            helper.make_node("ReduceSum", ["weighted", "axis1"], ["interp"], keepdims=0),
+            helper.make_node("Cast", ["position_ids"], ["posf"], to=TensorProto.FLOAT),
+            helper.make_node("MatMul", ["posf", "patch_pos"], ["pos"]),
+            helper.make_node("Cast", ["cu_seqlens"], ["cuf"], to=TensorProto.FLOAT),
+            helper.make_node("ReduceMax", ["cuf"], ["cumax"], keepdims=0),
+            helper.make_node("Mul", ["cumax", "hundredth"], ["cuterm"]),
+            helper.make_node("Add", ["x", "interp"], ["x1"]),
+            helper.make_node("Add", ["x1", "pos"], ["x2"]),
+            helper.make_node("Add", ["x2", "cuterm"], ["x3"])]
+        x = "x3"
+    nodes += [helper.make_node("Reshape", [x, "merge_shape"], ["xm"]),
+              helper.make_node("MatMul", ["xm", "merger_w"], ["pooler_output"]),
+              helper.make_node("Tanh", ["pooler_output"], ["deepstack_features.0"])]
+    save(nodes, inputs,
          [value("pooler_output", TensorProto.FLOAT, ["m", H]),
           value("deepstack_features.0", TensorProto.FLOAT, ["m", H])],
-         [init("vision_w", VISION), init("merger_w", MERGER),
-          init("merge_shape", np.array([-1, 4 * H], np.int64))],
-         os.path.join(out, "image_encoder.onnx"))
+         inits, os.path.join(out, "image_encoder.onnx"))
+
+
+def write(out, rows, grid_inputs=False):
+    os.makedirs(out, exist_ok=True)
+    pos_w = POS[:rows]
+    write_encoder(out, grid_inputs)
     write_embed(out)
     # The language model over the prompt.
     save(position_term(rows, "s10", "") + [
@@ -251,14 +293,26 @@ def main():
     parser.add_argument("--rows", type=int, default=4, help="position rows (3: t, h, w; 4: text first)")
     parser.add_argument("--no-merge-size", action="store_true", help="leave spatial_merge_size out of config.json")
     parser.add_argument("--tiled", action="store_true", help="a Llama 4-style folder (see above)")
+    parser.add_argument("--grid-inputs", action="store_true",
+                        help="an encoder of the grid rule's inputs, and an image processor")
     args = parser.parse_args()
     if args.tiled:
         write_tiled(args.out)
         return
-    write(args.out, args.rows)
+    write(args.out, args.rows, args.grid_inputs)
     vision = {"spatial_merge_size": MERGE}
     if args.no_merge_size:
         vision = {}
+    if args.grid_inputs:
+        vision.update(model_type="qwen3_vl_moe_vision", num_position_embeddings=16)
+        processor = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 1,
+                     "temporal_patch_size": 1, "merge_size": MERGE, "do_resize": True,
+                     "size": {"shortest_edge": 4, "longest_edge": 64}, "resample": 3,
+                     "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+                     "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                     "image_std": [0.26862954, 0.26130258, 0.27577711], "do_convert_rgb": True}
+        with open(os.path.join(args.out, "preprocessor_config.json"), "w") as f:
+            json.dump(processor, f, indent=1)
     config = {"image_token_id": IMAGE_TOKEN, "vision_config": vision,
               "text_config": {"rope_parameters": {"mrope_section": [1, 1, 0]}}}
     with open(os.path.join(args.out, "config.json"), "w") as f:

@@ -6,7 +6,9 @@ against moe-run's ids for the same prompt (check_multimodal.py's workdir):
 
 Case g0 (one image, its inputs WORKDIR/g0.<input>.npy, moe-run's ids
 WORKDIR/g0/tokens.npy) and the text case; then a vision input of the wrong
-dtype raises ValueError naming it. Prints one line per check.
+dtype raises ValueError naming it. Where the workdir has PNG cases
+(png_rgb.png, a plan with an image processor), generate(images=[path])
+gives moe-run --image's ids. Prints one line per check.
 """
 
 import os
@@ -29,6 +31,11 @@ def main():
     want = np.load(os.path.join(work, "text", "tokens.npy")).tolist()
     got = generator.generate([1, 2, 7, 9, 5], max_new_tokens=len(want))
     print("python text:", "ok" if got == want else f"MISMATCH {got} != {want}")
+    png = os.path.join(work, "png_rgb.png")
+    if os.path.exists(png):
+        want = np.load(os.path.join(work, "png_rgb", "tokens.npy")).tolist()
+        got = generator.generate(prompt, max_new_tokens=len(want), images=[png])
+        print("python image:", "ok" if got == want else f"MISMATCH {got} != {want}")
     vision["hidden_states"] = vision["hidden_states"].astype(np.int64)
     try:
         generator.generate(prompt, max_new_tokens=2, vision=vision)

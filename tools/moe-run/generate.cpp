@@ -8,6 +8,7 @@
 #include "group_session.h"
 #include "moert/group_generator.h"
 #include "moert/npy.h"
+#include "moert/vision.h"
 #include "recording.h"
 #include "stats_json.h"
 
@@ -131,6 +132,20 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
     args.flags.push_back(name);
     return "";
   }
+  if (name == "--image") {
+    if (value.empty())
+      return std::string("--image needs a PNG or JPEG file");
+    args.images.push_back(value);
+    args.flags.push_back(name);
+    return "";
+  }
+  if (name == "--save-vision-inputs") {
+    if (value.empty())
+      return std::string("--save-vision-inputs needs a folder");
+    args.saveVisionInputs = value;
+    args.flags.push_back(name);
+    return "";
+  }
   args.flags.push_back(name);
   if (name == "--max-new-tokens") {
     if (!absl::SimpleAtoi(value, &number) || number < 1 ||
@@ -165,13 +180,14 @@ std::optional<std::string> parseGenerateOption(const std::string &name,
   return "";
 }
 
-absl::Status readVisionInputs(const GenerateArgs &args,
+absl::Status readVisionInputs(const moert::Plan &plan, const GenerateArgs &args,
                               std::vector<moert::npy::Array> &arrays,
                               moert::VisionInputs &vision) {
   // The header against the file's size here; the dtype and shape against
   // the plan by the generator.
   arrays.clear();
   vision.clear();
+  std::vector<std::string> names;
   for (const auto &[name, path] : args.visionInputs) {
     absl::StatusOr<moert::npy::Array> array = moert::npy::read(path);
     if (!array.ok())
@@ -179,12 +195,54 @@ absl::Status readVisionInputs(const GenerateArgs &args,
                           absl::StrCat("--vision-input ", name, ": ",
                                        array.status().message()));
     arrays.push_back(std::move(*array));
+    names.push_back(name);
+  }
+  const moert::MultimodalDesc *mm = plan.multimodal();
+  if (!args.images.empty()) {
+    if (!mm)
+      return absl::InvalidArgumentError("--image needs a multimodal plan");
+    absl::StatusOr<std::vector<moert::NamedTensor>> images =
+        moert::loadImages(*mm, args.images);
+    if (!images.ok())
+      return absl::Status(images.status().code(),
+                          absl::StrCat("--image: ", images.status().message()));
+    for (moert::NamedTensor &t : *images) {
+      if (std::count(names.begin(), names.end(), t.name))
+        return absl::InvalidArgumentError(
+            absl::StrCat("--vision-input ", t.name,
+                         " is also what --image gives; give one of them"));
+      arrays.push_back({t.dtype, t.shape, std::move(t.bytes)});
+      names.push_back(t.name);
+    }
   }
   for (size_t i = 0; i < arrays.size(); ++i)
-    vision.emplace_back(args.visionInputs[i].first,
+    vision.emplace_back(names[i],
                         moert::TensorData{arrays[i].dtype, arrays[i].shape,
                                           arrays[i].data.data(),
                                           arrays[i].data.size()});
+  if (args.saveVisionInputs.empty())
+    return absl::OkStatus();
+  if (!mm)
+    return absl::InvalidArgumentError(
+        "--save-vision-inputs needs a multimodal plan");
+  std::vector<moert::NamedTensor> rule;
+  for (const auto &[name, tensor] : vision)
+    if (name == mm->imageGrid) {
+      MOERT_ASSIGN_OR_RETURN(rule, moert::computeGridInputs(*mm, tensor));
+    }
+  std::error_code error;
+  std::filesystem::create_directories(args.saveVisionInputs, error);
+  if (error)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--save-vision-inputs ", args.saveVisionInputs, ": ", error.message()));
+  moert::VisionInputs all = vision;
+  for (const moert::NamedTensor &t : rule)
+    all.emplace_back(t.name, t.view());
+  for (const auto &[name, t] : all)
+    MOERT_RETURN_IF_ERROR(moert::npy::write(
+        (std::filesystem::path(args.saveVisionInputs) / (name + ".npy"))
+            .string(),
+        t.dtype, t.shape, t.data, t.bytes));
   return absl::OkStatus();
 }
 
@@ -200,6 +258,9 @@ std::string GenerateArgs::verify() const {
   if (!visionInputs.empty() && promptIds.empty())
     return "--vision-input describes the images of one prompt; give it "
            "with --prompt-ids";
+  if (!images.empty() && promptIds.empty())
+    return "--image gives the images of one prompt; give it with "
+           "--prompt-ids";
   return "";
 }
 
@@ -330,7 +391,7 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
   int64_t vocab = generator.vocabSize();
   std::vector<moert::npy::Array> arrays;
   moert::VisionInputs vision;
-  MOERT_RETURN_IF_ERROR(readVisionInputs(args, arrays, vision));
+  MOERT_RETURN_IF_ERROR(readVisionInputs(plan, args, arrays, vision));
   if constexpr (!std::is_same_v<GeneratorT, moert::Generator>) {
     if (!vision.empty())
       return absl::InvalidArgumentError(

@@ -41,6 +41,12 @@ struct GenerateArgs {
   bool kvCacheInPlace = true;
   /// --vision-input NAME=FILE.npy: a multimodal prompt's vision inputs.
   std::vector<std::pair<std::string, std::string>> visionInputs;
+  /// --image PATH: image files, in the prompt's order, preprocessed by the
+  /// plan's image processor.
+  std::vector<std::string> images;
+  /// --save-vision-inputs DIR: every vision input of the prompt (given,
+  /// from --image, and the grid rule's) written as DIR/NAME.npy.
+  std::string saveVisionInputs;
   /// Generation flags seen (for "needs --prompt-ids").
   std::vector<std::string> flags;
 
@@ -48,10 +54,12 @@ struct GenerateArgs {
   std::string verify() const;
 };
 
-/// Reads `args`'s --vision-input files into `arrays` and names them in
-/// `vision` (pointing into `arrays`); an unreadable or malformed .npy file
-/// is an error naming the input and the file.
-absl::Status readVisionInputs(const GenerateArgs &args,
+/// Reads `args`'s --vision-input files and --image files (preprocessed by
+/// `plan`'s image processor) into `arrays` and names them in `vision`
+/// (pointing into `arrays`); an unreadable or malformed file is an error
+/// naming the input and the file. With --save-vision-inputs writes them,
+/// and the grid rule's inputs, to that folder.
+absl::Status readVisionInputs(const moert::Plan &plan, const GenerateArgs &args,
                               std::vector<moert::npy::Array> &arrays,
                               moert::VisionInputs &vision);
 

@@ -110,7 +110,7 @@ absl::Status bench(GeneratorT &generator, const moert::Plan &plan,
   options.sampling.seed = run.seed;
   std::vector<moert::npy::Array> arrays;
   moert::VisionInputs vision;
-  MOERT_RETURN_IF_ERROR(readVisionInputs(args, arrays, vision));
+  MOERT_RETURN_IF_ERROR(readVisionInputs(plan, args, arrays, vision));
   auto generate = [&](const std::function<void(int64_t)> &onToken) {
     if constexpr (std::is_same_v<GeneratorT, moert::Generator>)
       return generator.generate(prompt, vision, options, onToken);

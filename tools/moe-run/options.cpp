@@ -103,6 +103,14 @@ generation (plans from `moec compile DECODE.onnx --prefill PREFILL.onnx
                          graph's input NAME, or the image grid, as the
                          model's processor gives it; docs/multimodal.md),
                          for the images of the --prompt-ids
+  --image PATH           a PNG or JPEG image for the --prompt-ids of a
+                         multimodal plan compiled with the model's
+                         preprocessor_config.json (repeat for several, in
+                         the prompt's order): its pixel patches and grid
+  --save-vision-inputs DIR
+                         write every vision input of the prompt (given,
+                         from --image, and those the plan computes from the
+                         grid) as DIR/NAME.npy
   --prompt-tokens P      a prompt of P ids drawn from --seed, uniform over
                          the vocabulary (the plan's logits' last dim);
                          --output-dir adds DIR/prompt_ids.npy
@@ -161,17 +169,29 @@ namespace {
 
 /// Every option moe-run takes, for the suggestion of a misspelt one.
 constexpr const char *kOptions[] = {
-    "--input",         "--output-dir",    "--save-inputs",    "--threads",
-    "--tokens",        "--dim",           "--seed",           "--bench",
-    "--duration",      "--warmup",        "--fresh-inputs",   "--stats",
-    "--trace",         "--report-html",   "--compare",        "--backend",
-    "--cuda-graphs",   "--placement",     "--devices",        "--comm",
-    "--comm-timeout",  "--device-memory", "--expert-read",    "--prefetch",
-    "--help",          "--version",       "--prompt",         "--prompt-ids",
-    "--prompt-tokens", "--prompts",       "--max-new-tokens", "--temperature",
-    "--top-k",         "--top-p",         "--stop-id",        "--kv-cache",
-    "--stream",        "--ignore-eos",    "--tokenizer",      "--chat",
-    "--system",        "--stop",          "--vision-input",   "--expert-cache",
+    "--input",          "--output-dir",
+    "--save-inputs",    "--threads",
+    "--tokens",         "--dim",
+    "--seed",           "--bench",
+    "--duration",       "--warmup",
+    "--fresh-inputs",   "--stats",
+    "--trace",          "--report-html",
+    "--compare",        "--backend",
+    "--cuda-graphs",    "--placement",
+    "--devices",        "--comm",
+    "--comm-timeout",   "--device-memory",
+    "--expert-read",    "--prefetch",
+    "--help",           "--version",
+    "--prompt",         "--prompt-ids",
+    "--prompt-tokens",  "--prompts",
+    "--max-new-tokens", "--temperature",
+    "--top-k",          "--top-p",
+    "--stop-id",        "--kv-cache",
+    "--stream",         "--ignore-eos",
+    "--tokenizer",      "--chat",
+    "--system",         "--stop",
+    "--vision-input",   "--expert-cache",
+    "--image",          "--save-vision-inputs",
 };
 
 /// The Levenshtein distance of `a` and `b` with replacements, as

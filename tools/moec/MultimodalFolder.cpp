@@ -7,6 +7,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
+
 using namespace llvm;
 
 namespace moec {
@@ -19,6 +21,132 @@ std::string joinPath(StringRef dir, StringRef name) {
   SmallString<256> path(dir);
   sys::path::append(path, name);
   return std::string(path);
+}
+
+/// Reads the JSON object at `path` (a config of at most kMaxConfigBytes)
+/// into `out`; else sets `error` to one message naming the file.
+bool readJsonObject(StringRef path, json::Value &out, std::string &error) {
+  auto fail = [&](const Twine &message) {
+    error = (path + ": " + message).str();
+    return false;
+  };
+  uint64_t size = 0;
+  if (sys::fs::file_size(path, size))
+    return fail("not a readable file");
+  if (size > kMaxConfigBytes)
+    return fail("is " + Twine(size) + " bytes; a config is at most " +
+                Twine(kMaxConfigBytes));
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail(buffer.getError().message());
+  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail("invalid JSON: " + toString(parsed.takeError()));
+  if (!parsed->getAsObject())
+    return fail("is not a JSON object");
+  out = std::move(*parsed);
+  return true;
+}
+
+/// The grid rule's config fields: the position table's side and the
+/// family's interpolation (transformers' Qwen3-VL vision models resample
+/// their table bilinearly with align_corners).
+void readGridConfig(const json::Object &root, const json::Object *vision,
+                    plan::MultimodalConfig &config) {
+  std::optional<int64_t> entries =
+      vision ? vision->getInteger("num_position_embeddings") : std::nullopt;
+  if (entries && *entries > 0) {
+    int64_t side = static_cast<int64_t>(
+        std::llround(std::sqrt(static_cast<double>(*entries))));
+    if (side * side == *entries)
+      config.tableSide = side;
+  }
+  std::optional<StringRef> type =
+      vision ? vision->getString("model_type") : std::nullopt;
+  if (!type)
+    type = root.getString("model_type");
+  StringRef family = type.value_or("");
+  family.consume_back("_vision");
+  for (StringRef known : {"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+    if (family == known) {
+      config.gridFamily = known.str();
+      config.interpolation = moert::fb::GridInterpolation::Bilinear;
+      config.alignCorners = true;
+    }
+}
+
+/// Reads DIR/preprocessor_config.json, when there, into `config.processor`:
+/// the Qwen2-VL image processor's fields (docs/multimodal.md, "Images").
+bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
+                   std::string &error) {
+  std::string path = joinPath(dir, "preprocessor_config.json");
+  if (!sys::fs::exists(path))
+    return true;
+  auto fail = [&](const Twine &message) {
+    error = path + ": " + message.str();
+    return false;
+  };
+  json::Value parsed(nullptr);
+  if (!readJsonObject(path, parsed, error))
+    return false;
+  const json::Object *root = parsed.getAsObject();
+  moert::fb::ImageProcessorT &p = config.processor;
+  auto integer = [&](StringRef key, int64_t &out, int64_t lo, int64_t hi) {
+    std::optional<int64_t> v = root->getInteger(key);
+    if (!v || *v < lo || *v > hi)
+      return fail(key + " is missing or not an integer in [" + Twine(lo) +
+                  ", " + Twine(hi) + "]");
+    out = *v;
+    return true;
+  };
+  auto flag = [&](StringRef key, bool &out) {
+    out = root->getBoolean(key).value_or(true);
+  };
+  int64_t merge = 0;
+  if (!integer("patch_size", p.patch_size, 1, 1024) ||
+      !integer("temporal_patch_size", p.temporal_patch_size, 1, 64) ||
+      !integer("merge_size", merge, 1, 1024))
+    return false;
+  if (merge != config.spatialMergeSize)
+    return fail(
+        "merge_size " + Twine(merge) +
+        " differs from config.json's vision_config.spatial_merge_size " +
+        Twine(config.spatialMergeSize));
+  flag("do_resize", p.do_resize);
+  flag("do_rescale", p.do_rescale);
+  flag("do_normalize", p.do_normalize);
+  // The pixel bounds: size.shortest_edge / longest_edge (transformers 5),
+  // or min_pixels / max_pixels.
+  const json::Object *sizes = root->getObject("size");
+  std::optional<int64_t> lo = sizes ? sizes->getInteger("shortest_edge")
+                                    : root->getInteger("min_pixels");
+  std::optional<int64_t> hi = sizes ? sizes->getInteger("longest_edge")
+                                    : root->getInteger("max_pixels");
+  if (p.do_resize && (!lo || !hi || *lo < 1 || *hi < *lo || *hi > (1LL << 40)))
+    return fail("size.shortest_edge and size.longest_edge (or min_pixels and "
+                "max_pixels) are missing or no range of pixel counts");
+  p.min_pixels = lo.value_or(0);
+  p.max_pixels = hi.value_or(0);
+  if (std::optional<int64_t> resample = root->getInteger("resample"))
+    if (p.do_resize && *resample != 3)
+      return fail("resample " + Twine(*resample) +
+                  " is not 3 (bicubic), the only resize the rule knows");
+  p.rescale_factor = root->getNumber("rescale_factor").value_or(1.0 / 255);
+  for (auto [key, out] : {std::pair("image_mean", &p.image_mean),
+                          std::pair("image_std", &p.image_std)}) {
+    const json::Array *values = root->getArray(key);
+    if (!values || values->size() != 3)
+      return fail(Twine(key) + " is missing or not 3 numbers");
+    for (const json::Value &v : *values) {
+      if (!v.getAsNumber() ||
+          (StringRef(key) == "image_std" && *v.getAsNumber() == 0))
+        return fail(Twine(key) + " holds a value that is not a number" +
+                    (StringRef(key) == "image_std" ? " other than 0" : ""));
+      out->push_back(*v.getAsNumber());
+    }
+  }
+  config.hasProcessor = true;
+  return true;
 }
 
 } // namespace
@@ -63,21 +191,10 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
     error = path + ": " + message.str();
     return false;
   };
-  uint64_t size = 0;
-  if (sys::fs::file_size(path, size))
-    return fail("not a readable file");
-  if (size > kMaxConfigBytes)
-    return fail("is " + Twine(size) + " bytes; a config.json is at most " +
-                Twine(kMaxConfigBytes));
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
-  if (!buffer)
-    return fail(buffer.getError().message());
-  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
-  if (!parsed)
-    return fail("invalid JSON: " + toString(parsed.takeError()));
-  const json::Object *root = parsed->getAsObject();
-  if (!root)
-    return fail("is not a JSON object");
+  json::Value parsed(nullptr);
+  if (!readJsonObject(path, parsed, error))
+    return false;
+  const json::Object *root = parsed.getAsObject();
   std::optional<int64_t> image = root->getInteger("image_token_id");
   if (!image)
     image = root->getInteger("image_token_index");
@@ -101,6 +218,9 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
     if (const json::Object *params = text ? text->getObject(rope) : nullptr)
       if (const json::Array *found = params->getArray("mrope_section"))
         sections = found;
+  readGridConfig(*root, vision, folder.config);
+  if (!readProcessor(dir, folder.config, error))
+    return false;
   if (!sections)
     return true;
   for (const json::Value &section : *sections)

@@ -37,7 +37,9 @@ bool isMultimodalFolder(llvm::StringRef path);
 /// and decode required, multi_modal_projector and lm_head optional) and
 /// config.json's image_token_id (or image_token_index), and where present
 /// vision_config.spatial_merge_size and text_config's mrope_section (in
-/// rope_parameters or rope_scaling), which M-RoPE positions need. On
+/// rope_parameters or rope_scaling), which M-RoPE positions need, the grid
+/// rule's vision_config.num_position_embeddings and model_type, and
+/// preprocessor_config.json when the folder has one. On
 /// failure returns false and sets `error` to one message naming the file
 /// and the field.
 bool readMultimodalFolder(llvm::StringRef dir, MultimodalFolder &folder,

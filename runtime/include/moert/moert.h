@@ -193,6 +193,10 @@ enum class FeedKind : uint8_t {
   ImageTokenMask,
   TokenTypes,
   LastPosition,
+  GridSegments,
+  GridPatchPositions,
+  GridInterpIndices,
+  GridInterpWeights,
 };
 /// What a multimodal stage is (plan.fbs `StageRole`).
 enum class StageRole : uint8_t { Vision, Embed, Prefill, Head };
@@ -206,6 +210,26 @@ struct FeedDesc {
   FeedKind kind = FeedKind::Given;
   int stage = -1;
   std::string output;
+  /// The fed input's dtype (the Grid* feeds write it).
+  DType dtype = DType::F32;
+};
+
+/// The grid rule's parameters (format 1.22, plan.fbs `GridRule`).
+struct GridRuleDesc {
+  /// The position table's side; 0: no interpolation taps.
+  int64_t tableSide = 0;
+  bool bicubic = false;
+  bool alignCorners = false;
+};
+
+/// The image processor's rule (format 1.22, plan.fbs `ImageProcessor`).
+struct ImageProcessorDesc {
+  std::string pixelInput;
+  int64_t patchSize = 0, temporalPatchSize = 0;
+  int64_t minPixels = 0, maxPixels = 0;
+  bool doResize = false, doRescale = false, doNormalize = false;
+  double rescaleFactor = 1;
+  std::vector<double> imageMean, imageStd;
 };
 
 /// One stage of a multimodal plan (its schedule stays in the plan).
@@ -243,6 +267,11 @@ struct MultimodalDesc {
   /// (deepstack features), which an export traced with an image cannot
   /// take empty.
   bool textThroughDecode = false;
+  /// With Grid* feeds (format 1.22).
+  GridRuleDesc gridRule;
+  /// Images as files (format 1.22); absent: only --vision-input.
+  bool hasImageProcessor = false;
+  ImageProcessorDesc imageProcessor;
 };
 
 /// Where a plan came from (the plan's provenance table, written by moec):

@@ -8,6 +8,7 @@
 
 #include "generate/generation_loop.h"
 #include "generate/generator_impl.h"
+#include "generate/grid_rule.h"
 #include "generate/mrope_positions.h"
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,8 @@ struct PromptRun {
   std::map<std::string, const TensorData *> given;
   bool images = false;
   std::vector<int64_t> positions;
+  /// The grid rule's values for the prompt's images.
+  detail::GridTensors grid;
   /// Buffers a feed computed, kept until the stage ran.
   std::vector<std::vector<uint8_t>> scratch;
 };
@@ -66,28 +69,6 @@ absl::Status checkGiven(PromptRun &run, const VisionInputs &vision,
                        absl::StrJoin(mm.givenInputs, ", "), ")"));
   run.images = true;
   return absl::OkStatus();
-}
-
-/// The images' grids from the grid input, i64 [images, 3].
-absl::StatusOr<std::vector<detail::ImageGrid>>
-readGrids(const MultimodalDesc &mm, const TensorData &grid) {
-  if (grid.dtype != DType::I64 || grid.shape.size() != 2 ||
-      grid.shape[1] != 3 || grid.shape[0] < 1 ||
-      grid.bytes != static_cast<size_t>(grid.shape[0]) * 3 * 8)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vision input '", mm.imageGrid, "' is ", dtypeName(grid.dtype), " [",
-        absl::StrJoin(grid.shape, ", "),
-        "]; it holds each image's (t, h, w) patch grid, i64 [images, 3]"));
-  int64_t images = grid.shape[0];
-  if (mm.maxImages && images > mm.maxImages)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vision input '", mm.imageGrid, "' has ", images,
-        " images but the plan's vision encoder takes at most ", mm.maxImages));
-  std::vector<detail::ImageGrid> grids(images);
-  const int64_t *values = static_cast<const int64_t *>(grid.data);
-  for (int64_t i = 0; i < images; ++i)
-    grids[i] = {values[3 * i], values[3 * i + 1], values[3 * i + 2]};
-  return grids;
 }
 
 /// Feeds `feed` into `session`, stage `stage`'s.
@@ -151,6 +132,14 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
     return session.setInput(feed.input, DType::F32, embeds.shape, merged.data(),
                             merged.size());
   }
+  case FeedKind::GridSegments:
+  case FeedKind::GridPatchPositions:
+  case FeedKind::GridInterpIndices:
+  case FeedKind::GridInterpWeights: {
+    NamedTensor t = detail::gridFeedTensor(run.grid, feed);
+    return session.setInput(feed.input, t.dtype, t.shape, t.bytes.data(),
+                            t.bytes.size());
+  }
   case FeedKind::LastPosition: {
     MOERT_ASSIGN_OR_RETURN(TensorData hidden,
                            impl.stages[feed.stage]->output(feed.output));
@@ -162,6 +151,36 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
   }
   }
   return absl::InternalError("unknown feed kind");
+}
+
+/// The grid rule's values, when a stage takes them, and the check that the
+/// given pixel patches (the f32 [p, F] given inputs of such a stage) have
+/// the grids' patch count.
+absl::Status computeGrid(PromptRun &run,
+                         const std::vector<detail::ImageGrid> &grids) {
+  const MultimodalDesc &mm = run.mm;
+  bool any = false;
+  for (const StageDesc &stage : mm.stages)
+    for (const FeedDesc &feed : stage.feeds)
+      any |= detail::isGridFeed(feed.kind);
+  if (!any)
+    return absl::OkStatus();
+  MOERT_ASSIGN_OR_RETURN(
+      run.grid,
+      detail::computeGridTensors(mm.gridRule, mm.spatialMergeSize, grids));
+  for (const StageDesc &stage : mm.stages)
+    for (const FeedDesc &feed : stage.feeds) {
+      if (feed.kind != FeedKind::Given || feed.input == mm.imageGrid)
+        continue;
+      const TensorData &t = *run.given.at(feed.input);
+      if (t.dtype == DType::F32 && t.shape.size() == 2 &&
+          t.shape[0] != run.grid.patches)
+        return absl::InvalidArgumentError(
+            absl::StrCat("vision input '", feed.input, "' has ", t.shape[0],
+                         " patches but the grids in '", mm.imageGrid, "' make ",
+                         run.grid.patches));
+    }
+  return absl::OkStatus();
 }
 
 } // namespace
@@ -179,10 +198,16 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   detail::resetCaches(impl);
   length_ = 0;
   times_.visionSeconds = 0;
-  PromptRun run{mm, prompt, {}, false, {}, {}};
+  PromptRun run{mm, prompt, {}, false, {}, {}, {}};
   int64_t imageTokens =
       std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
   MOERT_RETURN_IF_ERROR(checkGiven(run, vision, imageTokens));
+  std::vector<detail::ImageGrid> grids;
+  if (run.images && !mm.imageGrid.empty()) {
+    MOERT_ASSIGN_OR_RETURN(
+        grids, detail::readImageGrids(mm, *run.given.at(mm.imageGrid)));
+    MOERT_RETURN_IF_ERROR(computeGrid(run, grids));
+  }
   detail::PromptPositions positions;
   if (std::all_of(
           mm.positionRows.begin(), mm.positionRows.end(),
@@ -193,10 +218,6 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
     for (size_t i = 0; i < positions.values.size(); ++i)
       positions.values[i] = static_cast<int64_t>(i % prompt.size());
   } else {
-    std::vector<detail::ImageGrid> grids;
-    if (run.images) {
-      MOERT_ASSIGN_OR_RETURN(grids, readGrids(mm, *run.given.at(mm.imageGrid)));
-    }
     MOERT_ASSIGN_OR_RETURN(
         positions,
         detail::computePromptPositions(prompt, mm.imageTokenId, grids,

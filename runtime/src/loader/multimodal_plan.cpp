@@ -6,7 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
+#include <tuple>
 
 namespace moert::detail {
 namespace {
@@ -31,11 +34,9 @@ const char *roleName(StageRole role) {
   return "?";
 }
 
+/// plan.fbs's name of `kind` (the values are the same).
 const char *kindName(FeedKind kind) {
-  static const char *const names[] = {
-      "Given",     "TokenIds",       "StageOutput", "MergedEmbeddings",
-      "Positions", "ImageTokenMask", "TokenTypes",  "LastPosition"};
-  return names[static_cast<int>(kind)];
+  return fb::EnumNameFeedKind(static_cast<fb::FeedKind>(kind));
 }
 
 /// Whether `t` is `dtype` of rank `rank`.
@@ -82,6 +83,7 @@ public:
         return at.invalid("the input is fed twice");
       MOERT_RETURN_IF_ERROR(
           checkOne(at, schedule.tensors[id], stage, decode, feed));
+      feed.dtype = schedule.tensors[id].dtype;
       out.push_back(std::move(feed));
     }
     if (!decode)
@@ -126,6 +128,11 @@ private:
       if (role != StageRole::Vision)
         return at.invalid("only a Vision stage takes given inputs");
       return absl::OkStatus();
+    case FeedKind::GridSegments:
+    case FeedKind::GridPatchPositions:
+    case FeedKind::GridInterpIndices:
+    case FeedKind::GridInterpWeights:
+      return checkGrid(at, input, role, feed, expect);
     case FeedKind::TokenIds:
     case FeedKind::TokenTypes:
       return expect(isA(input, DType::I64, 2), "i64 [1, n]");
@@ -187,9 +194,133 @@ private:
     return at.invalid("unknown feed kind");
   }
 
+  /// A Grid* feed: a Vision stage's input, with the plan's rule, of the
+  /// type the rule writes.
+  template <typename Expect>
+  absl::Status checkGrid(const Diag &at, const TensorInfo &input,
+                         StageRole role, const FeedDesc &feed,
+                         const Expect &expect) const {
+    if (impl_.versionMinor < kFormatVersionMinorGridRule)
+      return at.invalid("the grid rule needs format ", kFormatVersionMajor, ".",
+                        kFormatVersionMinorGridRule,
+                        ", but the file is version ", impl_.versionMajor, ".",
+                        impl_.versionMinor);
+    if (role != StageRole::Vision)
+      return at.invalid("only a Vision stage takes the grid rule's inputs");
+    if (!hasGridRule_)
+      return at.invalid("the plan has no grid_rule");
+    int64_t taps = mm_.gridRule.bicubic ? 16 : 4;
+    auto columns = [&](int64_t n) {
+      return input.rank == 2 && (input.dims[1].kind != fb::DimKind::Static ||
+                                 input.dims[1].bound == n);
+    };
+    switch (feed.kind) {
+    case FeedKind::GridSegments:
+      return expect((isA(input, DType::I32, 1) || isA(input, DType::I64, 1)),
+                    "i32 or i64 [frames + 1] (segment bounds)");
+    case FeedKind::GridPatchPositions:
+      return expect(isA(input, DType::I64, 2) && columns(2),
+                    "i64 [p, 2] (patch positions)");
+    case FeedKind::GridInterpIndices:
+    case FeedKind::GridInterpWeights:
+      if (mm_.gridRule.tableSide < 1)
+        return at.invalid("the grid rule has no position table (table_side "
+                          "0) to interpolate");
+      return expect(
+          isA(input,
+              feed.kind == FeedKind::GridInterpIndices ? DType::I64
+                                                       : DType::F32,
+              2) &&
+              columns(taps),
+          absl::StrCat(feed.kind == FeedKind::GridInterpIndices ? "i64" : "f32",
+                       " [p, ", taps, "] (interpolation taps)"));
+    default:
+      return at.invalid("unknown feed kind");
+    }
+  }
+
+public:
+  bool hasGridRule_ = false;
+
+private:
   const Plan::Impl &impl_;
   const MultimodalDesc &mm_;
 };
+
+/// The largest position table side and image processor sizes a plan may
+/// declare.
+constexpr int64_t kMaxTableSide = 1 << 16;
+constexpr int64_t kMaxPatchSize = 1 << 10;
+constexpr int64_t kMaxTemporalPatch = 64;
+
+/// Reads and checks the (1.22) grid rule and image processor tables.
+absl::Status loadRules(const Diag &mm, const fb::Multimodal &table,
+                       const Plan::Impl &impl, MultimodalDesc &desc) {
+  if ((table.grid_rule() || table.image_processor()) &&
+      impl.versionMinor < kFormatVersionMinorGridRule)
+    return mm.invalid("grid_rule and image_processor need format ",
+                      kFormatVersionMajor, ".", kFormatVersionMinorGridRule,
+                      ", but the file is version ", impl.versionMajor, ".",
+                      impl.versionMinor);
+  if (const fb::GridRule *rule = table.grid_rule()) {
+    uint8_t mode = static_cast<uint8_t>(rule->interpolation());
+    if (mode > static_cast<uint8_t>(fb::GridInterpolation::MAX))
+      return mm.invalid("grid_rule.interpolation ", int(mode),
+                        " is no GridInterpolation");
+    if (rule->table_side() < 0 || rule->table_side() > kMaxTableSide)
+      return mm.invalid("grid_rule.table_side ", rule->table_side(),
+                        " is not in [0, ", kMaxTableSide, "]");
+    desc.gridRule = {rule->table_side(),
+                     rule->interpolation() == fb::GridInterpolation::Bicubic,
+                     rule->align_corners()};
+  }
+  const fb::ImageProcessor *proc = table.image_processor();
+  if (!proc)
+    return absl::OkStatus();
+  Diag at = mm.nested("image_processor");
+  ImageProcessorDesc &d = desc.imageProcessor;
+  d.pixelInput = std::string(str(proc->pixel_input()));
+  d.patchSize = proc->patch_size();
+  d.temporalPatchSize = proc->temporal_patch_size();
+  d.minPixels = proc->min_pixels();
+  d.maxPixels = proc->max_pixels();
+  d.doResize = proc->do_resize();
+  d.doRescale = proc->do_rescale();
+  d.rescaleFactor = proc->rescale_factor();
+  d.doNormalize = proc->do_normalize();
+  if (d.patchSize < 1 || d.patchSize > kMaxPatchSize)
+    return at.invalid("patch_size ", d.patchSize, " is not in [1, ",
+                      kMaxPatchSize, "]");
+  if (d.temporalPatchSize < 1 || d.temporalPatchSize > kMaxTemporalPatch)
+    return at.invalid("temporal_patch_size ", d.temporalPatchSize,
+                      " is not in [1, ", kMaxTemporalPatch, "]");
+  if (d.doResize && (d.minPixels < 1 || d.maxPixels < d.minPixels ||
+                     d.maxPixels > (int64_t{1} << 40)))
+    return at.invalid("min_pixels ", d.minPixels, " and max_pixels ",
+                      d.maxPixels, " are no range of pixel counts");
+  if (!std::isfinite(d.rescaleFactor))
+    return at.invalid("rescale_factor is not finite");
+  for (auto [field, values, name] :
+       {std::tuple(&d.imageMean, proc->image_mean(), "image_mean"),
+        std::tuple(&d.imageStd, proc->image_std(), "image_std")}) {
+    if (!values) {
+      if (d.doNormalize)
+        return at.invalid(name, " is missing");
+      continue;
+    }
+    field->assign(values->begin(), values->end());
+  }
+  if (d.doNormalize &&
+      (d.imageMean.size() != 3 || d.imageStd.size() != 3 ||
+       std::any_of(d.imageStd.begin(), d.imageStd.end(),
+                   [](double v) { return !(v != 0) || !std::isfinite(v); }) ||
+       std::any_of(d.imageMean.begin(), d.imageMean.end(),
+                   [](double v) { return !std::isfinite(v); })))
+    return at.invalid("image_mean and image_std need 3 finite values each, "
+                      "std nonzero");
+  desc.hasImageProcessor = true;
+  return absl::OkStatus();
+}
 
 } // namespace
 
@@ -318,7 +449,9 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
     return mm.invalid("logits '", desc.logits, "' are not an f32 [1, n, ",
                       gen.vocabSize, "] output of stage ", desc.logitsStage);
 
+  MOERT_RETURN_IF_ERROR(loadRules(mm, table, impl, desc));
   FeedChecker checker(impl, desc);
+  checker.hasGridRule_ = table.grid_rule() != nullptr;
   std::set<std::string> given;
   for (int s = 0; s < numStages; ++s) {
     StageDesc &stage = desc.stages[s];
@@ -336,6 +469,35 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
   }
   if (!desc.imageGrid.empty() && !given.count(desc.imageGrid))
     desc.givenInputs.push_back(desc.imageGrid);
+  if (desc.hasImageProcessor && desc.imageGrid.empty())
+    return mm.invalid("image_processor needs an image_grid input");
+  if (desc.hasImageProcessor) {
+    // The pixel patches: a given f32 [p, 3 * temporal * patch^2] input.
+    const ImageProcessorDesc &proc = desc.imageProcessor;
+    int64_t width =
+        3 * proc.temporalPatchSize * proc.patchSize * proc.patchSize;
+    bool found = false;
+    for (int s = 0; s < numStages && !found; ++s)
+      for (const FeedDesc &feed : desc.stages[s].feeds)
+        if (feed.kind == FeedKind::Given && feed.input == proc.pixelInput) {
+          const ScheduleInfo &schedule = impl.stageSchedules[s];
+          const TensorInfo &t =
+              schedule.tensors[findSignatureTensor(schedule, true, feed.input)];
+          if (!isA(t, DType::F32, 2) ||
+              (t.dims[1].kind == fb::DimKind::Static &&
+               t.dims[1].bound != width))
+            return mm.invalid("image_processor.pixel_input '", feed.input,
+                              "' is ", describe(t),
+                              "; the processor gives f32 "
+                              "[p, ",
+                              width, "]");
+          found = true;
+          break;
+        }
+    if (!found)
+      return mm.invalid("image_processor.pixel_input '", proc.pixelInput,
+                        "' is no given vision input");
+  }
   for (const FeedDesc &feed : desc.stages[desc.prefillStage].feeds)
     if (feed.kind == FeedKind::StageOutput &&
         desc.stages[feed.stage].role == StageRole::Vision)

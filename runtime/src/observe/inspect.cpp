@@ -283,10 +283,7 @@ static const char *stageRoleName(StageRole role) {
   return names[static_cast<int>(role)];
 }
 static const char *feedKindName(FeedKind kind) {
-  static const char *const names[] = {
-      "Given",     "TokenIds",       "StageOutput", "MergedEmbeddings",
-      "Positions", "ImageTokenMask", "TokenTypes",  "LastPosition"};
-  return names[static_cast<int>(kind)];
+  return fb::EnumNameFeedKind(static_cast<fb::FeedKind>(kind));
 }
 
 /// The multimodal table's lines of describePlanText.
@@ -308,6 +305,22 @@ static std::string multimodalText(const MultimodalDesc &mm) {
                               printable(feed.output));
     }
     absl::StrAppend(&out, "\n");
+  }
+  if (mm.gridRule.tableSide)
+    absl::StrAppendFormat(&out,
+                          "  grid rule: position table %d x %d, %s, "
+                          "align_corners %d\n",
+                          mm.gridRule.tableSide, mm.gridRule.tableSide,
+                          mm.gridRule.bicubic ? "bicubic" : "bilinear",
+                          mm.gridRule.alignCorners);
+  if (mm.hasImageProcessor) {
+    const ImageProcessorDesc &p = mm.imageProcessor;
+    absl::StrAppendFormat(
+        &out,
+        "  image processor: pixels '%s', patch %d, temporal %d, resize %d "
+        "(pixels %d..%d), rescale %d (%g), normalize %d\n",
+        printable(p.pixelInput), p.patchSize, p.temporalPatchSize, p.doResize,
+        p.minPixels, p.maxPixels, p.doRescale, p.rescaleFactor, p.doNormalize);
   }
   return out;
 }
