@@ -237,33 +237,41 @@ void roundToBf16(const float *in, int64_t count, uint16_t *out) {
 }
 
 // The crossover between streaming and GEMM blocks. The streaming kernels
-// (stream.cpp) do 8-lane FMAs from registers and read each weight element
-// once: per weight element and row of an expert they cost about a fixed
-// read s0 plus n times one multiply-add s1, where a GEMM block costs about
-// g0 (the read, oneDNN's packing of the block, and for bf16 the copy into
-// AMX's layout) plus n times g1, with g1 << s1 (16-lane AVX-512 FMAs, or
-// AMX tiles). Streaming wins for n < (g0 - s0) / (s1 - g1). With AVX-512
-// measured s0 ~ g0 and s1 ~ 8-10 g1: streaming pays only at 1 and 2 rows
-// (one row reads at memory speed). On CPUs without AVX-512 the GEMMs' FMAs
-// are the streaming kernels' width, and the crossover is 16 rows for
-// [out, K] weights and 8 for [K, out] ones (split along K: the partial
-// products outgrow L1 past 8). The measurements are in bench/README.md
-// ("Kernel measurements behind the CPU kernels' design").
-int64_t streamedRows(StreamWeights, bool inOut) {
+// (stream.cpp) read each weight element once and do one FMA per row from
+// registers: per weight element and row of an expert they cost about a
+// fixed read s0 plus n times one multiply-add s1, where a GEMM block costs
+// about g0 (the read, oneDNN's packing of the block, and for bf16 the copy
+// into AMX's layout) plus n times g1, with g1 < s1. Streaming wins for n <
+// (g0 - s0) / (s1 - g1). On AVX-512 the 16-lane kernels, with up to four
+// rows per weight vector, were measured (moe-stream-bench, per CPU second,
+// 1 thread) faster than the GEMM blocks up to 4 rows of f32 and bf16
+// [out, K] weights, 6 of int8 and 8 of f16 (oneDNN has no f16 matmul here:
+// f16 widens), and up to 8 rows of every type of [K, out] weights. On CPUs
+// without AVX-512 the GEMMs' FMAs are the streaming kernels' width, and the
+// crossover is 16 rows for [out, K] weights and 8 for [K, out] ones (split
+// along K: the partial products outgrow L1 past 8). The measurements are
+// in bench/README.md ("Several rows per weight row", and "Kernel
+// measurements behind the CPU kernels' design").
+int64_t streamedRows(StreamWeights type, bool inOut) {
   // Whether rows stream depends on their count: batch-invariant mode runs
   // every count through the GEMM path.
   if (batchInvariant())
     return 0;
-  constexpr int64_t kWideFmaRows = 2;
   constexpr int64_t kNarrowRows = 16, kSplitRows = 8;
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool wide = __builtin_cpu_supports("avx512f");
-#else
-  constexpr bool wide = false;
-#endif
-  if (wide)
-    return kWideFmaRows;
-  return inOut ? kSplitRows : kNarrowRows;
+  if (!hasAvx512Streams())
+    return inOut ? kSplitRows : kNarrowRows;
+  if (inOut)
+    return kSplitRows;
+  switch (type) {
+  case StreamWeights::F32:
+  case StreamWeights::BF16:
+    return 4;
+  case StreamWeights::I8:
+    return 6;
+  case StreamWeights::F16:
+    return 8;
+  }
+  return 4;
 }
 
 bool matmulBlock(const float *x, int64_t n, int64_t K, const void *w,

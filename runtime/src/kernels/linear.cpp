@@ -3,8 +3,9 @@
 // y [..., N] = a [..., K] W^T for a weight W [N, K] stored f32, bf16, f16 or
 // int8 with a scale per row (docs/plan-format.md, format 1.16): what `moec
 // compile --weight-dtype` makes of a MatMul by a constant matrix. Every row
-// of a is one row of the product. A few rows (decoding) read each weight
-// once through the streaming kernels (kernels/stream.h), the pool's threads
+// of a is one row of the product. A few rows (decoding, and the decode
+// steps of a batch of a few sequences) read each weight once through the
+// streaming kernels (kernels/stream.h), the pool's threads
 // taking contiguous blocks of W's rows; more rows (a prompt) widen blocks of
 // W's rows to f32 and multiply them, each block once for all the rows, with
 // oneDNN's f32 matmul where it has brgemm kernels for the CPU
@@ -108,8 +109,8 @@ absl::Status linearKernel(KernelContext &ctx) {
   const float *scales =
       ctx.has(kScales) ? ctx.in(kScales).as<const float>() : nullptr;
   const int64_t threads = ctx.pool().size();
-  // The experts' crossover (2 rows where the CPU has AVX-512; none in
-  // batch-invariant mode).
+  // The experts' crossover for [out, K] weights (4 to 8 rows where the CPU
+  // has AVX-512, by weight type; none in batch-invariant mode).
   if (M <= streamedRows(type, /*inOut=*/false)) {
     // One contiguous block of weight rows per thread: each weight byte is
     // read once, by one thread.

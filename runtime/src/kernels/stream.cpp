@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MOERT_MULTIVERSION                                                     \
@@ -264,6 +265,10 @@ template <typename V> MOERT_ALWAYS_INLINE V loadAs(const float *p) {
   return v;
 }
 
+template <typename V> MOERT_ALWAYS_INLINE void storeAs(float *p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
 //===----------------------------------------------------------------------===//
 // [out, K] weights: each output is a dot product of a row with a weight row.
 //===----------------------------------------------------------------------===//
@@ -329,69 +334,169 @@ template <typename V> MOERT_ALWAYS_INLINE float treeSum(V v) {
   return (four[0] + four[2]) + (four[1] + four[3]);
 }
 
-/// c[r, 0] = dot(x[r, :], w) (* scale[0]) + bias[0] for r < R, one weight
-/// row w read as one sequential stream (four accumulators per row of x).
+// The 16-lane [out, K] products. Each output c[r, j] is summed the same
+// way whatever the other rows of x are and however the block is traversed:
+// over chunks of kChunk inputs, each chunk into four accumulators (the
+// chunk's 16-lane vectors in turn), whose sum is added to the output's
+// running vector; a tree sum of that vector, then the scalar tail of K,
+// the scale and the bias. So a row's result does not depend on how many
+// rows share its block.
+
+/// Inputs per chunk: 8 rows of x over one chunk (8 KiB) stay in L1 while a
+/// block of weight rows multiplies them.
+constexpr int64_t kChunk = 256;
+/// Rows of x per pass of a chunk (R of chunkRows): each 16-lane weight
+/// vector, loaded and widened once, feeds one FMA per row, from 4 x
+/// kRowGroup accumulators (bench/README.md, "Several rows per weight
+/// row").
+constexpr int kRowGroup = 4;
+/// Rows of x per slab: the running vectors of a block are kBlockRows x
+/// kSlabRows (8 KiB).
+constexpr int64_t kSlabRows = 8;
+/// Weight rows per block when x's slab does not fit in L1 with them.
+constexpr int64_t kBlockRows = 16;
+/// The most bytes of x (a slab's rows over all of K) that one weight row at
+/// a time reads from L1 (half of a 48 KiB L1; beyond, x's rows come from L2
+/// for every weight row).
+constexpr int64_t kL1Rows = 24 << 10;
+
+/// part[r] += the products of x[r, k0 : k1] and w[k0 : k1] over 16-lane
+/// vectors (four accumulators, summed in pairs), for r < R; k1 - k0 is
+/// kChunk, or the last chunk's length (its 16-lane part only: the scalar
+/// tail is the caller's).
 template <int R, typename W>
-MOERT_ALWAYS_INLINE void
-dotRow(const float *x, int64_t ldx, const typename W::T *w, int64_t K,
-       const float *scale, const float *bias, float *c, int64_t ldc) {
+MOERT_ALWAYS_INLINE void chunkRows(const float *x, int64_t ldx,
+                                   const typename W::T *w, int64_t k0,
+                                   int64_t k1, typename W::V *part) {
   using V = typename W::V;
   constexpr int64_t lanes = sizeof(V) / sizeof(float);
   constexpr int U = 4;
-  // f32 rows read faster with a software prefetch 2 KiB ahead (one per
-  // cache line); narrower weights did not (bench/README.md).
-  constexpr int64_t step = U * lanes * sizeof(typename W::T);
-  constexpr int64_t ahead = sizeof(typename W::T) == 4 ? 2048 : 0;
   V acc[R][U] = {};
-  int64_t k = 0;
-  for (; k + U * lanes <= K; k += U * lanes) {
-    if constexpr (ahead > 0)
-      for (int64_t line = 0; line < step; line += 64)
-        __builtin_prefetch(reinterpret_cast<const char *>(w + k) + ahead +
-                           line);
+  int64_t k = k0;
+  for (; k + U * lanes <= k1; k += U * lanes) {
+#pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       V wv = W::vector(w + k + u * lanes);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         acc[r][u] += loadAs<V>(x + r * ldx + k + u * lanes) * wv;
     }
   }
-  for (; k + lanes <= K; k += lanes) {
+  for (; k + lanes <= k1; k += lanes) {
     V wv = W::vector(w + k);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
       acc[r][0] += loadAs<V>(x + r * ldx + k) * wv;
   }
-  for (int r = 0; r < R; ++r) {
-    float s = treeSum((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
-    for (int64_t t = k; t < K; ++t)
-      s += x[r * ldx + t] * W::scalar(w[t]);
-    if (scale)
-      s *= scale[0];
-    c[r * ldc] = bias ? s + bias[0] : s;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    part[r] += (acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]);
+}
+
+/// chunkRows over rows [0, n) of x (n <= kSlabRows): groups of kRowGroup,
+/// then the rest in one group.
+template <typename W, int G = kRowGroup>
+MOERT_ALWAYS_INLINE void chunkSlab(const float *x, int64_t n, int64_t ldx,
+                                   const typename W::T *w, int64_t k0,
+                                   int64_t k1, typename W::V *part) {
+  int64_t r = 0;
+  for (; r + G <= n; r += G)
+    chunkRows<G, W>(x + r * ldx, ldx, w, k0, k1, part + r);
+  if constexpr (G > 1) {
+    if (n - r == G - 1)
+      return chunkRows<G - 1, W>(x + r * ldx, ldx, w, k0, k1, part + r);
+    if (n > r)
+      chunkSlab<W, G - 1>(x + r * ldx, n - r, ldx, w, k0, k1, part + r);
   }
 }
 
-/// [out, K] weights one row at a time, in memory order: the block is one
+/// c[r, j] for rows r < n (n <= kSlabRows) of x and the `rows` weight rows
+/// at w (each K long): chunk by chunk, each chunk through every weight row
+/// of the block (rows = 1: one weight row at a time, in memory order; more:
+/// x's chunk stays in L1 across the block's rows, and each row's next chunk
+/// is prefetched). `ahead` is the prefetch distance in bytes (0: none).
+template <typename W>
+MOERT_ALWAYS_INLINE void
+slabBlock(const float *x, int64_t n, int64_t ldx, int64_t K,
+          const typename W::T *w, int64_t rows, int64_t ahead,
+          const float *scale, const float *bias, float *c, int64_t ldc) {
+  using V = typename W::V;
+  constexpr int64_t lane = sizeof(V) / sizeof(float);
+  V part[kBlockRows][kSlabRows];
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t r = 0; r < n; ++r)
+      part[j][r] = V{};
+  const int64_t vectors = K / lane * lane;
+  for (int64_t k0 = 0; k0 < vectors; k0 += kChunk) {
+    const int64_t k1 = std::min(vectors, k0 + kChunk);
+    for (int64_t j = 0; j < rows; ++j) {
+      const typename W::T *row = w + j * K;
+      if (ahead > 0) {
+        // This row's next chunk, or at the last chunk the next block's
+        // first (the same row `rows` rows on; a prefetch never faults).
+        const char *next =
+            rows == 1      ? reinterpret_cast<const char *>(row + k0) + ahead
+            : k1 < vectors ? reinterpret_cast<const char *>(row + k1)
+                           : reinterpret_cast<const char *>(row + rows * K);
+        const int64_t bytes = kChunk * int64_t(sizeof(typename W::T));
+        for (int64_t line = 0; line < bytes; line += 64)
+          __builtin_prefetch(next + line);
+      }
+      chunkSlab<W>(x, n, ldx, row, k0, k1, part[j]);
+    }
+  }
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t r = 0; r < n; ++r) {
+      float s = treeSum(part[j][r]);
+      for (int64_t t = vectors; t < K; ++t)
+        s += x[r * ldx + t] * W::scalar(w[j * K + t]);
+      if (scale)
+        s *= scale[j];
+      c[r * ldc + j] = bias ? s + bias[j] : s;
+    }
+}
+
+/// [out, K] weights on 16 lanes. Where a slab of x fits in L1 beside a weight
+/// row (kL1Rows), one weight row at a time, in memory order: the block is one
 /// sequential stream, which the hardware prefetchers of the AVX-512 CPUs
 /// measured keep up with where the column tiles' eight concurrent streams of
-/// a page or two each did not (bench/README.md, "Decode at the memory bus
-/// on AVX-512"). Rows of x two at a time; the weight row is in L1 for the
-/// later ones.
+/// a page or two each did not (bench/README.md, "Decode at the memory bus on
+/// AVX-512"); f32 rows read faster with a software prefetch 2 KiB ahead,
+/// narrower weights did not. Larger slabs go chunk by chunk through blocks of
+/// kBlockRows weight rows, prefetching each row's next chunk, so that x's
+/// chunk is read from L1 (bench/README.md, "Several rows per weight row").
+/// Slabs of kSlabRows rows of x.
 template <typename W>
 MOERT_ALWAYS_INLINE void
 streamOutInRows(const float *x, int64_t n, int64_t K, const void *weights,
                 int64_t c0, int64_t m, const float *scale, const float *bias,
                 float *c, int64_t ldc) {
-  const auto *w = static_cast<const typename W::T *>(weights);
+  using T = typename W::T;
+  const auto *w = static_cast<const T *>(weights) + c0 * K;
   auto at = [&](const float *v, int64_t j) { return v ? v + c0 + j : nullptr; };
-  for (int64_t j = 0; j < m; ++j) {
-    const typename W::T *row = w + (c0 + j) * K;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-      dotRow<2, W>(x + r * K, K, row, K, at(scale, j), at(bias, j),
-                   c + r * ldc + j, ldc);
-    if (r < n)
-      dotRow<1, W>(x + r * K, K, row, K, at(scale, j), at(bias, j),
-                   c + r * ldc + j, ldc);
+  thread_local std::vector<float> packed;
+  for (int64_t r0 = 0; r0 < n; r0 += kSlabRows) {
+    const int64_t rows = std::min(kSlabRows, n - r0);
+    const float *xs = x + r0 * K;
+    float *cs = c + r0 * ldc;
+    if (rows * K * int64_t(sizeof(float)) <= kL1Rows) {
+      const int64_t ahead = sizeof(T) == 4 ? 2048 : 0;
+      for (int64_t j = 0; j < m; ++j)
+        slabBlock<W>(xs, rows, K, K, w + j * K, 1, ahead, at(scale, j),
+                     at(bias, j), cs + j, ldc);
+      continue;
+    }
+    // The slab copied with a stride of K rounded up to 16 plus 16: rows
+    // 4 KiB apart (K = 1024) would share L1's sets, 8 of them filling most
+    // ways of those sets.
+    const int64_t ldx = (K + 15) / 16 * 16 + 16;
+    packed.resize(rows * ldx);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(xs + r * K, xs + (r + 1) * K, packed.data() + r * ldx);
+    for (int64_t j = 0; j < m; j += kBlockRows)
+      slabBlock<W>(packed.data(), rows, ldx, K, w + j * K,
+                   std::min(kBlockRows, m - j), kChunk * int64_t(sizeof(T)),
+                   at(scale, j), at(bias, j), cs + j, ldc);
   }
 }
 
@@ -501,6 +606,8 @@ MOERT_ALWAYS_INLINE void streamRows(const float *x, int64_t n, int64_t ldx,
                                     const void *weights, int64_t out,
                                     int64_t k0, int64_t k1, float *c) {
   using T = typename W::T;
+  using V = typename W::V;
+  constexpr int64_t lanes = sizeof(V) / sizeof(float);
   const T *w = static_cast<const T *>(weights);
   std::fill(c, c + n * out, 0.0f);
   int64_t k = k0;
@@ -512,16 +619,16 @@ MOERT_ALWAYS_INLINE void streamRows(const float *x, int64_t n, int64_t ldx,
     for (; k + 8 <= k1; k += 8) {
       const T *wk = w + k * out;
       int64_t j = 0;
-      for (; j + kLanes <= out; j += kLanes) {
-        Vec v[8];
+      for (; j + lanes <= out; j += lanes) {
+        V v[8];
         for (int g = 0; g < 8; ++g)
           v[g] = W::vector(wk + g * out + j);
         for (int64_t r = 0; r < n; ++r) {
           const float *xr = x + r * ldx + k;
           float *cr = c + r * out + j;
-          store(cr, load(cr) + v[0] * xr[0] + v[1] * xr[1] + v[2] * xr[2] +
-                        v[3] * xr[3] + v[4] * xr[4] + v[5] * xr[5] +
-                        v[6] * xr[6] + v[7] * xr[7]);
+          storeAs(cr, loadAs<V>(cr) + v[0] * xr[0] + v[1] * xr[1] +
+                          v[2] * xr[2] + v[3] * xr[3] + v[4] * xr[4] +
+                          v[5] * xr[5] + v[6] * xr[6] + v[7] * xr[7]);
         }
       }
       for (; j < out; ++j)
@@ -539,13 +646,14 @@ MOERT_ALWAYS_INLINE void streamRows(const float *x, int64_t n, int64_t ldx,
   for (; k + 4 <= k1; k += 4) {
     const T *w0 = w + k * out, *w1 = w0 + out, *w2 = w1 + out, *w3 = w2 + out;
     int64_t j = 0;
-    for (; j + kLanes <= out; j += kLanes) {
-      Vec a = W::vector(w0 + j), b = W::vector(w1 + j), d = W::vector(w2 + j),
-          e = W::vector(w3 + j);
+    for (; j + lanes <= out; j += lanes) {
+      V a = W::vector(w0 + j), b = W::vector(w1 + j), d = W::vector(w2 + j),
+        e = W::vector(w3 + j);
       for (int64_t r = 0; r < n; ++r) {
         const float *xr = x + r * ldx + k;
         float *cr = c + r * out + j;
-        store(cr, load(cr) + a * xr[0] + b * xr[1] + d * xr[2] + e * xr[3]);
+        storeAs(cr,
+                loadAs<V>(cr) + a * xr[0] + b * xr[1] + d * xr[2] + e * xr[3]);
       }
     }
     for (; j < out; ++j)
@@ -588,6 +696,32 @@ MOERT_X86_64_V3
 void streamRowsI8Avx2(const float *x, int64_t n, int64_t ldx, const void *w,
                       int64_t out, int64_t k0, int64_t k1, float *c) {
   streamRows<I8Avx2Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+#endif
+#if MOERT_V3_DISPATCH
+// [K, out] weights on 16 lanes: the same sums as the 8-lane entry points
+// (lanes run along the outputs, so each output's order is the same), with
+// half the instructions per weight for the rows of a batched step
+// (bench/README.md, "Several rows per weight row").
+MOERT_AVX512
+void streamRowsF32Avx512(const float *x, int64_t n, int64_t ldx, const void *w,
+                         int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<F32x16Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+MOERT_AVX512
+void streamRowsBf16Avx512(const float *x, int64_t n, int64_t ldx, const void *w,
+                          int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<Bf16x16Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+MOERT_AVX512
+void streamRowsF16Avx512(const float *x, int64_t n, int64_t ldx, const void *w,
+                         int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<F16x16Weights>(x, n, ldx, w, out, k0, k1, c);
+}
+MOERT_AVX512
+void streamRowsI8Avx512(const float *x, int64_t n, int64_t ldx, const void *w,
+                        int64_t out, int64_t k0, int64_t k1, float *c) {
+  streamRows<I8x16Weights>(x, n, ldx, w, out, k0, k1, c);
 }
 #endif
 #if MOERT_V3_DISPATCH
@@ -669,6 +803,19 @@ void widenWeightsPortable(const void *w, StreamWeights type, int64_t count,
 void streamRowRange(const float *x, int64_t n, int64_t ldx, const void *w,
                     StreamWeights type, int64_t out, int64_t k0, int64_t k1,
                     float *c) {
+#if MOERT_V3_DISPATCH
+  if (hasAvx512Streams())
+    switch (type) {
+    case StreamWeights::F32:
+      return streamRowsF32Avx512(x, n, ldx, w, out, k0, k1, c);
+    case StreamWeights::BF16:
+      return streamRowsBf16Avx512(x, n, ldx, w, out, k0, k1, c);
+    case StreamWeights::F16:
+      return streamRowsF16Avx512(x, n, ldx, w, out, k0, k1, c);
+    case StreamWeights::I8:
+      return streamRowsI8Avx512(x, n, ldx, w, out, k0, k1, c);
+    }
+#endif
   switch (type) {
   case StreamWeights::F32:
     return streamRowsF32(x, n, ldx, w, out, k0, k1, c);

@@ -6,7 +6,9 @@
 // of the activations; and Experts steps on the bf16 path against the same
 // steps on the widening fallback. A CPU without AVX512-BF16 skips the bf16
 // cases with the reason (the fallback is then what the other tests run); one
-// where oneDNN has no f32 brgemm skips the f32 case.
+// where oneDNN has no f32 brgemm skips the f32 case. The streaming products
+// of 1 to 9 rows (kernels/stream.h) against the same reference, each row
+// equal to its product alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace moert::testing {
 namespace {
@@ -305,6 +308,100 @@ TEST(Avx512Stream, ProductsMatchTheReferenceAndTheEightLaneKernels) {
               ASSERT_NEAR(g, lanes8[r * ldc + j], 2 * bound) << r << ", " << j;
             }
         }
+    }
+}
+
+/// The f64 sum of x[0, :] times weight row j of w ([out, K] values) and the
+/// sum of the terms' magnitudes.
+std::pair<double, double> rowProduct(const float *x, const Weights &w,
+                                     int64_t j, int64_t K) {
+  double sum = 0, magnitude = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    double term = double(x[k]) * w.values[j * K + k];
+    sum += term;
+    magnitude += std::fabs(term);
+  }
+  return {sum, magnitude};
+}
+
+TEST(Stream, OneToNineRowsMatchTheReferenceAndEachRowAlone) {
+  // streamProject as the experts' column blocks and the Linear step run it,
+  // every weight type, 1 to 9 rows (9: two slabs of 8), K = 70 (a scalar
+  // tail), 1000 (past 6 rows x does not fit in L1 beside a weight row: the
+  // blocked path) and 3001 (blocked from 3 rows), columns [5, 5 + 19) (not
+  // a multiple of the 16 rows of a block), with and without bias and int8
+  // scales. Each row equals the product of that row alone, bit for bit.
+  const int64_t out = 40, c0 = 5, m = 19, ldc = 30;
+  for (int64_t K : {70, 1000, 3001})
+    for (StreamWeights type : {StreamWeights::F32, StreamWeights::BF16,
+                               StreamWeights::F16, StreamWeights::I8}) {
+      Weights w = makeWeights(type, out * K, 31);
+      std::vector<float> bias = randomFloats(out, 32),
+                         scale = randomFloats(out, 33);
+      const float *s = type == StreamWeights::I8 ? scale.data() : nullptr;
+      for (int64_t n = 1; n <= 9; ++n) {
+        const float *b = n % 2 ? bias.data() : nullptr;
+        SCOPED_TRACE(
+            absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
+        std::vector<float> x = randomFloats(n * K, 34 + n);
+        std::vector<float> got(n * ldc, -3.0f);
+        detail::streamProject(x.data(), n, K, w.bytes.data(), type, c0, m, s, b,
+                              got.data(), ldc);
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<float> alone(ldc, -3.0f);
+          detail::streamProject(x.data() + r * K, 1, K, w.bytes.data(), type,
+                                c0, m, s, b, alone.data(), ldc);
+          for (int64_t j = 0; j < ldc; ++j) {
+            float g = got[r * ldc + j];
+            ASSERT_EQ(g, alone[j]) << r << ", " << j;
+            if (j >= m) {
+              ASSERT_EQ(g, -3.0f);
+              continue;
+            }
+            auto [sum, magnitude] = rowProduct(x.data() + r * K, w, c0 + j, K);
+            double sc = s ? s[c0 + j] : 1.0, bv = b ? b[c0 + j] : 0.0;
+            double bound = 1e-6 * (magnitude * std::fabs(sc) + std::fabs(bv));
+            ASSERT_NEAR(g, sum * sc + bv, bound) << r << ", " << j;
+          }
+        }
+      }
+    }
+}
+
+TEST(Stream, RowRangesOfOneToEightRowsMatchTheReference) {
+  // streamRowRange as the experts' split blocks run it ([K, out] weights),
+  // every weight type, 1 to 8 rows of x with a leading dimension past K,
+  // weight rows [5, 66) (neither end a multiple of 4 or 8), 37 and 300
+  // outputs (vector columns and a scalar tail). Each row equals the
+  // partial product of that row alone, bit for bit.
+  const int64_t K = 70, k0 = 5, k1 = 66, ldx = K + 3;
+  for (int64_t out : {37, 300})
+    for (StreamWeights type : {StreamWeights::F32, StreamWeights::BF16,
+                               StreamWeights::F16, StreamWeights::I8}) {
+      Weights w = makeWeights(type, K * out, 41);
+      for (int64_t n = 1; n <= 8; ++n) {
+        SCOPED_TRACE(absl::StrCat(typeName(type), " out ", out, " ", n));
+        std::vector<float> x = randomFloats(n * ldx, 42 + n);
+        std::vector<float> got(n * out, -3.0f);
+        detail::streamRowRange(x.data(), n, ldx, w.bytes.data(), type, out, k0,
+                               k1, got.data());
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<float> alone(out, -3.0f);
+          detail::streamRowRange(x.data() + r * ldx, 1, ldx, w.bytes.data(),
+                                 type, out, k0, k1, alone.data());
+          for (int64_t j = 0; j < out; ++j) {
+            float g = got[r * out + j];
+            ASSERT_EQ(g, alone[j]) << r << ", " << j;
+            double sum = 0, magnitude = 0;
+            for (int64_t k = k0; k < k1; ++k) {
+              double term = double(x[r * ldx + k]) * w.values[k * out + j];
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+            ASSERT_NEAR(g, sum, 1e-6 * magnitude) << r << ", " << j;
+          }
+        }
+      }
     }
 }
 

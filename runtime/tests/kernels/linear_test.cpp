@@ -123,14 +123,16 @@ void expectProduct(const Matrix &m, const std::vector<float> &a, int64_t rows,
     }
 }
 
-/// Runs every weight type over 1 and 2 rows (streamed where the CPU has
-/// AVX-512, else up to 16) and 3, 20 and 70 rows, K and N not multiples of
-/// 16 lanes, 1 and 3 threads.
+/// Runs every weight type over 1 to 8 rows (streamed up to streamedRows: 4
+/// to 8 where the CPU has AVX-512, else 16) and 20 and 70 rows, K and N not
+/// multiples of 16 lanes (K = 1000: from 7 rows the streamed product goes
+/// through blocks of weight rows), 1 and 3 threads.
 void checkEveryWeightType() {
   uint32_t seed = 700;
   for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::I8})
-    for (auto [K, N] : {std::pair<int64_t, int64_t>{37, 300}, {256, 48}})
-      for (int64_t rows : {1, 2, 3, 20, 70})
+    for (auto [K, N] :
+         {std::pair<int64_t, int64_t>{37, 300}, {256, 48}, {1000, 40}})
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 20, 70})
         for (int threads : {1, 3}) {
           SCOPED_TRACE(::testing::Message()
                        << dtypeName(dtype) << " " << K << "x" << N << " rows "

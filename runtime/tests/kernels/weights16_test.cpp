@@ -19,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -291,7 +292,7 @@ TEST(Experts, SixteenBitWeightsEqualF32WeightsHoldingTheRoundedValues) {
     for (bool separateUp : {true, false}) {
       Net net(4, 64, 96, inOut, separateUp);
       for (DType dtype : {DType::BF16, DType::F16})
-        for (int64_t rows : {1, 6, 20, 80, 600}) {
+        for (int64_t rows : {1, 3, 6, 8, 20, 80, 600}) {
           SCOPED_TRACE(absl::StrCat(inOut ? "in_out " : "out_in ",
                                     separateUp ? "w3 " : "fused ",
                                     dtypeName(dtype), ", ", rows, " rows"));
@@ -304,7 +305,9 @@ TEST(Experts, SixteenBitWeightsEqualF32WeightsHoldingTheRoundedValues) {
           // few ulps).
           for (size_t i = 0; i < a.size(); ++i)
             ASSERT_NEAR(a[i], b[i], 1e-6f * (1 + std::fabs(b[i]))) << i;
-          if (rows <= detail::streamedRows(streamType(dtype), inOut)) {
+          if (rows <= std::min(detail::streamedRows(streamType(dtype), inOut),
+                               detail::streamedRows(detail::StreamWeights::F32,
+                                                    inOut))) {
             // Streamed blocks without scalar tails, on the same kernels of
             // both types (8-lane tiles, or where the CPU has AVX-512 the
             // 16-lane rows for every type): bit for bit.
