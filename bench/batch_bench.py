@@ -33,6 +33,12 @@ roofline decode tokens/s, the share of it reached, and the roofline's own gain
 over one stream, the most any kernel could give at that stream count
 (KV-cache reads, under 1% of a step's bytes at these lengths, are left out).
 
+"Decode tokens per CPU s" divides the decode steps' new tokens by the
+process's CPU seconds in them, times --threads: the decode rate the threads
+reach while they run, which other processes' load does not dilute as it
+does wall time (memory contention still counts; at 1 thread it is exact,
+at more the pool's idle waits, which use no CPU, make it an upper bound).
+
 With --llama-server, the same prompts (as token ids) go to llama.cpp's
 server on --gguf at S concurrent clients (`-np S`, `--cont-batching`,
 greedy, `n_predict` new ids, `ignore_eos`), and its aggregate tokens/s is
@@ -128,19 +134,20 @@ def run_batched(moert, plan, prompts, new_tokens, threads, weights=None):
     for p in prompts:
         added[batch.add(p, max_new_tokens=new_tokens)] = time.perf_counter()
     last, ttft, tpot = {}, [], []
-    decode_tokens, decode_seconds, total = 0, 0.0, 0
+    decode_tokens, decode_seconds, decode_cpu, total = 0, 0.0, 0.0, 0
     while batch.has_work:
         before = batch.stats()
         chosen = batch.expert_selections() if weights else None
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         events = batch.step()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         after = batch.stats()
         produced = sum(1 for _, token, _ in events if token >= 0)
         total += produced
         if after["prompt_rows"] == before["prompt_rows"]:
             decode_tokens += produced
             decode_seconds += t1 - t0
+            decode_cpu += c1 - c0
             if weights:
                 decode_bytes += step_read(*weights, chosen,
                                           batch.expert_selections())
@@ -156,6 +163,8 @@ def run_batched(moert, plan, prompts, new_tokens, threads, weights=None):
     return {"tokens": total, "seconds": wall,
             "decode_rate": decode_tokens / decode_seconds
             if decode_seconds else 0.0,
+            "decode_cpu_rate": decode_tokens * threads / decode_cpu
+            if decode_cpu else 0.0,
             "bytes_per_token": decode_bytes / decode_tokens
             if decode_tokens else 0.0,
             "ttft": ttft, "tpot": tpot, "blocker": batch.batch_blocker}
@@ -271,8 +280,8 @@ def main():
     print("| streams | tokens/s | decode tokens/s | vs 1 stream | "
           "unbatched tokens/s | TTFT p50/p99 ms | TPOT p50/p99 ms | "
           "MB/token | roofline decode tokens/s | % of roofline | "
-          "roofline vs 1 stream |" + llama)
-    print("|---:" * (11 + (2 if args.gguf else 0)) + "|")
+          "roofline vs 1 stream | decode tokens per CPU s |" + llama)
+    print("|---:" * (12 + (2 if args.gguf else 0)) + "|")
     for s in streams:
         r = run_batched(moert, plan, prompts[:s], args.new_tokens,
                         args.threads, weights)
@@ -292,7 +301,7 @@ def main():
                f"{percentile(r['tpot'], 99) * 1e3:.2f} | "
                f"{r['bytes_per_token'] / 1e6:.1f} | {roof:.0f} | "
                f"{100 * r['decode_rate'] / roof:.0f}% | "
-               f"{roof / roof_one:.2f}x |")
+               f"{roof / roof_one:.2f}x | {r['decode_cpu_rate']:.0f} |")
         if args.gguf:
             other = llama_server_rate(args, prompts[:s])
             row += f" {other:.1f} | {rate / other:.2f} |"

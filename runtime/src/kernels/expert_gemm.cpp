@@ -246,7 +246,8 @@ void roundToBf16(const float *in, int64_t count, uint16_t *out) {
 // rows per weight vector, were measured (moe-stream-bench, per CPU second,
 // 1 thread) faster than the GEMM blocks up to 4 rows of f32 and bf16
 // [out, K] weights, 6 of int8 and 8 of f16 (oneDNN has no f16 matmul here:
-// f16 widens), and up to 8 rows of every type of [K, out] weights. On CPUs
+// f16 widens), and up to 8 rows of 16-bit and int8 [K, out] weights (4 of
+// f32, where oneDNN's sgemm is level with them at 8). On CPUs
 // without AVX-512 the GEMMs' FMAs are the streaming kernels' width, and the
 // crossover is 16 rows for [out, K] weights and 8 for [K, out] ones (split
 // along K: the partial products outgrow L1 past 8). The measurements are
@@ -261,7 +262,7 @@ int64_t streamedRows(StreamWeights type, bool inOut) {
   if (!hasAvx512Streams())
     return inOut ? kSplitRows : kNarrowRows;
   if (inOut)
-    return kSplitRows;
+    return type == StreamWeights::F32 ? 4 : kSplitRows;
   switch (type) {
   case StreamWeights::F32:
   case StreamWeights::BF16:
