@@ -200,13 +200,9 @@ private:
   absl::Status checkGrid(const Diag &at, const TensorInfo &input,
                          StageRole role, const FeedDesc &feed,
                          const Expect &expect) const {
-    if (impl_.versionMinor < kFormatVersionMinorGridRule)
-      return at.invalid("the grid rule needs format ", kFormatVersionMajor, ".",
-                        kFormatVersionMinorGridRule,
-                        ", but the file is version ", impl_.versionMajor, ".",
-                        impl_.versionMinor);
     if (role != StageRole::Vision)
       return at.invalid("only a Vision stage takes the grid rule's inputs");
+    // The table is checked for its version (loadRules).
     if (!hasGridRule_)
       return at.invalid("the plan has no grid_rule");
     int64_t taps = mm_.gridRule.bicubic ? 16 : 4;

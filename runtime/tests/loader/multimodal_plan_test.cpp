@@ -192,5 +192,66 @@ TEST(MultimodalPlan, NeedsItsVersion) {
                         "but the file is version 1.19"));
 }
 
+// Tests the grid rule and image processor tables (format 1.22): a plan
+// with them is written as 1.22 and refused as 1.21, and malformed ones are
+// refused naming the field.
+TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
+  auto processor = [](PlanWriter &w) {
+    auto proc = std::make_unique<fb::ImageProcessorT>();
+    proc->pixel_input = "pixels";
+    proc->patch_size = 1;
+    proc->temporal_patch_size = 1;
+    proc->do_normalize = true;
+    proc->image_mean = {0.5, 0.5, 0.5};
+    proc->image_std = {0.25, 0.25, 0.25};
+    w.multimodal().image_processor = std::move(proc);
+  };
+  std::vector<uint8_t> bytes = testing::rewrite(
+      writePlan(processor),
+      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+        EXPECT_EQ(header.versionMinor, 22);
+        header.versionMinor = 21;
+      });
+  auto plan = load(bytes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("grid_rule and image_processor need format 1.22, but "
+                        "the file is version 1.21"));
+  // The patches are f32 [p, 2]; 1 x 1 RGB patches are 3 wide.
+  EXPECT_THAT(loadError(processor),
+              HasSubstr("image_processor.pixel_input 'pixels' is f32 "));
+  EXPECT_THAT(loadError(processor),
+              HasSubstr("the processor gives f32 [p, 3]"));
+  EXPECT_THAT(loadError([&](PlanWriter &w) {
+                processor(w);
+                w.multimodal().image_processor->patch_size = 0;
+              }),
+              HasSubstr("image_processor: patch_size 0 is not in [1, 1024]"));
+  EXPECT_THAT(loadError([&](PlanWriter &w) {
+                processor(w);
+                w.multimodal().image_processor->image_std[1] = 0;
+              }),
+              HasSubstr("image_mean and image_std need 3 finite values each, "
+                        "std nonzero"));
+  EXPECT_THAT(loadError([](PlanWriter &w) {
+                auto rule = std::make_unique<fb::GridRuleT>();
+                rule->table_side = 70000;
+                w.multimodal().grid_rule = std::move(rule);
+              }),
+              HasSubstr("grid_rule.table_side 70000 is not in [0, 65536]"));
+  // A grid rule's feed needs the rule, and the type the rule writes.
+  EXPECT_THAT(loadError([](PlanWriter &w) {
+                w.multimodal().stages[0]->feeds[0]->kind =
+                    fb::FeedKind::GridPatchPositions;
+              }),
+              HasSubstr("the plan has no grid_rule"));
+  EXPECT_THAT(loadError([](PlanWriter &w) {
+                w.multimodal().grid_rule = std::make_unique<fb::GridRuleT>();
+                w.multimodal().stages[0]->feeds[0]->kind =
+                    fb::FeedKind::GridPatchPositions;
+              }),
+              HasSubstr("the feed gives i64 [p, 2] (patch positions)"));
+}
+
 } // namespace
 } // namespace moert
