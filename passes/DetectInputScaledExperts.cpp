@@ -72,6 +72,21 @@ Value stripExpertReshape(Value value, int64_t numExperts) {
   return value;
 }
 
+/// `value` without an Expand to a shape of ones no longer than its rank,
+/// the identity (dynamo writes `x.repeat(E, 1)` as such an Expand, then a
+/// Tile).
+Value stripUnitExpand(Value value) {
+  auto expand = value.getDefiningOp<moe::ExpandOp>();
+  std::optional<SmallVector<int64_t>> shape =
+      expand ? moe::getConstantInts(expand.getShape()) : std::nullopt;
+  if (shape &&
+      static_cast<int64_t>(shape->size()) <=
+          static_cast<int64_t>(getShape(expand.getInput()).size()) &&
+      llvm::all_of(*shape, [](int64_t size) { return size == 1; }))
+    return expand.getInput();
+  return value;
+}
+
 /// The stacked `[E, in, out]` f32 constant `product`'s right operand is,
 /// when `product` is `lhs @ W` with lhs `[E, T, in]`; null otherwise.
 Value getStackedRhs(moe::MatMulOp product, int64_t numExperts) {
@@ -86,9 +101,17 @@ Value getStackedRhs(moe::MatMulOp product, int64_t numExperts) {
 }
 
 /// Whether `value` is a tensor of one float `fill` with `sigmoid(fill) = 0`
-/// (minus infinity) the size of `like`: `constant_of_shape(shape(like))`
-/// or `expand(fill, shape(like))`.
+/// (minus infinity) the size of `like`: `constant_of_shape(shape(like))`,
+/// `expand(fill, shape(like))`, or a splat constant of like's static type.
 bool isMinusInfinityLike(Value value, Value like) {
+  // Folded where the logits' shape is static (a decode step).
+  if (auto constant = value.getDefiningOp<moe::ConstantOp>()) {
+    auto splat = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+    return splat && splat.isSplat() &&
+           splat.getSplatValue<APFloat>().isNegInfinity() &&
+           cast<ShapedType>(like.getType()).hasStaticShape() &&
+           value.getType() == like.getType();
+  }
   Value shape, fill;
   std::optional<double> fillValue;
   if (auto expand = value.getDefiningOp<moe::ExpandOp>()) {
@@ -158,15 +181,21 @@ public:
                                  std::pair(scaled.getRhs(), scaled.getLhs())}) {
       auto tile = tiled.getDefiningOp<moe::TileOp>();
       auto flat = column.getDefiningOp<moe::ReshapeOp>();
-      auto transpose =
-          flat ? flat.getData().getDefiningOp<moe::TransposeOp>() : nullptr;
+      // One token (a decode step): transpose(s) is [E, 1] already, and the
+      // reshape to [-1, 1] folded away.
+      auto transpose = flat ? flat.getData().getDefiningOp<moe::TransposeOp>()
+                            : column.getDefiningOp<moe::TransposeOp>();
+      bool oneToken =
+          !flat && transpose &&
+          getShape(transpose.getOutput()) == ArrayRef<int64_t>{numExperts, 1};
       if (!tile || !transpose || !transpose.getPerm() ||
           *transpose.getPerm() != ArrayRef<int64_t>{1, 0} ||
           moe::getConstantInts(tile.getRepeats()) !=
               SmallVector<int64_t>{numExperts, 1} ||
-          moe::getConstantInts(flat.getShape()) != SmallVector<int64_t>{-1, 1})
+          (!oneToken && moe::getConstantInts(flat.getShape()) !=
+                            SmallVector<int64_t>{-1, 1}))
         continue;
-      layer.tokens = tile.getInput();
+      layer.tokens = stripUnitExpand(tile.getInput());
       layer.scores = transpose.getData();
       return matchScores();
     }
