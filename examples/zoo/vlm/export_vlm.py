@@ -524,6 +524,7 @@ def pieces_generation_reference(spec, model, out: Path, entry: dict):
     entry["generate"] = {"reference": str((out / "generate.npz").relative_to(REPO_ROOT)), "cases": cases,
                          "how": "the text model's generate() on the embeddings of the model's parts"}
 
+
 def image_cases(spec, out: Path) -> dict:
     """Writes the model's preprocessor_config.json (Qwen2-VL's image
     processor, PIL backend) and one image file per `spec.images` case (a
