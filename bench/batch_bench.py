@@ -96,9 +96,10 @@ def scale_experts(workdir, ffn):
 
 
 def plan_bytes(build, plan):
-    """Weight bytes of the plan's decode schedule: every MatMul/Gemm weight
-    (read once per step whatever its rows), and per Experts step, in order,
-    the bytes of one expert (its weights over the expert count)."""
+    """Weight bytes of the plan's decode schedule: every MatMul, Gemm and
+    Linear weight (read once per step whatever its rows), and per Experts
+    step, in order, the bytes of one expert (its weights over the expert
+    count)."""
     info = json.loads(subprocess.run(
         [os.path.join(build, "bin", "moec"), "inspect", plan, "--json"],
         check=True, capture_output=True, text=True).stdout)
@@ -108,7 +109,7 @@ def plan_bytes(build, plan):
     for step in schedule["steps"]:
         weights = [tensors[i] for i in step["inputs"]
                    if tensors[i]["storage"] == "weight"]
-        if step["op"] in ("MatMul", "Gemm", "MatMulNBits"):
+        if step["op"] in ("MatMul", "Gemm", "MatMulNBits", "Linear"):
             dense += sum(t["bytes"] for t in weights)
         elif step["op"] == "Experts":
             # The stacked expert weights lead with the expert count.
