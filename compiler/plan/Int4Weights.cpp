@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -27,8 +28,8 @@ using namespace mlir;
 namespace moec::plan {
 
 void quantizeInt4Rows(const float *values, int64_t rows, int64_t cols,
-                      int64_t blockSize, std::vector<uint8_t> &codes,
-                      std::vector<float> &scales) {
+                      int64_t blockSize, float (*roundScale)(float),
+                      std::vector<uint8_t> &codes, std::vector<float> &scales) {
   const int64_t blocks = (cols + blockSize - 1) / blockSize;
   const int64_t rowBytes = blocks * blockSize / 2;
   codes.assign(size_t(rows * rowBytes), 0x88);
@@ -43,7 +44,7 @@ void quantizeInt4Rows(const float *values, int64_t rows, int64_t cols,
       for (int64_t c = begin; c < end; ++c)
         if (std::fabs(row[c]) > std::fabs(extreme))
           extreme = row[c];
-      const float scale = extreme / -8.0f;
+      const float scale = roundScale(extreme / -8.0f);
       scales[size_t(r * blocks + b)] = scale;
       for (int64_t c = begin; c < end; ++c) {
         // The extreme gives exactly -8; the others round to nearest, ties to
@@ -121,6 +122,36 @@ std::vector<float> transposeMatrices(const std::vector<float> &values,
   return out;
 }
 
+/// `value` rounded to f16 (nearest even), as an f32; infinite beyond f16's
+/// range.
+float roundToHalf(float value) {
+  llvm::APFloat half(value);
+  bool lost;
+  half.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
+               &lost);
+  half.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
+               &lost);
+  return half.convertToFloat();
+}
+
+/// The f16 bits of `value`, which is an f16 value.
+uint16_t halfBits(float value) {
+  llvm::APFloat half(value);
+  bool lost;
+  half.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven,
+               &lost);
+  return uint16_t(half.bitcastToAPInt().getZExtValue());
+}
+
+/// Whether every scale is an f16 that loses nothing of the block: zero, or
+/// a normal f16 (a subnormal scale would round the codes coarser).
+bool fitsHalf(const std::vector<float> &scales) {
+  constexpr float kMinNormalHalf = 6.103515625e-05f;
+  return llvm::all_of(scales, [&](float s) {
+    return s == 0.0f || (std::isfinite(s) && std::fabs(s) >= kMinNormalHalf);
+  });
+}
+
 /// A resource attribute holding `data` as a tensor of `shape` x `element`.
 template <typename T>
 ElementsAttr makeResource(Builder &builder, ArrayRef<int64_t> shape,
@@ -145,19 +176,32 @@ FailureOr<Value> createQuantized(OpBuilder &builder, Location loc,
     return emitError(loc, "--weight-dtype int4: this matrix holds an "
                           "infinity or NaN, which 4-bit codes cannot "
                           "represent");
-  std::vector<uint8_t> codes;
-  std::vector<float> scales;
-  quantizeInt4Rows(stored.data(), int64_t(stored.size()) / cols, cols,
-                   options.blockSize, codes, scales);
   const int64_t allRows = int64_t(stored.size()) / cols;
   const int64_t blocks = (cols + options.blockSize - 1) / options.blockSize;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  // f16 scales (q4_0's), unless one would be subnormal or overflow: then
+  // the matrix keeps f32 ones.
+  quantizeInt4Rows(stored.data(), allRows, cols, options.blockSize, roundToHalf,
+                   codes, scales);
+  ElementsAttr scaleAttr;
+  if (fitsHalf(scales)) {
+    std::vector<uint16_t> halves(scales.size());
+    for (size_t i = 0; i < scales.size(); ++i)
+      halves[i] = halfBits(scales[i]);
+    scaleAttr = makeResource(builder, {allRows, blocks}, builder.getF16Type(),
+                             halves, (name + ".int4_scales").str());
+  } else {
+    quantizeInt4Rows(
+        stored.data(), allRows, cols, options.blockSize,
+        [](float s) { return s; }, codes, scales);
+    scaleAttr = makeResource(builder, {allRows, blocks}, builder.getF32Type(),
+                             scales, (name + ".int4_scales").str());
+  }
   ElementsAttr codeAttr =
       makeResource(builder, {allRows, blocks * options.blockSize / 2},
                    builder.getIntegerType(8, /*isSigned=*/false), codes,
                    (name + ".int4_codes").str());
-  ElementsAttr scaleAttr =
-      makeResource(builder, {allRows, blocks}, builder.getF32Type(), scales,
-                   (name + ".int4_scales").str());
   auto op = moe::BlockQuantizedConstantOp::create(
       builder, loc, type, builder.getI64IntegerAttr(4),
       builder.getI64IntegerAttr(options.blockSize),

@@ -2,11 +2,12 @@
 //
 // `moec compile --weight-dtype int4` quantizes the routed experts' matrices
 // and the dense matrices (the ones --weight-dtype int8 narrows) to 4-bit
-// codes in blocks of 32 along each output channel's inputs, with one f32
-// scale per block and the zero point 8, the form onnxruntime's MatMulNBits
-// and QMoE store. The rewritten weights are moe.block_quantized_constant
-// ops, so the plan keeps them packed and runs them through the same steps
-// and kernels as an int4 onnxruntime-genai export.
+// codes in blocks of 32 along each output channel's inputs, with one scale
+// per block (f16 where every scale of the matrix is a normal f16, as q4_0
+// stores them; else f32) and the zero point 8, the form onnxruntime's
+// MatMulNBits and QMoE store. The rewritten weights are
+// moe.block_quantized_constant ops, so the plan keeps them packed and runs them
+// through the same steps and kernels as an int4 onnxruntime-genai export.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,15 +34,16 @@ struct Int4Options {
 
 /// Quantizes `values` (`rows` rows of `cols`) row by row in blocks of
 /// `blockSize` columns, as llama.cpp's q4_0 does: a block's scale is its
-/// element of largest magnitude m divided by -8, so that m is code 0 and
-/// exact, and each code is round(w / scale) + 8 (ties to even) clamped to
-/// [0, 15]; an all-zero block has scale 0. `codes` gets rows x
-/// ceil(cols / blockSize) * blockSize / 2 bytes, two codes each, the lower
-/// column in the low nibble (padding columns code 8); `scales` rows x
-/// blocks.
+/// element of largest magnitude m divided by -8, rounded by `roundScale`
+/// (to the precision the scales are stored in), and each code is
+/// round(w / scale) + 8 (ties to even) clamped to [0, 15], so that m is
+/// code 0 (exactly when the scale needed no rounding); an all-zero block
+/// has scale 0. `codes` gets rows x ceil(cols / blockSize) * blockSize / 2
+/// bytes, two codes each, the lower column in the low nibble (padding
+/// columns code 8); `scales` rows x blocks.
 void quantizeInt4Rows(const float *values, int64_t rows, int64_t cols,
-                      int64_t blockSize, std::vector<uint8_t> &codes,
-                      std::vector<float> &scales);
+                      int64_t blockSize, float (*roundScale)(float),
+                      std::vector<uint8_t> &codes, std::vector<float> &scales);
 
 /// What quantizeWeightsToInt4 rewrote (in the first module's functions,
 /// which a generation plan's other modules mirror).

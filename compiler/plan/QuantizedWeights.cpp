@@ -109,8 +109,11 @@ LogicalResult emitBlockQuantizedConstant(
   } parts[] = {
       {op.getCodes(), "codes", moert::DType::I8, op.getRowBytes(),
        &weight.codes},
-      {op.getScales(), "scales", moert::DType::F32, op.getNumBlocks(),
-       &weight.scales},
+      {op.getScales(), "scales",
+       cast<ShapedType>(op.getScales().getType()).getElementType().isF16()
+           ? moert::DType::F16
+           : moert::DType::F32,
+       op.getNumBlocks(), &weight.scales},
       {op.getZeroPoints() ? *op.getZeroPoints() : ElementsAttr(), "zero_points",
        moert::DType::I8, op.getZeroPointRowBytes(), &weight.zeroPoints},
   };

@@ -27,7 +27,8 @@ def Moe_BlockQuantizedConstantOp : Moe_Op<"block_quantized_constant", [Pure]> {
     computed in f32 (the integer difference is exact; the product is the one
     rounding). `codes` holds `[outer..., rows, blocks * block_size * bits /
     8]` bytes (unsigned codes packed low bits first), `scales` `[outer...,
-    rows, blocks]` f32, `zero_points` (optional; absent: 2^(bits - 1))
+    rows, blocks]` f32 or f16 (widened exactly), `zero_points` (optional;
+    absent: 2^(bits - 1))
     `[outer..., rows, ceil(blocks * bits / 8)]` bytes packed like the codes;
     each attribute holds that many elements in row-major order, whatever its
     own shape. The result is the stored tensor, or with `transposed` (rank 2

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cstring>
@@ -106,12 +107,14 @@ LogicalResult BlockQuantizedConstantOp::verify() {
   int64_t blocks = getNumBlocks();
   std::optional<int64_t> codeBytes = llvm::checkedMul(blocks, blockSize);
   auto check = [&](StringRef name, Attribute attr, Type element,
-                   std::optional<int64_t> perRow) -> LogicalResult {
+                   std::optional<int64_t> perRow,
+                   Type other = Type()) -> LogicalResult {
     auto elements = cast<ElementsAttr>(attr);
     auto shaped = cast<ShapedType>(elements.getType());
     std::optional<int64_t> expected =
         rows && perRow ? llvm::checkedMul(*rows, *perRow) : std::nullopt;
-    if (shaped.getElementType() != element)
+    if (shaped.getElementType() != element &&
+        (!other || shaped.getElementType() != other))
       return emitOpError("expects ")
              << name << " of element type " << element << ", got " << shaped;
     if (!expected || !shaped.hasStaticShape() ||
@@ -127,7 +130,8 @@ LogicalResult BlockQuantizedConstantOp::verify() {
   if (failed(check("codes", getCodes(), u8,
                    codeBytes ? std::optional(*codeBytes * bits / 8)
                              : std::nullopt)) ||
-      failed(check("scales", getScales(), b.getF32Type(), blocks)))
+      failed(
+          check("scales", getScales(), b.getF32Type(), blocks, b.getF16Type())))
     return failure();
   if (std::optional<ElementsAttr> zeroPoints = getZeroPoints())
     return check("zero_points", *zeroPoints, u8, getZeroPointRowBytes());
@@ -145,8 +149,22 @@ LogicalResult BlockQuantizedConstantOp::dequantize(float *out) {
     zeroPoints = getElementBytes(*getZeroPoints(), zeroStorage);
   if (!codes || !scales || (getZeroPoints() && !zeroPoints))
     return emitOpError("holds data that cannot be read");
-  std::vector<float> scaleValues(scales->size() / sizeof(float));
-  std::memcpy(scaleValues.data(), scales->data(), scales->size());
+  std::vector<float> scaleValues;
+  if (cast<ShapedType>(getScales().getType()).getElementType().isF16()) {
+    scaleValues.resize(scales->size() / sizeof(uint16_t));
+    for (size_t i = 0; i < scaleValues.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, scales->data() + i * sizeof(bits), sizeof(bits));
+      llvm::APFloat half(llvm::APFloat::IEEEhalf(), llvm::APInt(16, bits));
+      bool lost;
+      half.convert(llvm::APFloat::IEEEsingle(),
+                   llvm::APFloat::rmNearestTiesToEven, &lost);
+      scaleValues[i] = half.convertToFloat();
+    }
+  } else {
+    scaleValues.resize(scales->size() / sizeof(float));
+    std::memcpy(scaleValues.data(), scales->data(), scales->size());
+  }
   const int64_t rows = getRows(), cols = getCols(), blocks = getNumBlocks();
   for (int64_t m = 0, e = getNumMatrices(); m < e; ++m) {
     quant::BlockQuantizedMatrix matrix;

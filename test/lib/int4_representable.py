@@ -13,7 +13,7 @@ compiled with --weight-dtype int4 must then compute what onnxruntime
 computes on the copy, within float32 rounding: this tests the rewrite, the
 plan's packed storage and the kernels, without the quantization error.
 
-    int4_representable.py IN.onnx OUT.onnx [--seed N]
+    int4_representable.py IN.onnx OUT.onnx [--seed N] [--scale S]
 """
 
 import argparse
@@ -37,6 +37,8 @@ def main():
     parser.add_argument("model")
     parser.add_argument("output")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scale", type=float,
+                        help="every tensor's s (default: from its values)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     model = onnx.load(args.model)
@@ -49,7 +51,7 @@ def main():
             continue
         scale = np.float32(max(float(values.std()), 1e-3) / 4)
         # A power of two keeps s * (c - 8) and its division by s exact.
-        scale = np.float32(2.0 ** np.round(np.log2(scale)))
+        scale = np.float32(args.scale or 2.0 ** np.round(np.log2(scale)))
         init.CopyFrom(numpy_helper.from_array(
             representable(values.shape, scale, rng), init.name))
         count += 1
