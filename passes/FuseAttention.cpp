@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace moec {
 #define GEN_PASS_DEF_MOEFUSEATTENTION
@@ -118,6 +119,34 @@ std::optional<ShapeEntry> getShapeEntry(Value shape, int64_t index) {
       index -= type.getDimSize(0);
     }
     return std::nullopt;
+  }
+  if (auto slice = shape.getDefiningOp<moe::SliceOp>()) {
+    // v[start:end] of a static 1-D vector v, step 1: entry i is v's
+    // start + i (negative and out-of-range bounds as ONNX clamps them).
+    auto vector = cast<RankedTensorType>(slice.getData().getType());
+    std::optional<SmallVector<int64_t>> starts =
+        moe::getConstantInts(slice.getStarts());
+    std::optional<SmallVector<int64_t>> ends =
+        moe::getConstantInts(slice.getEnds());
+    std::optional<SmallVector<int64_t>> steps =
+        slice.getSteps() ? moe::getConstantInts(slice.getSteps())
+                         : SmallVector<int64_t>{1};
+    std::optional<SmallVector<int64_t>> axes =
+        slice.getAxes() ? moe::getConstantInts(slice.getAxes())
+                        : SmallVector<int64_t>{0};
+    if (vector.getRank() != 1 || vector.isDynamicDim(0) || !starts || !ends ||
+        !steps || !axes || starts->size() != 1 || ends->size() != 1 ||
+        steps->size() != 1 || axes->size() != 1 || (*steps)[0] != 1 ||
+        ((*axes)[0] != 0 && (*axes)[0] != -1))
+      return std::nullopt;
+    int64_t size = vector.getDimSize(0);
+    auto clampBound = [&](int64_t bound) {
+      return std::clamp<int64_t>(bound < 0 ? bound + size : bound, 0, size);
+    };
+    int64_t start = clampBound((*starts)[0]), end = clampBound((*ends)[0]);
+    if (index < 0 || start + index >= end)
+      return std::nullopt;
+    return getShapeEntry(slice.getData(), start + index);
   }
   auto type = cast<RankedTensorType>(shape.getType());
   if (isa_and_nonnull<moe::UnsqueezeOp, moe::ReshapeOp>(shape.getDefiningOp()))
@@ -564,6 +593,48 @@ std::optional<std::pair<Value, int64_t>> matchRepeatKv(Value value,
   return std::pair(x, rep);
 }
 
+/// K [1, h, s, d] when `keyT` is its transpose written around a rank-3
+/// transpose, as vision encoders export it with their batch of one
+/// dropped:
+///
+///   reshape(transpose(reshape(K, [h, s, d]), [0, 2, 1]), [1, h, d, s])
+///
+/// Each size is proven (static, or followed back to K's own), so that both
+/// reshapes only drop and restore the unit batch: the result is then
+/// transpose(K, [0, 1, 3, 2]) element for element. The three ops go to
+/// `attention.replaced`.
+Value matchUnbatchedKeyTranspose(Value keyT, Attention &attention) {
+  auto outer = keyT.getDefiningOp<moe::ReshapeOp>();
+  auto transpose =
+      outer ? outer.getData().getDefiningOp<moe::TransposeOp>() : nullptr;
+  if (!transpose || !transpose.getPermAttr() ||
+      transpose.getPermAttr().asArrayRef() != ArrayRef<int64_t>{0, 2, 1})
+    return Value();
+  auto inner = transpose.getData().getDefiningOp<moe::ReshapeOp>();
+  if (!inner || !isF32Rank4(inner.getData()) || !isF32Rank4(keyT) ||
+      inner.getType().getRank() != 3)
+    return Value();
+  Value key = inner.getData();
+  SizeKey k[4];
+  for (int d = 0; d < 4; ++d)
+    k[d] = getDimKey(key, d);
+  if (!(k[0] == SizeKey::known(1)))
+    return Value();
+  for (auto [value, dim, expected] :
+       {std::tuple(Value(inner), 0, k[1]), std::tuple(Value(inner), 1, k[2]),
+        std::tuple(Value(inner), 2, k[3]), std::tuple(keyT, 0, k[0]),
+        std::tuple(keyT, 1, k[1]), std::tuple(keyT, 2, k[3]),
+        std::tuple(keyT, 3, k[2])})
+    if (!(getDimKey(value, dim) == expected))
+      return Value();
+  for (Operation *op :
+       {outer.getOperation(), transpose.getOperation(), inner.getOperation()})
+    if (!op->hasOneUse())
+      return Value();
+  attention.replaced.append({outer, transpose, inner});
+  return key;
+}
+
 /// Matches the attention whose softmax is `softmax`.
 std::optional<Attention> matchAttention(moe::SoftmaxOp softmax) {
   Attention attention;
@@ -612,14 +683,17 @@ std::optional<Attention> matchAttention(moe::SoftmaxOp softmax) {
   attention.query = peelScalars(scores.getA(), attention);
   Value keyT = peelScalars(scores.getB(), attention);
   auto transpose = keyT.getDefiningOp<moe::TransposeOp>();
-  if (!transpose || !transpose.getPermAttr() ||
-      transpose.getPermAttr().asArrayRef() != ArrayRef<int64_t>{0, 1, 3, 2})
+  Value key;
+  if (transpose && transpose.getPermAttr() &&
+      transpose.getPermAttr().asArrayRef() == ArrayRef<int64_t>{0, 1, 3, 2}) {
+    if (transpose->hasOneUse())
+      attention.replaced.push_back(transpose);
+    key = transpose.getData();
+    if (transpose->hasOneUse())
+      key = peelScalars(key, attention);
+  } else if (!(key = matchUnbatchedKeyTranspose(keyT, attention))) {
     return std::nullopt;
-  if (transpose->hasOneUse())
-    attention.replaced.push_back(transpose);
-  Value key = transpose.getData();
-  if (transpose->hasOneUse())
-    key = peelScalars(key, attention);
+  }
   Value value = output.getB();
   attention.key = key;
   attention.value = value;

@@ -364,3 +364,70 @@ func.func @decode_cache(%q: tensor<1x4x1x8xf32>,
   %o = moe.mat_mul %p, %vr : (tensor<1x4x1x?xf32>, tensor<1x4x?x8xf32>) -> tensor<1x4x1x8xf32>
   return %o : tensor<1x4x1x8xf32>
 }
+
+// -----
+
+// Tests the K^T of vision encoders, exported with their batch of one
+// dropped around a rank-3 transpose, the sizes read from K's own shape:
+// reshape(transpose(reshape(K, [-1, s, d]), [0, 2, 1]), [1, h, d, s]) is
+// transpose(K, [0, 1, 3, 2]), and the three ops go with the chain.
+// CHECK-LABEL: func.func @unbatched_key_transpose
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x?x16xf32>, %[[K:.*]]: tensor<1x2x?x16xf32>, %[[V:.*]]: tensor<1x2x?x16xf32>)
+func.func @unbatched_key_transpose(%q: tensor<1x2x?x16xf32>,
+                                   %k: tensor<1x2x?x16xf32>,
+                                   %v: tensor<1x2x?x16xf32>)
+    -> tensor<1x2x?x16xf32> {
+  // CHECK: %[[O:.*]] = moe.attention %[[Q]], %[[K]], %[[V]] scale 2.500000e-01
+  // CHECK-NOT: moe.transpose
+  // CHECK-NOT: moe.reshape
+  // CHECK: return %[[O]]
+  %c = moe.constant dense<0.5> : tensor<f32>
+  %minus1 = moe.constant dense<-1> : tensor<1xi64>
+  %minus2 = moe.constant dense<-2> : tensor<1xi64>
+  %d = moe.constant dense<16> : tensor<1xi64>
+  %bh = moe.constant dense<[1, 2]> : tensor<2xi64>
+  %shape = moe.shape %k : (tensor<1x2x?x16xf32>) -> tensor<4xi64>
+  %s = moe.slice %shape, %minus2, %minus1 : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %inner = moe.concat %minus1, %s, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %r = moe.reshape %k, %inner : (tensor<1x2x?x16xf32>, tensor<3xi64>) -> tensor<2x?x16xf32>
+  %t = moe.transpose %r {perm = array<i64: 0, 2, 1>} : (tensor<2x?x16xf32>) -> tensor<2x16x?xf32>
+  %outer = moe.concat %bh, %d, %s {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %kt = moe.reshape %t, %outer : (tensor<2x16x?xf32>, tensor<4xi64>) -> tensor<1x2x16x?xf32>
+  %qs = moe.mul %q, %c : (tensor<1x2x?x16xf32>, tensor<f32>) -> tensor<1x2x?x16xf32>
+  %ks = moe.mul %kt, %c : (tensor<1x2x16x?xf32>, tensor<f32>) -> tensor<1x2x16x?xf32>
+  %scores = moe.mat_mul %qs, %ks : (tensor<1x2x?x16xf32>, tensor<1x2x16x?xf32>) -> tensor<1x2x?x?xf32>
+  %p = moe.softmax %scores : (tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
+  %o = moe.mat_mul %p, %v : (tensor<1x2x?x?xf32>, tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32>
+  return %o : tensor<1x2x?x16xf32>
+}
+
+// -----
+
+// Tests that the same chain is left alone when the restored shape takes
+// its positions from another tensor (V's, not provably K's): the result
+// need not be K's transpose.
+// CHECK-LABEL: func.func @unbatched_key_transpose_unproven
+func.func @unbatched_key_transpose_unproven(%q: tensor<1x2x?x16xf32>,
+                                            %k: tensor<1x2x?x16xf32>,
+                                            %v: tensor<1x2x?x16xf32>)
+    -> tensor<1x2x?x16xf32> {
+  // CHECK-NOT: moe.attention
+  // CHECK: moe.softmax
+  %minus1 = moe.constant dense<-1> : tensor<1xi64>
+  %minus2 = moe.constant dense<-2> : tensor<1xi64>
+  %d = moe.constant dense<16> : tensor<1xi64>
+  %bh = moe.constant dense<[1, 2]> : tensor<2xi64>
+  %shape = moe.shape %k : (tensor<1x2x?x16xf32>) -> tensor<4xi64>
+  %s = moe.slice %shape, %minus2, %minus1 : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %vshape = moe.shape %v : (tensor<1x2x?x16xf32>) -> tensor<4xi64>
+  %vs = moe.slice %vshape, %minus2, %minus1 : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %inner = moe.concat %minus1, %s, %d {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %r = moe.reshape %k, %inner : (tensor<1x2x?x16xf32>, tensor<3xi64>) -> tensor<2x?x16xf32>
+  %t = moe.transpose %r {perm = array<i64: 0, 2, 1>} : (tensor<2x?x16xf32>) -> tensor<2x16x?xf32>
+  %outer = moe.concat %bh, %d, %vs {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %kt = moe.reshape %t, %outer : (tensor<2x16x?xf32>, tensor<4xi64>) -> tensor<1x2x16x?xf32>
+  %scores = moe.mat_mul %q, %kt : (tensor<1x2x?x16xf32>, tensor<1x2x16x?xf32>) -> tensor<1x2x?x?xf32>
+  %p = moe.softmax %scores : (tensor<1x2x?x?xf32>) -> tensor<1x2x?x?xf32>
+  %o = moe.mat_mul %p, %v : (tensor<1x2x?x?xf32>, tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32>
+  return %o : tensor<1x2x?x16xf32>
+}

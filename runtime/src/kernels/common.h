@@ -96,11 +96,14 @@ inline float softplus(float x) {
   return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 inline float gelu(float x) {
-  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+  return 0.5f * x * (1.0f + fastErf(x * 0.70710678118654752f));
 }
+/// 0.5 x (1 + tanh(u)) computed as x sigmoid(2u), the same function
+/// without tanh's cancellation for negative u, and vectorisable (libm's
+/// tanh is a scalar call).
 inline float geluTanh(float x) {
-  constexpr float kAlpha = 0.79788456080286536f; // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + std::tanh(kAlpha * (x + 0.044715f * x * x * x)));
+  constexpr float kTwoAlpha = 1.59576912160573071f; // 2 sqrt(2 / pi)
+  return x * fastSigmoid(kTwoAlpha * (x + 0.044715f * x * x * x));
 }
 /// NaN-propagating max and min (numpy and onnxruntime semantics).
 template <typename T> inline T nanMax(T a, T b) {

@@ -263,7 +263,7 @@ template <Unary kOp, typename T> T unary(T x) {
     case Unary::Tanh:
       return std::tanh(x);
     case Unary::Erf:
-      return std::erf(x);
+      return fastErf(x);
     case Unary::Sigmoid:
       return sigmoid(x);
     case Unary::Sin:
@@ -312,10 +312,13 @@ template <DTypeSet kTypes> absl::Status validateUnary(const StepCheck &check) {
 
 absl::Status geluKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, ctx.in(0).shape));
+  // Lambdas, not function pointers: the loop inlines and vectorises them.
   if (ctx.attrs<fb::GeluAttrs>()->approximate() == fb::GeluApproximation::Tanh)
-    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out, geluTanh);
+    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out,
+                            [](float x) { return geluTanh(x); });
   else
-    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out, gelu);
+    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out,
+                            [](float x) { return gelu(x); });
   return absl::OkStatus();
 }
 

@@ -57,6 +57,33 @@ inline float fastExp(float x) {
   return x != x ? x : result;
 }
 
+/// erf(x) as x P(x^2) / Q(x^2), P and Q of degree 5: a least-squares fit
+/// of erf(x) / x on [0, 3.92] weighted to its relative error; beyond 3.92
+/// erf rounds to +-1 in float. Within 6 ulp and 3.6e-7 relative of erf
+/// over the float range (fast_math_test); NaN stays NaN. Branch-free, so
+/// loops vectorise it. Used by GELU and
+/// Erf, where libm's erf is a scalar call.
+inline float fastErf(float x) {
+  constexpr float kLimit = 3.92f;
+  // The clamp keeps NaN (std::max and std::min return their first operand
+  // when unordered), and the arithmetic carries it.
+  float c = std::min(std::max(x, -kLimit), kLimit);
+  float t = c * c;
+  float p = 2.11802215e-06f;
+  p = p * t + 2.84519509e-04f;
+  p = p * t + 3.61890745e-03f;
+  p = p * t + 5.23052003e-02f;
+  p = p * t + 1.86596306e-01f;
+  p = p * t + 1.12837916e+00f;
+  float q = 3.87759714e-05f;
+  q = q * t + 1.13244043e-03f;
+  q = q * t + 1.46728132e-02f;
+  q = q * t + 1.12589165e-01f;
+  q = q * t + 4.98699729e-01f;
+  q = q * t + 1.0f;
+  return c * p / q;
+}
+
 /// 1 / (1 + e^-x); exact limits 0 and 1 for large |x|.
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
@@ -69,14 +96,34 @@ inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 /// finite sink, a row of only -inf gives zeros.
 inline void softmaxRow(const float *in, float *out, int64_t n,
                        const float *sink = nullptr) {
-  float max = sink ? *sink : -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    max = std::max(max, in[j]);
-  for (int64_t j = 0; j < n; ++j)
+  // The maximum and the sum in kLanes independent chains, so that the
+  // loops vectorise: one chain through the row waits on every add's
+  // latency. (The maximum is the same in any order; the double sum differs
+  // from a sequential one by double roundings only.)
+  constexpr int kLanes = 8;
+  float maxes[kLanes];
+  std::fill_n(maxes, kLanes,
+              sink ? *sink : -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      maxes[l] = std::max(maxes[l], in[j + l]);
+  for (; j < n; ++j)
+    maxes[0] = std::max(maxes[0], in[j]);
+  float max = maxes[0];
+  for (int l = 1; l < kLanes; ++l)
+    max = std::max(max, maxes[l]);
+  for (j = 0; j < n; ++j)
     out[j] = fastExp(in[j] - max);
-  double sum = sink ? fastExp(*sink - max) : 0.0f;
-  for (int64_t j = 0; j < n; ++j)
-    sum += out[j];
+  double sums[kLanes] = {};
+  for (j = 0; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      sums[l] += out[j + l];
+  for (; j < n; ++j)
+    sums[0] += out[j];
+  double sum = sink ? fastExp(*sink - max) : 0.0;
+  for (int l = 0; l < kLanes; ++l)
+    sum += sums[l];
   float inverse = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j)
     out[j] *= inverse;

@@ -166,7 +166,7 @@ void runChunk(const flatbuffers::Vector<const fb::Instr *> &program,
       unaryChunk(dst, a, n, [](float x) { return std::tanh(x); });
       break;
     case fb::ExprOp::Erf:
-      unaryChunk(dst, a, n, [](float x) { return std::erf(x); });
+      unaryChunk(dst, a, n, fastErf);
       break;
     case fb::ExprOp::Sigmoid:
       unaryChunk(dst, a, n, sigmoid);

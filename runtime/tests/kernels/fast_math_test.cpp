@@ -45,6 +45,44 @@ TEST(FastMath, ExpLimitsAndSpecialValues) {
   EXPECT_FLOAT_EQ(fastSigmoid(0.0f), 0.5f);
 }
 
+TEST(FastMath, ErfIsWithinSixUlpsEverywhere) {
+  int64_t worst = 0;
+  double worstRelative = 0;
+  // Every 61st float bit pattern (both signs), and a dense grid where erf
+  // bends.
+  auto check = [&](float x) {
+    double exact = std::erf(static_cast<double>(x));
+    float expected = static_cast<float>(exact);
+    float got = fastErf(x);
+    worst = std::max(worst, ulps(got, expected));
+    // Subnormal results have fewer bits than their relative error needs.
+    if (std::fabs(exact) >= std::numeric_limits<float>::min())
+      worstRelative = std::max(worstRelative, std::fabs((got - exact) / exact));
+  };
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 61) {
+    float x = bitsToFloat(static_cast<int32_t>(bits));
+    if (std::isfinite(x))
+      check(x);
+  }
+  for (int i = -600000; i <= 600000; ++i)
+    check(i * 1e-5f);
+  EXPECT_LE(worst, 6);
+  EXPECT_LE(worstRelative, 4e-7);
+}
+
+TEST(FastMath, ErfLimitsAndSpecialValues) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fastErf(0.0f), 0.0f);
+  EXPECT_EQ(fastErf(kInf), 1.0f);
+  EXPECT_EQ(fastErf(-kInf), -1.0f);
+  EXPECT_EQ(fastErf(10.0f), 1.0f);
+  EXPECT_EQ(fastErf(-10.0f), -1.0f);
+  EXPECT_TRUE(std::isnan(fastErf(std::nanf(""))));
+  // Odd, and linear near 0: erf(x) = 2x / sqrt(pi) for tiny x.
+  EXPECT_EQ(fastErf(-0.5f), -fastErf(0.5f));
+  EXPECT_FLOAT_EQ(fastErf(1e-20f), 1.1283791e-20f);
+}
+
 TEST(FastMath, SoftmaxRowWithMinusInfinityAndSinks) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   // -inf entries get exactly 0 and take nothing from the others.
