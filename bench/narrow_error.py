@@ -2,7 +2,7 @@
 """The error of narrowed weights against f32 on the zoo's language models.
 
     bench/narrow_error.py [--moec build/bin/moec] [--moe-run build/bin/moe-run]
-                          [--workdir DIR] [--dtypes bf16,int8]
+                          [--workdir DIR] [--dtypes bf16,int8,int4]
 
 For each whole model (examples/mixtral-tiny.onnx and the zoo's
 `*_causal_lm_hf.onnx`) the script compiles an f32 plan and one plan per
@@ -55,7 +55,9 @@ def compile_plan(args, model, dtype, out, extra=()):
         cmd.append(f"--weight-dtype={dtype}")
     run(cmd)
     with open(out + ".json") as f:
-        return json.load(f).get("narrowed_dense_matrices", 0)
+        report = json.load(f)
+    return report.get("narrowed_dense_matrices",
+                      report.get("int4", {}).get("dense_matrices", 0))
 
 
 def logits_of(args, plan, feeds, workdir):
