@@ -25,6 +25,7 @@
 
 #include "exec/tensor.h"
 #include "kernels/common.h"
+#include "kernels/expert_gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -560,6 +561,12 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
     for (int64_t j = 0; j < m; j += tileRows) {
       int64_t rows = std::min(tileRows, m - j);
       dequantizeRows(w, r0 + j, rows, tile.data());
+      // oneDNN's f32 matmul where it has brgemm kernels for the CPU (as the
+      // Linear step's widened blocks), else sgemm.
+      if (matmulBlock(x, n, K, tile.data(), StreamWeights::F32, rows,
+                      /*inOut=*/false, 0, rows, nullptr,
+                      bias ? bias + r0 + j : nullptr, c + j, ldc))
+        continue;
       if (bias)
         for (int64_t i = 0; i < n; ++i)
           std::copy(bias + r0 + j, bias + r0 + j + rows, c + i * ldc + j);
