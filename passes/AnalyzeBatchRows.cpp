@@ -8,10 +8,12 @@
 // be causal over the rows (its mask `keys <= queries` over positions from
 // 0, built from the row count alone, possibly within a window of W keys,
 // which the verdict records per attention), and its keys and values must be the
-// rows themselves (the cache writes). The pass runs the row-independence
-// dataflow (RowIndependence.h) with the named row inputs as seeds along
-// their last axis, and records the verdict, or the first op that mixes
-// rows another way, as the module's `moe.batch_rows`.
+// rows themselves (the cache writes); and the recurrences that carry a state
+// (moe.causal_conv, moe.gated_delta_rule) from a zero start, which the
+// runtime runs per sequence from its own state. The pass runs the
+// row-independence dataflow (RowIndependence.h) with the named row inputs as
+// seeds along their last axis, and records the verdict, or the first op that
+// mixes rows another way, as the module's `moe.batch_rows`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,9 @@ struct AnalyzeBatchRowsPass
           b.getNamedAttr("symbol", b.getStringAttr(analysis.symbol)));
       fields.push_back(b.getNamedAttr(
           "windows", b.getDenseI64ArrayAttr(analysis.attentionWindows)));
+      if (!analysis.stateOutputs.empty())
+        fields.push_back(
+            b.getNamedAttr("states", strings(analysis.stateOutputs)));
     } else {
       rows::appendFailure(b, analysis, fields);
     }

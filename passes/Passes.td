@@ -663,7 +663,7 @@ def MoeAnalyzeRowIndependence
 }
 
 def MoeAnalyzeBatchRows : Pass<"moe-analyze-batch-rows", "mlir::ModuleOp"> {
-  let summary = "Prove that only causal attention mixes a generation graph's token rows";
+  let summary = "Prove that only causal attention and recurrences mix a generation graph's token rows";
   let description = [{
     Continuous batching (docs/serving.md) runs the tokens of several
     sequences as the rows of one step: each row carries its sequence's slot
@@ -678,13 +678,19 @@ def MoeAnalyzeBatchRows : Pass<"moe-analyze-batch-rows", "mlir::ModuleOp"> {
     mask is the causal `where(keys <= queries, 0, -inf)` of `range(0, n, 1)`
     on the last two axes (so its keys and values are the rows themselves,
     the cache writes), or that condition and-ed with `keys > queries - W`
-    for a constant window W. Every other input (a past cache, an attention
-    mask input) refuses. Every output must carry the rows on its dimension
-    named like the inputs' (the logits, the caches).
+    for a constant window W. `moe.causal_conv` and `moe.gated_delta_rule`
+    may mix rows too when their row operands carry them on the token axis
+    (2 and 1), their weights are the same for every row and their state
+    starts from zeros (a first prompt): the runtime runs them per sequence
+    from that sequence's own state, and their new state may only be an
+    output (a state pair's present). Every other input (a past cache, an
+    attention mask input) refuses. Every other output must carry the rows
+    on its dimension named like the inputs' (the logits, the caches).
 
-    The result is the module's `moe.batch_rows`: `{inputs, outputs, symbol,
-    windows}` when proven (`windows`: each attention's W in program order, 0
-    for none), else `{op, loc, reason}` naming the first op that mixes
+    The result is the module's `moe.batch_rows`: `{inputs, outputs, states?,
+    symbol, windows}` when proven (`windows`: each attention's W in program
+    order, 0 for none; `states`: the outputs that are a recurrence's state,
+    when there are any), else `{op, loc, reason}` naming the first op that mixes
     rows.
 
     Example: `moec-opt --moe-analyze-batch-rows="row-inputs=input_ids,position_ids"`.

@@ -35,6 +35,12 @@ LogicalResult Analysis::run() {
   if (failed(config.batchTokens() ? seedRowInputs() : seedInputs()))
     return failure();
   for (Operation &op : func.getBody().front()) {
+    if (!isa<func::ReturnOp>(op))
+      for (Value v : op.getOperands())
+        if (get(v).kind == State::Carried)
+          return kill(&op, op.getName().getStringRef() +
+                               " reads the state a recurrence leaves after "
+                               "the rows (only the graph's outputs may)");
     if (succeeded(visit(&op)))
       continue;
     // Token batching: a row count computed into more than a tracked shape
@@ -50,186 +56,6 @@ LogicalResult Analysis::run() {
     return failure();
   }
   return success();
-}
-
-LogicalResult Analysis::seedRowInputs() {
-  for (BlockArgument arg : func.getArguments()) {
-    std::string name = argName(arg.getArgNumber());
-    if (!llvm::is_contained(config.rowInputs, name))
-      return kill(nullptr, "input '" + name +
-                               "' is not one of the token rows (a past "
-                               "cache or a mask spans a sequence)");
-    auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || type.getRank() == 0 || !type.isDynamicDim(type.getRank() - 1))
-      return kill(nullptr, "input '" + name +
-                               "' has no dynamic last dimension to carry "
-                               "the token rows");
-    int64_t axis = type.getRank() - 1;
-    std::string sym = name + "." + std::to_string(axis);
-    auto params =
-        func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), "moe.dim_params");
-    if (params && static_cast<int64_t>(params.size()) > axis)
-      if (auto param = dyn_cast<StringAttr>(params[axis]))
-        if (!param.getValue().empty())
-          sym = param.str();
-    if (!symbol.empty() && sym != symbol)
-      return kill(nullptr, "inputs '" + splitInputs.front() + "' and '" + name +
-                               "' have different token dimensions ('" + symbol +
-                               "' and '" + sym + "')");
-    symbol = sym;
-    splitInputs.push_back(name);
-    states[arg] = State::rows(axis);
-  }
-  for (const std::string &name : config.rowInputs)
-    if (!llvm::is_contained(splitInputs, name))
-      return kill(nullptr, "the graph has no input '" + name + "'");
-  return success();
-}
-
-bool Analysis::readsSizesOnly(Operation *op) const {
-  return llvm::all_of(op->getOperands(), [&](Value v) {
-    State::Kind kind = get(v).kind;
-    return kind == State::Free || kind == State::Local ||
-           kind == State::Positions;
-  });
-}
-
-std::optional<LogicalResult> Analysis::visitPositions(Operation *op) {
-  if (isa<moe::AttentionOp, func::ReturnOp>(op) ||
-      llvm::none_of(op->getOperands(),
-                    [&](Value v) { return get(v).kind == State::Positions; }))
-    return std::nullopt;
-  if (readsSizesOnly(op)) {
-    setAll(op, State::positions());
-    return success();
-  }
-  return kill(op, op->getName().getStringRef() +
-                      " combines the rows with positions computed from "
-                      "their count (only a causal attention mask may read "
-                      "those)");
-}
-
-namespace {
-
-/// The one axis of `value` whose size is not statically 1, if there is
-/// exactly one.
-std::optional<int64_t> getSoleAxis(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type)
-    return std::nullopt;
-  std::optional<int64_t> axis;
-  for (auto [i, size] : llvm::enumerate(type.getShape())) {
-    if (size == 1)
-      continue;
-    if (axis)
-      return std::nullopt;
-    axis = static_cast<int64_t>(i);
-  }
-  return axis;
-}
-
-/// Whether `value`, broadcast to rank `rank`, is `range(0, n, 1)` laid
-/// along axis `axis`: the range through unsqueezes, squeezes and reshapes
-/// that only add or remove size-1 axes (which keep the elements' order).
-bool isIotaAlong(Value value, int64_t rank, int64_t axis) {
-  std::optional<int64_t> sole = getSoleAxis(value);
-  if (!sole || *sole + rank - getRank(value) != axis)
-    return false;
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<moe::UnsqueezeOp, moe::SqueezeOp, moe::ReshapeOp>(op) ||
-        !getSoleAxis(op->getOperand(0)))
-      break;
-    value = op->getOperand(0);
-  }
-  auto range = value.getDefiningOp<moe::RangeOp>();
-  return range && moe::getConstantInt(range.getStart()) == 0 &&
-         moe::getConstantInt(range.getDelta()) == 1;
-}
-
-/// Whether `value` is a one-element f32 constant at most -1e30 (-inf or
-/// finfo.min: exp of it minus a finite maximum is 0 in f32).
-bool isMaskedOut(Value value) {
-  std::optional<SmallVector<float>> floats = getConstantFloats(value, 1);
-  return floats && floats->size() == 1 && (*floats)[0] <= -1e30f;
-}
-
-} // namespace
-
-namespace {
-
-/// `keys <= queries` (or `queries >= keys`) when `visible`, else `keys >
-/// queries` (or `queries < keys`), with each an iota along the last and
-/// the second to last of `rank` axes; sets `queries`.
-bool isCausalCondition(Value cond, int64_t rank, bool visible, Value &queries) {
-  Value keys;
-  Operation *compare = cond.getDefiningOp();
-  if (visible) {
-    if (auto op = dyn_cast_or_null<moe::LessOrEqualOp>(compare))
-      keys = op.getLhs(), queries = op.getRhs();
-    else if (auto op = dyn_cast_or_null<moe::GreaterOrEqualOp>(compare))
-      queries = op.getLhs(), keys = op.getRhs();
-  } else {
-    if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
-      keys = op.getLhs(), queries = op.getRhs();
-    else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
-      queries = op.getLhs(), keys = op.getRhs();
-  }
-  return keys && isIotaAlong(keys, rank, rank - 1) &&
-         isIotaAlong(queries, rank, rank - 2);
-}
-
-/// The W of `keys > queries - W` (or `queries - W < keys`), W a positive
-/// constant, `queries` the given value and keys an iota along the last of
-/// `rank` axes.
-std::optional<int64_t> getWindowCondition(Value cond, int64_t rank,
-                                          Value queries) {
-  Value keys, first;
-  Operation *compare = cond.getDefiningOp();
-  if (auto op = dyn_cast_or_null<moe::GreaterOp>(compare))
-    keys = op.getLhs(), first = op.getRhs();
-  else if (auto op = dyn_cast_or_null<moe::LessOp>(compare))
-    first = op.getLhs(), keys = op.getRhs();
-  else
-    return std::nullopt;
-  auto sub = first.getDefiningOp<moe::SubOp>();
-  if (!sub || sub.getLhs() != queries || !isIotaAlong(keys, rank, rank - 1))
-    return std::nullopt;
-  std::optional<int64_t> window = moe::getConstantInt(sub.getRhs());
-  if (!window || *window <= 0)
-    return std::nullopt;
-  return window;
-}
-
-} // namespace
-
-std::optional<int64_t> getCausalWindow(Value mask) {
-  if (auto expand = mask.getDefiningOp<moe::ExpandOp>())
-    mask = expand.getInput();
-  auto where = mask.getDefiningOp<moe::WhereOp>();
-  if (!where)
-    return std::nullopt;
-  Value cond = where.getCondition();
-  int64_t rank = getRank(cond);
-  if (rank < 2)
-    return std::nullopt;
-  // where(visible, 0, masked) or where(hidden, masked, 0).
-  bool visible = isConstFloat(where.getX(), 0.0f);
-  Value shown = visible ? where.getX() : where.getY();
-  Value hidden = visible ? where.getY() : where.getX();
-  if (!isConstFloat(shown, 0.0f) || !isMaskedOut(hidden))
-    return std::nullopt;
-  Value queries;
-  if (isCausalCondition(cond, rank, visible, queries))
-    return 0;
-  // Visible: causal and window, either way round.
-  auto both = cond.getDefiningOp<moe::AndOp>();
-  if (!visible || !both)
-    return std::nullopt;
-  for (auto [causal, window] : {std::pair(both.getLhs(), both.getRhs()),
-                                std::pair(both.getRhs(), both.getLhs())})
-    if (isCausalCondition(causal, rank, /*visible=*/true, queries))
-      return getWindowCondition(window, rank, queries);
-  return std::nullopt;
 }
 
 LogicalResult Analysis::kill(Operation *op, const Twine &why) {
@@ -353,7 +179,10 @@ LogicalResult Analysis::visit(Operation *op) {
         return visitAlongAxis(op, input, axis, /*keep=*/true, "normalises");
       })
       .Case<moe::ReduceSumOp, moe::ReduceMeanOp, moe::ReduceMaxOp,
-            moe::ReduceMinOp>([&](Operation *op) { return visitReduce(op); })
+            moe::ReduceMinOp, moe::ReduceProdOp, moe::ReduceL1Op,
+            moe::ReduceL2Op, moe::ReduceSumSquareOp, moe::ReduceLogSumOp,
+            moe::ReduceLogSumExpOp>(
+          [&](Operation *op) { return visitReduce(op); })
       .Case([&](moe::ArgMaxOp op) {
         return visitAlongAxis(op, op.getData(), op.getAxis(),
                               op.getKeepdims() != 0, "reduces");
@@ -413,6 +242,22 @@ LogicalResult Analysis::visit(Operation *op) {
         setAll(op, State::rows(0));
         return success();
       })
+      .Case([&](moe::CausalConvOp op) {
+        if (!config.batchTokens())
+          return kill(op, "causal_conv runs along the rows");
+        SmallVector<Value> params = {op.getWeight()};
+        if (op.getBias())
+          params.push_back(op.getBias());
+        return visitBatchState(op, op.getInput(), 2, op.getState(), params);
+      })
+      .Case([&](moe::GatedDeltaRuleOp op) {
+        if (!config.batchTokens())
+          return kill(op, "gated_delta_rule runs along the rows");
+        return visitBatchState(op,
+                               {op.getQuery(), op.getKey(), op.getValue(),
+                                op.getDecay(), op.getBeta()},
+                               1, op.getState(), {});
+      })
       .Case([&](moe::AttentionOp op) {
         if (config.batchTokens())
           return visitBatchAttention(op);
@@ -468,7 +313,7 @@ std::optional<SmallVector<bool>> Analysis::getMask(Value value) {
 LogicalResult Analysis::visitElementwise(Operation *op, ValueRange inputs) {
   int64_t rank = getRank(op->getResult(0));
   bool anyRows = false, anyLocal = false;
-  int64_t axis = -1;
+  int64_t axis = -1, span = 1;
   for (Value v : inputs) {
     State s = get(v);
     if (s.kind == State::Layer)
@@ -481,6 +326,8 @@ LogicalResult Analysis::visitElementwise(Operation *op, ValueRange inputs) {
     if (anyRows && mapped != axis)
       return kill(op, "combines values whose rows lie on different axes (" +
                           Twine(axis) + " and " + Twine(mapped) + ")");
+    // Operands whose rows are indexed differently along the axis: unknown.
+    span = anyRows && span != s.span ? 0 : s.span;
     anyRows = true;
     axis = mapped;
   }
@@ -523,7 +370,7 @@ LogicalResult Analysis::visitElementwise(Operation *op, ValueRange inputs) {
                                     : std::to_string(getShape(v)[at])) +
                           " against the rows");
   }
-  setAll(op, State::rows(axis));
+  setAll(op, State::rows(axis, span));
   return success();
 }
 
@@ -544,7 +391,7 @@ LogicalResult Analysis::visitAlongAxis(Operation *op, Value input, int64_t axis,
     return kill(op, op->getName().getStringRef() + " " + what + " along " +
                         rowsText(input));
   int64_t out = in.axis - (!keep && *a < in.axis ? 1 : 0);
-  setAll(op, State::rows(out));
+  setAll(op, State::rows(out, in.span));
   return success();
 }
 
@@ -595,7 +442,7 @@ LogicalResult Analysis::visitReduce(Operation *op) {
     if (!keep && n < in.axis)
       --axis;
   }
-  setAll(op, State::rows(axis));
+  setAll(op, State::rows(axis, in.span));
   return success();
 }
 
@@ -781,45 +628,6 @@ LogicalResult Analysis::visitCombine(moe::CombineOp op) {
       return kill(op, "combine with per-token operands whose rows are not "
                       "axis 0");
   setAll(op, State::rows(0));
-  return success();
-}
-
-LogicalResult Analysis::visitBatchAttention(moe::AttentionOp op) {
-  if (Value sinks = op.getSinks(); sinks && !get(sinks).isFree())
-    return kill(op, "attention sinks depend on the rows");
-  for (Value v : {op.getQuery(), op.getKey(), op.getValue()}) {
-    State s = get(v);
-    if (s.kind != State::Rows || getRank(v) != 4 || s.axis != 2)
-      return kill(op, "attention whose queries, keys and values do not all "
-                      "carry the rows on axis 2 of [batch, heads, rows, "
-                      "dim]");
-  }
-  std::optional<int64_t> window =
-      op.getMask() ? getCausalWindow(op.getMask()) : std::nullopt;
-  if (!window)
-    return kill(op, "attention without a mask proven causal over the rows "
-                    "(key j visible to query i exactly when j <= i, or "
-                    "i - W < j <= i in a window of W)");
-  attentionWindows.push_back(*window);
-  setAll(op, State::rows(2));
-  return success();
-}
-
-LogicalResult Analysis::visitBatchReturn(func::ReturnOp op) {
-  for (auto [index, value] : llvm::enumerate(op.getOperands())) {
-    std::string name = resultName(index);
-    auto params = func.getResultAttrOfType<ArrayAttr>(index, "moe.dim_params");
-    State s = get(value);
-    if (s.kind == State::Rows && params &&
-        static_cast<int64_t>(params.size()) > s.axis)
-      if (auto param = dyn_cast<StringAttr>(params[s.axis]);
-          param && param.getValue() == symbol) {
-        joinedOutputs.push_back(name);
-        continue;
-      }
-    return kill(op, "output '" + name + "' does not carry the rows on its '" +
-                        symbol + "' dimension");
-  }
   return success();
 }
 

@@ -3,8 +3,8 @@
 // The analysis behind moe-analyze-row-independence
 // (AnalyzeRowIndependence.cpp): may the dense part of @main run on a share of
 // the rows of dim 0 of its inputs? The transfer functions of the shape and
-// layout ops are in RowIndependenceShapes.cpp, the others in
-// RowIndependence.cpp.
+// layout ops are in RowIndependenceShapes.cpp, token batching's own in
+// RowIndependenceTokens.cpp, the others in RowIndependence.cpp.
 //
 // The lattice, per value:
 //   Free    the same on every device (constants, replicated inputs, and
@@ -22,13 +22,18 @@
 //   Positions (token batching only) computed from a row count alone and
 //           too large to track (a Range over it, a mask built from that):
 //           only an attention's mask may read it, and only a causal mask.
+//   Carried (token batching only) the state a causal_conv or
+//           gated_delta_rule leaves after the rows: only the graph's
+//           outputs may take it (a state pair's present).
 // Anything else kills the proof.
 //
 // Token batching (moe-analyze-batch-rows) asks the same question of a
-// generation graph's token axis, with one op allowed to mix rows: an
-// attention whose keys and values are the rows themselves under a causal
-// mask, which the runtime replaces by each row's attention over its own
-// sequence's cache.
+// generation graph's token axis, with two kinds of ops allowed to mix rows:
+// an attention whose keys and values are the rows themselves under a
+// causal mask, which the runtime replaces by each row's attention over its
+// own sequence's cache; and the recurrences that carry a state from a zero
+// start (moe.causal_conv, moe.gated_delta_rule), which the runtime runs
+// per sequence from that sequence's state.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,17 +57,22 @@ using namespace mlir;
 constexpr int64_t kMaxTracked = 64;
 
 struct State {
-  enum Kind { Free, Local, Rows, Layer, Positions } kind = Free;
+  enum Kind { Free, Local, Rows, Layer, Positions, Carried } kind = Free;
   /// Rows: the axis that carries the rows.
   int64_t axis = -1;
+  /// Rows: how many consecutive indices of `axis` one row spans (a reshape
+  /// that splits each row along it, [n, 64] -> [n * 4, 16]), or 0 when
+  /// unknown. Ops that keep the axis's indexing keep it.
+  int64_t span = 1;
   /// Local: which flat elements are a device's row count.
   SmallVector<bool> local;
 
   static State free() { return State(); }
-  static State rows(int64_t axis) {
+  static State rows(int64_t axis, int64_t span = 1) {
     State s;
     s.kind = Rows;
     s.axis = axis;
+    s.span = span;
     return s;
   }
   static State layer() {
@@ -73,6 +83,11 @@ struct State {
   static State positions() {
     State s;
     s.kind = Positions;
+    return s;
+  }
+  static State carried() {
+    State s;
+    s.kind = Carried;
     return s;
   }
   /// A Local vector; all-false masks are Free.
@@ -160,6 +175,9 @@ public:
   /// Token batching: the window of each attention in program order (0: no
   /// window), which the runtime's attention over the KV pool applies.
   SmallVector<int64_t> attentionWindows;
+  /// Token batching: the outputs that are a recurrence's state after the
+  /// rows (the runtime keeps one per sequence).
+  SmallVector<std::string> stateOutputs;
   /// Why the proof failed: the op (null for a signature problem) and what
   /// it does to the rows.
   Operation *culprit = nullptr;
@@ -177,6 +195,11 @@ private:
   /// Whether every operand of `op` is computed from row counts alone.
   bool readsSizesOnly(Operation *op) const;
   LogicalResult visitBatchAttention(moe::AttentionOp op);
+  /// A recurrence over the rows along `axis` of `rows` from a zero `state`
+  /// (moe.causal_conv, moe.gated_delta_rule): its output keeps the rows, its
+  /// new state is Carried.
+  LogicalResult visitBatchState(Operation *op, ValueRange rows, int64_t axis,
+                                Value state, ValueRange params);
   LogicalResult visitBatchReturn(func::ReturnOp op);
 
   State get(Value value) const { return states.lookup(value); }

@@ -197,7 +197,7 @@ LogicalResult Analysis::visitSqueeze(Operation *op) {
       if (a <= axis)
         ++axis;
   }
-  states[op->getResult(0)] = State::rows(axis);
+  states[op->getResult(0)] = State::rows(axis, in.span);
   return success();
 }
 
@@ -216,7 +216,7 @@ LogicalResult Analysis::visitTranspose(moe::TransposeOp op) {
   auto it = llvm::find(perm, in.axis);
   if (it == perm.end())
     return kill(op, "transpose loses the rows' axis");
-  states[op.getResult()] = State::rows(it - perm.begin());
+  states[op.getResult()] = State::rows(it - perm.begin(), in.span);
   return success();
 }
 
@@ -272,21 +272,29 @@ LogicalResult Analysis::visitReshape(moe::ReshapeOp op) {
     return kill(op, "reshapes across " + rowsText(op.getData()) +
                         " (it merges or splits the rows with the axes "
                         "before them)");
+  // A copied row count keeps one index per row; else unknown.
+  int64_t span = data.span == 1 ? 1 : 0;
   if (rowsAt < 0) {
     // -1 takes the rows: each output slab along j must lie within one
-    // row, so its size must divide a static tail of the input's row.
+    // row, so its size must divide a static tail of the input's row, or
+    // the whole row (its span along the axis times a static tail).
     std::optional<int64_t> slab = getStaticProduct(out.drop_front(j + 1));
     int64_t tail = 1;
+    bool wholeTail = true;
     for (int64_t d : llvm::reverse(in.drop_front(data.axis + 1))) {
-      if (ShapedType::isDynamic(d))
+      if (ShapedType::isDynamic(d)) {
+        wholeTail = false;
         break;
+      }
       tail *= d;
     }
-    if (!slab || *slab == 0 || tail % *slab != 0)
+    int64_t row = wholeTail && data.span > 0 ? data.span * tail : tail;
+    if (!slab || *slab == 0 || row % *slab != 0)
       return kill(op, "reshapes across " + rowsText(op.getData()) +
                           " (a slab of the result may span two rows)");
+    span = wholeTail && data.span > 0 ? row / *slab : 0;
   }
-  states[op.getResult()] = State::rows(j);
+  states[op.getResult()] = State::rows(j, span);
   return success();
 }
 

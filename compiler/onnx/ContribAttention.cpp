@@ -453,7 +453,12 @@ LogicalResult GqaImporter::import() {
     positions = ops.castTo(operand(kPositionIds), i64Type);
   else if (generation.positionInput)
     positions = node.getGraphImporter().getPositionInput();
-  if (!positions && generation.firstPrompt)
+  // A graph's own position_ids of M-RoPE's [3, B, S] rotate elsewhere.
+  if (positions && !operand(kPositionIds) &&
+      cast<RankedTensorType>(positions.getType()).getRank() != 2)
+    positions = Value();
+  // Without rotary here, a first prompt needs no positions.
+  if (!positions && generation.firstPrompt && attrs.doRotary)
     return node.emitError() << "has no first-prompt form: its positions "
                                "cannot come from a 'position_ids' input (the "
                                "graph has an input of that name it does not "

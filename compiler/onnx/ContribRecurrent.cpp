@@ -7,15 +7,17 @@
 //  * CausalConvWithState (LFM2, Qwen3.5's gated delta layers): a causal
 //    depthwise 1-D convolution over [B, C, L] with a [C, 1, K] kernel, whose
 //    state [B, C, K - 1] holds the last K - 1 inputs of the previous call
-//    (zeros without one). It becomes Concat(state, input) along L, K shifted
-//    slices scaled by the kernel's columns and summed, the bias and SiLU
-//    (activation "silu"), and the present state as the concatenation's last
-//    K - 1 columns.
+//    (zeros without one). It becomes moe.causal_conv, whose state input and
+//    output continuous batching swaps for each sequence's own.
 //  * LinearAttention with update_rule "gated_delta" (Qwen3.5's Gated
 //    DeltaNet): moe.gated_delta_rule on the packed [B, S, H * D] query, key
 //    and value reshaped to [B, S, H, D], with the state [B, Hv, Dk, Dv]
 //    (zeros without one) and the per-head decay and beta [B, S, Hv]. A
 //    scale of 0 means 1 / sqrt(Dk), as in onnxruntime's kernel.
+//
+// Imported as a first prompt (ImportOptions::firstPrompt), both start from
+// a zero state, so that the state inputs drop out and the graph can be the
+// plan's prefill schedule.
 //  * LinearAttentionGate: decay = decay_scale * softplus(a + dt_bias) (the
 //    export's decay_scale is -exp(A_log)) and beta = sigmoid(b).
 //  * GatedRMSNorm: the RMS norm of x over groups of the scale's length,
@@ -25,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/onnx/GraphImporter.h"
 #include "compiler/onnx/Model.h"
 #include "compiler/onnx/OpEmitter.h"
 #include "compiler/onnx/OpImport.h"
@@ -32,13 +35,21 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <cmath>
-#include <limits>
 
 using namespace mlir;
 using namespace moec;
 using namespace moec::onnx_import;
 
 namespace {
+
+/// A zero f32 state [batch, dims...].
+Value zeros(OpEmitter &ops, Value batch, ArrayRef<int64_t> dims, Type element) {
+  Value shape = ops.concat({ops.unsqueeze(batch, {0}), ops.i64Vector(dims)}, 0);
+  return ops.emit(
+      "moe.constant_of_shape", {shape},
+      {ops.attr("value", DenseElementsAttr::get(
+                             RankedTensorType::get({1}, element), 0.0f))});
+}
 
 LogicalResult importCausalConvWithState(NodeImporter &node) {
   bool silu = false;
@@ -84,41 +95,20 @@ LogicalResult importCausalConvWithState(NodeImporter &node) {
 
   OpEmitter ops(node.getBuilder(), node.getLoc());
   int64_t history = kernel - 1;
-  if (!past) {
-    // No state: the previous inputs are zeros.
-    Value shape = ops.concat({ops.unsqueeze(ops.dim(input, 0), {0}),
-                              ops.i64Vector({channels, history})},
-                             0);
-    past = ops.emit(
-        "moe.constant_of_shape", {shape},
-        {ops.attr("value", DenseElementsAttr::get(
-                               RankedTensorType::get(
-                                   {1}, node.getBuilder().getF32Type()),
-                               0.0f))});
-  }
-  Value all = ops.concat({past, input}, 2);
-  constexpr int64_t kToTheEnd = std::numeric_limits<int64_t>::max();
-  Value output;
-  for (int64_t k = 0; k < kernel; ++k) {
-    // Output position t reads all[t + k]: the slice [k, k + L).
-    Value shifted =
-        ops.slice(all, k, k == history ? kToTheEnd : k - history, 2);
-    Value column = ops.reshape(ops.slice(weight, k, k + 1, 2), {channels, 1});
-    Value term = ops.binary("moe.mul", shifted, column);
-    output = output ? ops.binary("moe.add", output, term) : term;
-  }
+  // A first prompt starts from zeros whatever the state input holds.
+  if (!past || node.getGraphImporter().getOptions().firstPrompt)
+    past = zeros(ops, ops.dim(input, 0), {channels, history},
+                 node.getBuilder().getF32Type());
+  SmallVector<Value> convOperands = {
+      input, ops.reshape(weight, {channels, kernel}), past};
   if (bias)
-    output = ops.binary("moe.add", output, ops.reshape(bias, {channels, 1}));
-  if (silu)
-    output = ops.binary("moe.mul", output, ops.emit("moe.sigmoid", {output}));
-  // The last K - 1 columns; the reshape states the size the slice of a
-  // dynamic length cannot.
-  Value present = ops.reshape(history ? ops.slice(all, -history, kToTheEnd, 2)
-                                      : ops.slice(all, 0, 0, 2),
-                              {0, channels, history});
+    convOperands.push_back(ops.reshape(bias, {channels}));
+  SmallVector<Value> results =
+      ops.emitAll("moe.causal_conv", convOperands,
+                  {ops.attr("silu", node.getBuilder().getBoolAttr(silu))});
   if (ops.failed())
     return failure();
-  return node.setResults({output, present});
+  return node.setResults({results[0], results[1]});
 }
 
 /// The static size of the last dimension of `value`'s type, or -1.
@@ -212,17 +202,10 @@ LogicalResult importLinearAttention(NodeImporter &node) {
     scale = 1.0f / std::sqrt(static_cast<float>(keyDim));
 
   OpEmitter ops(node.getBuilder(), node.getLoc());
-  if (!state) {
-    Value shape = ops.concat({ops.unsqueeze(ops.dim(query, 0), {0}),
-                              ops.i64Vector({kvHeads, keyDim, valueDim})},
-                             0);
-    state = ops.emit(
-        "moe.constant_of_shape", {shape},
-        {ops.attr("value", DenseElementsAttr::get(
-                               RankedTensorType::get(
-                                   {1}, node.getBuilder().getF32Type()),
-                               0.0f))});
-  }
+  // A first prompt starts from zeros whatever the state input holds.
+  if (!state || node.getGraphImporter().getOptions().firstPrompt)
+    state = zeros(ops, ops.dim(query, 0), {kvHeads, keyDim, valueDim},
+                  node.getBuilder().getF32Type());
   SmallVector<Value> results = ops.emitAll(
       "moe.gated_delta_rule",
       {ops.reshape(query, {0, 0, queryHeads, keyDim}),

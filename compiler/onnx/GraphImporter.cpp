@@ -243,6 +243,14 @@ OwningOpRef<ModuleOp> GraphImporter::import() {
   if (failed(checkSupport(model.getGraph())) ||
       failed(importSignature(*module)))
     return nullptr;
+  // A first prompt's token rows are named after the graph's own
+  // position_ids when it has them (the rotary reads them itself).
+  if (options.firstPrompt)
+    for (BlockArgument arg : func.getArguments())
+      if (auto name =
+              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "moe.name");
+          name && name.getValue() == "position_ids")
+        positionInput = arg;
   for (int index : model.nodeOrder)
     if (failed(importNode(model.getGraph(), index)))
       return nullptr;

@@ -379,7 +379,7 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
     }
   }
   if (llvm::any_of(sig.cache, [](const CachePairInfo &p) { return p.state; }) &&
-      prefill) {
+      prefill && !search.firstPromptPrefill) {
     decodeDiag.error() << "the graph has state inputs (replaced each step, "
                           "not grown); such a graph runs the prompt itself: "
                           "drop --prefill";
@@ -443,8 +443,10 @@ findGenerationSignature(ModuleOp decode, StringRef decodePath, ModuleOp prefill,
   if (failed(findTokenInputs(pre, {}, prefillDiag, preTokens)))
     return failure();
   std::string ids = preTokens.ids;
+  // A first prompt's attention may mask causally by itself.
+  bool maskless = search.firstPromptPrefill && preTokens.mask.empty();
   if (ids != sig.inputIds || preTokens.positions != sig.positionIds ||
-      preTokens.mask != sig.attentionMask) {
+      (preTokens.mask != sig.attentionMask && !maskless)) {
     prefillDiag.error() << "the token inputs are '" << ids << "', '"
                         << preTokens.positions << "' and '" << preTokens.mask
                         << "' but the decode graph's are '" << sig.inputIds

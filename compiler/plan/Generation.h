@@ -33,7 +33,8 @@ struct CachePairInfo {
   int axis = 0;
   /// The ONNX dim_param of the input's sequence dimension ("" if unnamed).
   std::string pastDimParam;
-  /// A fixed-size state `output` replaces each step (no axis, no prefill).
+  /// A fixed-size state `output` replaces each step (no axis; a prefill
+  /// only from a first prompt, which starts from a zero state).
   bool state = false;
 };
 
@@ -81,6 +82,10 @@ struct GenerationSearch {
   /// stages, matched by matchPrefillCaches): without `prefill` the decode
   /// graph is not a single graph that also runs the prompt.
   bool stagedPrefill = false;
+  /// `prefill` is the decode graph imported as a first prompt
+  /// (onnx_import::ImportOptions::firstPrompt), whose states start from
+  /// zeros: state pairs may then have a prefill output.
+  bool firstPromptPrefill = false;
 };
 
 /// Finds the signature of the imported decode graph `decode` (from

@@ -215,3 +215,55 @@ LogicalResult GatedDeltaRuleOp::verify() {
              << name << " to have shape " << expected << ", got " << result;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// moe.causal_conv
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalConvOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  if (input.getRank() != 3)
+    return emitOptionalError(location,
+                             "'moe.causal_conv' op expects an input of rank "
+                             "3 ([B, C, L]), got ",
+                             input);
+  types.push_back(input);
+  types.push_back(adaptor.getState().getType());
+  return success();
+}
+
+LogicalResult CausalConvOp::verify() {
+  RankedTensorType input = getInput().getType(), weight = getWeight().getType(),
+                   state = getState().getType();
+  if (input.getRank() != 3 || state.getRank() != 3)
+    return emitOpError("expects an input and a state of rank 3, got ")
+           << input << " and " << state;
+  if (weight.getRank() != 2 || !weight.hasStaticShape() ||
+      weight.getDimSize(1) < 1)
+    return emitOpError("expects a static [channels, kernel] weight, got ")
+           << weight;
+  int64_t channels = weight.getDimSize(0), kernel = weight.getDimSize(1);
+  if (!mayEqual(input.getDimSize(1), channels) ||
+      !mayEqual(state.getDimSize(1), channels))
+    return emitOpError("expects input and state of the weight's ")
+           << channels << " channels, got " << input << " and " << state;
+  if (!mayEqual(state.getDimSize(0), input.getDimSize(0)) ||
+      !mayEqual(state.getDimSize(2), kernel - 1))
+    return emitOpError("expects a state [batch, channels, ")
+           << kernel - 1 << "] (the kernel's history), got " << state;
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    if (type.getRank() != 1 || !mayEqual(type.getDimSize(0), channels))
+      return emitOpError("expects a bias [") << channels << "], got " << type;
+  }
+  for (auto [name, result, expected] :
+       {std::tuple("output", getOutput().getType(), input),
+        std::tuple("new state", getNewState().getType(), state)})
+    if (failed(verifyCompatibleShape(result, expected)))
+      return emitOpError("expects the ")
+             << name << " to have shape " << expected << ", got " << result;
+  return success();
+}

@@ -216,4 +216,54 @@ def Moe_GatedDeltaRuleOp : Moe_Op<"gated_delta_rule",
   }];
 }
 
+def Moe_CausalConvOp : Moe_Op<"causal_conv",
+    [Moe_PlanStepWithAttrs<"CausalConv">,
+    Pure, InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "A causal depthwise 1-D convolution that carries its state";
+  let description = [{
+    Runs onnxruntime's com.microsoft CausalConvWithState (LFM2's and
+    Qwen3.5's short convolutions). For every batch b and channel c, with
+    `x` the concatenation of `state[b, c, :]` (the K - 1 inputs before
+    this call) and `input[b, c, :]` along the length:
+
+        y[t]      = sum_{k=0}^{K-1} weight[c, k] * x[t + k] (+ bias[c])
+        output[b, c, t] = silu ? y[t] * sigmoid(y[t]) : y[t]
+        new_state[b, c, :] = the last K - 1 elements of x
+
+    summing over k in ascending order, then the bias. Shapes:
+    `input [B, C, L]`, `weight [C, K]`, `state [B, C, K - 1]`, `bias? [C]`;
+    `output [B, C, L]` and `new_state [B, C, K - 1]`. float32 only.
+    Produced by the CausalConvWithState importer (a first prompt's state is
+    a zero constant). A token's output depends on the state and the tokens
+    before it only, so continuous batching runs it per sequence from that
+    sequence's state (docs/serving.md).
+
+    Example:
+    ```mlir
+    %y, %s = moe.causal_conv %x, %w, %st, bias %b silu true
+        : tensor<1x64x?xf32>, tensor<64x3xf32>, tensor<1x64x2xf32>,
+          tensor<64xf32> -> tensor<1x64x?xf32>, tensor<1x64x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$input,
+                       RankedTensorOf<[F32]>:$weight,
+                       RankedTensorOf<[F32]>:$state,
+                       Optional<RankedTensorOf<[F32]>>:$bias,
+                       BoolAttr:$silu);
+  let results = (outs RankedTensorOf<[F32]>:$output,
+                      RankedTensorOf<[F32]>:$new_state);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $state (`,` `bias` $bias^)? `silu` $silu attr-dict
+    `:` type($input) `,` type($weight) `,` type($state) (`,` type($bias)^)?
+    `->` type($output) `,` type($new_state)
+  }];
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange lhs,
+                                            ::mlir::TypeRange rhs) {
+      return ::moec::moe::areCompatibleTypes(lhs, rhs);
+    }
+  }];
+}
+
 #endif // MOE_FUSED_OPS_TD

@@ -452,6 +452,12 @@ LogicalResult GatedDeltaRuleOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
   return set(attrs, std::move(table));
 }
 
+LogicalResult CausalConvOp::getPlanStepAttrs(fb::AttrsUnion &attrs) {
+  fb::CausalConvAttrsT table;
+  table.silu = getSilu();
+  return set(attrs, std::move(table));
+}
+
 //===----------------------------------------------------------------------===//
 // Sparse ops
 //===----------------------------------------------------------------------===//

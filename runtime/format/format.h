@@ -60,9 +60,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// 1.19. 1.21 let a multimodal plan take index positions and no image grid
 /// (Llama 4's); only such plans are written as 1.21. 1.22 added the
 /// multimodal grid rule and image processor; only multimodal plans with
-/// either are written as 1.22.
+/// either are written as 1.22. 1.23 appended the
+/// CausalConv step and let a generation plan with state pairs have prefill
+/// schedules (a first prompt from zero states); only plans with either are
+/// written as 1.23.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 22;
+inline constexpr uint16_t kFormatVersionMinor = 23;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

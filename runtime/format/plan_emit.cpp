@@ -299,7 +299,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
     tiered |= section.paged;
   bool attention = false, genaiSteps = false, keptNormalize = false,
        blockQuant = false, int8Activations = false, vision = false,
-       linear = false, gridSample = false, wideningGather = false;
+       linear = false, gridSample = false, wideningGather = false,
+       statePrefill = false;
   auto scanSteps = [&](const auto &schedules) {
     for (const auto &schedule : schedules)
       for (const auto &step : schedule->steps) {
@@ -324,6 +325,8 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         vision |= step->op == fb::OpKind::Conv;
         // A step 1.17 readers lack.
         gridSample |= step->op == fb::OpKind::GridSample;
+        // A step 1.22 readers lack.
+        statePrefill |= step->op == fb::OpKind::CausalConv;
         // A step 1.15 readers lack, or a shared expert's int8 scales.
         linear |=
             step->op == fb::OpKind::Linear ||
@@ -518,8 +521,15 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                              program.multimodal->image_grid.empty());
   bool gridRule = program.multimodal && (program.multimodal->grid_rule ||
                                          program.multimodal->image_processor);
+  // State pairs beside a prefill schedule, which 1.22 readers refuse.
+  statePrefill |= program.generation &&
+                  !program.generation->prefill_schedules.empty() &&
+                  std::any_of(program.generation->cache.begin(),
+                              program.generation->cache.end(),
+                              [](const auto &pair) { return pair->state; });
   header.versionMinor =
-      gridRule             ? detail::kFormatVersionMinorGridRule
+      statePrefill         ? detail::kFormatVersionMinorStatePrefill
+      : gridRule           ? detail::kFormatVersionMinorGridRule
       : indexPositions     ? detail::kFormatVersionMinorIndexPositions
       : wideningGather     ? detail::kFormatVersionMinorWideningGather
       : gridSample         ? detail::kFormatVersionMinorGridSample

@@ -120,6 +120,11 @@ inline constexpr uint16_t kFormatVersionMinorIndexPositions = 21;
 /// the image processor (`ImageProcessor`): written for multimodal plans
 /// with either, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorGridRule = 22;
+/// 1.23 added the CausalConv step and generation plans whose state pairs
+/// have a prefill schedule (its first prompt starts from zero states):
+/// written for plans with either, and the least a file with one may
+/// declare.
+inline constexpr uint16_t kFormatVersionMinorStatePrefill = 23;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

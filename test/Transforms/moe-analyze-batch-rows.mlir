@@ -256,3 +256,117 @@ module {
     return %a : tensor<1x1x?x16xf32>
   }
 }
+
+// -----
+
+// Tests that the recurrences of hybrid layers batch: a causal convolution
+// over the rows on axis 2 and a gated delta rule over them on axis 1, each
+// from a zero state (a constant, and a constant_of_shape of 0), whose new
+// states are outputs (state pairs the runtime keeps per sequence).
+// CHECK-LABEL: module attributes {moe.batch_rows = {inputs = ["input_ids", "position_ids"], outputs = ["logits"], states = ["conv_state", "delta_state"], symbol = "s", windows = array<i64>}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x?x4x4xf32> {moe.name = "logits", moe.dim_params = ["", "s", "", ""]},
+          tensor<1x16x2xf32> {moe.name = "conv_state"},
+          tensor<1x4x4x4xf32> {moe.name = "delta_state"}) {
+    %embed = moe.constant dense<1.0> : tensor<8x16xf32>
+    %w = moe.constant dense<0.5> : tensor<16x3xf32>
+    %zeros = moe.constant dense<0.0> : tensor<1x16x2xf32>
+    %shape = moe.constant dense<[1, 4, 4, 4]> : tensor<4xi64>
+    %start = moe.constant_of_shape %shape {value = dense<0.0> : tensor<1xf32>} : (tensor<4xi64>) -> tensor<1x4x4x4xf32>
+    %perm = moe.constant dense<[1, -1, 4, 4]> : tensor<4xi64>
+    %s0 = moe.constant dense<0> : tensor<1xi64>
+    %s4 = moe.constant dense<4> : tensor<1xi64>
+    %ax2 = moe.constant dense<2> : tensor<1xi64>
+    %x = moe.gather %embed, %ids : (tensor<8x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+    %xt = moe.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<1x?x16xf32>) -> tensor<1x16x?xf32>
+    %c, %cs = moe.causal_conv %xt, %w, %zeros silu true : tensor<1x16x?xf32>, tensor<16x3xf32>, tensor<1x16x2xf32> -> tensor<1x16x?xf32>, tensor<1x16x2xf32>
+    %ct = moe.transpose %c {perm = array<i64: 0, 2, 1>} : (tensor<1x16x?xf32>) -> tensor<1x?x16xf32>
+    %q = moe.reshape %ct, %perm : (tensor<1x?x16xf32>, tensor<4xi64>) -> tensor<1x?x4x4xf32>
+    %g4 = moe.slice %ct, %s0, %s4 axes %ax2 : (tensor<1x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x?x4xf32>
+    %o, %ds = moe.gated_delta_rule %q, %q, %q, %start, %g4, %g4 scale 0.5 : tensor<1x?x4x4xf32>, tensor<1x?x4x4xf32>, tensor<1x?x4x4xf32>, tensor<1x4x4x4xf32>, tensor<1x?x4xf32>, tensor<1x?x4xf32> -> tensor<1x?x4x4xf32>, tensor<1x4x4x4xf32>
+    return %o, %cs, %ds : tensor<1x?x4x4xf32>, tensor<1x16x2xf32>, tensor<1x4x4x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a recurrence from a state other than zeros is refused: the
+// runtime starts every sequence from zeros.
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.causal_conv", reason = "moe.causal_conv that does not start from a zero state (the runtime starts each sequence from zeros)"}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x16x?xf32> {moe.name = "logits", moe.dim_params = ["", "", "s"]},
+          tensor<1x16x2xf32> {moe.name = "conv_state"}) {
+    %embed = moe.constant dense<1.0> : tensor<8x16xf32>
+    %w = moe.constant dense<0.5> : tensor<16x3xf32>
+    %ones = moe.constant dense<1.0> : tensor<1x16x2xf32>
+    %x = moe.gather %embed, %ids : (tensor<8x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+    %xt = moe.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<1x?x16xf32>) -> tensor<1x16x?xf32>
+    %c, %cs = moe.causal_conv %xt, %w, %ones silu false : tensor<1x16x?xf32>, tensor<16x3xf32>, tensor<1x16x2xf32> -> tensor<1x16x?xf32>, tensor<1x16x2xf32>
+    return %c, %cs : tensor<1x16x?xf32>, tensor<1x16x2xf32>
+  }
+}
+
+// -----
+
+// Tests that a recurrence's new state read by another op is refused: in a
+// batched step it is no one sequence's.
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.add", reason = "moe.add reads the state a recurrence leaves after the rows (only the graph's outputs may)"}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x16x?xf32> {moe.name = "logits", moe.dim_params = ["", "", "s"]},
+          tensor<1x16x2xf32> {moe.name = "conv_state"}) {
+    %embed = moe.constant dense<1.0> : tensor<8x16xf32>
+    %w = moe.constant dense<0.5> : tensor<16x3xf32>
+    %zeros = moe.constant dense<0.0> : tensor<1x16x2xf32>
+    %x = moe.gather %embed, %ids : (tensor<8x16xf32>, tensor<1x?xi64>) -> tensor<1x?x16xf32>
+    %xt = moe.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<1x?x16xf32>) -> tensor<1x16x?xf32>
+    %c, %cs = moe.causal_conv %xt, %w, %zeros silu false : tensor<1x16x?xf32>, tensor<16x3xf32>, tensor<1x16x2xf32> -> tensor<1x16x?xf32>, tensor<1x16x2xf32>
+    %twice = moe.add %cs, %cs : (tensor<1x16x2xf32>, tensor<1x16x2xf32>) -> tensor<1x16x2xf32>
+    return %c, %twice : tensor<1x16x?xf32>, tensor<1x16x2xf32>
+  }
+}
+
+// -----
+
+// Tests that a reshape may split each row along the token axis and merge it
+// back (a per-head norm: [1, n, 8] -> [1, n * 2, 4] -> [1, n, 8]), since
+// each row's span of 2 indices along the token axis is tracked.
+// CHECK-LABEL: module attributes {moe.batch_rows = {inputs = ["input_ids", "position_ids"], outputs = ["logits"], symbol = "s", windows = array<i64>}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x?x8xf32> {moe.name = "logits", moe.dim_params = ["", "s", ""]}) {
+    %embed = moe.constant dense<1.0> : tensor<8x8xf32>
+    %heads = moe.constant dense<[0, -1, 4]> : tensor<3xi64>
+    %whole = moe.constant dense<[0, -1, 8]> : tensor<3xi64>
+    %x = moe.gather %embed, %ids : (tensor<8x8xf32>, tensor<1x?xi64>) -> tensor<1x?x8xf32>
+    %split = moe.reshape %x, %heads : (tensor<1x?x8xf32>, tensor<3xi64>) -> tensor<1x?x4xf32>
+    %sq = moe.mul %split, %split : (tensor<1x?x4xf32>, tensor<1x?x4xf32>) -> tensor<1x?x4xf32>
+    %back = moe.reshape %sq, %whole : (tensor<1x?x4xf32>, tensor<3xi64>) -> tensor<1x?x8xf32>
+    return %back : tensor<1x?x8xf32>
+  }
+}
+
+// -----
+
+// Tests that a slab wider than a row is still refused after a split: [1, n,
+// 8] -> [1, n * 2, 4] -> [1, -1, 16] would put two rows in one.
+// CHECK-LABEL: module attributes {moe.batch_rows = {loc = {{.*}}, op = "moe.reshape", reason = "reshapes across axis 1, which carries the rows of 's' (a slab of the result may span two rows)"}}
+module {
+  func.func @main(%ids: tensor<1x?xi64> {moe.name = "input_ids", moe.dim_params = ["", "s"]},
+                  %pos: tensor<1x?xi64> {moe.name = "position_ids", moe.dim_params = ["", "s"]})
+      -> (tensor<1x?x16xf32> {moe.name = "logits", moe.dim_params = ["", "s", ""]}) {
+    %embed = moe.constant dense<1.0> : tensor<8x8xf32>
+    %heads = moe.constant dense<[0, -1, 4]> : tensor<3xi64>
+    %pairs = moe.constant dense<[0, -1, 16]> : tensor<3xi64>
+    %x = moe.gather %embed, %ids : (tensor<8x8xf32>, tensor<1x?xi64>) -> tensor<1x?x8xf32>
+    %split = moe.reshape %x, %heads : (tensor<1x?x8xf32>, tensor<3xi64>) -> tensor<1x?x4xf32>
+    %two = moe.reshape %split, %pairs : (tensor<1x?x4xf32>, tensor<3xi64>) -> tensor<1x?x16xf32>
+    return %two : tensor<1x?x16xf32>
+  }
+}

@@ -26,6 +26,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Provenance.h"
 #include "compiler/verify/RewriteValidator.h"
+#include "dialects/moe/MoeOps.h"
 #include "format/file_io.h"
 #include "format/format.h"
 #include "format/plan_writer.h"
@@ -552,15 +553,31 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
 /// The prefill schedule of a one-graph generation model whose attention
 /// reads its positions from an input: the graph imported as a first prompt
 /// (onnx_import::ImportOptions::firstPrompt). None for a graph with state
-/// caches (its prompt runs through the decode graph, which updates them) or
-/// one that form cannot express; the latter says why with --verbose.
+/// caches other than recurrences' states, which start from zeros in a first
+/// prompt (another state, such as a sliding window's cache, makes the
+/// prompt run through the decode graph, which updates it), or one that
+/// form cannot express; the latter says why with --verbose.
 static OwningOpRef<ModuleOp>
-importFirstPrompt(MLIRContext &context, StringRef modelPath,
-                  const plan::GenerationSignature &decode,
+importFirstPrompt(MLIRContext &context, StringRef modelPath, ModuleOp decode,
+                  const plan::GenerationSignature &alone,
                   const ReportOptions &report) {
-  if (llvm::any_of(decode.cache,
-                   [](const plan::CachePairInfo &pair) { return pair.state; }))
-    return nullptr;
+  auto main = decode.lookupSymbol<func::FuncOp>("main");
+  for (const plan::CachePairInfo &pair : alone.cache) {
+    if (!pair.state)
+      continue;
+    for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
+      if (plan::getArgName(main, i) != pair.input)
+        continue;
+      for (OpOperand &use : main.getArgument(i).getUses()) {
+        Operation *user = use.getOwner();
+        bool recurrence =
+            (isa<moe::CausalConvOp>(user) && use.getOperandNumber() == 2) ||
+            (isa<moe::GatedDeltaRuleOp>(user) && use.getOperandNumber() == 3);
+        if (!recurrence)
+          return nullptr;
+      }
+    }
+  }
   std::string why;
   OwningOpRef<ModuleOp> prefill;
   {
@@ -572,6 +589,18 @@ importFirstPrompt(MLIRContext &context, StringRef modelPath,
     onnx_import::ImportOptions form;
     form.firstPrompt = true;
     prefill = onnx_import::importOnnxModel(&context, modelPath, form);
+  }
+  // A graph whose own position_ids drive a rotary outside attention may
+  // still read its pasts (no GroupQueryAttention to run as a first prompt).
+  auto first =
+      prefill ? prefill->lookupSymbol<func::FuncOp>("main") : func::FuncOp();
+  for (unsigned i = 0; first && i < first.getNumArguments(); ++i) {
+    std::string name = plan::getArgName(first, i);
+    if (name == alone.inputIds || name == alone.positionIds)
+      continue;
+    why = modelPath.str() + ": a first prompt still reads input '" + name + "'";
+    prefill = nullptr;
+    break;
   }
   if (!prefill && report.verbose)
     llvm::errs() << "moec: note: no prefill schedule: " << why << "\n";
@@ -611,19 +640,30 @@ static int runGenerationCompile(const CompileFlags &flags) {
   }
   plan::specializeForGeneration(*decode);
   std::string prefillSource = prefillPath;
-  if (!prefill && (*decode)->hasAttr(onnx_import::kPositionsFromInputAttr)) {
+  plan::GenerationSearch search;
+  // Or with positions of its own, which its rotary reads (Qwen3.5's M-RoPE).
+  auto hasOwnPositions = [&] {
+    auto main = decode->lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; main && i < main.getNumArguments(); ++i)
+      if (plan::getArgName(main, i) == "position_ids")
+        return true;
+    return false;
+  };
+  if (!prefill && ((*decode)->hasAttr(onnx_import::kPositionsFromInputAttr) ||
+                   hasOwnPositions())) {
     FailureOr<plan::GenerationSignature> alone = plan::findGenerationSignature(
         *decode, modelPath, ModuleOp(), "", maxSeq);
     if (failed(alone))
       return kFailure;
-    prefill = importFirstPrompt(context, modelPath, *alone, report);
+    prefill = importFirstPrompt(context, modelPath, *decode, *alone, report);
     prefillSource = modelPath + " (as a first prompt)";
+    search.firstPromptPrefill = true;
   }
   if (prefill)
     plan::specializeForGeneration(*prefill);
   FailureOr<plan::GenerationSignature> sig = plan::findGenerationSignature(
       *decode, modelPath, prefill ? *prefill : ModuleOp(), prefillSource,
-      maxSeq);
+      maxSeq, search);
   if (failed(sig))
     return kFailure;
   if (genaiFolder)

@@ -167,6 +167,9 @@ struct GenerationDesc {
   std::vector<CachePairDesc> cache;
   /// Whether the plan has prefill schedules.
   bool hasPrefill = false;
+  /// Whether the prefill schedules take the attention mask: a first prompt
+  /// whose attention masks causally by itself has none (format 1.23).
+  bool prefillMask = true;
   /// The logits' last dimension.
   int64_t vocabSize = 0;
   /// Bytes of every cache at maxSeq positions (one copy; a Generator holds

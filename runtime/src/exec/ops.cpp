@@ -171,6 +171,7 @@ const OpDef *findOp(fb::OpKind kind) {
     registerCollectiveOps(r);
     registerAttentionOps(r);
     registerLinearAttentionOps(r);
+    registerCausalConvOps(r);
     registerQuantOps(r);
     registerLinearOps(r);
     return r;

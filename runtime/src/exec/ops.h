@@ -225,6 +225,7 @@ void registerMoeOps(OpRegistry &registry);
 void registerCollectiveOps(OpRegistry &registry);
 void registerAttentionOps(OpRegistry &registry);
 void registerLinearAttentionOps(OpRegistry &registry);
+void registerCausalConvOps(OpRegistry &registry);
 void registerQuantOps(OpRegistry &registry);
 void registerLinearOps(OpRegistry &registry);
 

@@ -3,9 +3,12 @@
 // The batched step runs the plan's prefill schedule (tokens along axis 1 of
 // [1, n], positions from position_ids) over the rows of every active
 // sequence, with its Attention steps replaced by the KV pool's attention
-// (generate/kv_pool.h): what the compiler's verdict allows (the only steps
-// that mix rows are the attention steps and the caches they read). Every
-// other step runs its own kernel on all rows at once.
+// (generate/kv_pool.h), and its CausalConv and GatedDeltaRule steps run per
+// sequence from that sequence's slot of a state pool: what the compiler's
+// verdict allows (the only steps that mix rows are the attention steps and
+// the caches they read, and the recurrences from a zero state, whose new
+// state is a state pair's start). Every other step runs its own kernel on
+// all rows at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +17,7 @@
 #include "exec/session_state.h"
 #include "generate/generation_loop.h"
 #include "generate/kv_pool.h"
+#include "kernels/recurrent_state.h"
 #include "loader/generation_plan.h"
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +37,8 @@ using detail::KernelContext;
 using detail::KvPool;
 using detail::PoolRow;
 using detail::ScheduleInfo;
+using detail::StatePool;
+using detail::StateSegment;
 using detail::StepInfo;
 using detail::Tensor;
 using detail::TensorInfo;
@@ -67,6 +73,12 @@ struct PoolStep {
   int64_t window = 0;
 };
 
+/// A CausalConv or GatedDeltaRule step of the batched schedule and the pool
+/// of its state.
+struct StateStep {
+  int pool = -1;
+};
+
 } // namespace
 
 struct BatchGenerator::Impl {
@@ -83,6 +95,12 @@ struct BatchGenerator::Impl {
   /// Per step of the schedule: its index in poolSteps, or -1.
   std::vector<int> poolStepOf;
   std::vector<PoolStep> poolSteps;
+  std::vector<StatePool> statePools;
+  /// Per step of the schedule: its index in stateSteps, or -1.
+  std::vector<int> stateStepOf;
+  std::vector<StateStep> stateSteps;
+  /// The step's rows by sequence, kept to avoid allocating each step.
+  std::vector<StateSegment> segments;
   /// Router steps and their expert counts.
   std::vector<int> routers;
   std::vector<std::vector<uint64_t>> selections;
@@ -119,6 +137,10 @@ struct BatchGenerator::Impl {
   std::string findPoolSteps(int64_t slots);
   absl::Status runRows();
   absl::Status poolAttention(KernelContext &ctx, const PoolStep &step);
+  /// Runs a CausalConv or GatedDeltaRule step per sequence from its slot of
+  /// the state pool.
+  absl::Status poolState(KernelContext &ctx, const StepInfo &step,
+                         const StateStep &state);
   /// Counts the experts Router step `step` (routers[r]) chose.
   void countSelections(const StepInfo &step, int r);
   /// Per step: its index in routers, or -1.
@@ -131,7 +153,7 @@ std::string BatchGenerator::Impl::findPoolSteps(int64_t slots) {
   if (!gen.hasPrefill)
     return "the plan has no prefill schedule (its decode schedule runs the "
            "prompt)";
-  if (!gen.attentionMask.empty())
+  if (!gen.attentionMask.empty() && gen.prefillMask)
     return absl::StrCat("the graph takes an attention mask ('",
                         gen.attentionMask, "'), which spans a sequence");
   if (!gen.batchable)
@@ -151,13 +173,22 @@ std::string BatchGenerator::Impl::findPoolSteps(int64_t slots) {
   poolStepOf.assign(s.steps.size(), -1);
   // Each cache's present (prefill output) must be read only as the keys or
   // values of Attention steps, whose other operands are then the rows'.
-  std::map<int32_t, int> poolOf;
+  std::map<int32_t, int> poolOf, statePoolOf;
   for (const CachePairDesc &pair : gen.cache) {
-    if (pair.state)
-      return absl::StrCat("cache '", pair.input,
-                          "' is a state, not a KV "
-                          "cache");
     int32_t id = detail::findSignatureTensor(s, false, pair.prefillOutput);
+    if (pair.state) {
+      // A recurrence's new state (checked below), one per slot.
+      const TensorInfo &t = s.tensors[id];
+      int64_t elements = 1;
+      for (int d = 0; d < t.rank; ++d)
+        elements *= t.dims[d].bound;
+      if (t.rank < 1 || t.dims[0].bound != 1)
+        return absl::StrCat("state '", pair.prefillOutput,
+                            "' is not of one sequence ([1, ...])");
+      statePoolOf[id] = static_cast<int>(statePools.size());
+      statePools.emplace_back(slots, elements);
+      continue;
+    }
     const TensorInfo &t = s.tensors[id];
     if (pair.axis != 2 || t.rank != 4 ||
         t.dims[0].kind != fb::DimKind::Static || t.dims[0].bound != 1 ||
@@ -167,6 +198,30 @@ std::string BatchGenerator::Impl::findPoolSteps(int64_t slots) {
     poolOf[id] = static_cast<int>(pools.size());
     pools.emplace_back(slots, t.dims[1].bound, gen.maxSeq, t.dims[3].bound);
   }
+  // Each state's start is the new state of one CausalConv or GatedDeltaRule
+  // step, which nothing reads; every such step has one.
+  stateStepOf.assign(s.steps.size(), -1);
+  std::set<int> claimed;
+  for (const StepInfo &step : s.steps) {
+    for (int32_t input : step.inputs)
+      if (statePoolOf.count(input))
+        return absl::StrCat("state '", s.tensors[input].name, "' is read by ",
+                            step.label);
+    if (step.op != fb::OpKind::CausalConv &&
+        step.op != fb::OpKind::GatedDeltaRule)
+      continue;
+    auto pool = step.outputs.size() == 2 ? statePoolOf.find(step.outputs[1])
+                                         : statePoolOf.end();
+    if (pool == statePoolOf.end() || !claimed.insert(pool->second).second)
+      return absl::StrCat(step.label,
+                          " carries a state along the rows that is not the "
+                          "start of a state pair of the plan");
+    stateStepOf[step.index] = static_cast<int>(stateSteps.size());
+    stateSteps.push_back({pool->second});
+  }
+  if (claimed.size() != statePools.size())
+    return "a state pair's start is not the new state of a CausalConv or "
+           "GatedDeltaRule step";
   for (const StepInfo &step : s.steps) {
     bool attention = step.op == fb::OpKind::Attention;
     for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -251,6 +306,85 @@ absl::Status BatchGenerator::Impl::poolAttention(KernelContext &ctx,
   return absl::OkStatus();
 }
 
+absl::Status BatchGenerator::Impl::poolState(KernelContext &ctx,
+                                             const StepInfo &step,
+                                             const StateStep &p) {
+  StatePool &pool = statePools[p.pool];
+  int64_t n = static_cast<int64_t>(rows.size());
+  // A sequence's rows are consecutive: its decode row, or its prompt chunk.
+  segments.clear();
+  for (int64_t r = 0; r < n; ++r) {
+    if (!segments.empty() && rows[segments.back().begin].slot == rows[r].slot) {
+      segments.back().end = r + 1;
+      continue;
+    }
+    for (const StateSegment &segment : segments)
+      if (rows[segment.begin].slot == rows[r].slot)
+        return ctx.error("the rows of slot ", rows[r].slot,
+                         " are not consecutive");
+    segments.push_back({r, r + 1, pool.slot(rows[r].slot)});
+  }
+  const Tensor &state = ctx.in(step.op == fb::OpKind::CausalConv ? 2 : 3);
+  if (state.shape.rank < 1 || state.shape[0] != 1 ||
+      state.shape.numel() != pool.elements())
+    return ctx.error("state ", state.shape.str(), " is not the ",
+                     pool.elements(), " values of one sequence's");
+  if (step.op == fb::OpKind::CausalConv) {
+    const Tensor &x = ctx.in(0), &w = ctx.in(1);
+    if (x.shape.rank != 3 || x.shape[0] != 1 || x.shape[2] != n ||
+        w.shape.rank != 2 || x.shape[1] != w.shape[0] ||
+        state.shape[1] != w.shape[0] || state.shape[2] != w.shape[1] - 1)
+      return ctx.error("input ", x.shape.str(), ", weight ", w.shape.str(),
+                       " and state ", state.shape.str(), " are not the ", n,
+                       " rows of the step");
+    detail::CausalConvArgs args;
+    args.channels = w.shape[0];
+    args.length = n;
+    args.kernel = w.shape[1];
+    args.silu = ctx.attrs<fb::CausalConvAttrs>()->silu();
+    args.input = x.as<const float>();
+    args.weight = w.as<const float>();
+    args.bias = ctx.has(3) ? ctx.in(3).as<const float>() : nullptr;
+    MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, x.shape));
+    args.output = out->as<float>();
+    detail::computeCausalConv(ctx.pool(), args, segments);
+  } else {
+    const Tensor &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
+    const detail::Shape &ss = state.shape;
+    for (const Tensor *t : {&q, &k, &v, &ctx.in(4), &ctx.in(5)})
+      if (t->shape[0] != 1 || t->shape[1] != n)
+        return ctx.error(t->shape.str(), " is not the ", n,
+                         " rows of the step");
+    if (ss.rank != 4 || ss[1] != v.shape[2] || ss[2] != q.shape[3] ||
+        ss[3] != v.shape[3] || k.shape[3] != q.shape[3] || q.shape[2] == 0 ||
+        k.shape[2] == 0 || v.shape[2] % q.shape[2] != 0 ||
+        v.shape[2] % k.shape[2] != 0)
+      return ctx.error("query ", q.shape.str(), ", key ", k.shape.str(),
+                       ", value ", v.shape.str(), " and state ", ss.str(),
+                       " do not agree");
+    detail::GatedDeltaArgs args;
+    args.tokens = n;
+    args.queryHeads = q.shape[2];
+    args.keyHeads = k.shape[2];
+    args.valueHeads = v.shape[2];
+    args.keyDim = q.shape[3];
+    args.valueDim = v.shape[3];
+    args.scale = ctx.attrs<fb::GatedDeltaRuleAttrs>()->scale();
+    args.query = q.as<const float>();
+    args.key = k.as<const float>();
+    args.value = v.as<const float>();
+    args.decay = ctx.in(4).as<const float>();
+    args.beta = ctx.in(5).as<const float>();
+    MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, v.shape));
+    args.output = out->as<float>();
+    detail::computeGatedDeltaRule(ctx.pool(), args, segments);
+  }
+  // The step's own new state is no sequence's: nothing reads it.
+  MOERT_ASSIGN_OR_RETURN(Tensor * next, ctx.allocate(1, state.shape));
+  std::fill_n(next->as<float>(), state.shape.numel(), 0.0f);
+  return absl::OkStatus();
+}
+
 absl::Status BatchGenerator::Impl::runRows() {
   detail::SessionState &s = *state;
   int64_t n = static_cast<int64_t>(ids.size());
@@ -277,9 +411,11 @@ absl::Status BatchGenerator::Impl::runRows() {
     KernelContext ctx = s.context(step);
     if (s.experts)
       s.experts->beforeStep(step.index, s.tensors.data());
-    int pool = poolStepOf[step.index];
-    absl::Status status =
-        pool >= 0 ? poolAttention(ctx, poolSteps[pool]) : step.def->kernel(ctx);
+    int pool = poolStepOf[step.index], recurrence = stateStepOf[step.index];
+    absl::Status status = pool >= 0 ? poolAttention(ctx, poolSteps[pool])
+                          : recurrence >= 0
+                              ? poolState(ctx, step, stateSteps[recurrence])
+                              : step.def->kernel(ctx);
     if (!status.ok()) {
       if (s.experts)
         s.experts->cancelPrefetch();
@@ -379,6 +515,7 @@ BatchGenerator::create(const Plan &plan, const SessionOptions &session,
       impl->freeSlots.push_back(slot);
   } else {
     impl->pools.clear();
+    impl->statePools.clear();
     impl->routers.clear();
     impl->selections.clear();
     std::fprintf(stderr, "moert: %s: serving one sequence at a time: %s\n",
@@ -435,6 +572,9 @@ absl::StatusOr<std::vector<SequenceEvent>> BatchGenerator::step() {
       m.incoming.pop_front();
       seq->slot = m.freeSlots.back();
       m.freeSlots.pop_back();
+      // A new sequence starts from zero states.
+      for (StatePool &pool : m.statePools)
+        pool.reset(seq->slot);
       m.runningIds.insert(seq->id);
       ++m.inUse;
       m.running.push_back(std::move(seq));
@@ -611,6 +751,8 @@ uint64_t BatchGenerator::poolBytes() const {
     return impl_->serial->cacheBytes();
   uint64_t bytes = 0;
   for (const KvPool &pool : impl_->pools)
+    bytes += pool.bytes();
+  for (const StatePool &pool : impl_->statePools)
     bytes += pool.bytes();
   return bytes;
 }

@@ -297,8 +297,9 @@ absl::Status bindCaches(Generator::Impl &impl, SessionState &state,
       continue;
     }
     std::vector<float> &next = cache.buffers[1 - cache.current];
-    // A state is the prompt's input too (there is no prefill schedule).
-    if (!prefillSchedule || pair.state)
+    // A state is the prompt's input too, unless a prefill schedule runs
+    // the prompt (from zero states, format 1.23).
+    if (!prefillSchedule || (pair.state && !gen.hasPrefill))
       MOERT_RETURN_IF_ERROR(state.bindInput(
           pair.input, cache.shape, cache.buffers[cache.current].data()));
     MOERT_RETURN_IF_ERROR(
@@ -375,7 +376,7 @@ absl::Status detail::runStep(Generator::Impl &impl, Session &session,
                                            {gen.positionRows, 1, n},
                                            rows.data(), rows.size() * 8));
   }
-  if (!gen.attentionMask.empty()) {
+  if (!gen.attentionMask.empty() && (!prefillSchedule || gen.prefillMask)) {
     // Every position of the one sequence is valid.
     std::vector<int64_t> mask(static_cast<size_t>(start + n), 1);
     MOERT_RETURN_IF_ERROR(session.setInput(gen.attentionMask, DType::I64,

@@ -1,4 +1,4 @@
-//===- kv_pool.h - KV caches of many sequences, and their attention -*- C++
+//===- kv_pool.h - Caches of many sequences, and their attention -*- C++
 //-*-===//
 //
 // The KV pool of a BatchGenerator (moert/batch_generator.h): for one cache
@@ -11,6 +11,10 @@
 // row's sequence computes alone (its past, then its new position), and what
 // a causal prefill computes for a prompt row.
 //
+// Beside it, the state pool: one recurrence state (a state pair of the
+// plan) per slot, which the batched step's CausalConv and GatedDeltaRule
+// steps read and replace per sequence (kernels/recurrent_state.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MOERT_SRC_GENERATE_KV_POOL_H
@@ -18,6 +22,7 @@
 
 #include "exec/thread_pool.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +48,25 @@ public:
 
 private:
   int64_t slots_, heads_, maxSeq_, dim_;
+  std::vector<float> data_;
+};
+
+/// One state of every slot (a recurrence's fixed-size state, a state pair of
+/// the plan): slots × `elements` f32. A slot is zeroed when a sequence
+/// takes it, the state a first prompt starts from.
+class StatePool {
+public:
+  StatePool(int64_t slots, int64_t elements)
+      : elements_(elements),
+        data_(static_cast<size_t>(slots * elements), 0.0f) {}
+
+  int64_t elements() const { return elements_; }
+  float *slot(int64_t s) { return data_.data() + s * elements_; }
+  void reset(int64_t s) { std::fill_n(slot(s), elements_, 0.0f); }
+  uint64_t bytes() const { return data_.size() * sizeof(float); }
+
+private:
+  int64_t elements_;
   std::vector<float> data_;
 };
 

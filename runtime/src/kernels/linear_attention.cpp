@@ -5,12 +5,15 @@
 // toward each token's value by the delta rule, and is read by the query.
 // The tokens of a head form a sequential recurrence; the batch's value heads
 // are independent, one task each. The new state is computed in place in the
-// output after a copy of the old one.
+// output after a copy of the old one. Continuous batching runs the same
+// recurrence per sequence segment (kernels/recurrent_state.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/common.h"
+#include "kernels/recurrent_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -19,32 +22,18 @@ namespace moert::detail {
 
 namespace {
 
-/// The operands of one GatedDeltaRule step, contiguous in the layouts of the
-/// op: query [B, S, Hq, Dk], key [B, S, Hk, Dk], value [B, S, Hv, Dv],
-/// decay and beta [B, S, Hv], output [B, S, Hv, Dv], state [B, Hv, Dk, Dv].
-struct GatedDeltaArgs {
-  int64_t batch = 0, tokens = 0, queryHeads = 0, keyHeads = 0, valueHeads = 0,
-          keyDim = 0, valueDim = 0;
-  float scale = 1.0f;
-  const float *query = nullptr, *key = nullptr, *value = nullptr,
-              *decay = nullptr, *beta = nullptr;
-  float *output = nullptr;
-  /// The initial state on entry, the final one on return.
-  float *state = nullptr;
-};
-
 /// Multiply-adds per task below which tasks are grouped.
 constexpr int64_t kTaskWork = 1 << 15;
 
-/// Runs the recurrence of value head `h` of batch `b` over every token.
-/// `retrieved` has valueDim elements.
-void runHead(const GatedDeltaArgs &a, int64_t b, int64_t h, float *retrieved) {
+/// Runs the recurrence of value head `h` over the rows of `segment`, from
+/// and into its state. `retrieved` has valueDim elements.
+void runHead(const GatedDeltaArgs &a, const StateSegment &segment, int64_t h,
+             float *retrieved) {
   const int64_t dk = a.keyDim, dv = a.valueDim;
   const int64_t qh = h / (a.valueHeads / a.queryHeads);
   const int64_t kh = h / (a.valueHeads / a.keyHeads);
-  float *s = a.state + (b * a.valueHeads + h) * dk * dv;
-  for (int64_t t = 0; t < a.tokens; ++t) {
-    int64_t row = b * a.tokens + t;
+  float *s = segment.state + h * dk * dv;
+  for (int64_t row = segment.begin; row < segment.end; ++row) {
     const float *q = a.query + (row * a.queryHeads + qh) * dk;
     const float *k = a.key + (row * a.keyHeads + kh) * dk;
     const float *v = a.value + (row * a.valueHeads + h) * dv;
@@ -79,20 +68,28 @@ void runHead(const GatedDeltaArgs &a, int64_t b, int64_t h, float *retrieved) {
   }
 }
 
-void computeGatedDeltaRule(ThreadPool &pool, const GatedDeltaArgs &a) {
-  int64_t tasks = a.batch * a.valueHeads;
-  if (tasks == 0 || a.tokens == 0)
+} // namespace
+
+void computeGatedDeltaRule(ThreadPool &pool, const GatedDeltaArgs &a,
+                           const std::vector<StateSegment> &segments) {
+  // One task per (segment, value head).
+  int64_t tasks = static_cast<int64_t>(segments.size()) * a.valueHeads;
+  if (tasks == 0)
     return;
-  int64_t work = std::max<int64_t>(1, a.tokens * a.keyDim * a.valueDim * 3);
+  int64_t rows =
+      std::max<int64_t>(1, a.tokens / static_cast<int64_t>(segments.size()));
+  int64_t work = std::max<int64_t>(1, rows * a.keyDim * a.valueDim * 3);
   pool.parallelFor(tasks, std::max<int64_t>(1, kTaskWork / work),
                    [&](int64_t begin, int64_t end) {
                      std::vector<float> retrieved(
                          static_cast<size_t>(a.valueDim));
                      for (int64_t task = begin; task < end; ++task)
-                       runHead(a, task / a.valueHeads, task % a.valueHeads,
-                               retrieved.data());
+                       runHead(a, segments[task / a.valueHeads],
+                               task % a.valueHeads, retrieved.data());
                    });
 }
+
+namespace {
 
 absl::Status validateGatedDeltaRule(const StepCheck &check) {
   static constexpr int kRanks[] = {4, 4, 4, 4, 3, 3};
@@ -134,8 +131,7 @@ absl::Status gatedDeltaRuleKernel(KernelContext &ctx) {
       return ctx.error("query or key heads ", heads,
                        " do not divide the value heads ", vs[2]);
   GatedDeltaArgs args;
-  args.batch = qs[0];
-  args.tokens = qs[1];
+  args.tokens = qs[0] * qs[1];
   args.queryHeads = qs[2];
   args.keyHeads = ks[2];
   args.valueHeads = vs[2];
@@ -150,12 +146,17 @@ absl::Status gatedDeltaRuleKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, vs));
   MOERT_ASSIGN_OR_RETURN(Tensor * next, ctx.allocate(1, ss));
   args.output = out->as<float>();
-  args.state = next->as<float>();
+  float *states = next->as<float>();
   size_t stateSize = static_cast<size_t>(ss.numel());
   const float *initial = state.as<const float>();
-  if (stateSize && args.state != initial)
-    std::memmove(args.state, initial, stateSize * sizeof(float));
-  computeGatedDeltaRule(ctx.pool(), args);
+  if (stateSize && states != initial)
+    std::memmove(states, initial, stateSize * sizeof(float));
+  // Each batch element is a segment of S rows with its own state.
+  std::vector<StateSegment> segments;
+  for (int64_t b = 0; b < qs[0] && qs[1] > 0; ++b)
+    segments.push_back(
+        {b * qs[1], (b + 1) * qs[1], states + b * vs[2] * qs[3] * vs[3]});
+  computeGatedDeltaRule(ctx.pool(), args, segments);
   return absl::OkStatus();
 }
 

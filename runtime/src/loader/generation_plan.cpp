@@ -189,18 +189,27 @@ absl::Status validateGeneration(const std::string &source,
             : absl::StrCat(prefix, ": prefill schedule ", device),
         prefill);
     if (gen.hasPrefill) {
+      // From 1.23 a first prompt may mask causally by itself, without the
+      // decode schedule's attention mask.
+      gen.prefillMask =
+          gen.attentionMask.empty() ||
+          impl.versionMinor < kFormatVersionMinorStatePrefill ||
+          findSignatureTensor(prefill, true, gen.attentionMask) >= 0;
+      size_t prefillInputs = tokenInputs.size() - (gen.prefillMask ? 0 : 1);
       for (const auto &[role, name] : tokenInputs)
-        MOERT_RETURN_IF_ERROR(pre.checkTokens(name, role));
+        if (gen.prefillMask || name != gen.attentionMask)
+          MOERT_RETURN_IF_ERROR(pre.checkTokens(name, role));
       MOERT_ASSIGN_OR_RETURN(int64_t prefillVocab, pre.checkLogits(gen.logits));
       if (prefillVocab != vocab)
         return pre.invalid("logits have ", prefillVocab,
                            " entries per token but the decode schedule's ",
                            vocab);
       // The generator sets only the token inputs of the prefill.
-      if (prefill.inputs.size() != tokenInputs.size()) {
+      if (prefill.inputs.size() != prefillInputs) {
         std::string names;
         for (const auto &input : tokenInputs)
-          absl::StrAppend(&names, names.empty() ? "" : ", ", input.first);
+          if (gen.prefillMask || input.second != gen.attentionMask)
+            absl::StrAppend(&names, names.empty() ? "" : ", ", input.first);
         return pre.invalid("has ", prefill.inputs.size(),
                            " graph inputs; a prefill takes ", names, " only");
       }
@@ -252,20 +261,30 @@ absl::Status validateGeneration(const std::string &source,
           return dec.invalid(role, " is a state pair, which needs format ",
                              kFormatVersionMajor, ".",
                              kFormatVersionMinorGenai);
-        if (gen.hasPrefill || prefillStage >= 0)
-          return dec.invalid(role, " is a state pair; a plan with one has no "
-                                   "prefill schedules or stages");
-        bool same = past->dtype == DType::F32 && past->rank == present->rank &&
-                    present->dtype == DType::F32;
-        for (int d = 0; same && d < past->rank; ++d)
-          same = past->dims[d].kind == fb::DimKind::Static &&
-                 present->dims[d].kind == fb::DimKind::Static &&
-                 past->dims[d].bound == present->dims[d].bound;
-        if (!same)
-          return dec.invalid(role, ": state input '", pair.input, "' ",
-                             describeDims(*past), " and output '", pair.output,
-                             "' ", describeDims(*present),
-                             " must be f32 of one static shape");
+        // From 1.23, a prefill schedule runs a first prompt from zero
+        // states and gives each state's start.
+        if (prefillStage >= 0 ||
+            (gen.hasPrefill &&
+             impl.versionMinor < kFormatVersionMinorStatePrefill))
+          return dec.invalid(
+              role, " is a state pair; a plan with one has no prefill stages, ",
+              "nor prefill schedules before format ", kFormatVersionMajor, ".",
+              kFormatVersionMinorStatePrefill);
+        auto sameState = [&](const TensorInfo &other) {
+          bool same = past->dtype == DType::F32 && past->rank == other.rank &&
+                      other.dtype == DType::F32;
+          for (int d = 0; same && d < past->rank; ++d)
+            same = past->dims[d].kind == fb::DimKind::Static &&
+                   other.dims[d].kind == fb::DimKind::Static &&
+                   past->dims[d].bound == other.dims[d].bound;
+          return same;
+        };
+        if (!sameState(*present) || (gen.hasPrefill && !sameState(*start)))
+          return dec.invalid(
+              role, ": state input '", pair.input, "' ", describeDims(*past),
+              ", output '", pair.output, "' ", describeDims(*present),
+              " and prefill output '", pair.prefillOutput, "' ",
+              describeDims(*start), " must be f32 of one static shape");
         if (device == 0) {
           uint64_t elements = 1;
           for (int d = 0; d < past->rank; ++d)

@@ -469,6 +469,10 @@ absl::Status validateSchedule(const Diag &diag, const Plan::Impl &impl,
                ? detail::kFormatVersionMinorGridSample
                : 0,
            "is a GridSample step"},
+          {step.op() == fb::OpKind::CausalConv
+               ? detail::kFormatVersionMinorStatePrefill
+               : 0,
+           "is a CausalConv step"},
           {step.op() == fb::OpKind::Linear ? detail::kFormatVersionMinorLinear
                                            : 0,
            "is a Linear step"},

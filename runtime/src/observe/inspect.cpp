@@ -359,10 +359,15 @@ std::string describePlanText(const Plan &plan) {
                             "'%s')\n",
                             pair.layer, pair.axis, pair.input, pair.output,
                             pair.prefillOutput);
+    bool states = std::any_of(gen->cache.begin(), gen->cache.end(),
+                              [](const CachePairDesc &p) { return p.state; });
     if (gen->batchable)
       absl::StrAppend(&out,
-                      "  batching: proven (only causal attention "
-                      "mixes the prefill schedule's token rows)",
+                      states ? "  batching: proven (only causal attention and "
+                               "recurrences from a zero state mix the prefill "
+                               "schedule's token rows)"
+                             : "  batching: proven (only causal attention "
+                               "mixes the prefill schedule's token rows)",
                       gen->batchWindows.empty()
                           ? std::string()
                           : absl::StrCat(", attention windows ",

@@ -1042,3 +1042,22 @@ func.func @quantized_transposed() -> tensor<2x4x32xf32> {
          : tensor<2x4x32xf32>
   return %w : tensor<2x4x32xf32>
 }
+
+// -----
+
+// Tests that the causal convolution's state holds the kernel's K - 1
+// previous inputs per channel.
+func.func @causal_conv_history(%x: tensor<1x8x3xf32>, %w: tensor<8x4xf32>, %s: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'moe.causal_conv' op expects a state [batch, channels, 3] (the kernel's history), got 'tensor<1x8x2xf32>'}}
+  %y, %n = moe.causal_conv %x, %w, %s silu false : tensor<1x8x3xf32>, tensor<8x4xf32>, tensor<1x8x2xf32> -> tensor<1x8x3xf32>, tensor<1x8x2xf32>
+  return
+}
+
+// -----
+
+// Tests that the input has the weight's channels.
+func.func @causal_conv_channels(%x: tensor<1x6x3xf32>, %w: tensor<8x3xf32>, %s: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'moe.causal_conv' op expects input and state of the weight's 8 channels}}
+  %y, %n = moe.causal_conv %x, %w, %s silu false : tensor<1x6x3xf32>, tensor<8x3xf32>, tensor<1x8x2xf32> -> tensor<1x6x3xf32>, tensor<1x8x2xf32>
+  return
+}

@@ -376,3 +376,15 @@ func.func @gated_delta_rule(%q: tensor<?x?x2x16xf32>, %k: tensor<?x?x2x16xf32>,
   %o, %n = moe.gated_delta_rule %q, %k, %v, %s, %g, %beta scale 0.25 : tensor<?x?x2x16xf32>, tensor<?x?x2x16xf32>, tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32> -> tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>
   return %o, %n : tensor<?x?x4x8xf32>, tensor<?x4x16x8xf32>
 }
+
+// Tests that the causal convolution round-trips with and without a bias.
+// CHECK-LABEL: func.func @causal_conv
+func.func @causal_conv(%x: tensor<1x8x?xf32>, %w: tensor<8x3xf32>,
+                       %s: tensor<1x8x2xf32>, %b: tensor<8xf32>)
+    -> (tensor<1x8x?xf32>, tensor<1x8x2xf32>) {
+  // CHECK: moe.causal_conv %{{.*}}, %{{.*}}, %{{.*}}, bias %{{.*}} silu true : tensor<1x8x?xf32>, tensor<8x3xf32>, tensor<1x8x2xf32>, tensor<8xf32> -> tensor<1x8x?xf32>, tensor<1x8x2xf32>
+  %y, %n = moe.causal_conv %x, %w, %s, bias %b silu true : tensor<1x8x?xf32>, tensor<8x3xf32>, tensor<1x8x2xf32>, tensor<8xf32> -> tensor<1x8x?xf32>, tensor<1x8x2xf32>
+  // CHECK: moe.causal_conv %{{.*}}, %{{.*}}, %{{.*}} silu false : tensor<1x8x?xf32>, tensor<8x3xf32>, tensor<1x8x2xf32> -> tensor<1x8x?xf32>, tensor<1x8x2xf32>
+  %z, %m = moe.causal_conv %y, %w, %n silu false : tensor<1x8x?xf32>, tensor<8x3xf32>, tensor<1x8x2xf32> -> tensor<1x8x?xf32>, tensor<1x8x2xf32>
+  return %z, %m : tensor<1x8x?xf32>, tensor<1x8x2xf32>
+}
