@@ -5,13 +5,18 @@
       [--new-tokens 64] [--max-seq 256] [--threads 2] [--build build]
       [--expert-ffn F] [--decode D.onnx --prefill P.onnx] [--workdir DIR]
       [--weight-dtype f32|bf16|int8] [--llama-server BIN --gguf MODEL.gguf]
+      [--model BUILDER_DIR]
 
 Compiles a generation pair (default: the zoo's Mixtral pair,
 examples/zoo/v5: hidden 64, 4 experts of ffn 32, top-2) into one plan;
 with --expert-ffn F, a copy of the zoo pair whose experts have ffn F
 (seeded random weights in place of the four stacked expert matrices, the
 only tensors whose shapes name the ffn size), so that reading the experts'
-weights dominates a step as at real layer sizes. Then for each stream count
+weights dominates a step as at real layer sizes; with --model, an
+onnxruntime-genai builder folder (`moec compile DIR`, one graph, the
+prefill schedule its first prompt: e.g. examples/zoo/genai/lfm2_moe_fp32,
+whose convolution states the batched step keeps per sequence). Then for
+each stream count
 S starts S
 sequences at once on a moert.BatchGenerator with S slots (seeded random
 prompts of --prompt-tokens ids, greedy, --new-tokens each) and steps until
@@ -244,6 +249,7 @@ def main():
     parser.add_argument("--llama-server")
     parser.add_argument("--gguf")
     parser.add_argument("--workdir")
+    parser.add_argument("--model")
     args = parser.parse_args()
     if bool(args.llama_server) != bool(args.gguf):
         parser.error("--llama-server and --gguf go together")
@@ -255,10 +261,14 @@ def main():
     path = os.path.join(workdir, "gen.plan")
     if args.expert_ffn:
         args.prefill, args.decode = scale_experts(workdir, args.expert_ffn)
-    subprocess.run([os.path.join(args.build, "bin", "moec"), "compile",
-                    args.decode, "--prefill", args.prefill, "--max-seq",
-                    str(args.max_seq), "--weight-dtype", args.weight_dtype,
-                    "-o", path], check=True)
+    source = ([args.model] if args.model else
+              [args.decode, "--prefill", args.prefill])
+    if args.model:
+        args.decode = args.model.rstrip("/")
+    subprocess.run([os.path.join(args.build, "bin", "moec"), "compile"] +
+                   source + ["--max-seq", str(args.max_seq),
+                             "--weight-dtype", args.weight_dtype,
+                             "-o", path], check=True)
     weights = plan_bytes(args.build, path)
     plan = moert.Plan(path)
     vocab = moert.Generator(plan, threads=1).vocab_size

@@ -125,7 +125,8 @@ public:
   int64_t maxSeq() const;
   /// Rows one step runs at most.
   int64_t maxStepRows() const;
-  /// The KV pool's bytes (slots × max_seq positions of every cache).
+  /// The pools' bytes: the KV pool (slots × max_seq positions of every
+  /// cache) and the state pool (slots × every state pair's state).
   uint64_t poolBytes() const;
 
   struct Impl;
