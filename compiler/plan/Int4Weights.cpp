@@ -62,8 +62,8 @@ void quantizeInt4Rows(const float *values, int64_t rows, int64_t cols,
 
 namespace {
 
-/// The f32 elements of weight `value` (a constant, a stack of constants or
-/// a shard of either) in row-major order.
+/// The f32 elements of weight `value` (a constant or a stack of constants;
+/// int4 plans have no expert-parallel shards) in row-major order.
 LogicalResult readWeight(Value value, std::vector<float> &out) {
   auto type = cast<RankedTensorType>(value.getType());
   Operation *def = value.getDefiningOp();
@@ -91,18 +91,6 @@ LogicalResult readWeight(Value value, std::vector<float> &out) {
     for (Value input : stack.getInputs())
       if (failed(readConstant(input.getDefiningOp<moe::ConstantOp>(), out)))
         return failure();
-    return success();
-  }
-  if (auto shard = dyn_cast_or_null<moe::ShardOp>(def)) {
-    std::vector<float> whole;
-    if (failed(readWeight(shard.getWeight(), whole)))
-      return failure();
-    auto wholeType = cast<RankedTensorType>(shard.getWeight().getType());
-    const int64_t rowElements =
-        wholeType.getNumElements() / wholeType.getDimSize(0);
-    for (int64_t row : shard.getRows())
-      out.insert(out.end(), whole.begin() + row * rowElements,
-                 whole.begin() + (row + 1) * rowElements);
     return success();
   }
   return emitError(value.getLoc(),
