@@ -8,14 +8,15 @@
 // points when ZERO_POINTS is 1), times X_ROWS rows of f32 activations (1:
 // decode), on THREADS threads split as the MatMulNBits step splits them,
 // with KERNEL (auto, portable, avx2 or avx512) where the kernels take one;
-// KERNEL+int8 quantizes the activations to int8 per block as
-// accuracy_level 4 asks (BlockQuantMatrix::int8Activations).
-// Enough copies of the matrix are cycled through that every product reads
-// its weights from memory, not from cache (or COPIES of them: 1 measures
-// the kernel's speed from cache). Each round measures the read
-// bandwidth (a max-reduce over 512 MiB on the same threads) and then the
-// product; the best of each over the rounds is printed, with the product's
-// rate of weight bytes (codes, scales, zero points) as a share of the
+// vnni-rows and vnni-tiles name the two forms of the AVX-512 VNNI kernel
+// (with +int8: VnniForm in kernels/quant_gemm.h). KERNEL+int8 quantizes the
+// activations to int8 per block as accuracy_level 4 asks
+// (BlockQuantMatrix::int8Activations). Enough copies of the matrix are cycled
+// through that every product reads its weights from memory, not from cache (or
+// COPIES of them: 1 measures the kernel's speed from cache). Each round
+// measures the read bandwidth (a max-reduce over 512 MiB on the same threads)
+// and then the product; the best of each over the rounds is printed, with the
+// product's rate of weight bytes (codes, scales, zero points) as a share of the
 // bandwidth.
 //
 //===----------------------------------------------------------------------===//
@@ -59,10 +60,20 @@ int main(int argc, char **argv) {
   if (int8)
     name.resize(name.size() - 5);
   using moert::detail::QuantKernel;
+  using moert::detail::VnniForm;
   const QuantKernel kernel = name == "portable" ? QuantKernel::Portable
                              : name == "avx2"   ? QuantKernel::Avx2
                              : name == "avx512" ? QuantKernel::Avx512
                                                 : QuantKernel::Auto;
+  // vnni-rows, vnni-tiles: the VNNI kernel's two forms (int8 only).
+  const VnniForm form = name == "vnni-rows"    ? VnniForm::Rows
+                        : name == "vnni-tiles" ? VnniForm::Tiles
+                                               : VnniForm::Auto;
+  if (form != VnniForm::Auto && (!int8 || !moert::detail::hasQuantVnni())) {
+    std::fprintf(stderr, "%s needs +int8 and a CPU with AVX-512 VNNI\n",
+                 name.c_str());
+    return 2;
+  }
 
   BlockQuantMatrix shape =
       BlockQuantMatrix::ofShape(rows, cols, bits, blockSize);
@@ -119,17 +130,26 @@ int main(int argc, char **argv) {
     for (int rep = 0; rep < reps; ++rep) {
       const BlockQuantMatrix &w = matrices[rep % copies];
       pool.parallelFor(rows, grain, [&](int64_t j0, int64_t j1) {
-        moert::detail::quantProject(x.data(), xRows, w, j0, j1 - j0, nullptr,
-                                    y.data() + j0, rows, kernel);
+        if (form == VnniForm::Auto)
+          return moert::detail::quantProject(x.data(), xRows, w, j0, j1 - j0,
+                                             nullptr, y.data() + j0, rows,
+                                             kernel);
+        thread_local moert::detail::Int8Activations xq;
+        moert::detail::quantizeActivations(x.data(), xRows, w, xq);
+        moert::detail::projectInt4Vnni(xq, xRows, w, j0, j1 - j0, nullptr,
+                                       y.data() + j0, rows, form);
       });
     }
     product = std::max(product, matrixBytes * reps / (seconds() - start) / 1e9);
   }
+  // Multiply-adds per second: weights per byte times rows of x.
+  const double macs = product * double(rows * cols) / matrixBytes * xRows;
   std::printf("%s: %lld x %lld int%d block %lld%s, %lld row(s), %d thread(s): "
-              "%.2f GB/s of weights, read bandwidth %.2f GB/s, %.0f%%\n",
+              "%.2f GB/s of weights (%.1f G multiply-adds/s), read bandwidth "
+              "%.2f GB/s, %.0f%%\n",
               label.c_str(), (long long)rows, (long long)cols, bits,
               (long long)blockSize, zeroPoints ? " zero points" : "",
-              (long long)xRows, threads, product, bandwidth,
+              (long long)xRows, threads, product, macs, bandwidth,
               100.0 * product / bandwidth);
   return 0;
 }

@@ -11,8 +11,10 @@
 // and the ragged tail of an 8-bit row, runs the portable code.
 //
 // Int8 activations (onnxruntime's accuracy_level 4): each row of x is
-// quantized per block once; few rows run the integer kernels, more rows the
-// sgemm path on the activation codes times their scales.
+// quantized per block once; with AVX-512 VNNI, 4-bit codes run its integer
+// kernel at any number of rows (kernels/quant_int4_vnni.cpp); otherwise few
+// rows run the integer kernels, more rows the sgemm path on the activation
+// codes times their scales.
 // The AVX2 ones multiply a block's codes minus its zero point (|q - z| <=
 // 15 as int8 for 4-bit codes, int16 for 8-bit ones) by the activation codes
 // with maddubs (the sign moved to the activations) or madd, sum the int32
@@ -531,11 +533,14 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
       quantizeActivations(x, n, w, local, kernel);
       xq = &local;
     }
+#if MOERT_QUANT_AVX2
+    // Any number of rows: the VNNI kernel computes every row alike.
+    if ((kernel == QuantKernel::Auto || kernel == QuantKernel::Avx512) &&
+        vnniShape(w) && hasQuantVnni())
+      return projectInt4Vnni(*xq, n, w, r0, m, bias, c, ldc);
+#endif
     if (n <= kQuantStreamRows || kernel != QuantKernel::Auto) {
 #if MOERT_QUANT_AVX2
-      if ((kernel == QuantKernel::Auto || kernel == QuantKernel::Avx512) &&
-          vnniShape(w) && hasQuantVnni())
-        return projectInt4Vnni(*xq, n, w, r0, m, bias, c, ldc);
       if (kernel != QuantKernel::Portable && int8Avx2Shape(w) && hasQuantAvx2())
         return projectInGroups(Int8RowsAvx2{*xq, w}, n, r0, m, bias, c, ldc);
 #endif

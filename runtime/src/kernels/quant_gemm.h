@@ -134,10 +134,11 @@ inline constexpr int64_t kQuantStreamRows = 8;
 /// dequantize tiles exactly and run sgemm.
 /// With w.int8Activations, x is quantized (or `xq` is x quantized for w by
 /// quantizeActivations): up to kQuantStreamRows rows (or any with a kernel
-/// named) sum per block the exact integer products of the activation codes
-/// with q - z, scaled by the f32 product of the two blocks' scales; more
-/// rows multiply the codes times their scales by the dequantized weights
-/// through sgemm, the same sums reassociated (f32 roundings apart).
+/// named, or any on the VNNI kernel, projectInt4Vnni) sum per block the
+/// exact integer products of the activation codes with q - z, scaled by the
+/// f32 product of the two blocks' scales; more rows multiply the codes times
+/// their scales by the dequantized weights through sgemm, the same sums
+/// reassociated (f32 roundings apart).
 void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
                   int64_t r0, int64_t m, const float *bias, float *c,
                   int64_t ldc, QuantKernel kernel = QuantKernel::Auto,
@@ -163,13 +164,24 @@ bool hasQuantVnni();
 /// multiple of 128 columns.
 bool vnniShape(const BlockQuantMatrix &w);
 
+/// How projectInt4Vnni reads the weights: each weight row once per four
+/// rows of x (Rows), or tiles of weight rows unpacked once for all of x's
+/// rows (Tiles); Auto takes Tiles from kVnniTileRows rows. Both give the
+/// same results.
+enum class VnniForm { Auto, Rows, Tiles };
+
+/// Rows of x from which projectInt4Vnni unpacks tiles of weight rows.
+inline constexpr int64_t kVnniTileRows = 4;
+
 /// quantProject's integer product on the calling thread for activations xq
 /// (rows [0, n)) and 4-bit codes of a vnniShape, with AVX-512 VNNI (only
 /// where hasQuantVnni()): per 32-bit lane, sum (q - z) a exact, scaled by
-/// its block's two scales, the lanes added in f32.
+/// its block's two scales, the lanes added in f32; every row of x alike,
+/// whatever their number and `form`.
 void projectInt4Vnni(const Int8Activations &xq, int64_t n,
                      const BlockQuantMatrix &w, int64_t r0, int64_t m,
-                     const float *bias, float *c, int64_t ldc);
+                     const float *bias, float *c, int64_t ldc,
+                     VnniForm form = VnniForm::Auto);
 
 /// c[i, j] = rows.run<NR>(r, i) + bias[r] for rows i < n of x and weight
 /// rows r = r0 + j, j < m: rows of x four at a time, so that the weight row

@@ -262,6 +262,202 @@ struct VnniRows {
   }
 };
 
+/// One row of activations' 128 columns for the several-rows kernel: the
+/// codes plus 128 as unsigned bytes, in rowsVnni's order, and per lane the
+/// activation scale.
+struct alignas(64) ActivationChunk {
+  uint8_t codes[kChunk];
+  float scales[16];
+};
+
+/// One weight row's 128 columns unpacked for the several-rows kernel: the
+/// codes minus their zero points as signed bytes (the low nibbles, then
+/// the high ones), per lane -128 times the sum of its eight, and per lane
+/// its block's weight scale as rowsVnni permutes it.
+struct alignas(64) WeightChunk {
+  int8_t lo[64], hi[64];
+  int32_t offsets[16];
+  float scales[16];
+};
+
+/// The rows of xq in the layout of ActivationChunk ([rows, chunks]), each
+/// lane's scale as prepare gives it.
+MOERT_TARGET_VNNI void prepareTiles(const Int8Activations &xq, int64_t n,
+                                    int64_t chunks, const ChunkBlocks &cb,
+                                    std::vector<ActivationChunk> &a) {
+  a.resize(size_t(n * chunks));
+  const int64_t rowCodes = xq.rowCodes();
+  const __m128i flip = _mm_set1_epi8(char(0x80));
+  for (int64_t i = 0; i < n; ++i) {
+    const int8_t *in = xq.codes.data() + i * rowCodes;
+    const float *scales = xq.scales.data() + i * xq.blocks;
+    for (int64_t c = 0; c < chunks; ++c) {
+      ActivationChunk &out = a[size_t(i * chunks + c)];
+      for (int g = 0; g < 4; ++g) {
+        // xq's 32 columns are nibble-ordered: 16 even, then 16 odd.
+        const int64_t at = c * kChunk + g * 32;
+        __m128i even = _mm_setzero_si128(), odd = _mm_setzero_si128();
+        if (at < rowCodes) {
+          even = _mm_loadu_si128(reinterpret_cast<const __m128i *>(in + at));
+          odd =
+              _mm_loadu_si128(reinterpret_cast<const __m128i *>(in + at + 16));
+        }
+        _mm_store_si128(reinterpret_cast<__m128i *>(out.codes + g * 16),
+                        _mm_xor_si128(even, flip));
+        _mm_store_si128(reinterpret_cast<__m128i *>(out.codes + 64 + g * 16),
+                        _mm_xor_si128(odd, flip));
+      }
+      // Lanes past the last block get scale 0.
+      const int64_t first = c * kChunk / xq.blockSize;
+      const int64_t count = std::min<int64_t>(4, xq.blocks - first);
+      const __m512 s =
+          _mm512_maskz_loadu_ps(__mmask16((1u << count) - 1), scales + first);
+      _mm512_store_ps(out.scales, _mm512_permutexvar_ps(cb.index, s));
+    }
+  }
+}
+
+/// Weight rows [r0, r0 + count) into `out` ([count, chunks]).
+template <bool Half, bool Zeros>
+MOERT_TARGET_VNNI void unpackRows(const BlockQuantMatrix &w, int64_t r0,
+                                  int64_t count, int64_t chunks,
+                                  const ChunkBlocks &cb, WeightChunk *out) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < count; ++r) {
+    const VnniRow row(w, r0 + r);
+    for (int64_t c = 0; c < chunks; ++c) {
+      WeightChunk &o = out[r * chunks + c];
+      const int64_t left = row.bytes - c * 64;
+      _mm_prefetch(reinterpret_cast<const char *>(row.codes + c * 64 + 4096),
+                   _MM_HINT_T0);
+      // Past the row's codes, q = 0: its -z meets activation code 0 (128
+      // here), which the lane's offset takes back out.
+      const __m512i v =
+          left >= 64 ? _mm512_loadu_si512(row.codes + c * 64)
+                     : _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - left),
+                                               row.codes + c * 64);
+      const int64_t first = c * kChunk / w.blockSize;
+      __m512i z;
+      if constexpr (Zeros)
+        z = _mm512_mullo_epi32(zeroPoints(row, first, cb),
+                               _mm512_set1_epi32(0x01010101));
+      else
+        z = _mm512_set1_epi8(8);
+      const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, nibble), z);
+      const __m512i hi =
+          _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), z);
+      const __m512i sum = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+      _mm512_store_si512(o.lo, lo);
+      _mm512_store_si512(o.hi, hi);
+      _mm512_store_si512(
+          o.offsets,
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+      _mm512_store_ps(o.scales, weightScales<Half>(row, first, cb));
+    }
+  }
+}
+
+/// out[i * NC + j] = row i of `a` times weight row j of `w` (each [rows,
+/// chunks]), i < NR, j < NC: rowsVnni's sums. Per lane, (a + 128) (q - z)
+/// summed by vpdpbusd onto -128 sum (q - z) is sum a (q - z), the integer
+/// rowsVnni makes; its scale and accumulation are rowsVnni's.
+template <int NR, int NC>
+MOERT_TARGET_VNNI void tileBlock(const ActivationChunk *a, const WeightChunk *w,
+                                 int64_t chunks, float *out) {
+  __m512 acc[NR][NC];
+  for (int i = 0; i < NR; ++i)
+    for (int j = 0; j < NC; ++j)
+      acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512i alo[NR], ahi[NR];
+    __m512 sx[NR];
+    for (int i = 0; i < NR; ++i) {
+      const ActivationChunk &ac = a[i * chunks + c];
+      alo[i] = _mm512_load_si512(ac.codes);
+      ahi[i] = _mm512_load_si512(ac.codes + 64);
+      sx[i] = _mm512_load_ps(ac.scales);
+    }
+    for (int j = 0; j < NC; ++j) {
+      const WeightChunk &wc = w[j * chunks + c];
+      const __m512i offsets = _mm512_load_si512(wc.offsets);
+      const __m512i lo = _mm512_load_si512(wc.lo);
+      const __m512i hi = _mm512_load_si512(wc.hi);
+      const __m512 sw = _mm512_load_ps(wc.scales);
+      for (int i = 0; i < NR; ++i) {
+        __m512i dot = _mm512_dpbusd_epi32(offsets, alo[i], lo);
+        dot = _mm512_dpbusd_epi32(dot, ahi[i], hi);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                    _mm512_mul_ps(sw, sx[i]), acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < NR; ++i)
+    for (int j = 0; j < NC; ++j)
+      out[i * NC + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+/// Rows of activations and weight rows per tileBlock.
+constexpr int kTileRows = 4, kTileCols = 3;
+
+using TileBlockFn = void (*)(const ActivationChunk *, const WeightChunk *,
+                             int64_t, float *);
+
+template <int NR>
+constexpr TileBlockFn kTileBlocksOf[kTileCols] = {
+    tileBlock<NR, 1>, tileBlock<NR, 2>, tileBlock<NR, 3>};
+
+/// tileBlock<NR, NC> for NR, NC from 1.
+TileBlockFn tileBlockFor(int64_t nr, int64_t nc) {
+  static constexpr const TileBlockFn *table[kTileRows] = {
+      kTileBlocksOf<1>, kTileBlocksOf<2>, kTileBlocksOf<3>, kTileBlocksOf<4>};
+  return table[nr - 1][nc - 1];
+}
+
+/// projectInt4Vnni by tiles of weight rows unpacked once for all of xq's n
+/// rows, each block of kTileRows x kTileCols outputs summed in registers.
+void projectTiles(const Int8Activations &xq, int64_t n,
+                  const BlockQuantMatrix &w, const ChunkBlocks &cb, int64_t r0,
+                  int64_t m, const float *bias, float *c, int64_t ldc) {
+  thread_local std::vector<ActivationChunk> a;
+  thread_local std::vector<WeightChunk> tile;
+  const int64_t chunks = (xq.rowCodes() + kChunk - 1) / kChunk;
+  prepareTiles(xq, n, chunks, cb, a);
+  // About 192 KiB of unpacked weights: L2-resident while every group of
+  // rows of x passes over them.
+  const int64_t tileRows = std::min<int64_t>(
+      m, std::max<int64_t>(kTileCols, (192 << 10) / (chunks * 256) / kTileCols *
+                                          kTileCols));
+  tile.resize(size_t(tileRows * chunks));
+  const bool half = w.halfScales, zeros = w.zeroPoints != nullptr;
+  for (int64_t j0 = 0; j0 < m; j0 += tileRows) {
+    const int64_t rows = std::min(tileRows, m - j0);
+    WeightChunk *t = tile.data();
+    if (half)
+      zeros ? unpackRows<true, true>(w, r0 + j0, rows, chunks, cb, t)
+            : unpackRows<true, false>(w, r0 + j0, rows, chunks, cb, t);
+    else
+      zeros ? unpackRows<false, true>(w, r0 + j0, rows, chunks, cb, t)
+            : unpackRows<false, false>(w, r0 + j0, rows, chunks, cb, t);
+    for (int64_t i = 0; i < n; i += kTileRows) {
+      const int64_t nr = std::min<int64_t>(kTileRows, n - i);
+      for (int64_t j = 0; j < rows; j += kTileCols) {
+        const int64_t nc = std::min<int64_t>(kTileCols, rows - j);
+        float out[kTileRows * kTileCols];
+        tileBlockFor(nr, nc)(a.data() + i * chunks, t + j * chunks, chunks,
+                             out);
+        for (int64_t u = 0; u < nc; ++u) {
+          const int64_t col = j0 + j + u;
+          const float add = bias ? bias[r0 + col] : 0.0f;
+          for (int64_t v = 0; v < nr; ++v)
+            c[(i + v) * ldc + col] = out[v * nc + u] + add;
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 
 bool hasQuantVnni() {
@@ -279,10 +475,12 @@ bool vnniShape(const BlockQuantMatrix &w) {
 
 void projectInt4Vnni(const Int8Activations &xq, int64_t n,
                      const BlockQuantMatrix &w, int64_t r0, int64_t m,
-                     const float *bias, float *c, int64_t ldc) {
+                     const float *bias, float *c, int64_t ldc, VnniForm form) {
+  const ChunkBlocks cb(w);
+  if (form == VnniForm::Tiles || (form == VnniForm::Auto && n >= kVnniTileRows))
+    return projectTiles(xq, n, w, cb, r0, m, bias, c, ldc);
   thread_local VnniActivations xp;
   prepare(xq, n, xp);
-  const ChunkBlocks cb(w);
   projectInGroups(VnniRows{xp, w, cb}, n, r0, m, bias, c, ldc);
 }
 
@@ -293,7 +491,8 @@ bool hasQuantVnni() { return false; }
 bool vnniShape(const BlockQuantMatrix &) { return false; }
 
 void projectInt4Vnni(const Int8Activations &, int64_t, const BlockQuantMatrix &,
-                     int64_t, int64_t, const float *, float *, int64_t) {}
+                     int64_t, int64_t, const float *, float *, int64_t,
+                     VnniForm) {}
 
 #endif // MOERT_INT4_VNNI
 
