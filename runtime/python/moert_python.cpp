@@ -25,6 +25,7 @@
 #include "moert/moert.h"
 #include "moert/vision.h"
 #include "mpi_bindings.h"
+#include "vision_bindings.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -434,7 +435,7 @@ public:
                                 int64_t topK, double topP, uint64_t seed,
                                 const std::vector<int64_t> &stopIds,
                                 py::object onToken, py::object vision,
-                                const std::vector<std::string> &images) {
+                                py::object images) {
     // A multimodal plan's vision inputs: name -> C-contiguous array, whose
     // dtype and shape the generator checks against the plan.
     std::vector<py::array> held;
@@ -472,11 +473,11 @@ public:
     }
     // Image files, preprocessed by the plan's image processor.
     std::vector<moert::NamedTensor> loaded;
-    if (!images.empty()) {
+    if (!images.is_none()) {
       const moert::MultimodalDesc *mm = plan_->plan->multimodal();
       if (!mm)
         raise(PyExc_ValueError, "images need a multimodal plan");
-      auto got = moert::loadImages(*mm, images);
+      auto got = loadPyImages(*mm, images);
       check(got.status());
       loaded = *std::move(got);
       for (const moert::NamedTensor &t : loaded) {
@@ -718,9 +719,41 @@ PYBIND11_MODULE(moert, m) {
           "The symbolic sizes: {name: (min, max)}.")
       .def_property_readonly(
           "num_devices", [](const PyPlan &p) { return p.plan->numDevices(); })
+      .def_property_readonly(
+          "multimodal",
+          [](const PyPlan &p) -> py::object {
+            const moert::MultimodalDesc *mm = p.plan->multimodal();
+            if (!mm)
+              return py::none();
+            return multimodalInfo(*mm);
+          },
+          "A multimodal plan's {image_token_id, spatial_merge_size, "
+          "image_grid, max_images, vision_inputs, image_processor}; None "
+          "for other plans.")
       .def("__repr__", [](const PyPlan &p) {
         return absl::StrCat("Plan('", p.path, "')");
       });
+
+  m.def(
+      "load_images",
+      [](const std::shared_ptr<PyPlan> &plan, py::object images) {
+        const moert::MultimodalDesc *mm = plan->plan->multimodal();
+        if (!mm)
+          raise(PyExc_ValueError,
+                absl::StrCat(plan->path, ": images need a multimodal plan"));
+        auto got = loadPyImages(*mm, images);
+        check(got.status());
+        py::dict out;
+        for (const moert::NamedTensor &t : *got)
+          out[py::str(t.name)] = toNumpy(t);
+        return out;
+      },
+      py::arg("plan"), py::arg("images"),
+      "The vision inputs {name: numpy array} (the pixel patches and the "
+      "grids) of `images`, PNG or JPEG paths or their encoded bytes, by the "
+      "plan's image processor (docs/multimodal.md, 'Images'), as "
+      "Generator.generate(vision=) takes them; ValueError names a bad "
+      "image.");
 
   py::class_<PySession>(m, "Session",
                         "Runs a plan on the CPU; not thread-safe.")
@@ -764,7 +797,7 @@ PYBIND11_MODULE(moert, m) {
            py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
            py::arg("stop_ids") = std::vector<int64_t>(),
            py::arg("on_token") = py::none(), py::arg("vision") = py::none(),
-           py::arg("images") = std::vector<std::string>(),
+           py::arg("images") = py::none(),
            "Runs the prompt, then draws up to max_new_tokens ids (greedy at "
            "temperature 0, else seeded sampling, docs/cli.md 'Sampling') and "
            "returns them; on_token(id) is called with each as it is drawn. "
@@ -773,8 +806,8 @@ PYBIND11_MODULE(moert, m) {
            "raised. A prompt or options that do not fit raise ValueError. "
            "vision: a multimodal plan's vision inputs, {name: numpy array} "
            "(docs/multimodal.md), for a prompt with image tokens. images: "
-           "PNG or JPEG paths instead of the pixel patches and grid, "
-           "preprocessed by the plan's image processor.")
+           "PNG or JPEG paths, or their encoded bytes, instead of the pixel "
+           "patches and grid, preprocessed by the plan's image processor.")
       .def_property_readonly("logits", &PyGenerator::logits,
                              "The logits the last id was drawn from.")
       .def_property_readonly("times", &PyGenerator::times,

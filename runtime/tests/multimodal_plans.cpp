@@ -19,8 +19,11 @@ static std::unique_ptr<fb::FeedT> feed(std::string input, fb::FeedKind kind,
   return entry;
 }
 
-std::vector<uint8_t>
-writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit) {
+namespace {
+
+/// The plan of writeMultimodalPlan, or with `images` of writeImagePlan.
+std::vector<uint8_t> writePlan(const std::function<void(PlanWriter &)> &edit,
+                               bool images) {
   using fb::OpKind;
   PlanWriter writer({Backend::Cpu, 1}, "multimodal_plan_test");
   int pastSymbol = writer.addSymbol("past", 0, kMaxSeq - 1);
@@ -71,15 +74,22 @@ writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit) {
   pair->axis = 2;
   gen.cache.push_back(std::move(pair));
 
-  // Vision: the patches [p, kDim] are the features (merge 1).
+  // Vision: the patches [p, kDim] are the features (merge 1); with images,
+  // the RGB patches [p, 3] times kPixelProj.
   ScheduleBuilder &v = writer.addStage("image_encoder", fb::StageRole::Vision);
   PlanDim p = PlanDim::symbol(writer.addSymbol("image_encoder.p", 1, 8));
-  int32_t pixels = v.addTensor("pixels", DType::F32, {p, kDim});
+  int32_t pixels = v.addTensor("pixels", DType::F32, {p, images ? 3 : kDim});
   int32_t grid = v.addTensor("grid", DType::I64, {1, 3});
   v.addInput(pixels);
   v.addInput(grid);
   int32_t features = v.addTensor("features", DType::F32, {p, kDim});
-  v.addStep(OpKind::Identity, "features", {pixels}, {features});
+  if (images) {
+    int32_t w = v.addWeight("pixel_proj", DType::F32, {3, kDim},
+                            kPixelProj.data(), 4 * kPixelProj.size());
+    v.addStep(OpKind::MatMul, "features", {pixels, w}, {features});
+  } else {
+    v.addStep(OpKind::Identity, "features", {pixels}, {features});
+  }
   v.addOutput(features);
   // Embed.
   ScheduleBuilder &e = writer.addStage("embed", fb::StageRole::Embed);
@@ -139,11 +149,33 @@ writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit) {
   mm.max_images = 1;
   mm.decode_feeds.push_back(
       feed("mm_token_type_ids", fb::FeedKind::TokenTypes));
+  if (images) {
+    // Qwen2-VL's processor with 1 x 1 patches: a pixel is a patch.
+    mm.image_processor = std::make_unique<fb::ImageProcessorT>();
+    fb::ImageProcessorT &proc = *mm.image_processor;
+    proc.pixel_input = "pixels";
+    proc.patch_size = 1;
+    proc.temporal_patch_size = 1;
+    proc.do_rescale = true;
+    proc.rescale_factor = 1.0 / 255;
+    proc.do_normalize = true;
+    proc.image_mean = {0.5, 0.5, 0.5};
+    proc.image_std = {0.5, 0.25, 0.5};
+  }
   if (edit)
     edit(writer);
   absl::StatusOr<std::vector<uint8_t>> bytes = writer.serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::vector<uint8_t>();
 }
+
+} // namespace
+
+std::vector<uint8_t>
+writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit) {
+  return writePlan(edit, /*images=*/false);
+}
+
+std::vector<uint8_t> writeImagePlan() { return writePlan({}, true); }
 
 } // namespace moert::test

@@ -29,6 +29,16 @@ constexpr int64_t kMultimodalImageToken = 4;
 std::vector<uint8_t>
 writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit = {});
 
+/// writeMultimodalPlan's plan with an image processor (format 1.22,
+/// Qwen2-VL's rule with 1 x 1 patches, no resize): its vision stage takes
+/// RGB patches `pixels` [p, 3] and gives them times kPixelProj as the
+/// features.
+std::vector<uint8_t> writeImagePlan();
+
+/// The image plan's [3, kDim] projection of the pixel patches.
+inline const std::vector<float> kPixelProj = {1.0f, -0.5f, 0.25f,
+                                              2.0f, -1.5f, 0.75f};
+
 } // namespace moert::test
 
 #endif // MOERT_TESTS_MULTIMODAL_PLANS_H

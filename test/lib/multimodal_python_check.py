@@ -8,7 +8,9 @@ Case g0 (one image, its inputs WORKDIR/g0.<input>.npy, moe-run's ids
 WORKDIR/g0/tokens.npy) and the text case; then a vision input of the wrong
 dtype raises ValueError naming it. Where the workdir has PNG cases
 (png_rgb.png, a plan with an image processor), generate(images=[path])
-gives moe-run --image's ids. Prints one line per check.
+gives moe-run --image's ids, and so do the file's bytes; load_images gives
+the vision inputs moe-run --save-vision-inputs wrote, and names a bad image.
+Prints one line per check.
 """
 
 import os
@@ -36,6 +38,24 @@ def main():
         want = np.load(os.path.join(work, "png_rgb", "tokens.npy")).tolist()
         got = generator.generate(prompt, max_new_tokens=len(want), images=[png])
         print("python image:", "ok" if got == want else f"MISMATCH {got} != {want}")
+        # The same image as encoded bytes, and load_images' inputs.
+        with open(png, "rb") as f:
+            data = f.read()
+        got = generator.generate(prompt, max_new_tokens=len(want), images=[data])
+        print("python image bytes:", "ok" if got == want else f"MISMATCH {got} != {want}")
+        loaded = moert.load_images(plan, [bytearray(data)])
+        saved = {name: np.load(os.path.join(work, "png_rgb", "vision", f"{name}.npy"))
+                 for name in loaded}
+        same = all(np.array_equal(loaded[n], saved[n]) and loaded[n].dtype == saved[n].dtype
+                   for n in saved)
+        print("python load_images:", "ok" if same and sorted(loaded) == sorted(
+            plan.multimodal["vision_inputs"]) else f"MISMATCH {loaded} != {saved}")
+        for bad in ([data[:50]], [data, png], [3]):
+            try:
+                moert.load_images(plan, bad)
+                print("python bad image: no error")
+            except (ValueError, TypeError) as e:
+                print(f"python bad image: {type(e).__name__}: {e}")
     vision["hidden_states"] = vision["hidden_states"].astype(np.int64)
     try:
         generator.generate(prompt, max_new_tokens=2, vision=vision)

@@ -343,6 +343,30 @@ moert_status moert_generator_generate_vision(
     const moert_generate_options *options, int64_t *tokens, size_t capacity,
     size_t *num_tokens);
 
+/// One image of a multimodal plan's prompt for
+/// moert_generator_generate_images: the PNG or JPEG file at `path`, or,
+/// with `path` NULL, the file's encoded bytes: `bytes` of `data`, valid for
+/// the call.
+typedef struct moert_image {
+  const char *path;
+  const void *data;
+  size_t bytes;
+} moert_image;
+
+/// moert_generator_generate_vision with the prompt's `num_images` images,
+/// in its image order, decoded and preprocessed by the plan's image
+/// processor (moert::loadImages, docs/multimodal.md "Images") into the
+/// pixel patches and grids; every image is a path, or every one bytes.
+/// A plan that is not multimodal or has no image
+/// processor, an unreadable, truncated or unsupported image (a file is
+/// named by its path, bytes as "image K"), or image tokens the images do
+/// not match fail with MOERT_ERROR_INVALID_ARGUMENT naming it.
+moert_status moert_generator_generate_images(
+    moert_generator *generator, const int64_t *prompt, size_t prompt_length,
+    const moert_image *images, size_t num_images,
+    const moert_generate_options *options, int64_t *tokens, size_t capacity,
+    size_t *num_tokens);
+
 /// One step at a time: moert_generator_prefill runs the prompt from a clear
 /// cache; moert_generator_decode runs `token` at the next position. Each
 /// leaves the logits of its last position (moert_generator_logits).

@@ -52,6 +52,21 @@ computeGridInputs(const MultimodalDesc &mm, const TensorData &grid);
 absl::StatusOr<std::vector<NamedTensor>>
 loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths);
 
+/// A PNG or JPEG image's encoded bytes in memory (valid while it is
+/// loaded), and the name its errors give it.
+struct EncodedImage {
+  std::string name;
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+};
+
+/// loadImages over images in memory instead of files (a server's data
+/// URIs, the C API's buffers): the same rule and errors, each naming the
+/// image by its `name`; empty or null data is an error too.
+absl::StatusOr<std::vector<NamedTensor>>
+loadEncodedImages(const MultimodalDesc &mm,
+                  const std::vector<EncodedImage> &images);
+
 /// `tensors` as VisionInputs (views valid while `tensors` lives).
 VisionInputs asVisionInputs(const std::vector<NamedTensor> &tensors);
 

@@ -11,6 +11,7 @@
 #include "moert/batch_generator.h"
 #include "moert/moert.h"
 #include "moert/moert_c.h"
+#include "moert/vision.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -57,6 +58,8 @@ struct moert_session {
 
 struct moert_generator {
   std::unique_ptr<moert::detail::PlanGenerator> generator;
+  /// Its plan (freed after the generator), for the image processor.
+  const moert::Plan *plan = nullptr;
 };
 
 struct moert_batch {
@@ -503,7 +506,7 @@ moert_status moert_generator_create(const moert_plan *plan,
     auto created = moert::detail::PlanGenerator::create(*plan->plan, threads);
     if (!created.ok())
       return fail(created.status());
-    *generator = new moert_generator{*std::move(created)};
+    *generator = new moert_generator{*std::move(created), plan->plan.get()};
     return MOERT_OK;
   });
 }
@@ -578,6 +581,55 @@ moert_status moert_generator_generate_vision(
     std::copy(drawn->begin(), drawn->end(), tokens);
     *num_tokens = drawn->size();
     return MOERT_OK;
+  });
+}
+
+moert_status moert_generator_generate_images(
+    moert_generator *generator, const int64_t *prompt, size_t prompt_length,
+    const moert_image *images, size_t num_images,
+    const moert_generate_options *options, int64_t *tokens, size_t capacity,
+    size_t *num_tokens) {
+  return guard(__func__, [&] {
+    MOERT_C_REQUIRE(generator);
+    MOERT_C_REQUIRE(num_tokens);
+    *num_tokens = 0;
+    if (num_images > 0 && !images)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_generator_generate_images: images is null");
+    const moert::MultimodalDesc *mm = generator->plan->multimodal();
+    if (!mm)
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_generator_generate_images: images need a "
+                  "multimodal plan");
+    std::vector<std::string> paths;
+    std::vector<moert::EncodedImage> encoded;
+    for (size_t i = 0; i < num_images; ++i) {
+      if (images[i].path)
+        paths.push_back(images[i].path);
+      else
+        encoded.push_back({absl::StrCat("image ", i),
+                           static_cast<const uint8_t *>(images[i].data),
+                           images[i].bytes});
+    }
+    if (!paths.empty() && !encoded.empty())
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  "moert_generator_generate_images: give every image as a "
+                  "path or every image as bytes");
+    absl::StatusOr<std::vector<moert::NamedTensor>> loaded =
+        encoded.empty() ? moert::loadImages(*mm, paths)
+                        : moert::loadEncodedImages(*mm, encoded);
+    if (!loaded.ok())
+      return fail(MOERT_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("moert_generator_generate_images: ",
+                               loaded.status().message()));
+    std::vector<moert_vision_input> vision;
+    for (const moert::NamedTensor &t : *loaded)
+      vision.push_back({t.name.c_str(), static_cast<moert_dtype>(t.dtype),
+                        t.shape.data(), static_cast<int32_t>(t.shape.size()),
+                        t.bytes.data(), t.bytes.size()});
+    return moert_generator_generate_vision(
+        generator, prompt, prompt_length, vision.data(), vision.size(), options,
+        tokens, capacity, num_tokens);
   });
 }
 

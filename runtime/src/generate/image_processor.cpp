@@ -1,9 +1,10 @@
 //===- image_processor.cpp - Pixel patches from image files ---------------===//
 //
-// moert::loadImages (moert/vision.h): PNG (libpng) and JPEG (libjpeg)
-// files decoded to 8-bit RGB, then the Qwen2-VL family's image processor
-// rule as docs/multimodal.md ("Images") documents it, with the plan's
-// ImageProcessor fields (from the model's preprocessor_config.json):
+// moert::loadImages and loadEncodedImages (moert/vision.h): PNG (libpng)
+// and JPEG (libjpeg) files or bytes decoded to 8-bit RGB, then the Qwen2-VL
+// family's image processor rule as docs/multimodal.md ("Images") documents it,
+// with the plan's ImageProcessor fields (from the model's
+// preprocessor_config.json):
 //
 // * smart resize: each side to the nearest multiple of f = patch_size *
 //   spatial merge (ties to even), then scaled down (floor) or up (ceil) by
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <tuple>
 
 #ifdef MOERT_HAVE_PNG
@@ -67,24 +69,24 @@ absl::Status checkSize(const std::string &path, uint64_t width,
 }
 
 #ifdef MOERT_HAVE_PNG
-absl::StatusOr<Rgb> decodePng(const std::string &path,
-                              const std::vector<uint8_t> &bytes) {
+absl::StatusOr<Rgb> decodePng(const std::string &path, const uint8_t *data,
+                              size_t size, const char *kind) {
   png_image image;
   std::memset(&image, 0, sizeof(image));
   image.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()))
-    return bad(path,
-               absl::StrCat("not a valid PNG file (", image.message, ")"));
-  absl::Status size = checkSize(path, image.width, image.height);
-  if (!size.ok()) {
+  if (!png_image_begin_read_from_memory(&image, data, size))
+    return bad(
+        path, absl::StrCat("not a valid PNG ", kind, " (", image.message, ")"));
+  absl::Status sized = checkSize(path, image.width, image.height);
+  if (!sized.ok()) {
     png_image_free(&image);
-    return size;
+    return sized;
   }
   image.format = PNG_FORMAT_RGBA;
   std::vector<uint8_t> rgba(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, rgba.data(), 0, nullptr))
-    return bad(path,
-               absl::StrCat("not a valid PNG file (", image.message, ")"));
+    return bad(
+        path, absl::StrCat("not a valid PNG ", kind, " (", image.message, ")"));
   // transformers' convert_rgb: alpha composited onto white.
   Rgb rgb{image.width, image.height, {}};
   rgb.pixels.resize(static_cast<size_t>(rgb.width) * rgb.height * 3);
@@ -111,27 +113,27 @@ void onJpegError(j_common_ptr info) {
   std::longjmp(error->jump, 1);
 }
 
-absl::StatusOr<Rgb> decodeJpeg(const std::string &path,
-                               const std::vector<uint8_t> &bytes) {
+absl::StatusOr<Rgb> decodeJpeg(const std::string &path, const uint8_t *data,
+                               size_t size, const char *kind) {
   jpeg_decompress_struct info;
   JpegError error;
   info.err = jpeg_std_error(&error.mgr);
   error.mgr.error_exit = onJpegError;
   error.mgr.output_message = [](j_common_ptr) {};
   Rgb rgb;
-  absl::Status size;
+  absl::Status sized;
   if (setjmp(error.jump)) {
     jpeg_destroy_decompress(&info);
-    return bad(path,
-               absl::StrCat("not a valid JPEG file (", error.message, ")"));
+    return bad(path, absl::StrCat("not a valid JPEG ", kind, " (",
+                                  error.message, ")"));
   }
   jpeg_create_decompress(&info);
-  jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
-  size = checkSize(path, info.image_width, info.image_height);
-  if (!size.ok()) {
+  sized = checkSize(path, info.image_width, info.image_height);
+  if (!sized.ok()) {
     jpeg_destroy_decompress(&info);
-    return size;
+    return sized;
   }
   info.out_color_space = JCS_RGB;
   jpeg_start_decompress(&info);
@@ -149,7 +151,38 @@ absl::StatusOr<Rgb> decodeJpeg(const std::string &path,
 }
 #endif
 
-absl::StatusOr<Rgb> decode(const std::string &path) {
+/// The image bytes (PNG or JPEG, by their signature) as 8-bit RGB; `name`
+/// (a path, or how the caller names an image in memory) heads each error,
+/// which calls the bytes a `kind` ("file" or "image").
+absl::StatusOr<Rgb> decode(const std::string &name, const uint8_t *data,
+                           size_t size, const char *kind) {
+  if (size > kMaxFileBytes)
+    return bad(name,
+               absl::StrCat("image of ", size, " bytes is too large (at most ",
+                            kMaxFileBytes, ")"));
+  static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 8 && std::memcmp(data, png, 8) == 0) {
+#ifdef MOERT_HAVE_PNG
+    return decodePng(name, data, size, kind);
+#else
+    return bad(name, "a PNG image, but this runtime was built without "
+                     "libpng (scripts/setup.sh installs libpng-dev)");
+#endif
+  }
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+#ifdef MOERT_HAVE_JPEG
+    return decodeJpeg(name, data, size, kind);
+#else
+    return bad(name, "a JPEG image, but this runtime was built without "
+                     "libjpeg (scripts/setup.sh installs libjpeg62-turbo-dev)");
+#endif
+  }
+  return bad(name,
+             absl::StrCat(size ? "" : "empty: ", "not a PNG or JPEG ", kind));
+}
+
+/// The file at `path`, whole.
+absl::StatusOr<std::vector<uint8_t>> readFile(const std::string &path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     return bad(path, "cannot open the image file");
@@ -162,25 +195,7 @@ absl::StatusOr<Rgb> decode(const std::string &path) {
   file.seekg(0);
   if (!file.read(reinterpret_cast<char *>(bytes.data()), length))
     return bad(path, "cannot read the image file");
-  static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (bytes.size() >= 8 && std::memcmp(bytes.data(), png, 8) == 0) {
-#ifdef MOERT_HAVE_PNG
-    return decodePng(path, bytes);
-#else
-    return bad(path, "a PNG image, but this runtime was built without "
-                     "libpng (scripts/setup.sh installs libpng-dev)");
-#endif
-  }
-  if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 &&
-      bytes[2] == 0xff) {
-#ifdef MOERT_HAVE_JPEG
-    return decodeJpeg(path, bytes);
-#else
-    return bad(path, "a JPEG image, but this runtime was built without "
-                     "libjpeg (scripts/setup.sh installs libjpeg62-turbo-dev)");
-#endif
-  }
-  return bad(path, "not a PNG or JPEG file");
+  return bytes;
 }
 
 // --------------------------------------------------------------------------
@@ -312,10 +327,12 @@ smartResize(const std::string &path, int64_t height, int64_t width,
   return std::make_pair(h, w);
 }
 
-} // namespace
-
+/// The pixel patches and grids of `count` images, image k decoded by
+/// `decodeImage(k)` and named `nameOf(k)` in errors.
 absl::StatusOr<std::vector<NamedTensor>>
-loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
+preprocess(const MultimodalDesc &mm, size_t count,
+           const std::function<absl::StatusOr<Rgb>(size_t)> &decodeImage,
+           const std::function<std::string(size_t)> &nameOf) {
   if (!mm.hasImageProcessor)
     return absl::InvalidArgumentError(
         "the plan has no image processor: compile it from a folder with the "
@@ -328,8 +345,9 @@ loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
   NamedTensor grid{mm.imageGrid, DType::I64, {0, 3}, {}};
   std::vector<float> values;
   std::vector<int64_t> grids;
-  for (const std::string &path : paths) {
-    MOERT_ASSIGN_OR_RETURN(Rgb image, decode(path));
+  for (size_t k = 0; k < count; ++k) {
+    std::string path = nameOf(k);
+    MOERT_ASSIGN_OR_RETURN(Rgb image, decodeImage(k));
     int64_t h = image.height, w = image.width;
     if (proc.doResize) {
       MOERT_ASSIGN_OR_RETURN(auto size,
@@ -379,7 +397,7 @@ loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
   pixels.bytes.assign(reinterpret_cast<const uint8_t *>(values.data()),
                       reinterpret_cast<const uint8_t *>(values.data()) +
                           values.size() * 4);
-  grid.shape[0] = static_cast<int64_t>(paths.size());
+  grid.shape[0] = static_cast<int64_t>(count);
   grid.bytes.assign(reinterpret_cast<const uint8_t *>(grids.data()),
                     reinterpret_cast<const uint8_t *>(grids.data()) +
                         grids.size() * 8);
@@ -387,6 +405,34 @@ loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
   out.push_back(std::move(pixels));
   out.push_back(std::move(grid));
   return out;
+}
+
+} // namespace
+
+absl::StatusOr<std::vector<NamedTensor>>
+loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
+  return preprocess(
+      mm, paths.size(),
+      [&](size_t k) -> absl::StatusOr<Rgb> {
+        MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, readFile(paths[k]));
+        return decode(paths[k], bytes.data(), bytes.size(), "file");
+      },
+      [&](size_t k) { return paths[k]; });
+}
+
+absl::StatusOr<std::vector<NamedTensor>>
+loadEncodedImages(const MultimodalDesc &mm,
+                  const std::vector<EncodedImage> &images) {
+  for (const EncodedImage &image : images)
+    if (!image.data && image.size)
+      return absl::InvalidArgumentError(
+          absl::StrCat(image.name, ": the image's data is null"));
+  return preprocess(
+      mm, images.size(),
+      [&](size_t k) {
+        return decode(images[k].name, images[k].data, images[k].size, "image");
+      },
+      [&](size_t k) { return images[k].name; });
 }
 
 } // namespace moert

@@ -517,6 +517,133 @@ TEST(CApiGenerator, TakesVisionInputs) {
   moert_plan_free(plan);
 }
 
+/// A PNG of 2 x 1 RGB pixels, (255, 0, 128) and (10, 200, 30).
+const uint8_t kPng[] = {
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d,
+    0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01,
+    0x08, 0x02, 0x00, 0x00, 0x00, 0x7b, 0x40, 0xe8, 0xdd, 0x00, 0x00, 0x00,
+    0x0f, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0xf8, 0xcf, 0xd0, 0xc0,
+    0x75, 0x42, 0x0e, 0x00, 0x09, 0xcd, 0x02, 0x70, 0x2e, 0x29, 0x64, 0x59,
+    0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+
+// Tests images through the C API: an image file and its bytes give the ids
+// of the vision inputs the processor rule makes of its pixels, and a bad
+// image, a plan without images and image tokens the image does not fill
+// are errors naming them.
+TEST(CApiGenerator, TakesImagesAsFilesOrBytes) {
+  std::string planPath = ::testing::TempDir() + "/c_api_images.plan";
+  std::vector<uint8_t> bytes = test::writeImagePlan();
+  std::ofstream(planPath, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  std::string pngPath = ::testing::TempDir() + "/c_api_image.png";
+  std::ofstream(pngPath, std::ios::binary)
+      .write(reinterpret_cast<const char *>(kPng), sizeof kPng);
+  moert_plan *plan = nullptr;
+  ASSERT_EQ(moert_plan_load(planPath.c_str(), &plan), MOERT_OK)
+      << moert_last_error();
+  moert_generator *generator = nullptr;
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK)
+      << moert_last_error();
+  const int64_t image = test::kMultimodalImageToken;
+  const int64_t prompt[] = {1, image, image, 2};
+  moert_generate_options options = moert_generate_options_default();
+  options.max_new_tokens = 3;
+  int64_t fromBytes[3], fromFile[3], fromPixels[3];
+  size_t count = 0;
+  moert_image encoded = {nullptr, kPng, sizeof kPng};
+  moert_status status = moert_generator_generate_images(
+      generator, prompt, 4, &encoded, 1, &options, fromBytes, 3, &count);
+  if (status != MOERT_OK &&
+      std::string(moert_last_error()).find("without libpng") !=
+          std::string::npos) {
+    moert_generator_free(generator);
+    moert_plan_free(plan);
+    GTEST_SKIP() << moert_last_error();
+  }
+  ASSERT_EQ(status, MOERT_OK) << moert_last_error();
+  ASSERT_EQ(count, 3u);
+  moert_image file = {pngPath.c_str(), nullptr, 0};
+  ASSERT_EQ(moert_generator_generate_images(generator, prompt, 4, &file, 1,
+                                            &options, fromFile, 3, &count),
+            MOERT_OK)
+      << moert_last_error();
+  // The rule by hand: v / 255, then (x - 0.5) / std per channel; each pixel
+  // is a patch, grid 1 x 1 x 2.
+  const uint8_t rgb[] = {255, 0, 128, 10, 200, 30};
+  const float stds[] = {0.5f, 0.25f, 0.5f};
+  float pixels[6];
+  for (int i = 0; i < 6; ++i)
+    pixels[i] = (static_cast<float>(rgb[i] * (1.0 / 255)) - 0.5f) / stds[i % 3];
+  const int64_t grid[] = {1, 1, 2}, pixelShape[] = {2, 3}, gridShape[] = {1, 3};
+  moert_vision_input vision[] = {
+      {"pixels", MOERT_DTYPE_F32, pixelShape, 2, pixels, sizeof pixels},
+      {"grid", MOERT_DTYPE_I64, gridShape, 2, grid, sizeof grid}};
+  ASSERT_EQ(moert_generator_generate_vision(generator, prompt, 4, vision, 2,
+                                            &options, fromPixels, 3, &count),
+            MOERT_OK)
+      << moert_last_error();
+  EXPECT_EQ(std::vector<int64_t>(fromBytes, fromBytes + 3),
+            std::vector<int64_t>(fromPixels, fromPixels + 3));
+  EXPECT_EQ(std::vector<int64_t>(fromFile, fromFile + 3),
+            std::vector<int64_t>(fromPixels, fromPixels + 3));
+
+  int64_t tokens[3];
+  // Truncated bytes, a missing file, mixed paths and bytes.
+  moert_image truncated = {nullptr, kPng, 40};
+  EXPECT_EQ(moert_generator_generate_images(generator, prompt, 4, &truncated, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("image 0: not a valid PNG image"));
+  moert_image missing = {"/nonexistent/x.png", nullptr, 0};
+  EXPECT_EQ(moert_generator_generate_images(generator, prompt, 4, &missing, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(),
+              HasSubstr("/nonexistent/x.png: cannot open the image file"));
+  moert_image mixed[] = {file, encoded};
+  EXPECT_EQ(moert_generator_generate_images(generator, prompt, 4, mixed, 2,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("every image as a path"));
+  // Three image tokens for an image of two patches.
+  const int64_t three[] = {1, image, image, image};
+  EXPECT_EQ(moert_generator_generate_images(generator, three, 4, &encoded, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(),
+              HasSubstr("need one more image than the 1 given"));
+  EXPECT_EQ(moert_generator_generate_images(generator, prompt, 4, nullptr, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("images is null"));
+  moert_generator_free(generator);
+  moert_plan_free(plan);
+
+  // A plan without an image processor, and one that is not multimodal.
+  std::vector<uint8_t> plain = test::writeMultimodalPlan();
+  std::ofstream(planPath, std::ios::binary)
+      .write(reinterpret_cast<const char *>(plain.data()),
+             static_cast<std::streamsize>(plain.size()));
+  ASSERT_EQ(moert_plan_load(planPath.c_str(), &plan), MOERT_OK);
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK);
+  EXPECT_EQ(moert_generator_generate_images(generator, prompt, 4, &encoded, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("the plan has no image processor"));
+  moert_generator_free(generator);
+  moert_plan_free(plan);
+  ASSERT_EQ(moert_plan_load(writeGenerationPlan().c_str(), &plan), MOERT_OK);
+  ASSERT_EQ(moert_generator_create(plan, nullptr, &generator), MOERT_OK);
+  const int64_t text[] = {1, 2};
+  EXPECT_EQ(moert_generator_generate_images(generator, text, 2, &encoded, 1,
+                                            &options, tokens, 3, &count),
+            MOERT_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(moert_last_error(), HasSubstr("images need a multimodal plan"));
+  moert_generator_free(generator);
+  moert_plan_free(plan);
+}
+
 TEST(CApiBatch, SequencesShareStepsAndDrawTheirOwnIds) {
   moert_plan *plan = nullptr;
   ASSERT_EQ(

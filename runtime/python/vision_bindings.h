@@ -1,0 +1,31 @@
+//===- vision_bindings.h - Images of a multimodal plan for Python -*- C++
+//-*-===//
+
+#ifndef MOERT_PYTHON_VISION_BINDINGS_H
+#define MOERT_PYTHON_VISION_BINDINGS_H
+
+#include "moert/vision.h"
+
+#include "absl/status/statusor.h"
+
+#include <pybind11/pybind11.h>
+
+#include <vector>
+
+/// The pixel patches and grids of `images`, a sequence of PNG or JPEG files
+/// (str or os.PathLike) or of their encoded bytes (bytes, bytearray or
+/// another buffer; named "image K" in errors), all of one kind, by the
+/// plan's image processor (moert::loadImages, moert::loadEncodedImages).
+/// Raises TypeError for another kind of item.
+absl::StatusOr<std::vector<moert::NamedTensor>>
+loadPyImages(const moert::MultimodalDesc &mm, pybind11::handle images);
+
+/// `tensor` (f32 or i64) as a numpy array of its own.
+pybind11::object toNumpy(const moert::NamedTensor &tensor);
+
+/// A multimodal plan's description for Python (Plan.multimodal): a dict of
+/// image_token_id, spatial_merge_size, image_grid, max_images,
+/// vision_inputs and image_processor (whether it takes images).
+pybind11::dict multimodalInfo(const moert::MultimodalDesc &mm);
+
+#endif // MOERT_PYTHON_VISION_BINDINGS_H
