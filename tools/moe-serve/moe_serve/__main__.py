@@ -72,6 +72,9 @@ def _serve_parser():
                         "file name without its extension)")
     p.add_argument("--access-log", action="store_true",
                    help="log every request")
+    p.add_argument("--max-image-bytes", type=int, default=16 << 20,
+                   help="the largest image (decoded from its data URI) a "
+                        "chat message may hold (default 16 MiB)")
     p.add_argument("--batch-invariant", action="store_true",
                    help="kernels whose sums do not depend on the other "
                         "sequences of a step, so that a sequence's logits "
@@ -205,6 +208,8 @@ def serve(argv):
         sys.exit(f"{prog}: error: --slots is {args.slots}; under mpirun "
                  "every generation spans all the ranks, so it must be 1")
     for name, value, least in (("--slots", args.slots, 1),
+                               ("--max-image-bytes", args.max_image_bytes,
+                                1),
                                ("--max-queue", args.max_queue, 0),
                                ("--threads", args.threads, 0)):
         if value < least:
@@ -252,9 +257,15 @@ def serve(argv):
         if plan.num_devices > 1:
             return GeneratorSlots(plan, **engine, why="moert.BatchGenerator "
                                   "runs plans of one device")
+        if plan.multimodal is not None:
+            return GeneratorSlots(plan, **engine, why="a multimodal plan's "
+                                  "prompts run its vision and language "
+                                  "stages, which moert.BatchGenerator does "
+                                  "not batch")
         return BatchedSlots(plan, **engine)
 
-    server = Server(name, text, args.api_key, load)
+    server = Server(name, text, args.api_key, load,
+                    max_image_bytes=args.max_image_bytes)
     app = create_app(server)
     try:
         sock = socket.create_server((args.host, args.port))

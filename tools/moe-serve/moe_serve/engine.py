@@ -35,6 +35,9 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int = 0
     stop_ids: tuple = ()
+    #: A multimodal plan's vision inputs {name: numpy array}, for a prompt
+    #: with image tokens (GeneratorSlots only).
+    vision: Optional[dict] = None
 
 
 class QueueFull(Exception):
@@ -82,6 +85,8 @@ class Engine:
     slots: int
     #: One line for the log: how sequences are served, and why.
     mode: str
+    #: A multimodal plan's moert.Plan.multimodal; None for text-only plans.
+    multimodal: Optional[dict] = None
 
     def submit(self, request: GenerationRequest, on_token, on_finish
                ) -> Sequence:
@@ -90,6 +95,12 @@ class Engine:
     def counts(self) -> dict:
         """{'running': n, 'waiting': n, 'slots_in_use': n}."""
         raise NotImplementedError
+
+    def load_images(self, images: list) -> dict:
+        """The vision inputs of encoded PNG or JPEG images by the plan's
+        image processor (moert.load_images); ValueError names a bad one."""
+        import moert
+        return moert.load_images(self._plan, images)
 
     def expert_counts(self) -> Optional[list]:
         """Per MoE layer, the tokens each expert was selected for so far:
@@ -136,6 +147,7 @@ class GeneratorSlots(Engine):
         if threads == 0:
             threads = max(1, (os.cpu_count() or 1) // slots)
         self._plan = plan
+        self.multimodal = plan.multimodal
         self._mpi = mpi
         self.threads = threads
         self._lock = threading.Condition()
@@ -267,7 +279,8 @@ class GeneratorSlots(Engine):
             import moert
             moert.mpi_broadcast(json.dumps(arguments).encode())
         try:
-            ids = generator.generate(**arguments, on_token=on_token)
+            ids = generator.generate(**arguments, vision=r.vision,
+                                     on_token=on_token)
         except _Cancelled:
             GeneratorSlots._finish(seq, "cancelled", None)
             return
@@ -296,6 +309,7 @@ class BatchedSlots(Engine):
         import moert
         if slots < 1:
             raise ValueError(f"--slots is {slots}; it must be at least 1")
+        self._plan = plan
         self._batch = moert.BatchGenerator(plan, slots=slots,
                                            threads=threads)
         self.max_seq = self._batch.max_seq
@@ -335,6 +349,8 @@ class BatchedSlots(Engine):
                     f"server queues (--slots {self.slots}, --max-queue "
                     f"{self.max_queue})")
             r = request
+            if r.vision is not None:
+                raise ValueError("moert.BatchGenerator takes no images")
             sid = self._batch.add(
                 r.prompt, max_new_tokens=r.max_new_tokens,
                 temperature=r.temperature, top_k=r.top_k, top_p=r.top_p,

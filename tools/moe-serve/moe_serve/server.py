@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .engine import EngineClosed, GenerationRequest, QueueFull
+from .images import (DEFAULT_MAX_IMAGE_BYTES, ImageError, image_prompt,
+                     split_images)
 from .metrics import Metrics
 from .text import ChatTemplateError, TextModel, TextStream
 
@@ -88,8 +90,10 @@ class Server:
     (None until the plan is loaded) and the metrics."""
 
     def __init__(self, model_name: str, text: TextModel,
-                 api_key: Optional[str], load_engine):
+                 api_key: Optional[str], load_engine,
+                 max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES):
         self.model_name = model_name
+        self.max_image_bytes = max_image_bytes
         self.text = text
         self.api_key = api_key
         self.engine = None
@@ -128,7 +132,7 @@ class Server:
                            "model_not_found")
 
     def sampling(self, body: _Sampling, prompt: list,
-                 max_tokens: Optional[int]) -> tuple:
+                 max_tokens: Optional[int], vision=None) -> tuple:
         """The engine's request and the stop strings."""
         engine = self.engine
         if body.n != 1:
@@ -180,7 +184,7 @@ class Server:
         request = GenerationRequest(
             prompt=list(prompt), max_new_tokens=max_tokens,
             temperature=body.temperature, top_k=top_k, top_p=body.top_p,
-            seed=seed, stop_ids=tuple(sorted(set(stop_ids))))
+            seed=seed, stop_ids=tuple(sorted(set(stop_ids))), vision=vision)
         return request, stop_strings
 
     def completion_prompt(self, body: CompletionBody) -> list:
@@ -194,28 +198,33 @@ class Server:
             return self.text.encode(p)
         return list(p)
 
-    def chat_prompt(self, body: ChatBody) -> list:
-        messages = []
-        for m in body.messages:
-            m = dict(m)
-            content = m.get("content")
-            if isinstance(content, list):  # [{"type": "text", "text": ...}]
-                parts = []
-                for part in content:
-                    if not (isinstance(part, dict) and
-                            part.get("type") == "text"):
-                        raise _invalid("only text content is supported",
-                                       "messages")
-                    parts.append(str(part.get("text", "")))
-                m["content"] = "\n".join(parts)
-            messages.append(m)
+    def chat_messages(self, body: ChatBody) -> tuple:
+        """The messages for the chat template and their images' bytes."""
+        try:
+            return split_images(body.messages, self.max_image_bytes)
+        except ImageError as e:
+            raise _invalid(str(e), "messages") from e
+
+    def chat_prompt(self, body: ChatBody, messages: list, images: list
+                    ) -> tuple:
+        """The rendered messages' ids, with the images' tokens placed, and
+        the vision inputs (None without images); decodes the images, so
+        it runs off the event loop."""
+        if images and self.engine.multimodal is None:
+            raise _invalid(f"the model '{self.model_name}' takes no images "
+                           "(its plan is not multimodal)", "messages")
         try:
             text = self.text.render_chat(
                 messages, add_generation_prompt=body.add_generation_prompt,
                 **(body.chat_template_kwargs or {}))
         except ChatTemplateError as e:
             raise _invalid(str(e), "messages") from e
-        return self.text.encode(text, special=False)
+        ids = self.text.encode(text, special=False)
+        try:
+            return image_prompt(ids, images, self.engine.multimodal,
+                                self.engine.load_images, self.model_name)
+        except ImageError as e:
+            raise _invalid(str(e), "messages") from e
 
     async def run(self, request: GenerationRequest, stop_strings,
                   http: Request):
@@ -406,9 +415,15 @@ def create_app(server: Server) -> FastAPI:
         server.check_model(body)
         if body.logprobs:
             raise _invalid("logprobs are not supported", "logprobs")
-        prompt = server.chat_prompt(body)
+        messages, images = server.chat_messages(body)
+        if images:  # decoding them takes a while: off the event loop
+            prompt, vision = await asyncio.get_running_loop(
+            ).run_in_executor(None, server.chat_prompt, body, messages,
+                              images)
+        else:
+            prompt, vision = server.chat_prompt(body, messages, images)
         max_tokens = body.max_completion_tokens or body.max_tokens
-        request, stops = server.sampling(body, prompt, max_tokens)
+        request, stops = server.sampling(body, prompt, max_tokens, vision)
         head = {"id": "chatcmpl-" + uuid.uuid4().hex,
                 "object": "chat.completion", "created": int(time.time()),
                 "model": server.model_name}

@@ -129,7 +129,9 @@ class TextModel:
                 **extra)
         except ChatTemplateError:
             raise
-        except jinja2.TemplateError as e:
+        except (jinja2.TemplateError, TypeError) as e:
+            # TypeError: e.g. a template that adds a list of content parts
+            # to a string.
             raise ChatTemplateError(f"the chat template failed: {e}") from e
 
 
