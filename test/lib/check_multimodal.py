@@ -12,12 +12,15 @@ reference for prompts with and without an image.
   transformers 5's get_rope_index for still images, text positions first;
   the head on the last position; decode positions advancing from the
   largest plus one). The greedy ids must be equal and every step's logits
-  within --rtol. The image prompts' inputs stay in W (`<case>.<input>.npy`)
+  within --rtol. Case `two` holds two images, which an encoder traced on
+  one (a static grid of one row) runs one at a time, the outputs' rows
+  concatenated in order. The image prompts' inputs stay in W (`<case>.<input>.npy`)
   with a few broken ones for the error tests (`bad.*.npy`). A --tiled
   folder (with multi_modal_projector.onnx) is fed as Llama 4's: the
   encoder's output flattened through the projector, the tokens' indices
   as positions, the language model's own logits.
-- GEN.npz: export_vlm.py's generate.npz (torch's greedy generate()): the
+- GEN.npz: export_vlm.py's generate.npz (torch's greedy generate()), or
+  two_images.py's generate_images.npz (several image files a prompt): the
   ids must be equal; the vision inputs are the saved ones the plan takes
   (`moec inspect --json`'s multimodal.given_inputs).
 
@@ -118,6 +121,7 @@ class OrtModel:
         self.side = int(round(vision.get("num_position_embeddings", 0) ** 0.5))
         self.grid_inputs = [i.name for i in self.encoder.get_inputs() if i.name in GRID_INPUTS]
         self.rows = self.lm.get_inputs()[0].shape[0]
+        self.encoder_images = [i.shape[0] for i in self.encoder.get_inputs() if i.name == "grid_thw"][0]
 
     def generate(self, prompt, vision, tokens):
         ids = np.array([prompt], np.int64)
@@ -127,13 +131,24 @@ class OrtModel:
         deep = np.zeros([0, hidden], np.float32)
         grids = []
         if mask.any():
-            feeds = dict(vision)
-            if self.grid_inputs:
-                rule = vision_rules.grid_inputs(vision["grid_thw"], self.merge, self.side)
-                feeds.update({k: rule[k] for k in self.grid_inputs})
-            features, deep = self.encoder.run(None, feeds)
-            embeds[mask] = features
             grids = vision["grid_thw"]
+            # An encoder of one image runs once per image (its grid row and
+            # patch rows), the outputs' rows concatenated in order.
+            one = self.encoder_images == 1
+            parts, start = [], 0
+            for k in range(len(grids)) if one else [None]:
+                feeds = dict(vision)
+                if one:
+                    n = int(np.prod(grids[k]))
+                    feeds = {"hidden_states": vision["hidden_states"][start:start + n], "grid_thw": grids[k:k + 1]}
+                    start += n
+                if self.grid_inputs:
+                    rule = vision_rules.grid_inputs(feeds["grid_thw"], self.merge, self.side)
+                    feeds.update({k: rule[k] for k in self.grid_inputs})
+                parts.append(self.encoder.run(None, feeds))
+            features = np.concatenate([p[0] for p in parts])
+            deep = np.concatenate([p[1] for p in parts])
+            embeds[mask] = features
         thw, delta = rope_index(prompt, grids, self.merge)
         seq = np.arange(len(prompt), dtype=np.int64)[None]
         rows = np.concatenate([seq, thw]) if self.rows == 4 else thw
@@ -218,12 +233,17 @@ def synthetic_cases(work):
         patches = rng.standard_normal([grid[0] * grid[1] * grid[2], 3]).astype(np.float32)
         prompt = [1, 2, 12] + [IMAGE_TOKEN] * tokens + [14, 5, 6]
         cases.append((name, prompt, {"hidden_states": patches, "grid_thw": np.array([grid], np.int64)}))
+    # Two images in one prompt, which an encoder of one runs one at a time.
+    grids = np.array([[1, 2, 4], [1, 4, 6]], np.int64)
+    patches = rng.standard_normal([32, 3]).astype(np.float32)
+    prompt = [1, 2, 12] + [IMAGE_TOKEN] * 2 + [14, 5, 12] + [IMAGE_TOKEN] * 6 + [14, 6]
+    cases.append(("two", prompt, {"hidden_states": patches, "grid_thw": grids}))
     cases.append(("text", [1, 2, 7, 9, 5], {}))
     for name, prompt, vision in cases:
         for key, array in vision.items():
             np.save(os.path.join(work, f"{name}.{key}.npy"), array)
-    # Wrong image size (16 patches for a 1 x 4 x 6 grid), two images for an
-    # encoder of one, patches of the wrong dtype and of the wrong width.
+    # Wrong image size (16 patches for a 1 x 4 x 6 grid), two grids for the
+    # patches of one, patches of the wrong dtype and of the wrong width.
     np.save(os.path.join(work, "bad.hidden_16.npy"), rng.standard_normal([16, 3]).astype(np.float32))
     np.save(os.path.join(work, "bad.grid_two.npy"), np.array([[1, 4, 6], [1, 2, 4]], np.int64))
     np.save(os.path.join(work, "bad.hidden_i64.npy"), np.ones([24, 3], np.int64))
@@ -353,7 +373,7 @@ def main():
             images, pixels = [], {}
             if f"pixel_values_{name}" in ref.files:
                 # An image file through the plan's image processor.
-                images = [os.path.join(args.folder, str(ref[f"image_file_{name}"]))]
+                images = [os.path.join(args.folder, str(f)) for f in np.atleast_1d(ref[f"image_file_{name}"])]
                 pixels = {"hidden_states": ref[f"pixel_values_{name}"], "grid_thw": ref[f"image_grid_thw_{name}"]}
             work = os.path.join(args.workdir, name)
             got, _ = generate(args, plan, prompt, vision, work, len(want), images)
@@ -362,8 +382,9 @@ def main():
                 ok &= compare_saved(name, work, pixels, args.resize_tol if "resized" in name else 0.0)
             grids = pixels.get("grid_thw", vision.get("grid_thw"))
             helper = os.path.join(args.folder, "vision_inputs.onnx")
-            if grids is not None and os.path.exists(helper):
-                # The rule against the exporter's own helper, in onnxruntime.
+            if grids is not None and len(grids) == 1 and os.path.exists(helper):
+                # The rule against the exporter's own helper, in onnxruntime
+                # (traced on one image, it takes one).
                 import onnxruntime as ort
 
                 session = ort.InferenceSession(helper, providers=["CPUExecutionProvider"])

@@ -136,19 +136,10 @@ def scenario(server, args, tok, images):
               f"{want}, usage {used}")
     if len(images) > 1:
         ids = prompt_ids(tok, [tokens_of(i) for i in images])
-        try:
-            want, _ = moe_run(args.plan, ids, images, os.path.join(args.workdir, "all"))
-        except Failure as e:
-            if "takes at most 1" not in str(e):
-                raise
-            want = None
-        if want is None:
-            bad(server, message(images), f"{len(images)} images for an encoder of one",
-                "encoder takes at most 1 per prompt")
-        else:
-            got, used = chat(server, message(images))
-            check(got == want and used == len(ids),
-                  f"{len(images)} images in one message: moe-run --image x {len(images)}'s ids {want}")
+        want, _ = moe_run(args.plan, ids, images, os.path.join(args.workdir, "all"))
+        got, used = chat(server, message(images))
+        check(got == want and used == len(ids),
+              f"{len(images)} images in one message: moe-run --image x {len(images)}'s ids {want}")
     text = [{"role": "user", "content": "describe this"}]
     t = tok.token_to_id
     ids = [t("<|im_start|>"), t("user"), t("describe"), t("this"), t("<|im_end|>"), t("<|im_start|>"),

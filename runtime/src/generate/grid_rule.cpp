@@ -177,10 +177,6 @@ absl::StatusOr<std::vector<ImageGrid>> readImageGrids(const MultimodalDesc &mm,
         absl::StrJoin(grid.shape, ", "),
         "]; it holds each image's (t, h, w) patch grid, i64 [images, 3]"));
   int64_t images = grid.shape[0];
-  if (mm.maxImages && images > mm.maxImages)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vision input '", mm.imageGrid, "' has ", images,
-        " images but the plan's vision encoder takes at most ", mm.maxImages));
   std::vector<ImageGrid> grids(images);
   const int64_t *values = static_cast<const int64_t *>(grid.data);
   for (int64_t i = 0; i < images; ++i)

@@ -42,8 +42,8 @@ NamedTensor gridFeedTensor(const GridTensors &grid, const FeedDesc &feed);
 /// Whether `kind` is one of the grid rule's.
 bool isGridFeed(FeedKind kind);
 
-/// The images' grids from the plan's grid input, i64 [images, 3], at most
-/// the plan's image count.
+/// The images' grids from the plan's grid input, i64 [images, 3] (any
+/// count: the prefill runs more than the encoder takes one at a time).
 absl::StatusOr<std::vector<ImageGrid>> readImageGrids(const MultimodalDesc &mm,
                                                       const TensorData &grid);
 

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace moert {
 namespace {
@@ -33,7 +34,21 @@ struct PromptRun {
   detail::GridTensors grid;
   /// Buffers a feed computed, kept until the stage ran.
   std::vector<std::vector<uint8_t>> scratch;
+  /// Where the Vision stages ran an image at a time: the outputs later
+  /// stages read, each the images' rows in order, by (stage, output).
+  std::map<std::pair<int, std::string>, NamedTensor> visionOutputs;
 };
+
+/// Output `name` of stage `stage`: the images' rows in order where the
+/// Vision stages ran an image at a time, else the stage's session's.
+absl::StatusOr<TensorData> stageOutput(const PromptRun &run,
+                                       Generator::Impl &impl, int stage,
+                                       const std::string &name) {
+  auto it = run.visionOutputs.find({stage, name});
+  if (it != run.visionOutputs.end())
+    return it->second.view();
+  return impl.stages[stage]->output(name);
+}
 
 /// The vision inputs by name, checked against the plan's: each known and
 /// given once, every one given when the prompt has image tokens, none
@@ -97,7 +112,7 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
   }
   case FeedKind::StageOutput: {
     MOERT_ASSIGN_OR_RETURN(TensorData out,
-                           impl.stages[feed.stage]->output(feed.output));
+                           stageOutput(run, impl, feed.stage, feed.output));
     return session.setInput(feed.input, out.dtype, out.shape, out.data,
                             out.bytes);
   }
@@ -112,7 +127,7 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
     if (run.images) {
       MOERT_ASSIGN_OR_RETURN(
           TensorData features,
-          impl.stages[mm.imageFeaturesStage]->output(mm.imageFeatures));
+          stageOutput(run, impl, mm.imageFeaturesStage, mm.imageFeatures));
       int64_t tokens =
           std::count(run.ids.begin(), run.ids.end(), mm.imageTokenId);
       if (features.shape[0] != tokens || features.shape[1] != width)
@@ -183,6 +198,140 @@ absl::Status computeGrid(PromptRun &run,
   return absl::OkStatus();
 }
 
+/// Whether the prompt's `grids.size()` images run through the Vision
+/// stages one at a time: more than the encoder takes (the exports' take
+/// one). Each image's inputs are then its row of the grid and its rows of
+/// the pixel patches, so every other given input must be per-patch rows,
+/// f32 [p, F], as many as the grids' patches.
+absl::StatusOr<bool> oneAtATime(const PromptRun &run,
+                                const std::vector<detail::ImageGrid> &grids) {
+  const MultimodalDesc &mm = run.mm;
+  int64_t images = static_cast<int64_t>(grids.size());
+  if (!mm.maxImages || images <= mm.maxImages)
+    return false;
+  int64_t patches = 0;
+  for (int64_t i = 0; i < images; ++i) {
+    const detail::ImageGrid &g = grids[i];
+    if (g.t < 1 || g.h < 1 || g.w < 1 || g.t > (1 << 20) || g.h > (1 << 20) ||
+        g.w > (1 << 20) || g.t * g.h > (1 << 30) / g.w)
+      return absl::InvalidArgumentError(
+          absl::StrCat("image ", i, " has grid ", g.t, " x ", g.h, " x ", g.w,
+                       "; each of t, h, w must be at least 1"));
+    patches += g.t * g.h * g.w;
+  }
+  for (const auto &[name, t] : run.given) {
+    if (name == mm.imageGrid)
+      continue;
+    if (t->dtype != DType::F32 || t->shape.size() != 2)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vision input '", mm.imageGrid, "' has ", images,
+          " images but the plan's vision encoder takes at most ", mm.maxImages,
+          ", and vision input '", name,
+          "' is no per-patch f32 [p, F] input to split the images by"));
+    if (t->shape[0] != patches)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vision input '", name, "' has ", t->shape[0],
+          " patches but the grids in '", mm.imageGrid, "' make ", patches));
+  }
+  return true;
+}
+
+/// Runs the Vision stages once per image, on its row of the grid and its
+/// rows of the patches, and keeps the outputs later stages read, the
+/// images' rows concatenated in order (the exports' encoders attend within
+/// an image, so this is what one run over all of them gives).
+absl::Status runImagesOneAtATime(PromptRun &run, Generator::Impl &impl,
+                                 const std::vector<detail::ImageGrid> &grids,
+                                 double &seconds) {
+  const MultimodalDesc &mm = run.mm;
+  std::set<std::pair<int, std::string>> read = {
+      {mm.imageFeaturesStage, mm.imageFeatures}};
+  for (const StageDesc &stage : mm.stages)
+    if (stage.role != StageRole::Vision)
+      for (const FeedDesc &feed : stage.feeds)
+        if (feed.kind == FeedKind::StageOutput &&
+            mm.stages[feed.stage].role == StageRole::Vision)
+          read.insert({feed.stage, feed.output});
+  std::map<std::string, const TensorData *> all = run.given;
+  int64_t first = 0;
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const detail::ImageGrid &g = grids[i];
+    int64_t patches = g.t * g.h * g.w;
+    std::vector<TensorData> parts;
+    parts.reserve(all.size());
+    run.given.clear();
+    for (const auto &[name, t] : all) {
+      const uint8_t *data = static_cast<const uint8_t *>(t->data);
+      if (name == mm.imageGrid) {
+        parts.push_back({DType::I64, {1, 3}, data + i * 24, 24});
+      } else {
+        size_t row = t->bytes / static_cast<size_t>(t->shape[0]);
+        parts.push_back({t->dtype,
+                         {patches, t->shape[1]},
+                         data + first * row,
+                         patches * row});
+      }
+      run.given[name] = &parts.back();
+    }
+    first += patches;
+    absl::Status status = computeGrid(run, {g});
+    for (size_t s = 0; s < mm.stages.size() && status.ok(); ++s) {
+      const StageDesc &stage = mm.stages[s];
+      if (stage.role != StageRole::Vision)
+        continue;
+      Session &session = *impl.stages[s];
+      for (const FeedDesc &feed : stage.feeds)
+        if (status.ok())
+          status = setFeed(run, impl, session, feed);
+      auto start = std::chrono::steady_clock::now();
+      if (status.ok())
+        status = session.run();
+      seconds += std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+      if (!status.ok())
+        status =
+            absl::Status(status.code(), absl::StrCat("stage '", stage.name,
+                                                     "': ", status.message()));
+      run.scratch.clear();
+    }
+    for (const auto &[stage, name] : read) {
+      if (!status.ok())
+        break;
+      absl::StatusOr<TensorData> out = impl.stages[stage]->output(name);
+      if (!out.ok()) {
+        status = out.status();
+        break;
+      }
+      auto [it, added] = run.visionOutputs.try_emplace({stage, name});
+      NamedTensor &kept = it->second;
+      if (added) {
+        kept = {name, out->dtype, out->shape, {}};
+        kept.shape[0] = 0;
+      }
+      if (out->shape.empty() || out->dtype != kept.dtype ||
+          !std::equal(out->shape.begin() + 1, out->shape.end(),
+                      kept.shape.begin() + 1, kept.shape.end())) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "stage '", mm.stages[stage].name, "': output '", name, "' is [",
+            absl::StrJoin(out->shape, ", "), "], which does not add rows to [",
+            absl::StrJoin(kept.shape, ", "), "] of the images before"));
+        break;
+      }
+      kept.shape[0] += out->shape[0];
+      const uint8_t *bytes = static_cast<const uint8_t *>(out->data);
+      kept.bytes.insert(kept.bytes.end(), bytes, bytes + out->bytes);
+    }
+    if (!status.ok()) {
+      run.given = all;
+      return absl::Status(status.code(),
+                          absl::StrCat("image ", i, ": ", status.message()));
+    }
+  }
+  run.given = all;
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
@@ -198,15 +347,18 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   detail::resetCaches(impl);
   length_ = 0;
   times_.visionSeconds = 0;
-  PromptRun run{mm, prompt, {}, false, {}, {}, {}};
+  PromptRun run{mm, prompt, {}, false, {}, {}, {}, {}};
   int64_t imageTokens =
       std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
   MOERT_RETURN_IF_ERROR(checkGiven(run, vision, imageTokens));
   std::vector<detail::ImageGrid> grids;
+  bool split = false;
   if (run.images && !mm.imageGrid.empty()) {
     MOERT_ASSIGN_OR_RETURN(
         grids, detail::readImageGrids(mm, *run.given.at(mm.imageGrid)));
-    MOERT_RETURN_IF_ERROR(computeGrid(run, grids));
+    MOERT_ASSIGN_OR_RETURN(split, oneAtATime(run, grids));
+    if (!split)
+      MOERT_RETURN_IF_ERROR(computeGrid(run, grids));
   }
   detail::PromptPositions positions;
   if (std::all_of(
@@ -236,9 +388,12 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
     length_ = static_cast<int64_t>(prompt.size());
     return readLogits(decode);
   }
+  if (split)
+    MOERT_RETURN_IF_ERROR(
+        runImagesOneAtATime(run, impl, grids, times_.visionSeconds));
   for (size_t s = 0; s < mm.stages.size(); ++s) {
     const StageDesc &stage = mm.stages[s];
-    if (stage.role == StageRole::Vision && !run.images)
+    if (stage.role == StageRole::Vision && (!run.images || split))
       continue;
     Session &session = *impl.stages[s];
     for (const FeedDesc &feed : stage.feeds) {

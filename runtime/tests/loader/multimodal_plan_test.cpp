@@ -95,6 +95,38 @@ TEST(MultimodalPlan, LoadsAndGenerates) {
               HasSubstr("need one more image than the 1 given"));
 }
 
+// Tests that a prompt of more images than the vision stage takes (one) runs
+// it once per image: each image's rows reach its tokens, in order, and
+// patches that are not the grids' count are an error.
+TEST(MultimodalPlan, RunsImagesOneAtATime) {
+  std::vector<uint8_t> bytes = writePlan();
+  auto plan = load(bytes);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->multimodal()->maxImages, 1);
+  auto gen = Generator::create(**plan, {/*threads=*/1});
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  // Images of 1 x 1 x 2 and 1 x 1 x 1 patches.
+  std::vector<float> pixels = {0.5f, -0.25f, 2.0f, 1.0f, -3.0f, 0.75f};
+  std::vector<int64_t> grids = {1, 1, 2, 1, 1, 1};
+  VisionInputs vision = {{"pixels", {DType::F32, {3, kDim}, pixels.data(), 24}},
+                         {"grid", {DType::I64, {2, 3}, grids.data(), 48}}};
+  std::vector<int64_t> prompt = {1, kImageToken, kImageToken, 2, kImageToken};
+  ASSERT_TRUE((*gen)->prefill(prompt, vision).ok());
+  ASSERT_TRUE((*gen)->decode(3).ok());
+  std::vector<float> rows = {kEmbed[2], kEmbed[3], pixels[0], pixels[1],
+                             pixels[2], pixels[3], kEmbed[4], kEmbed[5],
+                             pixels[4], pixels[5]};
+  std::vector<float> want = decodeLogits(rows, {3});
+  for (int64_t v = 0; v < kVocab; ++v)
+    EXPECT_NEAR((*gen)->logits()[v], want[v], 1e-5);
+  vision[0].second.shape[0] = 2;
+  vision[0].second.bytes = 16;
+  absl::Status status = (*gen)->prefill(prompt, vision);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("vision input 'pixels' has 2 patches but the grids in "
+                        "'grid' make 3"));
+}
+
 /// The load error of the plan with `edit` applied.
 std::string loadError(const std::function<void(PlanWriter &)> &edit) {
   auto plan = load(writePlan(edit));

@@ -64,6 +64,9 @@ class Sequence:
         self.finished: Optional[float] = None
         self.new_tokens = 0
         self.finish_reason: Optional[str] = None
+        #: Whether the runtime refused the request's prompt or images
+        #: (ValueError) before it drew an id: the client's error.
+        self.refused = False
 
     def cancel(self):
         """Asks the engine to stop this sequence; safe from any thread and
@@ -285,6 +288,7 @@ class GeneratorSlots(Engine):
             GeneratorSlots._finish(seq, "cancelled", None)
             return
         except Exception as e:  # a prompt or options moert refuses
+            seq.refused = isinstance(e, ValueError) and seq.new_tokens == 0
             GeneratorSlots._finish(seq, "error", f"{type(e).__name__}: {e}")
             return
         stopped = bool(ids) and ids[-1] in r.stop_ids

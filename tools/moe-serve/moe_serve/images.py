@@ -142,10 +142,6 @@ def image_prompt(ids: list, images: list, multimodal: Optional[dict],
             "image part, and text may not hold image tokens")
     if not images:
         return ids, None
-    most = multimodal["max_images"]
-    if most and len(images) > most:
-        raise ImageError(f"{len(images)} images, but the model's vision "
-                         f"encoder takes at most {most} per prompt")
     try:
         vision = load_images(images)
     except ValueError as e:

@@ -284,6 +284,9 @@ class Server:
                 ended = True
                 _, reason, error = item
                 self.metrics.observe(seq)
+                if reason == "error" and seq.refused:
+                    raise _invalid(error or "the runtime refused the "
+                                   "request")
                 if reason == "error":
                     raise ApiError(500, error or "generation failed",
                                    "server_error")
