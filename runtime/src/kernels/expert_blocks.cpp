@@ -95,12 +95,16 @@ void project(const float *x, int64_t n, int64_t K, const void *w,
 
 /// project() of expert e's matrix in `slot` (`out` outputs of K inputs,
 /// stored as f.weightType, or block-quantized) for x [n, K] and the output
-/// columns [c0, c0 + m), with the bias in `bias`.
+/// columns [c0, c0 + m), with the bias in `bias`; `xq` is x quantized for
+/// the slot's matrix, or null (block-quantized weights with int8
+/// activations).
 void projectSlot(const Ffn &f, Slot slot, int64_t e, const float *x, int64_t n,
                  int64_t K, int64_t out, int64_t c0, int64_t m,
-                 const float *bias, float *c, int64_t ldc) {
+                 const float *bias, float *c, int64_t ldc,
+                 const Int8Activations *xq = nullptr) {
   if (f.blockQuant)
-    return quantProject(x, n, f.matrix(slot, e), c0, m, bias, c, ldc);
+    return quantProject(x, n, f.matrix(slot, e), c0, m, bias, c, ldc,
+                        QuantKernel::Auto, xq);
   project(x, n, K, f.weight(slot, e), f.weightType, out, f.inOut, c0, m,
           f.scale(slot, e), bias, c, ldc);
 }
@@ -179,32 +183,33 @@ void activate(const Ffn &f, int64_t r0, int64_t r1, int64_t m, const float *g,
 
 /// Expert `e`'s first projection and activation for rows x[n, H] and the
 /// intermediate columns [f0, f0 + m): writes a[n, m] (leading dimension
-/// lda).
+/// lda). `xq` is x quantized for w1 and w3, or null.
 void firstLayer(const Ffn &f, int64_t e, const float *x, int64_t n, int64_t f0,
-                int64_t m, float *a, int64_t lda) {
+                int64_t m, float *a, int64_t lda, const Int8Activations *xq) {
   const int64_t H = f.sizes.hidden, F = f.sizes.inter, W1 = f.sizes.w1Out;
   const float *b1 = f.at(kB1, e);
   const float *g = a, *u = nullptr;
   int64_t ld = lda, step = 1;
   if (!f.gated) {
-    projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, a, lda);
+    projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, a, lda, xq);
   } else {
     float *buffer = scratch<float>(Scratch::Task, 2 * n * m);
     if (f.fused && f.interleaved) {
       // Gate and up alternate: one GEMM over outputs [2 f0, 2 (f0 + m)).
-      projectSlot(f, kW1, e, x, n, H, W1, 2 * f0, 2 * m, b1, buffer, 2 * m);
+      projectSlot(f, kW1, e, x, n, H, W1, 2 * f0, 2 * m, b1, buffer, 2 * m, xq);
       g = buffer;
       u = buffer + 1;
       ld = 2 * m;
       step = 2;
     } else {
       // Gate and up from w1's two halves, or from w1 and w3.
-      projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, buffer, m);
+      projectSlot(f, kW1, e, x, n, H, W1, f0, m, b1, buffer, m, xq);
       if (f.fused)
-        projectSlot(f, kW1, e, x, n, H, W1, F + f0, m, b1, buffer + n * m, m);
+        projectSlot(f, kW1, e, x, n, H, W1, F + f0, m, b1, buffer + n * m, m,
+                    xq);
       else
         projectSlot(f, kW3, e, x, n, H, F, f0, m, f.at(kB3, e), buffer + n * m,
-                    m);
+                    m, xq);
       g = buffer;
       u = buffer + n * m;
       ld = m;
@@ -313,6 +318,31 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
   }
   float *a = scratch<float>(Scratch::Step, aSize);
   float *partials = scratch<float>(Scratch::Partial, partSize);
+  // Block-quantized experts with int8 activations: each segment's rows
+  // quantized once per layer for all of its column blocks (w1 and w3 share
+  // their columns, hence their quantization).
+  const bool int8 = f.blockQuant && f.quant[kW1].int8Activations;
+  std::vector<Int8Activations> xq(int8 ? segments.size() : 0),
+      aq(int8 ? segments.size() : 0);
+  int64_t roundRows = 0;
+  for (const Segment &s : segments)
+    roundRows += s.rows;
+  auto quantizeSegments = [&](std::vector<Int8Activations> &q, Slot slot,
+                              const float *in, int64_t K, bool rounds) {
+    auto one = [&](int64_t i) {
+      const Segment &s = segments[i];
+      quantizeActivations(rounds ? in + s.aOffset : in + s.row * K, s.rows,
+                          f.matrix(slot, s.expert), q[i]);
+    };
+    // A decoding step's few rows: on this thread, sparing the pool a phase.
+    if (roundRows <= 2 * kQuantStreamRows) {
+      for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i)
+        one(i);
+      return;
+    }
+    forEachItem(pool, static_cast<int64_t>(q.size()), one);
+  };
+  quantizeSegments(xq, kW1, x, H, false);
   // The partial product of split block b of weights [K, out] into its slot
   // of the segment's partials (w3's after all of w1's).
   auto partial = [&](const Block &b, const float *input, int64_t K, int64_t out,
@@ -334,7 +364,7 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partial(b, xs, H, F, (H + kPartRows - 1) / kPartRows * s.rows * W1);
     else
       firstLayer(f, s.expert, xs, s.rows, b.col, b.cols, a + s.aOffset + b.col,
-                 F);
+                 F, int8 ? &xq[b.segment] : nullptr);
   });
   forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
     const Segment &s = segments[split[i]];
@@ -353,6 +383,7 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
                                      : sum + F;
     activate(f, 0, n, F, sum, u, W1, f.interleaved ? 2 : 1, a + s.aOffset, F);
   });
+  quantizeSegments(aq, kW2, a, F, true);
   forEachItem(pool, static_cast<int64_t>(second.size()), [&](int64_t i) {
     const Block &b = second[i];
     const Segment &s = segments[b.segment];
@@ -360,7 +391,8 @@ void runRound(ThreadPool &pool, const Ffn &f, const float *x,
       partial(b, a + s.aOffset, F, H, 0);
     else
       projectSlot(f, kW2, s.expert, a + s.aOffset, s.rows, F, H, b.col, b.cols,
-                  f.at(kB2, s.expert), y + s.row * H + b.col, H);
+                  f.at(kB2, s.expert), y + s.row * H + b.col, H,
+                  int8 ? &aq[b.segment] : nullptr);
   });
   forEachItem(pool, static_cast<int64_t>(split.size()), [&](int64_t i) {
     const Segment &s = segments[split[i]];
