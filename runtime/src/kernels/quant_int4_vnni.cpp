@@ -24,8 +24,18 @@
 //   lanes' scales and zero points are permuted into place); multiples of
 //   128 one block. Other block sizes take the AVX2 kernel.
 //
-// Every row of activations is computed alike whatever the row count, so
-// decode rows are batch-invariant, as with the other int4 kernels.
+// Prompts (VnniForm::Tiles, from kVnniTileRows rows): reading and unpacking
+// each weight row once per four rows of activations would cost as much as
+// the products, so tiles of weight rows are unpacked once for all rows: the
+// codes minus their zero points as signed bytes and, per lane, -128 times
+// their sum, so that vpdpbusd on the activation codes plus 128 (unsigned)
+// gives the same exact integers sum a (q - z) with no zero-point term per
+// row. Each 4 x 3 block of outputs sums in registers over the columns, with
+// the scales and the accumulation of the row kernel; the next tile's codes
+// and scales are prefetched while a tile computes.
+//
+// Every row of activations is computed alike whatever the row count and
+// form, so rows are batch-invariant, as with the other int4 kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -415,6 +425,51 @@ TileBlockFn tileBlockFor(int64_t nr, int64_t nc) {
   return table[nr - 1][nc - 1];
 }
 
+/// Prefetches into L2 the codes, scales and zero points of weight rows
+/// [row, row + count) of w, in `steps` calls of step(): unpacking them
+/// from memory would stall on the loads of both codes and scales.
+class TilePrefetch {
+public:
+  TilePrefetch(const BlockQuantMatrix &w, int64_t row, int64_t count,
+               int64_t steps) {
+    if (count <= 0)
+      return;
+    const int64_t scaleBytes = w.halfScales ? 2 : 4;
+    add(w.codes + row * w.rowBytes(), count * w.rowBytes());
+    add(static_cast<const char *>(w.scales) + row * w.blocks() * scaleBytes,
+        count * w.blocks() * scaleBytes);
+    if (w.zeroPoints)
+      add(w.zeroPoints + row * w.zeroPointRowBytes(),
+          count * w.zeroPointRowBytes());
+    int64_t lines = 0;
+    for (int p = 0; p < parts_; ++p)
+      lines += lines_[p];
+    perStep_ = (lines + steps - 1) / steps;
+  }
+
+  /// Prefetches the next few lines.
+  void step() {
+    for (int64_t k = 0; k < perStep_ && part_ < parts_; ++k) {
+      _mm_prefetch(starts_[part_] + 64 * line_, _MM_HINT_T1);
+      if (++line_ == lines_[part_]) {
+        line_ = 0;
+        ++part_;
+      }
+    }
+  }
+
+private:
+  void add(const void *start, int64_t bytes) {
+    starts_[parts_] = static_cast<const char *>(start);
+    lines_[parts_++] = (bytes + 63) / 64;
+  }
+
+  const char *starts_[3] = {};
+  int64_t lines_[3] = {};
+  int parts_ = 0, part_ = 0;
+  int64_t line_ = 0, perStep_ = 0;
+};
+
 /// projectInt4Vnni by tiles of weight rows unpacked once for all of xq's n
 /// rows, each block of kTileRows x kTileCols outputs summed in registers.
 void projectTiles(const Int8Activations &xq, int64_t n,
@@ -424,10 +479,11 @@ void projectTiles(const Int8Activations &xq, int64_t n,
   thread_local std::vector<WeightChunk> tile;
   const int64_t chunks = (xq.rowCodes() + kChunk - 1) / kChunk;
   prepareTiles(xq, n, chunks, cb, a);
-  // About 192 KiB of unpacked weights: L2-resident while every group of
-  // rows of x passes over them.
+  // About 32 KiB of unpacked weights, in L1 while every group of rows of x
+  // passes over them: small tiles leave only the first one's data to come
+  // from memory unprefetched.
   const int64_t tileRows = std::min<int64_t>(
-      m, std::max<int64_t>(kTileCols, (192 << 10) / (chunks * 256) / kTileCols *
+      m, std::max<int64_t>(kTileCols, (32 << 10) / (chunks * 256) / kTileCols *
                                           kTileCols));
   tile.resize(size_t(tileRows * chunks));
   const bool half = w.halfScales, zeros = w.zeroPoints != nullptr;
@@ -440,10 +496,15 @@ void projectTiles(const Int8Activations &xq, int64_t n,
     else
       zeros ? unpackRows<false, true>(w, r0 + j0, rows, chunks, cb, t)
             : unpackRows<false, false>(w, r0 + j0, rows, chunks, cb, t);
+    // The next tile's data, fetched into L2 while this tile computes.
+    TilePrefetch next(w, r0 + j0 + rows, std::min(tileRows, m - j0 - rows),
+                      (n + kTileRows - 1) / kTileRows *
+                          ((rows + kTileCols - 1) / kTileCols));
     for (int64_t i = 0; i < n; i += kTileRows) {
       const int64_t nr = std::min<int64_t>(kTileRows, n - i);
       for (int64_t j = 0; j < rows; j += kTileCols) {
         const int64_t nc = std::min<int64_t>(kTileCols, rows - j);
+        next.step();
         float out[kTileRows * kTileCols];
         tileBlockFor(nr, nc)(a.data() + i * chunks, t + j * chunks, chunks,
                              out);
