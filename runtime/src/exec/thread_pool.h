@@ -1,8 +1,11 @@
 //===- thread_pool.h - A small fork-join thread pool ------------*- C++ -*-===//
 //
-// Kernels split their work with `parallelFor`; the calling thread takes part,
-// idle workers sleep on a condition variable (no spinning, so that OpenBLAS's
-// own threads and other processes keep the cores).
+// Kernels split their work with `parallelFor`; the calling thread takes part.
+// Idle workers poll for the next job for a while (MOERT_SPIN_US, default 200
+// microseconds) before they sleep on a condition variable: a decode step is
+// dozens of jobs microseconds apart, and a worker woken through the kernel
+// arrived after the caller had taken most of each job (docs/architecture.md,
+// "Threads").
 //
 //===----------------------------------------------------------------------===//
 
