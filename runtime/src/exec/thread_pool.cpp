@@ -130,8 +130,7 @@ struct ThreadPool::State {
     for (int64_t block = claim(gen, count); block >= 0;
          block = claim(gen, count)) {
       job(jobFn, size * block / count, size * (block + 1) / count);
-      if (finished.fetch_add(1) + 1 == count &&
-          callerSleeps.load()) {
+      if (finished.fetch_add(1) + 1 == count && callerSleeps.load()) {
         std::lock_guard<std::mutex> lock(mutex);
         done.notify_all();
       }
@@ -148,7 +147,8 @@ struct ThreadPool::State {
       if (!spinUntil(fresh)) {
         std::unique_lock<std::mutex> lock(mutex);
         sleepers.fetch_add(1);
-        wake.wait(lock, [&] { return stop.load() || generation.load() != seen; });
+        wake.wait(lock,
+                  [&] { return stop.load() || generation.load() != seen; });
         sleepers.fetch_sub(1);
       }
       if (stop.load())
@@ -201,9 +201,7 @@ void ThreadPool::run(int64_t n, int64_t blocks, Thunk thunk, void *fn) {
     s.wake.notify_all();
   }
   s.work(gen);
-  auto allDone = [&] {
-    return s.finished.load() == blocks;
-  };
+  auto allDone = [&] { return s.finished.load() == blocks; };
   if (spinUntil(allDone))
     return;
   std::unique_lock<std::mutex> lock(s.mutex);

@@ -58,6 +58,13 @@ constexpr int kRowGroup = 4;
 constexpr int64_t kSlabRows = 8;
 /// Weight rows per block when x's slab does not fit in L1 with them.
 constexpr int64_t kBlockRows = 16;
+/// How far ahead of the weight row being read one weight row at a time
+/// prefetches, by the bytes of a weight (bench/README.md, "Prefetching 8 KiB
+/// ahead"): bf16, f16 and int8 rows read 7-20% faster at 8 KiB than with
+/// none; f32 rows at 8 KiB were no faster than at 2 KiB in whole-model
+/// decode.
+template <typename T>
+constexpr int64_t kPrefetchAhead = sizeof(T) == 4 ? 2048 : 8192;
 /// The most bytes of x (a slab's rows over all of K) that one weight row at
 /// a time reads from L1 (half of a 48 KiB L1; beyond, x's rows come from L2
 /// for every weight row).
@@ -192,10 +199,10 @@ template <int R, typename W>
 MOERT_ALWAYS_INLINE void
 slabRows(const float *x, int64_t K, const typename W::T *w, int64_t m,
          const float *scale, const float *bias, float *c, int64_t ldc) {
-  const int64_t ahead = sizeof(typename W::T) == 4 ? 2048 : 0;
   for (int64_t j = 0; j < m; ++j)
-    slabRow<R, W>(x, K, w + j * K, ahead, scale ? scale + j : nullptr,
-                  bias ? bias + j : nullptr, c + j, ldc);
+    slabRow<R, W>(x, K, w + j * K, kPrefetchAhead<typename W::T>,
+                  scale ? scale + j : nullptr, bias ? bias + j : nullptr, c + j,
+                  ldc);
 }
 
 /// [out, K] weights on 16 lanes. Where a slab of x fits in L1 beside a weight
@@ -203,8 +210,8 @@ slabRows(const float *x, int64_t K, const typename W::T *w, int64_t m,
 /// sequential stream, which the hardware prefetchers of the AVX-512 CPUs
 /// measured keep up with where the column tiles' eight concurrent streams of
 /// a page or two each did not (bench/README.md, "Decode at the memory bus on
-/// AVX-512"); f32 rows read faster with a software prefetch 2 KiB ahead,
-/// narrower weights did not. Larger slabs go chunk by chunk through blocks of
+/// AVX-512"), with a software prefetch kPrefetchAhead bytes ahead. Larger
+/// slabs go chunk by chunk through blocks of
 /// kBlockRows weight rows, prefetching each row's next chunk, so that x's
 /// chunk is read from L1 (bench/README.md, "Several rows per weight row").
 /// Slabs of kSlabRows rows of x.
