@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <vector>
 
+#include <time.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -29,6 +31,16 @@ inline double seconds() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+/// The process's CPU seconds (all its threads): with the pool's threads
+/// busy for a whole product, CPU seconds over THREADS is its time on the
+/// cores, which other processes' load does not stretch as it stretches
+/// wall time (memory contention still counts).
+inline double cpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 /// The largest of words [b, e) (a multiple of 8 apart), at the speed of

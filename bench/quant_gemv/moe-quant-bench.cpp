@@ -17,7 +17,8 @@
 // measures the read bandwidth (a max-reduce over 512 MiB on the same threads)
 // and then the product; the best of each over the rounds is printed, with the
 // product's rate of weight bytes (codes, scales, zero points) as a share of the
-// bandwidth.
+// bandwidth, and the rates in multiply-adds and per CPU second (the rate with
+// the cores to itself, which other processes' load does not dilute).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +38,7 @@
 using moert::detail::BlockQuantMatrix;
 using moert::detail::ThreadPool;
 
+using moec::bench::cpuSeconds;
 using moec::bench::readBandwidth;
 using moec::bench::seconds;
 
@@ -122,11 +124,11 @@ int main(int argc, char **argv) {
   // As the MatMulNBits step shares out weight rows.
   const int64_t grain =
       std::max<int64_t>(16, (rows + threads * 4 - 1) / (threads * 4));
-  double bandwidth = 0, product = 0;
+  double bandwidth = 0, product = 0, perCpu = 0;
   for (int round = 0; round < 5; ++round) {
     bandwidth = std::max(bandwidth, readBandwidth(pool, words));
     const int reps = std::max(copies * 2, 64);
-    double start = seconds();
+    double start = seconds(), cpuStart = cpuSeconds();
     for (int rep = 0; rep < reps; ++rep) {
       const BlockQuantMatrix &w = matrices[rep % copies];
       pool.parallelFor(rows, grain, [&](int64_t j0, int64_t j1) {
@@ -141,15 +143,19 @@ int main(int argc, char **argv) {
       });
     }
     product = std::max(product, matrixBytes * reps / (seconds() - start) / 1e9);
+    perCpu = std::max(perCpu, matrixBytes * reps * threads /
+                                  (cpuSeconds() - cpuStart) / 1e9);
   }
-  // Multiply-adds per second: weights per byte times rows of x.
-  const double macs = product * double(rows * cols) / matrixBytes * xRows;
+  // Multiply-adds per second: weights per byte times rows of x; per CPU
+  // second (THREADS times the process's CPU time), which the load of other
+  // processes does not dilute.
+  const double macs = double(rows * cols) / matrixBytes * xRows;
   std::printf("%s: %lld x %lld int%d block %lld%s, %lld row(s), %d thread(s): "
-              "%.2f GB/s of weights (%.1f G multiply-adds/s), read bandwidth "
-              "%.2f GB/s, %.0f%%\n",
+              "%.2f GB/s of weights (%.1f G multiply-adds/s; per CPU second "
+              "%.2f GB/s, %.1f G), read bandwidth %.2f GB/s, %.0f%%\n",
               label.c_str(), (long long)rows, (long long)cols, bits,
               (long long)blockSize, zeroPoints ? " zero points" : "",
-              (long long)xRows, threads, product, macs, bandwidth,
-              100.0 * product / bandwidth);
+              (long long)xRows, threads, product, product * macs, perCpu,
+              perCpu * macs, bandwidth, 100.0 * product / bandwidth);
   return 0;
 }

@@ -49,6 +49,7 @@
 using moert::detail::StreamWeights;
 using moert::detail::ThreadPool;
 
+using moec::bench::cpuSeconds;
 using moec::bench::readBandwidth;
 using moec::bench::seconds;
 
@@ -58,16 +59,6 @@ namespace {
 constexpr int64_t kGemmColumns = 256;
 /// Weight rows per [K, N] streamed block, as the experts' split blocks.
 constexpr int64_t kPartRows = 128;
-
-/// The process's CPU seconds (all its threads): with the pool's threads
-/// busy for a whole product, CPU seconds over THREADS is its time on the
-/// cores, which other processes' load does not stretch as it stretches
-/// wall time (memory contention still counts).
-double cpuSeconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
 
 std::vector<int64_t> rowCounts(const char *list) {
   std::vector<int64_t> rows;
