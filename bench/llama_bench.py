@@ -29,9 +29,10 @@ shared machine are noise). It does, once, into --models (git-ignored):
    bf16 and q8_0, and q4_0 by its llama-quantize from the f32 one.
 
 Then, in one run: checks that both engines generate the same greedy ids at
-f32 (fails loudly if not), measures the machine's read bandwidth (numpy:
-compare_ort.py's maximum and matrix-vector products, the best), and --rounds
-times, the engines taking turns, for each thread count runs `llama-bench -p
+f32 (fails loudly if not), and --rounds times, the engines taking turns,
+for each thread count measures the machine's read bandwidth (the best of
+numpy's maximum and matrix-vector products and moe-stream-bench's
+max-reduce on moe-run's pool) and oneDNN's f32 sgemm peak, and runs `llama-bench -p
 P -n G -t T -r R` on every GGUF and `moe-run PLAN --bench R --prompt-tokens
 P --max-new-tokens G --threads T` on every plan, keeping each one's best,
 and prints pp (prompt tokens/s) and tg (generated tokens/s) of both and
@@ -41,7 +42,10 @@ bf16/f16, bf16/bf16, int8/q8_0 and int4/q4_0 (moe-run's int4 with f32
 and with int8 activations, `int4a8`), the bytes one decode step reads (the
 model's weights that a token touches: every dense matrix and the top-k
 experts of each layer, at each side's stored size) over the tg time as a
-share of the measured bandwidth, and the ISA each side used (llama.cpp's
+share of the measured bandwidth, the prompt's roofline in f32 arithmetic
+(the larger of its multiply-adds over the sgemm peak and of the weights it
+reads over the bandwidth; moe-run's prompts multiply in f32 but for
+int4a8) with twice llama.cpp's pp as a share of it, and the ISA each side used (llama.cpp's
 system_info line; moe-run's kernels and the CPU's flags).
 
 --decode-only skips llama.cpp and times moe-run binaries side by side
@@ -323,11 +327,13 @@ def decode_ops(stats):
     return parts
 
 
-def read_bandwidth(threads, mib=1024):
+def read_bandwidth(threads, mib=1024, stream_bench=None):
     """The best of compare_ort.measure_bandwidth (numpy's maximum over
-    disjoint slices) and numpy matrix-vector products over the same bytes
-    (BLAS's sgemv, the access of a decode step's dense matrices), in bytes
-    per second."""
+    disjoint slices), numpy matrix-vector products over the same bytes
+    (BLAS's sgemv, the access of a decode step's dense matrices) and, given
+    moe-stream-bench, its max-reduce on moe-run's own pool of `threads`
+    (numpy's figures did not grow with a second thread on the AVX-512 EPYC),
+    in bytes per second."""
     best = measure_bandwidth(threads, mib)
     a = np.ones((mib * 256, 1024), dtype=np.float32)
     x = np.ones(1024, dtype=np.float32)
@@ -337,7 +343,48 @@ def read_bandwidth(threads, mib=1024):
             start = time.perf_counter()
             list(pool.map(lambda part: part @ x, parts))
             best = max(best, a.nbytes / (time.perf_counter() - start))
+    del a
+    for _ in range(3 if stream_bench else 0):
+        out = run([stream_bench, 64, 64, threads, "f32", 1, "auto", 1],
+                  capture_output=True, text=True).stdout
+        found = re.search(r"read bandwidth ([0-9.]+)", out)
+        if found:
+            best = max(best, float(found.group(1)) * 1e9)
     return best
+
+
+def gemm_peak(stream_bench, threads):
+    """f32 FLOP/s of oneDNN's sgemm on `threads` at a compute-bound shape
+    (256 rows of activations times a [2816, 1024] matrix, moe-stream-bench's
+    sgemm mode): the arithmetic roofline of moe-run's prompts, whose
+    products run in f32 whatever the weights' storage (they widen bf16,
+    int8 and int4 tiles)."""
+    best = 0.0
+    for _ in range(3):
+        out = run([stream_bench, 2816, 1024, threads, "f32", 256, "sgemm"],
+                  capture_output=True, text=True).stdout
+        found = re.search(r"([0-9.]+) GB/s of weights", out)
+        if found:
+            # GB/s of the f32 matrix: 2 * 256 flops per 4-byte weight.
+            best = max(best, float(found.group(1)) * 1e9 / 4 * 2 * 256)
+    return best
+
+
+def prompt_roofline(args, plans, dtype, peak, bandwidth):
+    """pp tokens/s that a prompt of args.prompt tokens cannot pass with f32
+    arithmetic at `peak` FLOP/s and `bandwidth`: the larger of its
+    multiply-adds (2 per weight a token touches: the f32 plan's dense
+    matrices and top-k experts) over the peak and of the bytes the prompt
+    reads (every dense matrix, and each expert a token of the prompt
+    routes to: 1 - (1 - k/E)^P of them with uniform routing) over the
+    bandwidth."""
+    dense32, experts32 = step_bytes(args, plans["f32"])
+    flops = 2 * (dense32 + experts32) / 4 * args.prompt
+    dense, experts = step_bytes(args, plans[dtype])
+    k_over_e = CONFIG["num_experts_per_tok"] / CONFIG["num_local_experts"]
+    touched = (1 - (1 - k_over_e) ** args.prompt) / k_over_e
+    seconds = max(flops / peak, (dense + experts * touched) / bandwidth)
+    return args.prompt / seconds
 
 
 def decode_table(args, plans):
@@ -345,7 +392,9 @@ def decode_table(args, plans):
     binaries = [("build", os.path.join(args.build, "bin", "moe-run"))]
     binaries += [tuple(b.split("=", 1)) for b in args.moe_run]
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    bandwidth = {t: read_bandwidth(t) for t in args.threads}
+    stream_bench = os.path.join(args.build, "bin", "moe-stream-bench")
+    bandwidth = {t: read_bandwidth(t, stream_bench=stream_bench)
+                 for t in args.threads}
     print("read bandwidth: " + ", ".join(
         f"{t} thread(s) {bw / 1e9:.1f} GB/s" for t, bw in bandwidth.items()))
     print("| plan | threads | moe-run | tg t/s | ms/token | dense ms | "
@@ -374,8 +423,8 @@ def decode_table(args, plans):
                       f"{parts['experts']:.2f} | {parts['rest']:.2f} | "
                       f"{(dense + experts) / 1e6:.1f} | {rate / 1e9:.1f} | "
                       f"{100 * rate / bandwidth[threads]:.0f} |", flush=True)
-    bandwidth = {t: max(bw, read_bandwidth(t)) for t, bw in
-                 bandwidth.items()}
+    bandwidth = {t: max(bw, read_bandwidth(t, stream_bench=stream_bench))
+                 for t, bw in bandwidth.items()}
     print("read bandwidth at the end (best of both): " + ", ".join(
         f"{t} thread(s) {bw / 1e9:.1f} GB/s" for t, bw in bandwidth.items()))
     print(f"load average at end: {os.getloadavg()}", flush=True)
@@ -409,7 +458,9 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
               r"\b(avx\w*|fma|f16c|amx\w*)\b",
               open("/proc/cpuinfo").read())))))
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    bandwidth = {t: read_bandwidth(t) for t in args.threads}
+    stream_bench = os.path.join(args.build, "bin", "moe-stream-bench")
+    bandwidth = {t: 0.0 for t in args.threads}
+    peak = {t: 0.0 for t in args.threads}
     # The engines take turns, args.rounds times; each keeps its best pp and
     # tg (the runs least disturbed by other processes on the machine).
     best = {}
@@ -420,6 +471,12 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
 
     for _ in range(args.rounds):
         for threads in args.threads:
+            # The machine's rates move from minute to minute: each round
+            # measures them again and the best is kept.
+            bandwidth[threads] = max(bandwidth[threads], read_bandwidth(
+                threads, stream_bench=stream_bench))
+            peak[threads] = max(peak[threads], gemm_peak(stream_bench,
+                                                         threads))
             for dtype, outtype in PAIRS:
                 if dtype in plans and outtype in ggufs:
                     keep(("moe", dtype, threads), moe_run_bench(
@@ -434,20 +491,27 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
     print(f"load average at end: {os.getloadavg()}")
     print("read bandwidth: " + ", ".join(
         f"{t} thread(s) {bw / 1e9:.1f} GB/s" for t, bw in bandwidth.items()))
+    print("f32 sgemm peak: " + ", ".join(
+        f"{t} thread(s) {p / 1e9:.0f} GFLOP/s" for t, p in peak.items()))
     moe_bytes = {d: sum(step_bytes(args, p)) for d, p in plans.items()}
     llama_bytes = {t: gguf_step_bytes(src, g) for t, g in ggufs.items()}
     print(f"\n`llama_bench.py --prompt {args.prompt} --gen {args.gen} "
           f"--reps {args.reps} --rounds {args.rounds}`\n")
     print("| threads | moe-run / llama.cpp | pp moe-run | pp llama.cpp | "
-          "pp ratio | tg moe-run | tg llama.cpp | tg ratio | MB/token | "
-          "tg % of bw |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
+          "pp ratio | pp f32 roofline | 2x llama.cpp, % of it | tg moe-run | "
+          "tg llama.cpp | tg ratio | MB/token | tg % of bw |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for threads, dtype, outtype, (mpp, mtg), (lpp, ltg) in rows:
         mb, lb = moe_bytes[dtype], llama_bytes[outtype]
         bw = bandwidth[threads]
+        # int4a8 prompts multiply int8 activations: no f32 roofline.
+        roof = (prompt_roofline(args, plans, dtype, peak[threads], bw)
+                if dtype != "int4a8" and "f32" in plans else None)
+        roof_cells = (f"{roof:.0f} | {100 * 2 * lpp / roof:.0f}%" if roof
+                      else "- | -")
         print(f"| {threads} | {dtype} / {outtype} | {mpp:.1f} | {lpp:.1f} | "
-              f"{mpp / lpp:.2f} | {mtg:.1f} | {ltg:.1f} | {mtg / ltg:.2f} | "
-              f"{mb / 1e6:.0f} / {lb / 1e6:.0f} | "
+              f"{mpp / lpp:.2f} | {roof_cells} | {mtg:.1f} | {ltg:.1f} | "
+              f"{mtg / ltg:.2f} | {mb / 1e6:.0f} / {lb / 1e6:.0f} | "
               f"{100 * mb * mtg / bw:.0f} / {100 * lb * ltg / bw:.0f} |")
 
 
