@@ -32,7 +32,8 @@
 // gives the same exact integers sum a (q - z) with no zero-point term per
 // row. Each 4 x 3 block of outputs sums in registers over the columns, with
 // the scales and the accumulation of the row kernel; the next tile's codes
-// and scales are prefetched while a tile computes.
+// and scales are prefetched while a tile computes, and rows of activations
+// go in blocks that stay in L2 (long prompts).
 //
 // Every row of activations is computed alike whatever the row count and
 // form, so rows are batch-invariant, as with the other int4 kernels.
@@ -486,33 +487,41 @@ void projectTiles(const Int8Activations &xq, int64_t n,
       m, std::max<int64_t>(kTileCols, (32 << 10) / (chunks * 256) / kTileCols *
                                           kTileCols));
   tile.resize(size_t(tileRows * chunks));
+  // Rows of x in blocks of about 512 KiB of their chunks, L2-resident while
+  // the tiles pass over them (each block unpacks the weights again).
+  const int64_t rowBlock = std::max<int64_t>(
+      kTileRows, (512 << 10) / (chunks * int64_t(sizeof(ActivationChunk))) /
+                     kTileRows * kTileRows);
   const bool half = w.halfScales, zeros = w.zeroPoints != nullptr;
-  for (int64_t j0 = 0; j0 < m; j0 += tileRows) {
-    const int64_t rows = std::min(tileRows, m - j0);
-    WeightChunk *t = tile.data();
-    if (half)
-      zeros ? unpackRows<true, true>(w, r0 + j0, rows, chunks, cb, t)
-            : unpackRows<true, false>(w, r0 + j0, rows, chunks, cb, t);
-    else
-      zeros ? unpackRows<false, true>(w, r0 + j0, rows, chunks, cb, t)
-            : unpackRows<false, false>(w, r0 + j0, rows, chunks, cb, t);
-    // The next tile's data, fetched into L2 while this tile computes.
-    TilePrefetch next(w, r0 + j0 + rows, std::min(tileRows, m - j0 - rows),
-                      (n + kTileRows - 1) / kTileRows *
-                          ((rows + kTileCols - 1) / kTileCols));
-    for (int64_t i = 0; i < n; i += kTileRows) {
-      const int64_t nr = std::min<int64_t>(kTileRows, n - i);
-      for (int64_t j = 0; j < rows; j += kTileCols) {
-        const int64_t nc = std::min<int64_t>(kTileCols, rows - j);
-        next.step();
-        float out[kTileRows * kTileCols];
-        tileBlockFor(nr, nc)(a.data() + i * chunks, t + j * chunks, chunks,
-                             out);
-        for (int64_t u = 0; u < nc; ++u) {
-          const int64_t col = j0 + j + u;
-          const float add = bias ? bias[r0 + col] : 0.0f;
-          for (int64_t v = 0; v < nr; ++v)
-            c[(i + v) * ldc + col] = out[v * nc + u] + add;
+  for (int64_t i0 = 0; i0 < n; i0 += rowBlock) {
+    const int64_t i1 = std::min(n, i0 + rowBlock);
+    for (int64_t j0 = 0; j0 < m; j0 += tileRows) {
+      const int64_t rows = std::min(tileRows, m - j0);
+      WeightChunk *t = tile.data();
+      if (half)
+        zeros ? unpackRows<true, true>(w, r0 + j0, rows, chunks, cb, t)
+              : unpackRows<true, false>(w, r0 + j0, rows, chunks, cb, t);
+      else
+        zeros ? unpackRows<false, true>(w, r0 + j0, rows, chunks, cb, t)
+              : unpackRows<false, false>(w, r0 + j0, rows, chunks, cb, t);
+      // The next tile's data, fetched into L2 while this tile computes.
+      TilePrefetch next(w, r0 + j0 + rows, std::min(tileRows, m - j0 - rows),
+                        (i1 - i0 + kTileRows - 1) / kTileRows *
+                            ((rows + kTileCols - 1) / kTileCols));
+      for (int64_t i = i0; i < i1; i += kTileRows) {
+        const int64_t nr = std::min<int64_t>(kTileRows, i1 - i);
+        for (int64_t j = 0; j < rows; j += kTileCols) {
+          const int64_t nc = std::min<int64_t>(kTileCols, rows - j);
+          next.step();
+          float out[kTileRows * kTileCols];
+          tileBlockFor(nr, nc)(a.data() + i * chunks, t + j * chunks, chunks,
+                               out);
+          for (int64_t u = 0; u < nc; ++u) {
+            const int64_t col = j0 + j + u;
+            const float add = bias ? bias[r0 + col] : 0.0f;
+            for (int64_t v = 0; v < nr; ++v)
+              c[(i + v) * ldc + col] = out[v * nc + u] + add;
+          }
         }
       }
     }

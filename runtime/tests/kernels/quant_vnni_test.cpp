@@ -121,6 +121,26 @@ TEST(QuantVnni, SeveralTilesMatchTheRowKernel) {
     }
 }
 
+/// More rows of x than one block of them (about 512 KiB of prepared rows:
+/// 124 at 2816 columns), so that the tiles are unpacked once per block.
+TEST(QuantVnni, RowBlocksMatchTheRowKernel) {
+  if (!detail::hasQuantVnni())
+    GTEST_SKIP() << "no AVX-512 VNNI";
+  Quantized q(10, 2816, 4, 32, true, true, 2600);
+  BlockQuantMatrix w = q.matrix();
+  w.int8Activations = true;
+  const int64_t n = 253;
+  std::vector<float> x = randomFloats(n * q.cols, 2601);
+  std::vector<float> tiles =
+      vnniProduct(w, x, n, 0, q.rows, nullptr, q.rows, VnniForm::Tiles);
+  std::vector<float> rows =
+      vnniProduct(w, x, n, 0, q.rows, nullptr, q.rows, VnniForm::Rows);
+  for (size_t k = 0; k < tiles.size(); ++k)
+    ASSERT_TRUE(sameBits(tiles[k], rows[k]))
+        << "row " << k / q.rows << " output " << k % q.rows;
+  expectInt8Product(q, x, n, 0, q.rows, nullptr, tiles, q.rows);
+}
+
 /// quantProject picks the VNNI kernel at every row count (Auto), so a row's
 /// product does not depend on the batch around it, prompts included.
 TEST(QuantVnni, QuantProjectRowsDoNotDependOnTheBatch) {
