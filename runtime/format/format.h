@@ -63,9 +63,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// either are written as 1.22. 1.23 appended the
 /// CausalConv step and let a generation plan with state pairs have prefill
 /// schedules (a first prompt from zero states); only plans with either are
-/// written as 1.23.
+/// written as 1.23. 1.24 added `ImageProcessor.resize` (GLM-4V's smart
+/// resize), which a 1.23 reader would ignore and size images by Qwen2-VL's
+/// rule; only plans with another rule than Qwen2-VL's are written as 1.24.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 23;
+inline constexpr uint16_t kFormatVersionMinor = 24;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -527,8 +527,12 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                   std::any_of(program.generation->cache.begin(),
                               program.generation->cache.end(),
                               [](const auto &pair) { return pair->state; });
+  bool imageResize =
+      program.multimodal && program.multimodal->image_processor &&
+      program.multimodal->image_processor->resize != fb::ImageResize::Qwen2VL;
   header.versionMinor =
-      statePrefill         ? detail::kFormatVersionMinorStatePrefill
+      imageResize          ? detail::kFormatVersionMinorImageResize
+      : statePrefill       ? detail::kFormatVersionMinorStatePrefill
       : gridRule           ? detail::kFormatVersionMinorGridRule
       : indexPositions     ? detail::kFormatVersionMinorIndexPositions
       : wideningGather     ? detail::kFormatVersionMinorWideningGather

@@ -125,6 +125,10 @@ inline constexpr uint16_t kFormatVersionMinorGridRule = 22;
 /// written for plans with either, and the least a file with one may
 /// declare.
 inline constexpr uint16_t kFormatVersionMinorStatePrefill = 23;
+/// 1.24 added `ImageProcessor.resize` (GLM-4V's smart resize): written for
+/// plans whose image processor sizes images by another rule than
+/// Qwen2-VL's, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorImageResize = 24;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -20,7 +20,7 @@ reference for prompts with and without an image.
   encoder's output flattened through the projector, the tokens' indices
   as positions, the language model's own logits.
 - GEN.npz: export_vlm.py's generate.npz (torch's greedy generate()), or
-  two_images.py's generate_images.npz (several image files a prompt): the
+  image_references.py's generate_images.npz (prompts of image files): the
   ids must be equal; the vision inputs are the saved ones the plan takes
   (`moec inspect --json`'s multimodal.given_inputs).
 
@@ -268,12 +268,14 @@ def image_cases(folder, work):
     rgba = rng.integers(0, 256, [4, 6, 4], dtype=np.uint8)
     gray = rng.integers(0, 256, [4, 6], dtype=np.uint8)
     big = rng.integers(0, 256, [5, 7, 3], dtype=np.uint8)
+    # A side under patch * merge: GLM-4V's sizing scales it up first.
+    small = rng.integers(0, 256, [1, 6, 3], dtype=np.uint8)
     alpha = rgba[..., 3:].astype(np.uint32)
     composited = ((rgba[..., :3] * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
     cases = []
     for name, pixels, seen in (("png_rgb", rgb, rgb), ("png_rgba", rgba, composited),
                                ("png_gray", gray, np.repeat(gray[..., None], 3, 2)),
-                               ("png_resized", big, big)):
+                               ("png_resized", big, big), ("png_small_resized", small, small)):
         png = os.path.join(work, name + ".png")
         vision_rules.write_png(png, pixels)
         patches, grid = vision_rules.preprocess(seen, config, merge)

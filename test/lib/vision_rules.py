@@ -47,16 +47,22 @@ def _taps(index, size, side, align_corners):
     return taps, weights
 
 
-def smart_resize(height, width, factor, min_pixels, max_pixels):
-    """The processor's output size (Python's round: ties to even)."""
+def smart_resize(height, width, factor, min_pixels, max_pixels, frames=0):
+    """The processor's output size (Python's round: ties to even): Qwen2-VL's
+    (frames 0), or GLM-4V's, which first scales a side under `factor` up to
+    it and bounds the pixels of `frames` frames."""
+    if frames and (height < factor or width < factor):
+        scale = max(factor / height, factor / width)
+        height, width = int(height * scale), int(width * scale)
+    count = max(frames, 1)
     h = round(height / factor) * factor
     w = round(width / factor) * factor
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
+    if count * h * w > max_pixels:
+        beta = math.sqrt(count * height * width / max_pixels)
         h = max(factor, math.floor(height / beta / factor) * factor)
         w = max(factor, math.floor(width / beta / factor) * factor)
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
+    elif count * h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (count * height * width))
         h = math.ceil(height * beta / factor) * factor
         w = math.ceil(width * beta / factor) * factor
     return h, w
@@ -87,7 +93,9 @@ def preprocess(rgb, config, merge):
     height, width = rgb.shape[:2]
     if config.get("do_resize", True):
         size = config["size"]
-        h, w = smart_resize(height, width, patch * merge, size["shortest_edge"], size["longest_edge"])
+        glm = config.get("image_processor_type", "").startswith("Glm4vImageProcessor")
+        h, w = smart_resize(height, width, patch * merge, size["shortest_edge"], size["longest_edge"],
+                            temporal if glm else 0)
         if (h, w) != (height, width):
             image = np.einsum("yh,hwc,xw->yxc", _bicubic_matrix(height, h), image, _bicubic_matrix(width, w))
             image = np.clip(np.round(image), 0, 255)

@@ -76,7 +76,8 @@ void readGridConfig(const json::Object &root, const json::Object *vision,
 }
 
 /// Reads DIR/preprocessor_config.json, when there, into `config.processor`:
-/// the Qwen2-VL image processor's fields (docs/multimodal.md, "Images").
+/// the Qwen2-VL image processor's fields (docs/multimodal.md, "Images"),
+/// and GLM-4V's sizing where `image_processor_type` names its processor.
 bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
                    std::string &error) {
   std::string path = joinPath(dir, "preprocessor_config.json");
@@ -102,6 +103,20 @@ bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
   auto flag = [&](StringRef key, bool &out) {
     out = root->getBoolean(key).value_or(true);
   };
+  // The rule by the processor's class (its fast or PIL form alike); none
+  // named: Qwen2-VL's.
+  if (const json::Value *type = root->get("image_processor_type")) {
+    std::optional<StringRef> name = type->getAsString();
+    if (name && name->starts_with("Glm4vImageProcessor"))
+      p.resize = moert::fb::ImageResize::Glm4v;
+    else if (!name || !(name->starts_with("Qwen2VLImageProcessor") ||
+                        name->starts_with("Qwen2_5_VLImageProcessor") ||
+                        name->starts_with("Qwen3VLImageProcessor")))
+      return fail("image_processor_type " +
+                  (name ? "'" + name->str() + "'" : std::string("(not text)")) +
+                  " is no image processor the rule knows "
+                  "(Qwen2VLImageProcessor, Glm4vImageProcessor)");
+  }
   int64_t merge = 0;
   if (!integer("patch_size", p.patch_size, 1, 1024) ||
       !integer("temporal_patch_size", p.temporal_patch_size, 1, 64) ||

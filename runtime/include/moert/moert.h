@@ -233,6 +233,9 @@ struct ImageProcessorDesc {
   bool doResize = false, doRescale = false, doNormalize = false;
   double rescaleFactor = 1;
   std::vector<double> imageMean, imageStd;
+  /// (1.24) GLM-4V's smart resize: a side under patch * merge is first
+  /// scaled up to it, and the pixel bounds count temporalPatchSize frames.
+  bool glm4vResize = false;
 };
 
 /// One stage of a multimodal plan (its schedule stays in the plan).

@@ -297,9 +297,20 @@ Rgb resize(const Rgb &in, int64_t width, int64_t height) {
 }
 
 /// transformers' smart_resize: the size a (height, width) image becomes.
+/// GLM-4V's (`frames` > 0) first scales a side under `factor` up to it
+/// (both sides by one factor, truncated) and bounds the pixels of `frames`
+/// frames; Qwen2-VL's (`frames` 0) neither.
 absl::StatusOr<std::pair<int64_t, int64_t>>
 smartResize(const std::string &path, int64_t height, int64_t width,
-            int64_t factor, int64_t minPixels, int64_t maxPixels) {
+            int64_t factor, int64_t minPixels, int64_t maxPixels,
+            int64_t frames) {
+  if (frames > 0 && (height < factor || width < factor)) {
+    double scale = std::max(static_cast<double>(factor) / height,
+                            static_cast<double>(factor) / width);
+    height = static_cast<int64_t>(height * scale);
+    width = static_cast<int64_t>(width * scale);
+  }
+  int64_t count = std::max<int64_t>(frames, 1);
   if (static_cast<double>(std::max(height, width)) / std::min(height, width) >
       200)
     return bad(path, absl::StrCat("image of ", width, " x ", height,
@@ -311,16 +322,18 @@ smartResize(const std::string &path, int64_t height, int64_t width,
   int64_t w = static_cast<int64_t>(
                   std::nearbyint(static_cast<double>(width) / factor)) *
               factor;
-  if (h * w > maxPixels) {
-    double beta = std::sqrt(static_cast<double>(height * width) / maxPixels);
+  if (count * h * w > maxPixels) {
+    double beta =
+        std::sqrt(static_cast<double>(count * height * width) / maxPixels);
     h = std::max(factor,
                  static_cast<int64_t>(std::floor(height / beta / factor)) *
                      factor);
     w = std::max(factor,
                  static_cast<int64_t>(std::floor(width / beta / factor)) *
                      factor);
-  } else if (h * w < minPixels) {
-    double beta = std::sqrt(static_cast<double>(minPixels) / (height * width));
+  } else if (count * h * w < minPixels) {
+    double beta = std::sqrt(static_cast<double>(minPixels) /
+                            static_cast<double>(count * height * width));
     h = static_cast<int64_t>(std::ceil(height * beta / factor)) * factor;
     w = static_cast<int64_t>(std::ceil(width * beta / factor)) * factor;
   }
@@ -352,7 +365,8 @@ preprocess(const MultimodalDesc &mm, size_t count,
     if (proc.doResize) {
       MOERT_ASSIGN_OR_RETURN(auto size,
                              smartResize(path, h, w, patch * merge,
-                                         proc.minPixels, proc.maxPixels));
+                                         proc.minPixels, proc.maxPixels,
+                                         proc.glm4vResize ? temporal : 0));
       std::tie(h, w) = size;
       if (h != image.height || w != image.width)
         image = resize(image, w, h);

@@ -284,6 +284,15 @@ absl::Status loadRules(const Diag &mm, const fb::Multimodal &table,
   d.doRescale = proc->do_rescale();
   d.rescaleFactor = proc->rescale_factor();
   d.doNormalize = proc->do_normalize();
+  uint8_t resize = static_cast<uint8_t>(proc->resize());
+  if (resize > static_cast<uint8_t>(fb::ImageResize::MAX))
+    return at.invalid("resize ", int(resize), " is no ImageResize");
+  d.glm4vResize = proc->resize() == fb::ImageResize::Glm4v;
+  if (d.glm4vResize && impl.versionMinor < kFormatVersionMinorImageResize)
+    return at.invalid("resize Glm4v needs format ", kFormatVersionMajor, ".",
+                      kFormatVersionMinorImageResize,
+                      ", but the file is version ", impl.versionMajor, ".",
+                      impl.versionMinor);
   if (d.patchSize < 1 || d.patchSize > kMaxPatchSize)
     return at.invalid("patch_size ", d.patchSize, " is not in [1, ",
                       kMaxPatchSize, "]");

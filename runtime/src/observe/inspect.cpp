@@ -318,9 +318,10 @@ static std::string multimodalText(const MultimodalDesc &mm) {
     absl::StrAppendFormat(
         &out,
         "  image processor: pixels '%s', patch %d, temporal %d, resize %d "
-        "(pixels %d..%d), rescale %d (%g), normalize %d\n",
+        "(pixels %d..%d), rescale %d (%g), normalize %d, sizing %s\n",
         printable(p.pixelInput), p.patchSize, p.temporalPatchSize, p.doResize,
-        p.minPixels, p.maxPixels, p.doRescale, p.rescaleFactor, p.doNormalize);
+        p.minPixels, p.maxPixels, p.doRescale, p.rescaleFactor, p.doNormalize,
+        p.glm4vResize ? "glm4v" : "qwen2_vl");
   }
   return out;
 }

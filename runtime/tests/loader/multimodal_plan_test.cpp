@@ -283,6 +283,29 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
                     fb::FeedKind::GridPatchPositions;
               }),
               HasSubstr("the feed gives i64 [p, 2] (patch positions)"));
+  // GLM-4V's sizing is written as 1.24 and refused as 1.23; a sizing the
+  // format does not name is refused.
+  auto glm = [&](PlanWriter &w) {
+    processor(w);
+    w.multimodal().image_processor->resize = fb::ImageResize::Glm4v;
+  };
+  bytes = testing::rewrite(
+      writePlan(glm),
+      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+        EXPECT_EQ(header.versionMinor, 24);
+        header.versionMinor = 23;
+      });
+  plan = load(bytes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("image_processor: resize Glm4v needs format 1.24, but "
+                        "the file is version 1.23"));
+  EXPECT_THAT(loadError([&](PlanWriter &w) {
+                processor(w);
+                w.multimodal().image_processor->resize =
+                    static_cast<fb::ImageResize>(7);
+              }),
+              HasSubstr("image_processor: resize 7 is no ImageResize"));
 }
 
 } // namespace
