@@ -25,6 +25,7 @@
 #include "moert/moert.h"
 #include "moert/vision.h"
 #include "mpi_bindings.h"
+#include "numpy_interop.h"
 #include "vision_bindings.h"
 
 #include "absl/strings/str_cat.h"
@@ -45,95 +46,6 @@
 namespace py = pybind11;
 
 namespace {
-
-/// `moert.Error`, the exception of every runtime failure that is not a
-/// wrong argument (a plan that fails validation, a run that fails).
-PyObject *errorType = nullptr;
-
-/// Raises `type` with `message`.
-[[noreturn]] void raise(PyObject *type, const std::string &message) {
-  PyErr_SetString(type, message.c_str());
-  throw py::error_already_set();
-}
-
-/// Raises the Python form of a failed `status`: a wrong argument becomes
-/// ValueError (or KeyError for an unknown name, TypeError for a dtype), the
-/// rest moert.Error.
-[[noreturn]] void raiseStatus(const absl::Status &status) {
-  std::string message(status.message());
-  switch (status.code()) {
-  case absl::StatusCode::kNotFound:
-    raise(PyExc_KeyError, message);
-  case absl::StatusCode::kInvalidArgument:
-  case absl::StatusCode::kOutOfRange:
-  case absl::StatusCode::kFailedPrecondition:
-    raise(PyExc_ValueError, message);
-  default:
-    raise(errorType, message);
-  }
-}
-
-void check(const absl::Status &status) {
-  if (!status.ok())
-    raiseStatus(status);
-}
-
-/// The numpy dtype of `dtype`; bf16 has none, and a tensor of it cannot
-/// cross (`what` names it).
-py::dtype numpyDtype(moert::DType dtype, const std::string &what) {
-  switch (dtype) {
-  case moert::DType::F32:
-    return py::dtype::of<float>();
-  case moert::DType::F16:
-    return py::dtype("float16");
-  case moert::DType::I64:
-    return py::dtype::of<int64_t>();
-  case moert::DType::I32:
-    return py::dtype::of<int32_t>();
-  case moert::DType::Bool:
-    return py::dtype::of<bool>();
-  case moert::DType::I8:
-    return py::dtype::of<int8_t>();
-  case moert::DType::BF16:
-    break;
-  }
-  raise(PyExc_TypeError,
-        absl::StrCat(what, " has dtype ", moert::dtypeName(dtype),
-                     ", which numpy has no type for"));
-}
-
-// Sizes come from moert's dtypes, never from pybind11's itemsize() or
-// nbytes(): Debian's pybind11 (2.10) reads them from the dtype struct of
-// numpy 1, whose layout numpy 2 changed. The array struct itself (data,
-// shape, strides, flags) is the same in both.
-
-/// Whether the runtime may read `array`'s memory (of `dtype` elements) as it
-/// is: C-contiguous and aligned to its element size.
-bool isPlain(const py::array &array, moert::DType dtype) {
-  return (array.flags() & py::array::c_style) &&
-         reinterpret_cast<uintptr_t>(array.data()) % moert::dtypeSize(dtype) ==
-             0;
-}
-
-/// Bytes of `array` of `dtype` elements.
-size_t bytesOf(const py::array &array, moert::DType dtype) {
-  size_t bytes = moert::dtypeSize(dtype);
-  for (py::ssize_t d = 0; d < array.ndim(); ++d)
-    bytes *= static_cast<size_t>(array.shape(d));
-  return bytes;
-}
-
-/// The C-order strides of `shape` for `dtype` elements.
-std::vector<py::ssize_t> stridesOf(const std::vector<py::ssize_t> &shape,
-                                   moert::DType dtype) {
-  std::vector<py::ssize_t> strides(shape.size());
-  py::ssize_t stride = static_cast<py::ssize_t>(moert::dtypeSize(dtype));
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  return strides;
-}
 
 /// A loaded plan; sessions share it (and keep it alive).
 struct PyPlan {
@@ -217,7 +129,7 @@ public:
     absl::StatusOr<std::unique_ptr<moert::Session>> session =
         moert::Session::create(*plan_->plan, options);
     if (!session.ok())
-      raise(errorType, std::string(session.status().message()));
+      raise(errorType(), std::string(session.status().message()));
     session_ = *std::move(session);
   }
 
@@ -436,59 +348,8 @@ public:
                                 const std::vector<int64_t> &stopIds,
                                 py::object onToken, py::object vision,
                                 py::object images) {
-    // A multimodal plan's vision inputs: name -> C-contiguous array, whose
-    // dtype and shape the generator checks against the plan.
-    std::vector<py::array> held;
-    moert::VisionInputs inputs;
-    if (!vision.is_none()) {
-      if (!py::isinstance<py::dict>(vision))
-        raise(PyExc_TypeError, "vision must be a dict of name -> numpy array");
-      for (auto item : vision.cast<py::dict>()) {
-        std::string name = py::str(item.first);
-        std::string what = absl::StrCat("vision input '", name, "'");
-        if (!py::isinstance<py::array>(item.second))
-          raise(PyExc_TypeError, absl::StrCat(what, " is not a numpy.ndarray"));
-        py::array array = py::reinterpret_borrow<py::array>(item.second);
-        std::optional<moert::DType> dtype;
-        for (moert::DType d :
-             {moert::DType::F32, moert::DType::I64, moert::DType::I32,
-              moert::DType::Bool, moert::DType::I8})
-          if (array.dtype().equal(numpyDtype(d, what)))
-            dtype = d;
-        if (!dtype)
-          raise(PyExc_TypeError,
-                absl::StrCat(what, " has dtype ",
-                             std::string(py::str(array.dtype())),
-                             "; vision inputs are float32, int64, int32, "
-                             "bool or int8"));
-        if (!isPlain(array, *dtype))
-          raise(PyExc_ValueError,
-                absl::StrCat(what, " is not a C-contiguous, aligned array; "
-                                   "pass numpy.ascontiguousarray() of it"));
-        std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
-        inputs.emplace_back(name, moert::TensorData{*dtype, shape, array.data(),
-                                                    bytesOf(array, *dtype)});
-        held.push_back(array);
-      }
-    }
-    // Image files, preprocessed by the plan's image processor.
-    std::vector<moert::NamedTensor> loaded;
-    if (!images.is_none()) {
-      const moert::MultimodalDesc *mm = plan_->plan->multimodal();
-      if (!mm)
-        raise(PyExc_ValueError, "images need a multimodal plan");
-      auto got = loadPyImages(*mm, images);
-      check(got.status());
-      loaded = *std::move(got);
-      for (const moert::NamedTensor &t : loaded) {
-        for (const auto &given : inputs)
-          if (given.first == t.name)
-            raise(PyExc_ValueError,
-                  absl::StrCat("vision input '", t.name,
-                               "' is also what images gives; give one"));
-        inputs.emplace_back(t.name, t.view());
-      }
-    }
+    // Kept alive, with the arrays and images they view, until the end.
+    PyVisionInputs inputs = collectVisionInputs(*plan_->plan, vision, images);
     moert::GenerateOptions options;
     options.maxNewTokens = maxNewTokens;
     options.stopIds = stopIds;
@@ -514,7 +375,7 @@ public:
     absl::StatusOr<std::vector<int64_t>> ids;
     {
       py::gil_scoped_release release;
-      ids = generator_->generate(prompt, inputs, options, callback);
+      ids = generator_->generate(prompt, inputs.inputs, options, callback);
     }
     if (raised)
       throw *raised;
@@ -649,7 +510,8 @@ private:
 std::shared_ptr<PyPlan> loadPlan(const std::string &path) {
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan = moert::Plan::load(path);
   if (!plan.ok())
-    raise(absl::IsNotFound(plan.status()) ? PyExc_FileNotFoundError : errorType,
+    raise(absl::IsNotFound(plan.status()) ? PyExc_FileNotFoundError
+                                          : errorType(),
           std::string(plan.status().message()));
   auto out = std::make_shared<PyPlan>();
   out->plan = *std::move(plan);
@@ -670,8 +532,8 @@ PYBIND11_MODULE(moert, m) {
   m.doc() = "The moec runtime: load a plan (moec compile) and run it on numpy "
             "arrays without copies (docs/embedding.md).";
   m.attr("__version__") = MOERT_VERSION;
-  errorType = PyErr_NewException("moert.Error", PyExc_RuntimeError, nullptr);
-  m.attr("Error") = py::handle(errorType);
+  errorType() = PyErr_NewException("moert.Error", PyExc_RuntimeError, nullptr);
+  m.attr("Error") = py::handle(errorType());
   bindMpi(m, &check);
 
   py::class_<PyTensorInfo>(m, "TensorInfo",

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "vision_bindings.h"
+#include "numpy_interop.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -83,4 +84,61 @@ py::dict multimodalInfo(const moert::MultimodalDesc &mm) {
   out["vision_inputs"] = mm.givenInputs;
   out["image_processor"] = mm.hasImageProcessor;
   return out;
+}
+
+PyVisionInputs collectVisionInputs(const moert::Plan &plan, py::object vision,
+                                   py::object images) {
+  PyVisionInputs result;
+  // A multimodal plan's vision inputs: name -> C-contiguous array, whose
+  // dtype and shape the generator checks against the plan.
+  if (!vision.is_none()) {
+    if (!py::isinstance<py::dict>(vision))
+      raise(PyExc_TypeError, "vision must be a dict of name -> numpy array");
+    for (auto item : vision.cast<py::dict>()) {
+      std::string name = py::str(item.first);
+      std::string what = absl::StrCat("vision input '", name, "'");
+      if (!py::isinstance<py::array>(item.second))
+        raise(PyExc_TypeError, absl::StrCat(what, " is not a numpy.ndarray"));
+      py::array array = py::reinterpret_borrow<py::array>(item.second);
+      std::optional<moert::DType> dtype;
+      for (moert::DType d :
+           {moert::DType::F32, moert::DType::I64, moert::DType::I32,
+            moert::DType::Bool, moert::DType::I8})
+        if (array.dtype().equal(numpyDtype(d, what)))
+          dtype = d;
+      if (!dtype)
+        raise(PyExc_TypeError,
+              absl::StrCat(what, " has dtype ",
+                           std::string(py::str(array.dtype())),
+                           "; vision inputs are float32, int64, int32, "
+                           "bool or int8"));
+      if (!isPlain(array, *dtype))
+        raise(PyExc_ValueError,
+              absl::StrCat(what, " is not a C-contiguous, aligned array; "
+                                 "pass numpy.ascontiguousarray() of it"));
+      std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+      result.inputs.emplace_back(name,
+                                 moert::TensorData{*dtype, shape, array.data(),
+                                                   bytesOf(array, *dtype)});
+      result.held.push_back(array);
+    }
+  }
+  // Image files, preprocessed by the plan's image processor.
+  if (!images.is_none()) {
+    const moert::MultimodalDesc *mm = plan.multimodal();
+    if (!mm)
+      raise(PyExc_ValueError, "images need a multimodal plan");
+    auto got = loadPyImages(*mm, images);
+    check(got.status());
+    result.loaded = *std::move(got);
+    for (const moert::NamedTensor &t : result.loaded) {
+      for (const auto &given : result.inputs)
+        if (given.first == t.name)
+          raise(PyExc_ValueError,
+                absl::StrCat("vision input '", t.name,
+                             "' is also what images gives; give one"));
+      result.inputs.emplace_back(t.name, t.view());
+    }
+  }
+  return result;
 }

@@ -1,5 +1,4 @@
-//===- vision_bindings.h - Images of a multimodal plan for Python -*- C++
-//-*-===//
+//===- vision_bindings.h - Images of a multimodal plan ----------*- C++ -*-===//
 
 #ifndef MOERT_PYTHON_VISION_BINDINGS_H
 #define MOERT_PYTHON_VISION_BINDINGS_H
@@ -8,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <vector>
@@ -27,5 +27,22 @@ pybind11::object toNumpy(const moert::NamedTensor &tensor);
 /// image_token_id, spatial_merge_size, image_grid, max_images,
 /// vision_inputs and image_processor (whether it takes images).
 pybind11::dict multimodalInfo(const moert::MultimodalDesc &mm);
+
+/// Generator.generate's vision inputs as one moert::VisionInputs, with the
+/// arrays and images it views (valid while this lives).
+struct PyVisionInputs {
+  std::vector<pybind11::array> held;
+  std::vector<moert::NamedTensor> loaded;
+  moert::VisionInputs inputs;
+};
+
+/// `vision` (None, or a dict of name -> C-contiguous numpy array of float32,
+/// int64, int32, bool or int8) and `images` (None, or what loadPyImages
+/// takes, preprocessed by `plan`'s image processor) as PyVisionInputs.
+/// Raises TypeError or ValueError naming a bad input, or an input that both
+/// give.
+PyVisionInputs collectVisionInputs(const moert::Plan &plan,
+                                   pybind11::object vision,
+                                   pybind11::object images);
 
 #endif // MOERT_PYTHON_VISION_BINDINGS_H
