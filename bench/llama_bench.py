@@ -32,7 +32,7 @@ Then, in one run: checks that both engines generate the same greedy ids at
 f32 (fails loudly if not), and --rounds times, the engines taking turns,
 for each thread count measures the machine's read bandwidth (the best of
 numpy's maximum and matrix-vector products and moe-stream-bench's
-max-reduce on moe-run's pool) and oneDNN's f32 sgemm peak, and runs `llama-bench -p
+max-reduce on moe-run's pool) and the GEMM peaks, and runs `llama-bench -p
 P -n G -t T -r R` on every GGUF and `moe-run PLAN --bench R --prompt-tokens
 P --max-new-tokens G --threads T` on every plan, keeping each one's best,
 and prints pp (prompt tokens/s) and tg (generated tokens/s) of both and
@@ -42,10 +42,11 @@ bf16/f16, bf16/bf16, int8/q8_0 and int4/q4_0 (moe-run's int4 with f32
 and with int8 activations, `int4a8`), the bytes one decode step reads (the
 model's weights that a token touches: every dense matrix and the top-k
 experts of each layer, at each side's stored size) over the tg time as a
-share of the measured bandwidth, the prompt's roofline in f32 arithmetic
-(the larger of its multiply-adds over the sgemm peak and of the weights it
-reads over the bandwidth; moe-run's prompts multiply in f32 but for
-int4a8) with twice llama.cpp's pp as a share of it, and the ISA each side used (llama.cpp's
+share of the measured bandwidth, moe-run's prompt roofline (the larger of
+its multiply-adds at the GEMM peaks of moe-run's kernels, f32 sgemm and
+for bf16 and int8 experts the bf16 matmul, and of the weights it reads
+over the bandwidth; none for int4a8, whose prompts multiply int8) with
+twice llama.cpp's pp as a share of it, and the ISA each side used (llama.cpp's
 system_info line; moe-run's kernels and the CPU's flags).
 
 --decode-only skips llama.cpp and times moe-run binaries side by side
@@ -353,37 +354,41 @@ def read_bandwidth(threads, mib=1024, stream_bench=None):
     return best
 
 
-def gemm_peak(stream_bench, threads):
-    """f32 FLOP/s of oneDNN's sgemm on `threads` at a compute-bound shape
-    (256 rows of activations times a [2816, 1024] matrix, moe-stream-bench's
-    sgemm mode): the arithmetic roofline of moe-run's prompts, whose
-    products run in f32 whatever the weights' storage (they widen bf16,
-    int8 and int4 tiles)."""
+def gemm_peak(stream_bench, threads, dtype="f32"):
+    """FLOP/s of a compute-bound product on `threads` (256 rows of
+    activations times a [2816, 1024] matrix): oneDNN's f32 sgemm, or with
+    dtype "bf16" the bf16 matmul (activations rounded to bf16) that moe-run's
+    expert blocks run for bf16 and int8 weights where the CPU has
+    AVX512-BF16 (kernels/expert_gemm.h; where it has not, the f32 sgemm)."""
+    kernel, width = ("gemm", 2) if dtype == "bf16" else ("sgemm", 4)
     best = 0.0
     for _ in range(3):
-        out = run([stream_bench, 2816, 1024, threads, "f32", 256, "sgemm"],
+        out = run([stream_bench, 2816, 1024, threads, dtype, 256, kernel],
                   capture_output=True, text=True).stdout
         found = re.search(r"([0-9.]+) GB/s of weights", out)
         if found:
-            # GB/s of the f32 matrix: 2 * 256 flops per 4-byte weight.
-            best = max(best, float(found.group(1)) * 1e9 / 4 * 2 * 256)
+            # GB/s of the matrix: 2 * 256 flops per weight of `width` bytes.
+            best = max(best, float(found.group(1)) * 1e9 / width * 2 * 256)
     return best
 
 
-def prompt_roofline(args, plans, dtype, peak, bandwidth):
-    """pp tokens/s that a prompt of args.prompt tokens cannot pass with f32
-    arithmetic at `peak` FLOP/s and `bandwidth`: the larger of its
-    multiply-adds (2 per weight a token touches: the f32 plan's dense
-    matrices and top-k experts) over the peak and of the bytes the prompt
-    reads (every dense matrix, and each expert a token of the prompt
-    routes to: 1 - (1 - k/E)^P of them with uniform routing) over the
-    bandwidth."""
+def prompt_roofline(args, plans, dtype, peaks, bandwidth):
+    """pp tokens/s that a prompt of args.prompt tokens cannot pass: the
+    larger of its multiply-adds (2 per weight a token touches: the f32
+    plan's dense matrices and top-k experts) at the rates moe-run's kernels
+    have for them (dense products in f32; experts in bf16 for bf16 and int8
+    weights, `peaks["bf16"]`, else f32) and of the bytes the prompt reads
+    (every dense matrix, and each expert a token of the prompt routes to:
+    1 - (1 - k/E)^P of them with uniform routing) over the bandwidth."""
     dense32, experts32 = step_bytes(args, plans["f32"])
-    flops = 2 * (dense32 + experts32) / 4 * args.prompt
+    dense_flops = 2 * dense32 / 4 * args.prompt
+    expert_flops = 2 * experts32 / 4 * args.prompt
+    expert_peak = peaks["bf16"] if dtype in ("bf16", "int8") else peaks["f32"]
     dense, experts = step_bytes(args, plans[dtype])
     k_over_e = CONFIG["num_experts_per_tok"] / CONFIG["num_local_experts"]
     touched = (1 - (1 - k_over_e) ** args.prompt) / k_over_e
-    seconds = max(flops / peak, (dense + experts * touched) / bandwidth)
+    seconds = max(dense_flops / peaks["f32"] + expert_flops / expert_peak,
+                  (dense + experts * touched) / bandwidth)
     return args.prompt / seconds
 
 
@@ -460,7 +465,7 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
     print(f"load average at start: {os.getloadavg()}", flush=True)
     stream_bench = os.path.join(args.build, "bin", "moe-stream-bench")
     bandwidth = {t: 0.0 for t in args.threads}
-    peak = {t: 0.0 for t in args.threads}
+    peak = {t: {"f32": 0.0, "bf16": 0.0} for t in args.threads}
     # The engines take turns, args.rounds times; each keeps its best pp and
     # tg (the runs least disturbed by other processes on the machine).
     best = {}
@@ -475,8 +480,9 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
             # measures them again and the best is kept.
             bandwidth[threads] = max(bandwidth[threads], read_bandwidth(
                 threads, stream_bench=stream_bench))
-            peak[threads] = max(peak[threads], gemm_peak(stream_bench,
-                                                         threads))
+            for kind in peak[threads]:
+                peak[threads][kind] = max(peak[threads][kind], gemm_peak(
+                    stream_bench, threads, kind))
             for dtype, outtype in PAIRS:
                 if dtype in plans and outtype in ggufs:
                     keep(("moe", dtype, threads), moe_run_bench(
@@ -491,20 +497,21 @@ def compare(args, src, plans, bench, greedy, ggufs, commit):
     print(f"load average at end: {os.getloadavg()}")
     print("read bandwidth: " + ", ".join(
         f"{t} thread(s) {bw / 1e9:.1f} GB/s" for t, bw in bandwidth.items()))
-    print("f32 sgemm peak: " + ", ".join(
-        f"{t} thread(s) {p / 1e9:.0f} GFLOP/s" for t, p in peak.items()))
+    print("GEMM peaks (f32 sgemm / bf16 matmul): " + ", ".join(
+        f"{t} thread(s) {p['f32'] / 1e9:.0f} / {p['bf16'] / 1e9:.0f} GFLOP/s"
+        for t, p in peak.items()))
     moe_bytes = {d: sum(step_bytes(args, p)) for d, p in plans.items()}
     llama_bytes = {t: gguf_step_bytes(src, g) for t, g in ggufs.items()}
     print(f"\n`llama_bench.py --prompt {args.prompt} --gen {args.gen} "
           f"--reps {args.reps} --rounds {args.rounds}`\n")
     print("| threads | moe-run / llama.cpp | pp moe-run | pp llama.cpp | "
-          "pp ratio | pp f32 roofline | 2x llama.cpp, % of it | tg moe-run | "
+          "pp ratio | pp roofline | 2x llama.cpp, % of it | tg moe-run | "
           "tg llama.cpp | tg ratio | MB/token | tg % of bw |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for threads, dtype, outtype, (mpp, mtg), (lpp, ltg) in rows:
         mb, lb = moe_bytes[dtype], llama_bytes[outtype]
         bw = bandwidth[threads]
-        # int4a8 prompts multiply int8 activations: no f32 roofline.
+        # int4a8 prompts multiply int8 activations: no roofline here.
         roof = (prompt_roofline(args, plans, dtype, peak[threads], bw)
                 if dtype != "int4a8" and "f32" in plans else None)
         roof_cells = (f"{roof:.0f} | {100 * 2 * lpp / roof:.0f}%" if roof
