@@ -84,10 +84,12 @@ options:
                          routes to); default: the plan's (moec compile
                          --prefetch), else none
   --expert-cache POLICY  a tiered plan on the cpu: static (default: the
-                         plan's hot experts pinned), lru[:F] or lfu[:F]
-                         (a share F of them pinned, default 0; the rest of
-                         the budget a cache of the least recently used, or
-                         least used by a decaying count, experts)
+                         plan's hot experts pinned), lru[:F], lfu[:F] or
+                         adaptive[:F] (a share F of them pinned, default 0;
+                         the rest of the budget a cache of the least
+                         recently used, or least used by a decaying count,
+                         experts, or adaptive: of whichever of those two
+                         has hit more lately)
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads
@@ -351,11 +353,11 @@ std::string parseOption(const std::string &name, const std::string &value,
     char *end = nullptr;
     double f = std::strtod(fraction.c_str(), &end);
     bool ok = value == "static" ||
-              ((kind == "lru" || kind == "lfu") && !fraction.empty() && end &&
-               !*end && f >= 0 && f <= 1);
+              ((kind == "lru" || kind == "lfu" || kind == "adaptive") &&
+               !fraction.empty() && end && !*end && f >= 0 && f <= 1);
     if (!ok)
-      return absl::StrCat("--expert-cache must be static, lru[:F] or lfu[:F] "
-                          "with F from 0 to 1, not '",
+      return absl::StrCat("--expert-cache must be static, lru[:F], lfu[:F] "
+                          "or adaptive[:F] with F from 0 to 1, not '",
                           value, "'");
     options.tiers.cache = value;
   } else if (name == "--backend") {

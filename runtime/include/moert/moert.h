@@ -429,10 +429,12 @@ struct SessionOptions {
   std::string expertPrefetch = "";
   /// How the experts' budget is spent (docs/tiered-experts.md, "The
   /// cache's policy"): "static" (default: the plan's hot experts pinned,
-  /// the least cache for the rest), "lru[:F]" or "lfu[:F]" (a share F of
-  /// the hot experts pinned, 0 when left out, the rest of the budget a
-  /// cache evicting the least recently used experts, or the least used by
-  /// a count that decays). cpu sessions. Outputs do not depend on it.
+  /// the least cache for the rest), "lru[:F]", "lfu[:F]" or
+  /// "adaptive[:F]" (a share F of the hot experts pinned, 0 when left out,
+  /// the rest of the budget a cache evicting the least recently used
+  /// experts, the least used by a count that decays, or adaptive: the
+  /// victim of whichever of those two has hit more lately in shadow
+  /// directories). cpu sessions. Outputs do not depend on it.
   std::string expertCache = "static";
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the

@@ -22,117 +22,6 @@ namespace moert {
 namespace detail {
 
 //===----------------------------------------------------------------------===//
-// ExpertCache
-//===----------------------------------------------------------------------===//
-
-double ExpertCache::uses(ExpertKey key) const {
-  auto it = uses_.find(id(key));
-  if (it == uses_.end())
-    return 0;
-  return it->second.count *
-         std::exp2(-static_cast<double>(clock_ - it->second.at) / halfLife_);
-}
-
-ExpertCache::Entry *ExpertCache::find(ExpertKey key) {
-  if (halfLife_ > 0) {
-    ++clock_;
-    Use &use = uses_[id(key)];
-    use.count = use.count * std::exp2(-static_cast<double>(clock_ - use.at) /
-                                      halfLife_) +
-                1;
-    use.at = clock_;
-  }
-  auto it = index_.find(id(key));
-  if (it == index_.end())
-    return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return &*it->second;
-}
-
-ExpertCache::Entry *ExpertCache::peek(ExpertKey key) {
-  auto it = index_.find(id(key));
-  return it == index_.end() ? nullptr : &*it->second;
-}
-
-ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
-                                        bool pinned,
-                                        std::vector<Evicted> &evicted) {
-  if (index_.count(id(key)) || bytes > capacity_)
-    return nullptr;
-  // Whether evicting every evictable entry would make room, before any is.
-  uint64_t evictable = 0;
-  for (const Entry &entry : lru_)
-    if (!entry.pinned && entry.locks == 0)
-      evictable += entry.bytes;
-  if (used_ - evictable + bytes > capacity_)
-    return nullptr;
-  auto evict = [&](std::list<Entry>::iterator it) {
-    evicted.push_back({it->key, it->payload, it->bytes});
-    used_ -= it->bytes;
-    index_.erase(id(it->key));
-    return lru_.erase(it);
-  };
-  if (halfLife_ > 0) {
-    // The least used evictable entry, one at a time (ties: the least
-    // recently used). A scan per eviction: each eviction makes room for a
-    // read of megabytes, beside which the scan is nothing.
-    while (used_ + bytes > capacity_) {
-      auto victim = lru_.end();
-      double least = 0;
-      for (auto it = std::prev(lru_.end());; --it) {
-        if (!it->pinned && !it->locks) {
-          double u = uses(it->key);
-          if (victim == lru_.end() || u < least) {
-            victim = it;
-            least = u;
-          }
-        }
-        if (it == lru_.begin())
-          break;
-      }
-      evict(victim);
-    }
-  } else {
-    for (auto it = lru_.end(); used_ + bytes > capacity_;) {
-      --it;
-      if (it->pinned || it->locks)
-        continue;
-      it = evict(it);
-    }
-  }
-  Entry entry;
-  entry.key = key;
-  entry.bytes = bytes;
-  entry.pinned = pinned;
-  lru_.push_front(entry);
-  index_[id(key)] = lru_.begin();
-  used_ += bytes;
-  if (pinned)
-    pinned_ += bytes;
-  return &lru_.front();
-}
-
-void *ExpertCache::erase(Entry *entry) {
-  auto it = index_.find(id(entry->key));
-  if (it == index_.end())
-    return nullptr;
-  void *payload = entry->payload;
-  used_ -= entry->bytes;
-  if (entry->pinned)
-    pinned_ -= entry->bytes;
-  lru_.erase(it->second);
-  index_.erase(it);
-  return payload;
-}
-
-std::vector<ExpertKey> ExpertCache::order() const {
-  std::vector<ExpertKey> keys;
-  for (const Entry &entry : lru_)
-    keys.push_back(entry.key);
-  return keys;
-}
-
-//===----------------------------------------------------------------------===//
 // ExpertStore
 //===----------------------------------------------------------------------===//
 
@@ -444,7 +333,7 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
   std::vector<ExpertCache::Entry *> reads;
   std::vector<char> takenOver;
   for (uint32_t e : pending) {
-    ExpertCache::Entry *entry = cache_.find({layerIndex, e});
+    ExpertCache::Entry *entry = cache_.find({layerIndex, e}, entryBytes(layer));
     if (!entry) {
       misses.push_back(e);
       continue;
@@ -468,6 +357,7 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
       inFlight.push_back(e);
     }
   }
+  cache_.endLookups();
   for (uint32_t e : misses) {
     bool allocFailed = false;
     ExpertCache::Entry *entry = insertEntry({layerIndex, e}, allocFailed);
@@ -749,16 +639,18 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
       policy.pinned >= 1 ? hotKeys.size()
                          : static_cast<size_t>(policy.pinned * hotKeys.size());
   store->policy_ = policy;
-  if (policy.lfu) {
-    // The half-life of the use counts: about 32 decode tokens of lookups
-    // (every tiered layer's top-k each), long enough that an expert used
-    // steadily outweighs a burst of others, short enough to follow the
-    // routing when the text moves on (bench/expert_cache_replay.py).
+  if (policy.eviction != ExpertCache::Eviction::Lru) {
+    // The half-life of the use counts and the adaptive policy's window:
+    // about 32 decode tokens of lookups (every tiered layer's top-k each),
+    // long enough that an expert used steadily outweighs a burst of others,
+    // short enough to follow the routing when the text moves on
+    // (bench/expert_cache_replay.py).
     uint64_t perToken = 0;
     for (const TierLayerInfo &layer : tiers.layers)
       perToken +=
           std::min<uint64_t>(std::max<uint32_t>(tiers.topK, 1), layer.experts);
-    store->cache_.setHalfLife(32.0 * std::max<uint64_t>(perToken, 1));
+    perToken = std::max<uint64_t>(perToken, 1);
+    store->cache_.setEviction(policy.eviction, 32.0 * perToken, 32 * perToken);
   }
   std::vector<ExpertCache::Entry *> hot;
   for (size_t i = 0; i < hotKeys.size(); ++i) {

@@ -1,33 +1,28 @@
 //===- expert_store.h - Bounded caches of paged expert weights --*- C++ -*-===//
 //
 // Tiered plans (docs/tiered-experts.md) keep the cold experts' weights in the
-// plan file and read them when a layer's routing selects them. Two parts:
-//
-// * ExpertCache: the bookkeeping every backend shares (the CUDA backend's
-//   device-memory cache would hold its copies the same way): which experts
-//   are present, their LRU order, which are pinned (the hot set) or locked
-//   (read by the running step), and the bytes they hold, never above the
-//   capacity. It holds no memory: each entry carries the backend's payload.
-// * ExpertStore: the CPU backend's, over host buffers filled from the plan
-//   file (pread, O_DIRECT or mmap), with per-layer paging counters; the
-//   Experts kernel obtains every paged expert's weights through it.
+// plan file and read them when a layer's routing selects them. ExpertStore
+// is the CPU backend's store, over host buffers filled from the plan file
+// (pread, O_DIRECT or mmap), with per-layer paging counters, its entries
+// kept by an ExpertCache (tiers/expert_cache.h); the Experts kernel obtains
+// every paged expert's weights through it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOERT_SRC_EXPERT_CACHE_H
-#define MOERT_SRC_EXPERT_CACHE_H
+#ifndef MOERT_SRC_TIERS_EXPERT_STORE_H
+#define MOERT_SRC_TIERS_EXPERT_STORE_H
 
 #include "exec/expert_weights.h"
 #include "exec/tensor.h"
 #include "exec/thread_pool.h"
 #include "loader/plan_impl.h"
+#include "tiers/expert_cache.h"
 
 #include "absl/status/status.h"
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,99 +30,6 @@
 #include <vector>
 
 namespace moert::detail {
-
-/// A tiered layer (its index among the schedule's) and one of its experts.
-struct ExpertKey {
-  uint32_t layer = 0;
-  uint32_t expert = 0;
-  bool operator==(const ExpertKey &o) const {
-    return layer == o.layer && expert == o.expert;
-  }
-};
-
-class ExpertCache {
-public:
-  struct Entry {
-    ExpertKey key;
-    uint64_t bytes = 0;
-    /// The backend's memory of the entry.
-    void *payload = nullptr;
-    bool pinned = false;
-    /// Locked entries (read by the running step, or queued or being filled
-    /// by a prefetch) are never evicted.
-    int locks = 0;
-    /// Whether the payload holds the expert (Ready), or a prefetch reserved
-    /// the entry and is yet to fill it (Queued) or filling it (Loading). A
-    /// prefetch holds one lock until the entry is Ready.
-    enum class State : uint8_t { Ready, Queued, Loading };
-    State state = State::Ready;
-    /// Inserted by a prefetch and not yet used by a step.
-    bool prefetched = false;
-  };
-  /// What an insertion evicted: the backend frees (or reuses) each payload.
-  struct Evicted {
-    ExpertKey key;
-    void *payload;
-    uint64_t bytes;
-  };
-
-  explicit ExpertCache(uint64_t capacity) : capacity_(capacity) {}
-
-  /// With a half-life (in lookups, > 0), an insertion evicts the entries
-  /// of least decayed use (each lookup of a key by find() weighs 2^(-age /
-  /// halfLife), age in lookups since; kept for absent keys too) instead of
-  /// the least recently used: an LFU that forgets, so that experts used
-  /// steadily stay while a burst of others passes. 0: LRU (the default).
-  void setHalfLife(double lookups) { halfLife_ = lookups; }
-  double halfLife() const { return halfLife_; }
-
-  uint64_t capacity() const { return capacity_; }
-  uint64_t used() const { return used_; }
-  uint64_t pinnedBytes() const { return pinned_; }
-  size_t size() const { return index_.size(); }
-
-  /// The entry of `key`, or null. A hit makes it the most recently used;
-  /// with a half-life, the lookup counts as a use of `key`, hit or not.
-  Entry *find(ExpertKey key);
-  /// The entry of `key`, or null, leaving the LRU order as it is.
-  Entry *peek(ExpertKey key);
-  /// Inserts `key` (absent) of `bytes` bytes, the most recently used, after
-  /// evicting the least recently used (with a half-life: least used)
-  /// entries that are neither pinned nor locked until it fits, whose payloads
-  /// are appended to `evicted`. Returns null, evicting nothing, when it cannot
-  /// fit even then. The caller sets the payload.
-  Entry *insert(ExpertKey key, uint64_t bytes, bool pinned,
-                std::vector<Evicted> &evicted);
-  /// Removes `entry` (one whose payload could not be filled); returns its
-  /// payload.
-  void *erase(Entry *entry);
-  void lock(Entry *entry) { ++entry->locks; }
-  void unlock(Entry *entry) { --entry->locks; }
-  /// The keys from the most to the least recently used.
-  std::vector<ExpertKey> order() const;
-
-private:
-  static uint64_t id(ExpertKey key) {
-    return uint64_t{key.layer} << 32 | key.expert;
-  }
-  /// The decayed use count of `key` now (0 for one never looked up).
-  double uses(ExpertKey key) const;
-  uint64_t capacity_;
-  uint64_t used_ = 0;
-  uint64_t pinned_ = 0;
-  double halfLife_ = 0;
-  /// Lookups so far, and per key looked up its decayed use count as of
-  /// lookup `at`.
-  uint64_t clock_ = 0;
-  struct Use {
-    double count = 0;
-    uint64_t at = 0;
-  };
-  std::unordered_map<uint64_t, Use> uses_;
-  /// Most recently used first.
-  std::list<Entry> lru_;
-  std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;
-};
 
 /// How the CPU store reads an expert from the plan file.
 enum class ExpertReadMode {
@@ -169,21 +71,22 @@ parseExpertPrefetch(absl::string_view text,
 /// expertCache, docs/tiered-experts.md): the plan's hot set (the experts of
 /// lowest rank that leave the cold cache its least size) is read when the
 /// session starts; a share `pinned` of it, lowest ranks first, stays
-/// pinned, and the rest of the budget is a cache that evicts the least
-/// recently used experts, or with `lfu` the least used by a decaying count.
-/// The unpinned part of the hot set starts in that cache, so it begins
-/// from the profile's guess and follows the routing from there.
+/// pinned, and the rest of the budget is a cache that evicts by `eviction`
+/// (the least recently used, the least used by a decaying count, or
+/// adaptive: whichever of those two has hit more lately). The unpinned part
+/// of the hot set starts in that cache, so it begins from the profile's
+/// guess and follows the routing from there.
 struct ExpertCachePolicy {
   /// 1: today's static tiers (every hot expert pinned); 0: none pinned.
   double pinned = 1;
-  bool lfu = false;
+  ExpertCache::Eviction eviction = ExpertCache::Eviction::Lru;
 };
 
-/// Parses "static", "lru[:F]" or "lfu[:F]" (F in [0, 1]: the share of the
-/// hot set pinned, 0 when left out); "" is static.
+/// Parses "static", "lru[:F]", "lfu[:F]" or "adaptive[:F]" (F in [0, 1]:
+/// the share of the hot set pinned, 0 when left out); "" is static.
 absl::StatusOr<ExpertCachePolicy>
 parseExpertCachePolicy(absl::string_view text);
-/// "static", "lru", "lfu:0.5", ...
+/// "static", "lru", "lfu:0.5", "adaptive", ...
 std::string expertCachePolicyName(const ExpertCachePolicy &policy);
 
 /// The router of a tiered layer as pre-gating evaluates it: logits = x @ w
@@ -435,4 +338,4 @@ absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text);
 
 } // namespace moert::detail
 
-#endif // MOERT_SRC_EXPERT_CACHE_H
+#endif // MOERT_SRC_TIERS_EXPERT_STORE_H

@@ -39,6 +39,22 @@ absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text) {
       "the expert read mode must be pread, direct or mmap, not '", text, "'"));
 }
 
+namespace {
+
+const char *evictionName(ExpertCache::Eviction eviction) {
+  switch (eviction) {
+  case ExpertCache::Eviction::Lfu:
+    return "lfu";
+  case ExpertCache::Eviction::Adaptive:
+    return "adaptive";
+  case ExpertCache::Eviction::Lru:
+    break;
+  }
+  return "lru";
+}
+
+} // namespace
+
 absl::StatusOr<ExpertCachePolicy>
 parseExpertCachePolicy(absl::string_view text) {
   ExpertCachePolicy policy;
@@ -46,7 +62,14 @@ parseExpertCachePolicy(absl::string_view text) {
     return policy;
   absl::string_view kind = text.substr(0, text.find(':'));
   policy.pinned = 0;
-  policy.lfu = kind == "lfu";
+  bool kindOk = false;
+  for (ExpertCache::Eviction eviction :
+       {ExpertCache::Eviction::Lru, ExpertCache::Eviction::Lfu,
+        ExpertCache::Eviction::Adaptive})
+    if (kind == evictionName(eviction)) {
+      policy.eviction = eviction;
+      kindOk = true;
+    }
   bool fractionOk = true;
   if (kind.size() < text.size()) {
     std::string fraction(text.substr(kind.size() + 1));
@@ -55,18 +78,19 @@ parseExpertCachePolicy(absl::string_view text) {
     fractionOk = !fraction.empty() && end && !*end && policy.pinned >= 0 &&
                  policy.pinned <= 1;
   }
-  if ((kind != "lru" && kind != "lfu") || !fractionOk)
+  if (!kindOk || !fractionOk)
     return absl::InvalidArgumentError(absl::StrCat(
-        "the expert cache policy must be static, lru[:F] or lfu[:F] (F from "
-        "0 to 1: the share of the hot experts kept pinned), not '",
+        "the expert cache policy must be static, lru[:F], lfu[:F] or "
+        "adaptive[:F] (F from 0 to 1: the share of the hot experts kept "
+        "pinned), not '",
         text, "'"));
   return policy;
 }
 
 std::string expertCachePolicyName(const ExpertCachePolicy &policy) {
-  if (policy.pinned >= 1 && !policy.lfu)
+  if (policy.pinned >= 1 && policy.eviction == ExpertCache::Eviction::Lru)
     return "static";
-  std::string name = policy.lfu ? "lfu" : "lru";
+  std::string name = evictionName(policy.eviction);
   if (policy.pinned > 0)
     absl::StrAppend(&name, ":", policy.pinned);
   return name;

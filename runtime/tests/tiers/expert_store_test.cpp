@@ -435,7 +435,12 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
       // only the policy's share of it pinned.
       for (auto [cache, pinned] :
            std::vector<std::pair<const char *, uint32_t>>{
-               {"lru", 0}, {"lfu", 0}, {"lru:0.5", 2}, {"lfu:0.75", 3}}) {
+               {"lru", 0},
+               {"lfu", 0},
+               {"adaptive", 0},
+               {"lru:0.5", 2},
+               {"lfu:0.75", 3},
+               {"adaptive:0.5", 2}}) {
         SCOPED_TRACE(
             absl::StrCat(int8 ? "int8" : "f32", ", ", N, " rows, ", cache));
         uint64_t budget = fixed + (4 + 2) * expert;
@@ -454,7 +459,7 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
 
 TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
   ExpertCache cache(300);
-  cache.setHalfLife(100);
+  cache.setEviction(ExpertCache::Eviction::Lfu, 100);
   std::vector<ExpertCache::Evicted> evicted;
   // Expert 0 looked up three times, 1 twice, 2 once (the newest).
   for (uint32_t e : {0, 0, 1, 0, 1, 2}) {
@@ -488,15 +493,16 @@ TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
 }
 
 TEST(ExpertCache, PoliciesParse) {
-  for (const char *text : {"", "static", "lru", "lfu", "lru:0.5", "lfu:1"}) {
+  for (const char *text : {"", "static", "lru", "lfu", "lru:0.5", "lfu:1",
+                           "adaptive", "adaptive:0.25"}) {
     absl::StatusOr<detail::ExpertCachePolicy> policy =
         detail::parseExpertCachePolicy(text);
     ASSERT_TRUE(policy.ok()) << text << ": " << policy.status();
     std::string name = detail::expertCachePolicyName(*policy);
     EXPECT_EQ(name, *text ? text : "static");
   }
-  for (const char *text :
-       {"lru:", "lru:2", "lfu:-1", "lfu:x", "mru", "static:1"})
+  for (const char *text : {"lru:", "lru:2", "lfu:-1", "lfu:x", "mru",
+                           "static:1", "adaptive:", "arc"})
     EXPECT_FALSE(detail::parseExpertCachePolicy(text).ok()) << text;
 }
 
