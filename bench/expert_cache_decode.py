@@ -3,7 +3,8 @@
 step 4).
 
     python3 bench/expert_cache_decode.py PLAN --device-memory 275K
-        [--policies static,lru,lfu,lru:0.5,lfu:0.5] [--rounds 5]
+        [--policies static,lru,lfu,adaptive,lru:0.5,lfu:0.5,adaptive:0.5]
+        [--rounds 5]
         [--bench 20] [--prompt-tokens 6] [--max-new-tokens 56] [--threads 1]
         [--moe-run NAME=PATH,NAME=PATH]
 
@@ -32,7 +33,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("plan")
     p.add_argument("--device-memory", required=True)
-    p.add_argument("--policies", default="static,lru,lfu,lru:0.5,lfu:0.5")
+    p.add_argument("--policies",
+                   default="static,lru,lfu,adaptive,lru:0.5,lfu:0.5,"
+                   "adaptive:0.5")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--bench", type=int, default=20)
     p.add_argument("--prompt-tokens", type=int, default=6)
