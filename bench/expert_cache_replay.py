@@ -38,10 +38,11 @@ does), then unlocks them.
                to its score (t the lookup's number, h the half-life: 32
                tokens' lookups, every layer's top-k), the least scored
                evicted (ties: least recently used)
-  adaptive[:F] ... shadow directories (keys only) of an LRU and of the LFU
-               of the same size replay every lookup; their hits, averaged
-               over the last 32 tokens' lookups, choose whose victim the
-               cache evicts (docs/tiered-experts.md)
+  adaptive[:F] ... shadow directories (keys only) of an LRU, of the LFU
+               and of a slow LFU (half-life 32 times as long) of the same
+               size replay every lookup; their hits, averaged over the
+               last 32 tokens' lookups, choose whose victim the cache
+               evicts (docs/tiered-experts.md)
 
 The hit rate is counted on the trace's second half (the first half is the
 profile and the adaptive caches' warm-up), or with --all-steps on every
@@ -145,10 +146,15 @@ class LfuHeap:
         return victim
 
 
+# The slow LFU's half-life over the LFU's (ExpertCache::kSlowHalfLives).
+SLOW_HALF_LIVES = 32
+
+
 class Cache:
     """ExpertCache with capacity in experts: entries in recency order
     (oldest first), pinned ones never evicted, locked ones not while
-    locked. kind: lru, lfu or adaptive."""
+    locked. kind: lru, lfu or adaptive. Candidates (shadows, merits,
+    leaders): 0 the LRU, 1 the LFU, 2 the slow LFU."""
 
     def __init__(self, capacity, kind, half_life, window):
         self.capacity = capacity
@@ -157,34 +163,43 @@ class Cache:
         # runtime's order never changes a victim), and the pinned ones.
         self.entries = collections.OrderedDict()
         self.pinned_keys = set()
-        self.locks = {}  # key -> count, while locked
+        self.locks = {}
         self.pinned = 0
-        self.clock = 0  # lookups
-        self.tick = 0  # recency stamps (finds that hit, inserts)
+        self.clock = 0
+        self.tick = 0
         self.ticks = {}
-        self.scores = Scores(half_life) if kind != "lru" else None
-        self.heap = LfuHeap(self.scores, self.ticks, self.entries)
-        # adaptive: the shadow directories and their decayed hits.
+        mults = [1, SLOW_HALF_LIVES] if kind == "adaptive" else [1]
+        self.scores = ([Scores(half_life * m) for m in mults]
+                       if kind != "lru" else [])
+        self.heaps = [LfuHeap(sc, self.ticks, self.entries)
+                      for sc in self.scores]
         self.window = window
         self.shadow_lru = collections.OrderedDict()
-        self.shadow_lfu = {}
-        self.shadow_ticks = {}
-        self.shadow_heap = LfuHeap(self.scores, self.shadow_ticks,
-                                   self.shadow_lfu)
-        self.merit = [0, 0]  # LRU, LFU (fixed point, 1 << 16 a hit)
+        n = len(self.scores)
+        self.shadow_lfu = [dict() for _ in range(n)]
+        self.shadow_ticks = [dict() for _ in range(n)]
+        self.shadow_heap = [LfuHeap(self.scores[j], self.shadow_ticks[j],
+                                    self.shadow_lfu[j]) for j in range(n)]
+        self.merit = [0] * (n + 1)  # fixed point, 1 << 16 a hit
         self.group = []
 
-    def leader_lfu(self):
+    def leader(self):
+        """Whose victims an insertion evicts: the candidate of most hits
+        lately (ties: the lower)."""
         if self.kind == "adaptive":
-            return self.merit[1] > self.merit[0]
-        return self.kind == "lfu"
+            best = 0
+            for i, m in enumerate(self.merit):
+                if m > self.merit[best]:
+                    best = i
+            return best
+        return 1 if self.kind == "lfu" else 0
 
     def find(self, key):
         self.clock += 1
-        if self.scores:
-            if self.scores.add(key, self.clock):
-                self.heap.rebuild()
-                self.shadow_heap.rebuild()
+        for j, sc in enumerate(self.scores):
+            if sc.add(key, self.clock):
+                self.heaps[j].rebuild()
+                self.shadow_heap[j].rebuild()
         if key in self.pinned_keys:
             return True
         if self.kind == "adaptive":
@@ -194,21 +209,22 @@ class Cache:
         self.entries.move_to_end(key)
         self.tick += 1
         self.ticks[key] = self.tick
-        if self.scores:
-            self.heap.push(key)
+        for h in self.heaps:
+            h.push(key)
         return True
 
     def shadow(self, key):
         """A lookup in the shadow directories: hits counted and refreshed,
         misses inserted by end_lookups()."""
-        hits = [key in self.shadow_lru, key in self.shadow_lfu]
-        for i in range(2):
+        hits = [key in self.shadow_lru] + [key in d for d in self.shadow_lfu]
+        for i in range(len(hits)):
             self.merit[i] += (hits[i] << 16) - self.merit[i] // self.window
         if hits[0]:
             self.shadow_lru.move_to_end(key)
-        if hits[1]:
-            self.shadow_ticks[key] = self.clock
-            self.shadow_heap.push(key)
+        for j in range(len(self.shadow_lfu)):
+            if hits[j + 1]:
+                self.shadow_ticks[j][key] = self.clock
+                self.shadow_heap[j].push(key)
         self.group.append((key, hits, self.clock))
 
     def end_lookups(self):
@@ -227,16 +243,19 @@ class Cache:
                     del self.shadow_lru[victim]
                 if len(self.shadow_lru) < room:
                     self.shadow_lru[key] = True
-            if not hits[1]:
-                while len(self.shadow_lfu) >= room:
-                    victim = self.shadow_heap.pop_least(group)
+            for j in range(len(self.shadow_lfu)):
+                if hits[j + 1]:
+                    continue
+                d = self.shadow_lfu[j]
+                while len(d) >= room:
+                    victim = self.shadow_heap[j].pop_least(group)
                     if victim is None:
                         break
-                    del self.shadow_lfu[victim]
-                if len(self.shadow_lfu) < room:
-                    self.shadow_lfu[key] = True
-                    self.shadow_ticks[key] = at
-                    self.shadow_heap.push(key)
+                    del d[victim]
+                if len(d) < room:
+                    d[key] = True
+                    self.shadow_ticks[j][key] = at
+                    self.shadow_heap[j].push(key)
         self.group = []
 
     def insert(self, key, pinned):
@@ -246,9 +265,10 @@ class Cache:
         locked = sum(1 for k in self.locks if k in self.entries)
         if size - (len(self.entries) - locked) + 1 > self.capacity:
             return False
+        lead = self.leader()
         while len(self.entries) + len(self.pinned_keys) + 1 > self.capacity:
-            if self.leader_lfu():
-                victim = self.heap.pop_least(self.locks)
+            if lead > 0:
+                victim = self.heaps[lead - 1].pop_least(self.locks)
             else:
                 victim = next(k for k in self.entries if k not in self.locks)
             del self.entries[victim]
@@ -259,8 +279,8 @@ class Cache:
             return True
         self.entries[key] = True
         self.ticks[key] = self.tick
-        if self.scores:
-            self.heap.push(key)
+        for h in self.heaps:
+            h.push(key)
         return True
 
 

@@ -88,8 +88,9 @@ options:
                          adaptive[:F] (a share F of them pinned, default 0;
                          the rest of the budget a cache of the least
                          recently used, or least used by a decaying count,
-                         experts, or adaptive: of whichever of those two
-                         has hit more lately)
+                         experts, or adaptive: evicting as whichever of
+                         those two, or a slowly decaying count, has hit
+                         most lately)
   --help                 print this help
   --version              print the version, the git commit and the plan
                          formats this runtime reads

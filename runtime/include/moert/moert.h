@@ -433,8 +433,9 @@ struct SessionOptions {
   /// "adaptive[:F]" (a share F of the hot experts pinned, 0 when left out,
   /// the rest of the budget a cache evicting the least recently used
   /// experts, the least used by a count that decays, or adaptive: the
-  /// victim of whichever of those two has hit more lately in shadow
-  /// directories). cpu sessions. Outputs do not depend on it.
+  /// victim of whichever of those two, or of a slowly decaying count, has
+  /// hit most lately in shadow directories). cpu sessions. Outputs do not
+  /// depend on it.
   std::string expertCache = "static";
   /// Generators: keep each KV cache in one buffer of max_seq positions that
   /// the decode step appends to in place, where its schedule allows it (the

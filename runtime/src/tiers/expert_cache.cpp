@@ -10,39 +10,46 @@ namespace moert::detail {
 void ExpertCache::setEviction(Eviction eviction, double halfLife,
                               uint64_t window) {
   eviction_ = eviction;
-  halfLife_ = halfLife > 0 ? halfLife : 1;
+  scores_[0].halfLife = halfLife > 0 ? halfLife : 1;
+  scores_[1].halfLife = kSlowHalfLives * scores_[0].halfLife;
   window_ = window > 0 ? window : 1;
+  for (int i = 0; i < 2; ++i)
+    shadowLfu_[i].scores = &scores_[i];
 }
 
-double ExpertCache::score(uint64_t key) const {
-  auto it = scores_.find(key);
-  return it == scores_.end() ? 0.0 : it->second;
+double ExpertCache::Scores::operator()(uint64_t key) const {
+  auto it = of.find(key);
+  return it == of.end() ? 0.0 : it->second;
 }
 
-void ExpertCache::use(uint64_t key) {
-  if ((static_cast<double>(clock_) - base_) / halfLife_ > kRescale) {
+void ExpertCache::use(Scores &scores, LfuShadow &shadow, uint64_t key) {
+  if ((static_cast<double>(clock_) - scores.base) / scores.halfLife >
+      kRescale) {
     // Multiplying by a power of two keeps every score's order (and is
     // exact down to the subnormals), as the replay does.
     constexpr double kScale = 0x1p-256;
     static_assert(kRescale == 256);
-    for (auto &[k, s] : scores_)
+    for (auto &[k, s] : scores.of)
       s *= kScale;
-    base_ += kRescale * halfLife_;
-    std::set<LfuPlace> rescaled;
-    for (auto &[k, member] : shadowLfuIndex_) {
-      std::get<0>(member.place) = score(k);
+    scores.base += kRescale * scores.halfLife;
+    std::set<LfuShadow::Place> rescaled;
+    for (auto &[k, member] : shadow.members) {
+      std::get<0>(member.place) = scores(k);
       rescaled.insert(member.place);
     }
-    shadowLfu_ = std::move(rescaled);
+    shadow.order = std::move(rescaled);
   }
-  scores_[key] += std::exp2((static_cast<double>(clock_) - base_) / halfLife_);
+  scores.of[key] +=
+      std::exp2((static_cast<double>(clock_) - scores.base) / scores.halfLife);
 }
 
 ExpertCache::Entry *ExpertCache::find(ExpertKey key, uint64_t bytes) {
   uint64_t k = id(key);
   ++clock_;
   if (eviction_ != Eviction::Lru)
-    use(k);
+    use(scores_[0], shadowLfu_[0], k);
+  if (eviction_ == Eviction::Adaptive)
+    use(scores_[1], shadowLfu_[1], k);
   auto it = index_.find(k);
   bool pinned = it != index_.end() && it->second->pinned;
   if (eviction_ == Eviction::Adaptive && !pinned)
@@ -54,21 +61,49 @@ ExpertCache::Entry *ExpertCache::find(ExpertKey key, uint64_t bytes) {
 }
 
 void ExpertCache::shadowLookup(uint64_t key, uint64_t bytes) {
+  Lookup lookup{key, bytes, clock_, {}};
   auto inLru = shadowLruIndex_.find(key);
-  auto inLfu = shadowLfuIndex_.find(key);
-  bool hits[2] = {inLru != shadowLruIndex_.end(),
-                  inLfu != shadowLfuIndex_.end()};
-  for (int i = 0; i < 2; ++i)
-    merit_[i] +=
-        (int64_t{hits[i]} << 16) - merit_[i] / static_cast<int64_t>(window_);
-  if (hits[0])
+  lookup.hit[0] = inLru != shadowLruIndex_.end();
+  if (lookup.hit[0])
     shadowLru_.splice(shadowLru_.begin(), shadowLru_, inLru->second);
-  if (hits[1]) {
-    shadowLfu_.erase(inLfu->second.place);
-    inLfu->second.place = {score(key), clock_, key};
-    shadowLfu_.insert(inLfu->second.place);
+  for (int i = 0; i < 2; ++i) {
+    LfuShadow &shadow = shadowLfu_[i];
+    auto member = shadow.members.find(key);
+    lookup.hit[1 + i] = member != shadow.members.end();
+    if (lookup.hit[1 + i]) {
+      shadow.order.erase(member->second.place);
+      member->second.place = {(*shadow.scores)(key), clock_, key};
+      shadow.order.insert(member->second.place);
+    }
   }
-  group_.push_back({key, bytes, clock_, hits[0], hits[1]});
+  for (int i = 0; i < 3; ++i)
+    merit_[i] += (int64_t{lookup.hit[i]} << 16) -
+                 merit_[i] / static_cast<int64_t>(window_);
+  group_.push_back(lookup);
+}
+
+void ExpertCache::shadowInsert(LfuShadow &shadow, uint64_t key, uint64_t bytes,
+                               uint64_t at, uint64_t room) {
+  for (auto it = shadow.order.begin();
+       shadow.bytes + bytes > room && it != shadow.order.end();) {
+    uint64_t victim = std::get<2>(*it);
+    bool inGroup = false;
+    for (const Lookup &l : group_)
+      inGroup = inGroup || l.key == victim;
+    if (inGroup) {
+      ++it;
+      continue;
+    }
+    shadow.bytes -= shadow.members[victim].bytes;
+    shadow.members.erase(victim);
+    it = shadow.order.erase(it);
+  }
+  if (shadow.bytes + bytes <= room) {
+    LfuShadow::Place place{(*shadow.scores)(key), at, key};
+    shadow.order.insert(place);
+    shadow.members[key] = {place, bytes};
+    shadow.bytes += bytes;
+  }
 }
 
 void ExpertCache::endLookups() {
@@ -82,7 +117,7 @@ void ExpertCache::endLookups() {
   };
   uint64_t room = capacity_ - pinned_;
   for (const Lookup &l : group_) {
-    if (!l.lruHit) {
+    if (!l.hit[0]) {
       // Evict the least recent keys not of this group until it fits.
       auto it = shadowLru_.end();
       while (shadowLruBytes_ + l.bytes > room && it != shadowLru_.begin()) {
@@ -99,38 +134,47 @@ void ExpertCache::endLookups() {
         shadowLruBytes_ += l.bytes;
       }
     }
-    if (!l.lfuHit) {
-      for (auto it = shadowLfu_.begin();
-           shadowLfuBytes_ + l.bytes > room && it != shadowLfu_.end();) {
-        uint64_t victim = std::get<2>(*it);
-        if (inGroup(victim)) {
-          ++it;
-          continue;
-        }
-        shadowLfuBytes_ -= shadowLfuIndex_[victim].bytes;
-        shadowLfuIndex_.erase(victim);
-        it = shadowLfu_.erase(it);
-      }
-      if (shadowLfuBytes_ + l.bytes <= room) {
-        LfuPlace place{score(l.key), l.at, l.key};
-        shadowLfu_.insert(place);
-        shadowLfuIndex_[l.key] = {place, l.bytes};
-        shadowLfuBytes_ += l.bytes;
-      }
-    }
+    for (int i = 0; i < 2; ++i)
+      if (!l.hit[1 + i])
+        shadowInsert(shadowLfu_[i], l.key, l.bytes, l.at, room);
   }
   group_.clear();
 }
 
-bool ExpertCache::lfuLeads() const {
-  if (eviction_ == Eviction::Adaptive)
-    return merit_[1] > merit_[0];
-  return eviction_ == Eviction::Lfu;
+ExpertCache::Leader ExpertCache::leader() const {
+  if (eviction_ == Eviction::Adaptive) {
+    int best = 0;
+    for (int i = 1; i < 3; ++i)
+      if (merit_[i] > merit_[best])
+        best = i;
+    return static_cast<Leader>(best);
+  }
+  return eviction_ == Eviction::Lfu ? Leader::Lfu : Leader::Lru;
 }
 
 ExpertCache::Entry *ExpertCache::peek(ExpertKey key) {
   auto it = index_.find(id(key));
   return it == index_.end() ? nullptr : &*it->second;
+}
+
+std::list<ExpertCache::Entry>::iterator
+ExpertCache::leastScored(const Scores &scores) {
+  // A scan per eviction: each eviction makes room for a read of megabytes,
+  // beside which the scan is nothing.
+  auto victim = lru_.end();
+  double least = 0;
+  for (auto it = std::prev(lru_.end());; --it) {
+    if (!it->pinned && !it->locks) {
+      double s = scores(id(it->key));
+      if (victim == lru_.end() || s < least) {
+        victim = it;
+        least = s;
+      }
+    }
+    if (it == lru_.begin())
+      break;
+  }
+  return victim;
 }
 
 ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
@@ -151,26 +195,12 @@ ExpertCache::Entry *ExpertCache::insert(ExpertKey key, uint64_t bytes,
     index_.erase(id(it->key));
     return lru_.erase(it);
   };
-  if (lfuLeads()) {
-    // The least scored evictable entry, one at a time (ties: the least
-    // recently used). A scan per eviction: each eviction makes room for a
-    // read of megabytes, beside which the scan is nothing.
-    while (used_ + bytes > capacity_) {
-      auto victim = lru_.end();
-      double least = 0;
-      for (auto it = std::prev(lru_.end());; --it) {
-        if (!it->pinned && !it->locks) {
-          double s = score(id(it->key));
-          if (victim == lru_.end() || s < least) {
-            victim = it;
-            least = s;
-          }
-        }
-        if (it == lru_.begin())
-          break;
-      }
-      evict(victim);
-    }
+  Leader lead = leader();
+  if (lead != Leader::Lru) {
+    // The least scored evictable entry, one at a time.
+    const Scores &scores = scores_[lead == Leader::Lfu ? 0 : 1];
+    while (used_ + bytes > capacity_)
+      evict(leastScored(scores));
   } else {
     for (auto it = lru_.end(); used_ + bytes > capacity_;) {
       --it;
@@ -218,9 +248,9 @@ std::vector<ExpertKey> ExpertCache::lruShadow() const {
   return keys;
 }
 
-std::vector<ExpertKey> ExpertCache::lfuShadow() const {
+std::vector<ExpertKey> ExpertCache::lfuShadow(bool slow) const {
   std::vector<ExpertKey> keys;
-  for (const LfuPlace &place : shadowLfu_)
+  for (const LfuShadow::Place &place : shadowLfu_[slow ? 1 : 0].order)
     keys.push_back(keyOf(std::get<2>(place)));
   return keys;
 }

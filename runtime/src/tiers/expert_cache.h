@@ -6,10 +6,10 @@
 // (read by the running step), and the bytes they hold, never above the
 // capacity; and which unpinned entry an insertion evicts: the least
 // recently used, the least used by a decaying count, or (adaptive) the
-// victim of whichever of those two its shadow directories show hitting
-// more lately (docs/tiered-experts.md, "The cache's policy";
-// bench/expert_cache_replay.py replays it exactly). It holds no memory:
-// each entry carries the backend's payload.
+// victim of whichever of those, or of a slowly decaying count, its shadow
+// directories show hitting most lately (docs/tiered-experts.md, "The cache's
+// policy"; bench/expert_cache_replay.py replays it exactly). It holds no
+// memory: each entry carries the backend's payload.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,11 +69,13 @@ public:
     /// that uses weigh 2^(-age / halfLife); ties: the least recently used.
     /// An expert used steadily stays while a burst of others passes.
     Lfu,
-    /// Lfu's or Lru's victim, whichever policy has hit more over about the
-    /// last `window` lookups: two shadow directories (keys and sizes, no
-    /// payloads) of the unpinned capacity replay every lookup of an
-    /// unpinned key, one as an LRU, one as the LFU, and count their hits
-    /// (a moving average, in fixed point: 1 << 16 a hit).
+    /// The victim of Lru, of Lfu, or of a slow Lfu (a half-life
+    /// kSlowHalfLives times longer, which keeps what a stable routing uses
+    /// most, as a static rank would), whichever policy has hit most over
+    /// about the last `window` lookups: three shadow directories (keys and
+    /// sizes, no payloads) of the unpinned capacity replay every lookup of
+    /// an unpinned key, each as one of the three, and count their hits (a
+    /// moving average, in fixed point: 1 << 16 a hit).
     Adaptive,
   };
 
@@ -114,19 +116,24 @@ public:
   void unlock(Entry *entry) { --entry->locks; }
   /// The keys from the most to the least recently used.
   std::vector<ExpertKey> order() const;
-  /// Adaptive: whether the LFU's victims are evicted now (its shadow hit
-  /// more lately); the shadows' hit averages (1 << 16 a hit), LRU then LFU.
-  bool lfuLeads() const;
-  int64_t lruMerit() const { return merit_[0]; }
-  int64_t lfuMerit() const { return merit_[1]; }
+  /// Whose victims an insertion evicts now: Lru, Lfu, or (Adaptive, when
+  /// its shadow hit most lately) the slow LFU.
+  enum class Leader : uint8_t { Lru, Lfu, SlowLfu };
+  Leader leader() const;
+  /// Adaptive: each shadow's hit average (1 << 16 a hit).
+  int64_t merit(Leader shadow) const {
+    return merit_[static_cast<int>(shadow)];
+  }
   /// Adaptive: the keys in the LRU shadow, the most recently used first,
-  /// and in the LFU shadow, the least scored first.
+  /// and in an LFU shadow (`slow`: the slow LFU's), the least scored first.
   std::vector<ExpertKey> lruShadow() const;
-  std::vector<ExpertKey> lfuShadow() const;
+  std::vector<ExpertKey> lfuShadow(bool slow = false) const;
 
   /// Scores are multiplied by 2^-kRescale once a use would weigh more than
   /// 2^kRescale.
   static constexpr int kRescale = 256;
+  /// The slow LFU's half-life over the LFU's.
+  static constexpr int kSlowHalfLives = 32;
 
 private:
   static uint64_t id(ExpertKey key) {
@@ -135,29 +142,54 @@ private:
   static ExpertKey keyOf(uint64_t id) {
     return {static_cast<uint32_t>(id >> 32), static_cast<uint32_t>(id)};
   }
-  double score(uint64_t key) const;
-  /// Adds lookup clock_'s use of `key` to its score (rescaling first when
-  /// due).
-  void use(uint64_t key);
+  /// Decayed use scores of every key looked up: a lookup at clock c adds
+  /// 2^((c - base) / halfLife).
+  struct Scores {
+    double halfLife = 1;
+    double base = 0;
+    std::unordered_map<uint64_t, double> of;
+    double operator()(uint64_t key) const;
+  };
+  /// An LFU shadow: its keys by (score, lookup of the last use, key), and
+  /// each key's place and size.
+  struct LfuShadow {
+    using Place = std::tuple<double, uint64_t, uint64_t>;
+    struct Member {
+      Place place;
+      uint64_t bytes;
+    };
+    const Scores *scores = nullptr;
+    std::set<Place> order;
+    std::unordered_map<uint64_t, Member> members;
+    uint64_t bytes = 0;
+  };
+  /// Adds lookup clock_'s use of `key` to `scores` (rescaling it and the
+  /// shadow `shadow` first when due).
+  void use(Scores &scores, LfuShadow &shadow, uint64_t key);
   /// Counts `key`'s lookup in the shadows; its misses wait for endLookups.
   void shadowLookup(uint64_t key, uint64_t bytes);
+  /// Inserts the group's miss `key` into `shadow`, evicting its least
+  /// scored keys not of the group until it fits.
+  void shadowInsert(LfuShadow &shadow, uint64_t key, uint64_t bytes,
+                    uint64_t at, uint64_t room);
+  /// The evictable entry of least score (ties: the least recently used).
+  std::list<Entry>::iterator leastScored(const Scores &scores);
 
   uint64_t capacity_;
   uint64_t used_ = 0;
   uint64_t pinned_ = 0;
   Eviction eviction_ = Eviction::Lru;
-  double halfLife_ = 0;
   uint64_t window_ = 1;
-  /// Lookups so far; scores are relative to a use at lookup base_.
+  /// Lookups so far.
   uint64_t clock_ = 0;
-  double base_ = 0;
-  std::unordered_map<uint64_t, double> scores_;
+  /// The LFU's and the slow LFU's (Adaptive) scores.
+  Scores scores_[2];
   /// Most recently used first.
   std::list<Entry> lru_;
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;
 
-  // Adaptive: the shadows. The LRU one most recent first; the LFU one
-  // ordered by (score, lookup of its last use, key), with each key's place.
+  // Adaptive: the shadows. The LRU one most recent first, with each key's
+  // place; the LFU and slow LFU ones.
   struct ShadowKey {
     uint64_t key;
     uint64_t bytes;
@@ -165,23 +197,16 @@ private:
   std::list<ShadowKey> shadowLru_;
   std::unordered_map<uint64_t, std::list<ShadowKey>::iterator> shadowLruIndex_;
   uint64_t shadowLruBytes_ = 0;
-  using LfuPlace = std::tuple<double, uint64_t, uint64_t>;
-  std::set<LfuPlace> shadowLfu_;
-  struct LfuMember {
-    LfuPlace place;
-    uint64_t bytes;
-  };
-  std::unordered_map<uint64_t, LfuMember> shadowLfuIndex_;
-  uint64_t shadowLfuBytes_ = 0;
-  int64_t merit_[2] = {0, 0};
+  LfuShadow shadowLfu_[2];
+  /// Hit averages: LRU, LFU, slow LFU.
+  int64_t merit_[3] = {0, 0, 0};
   /// The lookups since the last endLookups: key, size, lookup number and
   /// whether each shadow hit.
   struct Lookup {
     uint64_t key;
     uint64_t bytes;
     uint64_t at;
-    bool lruHit;
-    bool lfuHit;
+    bool hit[3];
   };
   std::vector<Lookup> group_;
 };

@@ -73,9 +73,10 @@ parseExpertPrefetch(absl::string_view text,
 /// session starts; a share `pinned` of it, lowest ranks first, stays
 /// pinned, and the rest of the budget is a cache that evicts by `eviction`
 /// (the least recently used, the least used by a decaying count, or
-/// adaptive: whichever of those two has hit more lately). The unpinned part
-/// of the hot set starts in that cache, so it begins from the profile's
-/// guess and follows the routing from there.
+/// adaptive: as whichever of those two, or a slowly decaying count, has hit
+/// most lately; ExpertCache::Eviction). The unpinned part of the hot set
+/// starts in that cache, so it begins from the profile's guess and follows
+/// the routing from there.
 struct ExpertCachePolicy {
   /// 1: today's static tiers (every hot expert pinned); 0: none pinned.
   double pinned = 1;
