@@ -3,8 +3,9 @@
 // PlanWriter::write and serialize: the header, the section table, the
 // program FlatBuffer and the 4096-aligned weight sections, streamed to a
 // file or a buffer with every checksum computed on the way. Weights are
-// read from their sources a few kilobytes at a time, narrowed, quantized
-// or transposed as they are written, and their mapped pages released.
+// read from their sources while a thread reads the next ones ahead
+// (plan_stream.h), narrowed, quantized or transposed straight into the
+// sink's buffers as they are written, and their mapped pages released.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 
 #include "format/float16.h"
 #include "format/plan_file.h"
+#include "format/plan_stream.h"
 #include "format/tier_assignment.h"
 
 #include <algorithm>
@@ -24,169 +26,114 @@
 #include <set>
 
 #if defined(__linux__)
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #endif
 
 namespace moert {
 
-namespace detail {
-
-/// Receives the file's bytes in order; `patch` rewrites earlier bytes.
-class Sink {
-public:
-  virtual ~Sink() = default;
-  virtual absl::Status append(const void *data, size_t size) = 0;
-  virtual absl::Status patch(uint64_t offset, const void *data,
-                             size_t size) = 0;
-  absl::Status pad(uint64_t &position, uint64_t target) {
-    static const uint8_t zeros[4096] = {};
-    while (position < target) {
-      size_t n = static_cast<size_t>(
-          std::min<uint64_t>(target - position, sizeof(zeros)));
-      MOERT_RETURN_IF_ERROR(append(zeros, n));
-      position += n;
-    }
-    return absl::OkStatus();
-  }
-};
-
-} // namespace detail
-
 using detail::Sink;
 
 namespace {
 
-class VectorSink : public Sink {
+/// Reads the f32 values of a weight's pieces in order (a piece without data
+/// reads as zeros), telling `readAhead` what it has read, and releases each
+/// piece's pages once its values have been used (at the next read, or when
+/// the reader goes), so that writing a weight never holds all of its mapped
+/// source.
+class PieceReader {
 public:
-  std::vector<uint8_t> bytes;
-  absl::Status append(const void *data, size_t size) override {
-    const auto *p = static_cast<const uint8_t *>(data);
-    bytes.insert(bytes.end(), p, p + size);
-    return absl::OkStatus();
-  }
-  absl::Status patch(uint64_t offset, const void *data, size_t size) override {
-    std::memcpy(bytes.data() + offset, data, size);
-    return absl::OkStatus();
-  }
-};
-
-class FileSink : public Sink {
-public:
-  FileSink(std::string path, std::FILE *file)
-      : path_(std::move(path)), file_(file) {}
-  ~FileSink() override {
-    if (file_)
-      std::fclose(file_);
-  }
-  absl::Status append(const void *data, size_t size) override {
-    if (std::fwrite(data, 1, size, file_) != size)
-      return failure("write");
-    return absl::OkStatus();
-  }
-  absl::Status patch(uint64_t offset, const void *data, size_t size) override {
-    if (::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0)
-      return failure("seek");
-    MOERT_RETURN_IF_ERROR(append(data, size));
-    if (std::fseek(file_, 0, SEEK_END) != 0)
-      return failure("seek");
-    return absl::OkStatus();
-  }
-  absl::Status close() {
-    std::FILE *file = file_;
-    file_ = nullptr;
-    // A full disk often shows only when the buffered tail is flushed here.
-    if (std::fclose(file) != 0)
-      return failure("write");
-    return absl::OkStatus();
+  PieceReader(const std::vector<WeightPiece> &pieces,
+              detail::SourceReadAhead &readAhead)
+      : pieces_(pieces), readAhead_(readAhead) {}
+  ~PieceReader() { releaseUsed(); }
+  /// The next `count` values: where they are when one piece holds them
+  /// aligned, else copied into `scratch`; null when the pieces end first.
+  /// Valid until the next call.
+  const float *next(size_t count, float *scratch) {
+    releaseUsed();
+    if (piece_ < pieces_.size()) {
+      const WeightPiece &piece = pieces_[piece_];
+      const auto *values = static_cast<const float *>(piece.data);
+      if (values && piece.bytes / sizeof(float) - offset_ >= count &&
+          reinterpret_cast<uintptr_t>(values) % alignof(float) == 0) {
+        const float *at = values + offset_;
+        skip(count);
+        return at;
+      }
+    }
+    return read(scratch, count) ? scratch : nullptr;
   }
 
 private:
-  absl::Status failure(const char *what) {
-    return absl::InternalError(
-        absl::StrCat(path_, ": cannot ", what, ": ", std::strerror(errno)));
+  /// Moves past `count` values of the current piece (which has them).
+  void skip(size_t count) {
+    offset_ += count;
+    readAhead_.advance(count * sizeof(float));
+    if (offset_ * sizeof(float) == pieces_[piece_].bytes) {
+      ++piece_;
+      offset_ = 0;
+    }
   }
-  std::string path_;
-  std::FILE *file_;
-};
-
-/// Advises the kernel that the whole pages inside [data, data + size), just
-/// written to the plan, are not needed again: referenced weights are usually
-/// a memory-mapped model, which writing would otherwise leave resident in
-/// full. MADV_PAGEOUT never changes the memory's contents (anonymous pages
-/// without swap just stay), so any referenced buffer may be advised; failure
-/// is harmless. Small weights are not worth the call.
-void releasePages(const void *data, size_t size) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
-  constexpr size_t kMinBytes = size_t{1} << 20;
-  long page = sysconf(_SC_PAGESIZE);
-  if (size < kMinBytes || page <= 0)
-    return;
-  auto address = reinterpret_cast<uintptr_t>(data);
-  uintptr_t mask = static_cast<uintptr_t>(page) - 1;
-  uintptr_t begin = (address + mask) & ~mask;
-  uintptr_t end = (address + size) & ~mask;
-  if (end > begin)
-    (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_PAGEOUT);
-#else
-  (void)data;
-  (void)size;
-#endif
-}
-
-/// Reads the f32 values of a weight's pieces in order (a piece without data
-/// reads as zeros), releasing each piece's pages once it is read (as the
-/// untransposed writes do), so that writing a weight never holds all of
-/// its mapped source.
-class PieceReader {
-public:
-  explicit PieceReader(const std::vector<WeightPiece> &pieces)
-      : pieces_(pieces) {}
+  /// Releases the pieces before the current one.
+  void releaseUsed() {
+    for (; released_ < piece_; ++released_)
+      if (pieces_[released_].data)
+        detail::releasePages(pieces_[released_].data, pieces_[released_].bytes);
+  }
   /// The next `count` values into `out`; false when the pieces end first.
   bool read(float *out, size_t count) {
     while (count) {
       if (piece_ == pieces_.size())
         return false;
       const WeightPiece &piece = pieces_[piece_];
-      size_t left = piece.bytes / sizeof(float) - offset_;
-      size_t n = std::min(left, count);
+      size_t n = std::min(piece.bytes / sizeof(float) - offset_, count);
       if (piece.data)
-        std::memcpy(out, static_cast<const float *>(piece.data) + offset_,
+        std::memcpy(out,
+                    static_cast<const uint8_t *>(piece.data) +
+                        offset_ * sizeof(float),
                     n * sizeof(float));
       else
         std::fill(out, out + n, 0.0f);
       out += n;
       count -= n;
-      offset_ += n;
-      if (offset_ * sizeof(float) == piece.bytes) {
-        if (piece.data)
-          releasePages(piece.data, piece.bytes);
-        ++piece_;
-        offset_ = 0;
-      }
+      skip(n);
     }
     return true;
   }
 
-private:
   const std::vector<WeightPiece> &pieces_;
-  size_t piece_ = 0, offset_ = 0;
+  detail::SourceReadAhead &readAhead_;
+  size_t piece_ = 0, offset_ = 0, released_ = 0;
 };
 
-/// out[c * rows + r] = in[r * cols + c], in tiles that stay in cache.
+/// out[c * rows + r] = in[r * cols + c]: 8 x 8 blocks through registers, in
+/// strips of 64 columns, so that the rows of `out` a block writes (a power
+/// of two apart in the usual shapes) do not evict each other from the cache.
 void transposeMatrix(const float *in, int64_t rows, int64_t cols, float *out) {
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
-          out[c * rows + r] = in[r * cols + c];
+  constexpr int64_t kBlock = 8, kStrip = 64;
+  int64_t fullRows = rows / kBlock * kBlock, fullCols = cols / kBlock * kBlock;
+  for (int64_t strip = 0; strip < fullCols; strip += kStrip)
+    for (int64_t r0 = 0; r0 < fullRows; r0 += kBlock)
+      for (int64_t c0 = strip; c0 < std::min(fullCols, strip + kStrip);
+           c0 += kBlock) {
+        float block[kBlock][kBlock];
+        for (int64_t r = 0; r < kBlock; ++r)
+          for (int64_t c = 0; c < kBlock; ++c)
+            block[c][r] = in[(r0 + r) * cols + c0 + c];
+        for (int64_t c = 0; c < kBlock; ++c)
+          std::memcpy(out + (c0 + c) * rows + r0, block[c], sizeof(block[c]));
+      }
+  // The edges: the columns past the last block, and the rows below it.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < fullRows ? fullCols : 0; c < cols; ++c)
+      out[c * rows + r] = in[r * cols + c];
 }
 
 /// The checksums that a weight's bytes feed as they are written: its
 /// section's and, for a paged expert weight, each expert's (its slice of
-/// `expertBytes` bytes, checksum at experts[e * stride]).
+/// `expertBytes` bytes, checksum at experts[e * stride]). A paged weight's
+/// bytes are checksummed once, per expert, and each expert's checksum is
+/// combined into the section's.
 struct Checksums {
   uint32_t section = 0;
   uint32_t *experts = nullptr;
@@ -197,6 +144,7 @@ struct Checksums {
 
   /// Starts a weight: split into experts when `expertCrcs` is not null.
   void beginWeight(uint32_t *expertCrcs, size_t crcStride, uint64_t bytes) {
+    endWeight();
     experts = expertCrcs;
     stride = crcStride;
     expertBytes = bytes;
@@ -204,12 +152,16 @@ struct Checksums {
   }
   /// Bytes between weights: the section's alone.
   void addPadding(const void *data, size_t n) {
+    endWeight();
     section = detail::crc32(section, data, n);
   }
   void add(const void *data, size_t n) {
-    section = detail::crc32(section, data, n);
+    if (!experts || !expertBytes) {
+      section = detail::crc32(section, data, n);
+      return;
+    }
     const auto *p = static_cast<const uint8_t *>(data);
-    while (experts && expertBytes && n) {
+    while (n) {
       uint64_t e = at / expertBytes;
       size_t take = static_cast<size_t>(
           std::min<uint64_t>(n, (e + 1) * expertBytes - at));
@@ -217,39 +169,80 @@ struct Checksums {
       p += take;
       n -= take;
       at += take;
+      if (at % expertBytes == 0)
+        section =
+            detail::crc32Combine(section, experts[e * stride], expertBytes);
     }
+  }
+  /// Combines a paged weight's last expert if its slice was cut short.
+  void endWeight() {
+    if (experts && expertBytes && at % expertBytes)
+      section = detail::crc32Combine(
+          section, experts[at / expertBytes * stride], at % expertBytes);
+    experts = nullptr;
+    expertBytes = at = 0;
   }
 };
 
 /// Appends the f32 values of `piece` converted to `Out` by
 /// `convert(values, count, first, out)` (`first`: the index of values[0] in
-/// the piece), through buffers of a few kilobytes, and adds them to `crc`.
+/// the piece) straight into the sink's room, and adds them to `crc`. With
+/// `readAhead`, the piece is a weight's source, whose reading it is told.
 template <typename Out, typename Convert>
 absl::Status appendConverted(Sink &sink, const WeightPiece &piece,
                              uint64_t &position, Checksums &crc,
+                             detail::SourceReadAhead *readAhead,
                              Convert convert) {
   constexpr size_t kChunk = 8192;
   float values[kChunk];
-  Out converted[kChunk];
   const auto *bytes = static_cast<const uint8_t *>(piece.data);
+  bool aligned = reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0;
   size_t count = piece.bytes / sizeof(float);
-  for (size_t i = 0; i < count; i += kChunk) {
-    size_t n = std::min(kChunk, count - i);
-    // The source may be unaligned (a model's external data): copy it out.
-    std::memcpy(values, bytes + i * sizeof(float), n * sizeof(float));
-    convert(values, n, i, converted);
-    MOERT_RETURN_IF_ERROR(sink.append(converted, n * sizeof(Out)));
-    crc.add(converted, n * sizeof(Out));
+  for (size_t i = 0; i < count;) {
+    MOERT_ASSIGN_OR_RETURN(auto room, sink.room());
+    size_t n = std::min({kChunk, count - i, room.second / sizeof(Out)});
+    const float *in = reinterpret_cast<const float *>(bytes) + i;
+    if (!aligned) {
+      // The source may be unaligned (a model's external data): copy it out.
+      std::memcpy(values, bytes + i * sizeof(float), n * sizeof(float));
+      in = values;
+    }
+    convert(in, n, i, reinterpret_cast<Out *>(room.first));
+    crc.add(room.first, n * sizeof(Out));
+    MOERT_RETURN_IF_ERROR(sink.commit(n * sizeof(Out)));
     position += n * sizeof(Out);
+    if (readAhead)
+      readAhead->advance(n * sizeof(float));
+    i += n;
+  }
+  return absl::OkStatus();
+}
+
+/// Appends `piece` as it is, as appendConverted does.
+absl::Status appendRaw(Sink &sink, const WeightPiece &piece, uint64_t &position,
+                       Checksums &crc, detail::SourceReadAhead *readAhead) {
+  constexpr size_t kChunk = size_t{256} << 10;
+  const auto *bytes = static_cast<const uint8_t *>(piece.data);
+  for (size_t i = 0; i < piece.bytes;) {
+    MOERT_ASSIGN_OR_RETURN(auto room, sink.room());
+    size_t n = std::min({kChunk, piece.bytes - i, room.second});
+    std::memcpy(room.first, bytes + i, n);
+    crc.add(room.first, n);
+    MOERT_RETURN_IF_ERROR(sink.commit(n));
+    position += n;
+    if (readAhead)
+      readAhead->advance(n);
+    i += n;
   }
   return absl::OkStatus();
 }
 
 /// Appends the f32 values of `piece` narrowed to `dtype` (F16 or BF16).
 absl::Status appendNarrowed(Sink &sink, DType dtype, const WeightPiece &piece,
-                            uint64_t &position, Checksums &crc) {
+                            uint64_t &position, Checksums &crc,
+                            detail::SourceReadAhead *readAhead) {
   return appendConverted<uint16_t>(
-      sink, piece, position, crc,
+      sink, piece, position, crc, readAhead,
       [&](const float *values, size_t n, size_t, uint16_t *out) {
         detail::narrowFloats(dtype, values, static_cast<int64_t>(n), out);
       });
@@ -269,9 +262,10 @@ int8_t quantizeValue(float value, float scale) {
 /// weight, quantized by their channels' scales.
 absl::Status appendQuantized(Sink &sink, const Quantization &quantization,
                              const WeightPiece &piece, int64_t first,
-                             uint64_t &position, Checksums &crc) {
+                             uint64_t &position, Checksums &crc,
+                             detail::SourceReadAhead *readAhead) {
   return appendConverted<int8_t>(
-      sink, piece, position, crc,
+      sink, piece, position, crc, readAhead,
       [&](const float *values, size_t n, size_t at, int8_t *out) {
         for (size_t j = 0; j < n; ++j)
           out[j] = quantizeValue(values[j],
@@ -393,6 +387,18 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   MOERT_RETURN_IF_ERROR(sink.pad(position, entries[0].offset));
   MOERT_RETURN_IF_ERROR(sink.append(programBytes, fbb.GetSize()));
   position += fbb.GetSize();
+  // The weights' sources, in the order they are read: read ahead of the
+  // conversions and writes by a thread of their own.
+  std::vector<WeightPiece> sourceRanges;
+  for (size_t k : order)
+    for (const WeightSection::Placement &weight : sections[k].weights) {
+      const WeightSource &source = sources[weight.device].at(weight.tensor);
+      sourceRanges.insert(sourceRanges.end(), source.pieces.begin(),
+                          source.pieces.end());
+    }
+  detail::SourceReadAhead readAhead(std::move(sourceRanges));
+  // An expert's matrix as read (when its pieces split it) and transposed.
+  std::vector<float> matrix, transposed;
   for (size_t k : order) {
     detail::SectionEntry &entry = entries[k + 1];
     MOERT_RETURN_IF_ERROR(sink.pad(position, entry.offset));
@@ -416,18 +422,17 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         position += source.bytes;
       }
       // Appends `piece`, elements [first, ...) of the weight as written,
-      // converted to its stored type.
-      auto appendPiece = [&](const WeightPiece &piece,
-                             int64_t first) -> absl::Status {
+      // converted to its stored type; `ahead`: the read-ahead when the
+      // piece is one of the weight's sources.
+      auto appendPiece = [&](const WeightPiece &piece, int64_t first,
+                             detail::SourceReadAhead *ahead) -> absl::Status {
         if (source.narrowTo == DType::I8)
           return appendQuantized(sink, source.quantization, piece, first,
-                                 position, crc);
+                                 position, crc, ahead);
         if (source.narrowTo != DType::F32)
-          return appendNarrowed(sink, source.narrowTo, piece, position, crc);
-        MOERT_RETURN_IF_ERROR(sink.append(piece.data, piece.bytes));
-        crc.add(piece.data, piece.bytes);
-        position += piece.bytes;
-        return absl::OkStatus();
+          return appendNarrowed(sink, source.narrowTo, piece, position, crc,
+                                ahead);
+        return appendRaw(sink, piece, position, crc, ahead);
       };
       if (source.transposeRows) {
         // One expert's matrix at a time, transposed.
@@ -436,16 +441,19 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
         int64_t total = 0;
         for (const WeightPiece &piece : source.pieces)
           total += piece.bytes / sizeof(float);
-        std::vector<float> matrix(per), transposed(per);
-        PieceReader reader(source.pieces);
+        transposed.resize(per);
+        PieceReader reader(source.pieces, readAhead);
         for (int64_t first = 0; per && first < total; first += per) {
-          if (!reader.read(matrix.data(), per))
+          if (matrix.size() < static_cast<size_t>(per))
+            matrix.resize(per);
+          const float *values = reader.next(per, matrix.data());
+          if (!values)
             return absl::InternalError("a transposed weight's pieces end "
                                        "inside an expert's matrix");
-          transposeMatrix(matrix.data(), rows, cols, transposed.data());
+          transposeMatrix(values, rows, cols, transposed.data());
           MOERT_RETURN_IF_ERROR(appendPiece(
               {transposed.data(), static_cast<size_t>(per) * sizeof(float)},
-              first));
+              first, nullptr));
         }
         continue;
       }
@@ -462,12 +470,15 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
           MOERT_RETURN_IF_ERROR(sink.pad(position, position + zeroBytes));
           for (uint64_t at = before; at < position; at += kTensorAlignment)
             crc.add(zeros, std::min<uint64_t>(kTensorAlignment, position - at));
+          readAhead.advance(piece.bytes);
           continue;
         }
-        MOERT_RETURN_IF_ERROR(appendPiece(piece, element - pieceElements));
-        releasePages(piece.data, piece.bytes);
+        MOERT_RETURN_IF_ERROR(
+            appendPiece(piece, element - pieceElements, &readAhead));
+        detail::releasePages(piece.data, piece.bytes);
       }
     }
+    crc.endWeight();
     entry.checksum = crc.section;
   }
 
@@ -567,26 +578,32 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   return sink.patch(kFileHeaderSize, table.data(), table.size());
 }
 
+/// Plans with at least this many bytes of weights are written with direct
+/// I/O where the file system allows.
+constexpr uint64_t kDirectWriteBytes = uint64_t{256} << 20;
+
 absl::Status PlanWriter::write(const std::string &path) {
-  std::FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot create: ", std::strerror(errno)));
+  // A large plan is written around the page cache: it would hold the
+  // plan's bytes twice over (the copy, then the write-back), and a plan
+  // larger than memory would evict everything else on its way to the disk.
+  uint64_t weightBytes = 0;
+  for (const WeightSection &section : impl_->sections)
+    weightBytes += section.size;
+  bool direct = weightBytes >= kDirectWriteBytes;
+  MOERT_ASSIGN_OR_RETURN(std::unique_ptr<detail::FileSink> sink,
+                         detail::FileSink::create(path, direct));
+  absl::Status status = impl_->emit(*sink);
+  if (status.ok())
+    status = sink->close();
   // A plan that could not be written whole is removed, unless the path is
   // no regular file (/dev/full, a FIFO): nothing half-written stays behind.
-  struct stat st;
-  bool regular = ::fstat(::fileno(file), &st) == 0 && S_ISREG(st.st_mode);
-  FileSink sink(path, file);
-  absl::Status status = impl_->emit(sink);
-  if (status.ok())
-    status = sink.close();
-  if (!status.ok() && regular)
+  if (!status.ok() && sink->regular())
     ::unlink(path.c_str());
   return status;
 }
 
 absl::StatusOr<std::vector<uint8_t>> PlanWriter::serialize() {
-  VectorSink sink;
+  detail::VectorSink sink;
   MOERT_RETURN_IF_ERROR(impl_->emit(sink));
   return std::move(sink.bytes);
 }

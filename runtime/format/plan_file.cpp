@@ -86,6 +86,11 @@ uint32_t crc32(uint32_t crc, const void *data, size_t size) {
       ::crc32_z(crc, static_cast<const Bytef *>(data), size));
 }
 
+uint32_t crc32Combine(uint32_t first, uint32_t second, uint64_t secondSize) {
+  return static_cast<uint32_t>(
+      ::crc32_combine(first, second, static_cast<z_off_t>(secondSize)));
+}
+
 uint32_t headerChecksum(const uint8_t header[kFileHeaderSize],
                         const uint8_t *sectionTable, size_t sectionTableSize) {
   uint8_t copy[kFileHeaderSize];

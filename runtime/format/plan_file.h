@@ -138,6 +138,9 @@ SectionEntry decodeSection(const uint8_t in[kSectionEntrySize]);
 /// CRC-32 (zlib polynomial) of `size` bytes, continuing from `crc` (0 to
 /// start).
 uint32_t crc32(uint32_t crc, const void *data, size_t size);
+/// The CRC-32 of A followed by B from A's (`first`), B's (`second`) and B's
+/// size.
+uint32_t crc32Combine(uint32_t first, uint32_t second, uint64_t secondSize);
 
 /// The header checksum: CRC-32 of the 64 header bytes with the checksum field
 /// taken as zero, followed by the section table bytes.

@@ -1,0 +1,201 @@
+//===- plan_stream_test.cpp - Streaming a plan's bytes to a file ----------===//
+
+#include "format/plan_stream.h"
+
+#include "format/file_io.h"
+#include "format/plan_writer.h"
+
+#include "test_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+namespace moert::testing {
+namespace {
+
+using detail::FileSink;
+using detail::Sink;
+using detail::VectorSink;
+
+/// Appends the same bytes to `sink` in the ways emit does: copies of every
+/// size (several buffers' worth among them, and sizes that cut a buffer
+/// anywhere), bytes filled in place, and two patches once all is appended.
+absl::Status feed(Sink &sink, const std::vector<uint8_t> &data) {
+  size_t at = 0;
+  std::mt19937 rng(7);
+  std::vector<size_t> sizes = {1, 4095, FileSink::kBufferBytes * 2 + 17, 64,
+                               FileSink::kBufferBytes - 3};
+  for (int i = 0; i < 40; ++i)
+    sizes.push_back(rng() % 300000);
+  for (size_t i = 0; i < sizes.size() && at < data.size(); ++i) {
+    size_t n = std::min(sizes[i], data.size() - at);
+    if (i % 2) {
+      MOERT_RETURN_IF_ERROR(sink.append(data.data() + at, n));
+      at += n;
+      continue;
+    }
+    while (n) {
+      MOERT_ASSIGN_OR_RETURN(auto room, sink.room());
+      if (room.second == 0)
+        return absl::InternalError("empty room");
+      size_t take = std::min(n, room.second);
+      std::memcpy(room.first, data.data() + at, take);
+      MOERT_RETURN_IF_ERROR(sink.commit(take));
+      at += take;
+      n -= take;
+    }
+  }
+  MOERT_RETURN_IF_ERROR(sink.append(data.data() + at, data.size() - at));
+  const char patch[] = "patched";
+  MOERT_RETURN_IF_ERROR(sink.patch(3, patch, sizeof(patch)));
+  return sink.patch(FileSink::kBufferBytes + 5, patch, sizeof(patch));
+}
+
+TEST(FileSink, WritesWhatAVectorHolds) {
+  std::vector<uint8_t> data(FileSink::kBufferBytes * 5 + 12345);
+  std::mt19937 rng(1);
+  for (uint8_t &byte : data)
+    byte = static_cast<uint8_t>(rng());
+  VectorSink expected;
+  ASSERT_TRUE(feed(expected, data).ok());
+  ASSERT_EQ(expected.bytes.size(), data.size());
+  // With direct I/O (the last block's padding truncated away) and without.
+  for (bool direct : {true, false}) {
+    std::string path = ::testing::TempDir() + "/plan_stream_test.bin";
+    auto sink = FileSink::create(path, direct);
+    ASSERT_TRUE(sink.ok()) << sink.status();
+    EXPECT_TRUE((*sink)->regular());
+    ASSERT_TRUE(feed(**sink, data).ok());
+    ASSERT_TRUE((*sink)->close().ok());
+    absl::StatusOr<InputFile> file = InputFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(~uint64_t{0});
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_TRUE(*bytes == expected.bytes) << "direct " << direct;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(FileSink, ReportsWriteErrors) {
+  // The error of the writer thread comes back from a later call.
+  auto sink = FileSink::create("/dev/full", /*direct=*/true);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EXPECT_FALSE((*sink)->regular());
+  std::vector<uint8_t> data(FileSink::kBufferBytes * FileSink::kBuffers + 1);
+  absl::Status status = (*sink)->append(data.data(), data.size());
+  if (status.ok())
+    status = (*sink)->close();
+  EXPECT_THAT(status,
+              StatusHas("/dev/full: cannot write: No space left on device"));
+  EXPECT_THAT(FileSink::create("/nonexistent/plan.bin", true).status(),
+              StatusHas("/nonexistent/plan.bin: cannot create"));
+}
+
+/// A plan of one weight [E, rows, cols] from `pieces`, stored transposed and
+/// copied to its output by an Identity step: the output's values.
+std::vector<float> transposedThroughPlan(std::vector<WeightPiece> pieces,
+                                         int64_t experts, int64_t rows,
+                                         int64_t cols, bool toFile) {
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  int32_t w = s.addWeightPieces("w", DType::F32, {experts, rows, cols},
+                                std::move(pieces));
+  s.transposeExpertMatrices(w);
+  int32_t y = s.addTensor("y", DType::F32, {experts, cols, rows});
+  s.addStep(fb::OpKind::Identity, "copy", {w}, {y});
+  s.addOutput(y);
+  std::unique_ptr<Plan> plan;
+  if (toFile) {
+    std::string path = ::testing::TempDir() + "/plan_stream_test.plan";
+    EXPECT_TRUE(writer.write(path).ok());
+    auto loaded = Plan::load(path);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    std::remove(path.c_str());
+    if (!loaded.ok())
+      return {};
+    plan = std::move(*loaded);
+  } else {
+    auto bytes = writer.serialize();
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    auto loaded = Plan::loadFromMemory(bytes->data(), bytes->size());
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok())
+      return {};
+    plan = std::move(*loaded);
+  }
+  auto session = Session::create(*plan);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok() || !(*session)->run().ok())
+    return {};
+  auto out = (*session)->output("y");
+  const auto *values = static_cast<const float *>(out->data);
+  return std::vector<float>(values, values + experts * rows * cols);
+}
+
+TEST(PlanStream, TransposesExpertMatrices) {
+  // Shapes with and without whole 8 x 8 blocks; expert 1 split over two
+  // pieces (read through a copy), one of them unaligned.
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{64, 128}, {9, 19}, {16, 3}, {1, 70}}) {
+    const int64_t experts = 3, per = rows * cols;
+    std::vector<float> values(experts * per);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<float>(i) * 0.5f - 7.0f;
+    std::vector<uint8_t> unaligned(per * sizeof(float) + 1);
+    std::memcpy(unaligned.data() + 1, values.data() + per + 1,
+                (per - 1) * sizeof(float));
+    std::vector<WeightPiece> pieces = {
+        {values.data(), per * sizeof(float)},
+        {values.data() + per, sizeof(float)},
+        {unaligned.data() + 1, (per - 1) * sizeof(float)},
+        {values.data() + 2 * per, per * sizeof(float)}};
+    std::vector<float> expected(values.size());
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          expected[e * per + c * rows + r] = values[e * per + r * cols + c];
+    for (bool toFile : {false, true})
+      EXPECT_EQ(transposedThroughPlan(pieces, experts, rows, cols, toFile),
+                expected)
+          << rows << " x " << cols << (toFile ? ", file" : ", memory");
+  }
+}
+
+TEST(PlanStream, FileHoldsTheSerializedBytes) {
+  // A plan large enough to be written with direct I/O, from one buffer read
+  // ahead and released, narrowed in part.
+  const int64_t rows = 1024, cols = 1024, experts = 66;
+  std::vector<float> values(rows * cols * 4);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(static_cast<float>(i));
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  std::vector<WeightPiece> pieces;
+  for (int64_t e = 0; e < experts; ++e)
+    pieces.push_back(
+        {values.data() + (e % 4) * rows * cols, rows * cols * sizeof(float)});
+  int32_t w = s.addWeightPieces("w", DType::F32, {experts, rows, cols}, pieces);
+  s.transposeExpertMatrices(w);
+  int32_t h = s.addNarrowedWeightPieces("h", DType::BF16, {4, rows, cols},
+                                        {{values.data(), values.size() * 4}});
+  int32_t y = s.addTensor("y", DType::BF16, {4, rows, cols});
+  s.addStep(fb::OpKind::Identity, "copy", {h}, {y});
+  s.addOutput(y);
+  (void)w;
+  std::string path = ::testing::TempDir() + "/plan_stream_large.plan";
+  ASSERT_TRUE(writer.write(path).ok());
+  auto bytes = writer.serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::vector<uint8_t>> written = file->readAll(~uint64_t{0});
+  ASSERT_TRUE(written.ok()) << written.status();
+  std::remove(path.c_str());
+  EXPECT_GT(written->size(), uint64_t{256} << 20);
+  EXPECT_TRUE(*written == *bytes);
+}
+
+} // namespace
+} // namespace moert::testing
