@@ -41,7 +41,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -49,6 +48,13 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 using namespace mlir;
 
@@ -256,6 +262,54 @@ public:
   std::string text;
 };
 
+/// Where a layer's plan is written: a file in memory (memfd) where the
+/// system has one, else in the temporary directory; removed when it goes
+/// (the loaded plan keeps its own mapping). A layer's plan holds a copy of
+/// the layer's weights, which on disk would cost a write and, once the
+/// kernel has written it back, a read of every layer twice over.
+struct TemporaryPlan {
+  std::string path;
+  int fd = -1;
+
+  static FailureOr<TemporaryPlan> create(std::string &error) {
+    TemporaryPlan plan;
+#if defined(__linux__) && defined(MFD_CLOEXEC)
+    plan.fd = ::memfd_create("moec-verify-plan", MFD_CLOEXEC);
+    if (plan.fd >= 0) {
+      plan.path = "/proc/self/fd/" + std::to_string(plan.fd);
+      // Written and loaded by path: without /proc, a file it is.
+      int probe = ::open(plan.path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (probe >= 0) {
+        ::close(probe);
+        return plan;
+      }
+      ::close(plan.fd);
+      plan.fd = -1;
+    }
+#endif
+    SmallString<128> path;
+    if (std::error_code code =
+            llvm::sys::fs::createTemporaryFile("moec-verify", "plan", path)) {
+      error = "cannot create a temporary plan: " + code.message();
+      return failure();
+    }
+    plan.path = std::string(path);
+    return plan;
+  }
+  TemporaryPlan() = default;
+  TemporaryPlan(TemporaryPlan &&other)
+      : path(std::move(other.path)), fd(std::exchange(other.fd, -1)) {
+    other.path.clear();
+  }
+  TemporaryPlan &operator=(TemporaryPlan &&) = delete;
+  ~TemporaryPlan() {
+    if (fd >= 0)
+      ::close(fd);
+    else if (!path.empty())
+      (void)llvm::sys::fs::remove(path);
+  }
+};
+
 /// Bounds, plans and emits `module`, and opens the plan on a CPU session.
 FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens,
                         std::string &error) {
@@ -268,13 +322,10 @@ FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens,
   bounds.dimBounds.push_back(std::string(kBatchSymbol) + "=1");
   funcPM.addPass(createMoeBoundShapes(bounds));
   funcPM.addPass(createMoePlanMemory());
-  SmallString<128> path;
-  if (std::error_code code =
-          llvm::sys::fs::createTemporaryFile("moec-verify", "plan", path)) {
-    error = "cannot create a temporary plan: " + code.message();
+  FailureOr<TemporaryPlan> temporary = TemporaryPlan::create(error);
+  if (failed(temporary))
     return failure();
-  }
-  llvm::scope_exit removeFile([&] { (void)llvm::sys::fs::remove(path); });
+  const std::string &path = temporary->path;
   if (failed(pm.run(module)) || failed(plan::emitPlan(module, path))) {
     error = "cannot lower the layer: " + diagnostics.text;
     return failure();
