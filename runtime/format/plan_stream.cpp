@@ -89,9 +89,13 @@ absl::StatusOr<std::unique_ptr<FileSink>> FileSink::create(std::string path,
 #endif
   std::unique_ptr<FileSink> sink(
       new FileSink(std::move(path), fd, direct, regular));
+  // Direct writes wait for the disk: fewer, larger ones. Buffered ones
+  // return once copied, and smaller buffers keep a small plan's RSS small.
+  if (direct)
+    sink->bufferBytes_ = kDirectBufferBytes;
   for (Buffer &buffer : sink->buffers_) {
     buffer.data = static_cast<uint8_t *>(
-        std::aligned_alloc(kDirectAlignment, kBufferBytes));
+        std::aligned_alloc(kDirectAlignment, sink->bufferBytes_));
     if (!buffer.data)
       return absl::ResourceExhaustedError(
           absl::StrCat(sink->path_, ": cannot allocate write buffers"));
@@ -202,14 +206,14 @@ absl::StatusOr<std::pair<uint8_t *, size_t>> FileSink::room() {
     return absl::InternalError(
         absl::StrCat(path_, ": appended to after it was finished"));
   Buffer &buffer = buffers_[current_];
-  return std::make_pair(buffer.data + buffer.fill, kBufferBytes - buffer.fill);
+  return std::make_pair(buffer.data + buffer.fill, bufferBytes_ - buffer.fill);
 }
 
 absl::Status FileSink::commit(size_t size) {
   Buffer &buffer = buffers_[current_];
   buffer.fill += size;
   end_ += size;
-  if (buffer.fill == kBufferBytes)
+  if (buffer.fill == bufferBytes_)
     return submit();
   return absl::OkStatus();
 }
@@ -276,7 +280,7 @@ namespace {
 /// Ranges smaller than this are left to the reader's page faults, and
 /// their pages stay.
 constexpr uint64_t kMinRangeBytes = uint64_t{1} << 20;
-/// Pages are read ahead and released in steps of this many bytes.
+/// Pages are read ahead in steps of this many bytes.
 constexpr uint64_t kStepBytes = uint64_t{4} << 20;
 /// The reader publishes its progress in steps of this many bytes.
 constexpr uint64_t kPublishBytes = uint64_t{1} << 20;

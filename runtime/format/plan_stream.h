@@ -3,9 +3,9 @@
 // Private to the plan writer: where PlanWriter::Impl::emit (plan_emit.cpp)
 // puts the plan's bytes (a Sink: a vector, or a file written by a thread of
 // its own from large staging buffers) and what reads the weights' sources
-// ahead of it (SourceReadAhead: a thread that pages in the next megabytes
-// of the memory-mapped model while the current weight is converted and
-// written, and pages out what has been written).
+// ahead of it (SourceReadAhead: a thread that has the kernel read the next
+// megabytes of the memory-mapped model while the current weight is
+// converted and written; releasePages pages out what has been written).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,14 +53,15 @@ public:
   absl::Status patch(uint64_t offset, const void *data, size_t size) override;
 };
 
-/// Writes a file from staging buffers of kBufferBytes, which a thread of its
-/// own writes while the next ones are filled: with O_DIRECT where the file
+/// Writes a file from staging buffers, which a thread of its own writes
+/// while the next ones are filled: with O_DIRECT where asked and the file
 /// system allows (the plan's bytes then never pass through the page cache,
-/// whose copies and write-back cost more than the disk's own rate), else
-/// with plain writes.
+/// whose copies and write-back cost more than the disk's own rate), in
+/// buffers of kDirectBufferBytes; else with plain writes of kBufferBytes.
 class FileSink : public Sink {
 public:
-  static constexpr size_t kBufferBytes = size_t{8} << 20;
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  static constexpr size_t kDirectBufferBytes = size_t{8} << 20;
   static constexpr int kBuffers = 4;
 
   /// Creates (truncates) `path`. `direct`: try O_DIRECT.
@@ -78,6 +79,8 @@ public:
 
 private:
   FileSink(std::string path, int fd, bool direct, bool regular);
+  /// The size of each buffer.
+  size_t bufferBytes_ = kBufferBytes;
   void writerLoop();
   /// Hands the current buffer to the writer thread.
   absl::Status submit();

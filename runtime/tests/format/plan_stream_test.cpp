@@ -25,8 +25,8 @@ using detail::VectorSink;
 absl::Status feed(Sink &sink, const std::vector<uint8_t> &data) {
   size_t at = 0;
   std::mt19937 rng(7);
-  std::vector<size_t> sizes = {1, 4095, FileSink::kBufferBytes * 2 + 17, 64,
-                               FileSink::kBufferBytes - 3};
+  std::vector<size_t> sizes = {1, 4095, FileSink::kDirectBufferBytes * 2 + 17,
+                               64, FileSink::kBufferBytes - 3};
   for (int i = 0; i < 40; ++i)
     sizes.push_back(rng() % 300000);
   for (size_t i = 0; i < sizes.size() && at < data.size(); ++i) {
@@ -50,11 +50,11 @@ absl::Status feed(Sink &sink, const std::vector<uint8_t> &data) {
   MOERT_RETURN_IF_ERROR(sink.append(data.data() + at, data.size() - at));
   const char patch[] = "patched";
   MOERT_RETURN_IF_ERROR(sink.patch(3, patch, sizeof(patch)));
-  return sink.patch(FileSink::kBufferBytes + 5, patch, sizeof(patch));
+  return sink.patch(FileSink::kDirectBufferBytes + 5, patch, sizeof(patch));
 }
 
 TEST(FileSink, WritesWhatAVectorHolds) {
-  std::vector<uint8_t> data(FileSink::kBufferBytes * 5 + 12345);
+  std::vector<uint8_t> data(FileSink::kDirectBufferBytes * 5 + 12345);
   std::mt19937 rng(1);
   for (uint8_t &byte : data)
     byte = static_cast<uint8_t>(rng());
@@ -83,7 +83,8 @@ TEST(FileSink, ReportsWriteErrors) {
   auto sink = FileSink::create("/dev/full", /*direct=*/true);
   ASSERT_TRUE(sink.ok()) << sink.status();
   EXPECT_FALSE((*sink)->regular());
-  std::vector<uint8_t> data(FileSink::kBufferBytes * FileSink::kBuffers + 1);
+  std::vector<uint8_t> data(FileSink::kDirectBufferBytes * FileSink::kBuffers +
+                            1);
   absl::Status status = (*sink)->append(data.data(), data.size());
   if (status.ok())
     status = (*sink)->close();
