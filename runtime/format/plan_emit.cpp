@@ -267,10 +267,10 @@ absl::Status appendQuantized(Sink &sink, const Quantization &quantization,
   return appendConverted<int8_t>(
       sink, piece, position, crc, readAhead,
       [&](const float *values, size_t n, size_t at, int8_t *out) {
-        for (size_t j = 0; j < n; ++j)
-          out[j] = quantizeValue(values[j],
-                                 quantization.scales[quantization.channelOf(
-                                     first + static_cast<int64_t>(at + j))]);
+        Quantization::Walk walk(quantization, first + static_cast<int64_t>(at));
+        for (size_t j = 0; j < n; ++j, walk.next())
+          out[j] =
+              quantizeValue(values[j], quantization.scales[walk.channel()]);
       });
 }
 

@@ -9,6 +9,8 @@
 
 #include "format/plan_writer_impl.h"
 
+#include "format/plan_stream.h"
+
 #include "format/plan_file.h"
 #include "format/tier_assignment.h"
 
@@ -339,14 +341,19 @@ int32_t ScheduleBuilder::addQuantizedWeightPieces(
     if (element + count > total)
       return refuse("its pieces hold more values than its shape");
     const auto *bytes = static_cast<const uint8_t *>(piece.data);
-    for (int64_t i = 0; piece.data && i < count; ++i) {
+    Quantization::Walk walk(quantization, element);
+    for (int64_t i = 0; piece.data && i < count; ++i, walk.next()) {
       float value;
       std::memcpy(&value, bytes + i * sizeof(float), sizeof value);
       if (!std::isfinite(value))
         return refuse(absl::StrCat("element ", element + i, " is ", value));
-      float &m = maxAbs[quantization.channelOf(element + i)];
+      float &m = maxAbs[walk.channel()];
       m = std::max(m, std::fabs(value));
     }
+    // The pieces are read again when the plan is written: a mapped model's
+    // pages need not stay until then.
+    if (piece.data)
+      detail::releasePages(piece.data, piece.bytes);
     element += count;
   }
   if (element != total)

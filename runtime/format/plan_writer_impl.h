@@ -37,6 +37,31 @@ struct Quantization {
     return expert * channels() +
            (channelDim == 1 ? within / cols : within % cols);
   }
+
+  /// The scale indices of consecutive elements from flat element `i`, one
+  /// step at a time without a division per element.
+  class Walk {
+  public:
+    Walk(const Quantization &q, int64_t i)
+        : q_(q), expert_(i / (q.rows * q.cols)),
+          row_(i % (q.rows * q.cols) / q.cols), col_(i % q.cols) {}
+    int64_t channel() const {
+      return expert_ * q_.channels() + (q_.channelDim == 1 ? row_ : col_);
+    }
+    void next() {
+      if (++col_ < q_.cols)
+        return;
+      col_ = 0;
+      if (++row_ < q_.rows)
+        return;
+      row_ = 0;
+      ++expert_;
+    }
+
+  private:
+    const Quantization &q_;
+    int64_t expert_, row_, col_;
+  };
 };
 
 /// Where a weight's bytes come from until the plan is written: `copy`, or
