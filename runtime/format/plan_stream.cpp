@@ -13,9 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__linux__)
 #include <sys/mman.h>
-#endif
 
 namespace moert {
 namespace detail {
@@ -93,12 +91,16 @@ absl::StatusOr<std::unique_ptr<FileSink>> FileSink::create(std::string path,
   // return once copied, and smaller buffers keep a small plan's RSS small.
   if (direct)
     sink->bufferBytes_ = kDirectBufferBytes;
+  // Mapped rather than allocated: page-aligned for direct I/O, and given
+  // back to the system when the sink goes (malloc would keep them in its
+  // heap, where they would add to the peak RSS of all that follows).
   for (Buffer &buffer : sink->buffers_) {
-    buffer.data = static_cast<uint8_t *>(
-        std::aligned_alloc(kDirectAlignment, sink->bufferBytes_));
-    if (!buffer.data)
+    void *data = ::mmap(nullptr, sink->bufferBytes_, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED)
       return absl::ResourceExhaustedError(
           absl::StrCat(sink->path_, ": cannot allocate write buffers"));
+    buffer.data = static_cast<uint8_t *>(data);
   }
   for (int b = 1; b < kBuffers; ++b)
     sink->free_.push_back(b);
@@ -120,7 +122,8 @@ FileSink::~FileSink() {
   if (fd_ >= 0)
     ::close(fd_);
   for (Buffer &buffer : buffers_)
-    std::free(buffer.data);
+    if (buffer.data)
+      ::munmap(buffer.data, bufferBytes_);
 }
 
 absl::Status FileSink::failure(const char *what, int err) {
