@@ -60,7 +60,7 @@ public:
 /// buffers of kDirectBufferBytes; else with plain writes of kBufferBytes.
 class FileSink : public Sink {
 public:
-  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  static constexpr size_t kBufferBytes = size_t{512} << 10;
   static constexpr size_t kDirectBufferBytes = size_t{8} << 20;
   static constexpr int kBuffers = 4;
 
