@@ -568,6 +568,13 @@ void quantizeActivations(const float *x, int64_t n, const BlockQuantMatrix &w,
 #endif
     quantizeRowPortable(x + i * K, K, out, codes, scales);
   }
+  out.vnniRows.rows = 0;
+#if MOERT_QUANT_AVX2
+  // Laid out once here, not once per block of columns that reads them.
+  if ((kernel == QuantKernel::Auto || kernel == QuantKernel::Avx512) &&
+      n < kVnniTileRows && vnniShape(w) && hasQuantVnni())
+    layOutVnniRows(out, out.vnniRows);
+#endif
 }
 
 void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,

@@ -96,6 +96,20 @@ enum class QuantKernel { Auto, Portable, Avx2, Avx512 };
 /// as onnxruntime's MLAS quantizes A for accuracy_level 4: per row and
 /// block, scale = amax / 127 and code = round-half-even(x * (127 / amax))
 /// in f32 (codes and scale 0 for an all-zero block).
+/// Int8 activations as the AVX-512 VNNI row kernel reads them
+/// (quant_int4_vnni.cpp), per row and 128 columns: the codes in the order
+/// the nibbles of a 64-byte load come out of a register (the even columns of
+/// four groups of 32, then the odd ones), and per 32-bit lane the sum of the
+/// eight codes it multiplies and its block's activation scale.
+struct VnniRowLayout {
+  int64_t rows = 0, chunks = 0;
+  std::vector<int8_t> codes;     // [rows, chunks * 128]
+  std::vector<int32_t> laneSums; // [rows, chunks * 16]
+  std::vector<float> laneScales; // [rows, chunks * 16]
+  /// Per chunk, the block of its first column (no division in the loop).
+  std::vector<int64_t> firstBlock;
+};
+
 struct Int8Activations {
   int64_t rows = 0, blocks = 0, blockSize = 0;
   /// 4-bit weights in blocks of a multiple of 32: within each 32 columns of
@@ -106,6 +120,11 @@ struct Int8Activations {
   std::vector<int8_t> codes;
   /// [rows, blocks].
   std::vector<float> scales;
+  /// The same codes for the VNNI row kernel, made by quantizeActivations
+  /// where that kernel takes the product (a few rows, a vnniShape matrix),
+  /// so that the products of every block of columns share them; empty
+  /// (rows 0) otherwise.
+  VnniRowLayout vnniRows;
 
   int64_t rowCodes() const { return blocks * blockSize; }
 };
@@ -172,6 +191,9 @@ enum class VnniForm { Auto, Rows, Tiles };
 
 /// Rows of x from which projectInt4Vnni unpacks tiles of weight rows.
 inline constexpr int64_t kVnniTileRows = 4;
+
+/// xq's rows laid out for the VNNI row kernel into `out`.
+void layOutVnniRows(const Int8Activations &xq, VnniRowLayout &out);
 
 /// quantProject's integer product on the calling thread for activations xq
 /// (rows [0, n)) and 4-bit codes of a vnniShape, with AVX-512 VNNI (only

@@ -24,6 +24,13 @@
 //   lanes' scales and zero points are permuted into place); multiples of
 //   128 one block. Other block sizes take the AVX2 kernel.
 //
+// Decode (one row of activations) reads four weight rows at a time: their
+// chunks interleaved, the activations' loads shared, each row's sums the
+// same as alone, and each row's codes prefetched 8 KiB ahead (the product is
+// bound by the latency of memory, not by the instructions, once the four
+// rows' chains overlap). The activations' layout is made once per
+// quantization (Int8Activations::vnniRows), not once per block of columns.
+//
 // Prompts (VnniForm::Tiles, from kVnniTileRows rows): reading and unpacking
 // each weight row once per four rows of activations would cost as much as
 // the products, so tiles of weight rows are unpacked once for all rows: the
@@ -44,6 +51,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -68,26 +76,13 @@ namespace {
 /// Columns per step of the kernel: the 128 codes of one 64-byte load.
 constexpr int64_t kChunk = 128;
 
-/// Activations in the kernel's layout, per row and 128 columns: the codes
-/// (even columns of the four groups of 32, then the odd ones), and per
-/// 32-bit lane the sum of the eight codes it multiplies and its block's
-/// activation scale.
-struct VnniActivations {
-  int64_t rows = 0, chunks = 0;
-  std::vector<int8_t> codes;     // [rows, chunks * 128]
-  std::vector<int32_t> laneSums; // [rows, chunks * 16]
-  std::vector<float> laneScales; // [rows, chunks * 16]
-  /// Per chunk, the block of its first column (no division in the loop).
-  std::vector<int64_t> firstBlock;
-};
-
 /// The block (counted from the chunk's first) of lane l's group, for blocks
 /// of `blockSize` columns (32, 64 or a multiple of 128).
 inline int laneBlock(int lane, int64_t blockSize) {
   return blockSize >= kChunk ? 0 : (lane / 4) * 32 / int(blockSize);
 }
 
-void prepare(const Int8Activations &xq, int64_t n, VnniActivations &p) {
+void prepare(const Int8Activations &xq, int64_t n, VnniRowLayout &p) {
   const int64_t rowCodes = xq.rowCodes();
   p.rows = n;
   p.chunks = (rowCodes + kChunk - 1) / kChunk;
@@ -201,7 +196,7 @@ zeroPoints(const VnniRow &row, int64_t first, const ChunkBlocks &cb) {
 
 /// out[i] = row i0 + i of the activations times weight row `row`, i < NR.
 template <int NR, bool Half, bool Zeros>
-MOERT_TARGET_VNNI void rowsVnni(const VnniActivations &xp, int64_t i0,
+MOERT_TARGET_VNNI void rowsVnni(const VnniRowLayout &xp, int64_t i0,
                                 const VnniRow &row, const ChunkBlocks &cb,
                                 float out[NR]) {
   const uint8_t *codes = row.codes;
@@ -252,9 +247,108 @@ MOERT_TARGET_VNNI void rowsVnni(const VnniActivations &xp, int64_t i0,
     out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
+/// How far ahead of each weight row's codes weightRowsVnni prefetches
+/// (bench/README.md, "int4 decode, four weight rows at a time").
+constexpr int64_t kDecodePrefetchBytes = 8192;
+
+/// rowsVnni<1> for the NW weight rows at `rows` at once (one row of
+/// activations, decode): each weight row's sums are rowsVnni's, step for
+/// step, but the activations' loads and the shift of their sums are shared,
+/// and NW independent chains of chunks keep the vector units busy where one
+/// row's chain of fmadds waits on its latency.
+template <int NW, bool Half, bool Zeros>
+MOERT_TARGET_VNNI void weightRowsVnni(const VnniRowLayout &xp,
+                                      const VnniRow *rows,
+                                      const ChunkBlocks &cb, float out[NW]) {
+  const int64_t chunks = xp.chunks;
+  const int64_t *firstBlock = xp.firstBlock.data();
+  const int8_t *a = xp.codes.data();
+  const int32_t *sums = xp.laneSums.data();
+  const float *sx = xp.laneScales.data();
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const int64_t bytes = rows[0].bytes;
+  __m512 acc[NW];
+  for (int j = 0; j < NW; ++j)
+    acc[j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t left = bytes - c * 64;
+    const __m512i alo =
+        _mm512_loadu_si512(reinterpret_cast<const void *>(a + c * kChunk));
+    const __m512i ahi =
+        _mm512_loadu_si512(reinterpret_cast<const void *>(a + c * kChunk + 64));
+    const __m512i sa = _mm512_loadu_si512(sums + c * 16);
+    const __m512i sa8 = _mm512_slli_epi32(sa, 3);
+    const __m512 sxc = _mm512_loadu_ps(sx + c * 16);
+    const int64_t first = firstBlock[c];
+    for (int j = 0; j < NW; ++j) {
+      const uint8_t *codes = rows[j].codes;
+      __m512i v;
+      if (left >= 64) {
+        _mm_prefetch(reinterpret_cast<const char *>(codes + c * 64 +
+                                                    kDecodePrefetchBytes),
+                     _MM_HINT_T0);
+        v = _mm512_loadu_si512(codes + c * 64);
+      } else {
+        v = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - left),
+                                    codes + c * 64);
+      }
+      const __m512i lo = _mm512_and_si512(v, nibble);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+      const __m512 sw = weightScales<Half>(rows[j], first, cb);
+      __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo);
+      dot = _mm512_dpbusd_epi32(dot, hi, ahi);
+      if constexpr (Zeros)
+        dot = _mm512_sub_epi32(
+            dot, _mm512_mullo_epi32(zeroPoints(rows[j], first, cb), sa));
+      else
+        dot = _mm512_sub_epi32(dot, sa8);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, sxc),
+                               acc[j]);
+    }
+  }
+  for (int j = 0; j < NW; ++j)
+    out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+
+/// Weight rows per weightRowsVnni call.
+constexpr int kDecodeWeightRows = 4;
+
+/// One row of activations times weight rows [r0, r0 + m): kDecodeWeightRows
+/// at a time, the rest one by one, each row's sum the same either way.
+void projectDecodeRows(const VnniRowLayout &xp, const BlockQuantMatrix &w,
+                       const ChunkBlocks &cb, int64_t r0, int64_t m,
+                       const float *bias, float *c) {
+  const bool half = w.halfScales, zeros = w.zeroPoints != nullptr;
+  auto run = [&](auto nw, const VnniRow *rows, float *out) {
+    constexpr int NW = decltype(nw)::value;
+    if (half)
+      zeros ? weightRowsVnni<NW, true, true>(xp, rows, cb, out)
+            : weightRowsVnni<NW, true, false>(xp, rows, cb, out);
+    else
+      zeros ? weightRowsVnni<NW, false, true>(xp, rows, cb, out)
+            : weightRowsVnni<NW, false, false>(xp, rows, cb, out);
+  };
+  for (int64_t j = 0; j < m;) {
+    const int64_t count = std::min<int64_t>(kDecodeWeightRows, m - j);
+    VnniRow rows[kDecodeWeightRows] = {VnniRow(w, r0 + j),
+                                       VnniRow(w, r0 + j + (count > 1)),
+                                       VnniRow(w, r0 + j + 2 * (count > 2)),
+                                       VnniRow(w, r0 + j + 3 * (count > 3))};
+    float out[kDecodeWeightRows];
+    if (count == kDecodeWeightRows)
+      run(std::integral_constant<int, kDecodeWeightRows>(), rows, out);
+    else
+      for (int64_t t = 0; t < count; ++t)
+        run(std::integral_constant<int, 1>(), rows + t, out + t);
+    for (int64_t t = 0; t < count; ++t)
+      c[j + t] = out[t] + (bias ? bias[r0 + j + t] : 0.0f);
+    j += count;
+  }
+}
+
 /// rowsVnni for the row's scales and zero points.
 template <int NR>
-void rowsOf(const VnniActivations &xp, int64_t i0, const VnniRow &row,
+void rowsOf(const VnniRowLayout &xp, int64_t i0, const VnniRow &row,
             const ChunkBlocks &cb, float out[NR]) {
   if (row.halves)
     return row.zeros ? rowsVnni<NR, true, true>(xp, i0, row, cb, out)
@@ -265,7 +359,7 @@ void rowsOf(const VnniActivations &xp, int64_t i0, const VnniRow &row,
 
 /// The products of rowsOf, for projectInGroups.
 struct VnniRows {
-  const VnniActivations &xp;
+  const VnniRowLayout &xp;
   const BlockQuantMatrix &w;
   const ChunkBlocks &cb;
   template <int NR> void run(int64_t r, int64_t i, float *out) const {
@@ -538,6 +632,10 @@ bool hasQuantVnni() {
   return has;
 }
 
+void layOutVnniRows(const Int8Activations &xq, VnniRowLayout &out) {
+  prepare(xq, xq.rows, out);
+}
+
 bool vnniShape(const BlockQuantMatrix &w) {
   return w.bits == 4 &&
          (w.blockSize == 32 || w.blockSize == 64 || w.blockSize % kChunk == 0);
@@ -549,14 +647,22 @@ void projectInt4Vnni(const Int8Activations &xq, int64_t n,
   const ChunkBlocks cb(w);
   if (form == VnniForm::Tiles || (form == VnniForm::Auto && n >= kVnniTileRows))
     return projectTiles(xq, n, w, cb, r0, m, bias, c, ldc);
-  thread_local VnniActivations xp;
-  prepare(xq, n, xp);
-  projectInGroups(VnniRows{xp, w, cb}, n, r0, m, bias, c, ldc);
+  thread_local VnniRowLayout local;
+  const VnniRowLayout *xp = &xq.vnniRows;
+  if (xp->rows != n) {
+    prepare(xq, n, local);
+    xp = &local;
+  }
+  if (n == 1)
+    return projectDecodeRows(*xp, w, cb, r0, m, bias, c);
+  projectInGroups(VnniRows{*xp, w, cb}, n, r0, m, bias, c, ldc);
 }
 
 #else
 
 bool hasQuantVnni() { return false; }
+
+void layOutVnniRows(const Int8Activations &, VnniRowLayout &) {}
 
 bool vnniShape(const BlockQuantMatrix &) { return false; }
 

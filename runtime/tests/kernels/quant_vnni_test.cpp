@@ -164,5 +164,36 @@ TEST(QuantVnni, QuantProjectRowsDoNotDependOnTheBatch) {
   }
 }
 
+/// A few rows quantized once (their VNNI layout made then, as the Experts
+/// step quantizes a segment once for all its blocks of columns) and used by
+/// the products of several column ranges: each range's outputs are the
+/// whole product's, and the decode form's groups of four weight rows start
+/// anywhere in the matrix.
+TEST(QuantVnni, ColumnBlocksShareOneQuantization) {
+  if (!detail::hasQuantVnni())
+    GTEST_SKIP() << "no AVX-512 VNNI";
+  Quantized q(45, 2816, 4, 32, false, true, 2700);
+  BlockQuantMatrix w = q.matrix();
+  w.int8Activations = true;
+  for (int64_t n : {1, 2, 3}) {
+    std::vector<float> x = randomFloats(n * q.cols, 2701 + n);
+    detail::Int8Activations xq;
+    detail::quantizeActivations(x.data(), n, w, xq);
+    ASSERT_EQ(xq.vnniRows.rows, n);
+    std::vector<float> whole(n * q.rows), blocks(n * q.rows, -7.0f);
+    detail::quantProject(x.data(), n, w, 0, q.rows, nullptr, whole.data(),
+                         q.rows);
+    const int64_t bounds[] = {0, 3, 10, 17, 30, 44, 45};
+    for (int b = 0; b + 1 < 7; ++b)
+      detail::quantProject(x.data(), n, w, bounds[b], bounds[b + 1] - bounds[b],
+                           nullptr, blocks.data() + bounds[b], q.rows,
+                           detail::QuantKernel::Auto, &xq);
+    for (size_t k = 0; k < whole.size(); ++k)
+      ASSERT_TRUE(sameBits(whole[k], blocks[k]))
+          << "n " << n << " row " << k / q.rows << " output " << k % q.rows;
+    expectInt8Product(q, x, n, 0, q.rows, nullptr, whole, q.rows);
+  }
+}
+
 } // namespace
 } // namespace moert::testing
