@@ -16,6 +16,28 @@ import sys
 import onnx
 
 
+def make_static(model, sizes):
+    """Fixes `model`'s named input dimensions in place to `sizes` (name ->
+    size; a numeric name its own value); raises ValueError naming a
+    dimension `sizes` lacks."""
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_param"):
+                continue
+            name = dim.dim_param
+            if name.isdigit():
+                size = int(name)
+            elif name in sizes:
+                size = sizes[name]
+            else:
+                raise ValueError(f"input '{value.name}' has dimension '{name}': pass --dim {name}=SIZE")
+            dim.Clear()
+            dim.dim_value = size
+    for value in model.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -28,25 +50,11 @@ def main():
         name, _, size = item.partition("=")
         sizes[name] = int(size)
     model = onnx.load(args.model)
-    for value in model.graph.input:
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_param"):
-                continue
-            name = dim.dim_param
-            if name.isdigit():
-                size = int(name)
-            elif name in sizes:
-                size = sizes[name]
-            else:
-                sys.exit(f"make_static: input '{value.name}' has dimension "
-                         f"'{name}': pass --dim {name}=SIZE")
-            dim.Clear()
-            dim.dim_value = size
-    for value in model.graph.output:
-        value.type.tensor_type.ClearField("shape")
-    del model.graph.value_info[:]
+    try:
+        make_static(model, sizes)
+    except ValueError as error:
+        sys.exit(f"make_static: {error}")
     onnx.save(model, args.out)
-
 
 if __name__ == "__main__":
     main()
