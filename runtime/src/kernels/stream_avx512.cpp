@@ -60,11 +60,11 @@ constexpr int64_t kSlabRows = 8;
 constexpr int64_t kBlockRows = 16;
 /// How far ahead of the weight row being read one weight row at a time
 /// prefetches, by the bytes of a weight (bench/README.md, "Prefetching 8 KiB
-/// ahead"): bf16, f16 and int8 rows read 7-20% faster at 8 KiB than with
-/// none; f32 rows at 8 KiB were no faster than at 2 KiB in whole-model
-/// decode.
+/// ahead" and "f32 rows 4 KiB ahead"): bf16, f16 and int8 rows read 7-20%
+/// faster at 8 KiB than with none; f32 rows decode the whole model 5-8%
+/// faster at 4 KiB than at 2 KiB, and no faster at 8 KiB.
 template <typename T>
-constexpr int64_t kPrefetchAhead = sizeof(T) == 4 ? 2048 : 8192;
+constexpr int64_t kPrefetchAhead = sizeof(T) == 4 ? 4096 : 8192;
 /// The most bytes of x (a slab's rows over all of K) that one weight row at
 /// a time reads from L1 (half of a 48 KiB L1; beyond, x's rows come from L2
 /// for every weight row).
