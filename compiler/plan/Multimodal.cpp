@@ -172,6 +172,38 @@ FailureOr<fb::FeedKind> getGridFeed(const StageGraph &stage, StringRef name,
   return kind;
 }
 
+/// Records Llama 4's tile processor (docs/multimodal.md, "Llama 4's
+/// tiles"): the encoder's one given f32 [tiles, 3, S, S] input takes the
+/// tiles, S the processor's tile side where static; no grid.
+LogicalResult recordTiles(MLIRContext *context, const StageGraph &encoder,
+                          func::FuncOp func, const fb::ImageProcessorT &proc,
+                          MultimodalSignature &mm) {
+  SmallVector<std::pair<std::string, RankedTensorType>> tiles;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    if (isType(type, 4, isF32))
+      tiles.push_back({getArgName(func, i), type});
+  }
+  if (tiles.size() != 1 || !mm.imageGrid.empty())
+    return errorAt(context, encoder.path)
+           << "the vision encoder has " << tiles.size()
+           << " f32 [tiles, 3, S, S] inputs"
+           << (mm.imageGrid.empty() ? "" : " and an image grid")
+           << "; Llama4ImageProcessor's tiles feed one and no grid";
+  auto [name, type] = tiles.front();
+  int64_t want[] = {0, 3, proc.patch_size, proc.patch_size};
+  for (int d = 1; d < 4; ++d)
+    if (!type.isDynamicDim(d) && type.getDimSize(d) != want[d])
+      return errorAt(context, encoder.path)
+             << "pixel input '" << name << "' is [" << type.getShape()
+             << "]; preprocessor_config.json's tiles are [tiles, 3, "
+             << proc.patch_size << ", " << proc.patch_size << "]";
+  mm.hasProcessor = true;
+  mm.processor = proc;
+  mm.processor.pixel_input = name;
+  return success();
+}
+
 } // namespace
 
 std::vector<std::string> getDecodeTokenFeeds(ModuleOp decode) {
@@ -282,7 +314,12 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
       mm.maxImages = type.isDynamicDim(0) ? 0 : type.getDimSize(0);
     }
   }
-  if (config.hasProcessor) {
+  if (config.hasProcessor &&
+      config.processor.resize == fb::ImageResize::Llama4Tiles) {
+    if (failed(
+            recordTiles(context, encoder, encoderFunc, config.processor, mm)))
+      return failure();
+  } else if (config.hasProcessor) {
     // The processor's patches: the one given f32 [p, F] input, F = 3 *
     // temporal_patch_size * patch_size^2 where static.
     const fb::ImageProcessorT &proc = config.processor;

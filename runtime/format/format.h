@@ -66,8 +66,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// written as 1.23. 1.24 added `ImageProcessor.resize` (GLM-4V's smart
 /// resize), which a 1.23 reader would ignore and size images by Qwen2-VL's
 /// rule; only plans with another rule than Qwen2-VL's are written as 1.24.
+/// 1.25 added Llama 4's tile rule (`ImageResize.Llama4Tiles`,
+/// `ImageProcessor.max_tiles`, `resize_to_max_canvas`); only plans with it
+/// are written as 1.25.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 24;
+inline constexpr uint16_t kFormatVersionMinor = 25;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

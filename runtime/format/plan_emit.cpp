@@ -541,8 +541,12 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool imageResize =
       program.multimodal && program.multimodal->image_processor &&
       program.multimodal->image_processor->resize != fb::ImageResize::Qwen2VL;
+  bool imageTiles = program.multimodal && program.multimodal->image_processor &&
+                    program.multimodal->image_processor->resize ==
+                        fb::ImageResize::Llama4Tiles;
   header.versionMinor =
-      imageResize          ? detail::kFormatVersionMinorImageResize
+      imageTiles           ? detail::kFormatVersionMinorImageTiles
+      : imageResize        ? detail::kFormatVersionMinorImageResize
       : statePrefill       ? detail::kFormatVersionMinorStatePrefill
       : gridRule           ? detail::kFormatVersionMinorGridRule
       : indexPositions     ? detail::kFormatVersionMinorIndexPositions

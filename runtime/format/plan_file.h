@@ -129,6 +129,10 @@ inline constexpr uint16_t kFormatVersionMinorStatePrefill = 23;
 /// plans whose image processor sizes images by another rule than
 /// Qwen2-VL's, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorImageResize = 24;
+/// 1.25 added `ImageResize.Llama4Tiles` (Llama 4's tiles) and
+/// `ImageProcessor.max_tiles`, `resize_to_max_canvas`: written for plans
+/// with that rule, and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorImageTiles = 25;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

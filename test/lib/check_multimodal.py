@@ -400,7 +400,10 @@ def main():
             if f"pixel_values_{name}" in ref.files:
                 # An image file through the plan's image processor.
                 images = [os.path.join(args.folder, str(f)) for f in np.atleast_1d(ref[f"image_file_{name}"])]
-                pixels = {"hidden_states": ref[f"pixel_values_{name}"], "grid_thw": ref[f"image_grid_thw_{name}"]}
+                if f"image_grid_thw_{name}" in ref.files:
+                    pixels = {"hidden_states": ref[f"pixel_values_{name}"], "grid_thw": ref[f"image_grid_thw_{name}"]}
+                else:  # Llama 4's tiles: no grid.
+                    pixels = {"pixel_values": ref[f"pixel_values_{name}"]}
             work = os.path.join(args.workdir, name)
             got, _ = generate(args, plan, prompt, vision, work, len(want), images)
             ok = list(got) == list(want)

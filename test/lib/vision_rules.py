@@ -122,3 +122,118 @@ def write_png(path, pixels):
     with open(path, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color, 0, 0, 0))
                 + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def llama4_canvases(max_tiles, tile):
+    """Llama 4's candidate canvases (height, width) in its processor's
+    order: tile counts from max_tiles down, each count's factor pairs by
+    ascending height, grouped by aspect ratio in first-seen order."""
+    groups = {}
+    for count in range(max_tiles, 0, -1):
+        for rows in range(1, count + 1):
+            if count % rows == 0:
+                g = math.gcd(rows, count // rows)
+                groups.setdefault((rows // g, count // rows // g), []).append((rows, count // rows))
+    return [(r * tile, c * tile) for pairs in groups.values() for r, c in pairs]
+
+
+def llama4_size(height, width, tile, max_tiles, to_max_canvas=False):
+    """(canvas (h, w), resized (h, w)) of a height x width image: the
+    canvas that needs the least upscaling (or, without one, the least
+    downscaling; ties: the smallest area, then the first), the image
+    resized into it without distortion, upscaled at most to `tile`."""
+    f = np.float32
+    canvases = llama4_canvases(max_tiles, tile)
+    scales = [min(f(ch) / f(height), f(cw) / f(width)) for ch, cw in canvases]
+    up = [s for s in scales if s >= 1]
+    pick = (max(up) if to_max_canvas else min(up)) if up else max(scales)
+    chosen = [c for c, s in zip(canvases, scales) if s == pick]
+    canvas = min(chosen, key=lambda c: c[0] * c[1])
+    # torch arithmetic where a side is the canvas's (an int64 tensor: f32
+    # scales and products), Python's (double) where it is the image's.
+    th, tw = canvas
+    f32h = f32w = True
+    if not to_max_canvas:
+        f32h, f32w = th < max(height, tile), tw < max(width, tile)
+        th, tw = min(max(height, tile), th), min(max(width, tile), tw)
+    sw = f(tw) / f(width) if f32w else tw / width
+    sh = f(th) / f(height) if f32h else th / height
+    if (f(sw) < f(sh)) if (f32w or f32h) else (sw < sh):
+        size = (min(math.floor(f(height) * sw if f32w else height * sw), th), tw)
+    else:
+        size = (th, min(math.floor(f(width) * sh if f32h else width * sh), tw))
+    return canvas, (max(size[0], 1), max(size[1], 1))
+
+
+def _torch_linear_axis(size_in, size_out):
+    """torch's uint8 antialiased bilinear weights of one axis: (first tap,
+    int16 weights) per output and the precision they are scaled to."""
+    scale = size_in / size_out
+    support = scale if scale >= 1 else 1.0
+    inv = 1.0 / scale if scale >= 1 else 1.0
+    rows, wmax = [], 0.0
+    for i in range(size_out):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), size_in)
+        w = [max(0.0, 1.0 - abs((j + lo - center + 0.5) * inv)) for j in range(hi - lo)]
+        total = sum(w)
+        if total != 0:
+            w = [v / total for v in w]
+            wmax = max([wmax] + w)
+        rows.append((lo, w))
+    precision = 0
+    while precision < 22 and int(0.5 + wmax * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    fixed = [(lo, [int(v * (1 << precision) + (0.5 if v >= 0 else -0.5)) for v in w]) for lo, w in rows]
+    return fixed, precision
+
+
+def _torch_linear_pass(image, size_out, axis):
+    if image.shape[axis] == size_out:
+        return image
+    taps, precision = _torch_linear_axis(image.shape[axis], size_out)
+    src = np.moveaxis(image.astype(np.int64), axis, 0)
+    out = np.empty((size_out,) + src.shape[1:], np.int64)
+    for i, (lo, w) in enumerate(taps):
+        acc = np.full(src.shape[1:], 1 << (precision - 1), np.int64)
+        for j, v in enumerate(w):
+            acc += src[lo + j] * v
+        out[i] = np.clip(acc >> precision, 0, 255)
+    return np.moveaxis(out, 0, axis).astype(np.uint8)
+
+
+def torch_bilinear(rgb, height, width):
+    """torchvision's antialiased bilinear resize of an 8-bit [H, W, 3]
+    image (torch's int16 fixed-point passes, width first)."""
+    return _torch_linear_pass(_torch_linear_pass(rgb, width, 1), height, 0)
+
+
+def _bf16(x):
+    """f32 values rounded to bfloat16 (to nearest, ties to even), as f32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def llama4_preprocess(rgb, config):
+    """Llama4ImageProcessor's pixel values [tiles, 3, S, S] of an 8-bit
+    [H, W, 3] image: resized into its canvas, padded with zeros, rescaled
+    and normalised in bfloat16, split into S x S tiles in raster order, and
+    the whole image resized to S x S as a last tile where there are several."""
+    tile = config["size"]["height"]
+    (ch, cw), (h, w) = llama4_size(rgb.shape[0], rgb.shape[1], tile, config["max_patches"],
+                                   config.get("resize_to_max_canvas", False))
+    canvas = np.zeros([ch, cw, 3], np.uint8)
+    canvas[:h, :w] = torch_bilinear(rgb, h, w)
+
+    def normalise(image):
+        x = _bf16(image.astype(np.float32) * np.float32(config["rescale_factor"]))
+        x = _bf16(x - _bf16(np.array(config["image_mean"], np.float32)))
+        return _bf16(x / _bf16(np.array(config["image_std"], np.float32))).transpose(2, 0, 1)
+
+    x = normalise(canvas).reshape(3, ch // tile, tile, cw // tile, tile).transpose(1, 3, 0, 2, 4)
+    tiles = x.reshape(-1, 3, tile, tile)
+    if len(tiles) > 1:
+        tiles = np.concatenate([tiles, normalise(torch_bilinear(rgb, tile, tile))[None]])
+    return np.ascontiguousarray(tiles, np.float32)

@@ -77,7 +77,8 @@ void readGridConfig(const json::Object &root, const json::Object *vision,
 
 /// Reads DIR/preprocessor_config.json, when there, into `config.processor`:
 /// the Qwen2-VL image processor's fields (docs/multimodal.md, "Images"),
-/// and GLM-4V's sizing where `image_processor_type` names its processor.
+/// GLM-4V's sizing and Llama 4's tiles where `image_processor_type` names
+/// their processors.
 bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
                    std::string &error) {
   std::string path = joinPath(dir, "preprocessor_config.json");
@@ -109,27 +110,55 @@ bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
     std::optional<StringRef> name = type->getAsString();
     if (name && name->starts_with("Glm4vImageProcessor"))
       p.resize = moert::fb::ImageResize::Glm4v;
+    else if (name && name->starts_with("Llama4ImageProcessor"))
+      p.resize = moert::fb::ImageResize::Llama4Tiles;
     else if (!name || !(name->starts_with("Qwen2VLImageProcessor") ||
                         name->starts_with("Qwen2_5_VLImageProcessor") ||
                         name->starts_with("Qwen3VLImageProcessor")))
       return fail("image_processor_type " +
                   (name ? "'" + name->str() + "'" : std::string("(not text)")) +
                   " is no image processor the rule knows "
-                  "(Qwen2VLImageProcessor, Glm4vImageProcessor)");
+                  "(Qwen2VLImageProcessor, Glm4vImageProcessor, "
+                  "Llama4ImageProcessor)");
+  }
+  bool tiles = p.resize == moert::fb::ImageResize::Llama4Tiles;
+  flag("do_resize", p.do_resize);
+  flag("do_rescale", p.do_rescale);
+  flag("do_normalize", p.do_normalize);
+  if (tiles) {
+    // Llama 4: square tiles of size.height, at most max_patches of them,
+    // bilinear (transformers' Llama4ImageProcessor, which always resizes).
+    const json::Object *size = root->getObject("size");
+    std::optional<int64_t> height = size ? size->getInteger("height") : 0;
+    std::optional<int64_t> width = size ? size->getInteger("width") : 0;
+    if (!height || !width || *height < 1 || *height > 1024 || *width != *height)
+      return fail("size.height and size.width are missing or not one tile "
+                  "side in [1, 1024]");
+    p.patch_size = *height;
+    p.temporal_patch_size = 1;
+    p.max_tiles = root->getInteger("max_patches").value_or(16);
+    if (p.max_tiles < 1 || p.max_tiles > 1024)
+      return fail("max_patches " + Twine(p.max_tiles) + " is not in [1, 1024]");
+    p.resize_to_max_canvas =
+        root->getBoolean("resize_to_max_canvas").value_or(false);
+    if (!p.do_resize)
+      return fail("do_resize is false, which Llama4ImageProcessor refuses");
+    if (root->getInteger("resample").value_or(2) != 2)
+      return fail("resample " + Twine(*root->getInteger("resample")) +
+                  " is not 2 (bilinear), the only resize Llama 4's rule "
+                  "knows");
   }
   int64_t merge = 0;
-  if (!integer("patch_size", p.patch_size, 1, 1024) ||
-      !integer("temporal_patch_size", p.temporal_patch_size, 1, 64) ||
-      !integer("merge_size", merge, 1, 1024))
+  if (!tiles &&
+      (!integer("patch_size", p.patch_size, 1, 1024) ||
+       !integer("temporal_patch_size", p.temporal_patch_size, 1, 64) ||
+       !integer("merge_size", merge, 1, 1024)))
     return false;
-  if (merge != config.spatialMergeSize)
+  if (!tiles && merge != config.spatialMergeSize)
     return fail(
         "merge_size " + Twine(merge) +
         " differs from config.json's vision_config.spatial_merge_size " +
         Twine(config.spatialMergeSize));
-  flag("do_resize", p.do_resize);
-  flag("do_rescale", p.do_rescale);
-  flag("do_normalize", p.do_normalize);
   // The pixel bounds: size.shortest_edge / longest_edge (transformers 5),
   // or min_pixels / max_pixels.
   const json::Object *sizes = root->getObject("size");
@@ -137,13 +166,14 @@ bool readProcessor(StringRef dir, plan::MultimodalConfig &config,
                                     : root->getInteger("min_pixels");
   std::optional<int64_t> hi = sizes ? sizes->getInteger("longest_edge")
                                     : root->getInteger("max_pixels");
-  if (p.do_resize && (!lo || !hi || *lo < 1 || *hi < *lo || *hi > (1LL << 40)))
+  if (p.do_resize && !tiles &&
+      (!lo || !hi || *lo < 1 || *hi < *lo || *hi > (1LL << 40)))
     return fail("size.shortest_edge and size.longest_edge (or min_pixels and "
                 "max_pixels) are missing or no range of pixel counts");
   p.min_pixels = lo.value_or(0);
   p.max_pixels = hi.value_or(0);
   if (std::optional<int64_t> resample = root->getInteger("resample"))
-    if (p.do_resize && *resample != 3)
+    if (p.do_resize && !tiles && *resample != 3)
       return fail("resample " + Twine(*resample) +
                   " is not 3 (bicubic), the only resize the rule knows");
   p.rescale_factor = root->getNumber("rescale_factor").value_or(1.0 / 255);

@@ -192,6 +192,16 @@ class Llama4(Qwen3VlMoe):
     def model_class(self):
         return transformers.Llama4ForConditionalGeneration
 
+    def write_processor(self, out: Path):
+        """The folder's preprocessor_config.json, as the HF processor saves
+        it: transformers' Llama4ImageProcessor (torchvision backend) with
+        tiles of the encoder's image_size and at most 4 of them (a canvas of
+        several tiles adds a global one)."""
+        processor = transformers.Llama4ImageProcessor(size={"height": self.image_size, "width": self.image_size},
+                                                      max_patches=4)
+        processor.save_pretrained(str(out))
+        return processor
+
     def embeddings(self, model, inputs):
         """The language model's inputs_embeds for `inputs`, computed by the
         model's parts as its forward does (which fails in transformers 5.24
@@ -604,6 +614,8 @@ def export_model(spec, results: dict):
     out.mkdir(parents=True)
     model = make_model(spec)
     model.config.to_json_file(str(out / "config.json"))
+    if hasattr(spec, "write_processor"):
+        spec.write_processor(out)
     entry = results[spec.name] = {
         "architecture": type(model).__name__, "transformers": transformers.__version__,
         "torch": torch.__version__.split("+")[0], "onnxruntime": ort.__version__, "components": {}}

@@ -236,6 +236,13 @@ struct ImageProcessorDesc {
   /// (1.24) GLM-4V's smart resize: a side under patch * merge is first
   /// scaled up to it, and the pixel bounds count temporalPatchSize frames.
   bool glm4vResize = false;
+  /// (1.25) Llama 4's tiles: patchSize is the tile's side; an image is
+  /// resized into a canvas of at most maxTiles tiles (the largest that fits
+  /// without distortion where resizeToMaxCanvas), padded, and split into
+  /// tiles plus a global tile (docs/multimodal.md, "Llama 4's tiles").
+  bool llama4Tiles = false;
+  int64_t maxTiles = 0;
+  bool resizeToMaxCanvas = false;
 };
 
 /// One stage of a multimodal plan (its schedule stays in the plan).

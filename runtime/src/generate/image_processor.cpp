@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "generate/grid_rule.h"
+#include "generate/image_tiles.h"
 #include "moert/vision.h"
 
 #include "absl/strings/str_cat.h"
@@ -43,16 +44,12 @@
 namespace moert {
 namespace {
 
+using detail::Rgb;
+
 /// Largest image file read, and largest decoded image (pixels, side).
 constexpr uint64_t kMaxFileBytes = uint64_t{1} << 28;
 constexpr uint64_t kMaxPixels = uint64_t{1} << 26;
 constexpr uint32_t kMaxSide = uint32_t{1} << 15;
-
-/// An 8-bit RGB image, rows of width * 3 bytes.
-struct Rgb {
-  int64_t width = 0, height = 0;
-  std::vector<uint8_t> pixels;
-};
 
 absl::Status bad(const std::string &path, const std::string &what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -214,17 +211,13 @@ double bicubic(double x) {
   return 0.0;
 }
 
-/// For each output index, the first input index and fixed-point weights.
-struct Taps {
-  std::vector<int64_t> first;
-  std::vector<std::vector<int32_t>> weights;
-};
-
-Taps computeTaps(int64_t in, int64_t out) {
+/// PIL's bicubic taps, at 22 bits.
+detail::ResampleTaps computeTaps(int64_t in, int64_t out) {
   double scale = static_cast<double>(in) / out;
   double filterScale = std::max(scale, 1.0);
   double support = 2.0 * filterScale;
-  Taps taps;
+  detail::ResampleTaps taps;
+  taps.precision = kPrecisionBits;
   for (int64_t i = 0; i < out; ++i) {
     double center = (i + 0.5) * scale;
     int64_t lo =
@@ -251,49 +244,9 @@ Taps computeTaps(int64_t in, int64_t out) {
   return taps;
 }
 
-uint8_t clip8(int64_t sum) {
-  int64_t v = sum >> kPrecisionBits;
-  return static_cast<uint8_t>(std::clamp<int64_t>(v, 0, 255));
-}
-
-/// One resampling pass along an axis of `in` (8-bit RGB) from `size` to
-/// `outSize` samples: `lines` lines of samples `step` pixels apart, lines
-/// `stride` pixels apart, written alike into `out` (`outStride` pixels
-/// between its lines).
-void resamplePass(const uint8_t *in, int64_t size, int64_t step, int64_t stride,
-                  int64_t lines, int64_t outSize, uint8_t *out,
-                  int64_t outStride) {
-  Taps taps = computeTaps(size, outSize);
-  for (int64_t line = 0; line < lines; ++line)
-    for (int64_t i = 0; i < outSize; ++i)
-      for (int c = 0; c < 3; ++c) {
-        int64_t sum = int64_t{1} << (kPrecisionBits - 1);
-        const std::vector<int32_t> &k = taps.weights[i];
-        for (size_t j = 0; j < k.size(); ++j)
-          sum +=
-              int64_t{
-                  in[(line * stride + (taps.first[i] + j) * step) * 3 + c]} *
-              k[j];
-        out[(line * outStride + i * step) * 3 + c] = clip8(sum);
-      }
-}
-
 /// PIL's bicubic resize: the horizontal pass, then the vertical one.
 Rgb resize(const Rgb &in, int64_t width, int64_t height) {
-  Rgb cur = in;
-  if (width != cur.width) {
-    Rgb out{width, cur.height, std::vector<uint8_t>(width * cur.height * 3)};
-    resamplePass(cur.pixels.data(), cur.width, 1, cur.width, cur.height, width,
-                 out.pixels.data(), width);
-    cur = std::move(out);
-  }
-  if (height != cur.height) {
-    Rgb out{cur.width, height, std::vector<uint8_t>(cur.width * height * 3)};
-    resamplePass(cur.pixels.data(), cur.height, cur.width, 1, cur.width, height,
-                 out.pixels.data(), 1);
-    cur = std::move(out);
-  }
-  return cur;
+  return detail::resizeSeparable(in, width, height, computeTaps);
 }
 
 /// transformers' smart_resize: the size a (height, width) image becomes.
@@ -340,6 +293,26 @@ smartResize(const std::string &path, int64_t height, int64_t width,
   return std::make_pair(h, w);
 }
 
+/// Llama 4's tiles of `count` images, f32 [tiles, 3, S, S], the images'
+/// tiles in order (image_tiles.cpp).
+absl::StatusOr<std::vector<NamedTensor>>
+tiles(const ImageProcessorDesc &proc, size_t count,
+      const std::function<absl::StatusOr<Rgb>(size_t)> &decodeImage) {
+  int64_t s = proc.patchSize, total = 0;
+  std::vector<float> values;
+  for (size_t k = 0; k < count; ++k) {
+    MOERT_ASSIGN_OR_RETURN(Rgb image, decodeImage(k));
+    total += detail::appendImageTiles(proc, image, values);
+  }
+  NamedTensor pixels{proc.pixelInput, DType::F32, {total, 3, s, s}, {}};
+  pixels.bytes.assign(reinterpret_cast<const uint8_t *>(values.data()),
+                      reinterpret_cast<const uint8_t *>(values.data()) +
+                          values.size() * 4);
+  std::vector<NamedTensor> out;
+  out.push_back(std::move(pixels));
+  return out;
+}
+
 /// The pixel patches and grids of `count` images, image k decoded by
 /// `decodeImage(k)` and named `nameOf(k)` in errors.
 absl::StatusOr<std::vector<NamedTensor>>
@@ -351,6 +324,8 @@ preprocess(const MultimodalDesc &mm, size_t count,
         "the plan has no image processor: compile it from a folder with the "
         "model's preprocessor_config.json, or give --vision-input");
   const ImageProcessorDesc &proc = mm.imageProcessor;
+  if (proc.llama4Tiles)
+    return tiles(proc, count, decodeImage);
   int64_t patch = proc.patchSize, temporal = proc.temporalPatchSize;
   int64_t merge = mm.spatialMergeSize;
   int64_t width = 3 * temporal * patch * patch;

@@ -10,6 +10,7 @@
 #include "generate/generator_impl.h"
 #include "generate/grid_rule.h"
 #include "generate/mrope_positions.h"
+#include "loader/plan_impl.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -86,6 +87,23 @@ absl::Status checkGiven(PromptRun &run, const VisionInputs &vision,
   return absl::OkStatus();
 }
 
+/// For a plan of tiles (no grid, 4-D pixels): how many features each of
+/// the given tiles gave, which is how many image tokens the prompt holds
+/// per tile (Llama 4's layout, docs/multimodal.md).
+std::string tileHint(const PromptRun &run, int64_t features) {
+  const MultimodalDesc &mm = run.mm;
+  if (!mm.imageGrid.empty() || !mm.hasImageProcessor ||
+      !mm.imageProcessor.llama4Tiles)
+    return "";
+  auto it = run.given.find(mm.imageProcessor.pixelInput);
+  if (it == run.given.end() || it->second->shape.size() != 4 ||
+      it->second->shape[0] < 1)
+    return "";
+  int64_t tiles = it->second->shape[0];
+  return absl::StrCat(" (", tiles, " tiles of ", features / tiles,
+                      " image tokens each)");
+}
+
 /// Feeds `feed` into `session`, stage `stage`'s.
 absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
                      const FeedDesc &feed) {
@@ -135,7 +153,8 @@ absl::Status setFeed(PromptRun &run, Generator::Impl &impl, Session &session,
             "the vision encoder gave image features [",
             absl::StrJoin(features.shape, ", "), "] but the prompt has ",
             tokens, " image tokens of width ", width,
-            "; the vision inputs do not describe the prompt's images"));
+            "; the vision inputs do not describe the prompt's images",
+            tileHint(run, features.shape[0])));
       // The image tokens' rows, in order, become the features' rows.
       size_t row = static_cast<size_t>(width) * sizeof(float), next = 0;
       for (int64_t i = 0; i < n; ++i)
@@ -236,13 +255,58 @@ absl::StatusOr<bool> oneAtATime(const PromptRun &run,
   return true;
 }
 
-/// Runs the Vision stages once per image, on its row of the grid and its
-/// rows of the patches, and keeps the outputs later stages read, the
-/// images' rows concatenated in order (the exports' encoders attend within
-/// an image, so this is what one run over all of them gives).
-absl::Status runImagesOneAtATime(PromptRun &run, Generator::Impl &impl,
-                                 const std::vector<detail::ImageGrid> &grids,
-                                 double &seconds) {
+/// Where a plan without a grid runs the Vision stages a few tiles at a
+/// time (Llama 4's encoder, traced on one tile, takes one): the rows
+/// [first, first + count) of every given input of each run, or none where
+/// the encoder takes them all. The given inputs must agree on their rows,
+/// and the runs divide them evenly.
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>>
+tileRuns(const PromptRun &run, Generator::Impl &impl) {
+  const MultimodalDesc &mm = run.mm;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  if (!run.images || !mm.imageGrid.empty() || mm.stages.empty() ||
+      mm.stages[0].role != StageRole::Vision)
+    return runs;
+  const std::vector<TensorDesc> &inputs =
+      impl.plan.impl().stageSchedules[0].inputDescs;
+  int64_t rows = -1, take = 0;
+  std::string name;
+  for (const auto &[given, t] : run.given) {
+    if (t->shape.empty())
+      return runs;
+    if (rows >= 0 && t->shape[0] != rows)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vision input '", given, "' has ", t->shape[0], " rows but '", name,
+          "' has ", rows, "; the encoder's inputs are per tile"));
+    rows = t->shape[0];
+    name = given;
+    for (const TensorDesc &desc : inputs)
+      if (desc.name == given && !desc.dims.empty() &&
+          desc.dims[0].kind == DimDesc::Kind::Static)
+        take = desc.dims[0].bound;
+  }
+  if (take < 1 || rows <= take)
+    return runs;
+  if (rows % take)
+    return absl::InvalidArgumentError(
+        absl::StrCat("vision input '", name, "' has ", rows,
+                     " tiles but the plan's vision encoder takes ", take,
+                     " at a time, which does not divide them"));
+  for (int64_t first = 0; first < rows; first += take)
+    runs.push_back({first, take});
+  return runs;
+}
+
+/// Runs the Vision stages once per part: an image (`grids`: its row of the
+/// grid and its rows of the patches) or a run of tiles (`runs`: those rows
+/// of every given input), and keeps the outputs later stages read, the
+/// parts' rows concatenated in order (the exports' encoders attend within
+/// an image, or a tile, so this is what one run over all of them gives).
+absl::Status
+runVisionInParts(PromptRun &run, Generator::Impl &impl,
+                 const std::vector<detail::ImageGrid> &grids,
+                 const std::vector<std::pair<int64_t, int64_t>> &runs,
+                 double &seconds) {
   const MultimodalDesc &mm = run.mm;
   std::set<std::pair<int, std::string>> read = {
       {mm.imageFeaturesStage, mm.imageFeatures}};
@@ -254,9 +318,15 @@ absl::Status runImagesOneAtATime(PromptRun &run, Generator::Impl &impl,
           read.insert({feed.stage, feed.output});
   std::map<std::string, const TensorData *> all = run.given;
   int64_t first = 0;
-  for (size_t i = 0; i < grids.size(); ++i) {
-    const detail::ImageGrid &g = grids[i];
-    int64_t patches = g.t * g.h * g.w;
+  size_t count = grids.empty() ? runs.size() : grids.size();
+  for (size_t i = 0; i < count; ++i) {
+    int64_t rows = 0;
+    if (grids.empty()) {
+      first = runs[i].first;
+      rows = runs[i].second;
+    } else {
+      rows = grids[i].t * grids[i].h * grids[i].w;
+    }
     std::vector<TensorData> parts;
     parts.reserve(all.size());
     run.given.clear();
@@ -266,15 +336,15 @@ absl::Status runImagesOneAtATime(PromptRun &run, Generator::Impl &impl,
         parts.push_back({DType::I64, {1, 3}, data + i * 24, 24});
       } else {
         size_t row = t->bytes / static_cast<size_t>(t->shape[0]);
-        parts.push_back({t->dtype,
-                         {patches, t->shape[1]},
-                         data + first * row,
-                         patches * row});
+        std::vector<int64_t> shape = t->shape;
+        shape[0] = rows;
+        parts.push_back({t->dtype, shape, data + first * row, rows * row});
       }
       run.given[name] = &parts.back();
     }
-    first += patches;
-    absl::Status status = computeGrid(run, {g});
+    first += rows;
+    absl::Status status =
+        grids.empty() ? absl::OkStatus() : computeGrid(run, {grids[i]});
     for (size_t s = 0; s < mm.stages.size() && status.ok(); ++s) {
       const StageDesc &stage = mm.stages[s];
       if (stage.role != StageRole::Vision)
@@ -324,8 +394,11 @@ absl::Status runImagesOneAtATime(PromptRun &run, Generator::Impl &impl,
     }
     if (!status.ok()) {
       run.given = all;
-      return absl::Status(status.code(),
-                          absl::StrCat("image ", i, ": ", status.message()));
+      return absl::Status(
+          status.code(),
+          grids.empty() ? absl::StrCat("tiles ", first - rows, "..", first - 1,
+                                       ": ", status.message())
+                        : absl::StrCat("image ", i, ": ", status.message()));
     }
   }
   run.given = all;
@@ -388,9 +461,13 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
     length_ = static_cast<int64_t>(prompt.size());
     return readLogits(decode);
   }
-  if (split)
-    MOERT_RETURN_IF_ERROR(
-        runImagesOneAtATime(run, impl, grids, times_.visionSeconds));
+  // A grid plan splits by image (split), one without by tiles (tiles).
+  MOERT_ASSIGN_OR_RETURN(auto tiles, tileRuns(run, impl));
+  if (split || !tiles.empty())
+    MOERT_RETURN_IF_ERROR(runVisionInParts(
+        run, impl, split ? grids : std::vector<detail::ImageGrid>{}, tiles,
+        times_.visionSeconds));
+  split |= !tiles.empty();
   for (size_t s = 0; s < mm.stages.size(); ++s) {
     const StageDesc &stage = mm.stages[s];
     if (stage.role == StageRole::Vision && (!run.images || split))

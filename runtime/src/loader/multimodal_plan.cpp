@@ -248,6 +248,7 @@ private:
 constexpr int64_t kMaxTableSide = 1 << 16;
 constexpr int64_t kMaxPatchSize = 1 << 10;
 constexpr int64_t kMaxTemporalPatch = 64;
+constexpr int64_t kMaxTiles = 1024;
 
 /// Reads and checks the (1.22) grid rule and image processor tables.
 absl::Status loadRules(const Diag &mm, const fb::Multimodal &table,
@@ -293,14 +294,30 @@ absl::Status loadRules(const Diag &mm, const fb::Multimodal &table,
                       kFormatVersionMinorImageResize,
                       ", but the file is version ", impl.versionMajor, ".",
                       impl.versionMinor);
+  d.llama4Tiles = proc->resize() == fb::ImageResize::Llama4Tiles;
+  d.maxTiles = proc->max_tiles();
+  d.resizeToMaxCanvas = proc->resize_to_max_canvas();
+  if (d.llama4Tiles) {
+    if (impl.versionMinor < kFormatVersionMinorImageTiles)
+      return at.invalid("resize Llama4Tiles needs format ", kFormatVersionMajor,
+                        ".", kFormatVersionMinorImageTiles,
+                        ", but the file is version ", impl.versionMajor, ".",
+                        impl.versionMinor);
+    if (d.maxTiles < 1 || d.maxTiles > kMaxTiles)
+      return at.invalid("max_tiles ", d.maxTiles, " is not in [1, ", kMaxTiles,
+                        "]");
+    if (!d.doResize)
+      return at.invalid("resize Llama4Tiles needs do_resize");
+  }
   if (d.patchSize < 1 || d.patchSize > kMaxPatchSize)
     return at.invalid("patch_size ", d.patchSize, " is not in [1, ",
                       kMaxPatchSize, "]");
   if (d.temporalPatchSize < 1 || d.temporalPatchSize > kMaxTemporalPatch)
     return at.invalid("temporal_patch_size ", d.temporalPatchSize,
                       " is not in [1, ", kMaxTemporalPatch, "]");
-  if (d.doResize && (d.minPixels < 1 || d.maxPixels < d.minPixels ||
-                     d.maxPixels > (int64_t{1} << 40)))
+  if (d.doResize && !d.llama4Tiles &&
+      (d.minPixels < 1 || d.maxPixels < d.minPixels ||
+       d.maxPixels > (int64_t{1} << 40)))
     return at.invalid("min_pixels ", d.minPixels, " and max_pixels ",
                       d.maxPixels, " are no range of pixel counts");
   if (!std::isfinite(d.rescaleFactor))
@@ -474,10 +491,12 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
   }
   if (!desc.imageGrid.empty() && !given.count(desc.imageGrid))
     desc.givenInputs.push_back(desc.imageGrid);
-  if (desc.hasImageProcessor && desc.imageGrid.empty())
+  if (desc.hasImageProcessor && desc.imageGrid.empty() &&
+      !desc.imageProcessor.llama4Tiles)
     return mm.invalid("image_processor needs an image_grid input");
   if (desc.hasImageProcessor) {
-    // The pixel patches: a given f32 [p, 3 * temporal * patch^2] input.
+    // The pixel patches: a given f32 [p, 3 * temporal * patch^2] input
+    // (Llama 4's tiles: f32 [tiles, 3, S, S]).
     const ImageProcessorDesc &proc = desc.imageProcessor;
     int64_t width =
         3 * proc.temporalPatchSize * proc.patchSize * proc.patchSize;
@@ -488,14 +507,21 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
           const ScheduleInfo &schedule = impl.stageSchedules[s];
           const TensorInfo &t =
               schedule.tensors[findSignatureTensor(schedule, true, feed.input)];
-          if (!isA(t, DType::F32, 2) ||
-              (t.dims[1].kind == fb::DimKind::Static &&
-               t.dims[1].bound != width))
-            return mm.invalid("image_processor.pixel_input '", feed.input,
-                              "' is ", describe(t),
-                              "; the processor gives f32 "
-                              "[p, ",
-                              width, "]");
+          // Llama 4's tiles: f32 [tiles, 3, S, S].
+          auto sized = [&](int d, int64_t size) {
+            return t.dims[d].kind != fb::DimKind::Static ||
+                   t.dims[d].bound == size;
+          };
+          if (proc.llama4Tiles
+                  ? !isA(t, DType::F32, 4) || !sized(1, 3) ||
+                        !sized(2, proc.patchSize) || !sized(3, proc.patchSize)
+                  : !isA(t, DType::F32, 2) || !sized(1, width))
+            return mm.invalid(
+                "image_processor.pixel_input '", feed.input, "' is ",
+                describe(t), "; the processor gives f32 ",
+                proc.llama4Tiles ? absl::StrCat("[tiles, 3, ", proc.patchSize,
+                                                ", ", proc.patchSize, "]")
+                                 : absl::StrCat("[p, ", width, "]"));
           found = true;
           break;
         }

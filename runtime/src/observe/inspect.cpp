@@ -321,7 +321,11 @@ static std::string multimodalText(const MultimodalDesc &mm) {
         "(pixels %d..%d), rescale %d (%g), normalize %d, sizing %s\n",
         printable(p.pixelInput), p.patchSize, p.temporalPatchSize, p.doResize,
         p.minPixels, p.maxPixels, p.doRescale, p.rescaleFactor, p.doNormalize,
-        p.glm4vResize ? "glm4v" : "qwen2_vl");
+        p.llama4Tiles
+            ? absl::StrCat("llama4_tiles (at most ", p.maxTiles, " tiles",
+                           p.resizeToMaxCanvas ? ", max canvas" : "", ")")
+        : p.glm4vResize ? std::string("glm4v")
+                        : std::string("qwen2_vl"));
   }
   return out;
 }

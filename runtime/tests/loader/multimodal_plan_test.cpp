@@ -289,9 +289,9 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
     processor(w);
     w.multimodal().image_processor->resize = fb::ImageResize::Glm4v;
   };
-  bytes = testing::rewrite(
-      writePlan(glm),
-      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+  bytes =
+      testing::rewrite(writePlan(glm), [](detail::FileHeader &header,
+                                          std::vector<detail::SectionEntry> &) {
         EXPECT_EQ(header.versionMinor, 24);
         header.versionMinor = 23;
       });
@@ -306,6 +306,38 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
                     static_cast<fb::ImageResize>(7);
               }),
               HasSubstr("image_processor: resize 7 is no ImageResize"));
+  // Llama 4's tiles are written as 1.25 and refused as 1.24; they need a
+  // tile count and f32 [tiles, 3, S, S] pixels.
+  auto tiles = [&](PlanWriter &w) {
+    processor(w);
+    w.multimodal().image_processor->resize = fb::ImageResize::Llama4Tiles;
+    w.multimodal().image_processor->max_tiles = 4;
+    w.multimodal().image_processor->do_resize = true;
+  };
+  bytes = testing::rewrite(
+      writePlan(tiles),
+      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+        EXPECT_EQ(header.versionMinor, 25);
+        header.versionMinor = 24;
+      });
+  plan = load(bytes);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("image_processor: resize Llama4Tiles needs format "
+                        "1.25, but the file is version 1.24"));
+  EXPECT_THAT(loadError([&](PlanWriter &w) {
+                tiles(w);
+                w.multimodal().image_processor->max_tiles = 0;
+              }),
+              HasSubstr("image_processor: max_tiles 0 is not in [1, 1024]"));
+  EXPECT_THAT(loadError([&](PlanWriter &w) {
+                tiles(w);
+                w.multimodal().image_processor->do_resize = false;
+              }),
+              HasSubstr("image_processor: resize Llama4Tiles needs do_resize"));
+  EXPECT_THAT(loadError(tiles),
+              HasSubstr("image_processor.pixel_input 'pixels' is f32 [<=8, 2]; "
+                        "the processor gives f32 [tiles, 3, 1, 1]"));
 }
 
 } // namespace

@@ -134,6 +134,12 @@ def image_prompt(ids: list, images: list, multimodal: Optional[dict],
         raise ImageError(f"the model '{model}' takes no image files: its "
                          "plan was compiled without the model's "
                          "preprocessor_config.json")
+    if images and not multimodal["image_grid"]:
+        raise ImageError(f"the model '{model}' takes images as tiles (Llama "
+                         "4's processor), whose prompt layout (tile "
+                         "separators, a global tile) the server does not "
+                         "place yet: use moe-run --image, or the C or "
+                         "Python generator with the prompt's tokens")
     found = sum(1 for t in ids if t == token)
     if found != len(images):
         raise ImageError(
