@@ -40,7 +40,7 @@ and the new ids, which test/E2E/vlm-<model>-images.test compares with
   model's generate() on the embeddings of the model's parts, as
   export_vlm.py's generate.npz (the whole model's generate() fails in
   transformers 5.24); the pixel values are the processor's (bfloat16, as
-  f32).
+  f32), `tiles_<case>` each image's tile count.
 """
 
 import argparse
@@ -119,6 +119,7 @@ def llama4_references():
         arrays[f"generated_{case}"] = new[:, -export_vlm.GENERATE_TOKENS:].numpy()
         arrays[f"image_file_{case}"] = np.array(files)
         arrays[f"pixel_values_{case}"] = pixels.numpy()
+        arrays[f"tiles_{case}"] = np.array([r * c + (r * c > 1) for r, c in got["aspect_ratios"].tolist()])
         print(f"llama4 {case}: {files}, tiles {got['aspect_ratios'].tolist()} -> {pixels.shape[0]}, "
               f"{ids.shape[1]} prompt tokens, torch {arrays[f'generated_{case}'][0].tolist()}")
     np.savez_compressed(out / "generate_images.npz", **arrays)
