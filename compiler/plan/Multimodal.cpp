@@ -252,18 +252,33 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                   "and a language model graph",
            failure();
 
-  // The embedding: token ids in, [1, n, H] out.
+  // The embedding: token ids in, [1, n, H] out; onnxruntime-genai's also
+  // takes the image features (f32 [m, H]), fed below.
   StageGraph &embedStage = stages[embed];
   func::FuncOp embedFunc = getMainFunc(embedStage.module);
-  if (embedFunc.getNumArguments() != 1 ||
-      !isType(embedFunc.getArgument(0).getType(), 2, isI64))
+  std::string embedFeatures;
+  Type featuresType;
+  for (unsigned i = 0; i < embedFunc.getNumArguments(); ++i) {
+    Type type = embedFunc.getArgument(i).getType();
+    std::string name = getArgName(embedFunc, i);
+    bool ids = isType(type, 2, isI64) && embedStage.feeds.empty();
+    bool features = isType(type, 2, isF32) && embedFeatures.empty();
+    if (!ids && !features)
+      return errorAt(context, embedStage.path)
+                 << "input '" << name
+                 << "' of the embedding graph is neither the token ids (i64 "
+                    "[1, n]) nor the image features (f32 [m, H]), one each; "
+                    "the plan cannot feed it",
+             failure();
+    if (ids)
+      embedStage.feeds.push_back({name, fb::FeedKind::TokenIds, -1, ""});
+    else
+      std::tie(embedFeatures, featuresType) = std::pair(name, type);
+  }
+  if (embedStage.feeds.empty())
     return errorAt(context, embedStage.path)
-               << "the embedding graph takes the token ids (one i64 [1, n] "
-                  "input), not "
-               << embedFunc.getNumArguments() << " inputs",
+               << "the embedding graph takes no token ids (i64 [1, n])",
            failure();
-  embedStage.feeds.push_back(
-      {getArgName(embedFunc, 0), fb::FeedKind::TokenIds, -1, ""});
   FailureOr<std::string> embeds = onlyOutput(embedStage, embedFunc);
   if (failed(embeds))
     return failure();
@@ -296,6 +311,16 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                   "'pooler_output')",
            failure();
   mm.imageFeaturesStage = vision;
+  if (!embedFeatures.empty()) {
+    if (lastDim(featuresType) != width)
+      return errorAt(context, embedStage.path)
+                 << "input '" << embedFeatures << "' of the embedding graph "
+                 << "has width " << lastDim(featuresType)
+                 << " but the image features have " << width,
+             failure();
+    embedStage.feeds.push_back(
+        {embedFeatures, fb::FeedKind::StageOutput, vision, mm.imageFeatures});
+  }
   SmallVector<std::pair<std::string, RankedTensorType>> pixels;
   for (unsigned i = 0; i < encoderFunc.getNumArguments(); ++i) {
     std::string name = getArgName(encoderFunc, i);
@@ -473,6 +498,82 @@ findMultimodalSignature(std::vector<StageGraph> &stages, ModuleOp decode,
                  : fb::FeedKind::TokenTypes,
              -1, ""});
   return mm;
+}
+
+LogicalResult takeTokenIds(ModuleOp decode, StringRef decodePath,
+                           StringRef embedsInput, const StageGraph &embed,
+                           StringRef idsInput) {
+  MLIRContext *context = decode.getContext();
+  func::FuncOp func = getMainFunc(decode);
+  func::FuncOp embedFunc = getMainFunc(embed.module);
+  auto argIndex = [](func::FuncOp f,
+                     StringRef name) -> std::optional<unsigned> {
+    for (unsigned i = 0; f && i < f.getNumArguments(); ++i)
+      if (getArgName(f, i) == name)
+        return i;
+    return std::nullopt;
+  };
+  std::optional<unsigned> embeds = argIndex(func, embedsInput);
+  if (!embeds || !isType(func.getArgument(*embeds).getType(), 3, isF32))
+    return errorAt(context, decodePath)
+               << "the decoder has no f32 [b, n, H] input '" << embedsInput
+               << "' (genai_config.json's model.decoder.inputs."
+                  "inputs_embeds)",
+           failure();
+  std::optional<unsigned> ids = argIndex(embedFunc, idsInput);
+  if (!ids || !isType(embedFunc.getArgument(*ids).getType(), 2, isI64))
+    return errorAt(context, embed.path)
+               << "the embedding has no i64 [b, n] input '" << idsInput
+               << "' (genai_config.json's model.embedding.inputs.input_ids)",
+           failure();
+  auto embedsType = cast<RankedTensorType>(func.getArgument(*embeds).getType());
+  // The lookup: a Gather along axis 0 of a constant [vocab, H] by the ids.
+  moe::ConstantOp table;
+  for (Operation *user : embedFunc.getArgument(*ids).getUsers()) {
+    auto gather = dyn_cast<moe::GatherOp>(user);
+    auto constant =
+        gather ? gather.getData().getDefiningOp<moe::ConstantOp>() : nullptr;
+    auto type =
+        constant ? dyn_cast<RankedTensorType>(constant.getType()) : nullptr;
+    if (gather && gather.getAxis() == 0 &&
+        gather.getIndices() == embedFunc.getArgument(*ids) && type &&
+        type.hasStaticShape() && type.getRank() == 2 &&
+        type.getElementType().isF32() &&
+        type.getDimSize(1) == lastDim(embedsType))
+      table = constant;
+  }
+  if (!table)
+    return errorAt(context, embed.path)
+               << "the embedding does not look '" << idsInput
+               << "' up in a table (a Gather of a constant f32 [vocab, "
+               << lastDim(embedsType)
+               << "]), which the decode steps' embeddings are",
+           failure();
+  // The new input: the embeddings' [b, n] and their dimension names.
+  Builder builder(context);
+  auto idsType = RankedTensorType::get(embedsType.getShape().take_front(2),
+                                       builder.getI64Type());
+  SmallVector<NamedAttribute> attrs = {
+      builder.getNamedAttr("moe.name", builder.getStringAttr(idsInput))};
+  if (auto params = func.getArgAttrOfType<ArrayAttr>(*embeds, "moe.dim_params"))
+    if (params.size() == 3)
+      attrs.push_back(builder.getNamedAttr(
+          "moe.dim_params",
+          builder.getArrayAttr(params.getValue().take_front(2))));
+  BlockArgument embedsArg = func.getArgument(*embeds);
+  if (failed(func.insertArgument(*embeds, idsType,
+                                 builder.getDictionaryAttr(attrs),
+                                 embedsArg.getLoc())))
+    return failure();
+  BlockArgument idsArg = func.getArgument(*embeds);
+  OpBuilder body = OpBuilder::atBlockBegin(&func.getBody().front());
+  Operation *copy = body.clone(*table.getOperation());
+  Value looked = moe::GatherOp::create(body, idsArg.getLoc(), embedsType,
+                                       copy->getResult(0), idsArg,
+                                       body.getI64IntegerAttr(0))
+                     .getResult();
+  func.getArgument(*embeds + 1).replaceAllUsesWith(looked);
+  return func.eraseArgument(*embeds + 1);
 }
 
 void fixInputDims(ModuleOp module, ArrayRef<std::string> dims,

@@ -108,6 +108,19 @@ findMultimodalSignature(std::vector<StageGraph> &stages, mlir::ModuleOp decode,
                         const MultimodalConfig &config,
                         GenerationSignature &sig);
 
+/// Makes the decoder `decode` (from `decodePath`), whose input
+/// `embedsInput` is the token embeddings f32 [b, n, H] (onnxruntime-genai's
+/// exclude_embeds decoder), take the token ids instead: an input named as
+/// the embedding graph's `idsInput`, i64 [b, n], looked up in that graph's
+/// table (its one Gather of a constant [vocab, H] by the ids), which a
+/// decode step's embedding is (it has no image features). Reports a
+/// missing input or an embedding graph without such a lookup.
+mlir::LogicalResult takeTokenIds(mlir::ModuleOp decode,
+                                 llvm::StringRef decodePath,
+                                 llvm::StringRef embedsInput,
+                                 const StageGraph &embed,
+                                 llvm::StringRef idsInput);
+
 /// Fixes every input dimension of `module` whose ONNX dim_param is a NAME
 /// of `dims` (NAME=N) to N, as onnxruntime's free dimension overrides do:
 /// the passes refine the graph from there. Adds the names it used to

@@ -69,8 +69,12 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// 1.25 added Llama 4's tile rule (`ImageResize.Llama4Tiles`,
 /// `ImageProcessor.max_tiles`, `resize_to_max_canvas`); only plans with it
 /// are written as 1.25.
+/// 1.26 let a multimodal plan's Prefill stage start state pairs and a stage
+/// between the vision stages and the Prefill read a vision output
+/// (onnxruntime-genai folders); only multimodal plans with either are
+/// written as 1.26.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 25;
+inline constexpr uint16_t kFormatVersionMinor = 26;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

@@ -544,8 +544,27 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
   bool imageTiles = program.multimodal && program.multimodal->image_processor &&
                     program.multimodal->image_processor->resize ==
                         fb::ImageResize::Llama4Tiles;
+  // A multimodal plan whose Prefill stage starts state pairs, or whose
+  // Embed (or Head) stage reads a Vision stage's output, which 1.25
+  // readers refuse or run wrong.
+  bool genaiStages = false;
+  if (program.multimodal && program.generation) {
+    const auto &stages = program.multimodal->stages;
+    genaiStages = std::any_of(program.generation->cache.begin(),
+                              program.generation->cache.end(),
+                              [](const auto &pair) { return pair->state; });
+    for (const auto &stage : stages)
+      for (const auto &feed : stage->feeds)
+        genaiStages |= stage->role != fb::StageRole::Vision &&
+                       stage->role != fb::StageRole::Prefill &&
+                       feed->kind == fb::FeedKind::StageOutput &&
+                       feed->stage >= 0 &&
+                       feed->stage < static_cast<int>(stages.size()) &&
+                       stages[feed->stage]->role == fb::StageRole::Vision;
+  }
   header.versionMinor =
-      imageTiles           ? detail::kFormatVersionMinorImageTiles
+      genaiStages          ? detail::kFormatVersionMinorGenaiStages
+      : imageTiles         ? detail::kFormatVersionMinorImageTiles
       : imageResize        ? detail::kFormatVersionMinorImageResize
       : statePrefill       ? detail::kFormatVersionMinorStatePrefill
       : gridRule           ? detail::kFormatVersionMinorGridRule

@@ -133,6 +133,13 @@ inline constexpr uint16_t kFormatVersionMinorImageResize = 24;
 /// `ImageProcessor.max_tiles`, `resize_to_max_canvas`: written for plans
 /// with that rule, and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorImageTiles = 25;
+/// 1.26 let a multimodal plan's Prefill stage start state pairs (its first
+/// prompt from zero states: onnxruntime-genai's decoder) and a stage other
+/// than a Vision or the Prefill one read a Vision stage's output (genai's
+/// embedding, taking the image features; a prompt without images then runs
+/// through the decode schedule): written for multimodal plans with either,
+/// and the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorGenaiStages = 26;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

@@ -339,18 +339,42 @@ int moec::runCompile(CompileFlags flags) {
       return usageError(problem);
     return runMultimodalCompile(flags, folder);
   }
-  if (!flags.shapes.fixedDims.empty())
-    return usageError("--dim fixes input dimensions of a vision-language "
-                      "folder's graphs (moec compile DIR --max-seq S)");
+  std::optional<GenaiFolder> genai;
   if (isGenaiFolder(flags.input.model)) {
-    // An onnxruntime-genai folder is a generation model: its decoder, with
-    // the sequence length its config gives (at most the default).
-    GenaiFolder folder;
+    genai.emplace();
     std::string error;
-    if (!readGenaiFolder(flags.input.model, folder, error)) {
+    if (!readGenaiFolder(flags.input.model, *genai, error)) {
       llvm::errs() << "moec: error: " << error << "\n";
       return kFailure;
     }
+  }
+  if (genai && genai->multimodal) {
+    // onnxruntime-genai's vision pipeline: its vision, embedding and decoder
+    // graphs compile into one multimodal plan.
+    MultimodalFolder folder;
+    std::string error;
+    if (!readGenaiMultimodalFolder(*genai, folder, error)) {
+      llvm::errs() << "moec: error: " << error << "\n";
+      return kFailure;
+    }
+    if (!flags.input.prefill.empty())
+      return usageError("--prefill: a genai folder's decoder runs the prompt "
+                        "itself");
+    if (!flags.shapes.maxSeqGiven)
+      flags.shapes.maxSeq = std::min(genai->maxLength, kDefaultFolderMaxSeq);
+    flags.input.model = folder.decode;
+    flags.generation = true;
+    if (std::string problem = flags.verify(); !problem.empty())
+      return usageError(problem);
+    return runMultimodalCompile(flags, folder);
+  }
+  if (!flags.shapes.fixedDims.empty())
+    return usageError("--dim fixes input dimensions of a vision-language "
+                      "folder's graphs (moec compile DIR --max-seq S)");
+  if (genai) {
+    // An onnxruntime-genai folder is a generation model: its decoder, with
+    // the sequence length its config gives (at most the default).
+    GenaiFolder &folder = *genai;
     flags.input.model = folder.modelPath;
     if (!flags.shapes.maxSeqGiven)
       flags.shapes.maxSeq = std::min(folder.maxLength, kDefaultFolderMaxSeq);

@@ -13,10 +13,34 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moec {
+
+/// The multimodal sections of a genai_config.json (onnxruntime-genai's
+/// vision pipeline, docs/multimodal.md "onnxruntime-genai folders"): each
+/// graph's file, inside the folder, and the names of what it exchanges.
+struct GenaiMultimodal {
+  /// model.vision: the encoder, its inputs (pixel_values and, for Qwen-VL
+  /// types, image_grid_thw: the caller's) and its image_features output.
+  std::string visionPath;
+  /// (key, graph input name) of model.vision.inputs.
+  std::vector<std::pair<std::string, std::string>> visionInputs;
+  std::string visionFeatures;
+  /// model.vision.spatial_merge_size (onnxruntime-genai's default 2).
+  int64_t spatialMergeSize = 2;
+  /// model.embedding: token ids and image features in, inputs_embeds out.
+  std::string embeddingPath;
+  std::string embeddingIds, embeddingFeatures, embeddingOutput;
+  /// model.decoder.inputs.inputs_embeds: what the decoder takes instead of
+  /// token ids (a builder export with exclude_embeds).
+  std::string decoderEmbeds;
+  /// model.image_token_id.
+  int64_t imageTokenId = -1;
+};
 
 /// What moec reads from a builder folder's genai_config.json.
 struct GenaiFolder {
@@ -33,6 +57,8 @@ struct GenaiFolder {
   std::vector<std::string> tokenizerFiles;
   /// The folder itself.
   std::string dir;
+  /// The vision pipeline's sections, when model.vision is there.
+  std::optional<GenaiMultimodal> multimodal;
 };
 
 /// The tokenizer files a folder may hold, the ones copied beside a plan: the
@@ -49,8 +75,9 @@ inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t(256) << 20;
 /// Whether `path` is a folder with a genai_config.json.
 bool isGenaiFolder(llvm::StringRef path);
 
-/// Reads `dir`/genai_config.json. On failure returns false and sets `error`
-/// to one message naming the file and the field.
+/// Reads `dir`/genai_config.json, and its vision pipeline where model.vision
+/// is there. On failure returns false and sets `error` to one message naming
+/// the file and the field.
 bool readGenaiFolder(llvm::StringRef dir, GenaiFolder &folder,
                      std::string &error);
 

@@ -7,7 +7,9 @@
 // decode schedule, the vision encoder, embedding, language model and head
 // each as a stage of the plan's Multimodal table, with the feeds
 // compiler/plan/Multimodal.h finds (docs/plan-format.md, "Multimodal
-// plans").
+// plans"). An onnxruntime-genai folder's vision, embedding and decoder map
+// to the same roles, its one decoder serving as the prefill (imported as a
+// first prompt) and, behind the embedding's table, the decode schedule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +68,43 @@ LogicalResult compileGraph(MLIRContext &context, ModuleOp module,
   return success();
 }
 
+/// Reports, at the graph's file, a name of genai_config.json's vision and
+/// embedding sections that their graphs do not have.
+LogicalResult checkGenaiNames(MutableArrayRef<plan::StageGraph> stages,
+                              const GenaiMultimodal &mm) {
+  for (plan::StageGraph &stage : stages) {
+    auto main = stage.module.lookupSymbol<func::FuncOp>("main");
+    auto has = [&](bool input, StringRef name) {
+      unsigned count = input ? main.getNumArguments() : main.getNumResults();
+      for (unsigned i = 0; i < count; ++i)
+        if ((input ? plan::getArgName(main, i)
+                   : plan::getResultName(main, i)) == name)
+          return true;
+      return false;
+    };
+    SmallVector<std::tuple<bool, std::string, std::string>> names;
+    if (stage.role == fb::StageRole::Vision) {
+      for (const auto &[key, input] : mm.visionInputs)
+        names.push_back({true, input, "model.vision.inputs." + key});
+      names.push_back(
+          {false, mm.visionFeatures, "model.vision.outputs.image_features"});
+    }
+    if (stage.role == fb::StageRole::Embed) {
+      names.push_back({true, mm.embeddingFeatures,
+                       "model.embedding.inputs.image_features"});
+      names.push_back(
+          {false, mm.embeddingOutput, "model.embedding.outputs.inputs_embeds"});
+    }
+    for (const auto &[input, name, field] : names)
+      if (!main || !has(input, name))
+        return emitError(FileLineColLoc::get(stage.module.getContext(),
+                                             stage.path, 0, 0))
+               << "the graph has no " << (input ? "input" : "output") << " '"
+               << name << "' (genai_config.json's " << field << ")";
+  }
+  return success();
+}
+
 } // namespace
 
 int moec::runMultimodalCompile(const CompileFlags &flags,
@@ -83,29 +122,70 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   plan::ExpertWeightType expertWeights = *flags.weights.getExpertWeightType();
 
   progress.phase("importing " + folder.dir);
+  // onnxruntime-genai's one decoder runs the prompt and the decode steps:
+  // its GroupQueryAttention reads positions from an input, and as the
+  // Prefill stage it is imported as a first prompt (Compile.cpp's
+  // single-graph generation plans).
+  const bool genai = folder.genai.has_value();
+  onnx_import::ImportOptions decodeForm, prefillForm;
+  decodeForm.positionInput = genai;
+  prefillForm.firstPrompt = genai;
   OwningOpRef<ModuleOp> decode =
-      onnx_import::importOnnxModel(&context, folder.decode);
+      onnx_import::importOnnxModel(&context, folder.decode, decodeForm);
   if (!decode)
     return kFailure;
-  plan::specializeForGeneration(*decode);
   std::vector<OwningOpRef<ModuleOp>> owned;
   std::vector<plan::StageGraph> stages;
-  for (auto [name, path, role] :
-       {std::tuple("image_encoder", &folder.imageEncoder,
+  for (auto [name, genaiName, path, role] :
+       {std::tuple("image_encoder", "vision", &folder.imageEncoder,
                    fb::StageRole::Vision),
-        std::tuple("multi_modal_projector", &folder.projector,
+        std::tuple("multi_modal_projector", "", &folder.projector,
                    fb::StageRole::Vision),
-        std::tuple("embed", &folder.embed, fb::StageRole::Embed),
-        std::tuple("language_model", &folder.languageModel,
+        std::tuple("embed", "embedding", &folder.embed, fb::StageRole::Embed),
+        std::tuple("language_model", "decoder", &folder.languageModel,
                    fb::StageRole::Prefill),
-        std::tuple("lm_head", &folder.lmHead, fb::StageRole::Head)}) {
+        std::tuple("lm_head", "", &folder.lmHead, fb::StageRole::Head)}) {
     if (path->empty())
       continue;
-    owned.push_back(onnx_import::importOnnxModel(&context, *path));
+    owned.push_back(onnx_import::importOnnxModel(
+        &context, *path,
+        role == fb::StageRole::Prefill ? prefillForm : decodeForm));
     if (!owned.back())
       return kFailure;
-    stages.push_back({name, *path, role, owned.back().get(), {}});
+    stages.push_back(
+        {genai ? genaiName : name, *path, role, owned.back().get(), {}});
   }
+  // The decode steps' embeddings: the embedding graph's table lookup in
+  // front of the genai decoder (a step has no image features).
+  if (genai) {
+    const GenaiMultimodal &mm = *folder.genai->multimodal;
+    auto embed = llvm::find_if(stages, [](const plan::StageGraph &stage) {
+      return stage.role == fb::StageRole::Embed;
+    });
+    if (failed(checkGenaiNames(stages, mm)) ||
+        failed(plan::takeTokenIds(*decode, folder.decode, mm.decoderEmbeds,
+                                  *embed, mm.embeddingIds)))
+      return kFailure;
+  }
+  plan::specializeForGeneration(*decode);
+  for (plan::StageGraph &stage : stages)
+    if (genai && stage.role == fb::StageRole::Embed)
+      plan::specializeForGeneration(stage.module);
+    else if (genai && stage.role == fb::StageRole::Prefill) {
+      // Its batch: dimension 0 of the embeddings (it takes no token ids).
+      auto main = stage.module.lookupSymbol<func::FuncOp>("main");
+      for (unsigned i = 0; main && i < main.getNumArguments(); ++i)
+        if (plan::getArgName(main, i) ==
+            folder.genai->multimodal->decoderEmbeds)
+          if (auto params =
+                  main.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params"))
+            if (auto batch = dyn_cast<StringAttr>(params[0]);
+                batch && !batch.getValue().empty()) {
+              llvm::StringSet<> used;
+              plan::fixInputDims(stage.module, {batch.str() + "=1"}, used);
+            }
+      plan::specializeForGeneration(stage.module);
+    }
   // --dim: fixed sizes (a vision encoder's feature widths, which the
   // exporter left symbolic), each naming a dimension of some graph.
   llvm::StringSet<> used;
@@ -123,10 +203,14 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   plan::GenerationSearch search;
   search.otherInputs = plan::getDecodeTokenFeeds(*decode);
   search.stagedPrefill = true;
+  // The genai prefill starts the recurrences' states from zeros.
+  search.firstPromptPrefill = genai;
   FailureOr<plan::GenerationSignature> sig = plan::findGenerationSignature(
       *decode, folder.decode, ModuleOp(), "", maxSeq, search);
   if (failed(sig))
     return kFailure;
+  if (genai)
+    sig->eosIds = folder.genai->eosTokenIds;
   FailureOr<plan::MultimodalSignature> mm = plan::findMultimodalSignature(
       stages, *decode, folder.decode, folder.config, *sig);
   if (failed(mm))
@@ -207,6 +291,11 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   progress.done();
   if (failed(written))
     return kFailure;
+  std::string error;
+  if (genai && !copyTokenizerFiles(*folder.genai, outputPath, error)) {
+    llvm::errs() << "moec: error: " << error << "\n";
+    return kFailure;
+  }
   if (!flags.report.quiet) {
     printCompileSummary(llvm::outs(), outputPath, **written, *decode,
                         progress.elapsedSeconds());

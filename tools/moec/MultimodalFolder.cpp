@@ -276,4 +276,24 @@ bool readMultimodalFolder(StringRef dir, MultimodalFolder &folder,
   return true;
 }
 
+bool readGenaiMultimodalFolder(const GenaiFolder &genai,
+                               MultimodalFolder &folder, std::string &error) {
+  const GenaiMultimodal &mm = *genai.multimodal;
+  folder.dir = genai.dir;
+  folder.imageEncoder = mm.visionPath;
+  folder.embed = mm.embeddingPath;
+  folder.languageModel = genai.modelPath;
+  folder.decode = genai.modelPath;
+  folder.config.imageTokenId = mm.imageTokenId;
+  folder.config.spatialMergeSize = mm.spatialMergeSize;
+  // onnxruntime-genai computes 3-row M-RoPE positions (t, h, w) for these
+  // types (its ModelType::IsQwenVLFamily).
+  for (StringRef type :
+       {"fara", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"})
+    if (genai.modelType == type)
+      folder.config.mropeSections = 3;
+  folder.genai = genai;
+  return readProcessor(genai.dir, folder.config, error);
+}
+
 } // namespace moec

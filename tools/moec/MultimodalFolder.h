@@ -11,9 +11,11 @@
 #define MOEC_TOOLS_MOEC_MULTIMODALFOLDER_H
 
 #include "compiler/plan/Multimodal.h"
+#include "tools/moec/GenaiFolder.h"
 
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
 #include <string>
 
 namespace moec {
@@ -26,6 +28,10 @@ struct MultimodalFolder {
   /// multi_modal_projector.onnx (a second vision stage, Llama 4's).
   std::string imageEncoder, projector, embed, languageModel, lmHead, decode;
   plan::MultimodalConfig config;
+  /// An onnxruntime-genai folder (readGenaiMultimodalFolder): `decode` and
+  /// `languageModel` are its one decoder, which takes `genai->decoderEmbeds`
+  /// and runs the prompt too; `embed` also takes the image features.
+  std::optional<GenaiFolder> genai;
 };
 
 /// Whether `path` is a folder with a config.json and one of the component
@@ -44,6 +50,16 @@ bool isMultimodalFolder(llvm::StringRef path);
 /// and the field.
 bool readMultimodalFolder(llvm::StringRef dir, MultimodalFolder &folder,
                           std::string &error);
+
+/// Fills `folder` from the genai folder `genai`, which has a vision
+/// pipeline (GenaiFolder::multimodal): its vision, embedding and decoder
+/// graphs, the image token and spatial merge of genai_config.json, 3 M-RoPE
+/// sections for the Qwen-VL types onnxruntime-genai gives 3-row positions
+/// (fara, qwen2_5_vl, qwen3_vl, qwen3_5, qwen3_5_moe), and
+/// preprocessor_config.json when the folder has one. On failure returns
+/// false and sets `error`.
+bool readGenaiMultimodalFolder(const GenaiFolder &genai,
+                               MultimodalFolder &folder, std::string &error);
 
 } // namespace moec
 

@@ -276,9 +276,9 @@ struct MultimodalDesc {
   /// no stage takes it).
   std::vector<std::string> givenInputs;
   /// Whether a prompt without images runs through the decode schedule, a
-  /// token at a time: the Prefill stage reads a Vision stage's output
-  /// (deepstack features), which an export traced with an image cannot
-  /// take empty.
+  /// token at a time: a later stage reads a Vision stage's output (the
+  /// Prefill's deepstack features, which an export traced with an image
+  /// cannot take empty; onnxruntime-genai's embedding's image features).
   bool textThroughDecode = false;
   /// With Grid* feeds (format 1.22).
   GridRuleDesc gridRule;

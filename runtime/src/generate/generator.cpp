@@ -297,9 +297,10 @@ absl::Status bindCaches(Generator::Impl &impl, SessionState &state,
       continue;
     }
     std::vector<float> &next = cache.buffers[1 - cache.current];
-    // A state is the prompt's input too, unless a prefill schedule runs
-    // the prompt (from zero states, format 1.23).
-    if (!prefillSchedule || (pair.state && !gen.hasPrefill))
+    // A state is the prompt's input too, unless a prefill schedule (format
+    // 1.23) or a multimodal Prefill stage (1.25) runs the prompt from zero
+    // states.
+    if (!prefillSchedule || (pair.state && !gen.hasPrefill && !impl.mm))
       MOERT_RETURN_IF_ERROR(state.bindInput(
           pair.input, cache.shape, cache.buffers[cache.current].data()));
     MOERT_RETURN_IF_ERROR(

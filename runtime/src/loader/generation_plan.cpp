@@ -263,13 +263,15 @@ absl::Status validateGeneration(const std::string &source,
                              kFormatVersionMinorGenai);
         // From 1.23, a prefill schedule runs a first prompt from zero
         // states and gives each state's start.
-        if (prefillStage >= 0 ||
+        if ((prefillStage >= 0 &&
+             impl.versionMinor < kFormatVersionMinorGenaiStages) ||
             (gen.hasPrefill &&
              impl.versionMinor < kFormatVersionMinorStatePrefill))
           return dec.invalid(
-              role, " is a state pair; a plan with one has no prefill stages, ",
-              "nor prefill schedules before format ", kFormatVersionMajor, ".",
-              kFormatVersionMinorStatePrefill);
+              role, " is a state pair; a plan with one has no prefill ",
+              "schedules before format ", kFormatVersionMajor, ".",
+              kFormatVersionMinorStatePrefill, ", nor prefill stages before ",
+              kFormatVersionMajor, ".", kFormatVersionMinorGenaiStages);
         auto sameState = [&](const TensorInfo &other) {
           bool same = past->dtype == DType::F32 && past->rank == other.rank &&
                       other.dtype == DType::F32;
@@ -279,7 +281,8 @@ absl::Status validateGeneration(const std::string &source,
                    past->dims[d].bound == other.dims[d].bound;
           return same;
         };
-        if (!sameState(*present) || (gen.hasPrefill && !sameState(*start)))
+        if (!sameState(*present) ||
+            ((gen.hasPrefill || prefillStage >= 0) && !sameState(*start)))
           return dec.invalid(
               role, ": state input '", pair.input, "' ", describeDims(*past),
               ", output '", pair.output, "' ", describeDims(*present),

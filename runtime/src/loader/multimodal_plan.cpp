@@ -529,10 +529,23 @@ absl::Status validateMultimodal(const Diag &diag, const fb::Multimodal &table,
       return mm.invalid("image_processor.pixel_input '", proc.pixelInput,
                         "' is no given vision input");
   }
-  for (const FeedDesc &feed : desc.stages[desc.prefillStage].feeds)
-    if (feed.kind == FeedKind::StageOutput &&
-        desc.stages[feed.stage].role == StageRole::Vision)
+  // A stage after the vision stages that reads their output (the Prefill,
+  // or onnxruntime-genai's embedding taking the image features) has no
+  // input without images.
+  for (const StageDesc &stage : desc.stages)
+    for (const FeedDesc &feed : stage.feeds) {
+      if (stage.role == StageRole::Vision ||
+          feed.kind != FeedKind::StageOutput ||
+          desc.stages[feed.stage].role != StageRole::Vision)
+        continue;
+      if (stage.role != StageRole::Prefill &&
+          impl.versionMinor < kFormatVersionMinorGenaiStages)
+        return mm.invalid("stage '", stage.name, "' reads vision output '",
+                          feed.output, "', which needs format ",
+                          kFormatVersionMajor, ".",
+                          kFormatVersionMinorGenaiStages);
       desc.textThroughDecode = true;
+    }
   MOERT_RETURN_IF_ERROR(checker.check(mm.nested("decode"), impl.schedules[0],
                                       numStages, table.decode_feeds(),
                                       desc.decodeFeeds));
