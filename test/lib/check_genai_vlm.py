@@ -2,6 +2,8 @@
 """Checks moe-run on the multimodal plan of an onnxruntime-genai folder.
 
   check_genai_vlm.py PLAN FOLDER WORKDIR [--vision-plan VPLAN]
+  check_genai_vlm.py --broken FOLDER OUT
+  check_genai_vlm.py --as-version PLAN OUT MINOR
 
 FOLDER's reference.npz (examples/zoo/genai/make_genai_vlm.py) holds the
 processor's pixel_values and image_grid_thw for FOLDER/image.png, onnxruntime's
@@ -12,10 +14,17 @@ inputs as .npy files, with `--image FOLDER/image.png`, and with the text
 prompt, and requires the same ids; with --vision-plan (the vision graph
 compiled alone), its image_features within 1e-5 of the largest. Prints one
 "ok" line per check; exits 1 on the first mismatch.
+
+With --broken, writes copies of FOLDER under OUT, each with one change to
+its genai_config.json that `moec compile` must refuse (BROKEN below). With
+--as-version, copies PLAN to OUT declaring format 1.MINOR (the header's
+minor version and checksum rewritten), for the loader's version checks.
 """
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -44,7 +53,63 @@ def expect(what, got, want):
     print(f"ok {what}: {len(got)} new ids")
 
 
+def drop(section, key):
+    del section[key]
+
+
+# name -> a change to genai_config.json's "model" object.
+BROKEN = {
+    "no_embedding": lambda m: drop(m, "embedding"),
+    "speech": lambda m: m.update(speech={"filename": "speech.onnx"}),
+    "outside": lambda m: m["embedding"].update(filename="../embedding.onnx"),
+    "ids_decoder": lambda m: m["decoder"]["inputs"].update(
+        input_ids=m["decoder"]["inputs"].pop("inputs_embeds")),
+    "audio": lambda m: m["embedding"]["inputs"].update(
+        audio_features="audio_features"),
+    "no_image_token": lambda m: drop(m, "image_token_id"),
+    "vision_input": lambda m: m["vision"]["inputs"].update(
+        image_sizes="image_sizes"),
+    "features_name": lambda m: m["vision"]["outputs"].update(
+        image_features="features"),
+    "embeds_name": lambda m: m["decoder"]["inputs"].update(
+        inputs_embeds="embeds"),
+}
+
+
+def write_broken(folder, out):
+    for name, change in BROKEN.items():
+        copy = os.path.join(out, name)
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(folder, copy)
+        path = os.path.join(copy, "genai_config.json")
+        config = json.load(open(path))
+        change(config["model"])
+        json.dump(config, open(path, "w"), indent=4)
+
+
+def write_as_version(plan, out, minor):
+    """docs/plan-format.md's header: the minor version at byte 10, the
+    section count and table offset at 24 and 28, and at 48 the CRC-32 of
+    the 64 header bytes (checksum zeroed) and the section table."""
+    import struct
+    import zlib
+
+    data = bytearray(open(plan, "rb").read())
+    struct.pack_into("<H", data, 10, minor)
+    count, offset = struct.unpack_from("<II", data, 24)
+    header = bytearray(data[:64])
+    struct.pack_into("<I", header, 48, 0)
+    crc = zlib.crc32(bytes(data[offset:offset + 32 * count]),
+                     zlib.crc32(bytes(header)))
+    struct.pack_into("<I", data, 48, crc)
+    open(out, "wb").write(data)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--broken":
+        return write_broken(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--as-version":
+        return write_as_version(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plan")
     parser.add_argument("folder")

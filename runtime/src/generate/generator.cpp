@@ -298,7 +298,7 @@ absl::Status bindCaches(Generator::Impl &impl, SessionState &state,
     }
     std::vector<float> &next = cache.buffers[1 - cache.current];
     // A state is the prompt's input too, unless a prefill schedule (format
-    // 1.23) or a multimodal Prefill stage (1.25) runs the prompt from zero
+    // 1.23) or a multimodal Prefill stage (1.26) runs the prompt from zero
     // states.
     if (!prefillSchedule || (pair.state && !gen.hasPrefill && !impl.mm))
       MOERT_RETURN_IF_ERROR(state.bindInput(
