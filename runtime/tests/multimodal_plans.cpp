@@ -21,9 +21,10 @@ static std::unique_ptr<fb::FeedT> feed(std::string input, fb::FeedKind kind,
 
 namespace {
 
-/// The plan of writeMultimodalPlan, or with `images` of writeImagePlan.
+/// The plan of writeMultimodalPlan, or with `images` of writeImagePlan, or
+/// with `embedFeatures` of writeEmbedFeaturesPlan.
 std::vector<uint8_t> writePlan(const std::function<void(PlanWriter &)> &edit,
-                               bool images) {
+                               bool images, bool embedFeatures = false) {
   using fb::OpKind;
   PlanWriter writer({Backend::Cpu, 1}, "multimodal_plan_test");
   int pastSymbol = writer.addSymbol("past", 0, kMaxSeq - 1);
@@ -96,6 +97,10 @@ std::vector<uint8_t> writePlan(const std::function<void(PlanWriter &)> &edit,
   PlanDim n = PlanDim::symbol(writer.addSymbol("embed.n", 1, kMaxSeq - 1));
   int32_t eIds = e.addTensor("input_ids", DType::I64, {1, n});
   e.addInput(eIds);
+  if (embedFeatures) {
+    PlanDim f = PlanDim::symbol(writer.addSymbol("embed.m", 1, 8));
+    e.addInput(e.addTensor("image_features", DType::F32, {f, kDim}));
+  }
   int32_t eTable =
       e.addWeight("embed", DType::F32, {kVocab, kDim}, kEmbed.data(), 40);
   int32_t eOut = e.addTensor("out", DType::F32, {1, n, kDim});
@@ -132,6 +137,9 @@ std::vector<uint8_t> writePlan(const std::function<void(PlanWriter &)> &edit,
   mm.stages[0]->feeds.push_back(feed("pixels", fb::FeedKind::Given));
   mm.stages[0]->feeds.push_back(feed("grid", fb::FeedKind::Given));
   mm.stages[1]->feeds.push_back(feed("input_ids", fb::FeedKind::TokenIds));
+  if (embedFeatures)
+    mm.stages[1]->feeds.push_back(
+        feed("image_features", fb::FeedKind::StageOutput, 0, "features"));
   mm.stages[2]->feeds.push_back(
       feed("inputs_embeds", fb::FeedKind::MergedEmbeddings, 1, "out"));
   mm.stages[2]->feeds.push_back(feed("position_ids", fb::FeedKind::Positions));
@@ -177,5 +185,9 @@ writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit) {
 }
 
 std::vector<uint8_t> writeImagePlan() { return writePlan({}, true); }
+
+std::vector<uint8_t> writeEmbedFeaturesPlan() {
+  return writePlan({}, false, true);
+}
 
 } // namespace moert::test

@@ -35,6 +35,11 @@ writeMultimodalPlan(const std::function<void(PlanWriter &)> &edit = {});
 /// features.
 std::vector<uint8_t> writeImagePlan();
 
+/// writeMultimodalPlan's plan whose embedding also takes the vision stage's
+/// features (`image_features` [m, kDim], unread), as onnxruntime-genai's
+/// embedding graphs do (format 1.26).
+std::vector<uint8_t> writeEmbedFeaturesPlan();
+
 /// The image plan's [3, kDim] projection of the pixel patches.
 inline const std::vector<float> kPixelProj = {1.0f, -0.5f, 0.25f,
                                               2.0f, -1.5f, 0.75f};

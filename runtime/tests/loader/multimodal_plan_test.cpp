@@ -95,6 +95,42 @@ TEST(MultimodalPlan, LoadsAndGenerates) {
               HasSubstr("need one more image than the 1 given"));
 }
 
+// Tests a plan whose embedding takes the vision stage's features, as
+// onnxruntime-genai's does: written as 1.26, refused as 1.25; with an image
+// the features reach the image tokens as before, and a prompt without one
+// runs through the decode schedule (the embedding has no features then).
+TEST(MultimodalPlan, EmbeddingTakesTheFeatures) {
+  std::vector<uint8_t> bytes = writeEmbedFeaturesPlan();
+  auto plan = load(bytes);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->versionMinor(), 26);
+  EXPECT_TRUE((*plan)->multimodal()->textThroughDecode);
+  auto gen = Generator::create(**plan, {/*threads=*/1});
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  std::vector<float> pixels = {0.5f, -0.25f, 2.0f, 1.0f};
+  std::vector<int64_t> grid = {1, 1, 2};
+  VisionInputs vision = {{"pixels", {DType::F32, {2, kDim}, pixels.data(), 16}},
+                         {"grid", {DType::I64, {1, 3}, grid.data(), 24}}};
+  ASSERT_TRUE((*gen)->prefill({1, kImageToken, kImageToken, 2}, vision).ok());
+  std::vector<float> first =
+      decodeLogits({kEmbed[2 * kDim], kEmbed[2 * kDim + 1]}, {});
+  for (int64_t v = 0; v < kVocab; ++v)
+    EXPECT_NEAR((*gen)->logits()[v], first[v], 1e-6);
+  ASSERT_TRUE((*gen)->prefill({1, 2}, {}).ok());
+  ASSERT_TRUE((*gen)->decode(3).ok());
+  std::vector<float> text = decodeLogits({}, {1, 2, 3});
+  for (int64_t v = 0; v < kVocab; ++v)
+    EXPECT_NEAR((*gen)->logits()[v], text[v], 1e-5);
+  plan = load(testing::rewrite(bytes, [](detail::FileHeader &header,
+                                         std::vector<detail::SectionEntry> &) {
+    header.versionMinor = 25;
+  }));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("stage 'embed' reads vision output 'features', which "
+                        "needs format 1.26"));
+}
+
 // Tests that a prompt of more images than the vision stage takes (one) runs
 // it once per image: each image's rows reach its tokens, in order, and
 // patches that are not the grids' count are an error.
