@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -203,10 +204,52 @@ FailureOr<std::string> findLogits(func::FuncOp func,
 
 } // namespace
 
+std::vector<std::string> dropPassThroughStates(ModuleOp module) {
+  std::vector<std::string> dropped;
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func || func.getBody().empty())
+    return dropped;
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::BitVector args(func.getNumArguments()), results(func.getNumResults());
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = getArgName(func, arg.getArgNumber());
+    if (getCacheStem(name) == name ||
+        llvm::any_of(arg.getUsers(), [&](Operation *op) { return op != ret; }))
+      continue;
+    llvm::BitVector mine(func.getNumResults());
+    bool other = false;
+    for (OpOperand &use : arg.getUses()) {
+      unsigned index = use.getOperandNumber();
+      std::string result = getResultName(func, index);
+      if (getCacheStem(result) == result ||
+          getCacheStem(result) != getCacheStem(name))
+        other = true;
+      mine.set(index);
+    }
+    if (other || mine.none())
+      continue;
+    args.set(arg.getArgNumber());
+    results |= mine;
+    dropped.push_back(name);
+  }
+  if (args.none())
+    return dropped;
+  SmallVector<Value> kept;
+  for (auto [index, value] : llvm::enumerate(ret.getOperands()))
+    if (!results.test(index))
+      kept.push_back(value);
+  ret->setOperands(kept);
+  (void)func.eraseResults(results);
+  (void)func.eraseArguments(args);
+  return dropped;
+}
+
 void specializeForGeneration(ModuleOp module) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func || func.getBody().empty())
     return;
+  dropPassThroughStates(module);
   Block &body = func.getBody().front();
   SmallVector<SmallVector<int64_t>> shapes;
   for (BlockArgument arg : body.getArguments())

@@ -73,6 +73,14 @@ std::string getResultName(mlir::func::FuncOp func, unsigned index);
 /// passes refine the rest of the graph from there.
 void specializeForGeneration(mlir::ModuleOp module);
 
+/// Removes from `module`'s graph each input that it returns unchanged as
+/// the output of its cache name (`input.X` as `output.X`) and reads nowhere
+/// else, with those outputs: a state that no computation reads, whatever
+/// its value (transformers' `_sliding_window_tensor`, the window size that
+/// a chunked or sliding layer's cache carries through the exported graphs,
+/// which compute the window from the positions). Returns their names.
+std::vector<std::string> dropPassThroughStates(mlir::ModuleOp module);
+
 /// What findGenerationSignature is to expect besides the usual.
 struct GenerationSearch {
   /// Decode graph inputs that something else feeds (a multimodal plan's

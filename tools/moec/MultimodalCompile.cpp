@@ -152,6 +152,9 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
         role == fb::StageRole::Prefill ? prefillForm : decodeForm));
     if (!owned.back())
       return kFailure;
+    // The language model's pass-through states, as the decode's.
+    if (role == fb::StageRole::Prefill)
+      plan::dropPassThroughStates(owned.back().get());
     stages.push_back(
         {genai ? genaiName : name, *path, role, owned.back().get(), {}});
   }

@@ -225,7 +225,28 @@ class Llama4(Qwen3VlMoe):
                     pixel_values=torch.randn(tiles, 3, self.image_size, self.image_size, generator=gen))
 
 
-MODELS = {m.name: m for m in (Qwen3VlMoe(), Llama4(), Glm4vMoe())}
+class Llama4Chunked(Llama4):
+    """Llama 4 with its chunked attention: layer 0 (with RoPE) attends
+    within chunks of 8 tokens (`attention_chunk_size`), layer 1 (no RoPE)
+    to everything, as the real model interleaves them. The exported graphs
+    compute the chunks from the positions; the chunked layer's cache also
+    carries its window size (`_sliding_window_tensor`, a scalar) through
+    them unread, which moec drops. The prompts of generate.npz and the 8
+    new tokens run past one chunk (to position 17 and 14)."""
+    name = "llama4_chunked"
+
+    def config(self):
+        cfg = super().config()
+        cfg.text_config.attention_chunk_size = 8
+        cfg.text_config.no_rope_layers = [1, 0]
+        cfg.text_config.layer_types = ["chunked_attention", "full_attention"]
+        return cfg
+
+    def write_processor(self, out: Path):
+        return None
+
+
+MODELS = {m.name: m for m in (Qwen3VlMoe(), Llama4(), Glm4vMoe(), Llama4Chunked())}
 
 
 def make_model(spec):
