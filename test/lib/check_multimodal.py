@@ -197,7 +197,13 @@ class OrtTiledModel:
         mask = ids == IMAGE_TOKEN
         embeds = self.embed.run(None, {"input_ids": ids})[0]
         if mask.any():
-            features = self.encoder.run(None, vision)[0]
+            # An encoder of a static number of tiles runs on that many at
+            # a time.
+            pixels = vision["pixel_values"]
+            take = self.encoder.get_inputs()[0].shape[0]
+            take = take if isinstance(take, int) and pixels.ndim == 4 else len(pixels)
+            features = np.concatenate([self.encoder.run(None, {"pixel_values": pixels[i:i + take]})[0]
+                                       for i in range(0, len(pixels), take)])
             embeds[mask] = self.projector.run(None, {"image_features": features.reshape(-1, features.shape[-1])})[0]
         positions = np.arange(len(prompt), dtype=np.int64)[None]
         prompt_logits, cache = self.lm.run(None, {"position_ids": positions, "inputs_embeds": embeds})
@@ -225,6 +231,34 @@ def tiled_cases(work):
     for name, prompt, vision in cases:
         for key, array in vision.items():
             np.save(os.path.join(work, f"{name}.{key}.npy"), array)
+    return cases
+
+
+def tile_image_cases(folder, work):
+    """(name, prompt, expected vision inputs, PNG paths) for Llama 4's tile
+    processor (gen_multimodal.py --tiles): PNGs written here of one tile, a
+    1 x 3 canvas and a 2 x 2 one (each plus the global tile) and two images
+    in one prompt, one image token a tile; the expected pixel values by
+    vision_rules.llama4_preprocess."""
+    with open(os.path.join(folder, "preprocessor_config.json")) as f:
+        config = json.load(f)
+    rng = np.random.default_rng(13)
+    images = {"tile1": rng.integers(0, 256, [2, 2, 3], dtype=np.uint8),
+              "tiles4": rng.integers(0, 256, [2, 5, 3], dtype=np.uint8),
+              "tiles5": rng.integers(0, 256, [5, 3, 3], dtype=np.uint8)}
+    pngs, pixels = {}, {}
+    for name, rgb in images.items():
+        pngs[name] = os.path.join(work, name + ".png")
+        vision_rules.write_png(pngs[name], rgb)
+        pixels[name] = vision_rules.llama4_preprocess(rgb, config)
+    cases = []
+    for name, parts in (("tile1", ["tile1"]), ("tiles4", ["tiles4"]), ("tiles5", ["tiles5"]),
+                        ("two", ["tile1", "tiles5"])):
+        prompt = [1, 2]
+        for k, part in enumerate(parts):
+            prompt += [12] + [IMAGE_TOKEN] * len(pixels[part]) + [14, 5 + k]
+        cases.append((name, prompt, {"pixel_values": np.concatenate([pixels[p] for p in parts])},
+                      [pngs[p] for p in parts]))
     return cases
 
 
@@ -361,7 +395,11 @@ def main():
     if args.reference == "ort":
         tiled = os.path.exists(os.path.join(args.folder, "multi_modal_projector.onnx"))
         model = OrtTiledModel(args.folder) if tiled else OrtModel(args.folder)
-        for name, prompt, vision in (tiled_cases if tiled else synthetic_cases)(args.workdir):
+        # Llama 4's tile processor (gen_multimodal.py --tiles): its images
+        # are the cases.
+        tiles = tiled and os.path.exists(os.path.join(args.folder, "preprocessor_config.json"))
+        cases = [] if tiles else (tiled_cases if tiled else synthetic_cases)(args.workdir)
+        for name, prompt, vision in cases:
             want, want_logits = model.generate(prompt, vision, args.tokens)
             got, got_logits = generate(args, plan, prompt, {k: v for k, v in vision.items() if k in given},
                                        os.path.join(args.workdir, name), args.tokens)
@@ -373,10 +411,11 @@ def main():
             bad += not ok
             print(f"check_multimodal: {name}: {'ok' if ok else 'MISMATCH'}: moe-run {list(got)}, "
                   f"onnxruntime {list(want)}, max |logits diff| {err:.2e}")
-        for name, prompt, vision, png in image_cases(args.folder, args.workdir):
+        for name, prompt, vision, png in (tile_image_cases if tiles else image_cases)(args.folder, args.workdir):
             want, want_logits = model.generate(prompt, vision, args.tokens)
             work = os.path.join(args.workdir, name)
-            got, got_logits = generate(args, plan, prompt, {}, work, args.tokens, [png])
+            got, got_logits = generate(args, plan, prompt, {}, work, args.tokens,
+                                       png if isinstance(png, list) else [png])
             # An 8-bit level over the smallest std, where resized.
             tol = 1.0 / 255 / 0.26 + 1e-6 if "resized" in name else 0.0
             ok = compare_saved(name, work, vision, tol)

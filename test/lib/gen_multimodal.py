@@ -4,7 +4,7 @@
 plan tests without torch:
 
     gen_multimodal.py OUT_DIR [--no-merge-size] [--rows 3] [--grid-inputs]
-    gen_multimodal.py OUT_DIR --tiled
+    gen_multimodal.py OUT_DIR --tiled [--tiles N]
 
 - image_encoder.onnx: `hidden_states` [p, 3] patches, `grid_thw` [1, 3]
   (unread, as in the export) -> `pooler_output` [p / 4, H] (each 2 x 2
@@ -42,6 +42,11 @@ Llama 4 instead: no grid, no M-RoPE, a projector as a second vision graph:
   `inputs_embeds` -> `logits` [1, n, V] (no separate head) and the cache;
 - decode.onnx: `input_ids`, `position_ids` [1, 1] and the cache;
 - config.json: image_token_index 13 and no M-RoPE fields.
+
+--tiled --tiles N takes Llama 4's image tiles instead: image_encoder.onnx
+`pixel_values` [N, 3, 2, 2] (N static, as the export's one tile) ->
+`last_hidden_state` [N, 1, W] (one image token a tile), and
+preprocessor_config.json is Llama 4's processor of 2 x 2 tiles, at most 4.
 
 A token's vector is its embedding plus the sine of a linear map of its
 position rows plus the sum of the deepstack rows at image tokens (plus a term of its
@@ -228,6 +233,7 @@ def write(out, rows, grid_inputs=False):
 
 
 TILED_W = 5
+TILE = 2
 TILED_MERGER = weights([4 * H, TILED_W], 6)
 PROJECTOR = weights([TILED_W, H], 7)
 
@@ -243,18 +249,45 @@ def index_term(n, prefix):
     ]
 
 
-def write_tiled(out):
-    """The --tiled folder (the module docstring)."""
-    os.makedirs(out, exist_ok=True)
-    pos_w = POS[:1]
-    save([helper.make_node("MatMul", ["pixel_values", "vision_w"], ["x"]),
+def write_tile_encoder(out, tiles):
+    """--tiles N: an encoder of N image tiles of 2 x 2 pixels, f32 [N, 3,
+    2, 2] -> [N, 1, W] (each tile's 4 pixels mapped, then merged into one
+    token), and Llama 4's image processor of such tiles."""
+    save([helper.make_node("Reshape", ["pixel_values", "pixel_shape"], ["px"]),
+          helper.make_node("Transpose", ["px"], ["pt"], perm=[0, 2, 1]),
+          helper.make_node("MatMul", ["pt", "vision_w"], ["x"]),
           helper.make_node("Reshape", ["x", "merge_shape"], ["xm"]),
           helper.make_node("MatMul", ["xm", "merger_w"], ["last_hidden_state"])],
-         [value("pixel_values", TensorProto.FLOAT, [1, "p", PATCH])],
-         [value("last_hidden_state", TensorProto.FLOAT, [1, "m", TILED_W])],
+         [value("pixel_values", TensorProto.FLOAT, [tiles, 3, TILE, TILE])],
+         [value("last_hidden_state", TensorProto.FLOAT, [tiles, 1, TILED_W])],
          [init("vision_w", VISION), init("merger_w", TILED_MERGER),
-          init("merge_shape", np.array([1, -1, 4 * H], np.int64))],
+          init("pixel_shape", np.array([tiles, 3, TILE * TILE], np.int64)),
+          init("merge_shape", np.array([tiles, 1, 4 * H], np.int64))],
          os.path.join(out, "image_encoder.onnx"))
+    processor = {"image_processor_type": "Llama4ImageProcessor", "size": {"height": TILE, "width": TILE},
+                 "max_patches": 4, "resize_to_max_canvas": False, "resample": 2, "do_resize": True,
+                 "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+                 "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_convert_rgb": True}
+    with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
+        json.dump(processor, f, indent=1)
+
+
+def write_tiled(out, tiles=0):
+    """The --tiled folder (the module docstring); with `tiles`, the tile
+    encoder and processor of --tiles."""
+    os.makedirs(out, exist_ok=True)
+    pos_w = POS[:1]
+    if tiles:
+        write_tile_encoder(out, tiles)
+    else:
+        save([helper.make_node("MatMul", ["pixel_values", "vision_w"], ["x"]),
+              helper.make_node("Reshape", ["x", "merge_shape"], ["xm"]),
+              helper.make_node("MatMul", ["xm", "merger_w"], ["last_hidden_state"])],
+             [value("pixel_values", TensorProto.FLOAT, [1, "p", PATCH])],
+             [value("last_hidden_state", TensorProto.FLOAT, [1, "m", TILED_W])],
+             [init("vision_w", VISION), init("merger_w", TILED_MERGER),
+              init("merge_shape", np.array([1, -1, 4 * H], np.int64))],
+             os.path.join(out, "image_encoder.onnx"))
     save([helper.make_node("MatMul", ["image_features", "proj_w"], ["y"]),
           helper.make_node("Tanh", ["y"], ["output"])],
          [value("image_features", TensorProto.FLOAT, ["s28", TILED_W])],
@@ -293,11 +326,13 @@ def main():
     parser.add_argument("--rows", type=int, default=4, help="position rows (3: t, h, w; 4: text first)")
     parser.add_argument("--no-merge-size", action="store_true", help="leave spatial_merge_size out of config.json")
     parser.add_argument("--tiled", action="store_true", help="a Llama 4-style folder (see above)")
+    parser.add_argument("--tiles", type=int, default=0,
+                        help="with --tiled: an encoder of this many 2 x 2 tiles and Llama 4's processor")
     parser.add_argument("--grid-inputs", action="store_true",
                         help="an encoder of the grid rule's inputs, and an image processor")
     args = parser.parse_args()
     if args.tiled:
-        write_tiled(args.out)
+        write_tiled(args.out, args.tiles)
         return
     write(args.out, args.rows, args.grid_inputs)
     vision = {"spatial_merge_size": MERGE}
