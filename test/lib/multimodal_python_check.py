@@ -10,6 +10,9 @@ dtype raises ValueError naming it. Where the workdir has PNG cases
 (png_rgb.png, a plan with an image processor), generate(images=[path])
 gives moe-run --image's ids, and so do the file's bytes; load_images gives
 the vision inputs moe-run --save-vision-inputs wrote, and names a bad image.
+A workdir of Llama 4's tiles (tiles4.png, gen_multimodal.py --tiles) checks
+generate(images=) with the 4-tile PNG's path and bytes against moe-run
+--image's ids and load_images against its saved tiles instead.
 Prints one line per check.
 """
 
@@ -21,10 +24,29 @@ import numpy as np
 import moert
 
 
+def check_tiles(work, plan, generator):
+    """Llama 4's tiles: the 4-tile PNG by path and bytes, load_images."""
+    png = os.path.join(work, "tiles4.png")
+    want = np.load(os.path.join(work, "tiles4", "tokens.npy")).tolist()
+    prompt = [1, 2, 12] + [13] * 4 + [14, 5]
+    with open(png, "rb") as f:
+        data = f.read()
+    for what, image in (("path", png), ("bytes", data)):
+        got = generator.generate(prompt, max_new_tokens=len(want), images=[image])
+        print(f"python tiles {what}:", "ok" if got == want else f"MISMATCH {got} != {want}")
+    loaded = moert.load_images(plan, [png])
+    saved = np.load(os.path.join(work, "tiles4", "vision", "pixel_values.npy"))
+    same = sorted(loaded) == ["pixel_values"] and np.array_equal(loaded["pixel_values"], saved)
+    print("python tiles load_images:", "ok" if same else f"MISMATCH {loaded} != {saved}")
+
+
 def main():
     work = sys.argv[1]
     plan = moert.Plan(os.path.join(work, "mm.plan"))
     generator = moert.Generator(plan, threads=2)
+    if os.path.exists(os.path.join(work, "tiles4.png")):
+        check_tiles(work, plan, generator)
+        return
     prompt = [1, 2, 12] + [13] * 6 + [14, 5, 6]
     vision = {name: np.load(os.path.join(work, f"g0.{name}.npy")) for name in ("hidden_states", "grid_thw")}
     want = np.load(os.path.join(work, "g0", "tokens.npy")).tolist()
