@@ -25,6 +25,40 @@ constexpr int64_t kQueryBlock = 32;
 /// costs a few microseconds).
 constexpr int64_t kTaskWork = 1 << 16;
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOERT_ATTENTION_CLONES                                                 \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MOERT_ATTENTION_CLONES
+#endif
+
+/// Soft cap, mask and softmax of the m x keys scores `s` of the query rows
+/// from `first` of batch b, head h, in place. Compiled for AVX-512 and AVX2
+/// as well as baseline x86-64, chosen by CPUID: the exponentials of the
+/// softmax are most of an attention step's time over long rows (the vision
+/// encoders' hundreds of patches), and baseline code computes four at once.
+MOERT_ATTENTION_CLONES void normalizeScores(const AttentionArgs &a, float *s,
+                                            int64_t m, int64_t b, int64_t h,
+                                            int64_t first) {
+  const float *sink = a.sinks ? a.sinks + h : nullptr;
+  for (int64_t i = 0; i < m; ++i) {
+    float *row = s + i * a.keys;
+    // Before the mask, as onnxruntime's GroupQueryAttention does, so
+    // that -inf entries of the mask stay -inf.
+    if (a.softcap > 0.0f)
+      for (int64_t j = 0; j < a.keys; ++j)
+        row[j] = a.softcap * std::tanh(row[j] / a.softcap);
+    if (a.mask) {
+      const float *mask = a.mask + b * a.maskStrides[0] + h * a.maskStrides[1] +
+                          (first + i) * a.maskStrides[2];
+      int64_t stride = a.maskStrides[3];
+      for (int64_t j = 0; j < a.keys; ++j)
+        row[j] += mask[j * stride];
+    }
+    softmaxRow(row, row, a.keys, sink);
+  }
+}
+
 } // namespace
 
 void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
@@ -65,24 +99,7 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
           float *s = scores.data();
           sgemm(false, true, m, a.keys, a.headDim, a.scale, q,
                 a.queryStrides[2], k, a.keyStrides[2], 0.0f, s, a.keys);
-          const float *sink = a.sinks ? a.sinks + h : nullptr;
-          for (int64_t i = 0; i < m; ++i) {
-            float *row = s + i * a.keys;
-            // Before the mask, as onnxruntime's GroupQueryAttention does, so
-            // that -inf entries of the mask stay -inf.
-            if (a.softcap > 0.0f)
-              for (int64_t j = 0; j < a.keys; ++j)
-                row[j] = a.softcap * std::tanh(row[j] / a.softcap);
-            if (a.mask) {
-              const float *mask = a.mask + b * a.maskStrides[0] +
-                                  h * a.maskStrides[1] +
-                                  (first + i) * a.maskStrides[2];
-              int64_t stride = a.maskStrides[3];
-              for (int64_t j = 0; j < a.keys; ++j)
-                row[j] += mask[j * stride];
-            }
-            softmaxRow(row, row, a.keys, sink);
-          }
+          normalizeScores(a, s, m, b, h, first);
           sgemm(false, false, m, a.valueDim, a.keys, 1.0f, s, a.keys, v,
                 a.valueStrides[2], 0.0f, out, a.outputStrides[2]);
         }

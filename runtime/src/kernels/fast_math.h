@@ -99,20 +99,27 @@ inline void softmaxRow(const float *in, float *out, int64_t n,
   // The maximum and the sum in kLanes independent chains, so that the
   // loops vectorise: one chain through the row waits on every add's
   // latency. (The maximum is the same in any order; the double sum differs
-  // from a sequential one by double roundings only.)
+  // from a sequential one by double roundings only.) The maximum's chains
+  // are two 4-lane vectors: GCC leaves a loop of std::max over an array of
+  // lanes scalar. `x > m ? x : m` keeps m where x is NaN, as std::max(m,
+  // x) does.
   constexpr int kLanes = 8;
-  float maxes[kLanes];
-  std::fill_n(maxes, kLanes,
-              sink ? *sink : -std::numeric_limits<float>::infinity());
+  typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
+  float start = sink ? *sink : -std::numeric_limits<float>::infinity();
+  Lanes4 low = Lanes4{} + start, high = low;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      maxes[l] = std::max(maxes[l], in[j + l]);
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes4 a, b;
+    std::memcpy(&a, in + j, sizeof a);
+    std::memcpy(&b, in + j + 4, sizeof b);
+    low = a > low ? a : low;
+    high = b > high ? b : high;
+  }
+  float max = start;
+  for (int l = 0; l < 4; ++l)
+    max = std::max(max, std::max(low[l], high[l]));
   for (; j < n; ++j)
-    maxes[0] = std::max(maxes[0], in[j]);
-  float max = maxes[0];
-  for (int l = 1; l < kLanes; ++l)
-    max = std::max(max, maxes[l]);
+    max = std::max(max, in[j]);
   for (j = 0; j < n; ++j)
     out[j] = fastExp(in[j] - max);
   double sums[kLanes] = {};

@@ -152,6 +152,24 @@ TEST(Attention, FewerQueriesThanKeysAndNoMask) {
   runCase({1, 4, 9, 32, 1, 2, 300, 16, true, {1, 4, 9, 300}}, 2);
 }
 
+TEST(Attention, EncoderRowsOfManyKeys) {
+  // A vision encoder's form: every patch attends to every patch (no mask),
+  // rows of 300 keys (not a multiple of any vector width, so the softmax's
+  // vector loops and their tails both run), queries over ten blocks.
+  runCase({1, 2, 300, 16, 1, 2, 300, 16, false, {}}, 1);
+  runCase({1, 2, 300, 16, 1, 2, 300, 16, false, {}}, 2);
+  // Segmented: two images of 180 and 120 patches, each attending within
+  // itself (-inf across), as a cu_seqlens mask gives them.
+  Case c{1, 2, 300, 16, 1, 2, 300, 16, true, {1, 1, 300, 300}};
+  std::vector<float> segments(300 * 300);
+  for (int64_t i = 0; i < 300; ++i)
+    for (int64_t j = 0; j < 300; ++j)
+      segments[i * 300 + j] = (i < 180) == (j < 180)
+                                  ? 0.0f
+                                  : -std::numeric_limits<float>::infinity();
+  runCase(c, 2, segments);
+}
+
 TEST(Attention, SharedKeyBatchAndBroadcastMask) {
   // Keys of batch 1 for a batch of 3; a mask that varies over heads and
   // keys only.
