@@ -142,8 +142,10 @@ template <Arith kOp> absl::Status arithKernel(KernelContext &ctx) {
           std::swap(order[0], order[i]);
       const Tensor *acc = &ctx.in(order[0]);
       for (int i = 1; i < n; ++i) {
+        // A lambda, not the function's pointer: the loop inlines and
+        // vectorises it (through the pointer every element was a call).
         binaryLoop<T, T, T>(ctx.pool(), *acc, ctx.in(order[i]), *out,
-                            arith<kOp, T>);
+                            [](T a, T b) { return arith<kOp, T>(a, b); });
         acc = out;
       }
     }
@@ -299,7 +301,8 @@ template <Unary kOp> absl::Status unaryKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, ctx.in(0).shape));
   dispatchNumeric(out->dtype, [&](auto tag) {
     using T = decltype(tag);
-    unaryLoop<T, T>(ctx.pool(), ctx.in(0), *out, unary<kOp, T>);
+    unaryLoop<T, T>(ctx.pool(), ctx.in(0), *out,
+                    [](T x) { return unary<kOp, T>(x); });
   });
   return absl::OkStatus();
 }
