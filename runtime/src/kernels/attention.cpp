@@ -25,21 +25,13 @@ constexpr int64_t kQueryBlock = 32;
 /// costs a few microseconds).
 constexpr int64_t kTaskWork = 1 << 16;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MOERT_ATTENTION_CLONES                                                 \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MOERT_ATTENTION_CLONES
-#endif
-
 /// Soft cap, mask and softmax of the m x keys scores `s` of the query rows
 /// from `first` of batch b, head h, in place. Compiled for AVX-512 and AVX2
-/// as well as baseline x86-64, chosen by CPUID: the exponentials of the
-/// softmax are most of an attention step's time over long rows (the vision
-/// encoders' hundreds of patches), and baseline code computes four at once.
-MOERT_ATTENTION_CLONES void normalizeScores(const AttentionArgs &a, float *s,
-                                            int64_t m, int64_t b, int64_t h,
-                                            int64_t first) {
+/// too: the exponentials of the softmax are most of an attention step's
+/// time over long rows (the vision encoders' hundreds of patches).
+MOERT_MATH_CLONES void normalizeScores(const AttentionArgs &a, float *s,
+                                       int64_t m, int64_t b, int64_t h,
+                                       int64_t first) {
   const float *sink = a.sinks ? a.sinks + h : nullptr;
   for (int64_t i = 0; i < m; ++i) {
     float *row = s + i * a.keys;

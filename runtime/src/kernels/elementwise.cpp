@@ -313,15 +313,29 @@ template <DTypeSet kTypes> absl::Status validateUnary(const StepCheck &check) {
   return check.outRank(0, check.in(0).rank);
 }
 
+/// y = GELU(x) over n elements, tanh's approximation or erf's; compiled
+/// for AVX-512 and AVX2 too (a vision encoder's MLPs spend a tenth of its
+/// time here).
+MOERT_MATH_CLONES void geluRange(const float *x, float *y, int64_t n,
+                                 bool tanh) {
+  if (tanh)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = geluTanh(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = gelu(x[i]);
+}
+
 absl::Status geluKernel(KernelContext &ctx) {
   MOERT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate(0, ctx.in(0).shape));
-  // Lambdas, not function pointers: the loop inlines and vectorises them.
-  if (ctx.attrs<fb::GeluAttrs>()->approximate() == fb::GeluApproximation::Tanh)
-    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out,
-                            [](float x) { return geluTanh(x); });
-  else
-    unaryLoop<float, float>(ctx.pool(), ctx.in(0), *out,
-                            [](float x) { return gelu(x); });
+  bool tanh =
+      ctx.attrs<fb::GeluAttrs>()->approximate() == fb::GeluApproximation::Tanh;
+  const float *x = ctx.in(0).as<const float>();
+  float *y = out->as<float>();
+  ctx.pool().parallelFor(out->numel(), kElementwiseGrain,
+                         [&](int64_t begin, int64_t end) {
+                           geluRange(x + begin, y + begin, end - begin, tanh);
+                         });
   return absl::OkStatus();
 }
 

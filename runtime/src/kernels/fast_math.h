@@ -14,6 +14,18 @@
 #include <cstring>
 #include <limits>
 
+/// Compiles a kernel function for AVX-512 (x86-64-v4) and AVX2 (v3) as well
+/// as baseline x86-64, the version chosen by CPUID when the program starts:
+/// for the loops over the functions below, where baseline code computes
+/// four lanes at a time. The wider versions contract multiply-adds, so
+/// their results may differ from baseline's in the last bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOERT_MATH_CLONES                                                      \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MOERT_MATH_CLONES
+#endif
+
 namespace moert::detail {
 
 inline float bitsToFloat(int32_t bits) {

@@ -179,6 +179,30 @@ TEST(Elementwise, UnaryFunctionsMatchTheirDefinitions) {
   expectNear(t, {8}, expected, 2e-3f);
 }
 
+TEST(Elementwise, GeluOverManyElementsMatchesItsDefinitions) {
+  // 1003 values over [-9, 9]: the vector loops of every width run, and
+  // their tails; against both formulas in double.
+  const int64_t n = 1003;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = -9.0f + 18.0f * static_cast<float>(i) / (n - 1);
+  std::vector<float> exact, tanhForm;
+  for (float v : x) {
+    double d = v;
+    exact.push_back(
+        static_cast<float>(0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0)))));
+    double u = std::sqrt(2.0 / M_PI) * (d + 0.044715 * d * d * d);
+    tanhForm.push_back(static_cast<float>(0.5 * d * (1.0 + std::tanh(u))));
+  }
+  fb::GeluAttrsT erf;
+  expectNear(run1(OpKind::Gelu, {f32({n}, x)}, f32Out({n}), attrs(erf)), {n},
+             exact);
+  fb::GeluAttrsT tanh;
+  tanh.approximate = fb::GeluApproximation::Tanh;
+  expectNear(run1(OpKind::Gelu, {f32({n}, x)}, f32Out({n}), attrs(tanh)), {n},
+             tanhForm);
+}
+
 TEST(Elementwise, IntegerNegAbsReluSign) {
   Value neg = run1(OpKind::Neg, {i64({3}, {1, -2, 0})}, {DType::I64, {3}});
   EXPECT_EQ(neg.as<int64_t>(), (std::vector<int64_t>{-1, 2, 0}));
