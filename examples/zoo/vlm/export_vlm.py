@@ -173,11 +173,9 @@ class Llama4(Qwen3VlMoe):
     grids = (1, 1)
 
     def config(self):
-        # attention_chunk_size None: full attention in every layer. The tiny
-        # prompts are far shorter than a chunk, where chunked attention is
-        # full attention, and a chunked layer's cache carries a scalar
-        # window state (`_sliding_window_tensor`) through the exported
-        # prefill and decode that the plans' cache pairs do not model.
+        # attention_chunk_size None: full attention in every layer (the
+        # export of the zoo's first Llama 4, kept); Llama4Chunked has the
+        # chunks.
         text = dict(TEXT, intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
                     attention_chunk_size=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
         # The pixel shuffle's features (hidden * 4) go through the vision
