@@ -6,6 +6,7 @@
 #include "generate/generation_loop.h"
 #include "generate/generator_impl.h"
 #include "generate/mrope_positions.h"
+#include "kernels/common.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -123,6 +124,7 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
         absl::StrCat(planImpl.source, ": device ", options.device,
                      " is not among the plan's ", plan.numDevices()));
   int device = options.device;
+  detail::prepareGemm();
   auto impl = std::make_unique<Impl>(plan, *gen);
   MOERT_ASSIGN_OR_RETURN(
       impl->decode, Session::create(plan, options, planImpl.schedules[device]));

@@ -29,6 +29,12 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc);
 
+/// Makes oneDNN generate its sgemm kernels, once per process: the first
+/// sgemm of a process takes about 20 ms doing it. Generators call it when
+/// they are created, so that it is not the first prompt's (or the first
+/// image's) time.
+void prepareGemm();
+
 /// sgemm split over the pool's threads: by rows of C when there are enough,
 /// otherwise by column blocks (each thread reads its own part of B).
 void parallelSgemm(ThreadPool &pool, bool transA, bool transB, int64_t m,

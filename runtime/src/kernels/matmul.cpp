@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <vector>
 
 // Debian's oneDNN uses the OpenMP runtime (libgomp) for its threads; each
@@ -73,6 +74,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                  b, ldb, beta, c, ldc) != dnnl_success)
     referenceSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
                    ldc);
+}
+
+void prepareGemm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    float a[16] = {}, b[16] = {}, c[16];
+    sgemm(false, false, 4, 4, 4, 1.0f, a, 4, b, 4, 0.0f, c, 4);
+  });
 }
 
 /// Below this many multiply-adds a product runs on one thread: splitting
