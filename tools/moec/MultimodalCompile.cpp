@@ -105,6 +105,40 @@ LogicalResult checkGenaiNames(MutableArrayRef<plan::StageGraph> stages,
   return success();
 }
 
+/// After a vision graph failed to compile: names the dimensions of its
+/// inputs, past the first (the patches or tiles), that the export left
+/// symbolic, since an exporter that leaves an encoder's feature widths
+/// symbolic gives shapes that do not broadcast until --dim fixes them.
+void noteSymbolicWidths(plan::StageGraph &stage) {
+  auto main = stage.module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return;
+  std::string dims;
+  llvm::raw_string_ostream os(dims);
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(main.getArgument(i).getType());
+    auto params = main.getArgAttrOfType<ArrayAttr>(i, "moe.dim_params");
+    if (!type || !params)
+      continue;
+    for (int64_t d = 1; d < type.getRank(); ++d) {
+      auto name = d < int64_t(params.size()) ? dyn_cast<StringAttr>(params[d])
+                                             : StringAttr();
+      if (!type.isDynamicDim(d) || !name || name.getValue().empty())
+        continue;
+      os << (dims.empty() ? "" : ", ") << plan::getArgName(main, i) << " dim "
+         << d << " '" << name.getValue() << "'";
+    }
+  }
+  if (dims.empty())
+    return;
+  llvm::errs() << "moec: note: " << stage.path
+               << ": these input dimensions are symbolic in the export: "
+               << dims
+               << "; where they are fixed sizes (feature widths, tile sides, "
+                  "position or interpolation columns), give each "
+                  "with --dim NAME=N (docs/multimodal.md)\n";
+}
+
 } // namespace
 
 int moec::runMultimodalCompile(const CompileFlags &flags,
@@ -239,8 +273,11 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
     if (stage.role == fb::StageRole::Vision)
       maxTokens = (maxSeq - 1) * merge * merge;
     if (failed(compileGraph(context, stage.module, flags, maxTokens, {},
-                            progress)))
+                            progress))) {
+      if (stage.role == fb::StageRole::Vision)
+        noteSymbolicWidths(stage);
       return kFailure;
+    }
   }
   plan::pruneFeeds(stages);
   // --weight-dtype narrows the dense matrices of every graph but those
