@@ -2,8 +2,9 @@
 //
 // One task per (batch, head, block of queries): the block's scores against
 // every key by one GEMM (sgemm, oneDNN), the soft cap applied and the mask
-// added, a max-subtracted softmax per row (with the head's sink), then the
-// block's output by a second GEMM against the values. The [B, H, Sq, Skv]
+// added, the max-subtracted exponentials per row (with the head's sink),
+// then the block's output by a second GEMM against the values, each row
+// multiplied by the reciprocal of its exponentials' sum. The [B, H, Sq, Skv]
 // scores never exist as a whole; a task holds its block's rows only.
 //
 //===----------------------------------------------------------------------===//
@@ -25,13 +26,16 @@ constexpr int64_t kQueryBlock = 32;
 /// costs a few microseconds).
 constexpr int64_t kTaskWork = 1 << 16;
 
-/// Soft cap, mask and softmax of the m x keys scores `s` of the query rows
-/// from `first` of batch b, head h, in place. Compiled for AVX-512 and AVX2
-/// too: the exponentials of the softmax are most of an attention step's
-/// time over long rows (the vision encoders' hundreds of patches).
-MOERT_MATH_CLONES void normalizeScores(const AttentionArgs &a, float *s,
-                                       int64_t m, int64_t b, int64_t h,
-                                       int64_t first) {
+/// Soft cap, mask and the softmax's exponentials of the m x keys scores `s`
+/// of the query rows from `first` of batch b, head h, in place; each row's
+/// reciprocal of the sum into `inverses`, which the caller multiplies into
+/// the row's output (m x valueDim products where the probabilities would
+/// take m x keys). Compiled for AVX-512 and AVX2 too: the exponentials are
+/// most of an attention step's time over long rows (the vision encoders'
+/// hundreds of patches).
+MOERT_MATH_CLONES void exponentiateScores(const AttentionArgs &a, float *s,
+                                          float *inverses, int64_t m, int64_t b,
+                                          int64_t h, int64_t first) {
   const float *sink = a.sinks ? a.sinks + h : nullptr;
   for (int64_t i = 0; i < m; ++i) {
     float *row = s + i * a.keys;
@@ -47,7 +51,7 @@ MOERT_MATH_CLONES void normalizeScores(const AttentionArgs &a, float *s,
       for (int64_t j = 0; j < a.keys; ++j)
         row[j] += mask[j * stride];
     }
-    softmaxRow(row, row, a.keys, sink);
+    inverses[i] = softmaxExponentials(row, row, a.keys, sink);
   }
 }
 
@@ -67,6 +71,7 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
       [&](int64_t begin, int64_t end) {
         std::vector<float> scores(
             static_cast<size_t>(rows * std::max<int64_t>(a.keys, 1)));
+        float inverses[kQueryBlock];
         for (int64_t t = begin; t < end; ++t) {
           int64_t block = t % blocks;
           int64_t h = (t / blocks) % a.heads;
@@ -91,9 +96,12 @@ void computeAttention(ThreadPool &pool, const AttentionArgs &a) {
           float *s = scores.data();
           sgemm(false, true, m, a.keys, a.headDim, a.scale, q,
                 a.queryStrides[2], k, a.keyStrides[2], 0.0f, s, a.keys);
-          normalizeScores(a, s, m, b, h, first);
+          exponentiateScores(a, s, inverses, m, b, h, first);
           sgemm(false, false, m, a.valueDim, a.keys, 1.0f, s, a.keys, v,
                 a.valueStrides[2], 0.0f, out, a.outputStrides[2]);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t d = 0; d < a.valueDim; ++d)
+              out[i * a.outputStrides[2] + d] *= inverses[i];
         }
       });
 }

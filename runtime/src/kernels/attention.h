@@ -51,7 +51,8 @@ struct AttentionArgs {
 /// Computes `args` on the pool's threads (over heads and blocks of
 /// queries). Scores and probabilities are f32, the softmax subtracts each
 /// row's maximum (the sink's, when larger) and sums in double, as the
-/// Softmax step does.
+/// Softmax step does; the reciprocal of the sum multiplies each output row
+/// (after the product with the values) rather than the probabilities.
 void computeAttention(ThreadPool &pool, const AttentionArgs &args);
 
 } // namespace moert::detail

@@ -99,51 +99,63 @@ inline float fastErf(float x) {
 /// 1 / (1 + e^-x); exact limits 0 and 1 for large |x|.
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
-/// The softmax of the `n` values of `in` into `out` (which may be `in`), as
-/// the Softmax step computes it: the maximum subtracted, exponentials in f32,
-/// their sum in double, then one f32 reciprocal. -inf entries get 0 (exactly)
-/// when the row has a finite entry; a row of only -inf gives NaN, as
-/// onnxruntime's Softmax does. A `sink` (attention sinks) is one more logit
-/// that takes its share of the sum and has no output of its own: with a
-/// finite sink, a row of only -inf gives zeros.
-inline void softmaxRow(const float *in, float *out, int64_t n,
-                       const float *sink = nullptr) {
-  // The maximum and the sum in kLanes independent chains, so that the
-  // loops vectorise: one chain through the row waits on every add's
+/// The exponentials of a softmax of the `n` values of `in` into `out`
+/// (which may be `in`), as the Softmax step computes them: the maximum
+/// subtracted, exponentials in f32, their sum in double; returns the one f32
+/// reciprocal of the sum that normalises them (softmaxRow multiplies it in;
+/// the Attention step, after its product with the values). A `sink`
+/// (attention sinks) is one more logit that takes its share of the sum and
+/// has no output of its own.
+inline float softmaxExponentials(const float *in, float *out, int64_t n,
+                                 const float *sink = nullptr) {
+  // The maximum and the sum in independent chains, so that the loops
+  // vectorise: one chain through the row waits on every operation's
   // latency. (The maximum is the same in any order; the double sum differs
   // from a sequential one by double roundings only.) The maximum's chains
-  // are two 4-lane vectors: GCC leaves a loop of std::max over an array of
+  // are four 4-lane vectors: GCC leaves a loop of std::max over an array of
   // lanes scalar. `x > m ? x : m` keeps m where x is NaN, as std::max(m,
   // x) does.
-  constexpr int kLanes = 8;
   typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
   float start = sink ? *sink : -std::numeric_limits<float>::infinity();
-  Lanes4 low = Lanes4{} + start, high = low;
+  Lanes4 chains[4];
+  for (Lanes4 &chain : chains)
+    chain = Lanes4{} + start;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    Lanes4 a, b;
-    std::memcpy(&a, in + j, sizeof a);
-    std::memcpy(&b, in + j + 4, sizeof b);
-    low = a > low ? a : low;
-    high = b > high ? b : high;
-  }
+  for (; j + 16 <= n; j += 16)
+    for (int c = 0; c < 4; ++c) {
+      Lanes4 x;
+      std::memcpy(&x, in + j + 4 * c, sizeof x);
+      chains[c] = x > chains[c] ? x : chains[c];
+    }
   float max = start;
-  for (int l = 0; l < 4; ++l)
-    max = std::max(max, std::max(low[l], high[l]));
+  for (const Lanes4 &chain : chains)
+    for (int l = 0; l < 4; ++l)
+      max = std::max(max, chain[l]);
   for (; j < n; ++j)
     max = std::max(max, in[j]);
   for (j = 0; j < n; ++j)
     out[j] = fastExp(in[j] - max);
-  double sums[kLanes] = {};
-  for (j = 0; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
+  constexpr int kSumLanes = 16;
+  double sums[kSumLanes] = {};
+  for (j = 0; j + kSumLanes <= n; j += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l)
       sums[l] += out[j + l];
   for (; j < n; ++j)
     sums[0] += out[j];
   double sum = sink ? fastExp(*sink - max) : 0.0;
-  for (int l = 0; l < kLanes; ++l)
+  for (int l = 0; l < kSumLanes; ++l)
     sum += sums[l];
-  float inverse = static_cast<float>(1.0 / sum);
+  return static_cast<float>(1.0 / sum);
+}
+
+/// The softmax of the `n` values of `in` into `out` (which may be `in`):
+/// softmaxExponentials, then each multiplied by the sum's reciprocal. -inf
+/// entries get 0 (exactly) when the row has a finite entry; a row of only
+/// -inf gives NaN, as onnxruntime's Softmax does; with a finite sink, a row
+/// of only -inf gives zeros.
+inline void softmaxRow(const float *in, float *out, int64_t n,
+                       const float *sink = nullptr) {
+  float inverse = softmaxExponentials(in, out, n, sink);
   for (int64_t j = 0; j < n; ++j)
     out[j] *= inverse;
 }
