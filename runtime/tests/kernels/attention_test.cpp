@@ -21,12 +21,12 @@ using fb::OpKind;
 struct Case {
   int64_t batch, heads, queries, headDim, kvBatch, kvHeads, keys, valueDim;
   bool masked = false;
-  std::vector<int64_t> maskShape;
+  std::vector<int64_t> maskShape = {};
   float scale = 0.25f;
   /// 0: no cap.
   float softcap = 0.0f;
   /// One logit per query head, or empty: no sinks.
-  std::vector<float> sinks;
+  std::vector<float> sinks = {};
   /// What the causal mask writes above the diagonal.
   float maskedValue = std::numeric_limits<float>::lowest();
 };
