@@ -10,37 +10,42 @@ namespace {
 using fb::OpKind;
 
 TEST(LayerNorm, LastAxisWithBiasAndStatistics) {
-  const int rows = 3, n = 8;
-  std::vector<float> x = randomFloats(rows * n, 21);
-  std::vector<float> scale = randomFloats(n, 22), bias = randomFloats(n, 23);
-  fb::NormAttrsT a;
-  a.epsilon = 1e-3f;
-  auto r = runStep(OpKind::LayerNormalization,
-                   {f32({rows, n}, x), f32({n}, scale), f32({n}, bias)},
-                   {{DType::F32, {rows, n}},
-                    {DType::F32, {rows, 1}},
-                    {DType::F32, {rows, 1}}},
-                   attrs(a));
-  ASSERT_TRUE(r.ok()) << r.status();
-  std::vector<float> y, means, invs;
-  for (int i = 0; i < rows; ++i) {
-    double mean = 0, var = 0;
-    for (int j = 0; j < n; ++j)
-      mean += x[i * n + j];
-    mean /= n;
-    for (int j = 0; j < n; ++j)
-      var += (x[i * n + j] - mean) * (x[i * n + j] - mean);
-    var /= n;
-    double inv = 1 / std::sqrt(var + 1e-3);
-    for (int j = 0; j < n; ++j)
-      y.push_back(
-          static_cast<float>((x[i * n + j] - mean) * inv * scale[j] + bias[j]));
-    means.push_back(static_cast<float>(mean));
-    invs.push_back(static_cast<float>(inv));
+  // Rows of 8 and of 37 values (the statistics sum in chains of 8: 37
+  // leaves a tail).
+  for (int n : {8, 37}) {
+    SCOPED_TRACE(n);
+    const int rows = 3;
+    std::vector<float> x = randomFloats(rows * n, 21);
+    std::vector<float> scale = randomFloats(n, 22), bias = randomFloats(n, 23);
+    fb::NormAttrsT a;
+    a.epsilon = 1e-3f;
+    auto r = runStep(OpKind::LayerNormalization,
+                     {f32({rows, n}, x), f32({n}, scale), f32({n}, bias)},
+                     {{DType::F32, {rows, n}},
+                      {DType::F32, {rows, 1}},
+                      {DType::F32, {rows, 1}}},
+                     attrs(a));
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<float> y, means, invs;
+    for (int i = 0; i < rows; ++i) {
+      double mean = 0, var = 0;
+      for (int j = 0; j < n; ++j)
+        mean += x[i * n + j];
+      mean /= n;
+      for (int j = 0; j < n; ++j)
+        var += (x[i * n + j] - mean) * (x[i * n + j] - mean);
+      var /= n;
+      double inv = 1 / std::sqrt(var + 1e-3);
+      for (int j = 0; j < n; ++j)
+        y.push_back(static_cast<float>((x[i * n + j] - mean) * inv * scale[j] +
+                                       bias[j]));
+      means.push_back(static_cast<float>(mean));
+      invs.push_back(static_cast<float>(inv));
+    }
+    expectNear((*r)[0], {rows, n}, y, 1e-5f);
+    expectNear((*r)[1], {rows, 1}, means);
+    expectNear((*r)[2], {rows, 1}, invs);
   }
-  expectNear((*r)[0], {rows, n}, y, 1e-5f);
-  expectNear((*r)[1], {rows, 1}, means);
-  expectNear((*r)[2], {rows, 1}, invs);
 }
 
 TEST(LayerNorm, AxisOneOfRank3NormalisesTwoDims) {
