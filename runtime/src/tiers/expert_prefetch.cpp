@@ -253,6 +253,7 @@ void ExpertStore::issuePrefetch() {
     cache_.lock(entry);
     entry->state = ExpertCache::Entry::State::Queued;
     entry->prefetched = true;
+    static_cast<Payload *>(entry->payload)->ahead = true;
     queue_.push_back({{layer, e}, view_});
     ++views_[view_].paging[layer].prefetch.issued;
     queued = true;
@@ -280,6 +281,7 @@ void ExpertStore::dropQueued(uint32_t layer,
 void ExpertStore::cancelPrefetch() {
   std::unique_lock<std::mutex> lock(mutex_);
   predictedLayer_ = issueAfter_ = -1;
+  abandonAwaiting(lock);
   for (const QueuedRead &read : queue_)
     if (ExpertCache::Entry *entry = cache_.peek(read.key);
         entry && entry->state == ExpertCache::Entry::State::Queued)

@@ -41,8 +41,6 @@ uint64_t alignDown(uint64_t value, uint64_t alignment) {
 
 } // namespace
 
-/// The memory of one present expert: one anonymous buffer holding every
-/// paged input (Pread, Direct), or one file mapping per input (Mmap).
 absl::Status checkExpertBytes(const Plan::Impl &plan,
                               const ScheduleInfo &schedule,
                               const TierLayerInfo &layer, uint32_t e, size_t i,
@@ -63,14 +61,6 @@ absl::Status checkExpertBytes(const Plan::Impl &plan,
       "): the plan file is corrupt or was changed"));
 }
 
-struct ExpertStore::Payload {
-  uint8_t *buffer = nullptr;
-  size_t bufferBytes = 0;
-  std::vector<std::pair<void *, size_t>> maps;
-  /// Per paged input of the layer, its bytes.
-  std::vector<const uint8_t *> inputs;
-};
-
 ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
                          ExpertReadMode mode, uint64_t capacity)
     : plan_(plan), tiers_(tiers), mode_(mode), cache_(capacity) {
@@ -80,13 +70,14 @@ ExpertStore::ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
 }
 
 ExpertStore::~ExpertStore() {
-  if (worker_.joinable()) {
+  if (!readers_.empty()) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       stop_ = true;
     }
     changed_.notify_all();
-    worker_.join();
+    for (std::thread &reader : readers_)
+      reader.join();
   }
   for (std::vector<Payload *> &layer : present_)
     for (Payload *payload : layer)
@@ -116,6 +107,7 @@ ExpertStore::Payload *ExpertStore::allocate(const TierLayerInfo &layer,
              (mode_ == ExpertReadMode::Direct ? 2 * kPage : 0);
   if (payload && payload->bufferBytes == bytes) {
     payload->inputs.clear();
+    payload->demand = payload->ahead = payload->failed = false;
     return payload;
   }
   if (payload)
@@ -127,6 +119,10 @@ ExpertStore::Payload *ExpertStore::allocate(const TierLayerInfo &layer,
     delete payload;
     return nullptr;
   }
+  // Huge pages where the kernel has them: fewer faults when the buffer is
+  // first filled, and fewer pages for O_DIRECT reads to pin.
+  if (bytes >= (size_t{2} << 20))
+    ::madvise(buffer, bytes, MADV_HUGEPAGE);
   payload->buffer = static_cast<uint8_t *>(buffer);
   payload->bufferBytes = bytes;
   return payload;
@@ -323,124 +319,205 @@ absl::Status ExpertStore::acquire(uint32_t layerIndex,
   const TierLayerInfo &layer = tiers_.layers[layerIndex];
   std::unique_lock<std::mutex> lock(mutex_);
   LayerPaging &paging = views_[view_].paging[layerIndex];
-  // Reads ahead of this layer not wanted now, or of other layers, would
-  // only hold cache room: they are dropped.
-  dropQueued(layerIndex, pending);
   batch.clear();
-  std::vector<uint32_t> misses, left, inFlight;
-  // Entries this call fills: its misses and the reads ahead it takes over
-  // from the prefetch queue (still Queued).
-  std::vector<ExpertCache::Entry *> reads;
-  std::vector<char> takenOver;
-  for (uint32_t e : pending) {
-    ExpertCache::Entry *entry = cache_.find({layerIndex, e}, entryBytes(layer));
-    if (!entry) {
-      misses.push_back(e);
-      continue;
-    }
-    cache_.lock(entry);
-    batch.push_back(e);
-    // A read ahead not started yet is this call's to read: a miss.
-    bool queued = entry->state == ExpertCache::Entry::State::Queued;
-    ++(queued ? paging.misses : paging.hits);
-    if (entry->prefetched) {
-      entry->prefetched = false;
-      ++paging.prefetch.used;
-      if (entry->state != ExpertCache::Entry::State::Ready)
-        ++paging.prefetch.late;
-    }
-    if (queued) {
-      entry->state = ExpertCache::Entry::State::Loading;
-      reads.push_back(entry);
-      takenOver.push_back(1);
-    } else if (entry->state == ExpertCache::Entry::State::Loading) {
-      inFlight.push_back(e);
-    }
-  }
-  cache_.endLookups();
-  for (uint32_t e : misses) {
-    bool allocFailed = false;
-    ExpertCache::Entry *entry = insertEntry({layerIndex, e}, allocFailed);
-    // A read ahead in flight holds its room until it ends.
-    while (!entry && !allocFailed && loading_ > 0) {
-      changed_.wait(lock);
-      entry = insertEntry({layerIndex, e}, allocFailed);
-    }
-    if (allocFailed) {
-      for (uint32_t b : batch)
-        if (ExpertCache::Entry *held = cache_.peek({layerIndex, b}))
-          cache_.unlock(held);
-      return absl::ResourceExhaustedError(
-          absl::StrCat(label, ": cannot allocate ", entryBytes(layer),
-                       " bytes for expert ", e));
-    }
-    if (!entry) {
+  std::vector<uint32_t> misses, left;
+  for (uint32_t e : pending)
+    if (std::find(awaiting_.begin(), awaiting_.end(),
+                  ExpertKey{layerIndex, e}) == awaiting_.end() &&
+        !awaiting_.empty())
       left.push_back(e);
-      continue;
-    }
-    cache_.lock(entry);
-    entry->state = ExpertCache::Entry::State::Loading;
-    reads.push_back(entry);
-    takenOver.push_back(0);
-    batch.push_back(e);
-    ++paging.misses;
-  }
-  lock.unlock();
-  Clock::time_point readStart = Clock::now();
-  absl::Status failure = fillAll(reads, pool);
-  double readSeconds = secondsSince(readStart);
-  lock.lock();
-  paging.readSeconds += readSeconds;
-  for (size_t i = 0; i < reads.size(); ++i) {
-    ExpertCache::Entry *entry = reads[i];
-    entry->state = ExpertCache::Entry::State::Ready;
-    if (takenOver[i])
-      cache_.unlock(entry); // the prefetch's lock
-  }
-  if (!failure.ok()) {
-    for (uint32_t e : batch)
-      if (ExpertCache::Entry *entry = cache_.peek({layerIndex, e}))
-        cache_.unlock(entry);
-    for (ExpertCache::Entry *entry : reads)
-      release(static_cast<Payload *>(cache_.erase(entry)));
-    changed_.notify_all();
-    return failure;
-  }
-  for (ExpertCache::Entry *entry : reads) {
-    setPresent(entry->key, static_cast<Payload *>(entry->payload));
-    paging.bytesPagedIn += layer.expertBytes;
-  }
-  // Reads ahead still in flight: wait for them; one whose read failed is
-  // gone and goes back to the pending experts (read, and its error
-  // reported, by the next call).
-  if (!inFlight.empty()) {
-    Clock::time_point waitStart = Clock::now();
-    for (uint32_t e : inFlight) {
-      ExpertCache::Entry *entry;
-      changed_.wait(lock, [&] {
-        entry = cache_.peek({layerIndex, e});
-        return !entry || entry->state == ExpertCache::Entry::State::Ready;
-      });
+  // Entries this call fills itself: without readers its misses and the
+  // reads ahead it takes over from the queue (still Queued); with them,
+  // only reads the readers failed.
+  std::vector<ExpertCache::Entry *> reads;
+  bool readers = !readers_.empty();
+  // Experts an earlier call looked up are returned before anything else is
+  // looked up, so that the cache sees what it would if that call had read
+  // them before returning.
+  if (awaiting_.empty()) {
+    // Reads ahead of this layer not wanted now, or of other layers, would
+    // only hold cache room: they are dropped.
+    dropQueued(layerIndex, pending);
+    std::vector<ExpertKey> toReaders;
+    for (uint32_t e : pending) {
+      ExpertCache::Entry *entry =
+          cache_.find({layerIndex, e}, entryBytes(layer));
       if (!entry) {
-        batch.erase(std::find(batch.begin(), batch.end(), e));
-        left.push_back(e);
+        misses.push_back(e);
+        continue;
+      }
+      cache_.lock(entry);
+      // A read ahead not started yet is this step's to read: a miss.
+      bool queued = entry->state == ExpertCache::Entry::State::Queued;
+      ++(queued ? paging.misses : paging.hits);
+      if (entry->prefetched) {
+        entry->prefetched = false;
+        ++paging.prefetch.used;
+        if (entry->state != ExpertCache::Entry::State::Ready)
+          ++paging.prefetch.late;
+      }
+      if (queued && readers) {
+        static_cast<Payload *>(entry->payload)->demand = true;
+        toReaders.push_back({layerIndex, e});
+        awaiting_.push_back({layerIndex, e});
+      } else if (queued) {
+        entry->state = ExpertCache::Entry::State::Loading;
+        reads.push_back(entry);
+        batch.push_back(e);
+      } else if (entry->state == ExpertCache::Entry::State::Loading) {
+        awaiting_.push_back({layerIndex, e});
+      } else {
+        batch.push_back(e);
       }
     }
-    paging.prefetch.waitSeconds += secondsSince(waitStart);
+    cache_.endLookups();
+    for (uint32_t e : misses) {
+      bool allocFailed = false;
+      ExpertCache::Entry *entry = insertEntry({layerIndex, e}, allocFailed);
+      // A read ahead in flight holds its room until it ends.
+      while (!entry && !allocFailed && loading_ > 0) {
+        changed_.wait(lock);
+        entry = insertEntry({layerIndex, e}, allocFailed);
+      }
+      if (allocFailed) {
+        for (uint32_t b : batch)
+          if (ExpertCache::Entry *held = cache_.peek({layerIndex, b}))
+            cache_.unlock(held);
+        abandonAwaiting(lock);
+        return absl::ResourceExhaustedError(
+            absl::StrCat(label, ": cannot allocate ", entryBytes(layer),
+                         " bytes for expert ", e));
+      }
+      if (!entry) {
+        left.push_back(e);
+        continue;
+      }
+      cache_.lock(entry);
+      ++paging.misses;
+      if (readers) {
+        entry->state = ExpertCache::Entry::State::Queued;
+        static_cast<Payload *>(entry->payload)->demand = true;
+        toReaders.push_back({layerIndex, e});
+        awaiting_.push_back({layerIndex, e});
+      } else {
+        entry->state = ExpertCache::Entry::State::Loading;
+        reads.push_back(entry);
+        batch.push_back(e);
+      }
+    }
+    // The step's misses go before any read ahead, in order.
+    std::vector<QueuedRead> front;
+    for (ExpertKey key : toReaders)
+      front.push_back({key, view_});
+    queue_.insert(queue_.begin(), front.begin(), front.end());
+    if (!front.empty())
+      changed_.notify_all();
   }
-  if (batch.empty())
+  // The hits are computed while the readers read; with none, wait for the
+  // first read to end.
+  collectAwaiting(batch, left, reads);
+  if (batch.empty() && reads.empty() && !awaiting_.empty()) {
+    Clock::time_point waitStart = Clock::now();
+    bool ahead = false;
+    for (ExpertKey key : awaiting_)
+      if (ExpertCache::Entry *entry = cache_.peek(key))
+        ahead |= !static_cast<Payload *>(entry->payload)->demand;
+    changed_.wait(lock, [&] {
+      collectAwaiting(batch, left, reads);
+      return !batch.empty() || !reads.empty() || awaiting_.empty();
+    });
+    if (ahead)
+      paging.prefetch.waitSeconds += secondsSince(waitStart);
+  }
+  if (!reads.empty()) {
+    lock.unlock();
+    Clock::time_point readStart = Clock::now();
+    absl::Status failure = fillAll(reads, pool);
+    double readSeconds = secondsSince(readStart);
+    lock.lock();
+    paging.readSeconds += readSeconds;
+    for (ExpertCache::Entry *entry : reads) {
+      entry->state = ExpertCache::Entry::State::Ready;
+      auto *payload = static_cast<Payload *>(entry->payload);
+      if (payload->ahead) {
+        payload->ahead = false;
+        cache_.unlock(entry); // the read ahead's lock
+      }
+    }
+    if (!failure.ok()) {
+      for (uint32_t e : batch)
+        if (ExpertCache::Entry *entry = cache_.peek({layerIndex, e}))
+          cache_.unlock(entry);
+      for (ExpertCache::Entry *entry : reads)
+        release(static_cast<Payload *>(cache_.erase(entry)));
+      abandonAwaiting(lock);
+      changed_.notify_all();
+      return failure;
+    }
+    for (ExpertCache::Entry *entry : reads) {
+      setPresent(entry->key, static_cast<Payload *>(entry->payload));
+      paging.bytesPagedIn += layer.expertBytes;
+    }
+  }
+  if (batch.empty() && awaiting_.empty() && left.size() == pending.size())
     return absl::ResourceExhaustedError(
         absl::StrCat(label, ": the expert cache of ", cache_.capacity(),
                      " bytes has no room for one more expert of ",
                      entryBytes(layer), " bytes"));
   ++paging.rounds;
   pending = std::move(left);
+  for (ExpertKey key : awaiting_)
+    pending.push_back(key.expert);
   // This layer's experts are all present and locked: the next layer's
   // predicted experts can be read while they compute.
   if (pending.empty() && issueAfter_ == static_cast<int32_t>(layerIndex))
     issuePrefetch();
   paging.waitSeconds += secondsSince(start);
   return absl::OkStatus();
+}
+
+void ExpertStore::collectAwaiting(std::vector<uint32_t> &batch,
+                                  std::vector<uint32_t> &left,
+                                  std::vector<ExpertCache::Entry *> &retry) {
+  for (auto it = awaiting_.begin(); it != awaiting_.end();) {
+    ExpertCache::Entry *entry = cache_.peek(*it);
+    auto *payload = entry ? static_cast<Payload *>(entry->payload) : nullptr;
+    if (!entry) {
+      // A read ahead that failed: looked up and read again by a later call.
+      left.push_back(it->expert);
+    } else if (entry->state == ExpertCache::Entry::State::Ready) {
+      batch.push_back(it->expert);
+    } else if (entry->state == ExpertCache::Entry::State::Queued &&
+               payload->failed) {
+      payload->failed = false;
+      entry->state = ExpertCache::Entry::State::Loading;
+      retry.push_back(entry);
+      batch.push_back(it->expert);
+    } else {
+      ++it;
+      continue;
+    }
+    it = awaiting_.erase(it);
+  }
+}
+
+void ExpertStore::abandonAwaiting(std::unique_lock<std::mutex> &lock) {
+  for (ExpertKey key : awaiting_) {
+    ExpertCache::Entry *entry = nullptr;
+    changed_.wait(lock, [&] {
+      entry = cache_.peek(key);
+      return !entry || entry->state != ExpertCache::Entry::State::Loading;
+    });
+    if (!entry)
+      continue;
+    if (entry->state == ExpertCache::Entry::State::Queued) {
+      // Not read: its queue item finds no queued entry and is skipped.
+      release(static_cast<Payload *>(cache_.erase(entry)));
+    } else {
+      cache_.unlock(entry);
+    }
+  }
+  awaiting_.clear();
 }
 
 void ExpertStore::release(uint32_t layer, const std::vector<uint32_t> &batch) {
@@ -513,7 +590,7 @@ void ExpertStore::beforeStep(int step, const Tensor *tensors) {
   issueAfter_ = layer;
 }
 
-void ExpertStore::prefetchLoop() {
+void ExpertStore::readLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -523,24 +600,43 @@ void ExpertStore::prefetchLoop() {
     int view = queue_.front().view;
     queue_.pop_front();
     ExpertCache::Entry *entry = cache_.peek(key);
-    // Taken over by a step (or dropped) meanwhile.
+    // Taken over by a step, dropped, or already read meanwhile.
     if (!entry || entry->state != ExpertCache::Entry::State::Queued)
+      continue;
+    auto *payload = static_cast<Payload *>(entry->payload);
+    if (payload->failed)
       continue;
     entry->state = ExpertCache::Entry::State::Loading;
     ++loading_;
+    // A step's miss stays Loading until its read ends: whether it is one
+    // cannot change meanwhile.
+    bool demand = payload->demand;
+    if (demand && demandLoading_++ == 0)
+      demandSince_ = Clock::now();
     lock.unlock();
     Clock::time_point start = Clock::now();
-    absl::Status status = fill(*entry, static_cast<Payload *>(entry->payload));
+    absl::Status status = fill(*entry, payload);
     double seconds = secondsSince(start);
     lock.lock();
     --loading_;
     LayerPaging &paging = views_[view].paging[key.layer];
-    paging.prefetch.readSeconds += seconds;
+    if (demand && --demandLoading_ == 0)
+      paging.readSeconds += secondsSince(demandSince_);
+    if (!demand)
+      paging.prefetch.readSeconds += seconds;
     if (status.ok()) {
       entry->state = ExpertCache::Entry::State::Ready;
-      setPresent(key, static_cast<Payload *>(entry->payload));
-      paging.prefetch.bytes += tiers_.layers[key.layer].expertBytes;
-      cache_.unlock(entry);
+      setPresent(key, payload);
+      (demand ? paging.bytesPagedIn : paging.prefetch.bytes) +=
+          tiers_.layers[key.layer].expertBytes;
+      if (payload->ahead) {
+        payload->ahead = false;
+        cache_.unlock(entry); // the read ahead's lock
+      }
+    } else if (demand) {
+      // The step reads it again and reports the error with its label.
+      entry->state = ExpertCache::Entry::State::Queued;
+      payload->failed = true;
     } else {
       // Read on demand instead, which reports the error with its step.
       release(static_cast<Payload *>(cache_.erase(entry)));
@@ -683,10 +779,11 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
     first.nextRows.clear();
   }
   store->views_.push_back(std::move(first));
-  if (ahead && desc.coldExperts) {
+  if (ahead && desc.coldExperts)
     store->prefetch_ = prefetch;
-    store->worker_ = std::thread([s = store.get()] { s->prefetchLoop(); });
-  }
+  if (desc.coldExperts)
+    for (int r = 0; r < kReaders; ++r)
+      store->readers_.emplace_back([s = store.get()] { s->readLoop(); });
   return store;
 }
 

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -138,9 +139,16 @@ std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
 
 /// The CPU backend's expert weights of a tiered schedule: hot experts read
 /// and pinned when the session starts, cold ones read on demand into the
-/// rest of the cache, all through one ExpertCache.
+/// rest of the cache, all through one ExpertCache. A store with cold experts
+/// has reader threads (kReaders), which read a step's misses while the step
+/// computes the experts it has, and the reads ahead.
 class ExpertStore final : public ExpertWeights {
 public:
+  /// Reader threads of a store with cold experts: two keep a read in
+  /// flight while the other checks what it read (bench/README.md, "A
+  /// larger-than-RAM model").
+  static constexpr int kReaders = 2;
+
   /// Tiers schedule `schedule` of `plan` for `budget` bytes (0: the plan's
   /// own) and reads its hot experts. Fails when the budget is too small, or
   /// a read or checksum fails.
@@ -181,10 +189,15 @@ public:
   static uint32_t layersReadAhead(const ScheduleInfo &schedule,
                                   ExpertPrefetch prefetch);
 
-  /// Makes experts of tiered layer `layer` present and locked: moves every
-  /// one of `pending` that fits (hits first, then misses read in parallel
-  /// on `pool`) into `batch`, at least one; their weights are then at
-  /// pointers(). Fails with the step's label on a read or checksum error.
+  /// Makes experts of tiered layer `layer` present and locked: moves the
+  /// ones of `pending` that are ready into `batch`, at least one; their
+  /// weights are then at pointers(). The hits are returned at once, while
+  /// the reader threads read the misses that fit (left in `pending`, locked,
+  /// for the next calls, which look nothing up until they are all
+  /// returned); without hits ready, the call waits for the first read. The
+  /// cache sees the lookups, insertions and locks of one call that reads
+  /// every miss before returning. Fails with the step's label on a read or
+  /// checksum error.
   absl::Status acquire(uint32_t layer, std::vector<uint32_t> &pending,
                        std::vector<uint32_t> &batch, ThreadPool &pool,
                        const std::string &label) override;
@@ -217,7 +230,22 @@ public:
 private:
   ExpertStore(const Plan::Impl &plan, const TierInfo &tiers,
               ExpertReadMode mode, uint64_t capacity);
-  struct Payload;
+  /// The memory of one present expert: one anonymous buffer holding every
+  /// paged input (Pread, Direct), or one file mapping per input (Mmap).
+  struct Payload {
+    uint8_t *buffer = nullptr;
+    size_t bufferBytes = 0;
+    std::vector<std::pair<void *, size_t>> maps;
+    /// Per paged input of the layer, its bytes.
+    std::vector<const uint8_t *> inputs;
+    /// A running step's miss (or a read ahead it took over) that the readers
+    /// read: its bytes count as paged in, the step's lock stays.
+    bool demand = false;
+    /// The entry holds the read ahead's lock until its read ends.
+    bool ahead = false;
+    /// The readers' read of a demand entry failed: the step reads it again.
+    bool failed = false;
+  };
   /// Fills the payload of `entry` (allocated, or taken from a reused one),
   /// its paged inputs one after another.
   absl::Status fill(ExpertCache::Entry &entry, Payload *payload);
@@ -245,8 +273,19 @@ private:
   /// Removes the queued (not started) reads ahead, except those of `keep`
   /// of layer `layer`. Under mutex_.
   void dropQueued(uint32_t layer, const std::vector<uint32_t> &keep);
-  /// The prefetch thread: fills queued entries one at a time.
-  void prefetchLoop();
+  /// A reader thread: fills queued entries (misses of the running step
+  /// first, then reads ahead) one at a time.
+  void readLoop();
+  /// Moves the experts of awaiting_ that are ready into `batch`, those
+  /// whose entry is gone (a failed read ahead) into `left`, and those the
+  /// readers failed to read into `retry` (to be read by the step, which
+  /// reports the error). Under mutex_.
+  void collectAwaiting(std::vector<uint32_t> &batch,
+                       std::vector<uint32_t> &left,
+                       std::vector<ExpertCache::Entry *> &retry);
+  /// Gives up awaiting_ (a step failed): waits for reads in flight, drops
+  /// queued ones and unlocks the rest. Under mutex_ (`lock`).
+  void abandonAwaiting(std::unique_lock<std::mutex> &lock);
 
   /// One schedule using the store: its reads ahead (gates_ and the tables
   /// below, empty without prefetch) and paging counters.
@@ -300,8 +339,9 @@ private:
   /// Per layer and expert: its checksums were checked (on its first read).
   std::vector<std::vector<char>> verified_;
 
-  // Prefetch. mutex_ guards cache_, present_/pointers_ updates, paging_
-  // and the queue: the prefetch thread fills entries while steps compute.
+  // Reads by the reader threads. mutex_ guards cache_, present_/pointers_
+  // updates, paging_ and the queue: the readers fill entries while steps
+  // compute.
   ExpertPrefetch prefetch_ = ExpertPrefetch::None;
   /// The prediction waiting to be read ahead: for layer predictedLayer_
   /// (-1: none), issued once layer issueAfter_ has its experts.
@@ -311,10 +351,18 @@ private:
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<QueuedRead> queue_;
-  /// Entries the prefetch thread is filling now (0 or 1).
+  /// Entries the readers are filling now.
   int loading_ = 0;
+  /// The running step's misses the readers fill now, and since when one
+  /// has been in flight (their wall time is the layer's read time).
+  int demandLoading_ = 0;
+  std::chrono::steady_clock::time_point demandSince_;
+  /// The running step's experts that an earlier acquire call looked up and
+  /// locked and did not return yet: misses (and reads ahead taken over)
+  /// that the readers read, and reads ahead in flight.
+  std::vector<ExpertKey> awaiting_;
   bool stop_ = false;
-  std::thread worker_;
+  std::vector<std::thread> readers_;
 };
 
 /// Checks expert e's bytes `data` of paged input i of `layer` (a tiered

@@ -457,6 +457,54 @@ TEST(TieredExperts, BitIdenticalToResidentAtEveryBudgetAndReadMode) {
   }
 }
 
+TEST(TieredExperts, ReadsTheMissesWhileTheHitsCompute) {
+  Network net = testNetwork(false);
+  // Experts 0, 1, 3, 4, 6 and 7 have rows; 0 to 3 are hot (by index).
+  std::vector<int64_t> offsets = {0, 1, 3, 3, 4, 5, 5, 7, 8};
+  int64_t N = offsets.back();
+  std::vector<float> x = randomFloats(N * net.H, 9);
+  std::vector<uint8_t> resident = tieredPlan(net, N, false);
+  auto plain = Plan::loadFromMemory(resident.data(), resident.size());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<TieredRun> want = runPlan(**plain, x, offsets, net.H);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<uint8_t> good = tieredPlan(net, N, true);
+  auto plan = Plan::load(writeTemp(good, "overlap.plan"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<ExpertTiersDesc> all = (*plan)->expertTiers();
+  ASSERT_TRUE(all.ok()) << all.status();
+  uint64_t expert = all->layers[0].expertBytes;
+  uint64_t budget = all->residentBytes + (4 + 2) * expert;
+  for (const char *read : {"pread", "direct", "mmap"}) {
+    SCOPED_TRACE(read);
+    absl::StatusOr<TieredRun> got =
+        runPlan(**plan, x, offsets, net.H, budget, read, /*runs=*/1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    expectSameFloats(got->y, want->y);
+    // The hits (0, 1, 3) in a round of their own while the readers read 4
+    // and 6 (the cold cache holds two), then 4 and 6 (together, or each as
+    // its read ends), then 7 in their room: 3 or 4 rounds, where reading
+    // the misses before computing anything takes 2.
+    EXPECT_EQ(got->step.cache.hits, 3u);
+    EXPECT_EQ(got->step.cache.misses, 3u);
+    EXPECT_GE(got->step.cache.rounds, 3u);
+    EXPECT_LE(got->step.cache.rounds, 4u);
+    EXPECT_EQ(got->step.cache.bytesPagedIn, 3 * expert);
+  }
+  // A cold expert that fails its checksum while the hits compute: the step
+  // reads it again and names it.
+  std::vector<uint8_t> bad = good;
+  detail::SectionEntry paged =
+      detail::decodeSection(bad.data() + kFileHeaderSize + kSectionEntrySize);
+  uint64_t w1 = net.weightInputs(/*lead=*/true)[0]->bytes.size() / net.E;
+  bad[paged.offset + 6 * w1 + 5] ^= 1; // Expert 6 of w1.
+  auto corrupt = Plan::load(writeTemp(bad, "overlap_flip.plan"));
+  ASSERT_TRUE(corrupt.ok()) << corrupt.status();
+  EXPECT_THAT(runPlan(**corrupt, x, offsets, net.H, budget).status(),
+              StatusHas("step 0 'experts' (Experts): expert 6's bytes of "
+                        "'w0' (input 2, section 1"));
+}
+
 TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
   ExpertCache cache(300);
   cache.setEviction(ExpertCache::Eviction::Lfu, 100);
