@@ -88,7 +88,7 @@ struct GenerationRun {
   /// A tiered plan's budget, read mode, reads ahead and cache policy
   /// (SessionOptions).
   uint64_t deviceMemory = 0;
-  std::string expertRead = "pread";
+  std::string expertRead = "auto";
   std::string expertPrefetch;
   std::string expertCache = "static";
   /// --bench N: time N repetitions of the prompt after `warmup` (0: one

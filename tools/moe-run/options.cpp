@@ -74,8 +74,11 @@ options:
   --device-memory BYTES  a tiered plan (moec compile --device-memory): the
                          memory budget (512M, 4G, ...) that replaces the
                          plan's tiers when the session starts
-  --expert-read MODE     how a tiered plan's cold experts are read: pread
-                         (default), direct (O_DIRECT) or mmap
+  --expert-read MODE     how a tiered plan's cold experts are read: pread,
+                         direct (O_DIRECT), mmap, or auto (default: direct
+                         when the cold experts and the budget do not fit
+                         in the memory the process may use, its cgroup's
+                         limit included; else pread)
   --prefetch MODE        a tiered plan: none, next-layer (while a layer
                          computes, read the experts the next layer's
                          router picks for its tokens) or next-micro-batch
@@ -337,9 +340,11 @@ std::string parseOption(const std::string &name, const std::string &value,
                           "as 536870912, 512M or 4G, not '",
                           value, "'");
   } else if (name == "--expert-read") {
-    if (value != "pread" && value != "direct" && value != "mmap")
-      return absl::StrCat("--expert-read must be pread, direct or mmap, not '",
-                          value, "'");
+    if (value != "pread" && value != "direct" && value != "mmap" &&
+        value != "auto")
+      return absl::StrCat(
+          "--expert-read must be pread, direct, mmap or auto, not '", value,
+          "'");
     options.tiers.expertRead = value;
   } else if (name == "--prefetch") {
     if (value != "none" && value != "next-layer" && value != "next-micro-batch")
@@ -520,7 +525,7 @@ std::string DeviceOptions::verify() const {
 }
 
 std::string TierOptions::verify(const DeviceOptions &device) const {
-  if (device.backend != "cpu" && expertRead != "pread")
+  if (device.backend != "cpu" && expertRead != "auto" && expertRead != "pread")
     return "--expert-read applies to cpu runs (--backend cuda keeps cold "
            "experts in pinned host memory)";
   if (device.backend != "cpu" && prefetch == "next-micro-batch")

@@ -70,7 +70,7 @@ struct DeviceOptions {
 /// --prefetch, --expert-cache.
 struct TierOptions {
   uint64_t deviceMemory = 0;
-  std::string expertRead = "pread";
+  std::string expertRead = "auto";
   /// Empty: the plan's.
   std::string prefetch;
   std::string cache = "static";

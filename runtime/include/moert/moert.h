@@ -425,7 +425,9 @@ struct SessionOptions {
   /// Tiered plans: the memory budget in bytes that overrides the plan's
   /// tiers (0: the plan's own), and how cold experts are read.
   uint64_t deviceMemory = 0;
-  /// "pread" (default), "direct" (O_DIRECT) or "mmap".
+  /// "pread" (default), "direct" (O_DIRECT), "mmap", or "auto": direct
+  /// when the cold experts and the budget do not fit in the memory the
+  /// process may use (its memory cgroup's limit included), else pread.
   std::string expertRead = "pread";
   /// "none", "next-layer" (while a tiered layer computes, read the experts
   /// the next layer's router picks for this layer's tokens) or

@@ -698,14 +698,23 @@ ExpertStore::create(const Plan::Impl &plan, const ScheduleInfo &schedule,
       new ExpertStore(plan, schedule.tiers, mode, desc.cacheBytes));
   store->budget_ = desc.budget;
   store->schedule_ = &schedule;
+  bool chosen = mode == ExpertReadMode::Auto;
+  if (chosen)
+    mode = chooseExpertReadMode(desc.coldBytes, desc.budget,
+                                processMemoryAvailable());
   if (mode == ExpertReadMode::Direct && plan.fd >= 0) {
     std::string path = absl::StrCat("/proc/self/fd/", plan.fd);
     store->directFd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (store->directFd_ < 0)
+    // Auto falls back to buffered reads where the file system has no
+    // O_DIRECT (tmpfs).
+    if (store->directFd_ < 0 && chosen)
+      mode = ExpertReadMode::Pread;
+    else if (store->directFd_ < 0)
       return absl::FailedPreconditionError(absl::StrCat(
           plan.source, ": cannot open with O_DIRECT: ", std::strerror(errno),
           " (use the pread read mode)"));
   }
+  store->mode_ = mode;
   const TierInfo &tiers = schedule.tiers;
   size_t numInputs = 0;
   for (const StepInfo &step : schedule.steps)

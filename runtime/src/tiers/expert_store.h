@@ -41,10 +41,24 @@ enum class ExpertReadMode {
   Direct,
   /// mmap of the expert's pages of the file (page cache pages, no copy).
   Mmap,
+  /// Direct when the cold experts and the budget do not fit in the memory
+  /// the process may use (chooseExpertReadMode), else Pread; chosen when
+  /// the store is created.
+  Auto,
 };
 
-/// "pread", "direct", "mmap".
+/// "pread", "direct", "mmap", "auto".
 const char *expertReadModeName(ExpertReadMode mode);
+/// Auto's choice: Direct when `coldBytes` (the experts read on demand) plus
+/// `budget` (the store's own memory) exceed `available` (the memory the
+/// process may use: the page cache could not keep the cold experts, and
+/// buffered reads would copy each one and reclaim the page cache for it,
+/// bench/README.md "A larger-than-RAM model"), else Pread.
+ExpertReadMode chooseExpertReadMode(uint64_t coldBytes, uint64_t budget,
+                                    uint64_t available);
+/// The memory this process may use: MemAvailable of /proc/meminfo, at most
+/// its memory cgroup's limit (v1 or v2); 0 when unknown.
+uint64_t processMemoryAvailable();
 
 /// Paging counters of one tiered layer, summed since the last reset.
 using LayerPaging = ExpertCacheCounters;
@@ -382,7 +396,7 @@ absl::StatusOr<ExpertTiersDesc> describeTiers(const Plan::Impl &plan,
                                               uint64_t budget,
                                               uint32_t layersAhead = 0);
 
-/// Parses "pread", "direct", "mmap".
+/// Parses "pread", "direct", "mmap", "auto".
 absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text);
 
 } // namespace moert::detail

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <string>
 
 namespace moert {
@@ -24,6 +26,8 @@ const char *expertReadModeName(ExpertReadMode mode) {
     return "direct";
   case ExpertReadMode::Mmap:
     return "mmap";
+  case ExpertReadMode::Auto:
+    return "auto";
   case ExpertReadMode::Pread:
     break;
   }
@@ -31,12 +35,67 @@ const char *expertReadModeName(ExpertReadMode mode) {
 }
 
 absl::StatusOr<ExpertReadMode> parseExpertReadMode(absl::string_view text) {
-  for (ExpertReadMode mode :
-       {ExpertReadMode::Pread, ExpertReadMode::Direct, ExpertReadMode::Mmap})
+  for (ExpertReadMode mode : {ExpertReadMode::Pread, ExpertReadMode::Direct,
+                              ExpertReadMode::Mmap, ExpertReadMode::Auto})
     if (text == expertReadModeName(mode))
       return mode;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the expert read mode must be pread, direct or mmap, not '", text, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the expert read mode must be pread, direct, mmap or auto, "
+                   "not '",
+                   text, "'"));
+}
+
+ExpertReadMode chooseExpertReadMode(uint64_t coldBytes, uint64_t budget,
+                                    uint64_t available) {
+  return available && coldBytes > 0 && coldBytes + budget > available
+             ? ExpertReadMode::Direct
+             : ExpertReadMode::Pread;
+}
+
+namespace {
+
+/// The first number in `path` (0 when absent or not a number, as "max").
+uint64_t readNumber(const std::string &path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  return in >> value ? value : 0;
+}
+
+} // namespace
+
+uint64_t processMemoryAvailable() {
+  uint64_t available = 0;
+  {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemAvailable:")
+        available = kib * 1024;
+      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+  }
+  // "N:memory:/path" (v1) or "0::/path" (v2).
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos)
+      continue;
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    uint64_t limit = 0;
+    if (controllers == "memory")
+      limit =
+          readNumber("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+    else if (controllers.empty())
+      for (const char *root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
+        if (uint64_t v = readNumber(root + path + "/memory.max"))
+          limit = limit ? std::min(limit, v) : v;
+    if (limit && (!available || limit < available))
+      available = limit;
+  }
+  return available;
 }
 
 namespace {

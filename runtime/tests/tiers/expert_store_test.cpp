@@ -505,6 +505,42 @@ TEST(TieredExperts, ReadsTheMissesWhileTheHitsCompute) {
                         "'w0' (input 2, section 1"));
 }
 
+TEST(TieredExperts, AutoReadsDirectWhenTheColdExpertsDoNotFit) {
+  using detail::chooseExpertReadMode;
+  constexpr uint64_t G = uint64_t{1} << 30;
+  EXPECT_EQ(chooseExpertReadMode(7 * G, G + G / 2, 3 * G),
+            detail::ExpertReadMode::Direct);
+  EXPECT_EQ(chooseExpertReadMode(G, G, 3 * G), detail::ExpertReadMode::Pread);
+  // Nothing cold, or the memory unknown.
+  EXPECT_EQ(chooseExpertReadMode(0, 4 * G, 3 * G),
+            detail::ExpertReadMode::Pread);
+  EXPECT_EQ(chooseExpertReadMode(7 * G, G, 0), detail::ExpertReadMode::Pread);
+  EXPECT_GT(detail::processMemoryAvailable(), 0u);
+  EXPECT_THAT(detail::parseExpertReadMode("fast").status(),
+              StatusHas("must be pread, direct, mmap or auto, not 'fast'"));
+
+  // A small plan's cold experts fit: buffered reads, the same outputs.
+  Network net = testNetwork(false);
+  std::vector<int64_t> offsets = {0, 1, 3, 3, 4, 5, 5, 7, 8};
+  int64_t N = offsets.back();
+  std::vector<float> x = randomFloats(N * net.H, 4);
+  std::vector<uint8_t> resident = tieredPlan(net, N, false);
+  auto plain = Plan::loadFromMemory(resident.data(), resident.size());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<TieredRun> want = runPlan(**plain, x, offsets, net.H);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto plan = Plan::load(writeTemp(tieredPlan(net, N, true), "auto.plan"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<ExpertTiersDesc> all = (*plan)->expertTiers();
+  ASSERT_TRUE(all.ok()) << all.status();
+  absl::StatusOr<TieredRun> got =
+      runPlan(**plan, x, offsets, net.H,
+              all->residentBytes + 4 * all->layers[0].expertBytes, "auto");
+  ASSERT_TRUE(got.ok()) << got.status();
+  expectSameFloats(got->y, want->y);
+  EXPECT_EQ(got->cache.readMode, "pread");
+}
+
 TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
   ExpertCache cache(300);
   cache.setEviction(ExpertCache::Eviction::Lfu, 100);
