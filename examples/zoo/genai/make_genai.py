@@ -207,6 +207,26 @@ def gemma4_moe(out_dir):
     tokenizer(out_dir, text["vocab_size"])
 
 
+# The tiny Qwen3.5-MoE text model (also the language model of
+# make_genai_vlm.py's multimodal folder).
+QWEN35_MOE_TEXT = dict(
+    vocab_size=320, hidden_size=64, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+    linear_conv_kernel_dim=4, linear_key_head_dim=16,
+    linear_value_head_dim=16, linear_num_key_heads=2,
+    linear_num_value_heads=4, moe_intermediate_size=32,
+    shared_expert_intermediate_size=32, num_experts=4,
+    num_experts_per_tok=2,
+    layer_types=["linear_attention", "full_attention"] * 2,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                     "partial_rotary_factor": 0.25,
+                     "mrope_section": [2, 1, 1],
+                     "mrope_interleaved": True},
+    max_position_embeddings=256, initializer_range=0.2,
+    eos_token_id=1, bos_token_id=2, pad_token_id=1,
+    tie_word_embeddings=False)
+
+
 def qwen35_moe(out_dir):
     """Qwen3.5-MoE (Qwen3_5MoeForConditionalGeneration, text only): Gated
     DeltaNet linear-attention layers (LinearAttention and its gates, a
@@ -229,22 +249,7 @@ def qwen35_moe(out_dir):
     import torch
     from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
 
-    text = dict(
-        vocab_size=320, hidden_size=64, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        linear_conv_kernel_dim=4, linear_key_head_dim=16,
-        linear_value_head_dim=16, linear_num_key_heads=2,
-        linear_num_value_heads=4, moe_intermediate_size=32,
-        shared_expert_intermediate_size=32, num_experts=4,
-        num_experts_per_tok=2,
-        layer_types=["linear_attention", "full_attention"] * 2,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "partial_rotary_factor": 0.25,
-                         "mrope_section": [2, 1, 1],
-                         "mrope_interleaved": True},
-        max_position_embeddings=256, initializer_range=0.2,
-        eos_token_id=1, bos_token_id=2, pad_token_id=1,
-        tie_word_embeddings=False)
+    text = dict(QWEN35_MOE_TEXT)
     # The vision tower is not exported (text only); the smallest one loads.
     vision = dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
                   out_hidden_size=64, num_position_embeddings=16,

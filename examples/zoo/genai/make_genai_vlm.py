@@ -58,6 +58,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_genai import QWEN35_MOE_TEXT  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "qwen35_moe_vlm_fp32"
 SEED = 0
@@ -78,22 +81,7 @@ def make_checkpoint(out_dir):
     import torch
     from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
 
-    text = dict(
-        vocab_size=320, hidden_size=64, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        linear_conv_kernel_dim=4, linear_key_head_dim=16,
-        linear_value_head_dim=16, linear_num_key_heads=2,
-        linear_num_value_heads=4, moe_intermediate_size=32,
-        shared_expert_intermediate_size=32, num_experts=4,
-        num_experts_per_tok=2,
-        layer_types=["linear_attention", "full_attention"] * 2,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "partial_rotary_factor": 0.25,
-                         "mrope_section": [2, 1, 1],
-                         "mrope_interleaved": True},
-        max_position_embeddings=256, initializer_range=0.2,
-        eos_token_id=1, bos_token_id=2, pad_token_id=1,
-        tie_word_embeddings=False)
+    text = dict(QWEN35_MOE_TEXT)
     vision = dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
                   out_hidden_size=64, num_position_embeddings=16,
                   patch_size=8, temporal_patch_size=2, spatial_merge_size=2,
