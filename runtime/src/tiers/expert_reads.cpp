@@ -16,16 +16,6 @@
 namespace moert {
 namespace detail {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-} // namespace
-
 void ExpertStore::collectAwaiting(std::vector<uint32_t> &batch,
                                   std::vector<uint32_t> &left,
                                   std::vector<ExpertCache::Entry *> &retry) {

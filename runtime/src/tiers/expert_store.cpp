@@ -27,12 +27,6 @@ namespace detail {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 constexpr uint64_t kPage = 4096;
 
 uint64_t alignDown(uint64_t value, uint64_t alignment) {

@@ -151,6 +151,13 @@ std::vector<uint32_t> predictExperts(const GateInfo &gate, const float *x,
                                      int64_t tokens, int64_t maxTokens,
                                      ThreadPool &pool);
 
+using Clock = std::chrono::steady_clock;
+
+/// Seconds from `start` to now, for the store's paging statistics.
+inline double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 /// The CPU backend's expert weights of a tiered schedule: hot experts read
 /// and pinned when the session starts, cold ones read on demand into the
 /// rest of the cache, all through one ExpertCache. A store with cold experts
