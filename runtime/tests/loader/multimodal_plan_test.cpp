@@ -35,6 +35,22 @@ absl::StatusOr<std::unique_ptr<Plan>> load(const std::vector<uint8_t> &bytes) {
   return Plan::loadFromMemory(bytes.data(), bytes.size());
 }
 
+/// The load error of writePlan(edit), which must be written as format
+/// 1.`written` (any where it is -1), with its header rewritten to
+/// 1.`older` ("" if it loads).
+std::string olderVersionError(const std::function<void(PlanWriter &)> &edit,
+                              int written, int older) {
+  auto plan = load(testing::rewrite(
+      writePlan(edit),
+      [&](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
+        if (written >= 0) {
+          EXPECT_EQ(header.versionMinor, written);
+        }
+        header.versionMinor = older;
+      }));
+  return plan.ok() ? "" : std::string(plan.status().message());
+}
+
 /// What the decode computes after a prompt whose rows are `rows` and the
 /// new tokens `tokens`: (sum of the rows and the new embeddings) @ W.
 std::vector<float> decodeLogits(std::vector<float> rows,
@@ -233,29 +249,16 @@ TEST(MultimodalPlan, RefusesMalformedTables) {
 
 // Tests that a file older than 1.17 with the table is refused.
 TEST(MultimodalPlan, NeedsItsVersion) {
-  std::vector<uint8_t> bytes =
-      testing::rewrite(writePlan(), [](detail::FileHeader &header,
-                                       std::vector<detail::SectionEntry> &) {
-        header.versionMinor = 16;
-      });
-  auto plan = load(bytes);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()),
+  EXPECT_THAT(olderVersionError({}, -1, 16),
               HasSubstr("multimodal: the table needs format 1.17, but the "
                         "file is version 1.16"));
   // Index positions (no rows) and no grid came with 1.21.
-  bytes = testing::rewrite(
-      writePlan([](PlanWriter &w) {
-        w.multimodal().position_rows.clear();
-        w.multimodal().image_grid.clear();
-      }),
-      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
-        EXPECT_EQ(header.versionMinor, 21);
-        header.versionMinor = 19;
-      });
-  plan = load(bytes);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()),
+  EXPECT_THAT(olderVersionError(
+                  [](PlanWriter &w) {
+                    w.multimodal().position_rows.clear();
+                    w.multimodal().image_grid.clear();
+                  },
+                  21, 19),
               HasSubstr("index positions or no image grid need format 1.21, "
                         "but the file is version 1.19"));
 }
@@ -274,15 +277,7 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
     proc->image_std = {0.25, 0.25, 0.25};
     w.multimodal().image_processor = std::move(proc);
   };
-  std::vector<uint8_t> bytes = testing::rewrite(
-      writePlan(processor),
-      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
-        EXPECT_EQ(header.versionMinor, 22);
-        header.versionMinor = 21;
-      });
-  auto plan = load(bytes);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()),
+  EXPECT_THAT(olderVersionError(processor, 22, 21),
               HasSubstr("grid_rule and image_processor need format 1.22, but "
                         "the file is version 1.21"));
   // The patches are f32 [p, 2]; 1 x 1 RGB patches are 3 wide.
@@ -325,15 +320,7 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
     processor(w);
     w.multimodal().image_processor->resize = fb::ImageResize::Glm4v;
   };
-  bytes =
-      testing::rewrite(writePlan(glm), [](detail::FileHeader &header,
-                                          std::vector<detail::SectionEntry> &) {
-        EXPECT_EQ(header.versionMinor, 24);
-        header.versionMinor = 23;
-      });
-  plan = load(bytes);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()),
+  EXPECT_THAT(olderVersionError(glm, 24, 23),
               HasSubstr("image_processor: resize Glm4v needs format 1.24, but "
                         "the file is version 1.23"));
   EXPECT_THAT(loadError([&](PlanWriter &w) {
@@ -350,15 +337,7 @@ TEST(MultimodalPlan, ChecksGridRuleAndImageProcessor) {
     w.multimodal().image_processor->max_tiles = 4;
     w.multimodal().image_processor->do_resize = true;
   };
-  bytes = testing::rewrite(
-      writePlan(tiles),
-      [](detail::FileHeader &header, std::vector<detail::SectionEntry> &) {
-        EXPECT_EQ(header.versionMinor, 25);
-        header.versionMinor = 24;
-      });
-  plan = load(bytes);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()),
+  EXPECT_THAT(olderVersionError(tiles, 25, 24),
               HasSubstr("image_processor: resize Llama4Tiles needs format "
                         "1.25, but the file is version 1.24"));
   EXPECT_THAT(loadError([&](PlanWriter &w) {

@@ -547,8 +547,9 @@ TEST(ExpertCache, WithAHalfLifeEvictsTheLeastUsed) {
   std::vector<ExpertCache::Evicted> evicted;
   // Expert 0 looked up three times, 1 twice, 2 once (the newest).
   for (uint32_t e : {0, 0, 1, 0, 1, 2}) {
-    if (!cache.find({0, e}))
+    if (!cache.find({0, e})) {
       ASSERT_NE(cache.insert({0, e}, 100, false, evicted), nullptr);
+    }
   }
   ASSERT_TRUE(evicted.empty());
   // 3 evicts 2, the least used, not 0, the least recently used.
