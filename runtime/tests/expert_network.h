@@ -304,6 +304,32 @@ inline void addExpertsStep(ScheduleBuilder &s, const Network &net,
   s.addStep(fb::OpKind::Experts, "experts", inputs, {out}, net.attributes());
 }
 
+/// A one-step Experts plan of `net` (inputs "x", "offsets", output "y")
+/// whose expert weights lie in a paged section, tiered for `budget`.
+inline absl::StatusOr<std::vector<uint8_t>>
+writeTieredPlan(const Network &net, int64_t N, bool tiered, uint64_t budget,
+                std::vector<double> loads,
+                fb::TierPrefetch prefetch = fb::TierPrefetch::None) {
+  PlanWriter writer;
+  ScheduleBuilder &s = writer.schedule();
+  auto [tokens, offs, out] = addExpertsSignature(s, N, net.H, net.E);
+  int section = tiered ? writer.addWeightSection(/*paged=*/true) : -1;
+  std::vector<int32_t> inputs = {tokens, offs};
+  int slot = 0;
+  for (auto &w : net.weightInputs(/*lead=*/true)) {
+    inputs.push_back(w ? s.addWeight(absl::StrCat("w", slot), w->dtype,
+                                     w->shape, w->bytes.data(), w->bytes.size(),
+                                     section)
+                       : -1);
+    ++slot;
+  }
+  int step = s.addStep(fb::OpKind::Experts, "experts", inputs, {out},
+                       net.attributes());
+  if (tiered)
+    s.setExpertTiers(budget, {{step, std::move(loads)}}, prefetch);
+  return writer.serialize();
+}
+
 /// Serializes and loads the one-step Experts plan of `writer` (inputs "x"
 /// [N, H] and "offsets" [E + 1], output "y"), runs it on `x` and `offsets`
 /// with 2 threads and returns y.

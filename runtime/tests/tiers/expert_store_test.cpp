@@ -205,32 +205,6 @@ TEST(TierAssignment, HotExpertsFollowTheRanksAndLeaveTheWindow) {
       StatusHas("give at least 1200 bytes"));
 }
 
-/// A one-step Experts plan of `net` (inputs "x", "offsets", output "y")
-/// whose expert weights lie in a paged section, tiered for `budget`.
-absl::StatusOr<std::vector<uint8_t>>
-writeTieredPlan(const Network &net, int64_t N, bool tiered, uint64_t budget,
-                std::vector<double> loads,
-                fb::TierPrefetch prefetch = fb::TierPrefetch::None) {
-  PlanWriter writer;
-  ScheduleBuilder &s = writer.schedule();
-  auto [tokens, offs, out] = addExpertsSignature(s, N, net.H, net.E);
-  int section = tiered ? writer.addWeightSection(/*paged=*/true) : -1;
-  std::vector<int32_t> inputs = {tokens, offs};
-  int slot = 0;
-  for (auto &w : net.weightInputs(/*lead=*/true)) {
-    inputs.push_back(w ? s.addWeight(absl::StrCat("w", slot), w->dtype,
-                                     w->shape, w->bytes.data(), w->bytes.size(),
-                                     section)
-                       : -1);
-    ++slot;
-  }
-  int step = s.addStep(fb::OpKind::Experts, "experts", inputs, {out},
-                       net.attributes());
-  if (tiered)
-    s.setExpertTiers(budget, {{step, std::move(loads)}}, prefetch);
-  return writer.serialize();
-}
-
 std::vector<uint8_t> tieredPlan(const Network &net, int64_t N, bool tiered,
                                 uint64_t budget = uint64_t{1} << 40,
                                 std::vector<double> loads = {}) {
