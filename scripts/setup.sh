@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the Debian packages
-# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, Ninja, ccache,
+# (LLVM/MLIR 22, ONNX, protobuf, Abseil, FlatBuffers, oneDNN, Open MPI, zlib and
+# libdeflate for the plans' CRC-32, Ninja, ccache,
 # clang 14 with its sanitizer and libFuzzer runtimes for scripts/fuzz.sh and sanitize.sh,
 # Chromium, which renders `moe-run --report-html` pages headless in test/Report,
 # pybind11 and the Python headers for `import moert`, pkg-config for the embedding test,
@@ -15,7 +16,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libdnnl-dev openmpi-bin libopenmpi-dev
-  libgtest-dev libgmock-dev zlib1g-dev libzstd-dev
+  libgtest-dev libgmock-dev zlib1g-dev libdeflate-dev libzstd-dev
   clang libclang-rt-14-dev
   chromium pybind11-dev python3-dev pkg-config curl
   libpng-dev libjpeg62-turbo-dev

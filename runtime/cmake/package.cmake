@@ -39,8 +39,8 @@ set_target_properties(moert::gomp PROPERTIES IMPORTED_LOCATION ${MOERT_GOMP})
 # What the objects link: Abseil is public (moert.h returns absl::Status),
 # the rest private. The C API (moert_c.h) exposes none of it.
 set(MOERT_DIST_PUBLIC absl::status absl::statusor absl::strings)
-set(MOERT_DIST_PRIVATE absl::str_format ZLIB::ZLIB moert::dnnl moert::gomp
-  Threads::Threads)
+set(MOERT_DIST_PRIVATE absl::str_format ZLIB::ZLIB moert::deflate moert::dnnl
+  moert::gomp Threads::Threads)
 # Open MPI by its libraries, as moertConfig.cmake names them again: FindMPI's
 # C component needs the consumer to enable C.
 set(MOERT_CONFIG_MPI OFF)
@@ -117,6 +117,7 @@ set(MOERT_CONFIG_CUDA OFF)
 if(MOERT_CUDA)
   set(MOERT_CONFIG_CUDA ON)
 endif()
+get_filename_component(MOERT_DEFLATE_HINT ${MOERT_DEFLATE} DIRECTORY)
 get_filename_component(MOERT_DNNL_HINT ${MOERT_DNNL} DIRECTORY)
 get_filename_component(MOERT_GOMP_HINT ${MOERT_GOMP} DIRECTORY)
 configure_package_config_file(cmake/moertConfig.cmake.in
@@ -136,7 +137,8 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moertConfig.cmake
 file(RELATIVE_PATH MOERT_PC_PREFIX
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" MOERT_PC_PREFIX "${MOERT_PC_PREFIX}")
-set(MOERT_PC_LIBS_PRIVATE "${MOERT_DNNL} ${MOERT_GOMP} -pthread")
+set(MOERT_PC_LIBS_PRIVATE
+  "${MOERT_DEFLATE} ${MOERT_DNNL} ${MOERT_GOMP} -pthread")
 if(MPI_C_FOUND)
   string(JOIN " " MOERT_PC_MPI ${MPI_C_LIBRARIES})
   string(APPEND MOERT_PC_LIBS_PRIVATE " ${MOERT_PC_MPI}")

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <libdeflate.h>
 #include <zlib.h>
 
 namespace moert {
@@ -82,11 +83,11 @@ SectionEntry decodeSection(const uint8_t in[kSectionEntrySize]) {
 }
 
 uint32_t crc32(uint32_t crc, const void *data, size_t size) {
-  return static_cast<uint32_t>(
-      ::crc32_z(crc, static_cast<const Bytef *>(data), size));
+  return ::libdeflate_crc32(crc, data, size);
 }
 
 uint32_t crc32Combine(uint32_t first, uint32_t second, uint64_t secondSize) {
+  // libdeflate has no combine; zlib's computes the same CRC-32.
   return static_cast<uint32_t>(
       ::crc32_combine(first, second, static_cast<z_off_t>(secondSize)));
 }

@@ -147,7 +147,8 @@ void encodeSection(const SectionEntry &entry, uint8_t out[kSectionEntrySize]);
 SectionEntry decodeSection(const uint8_t in[kSectionEntrySize]);
 
 /// CRC-32 (zlib polynomial) of `size` bytes, continuing from `crc` (0 to
-/// start).
+/// start): libdeflate's, which uses PCLMULQDQ where the CPU has it, and
+/// equals zlib's crc32_z, which wrote plans before it.
 uint32_t crc32(uint32_t crc, const void *data, size_t size);
 /// The CRC-32 of A followed by B from A's (`first`), B's (`second`) and B's
 /// size.
