@@ -49,15 +49,13 @@ public:
       : Emitter(func, device, state, state.writer.schedule(device), "") {}
   /// Emits `func` into `schedule` (a prefill schedule, say), prefixing the
   /// names of the symbols it declares with `symbolPrefix`.
-  /// With `sharesPagedWeights` (a tiered generation plan's prefill), the
-  /// paged expert weights are the ones an earlier schedule wrote and the
-  /// schedule gets no tiers of its own.
+  /// `pagedExperts`: how a tiered plan's schedule holds its routed experts.
   Emitter(func::FuncOp func, int device, PlanState &state,
           moert::ScheduleBuilder &schedule, std::string symbolPrefix,
-          bool sharesPagedWeights = false)
+          PagedExperts pagedExperts = PagedExperts::Own)
       : func(func), state(state), writer(state.writer), schedule(schedule),
         symbols(state.symbols), symbolPrefix(std::move(symbolPrefix)),
-        weights(func, device, state, schedule, tensorIds, sharesPagedWeights) {}
+        weights(func, device, state, schedule, tensorIds, pagedExperts) {}
 
   LogicalResult emit() {
     if (failed(emitSignature()))
@@ -534,7 +532,7 @@ LogicalResult emitGenerationPlan(ModuleOp decode, ModuleOp prefill,
   for (auto [device, func] : llvm::enumerate(prefillFuncs))
     if (failed(Emitter(func, device, state,
                        state.writer.prefillSchedule(device), "prefill.",
-                       /*sharesPagedWeights=*/tiers.deviceMemory != 0)
+                       PagedExperts::Shared)
                    .emit()))
       return failure();
   fillGeneration(gen, signature);
@@ -577,15 +575,12 @@ LogicalResult emitMultimodalPlan(ModuleOp decode, ArrayRef<StageGraph> stages,
                                  const GenerationSignature &signature,
                                  const MultimodalSignature &multimodal,
                                  StringRef path, const PlanFinalizer &finalize,
-                                 ExpertWeightType expertWeights) {
+                                 ExpertWeightType expertWeights,
+                                 const TierOptions &tiers) {
   FailureOr<SmallVector<func::FuncOp>> decodeFuncs = getDeviceFunctions(decode);
   if (failed(decodeFuncs))
     return failure();
-  if (decodeFuncs->size() != 1)
-    return decode.emitError("a multimodal plan runs on one device, but the "
-                            "decode graph compiled for ")
-           << decodeFuncs->size();
-  PlanState state(1, expertWeights);
+  PlanState state(decodeFuncs->size(), expertWeights, tiers);
   // The graphs are separate imports of one model: equal bytes are one
   // weight (the decode's embedding and head are the stages').
   state.shareByContent = true;
@@ -593,8 +588,9 @@ LogicalResult emitMultimodalPlan(ModuleOp decode, ArrayRef<StageGraph> stages,
   // empty past (MultimodalDesc::textThroughDecode).
   for (const std::string &symbol : getPastSymbols(signature))
     state.zeroMinSymbols.insert(symbol);
-  if (failed(Emitter(decodeFuncs->front(), 0, state).emit()))
-    return failure();
+  for (auto [device, func] : llvm::enumerate(*decodeFuncs))
+    if (failed(Emitter(func, device, state).emit()))
+      return failure();
   fillGeneration(state.writer.generation(), signature);
   fb::MultimodalT &table = state.writer.multimodal();
   for (const StageGraph &stage : stages) {
@@ -602,14 +598,27 @@ LogicalResult emitMultimodalPlan(ModuleOp decode, ArrayRef<StageGraph> stages,
         getDeviceFunctions(stage.module);
     if (failed(funcs))
       return failure();
-    if (funcs->size() != 1)
-      return funcs->front().emitError("a stage runs on one device");
-    moert::ScheduleBuilder &builder =
-        state.writer.addStage(stage.name, stage.role);
-    // Each stage's symbols are its own ("image_encoder.s11").
-    if (failed(Emitter(funcs->front(), 0, state, builder, stage.name + ".")
-                   .emit()))
-      return failure();
+    // The language model runs on every device, in lockstep with the decode
+    // schedules (its experts placed alike); the other stages are dense and
+    // each device runs the one schedule.
+    bool everyDevice = stage.role == fb::StageRole::Prefill;
+    if (funcs->size() != (everyDevice ? decodeFuncs->size() : 1))
+      return funcs->front().emitError("stage '")
+             << stage.name << "' compiled for " << funcs->size()
+             << " devices but the plan has "
+             << (everyDevice ? decodeFuncs->size() : 1);
+    size_t index = table.stages.size();
+    state.writer.addStage(stage.name, stage.role, everyDevice);
+    // Each stage's symbols are its own ("image_encoder.s11"). A tiered
+    // plan's Prefill stage pages the decode schedules' experts.
+    for (auto [device, func] : llvm::enumerate(*funcs))
+      if (failed(
+              Emitter(func, device, state,
+                      state.writer.stageSchedule(index, device),
+                      stage.name + ".",
+                      everyDevice ? PagedExperts::Shared : PagedExperts::None)
+                  .emit()))
+        return failure();
     for (const StageFeed &feed : stage.feeds)
       table.stages.back()->feeds.push_back(makeFeed(feed));
   }

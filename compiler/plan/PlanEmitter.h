@@ -124,13 +124,17 @@ struct MultimodalSignature;
 /// plans") of the planned `decode` module and `stages` (each planned, with
 /// its feeds): the decode schedule, one schedule per stage, the generation
 /// table of `signature` and the Multimodal table of `multimodal`. Weights
-/// with the same bytes are stored once, whichever graphs hold them.
+/// with the same bytes are stored once, whichever graphs hold them. An
+/// expert-parallel plan has the decode schedule and the Prefill stage of
+/// every device, the other stages once; with `tiers`, the Prefill stage
+/// pages the decode schedule's tiered experts.
 mlir::LogicalResult
 emitMultimodalPlan(mlir::ModuleOp decode, llvm::ArrayRef<StageGraph> stages,
                    const GenerationSignature &signature,
                    const MultimodalSignature &multimodal, llvm::StringRef path,
                    const PlanFinalizer &finalize = {},
-                   ExpertWeightType expertWeights = ExpertWeightType::F32);
+                   ExpertWeightType expertWeights = ExpertWeightType::F32,
+                   const TierOptions &tiers = {});
 
 /// Like emitPlan of a module, into `bytes` instead of a file (the fuzz
 /// targets, test/fuzz).

@@ -209,10 +209,12 @@ std::vector<char> getBytes(DenseElementsAttr dense, moert::DType dtype) {
 WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
                              moert::ScheduleBuilder &schedule,
                              llvm::DenseMap<Value, int32_t> &tensorIds,
-                             bool sharesPagedWeights)
+                             PagedExperts pagedExperts)
     : func(func), device(device), state(state), writer(state.writer),
       schedule(schedule), tensorIds(tensorIds),
-      sharesPagedWeights(sharesPagedWeights) {
+      sharesPagedWeights(pagedExperts == PagedExperts::Shared),
+      pagesExperts(state.tiers.deviceMemory &&
+                   pagedExperts != PagedExperts::None) {
   narrowed = getNarrowableExpertWeights(func, state.expertWeights);
   transposed = getTransposableExpertWeights(func);
   // Dense matrices [K, N]: stored [N, K] for the Linear step, int8 with
@@ -227,7 +229,7 @@ WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
     if (state.expertWeights == ExpertWeightType::I8)
       channelDims.try_emplace(w, 2);
   }
-  if (state.tiers.deviceMemory)
+  if (pagesExperts)
     paged = getPagedExpertWeights(func);
   if (state.expertWeights == ExpertWeightType::I8) {
     // [E, out, in] (or a shared expert's [out, in]) matrices have their
@@ -276,11 +278,11 @@ LogicalResult WeightStorage::addExpertsStep(moe::ExpertsOp op, int step) {
       layerOfWeights
           .try_emplace(op.getW1(), static_cast<int>(layerOfWeights.size()))
           .first->second;
-  if (state.tiers.deviceMemory && paged.contains(op.getW1()) &&
+  if (pagesExperts && paged.contains(op.getW1()) &&
       tierLayerOfWeights.count(op.getW1())) {
     // A later micro-batch of a tiered layer pages the same experts.
     tierLayers[tierLayerOfWeights[op.getW1()]].moreSteps.push_back(step);
-  } else if (state.tiers.deviceMemory && paged.contains(op.getW1())) {
+  } else if (pagesExperts && paged.contains(op.getW1())) {
     tierLayerOfWeights[op.getW1()] = tierLayers.size();
     moert::ScheduleBuilder::TierLayer tier;
     tier.step = step;
@@ -318,7 +320,7 @@ int WeightStorage::getSection(Value value, int section) {
 
 /// Tiers the schedule's layers whose weights were paged.
 LogicalResult WeightStorage::emitTiers() {
-  if (!state.tiers.deviceMemory || sharesPagedWeights)
+  if (!pagesExperts || sharesPagedWeights)
     return success();
   if (tierLayers.empty())
     return func.emitError("--device-memory tiers the routed experts' "

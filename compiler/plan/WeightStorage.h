@@ -106,15 +106,24 @@ struct PlanState {
 /// `func` (constants, block-quantized constants, stacks of constants,
 /// shards) into `schedule` as the plan's options ask, numbering them in
 /// `tensorIds`, and tiers the schedule's paged expert layers.
+/// How a schedule of a tiered plan (PlanState::tiers) holds its routed
+/// experts' weights.
+enum class PagedExperts {
+  /// Paged, and tiered by the schedule (a decode schedule).
+  Own,
+  /// The paged weights an earlier schedule wrote, with no tiers of its own
+  /// (a prefill schedule, a multimodal plan's Prefill stage).
+  Shared,
+  /// Resident, as in an untiered plan (a multimodal plan's other stages).
+  None,
+};
+
 class WeightStorage {
 public:
-  /// With `sharesPagedWeights` (a tiered generation plan's prefill), the
-  /// paged expert weights are the ones an earlier schedule wrote and the
-  /// schedule gets no tiers of its own.
   WeightStorage(mlir::func::FuncOp func, int device, PlanState &state,
                 moert::ScheduleBuilder &schedule,
                 llvm::DenseMap<mlir::Value, int32_t> &tensorIds,
-                bool sharesPagedWeights);
+                PagedExperts pagedExperts);
 
   /// Writes `op` when it is a weight: true. False for any other op.
   mlir::FailureOr<bool> emitWeight(mlir::Operation *op);
@@ -194,7 +203,10 @@ private:
   /// the tiered layer of each paged w1.
   llvm::DenseMap<mlir::Value, int> layerOfWeights;
   llvm::DenseMap<mlir::Value, size_t> tierLayerOfWeights;
+  /// Whether the paged expert weights are an earlier schedule's.
   bool sharesPagedWeights = false;
+  /// Whether the schedule pages its routed experts (a tiered plan's).
+  bool pagesExperts = false;
 };
 
 } // namespace moec::plan

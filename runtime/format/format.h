@@ -73,8 +73,11 @@ inline constexpr char kPlanMagic[8] = {'M', 'O', 'E', 'P', 'L', 'A', 'N', '\0'};
 /// between the vision stages and the Prefill read a vision output
 /// (onnxruntime-genai folders); only multimodal plans with either are
 /// written as 1.26.
+/// 1.27 let a multimodal plan run on several devices and its Prefill stage
+/// page the decode schedule's tiered experts; only multimodal plans with
+/// either are written as 1.27.
 inline constexpr uint16_t kFormatVersionMajor = 1;
-inline constexpr uint16_t kFormatVersionMinor = 26;
+inline constexpr uint16_t kFormatVersionMinor = 27;
 /// The minor version written for a plan without a generation table.
 inline constexpr uint16_t kFormatVersionMinorBase = 3;
 

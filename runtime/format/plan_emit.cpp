@@ -562,8 +562,15 @@ absl::Status PlanWriter::Impl::emit(Sink &sink) {
                        feed->stage < static_cast<int>(stages.size()) &&
                        stages[feed->stage]->role == fb::StageRole::Vision;
   }
+  // A multimodal plan on several devices, or paging tiered experts, which
+  // 1.26 readers refuse.
+  bool multimodalExperts = program.multimodal && tiered;
+  if (program.multimodal)
+    for (const auto &stage : program.multimodal->stages)
+      multimodalExperts |= !stage->other_device_schedules.empty();
   header.versionMinor =
-      genaiStages          ? detail::kFormatVersionMinorGenaiStages
+      multimodalExperts    ? detail::kFormatVersionMinorMultimodalExperts
+      : genaiStages        ? detail::kFormatVersionMinorGenaiStages
       : imageTiles         ? detail::kFormatVersionMinorImageTiles
       : imageResize        ? detail::kFormatVersionMinorImageResize
       : statePrefill       ? detail::kFormatVersionMinorStatePrefill

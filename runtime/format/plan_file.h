@@ -140,6 +140,11 @@ inline constexpr uint16_t kFormatVersionMinorImageTiles = 25;
 /// through the decode schedule): written for multimodal plans with either,
 /// and the least a file with one may declare.
 inline constexpr uint16_t kFormatVersionMinorGenaiStages = 26;
+/// 1.27 let a multimodal plan run on several devices (its Prefill stage's
+/// `other_device_schedules`) and its Prefill stage page the decode
+/// schedule's tiered experts: written for multimodal plans with either, and
+/// the least a file with one may declare.
+inline constexpr uint16_t kFormatVersionMinorMultimodalExperts = 27;
 
 void encodeHeader(const FileHeader &header, uint8_t out[kFileHeaderSize]);
 FileHeader decodeHeader(const uint8_t in[kFileHeaderSize]);

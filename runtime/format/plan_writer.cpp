@@ -113,9 +113,11 @@ fb::MultimodalT &PlanWriter::multimodal() {
   return *impl_->program.multimodal;
 }
 
-ScheduleBuilder &PlanWriter::addStage(std::string name, fb::StageRole role) {
+ScheduleBuilder &PlanWriter::addStage(std::string name, fb::StageRole role,
+                                      bool everyDevice) {
   fb::MultimodalT &table = multimodal();
-  // Builder `devices + s` is stage s's: no prefill schedule takes the slot.
+  // A stage's builders follow the device schedules: no prefill schedule
+  // takes their slots.
   if (!generation().prefill_schedules.empty())
     impl_->fail(absl::InvalidArgumentError(
         "a multimodal plan has stages, not prefill schedules"));
@@ -123,12 +125,31 @@ ScheduleBuilder &PlanWriter::addStage(std::string name, fb::StageRole role) {
   stage->name = std::move(name);
   stage->role = role;
   stage->schedule = std::make_unique<fb::ScheduleT>();
-  impl_->scheduleTables.push_back(stage->schedule.get());
-  impl_->sources.emplace_back();
-  impl_->builders.push_back(std::unique_ptr<ScheduleBuilder>(
-      new ScheduleBuilder(*this, *stage->schedule)));
+  uint32_t devices = everyDevice ? impl_->devices : 1;
+  for (uint32_t d = 1; d < devices; ++d)
+    stage->other_device_schedules.push_back(std::make_unique<fb::ScheduleT>());
+  std::vector<size_t> &indices = impl_->stageBuilders.emplace_back();
+  for (uint32_t d = 0; d < devices; ++d) {
+    fb::ScheduleT &table =
+        d ? *stage->other_device_schedules[d - 1] : *stage->schedule;
+    indices.push_back(impl_->builders.size());
+    impl_->scheduleTables.push_back(&table);
+    impl_->sources.emplace_back();
+    impl_->builders.push_back(
+        std::unique_ptr<ScheduleBuilder>(new ScheduleBuilder(*this, table)));
+  }
   table.stages.push_back(std::move(stage));
-  return *impl_->builders.back();
+  return *impl_->builders[indices.front()];
+}
+
+ScheduleBuilder &PlanWriter::stageSchedule(size_t stage, int device) {
+  if (stage >= impl_->stageBuilders.size() || device < 0 ||
+      static_cast<size_t>(device) >= impl_->stageBuilders[stage].size()) {
+    impl_->fail(absl::InvalidArgumentError(
+        absl::StrCat("stage ", stage, " has no schedule of device ", device)));
+    return *impl_->builders.front();
+  }
+  return *impl_->builders[impl_->stageBuilders[stage][device]];
 }
 
 ScheduleBuilder &PlanWriter::prefillSchedule(int device) {

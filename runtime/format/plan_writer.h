@@ -231,8 +231,13 @@ public:
   /// "Multimodal plans"): the caller fills in the table's names and feeds.
   fb::MultimodalT &multimodal();
   /// Appends a stage to the multimodal table and returns its schedule's
-  /// builder (one device; a multimodal plan has no prefill schedules).
-  ScheduleBuilder &addStage(std::string name, fb::StageRole role);
+  /// builder (device 0's; a multimodal plan has no prefill schedules). With
+  /// `everyDevice` (the Prefill stage of an expert-parallel plan), the stage
+  /// has one schedule per device (stageSchedule).
+  ScheduleBuilder &addStage(std::string name, fb::StageRole role,
+                            bool everyDevice = false);
+  /// The schedule of `device` of multimodal stage `stage` (addStage's).
+  ScheduleBuilder &stageSchedule(size_t stage, int device);
   /// Records where the plan came from (the plan's provenance table; the
   /// loader checks what moec inspect later prints).
   void setProvenance(const ProvenanceDesc &provenance);

@@ -100,6 +100,9 @@ struct PlanWriter::Impl {
   std::vector<std::unique_ptr<ScheduleBuilder>> builders;
   std::vector<fb::ScheduleT *> scheduleTables;
   uint32_t devices = 1;
+  /// Per multimodal stage, its schedules' builder indices by device (one,
+  /// or every device's for an expert-parallel Prefill stage).
+  std::vector<std::vector<size_t>> stageBuilders;
   std::vector<WeightSection> sections;
   /// Per schedule, per weight tensor id: its bytes.
   std::vector<std::map<int32_t, WeightSource>> sources;

@@ -31,6 +31,10 @@ import sys
 import numpy as np
 
 
+# Flags of every generating moe-run (--run-flag), e.g. --devices=2.
+RUN_FLAGS = []
+
+
 def run(command):
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -42,7 +46,8 @@ def run(command):
 def generated(plan, prompt, count, extra, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     run(["moe-run", plan, "--prompt-ids", ",".join(map(str, prompt)),
-         "--max-new-tokens", str(count), "--output-dir", out_dir] + extra)
+         "--max-new-tokens", str(count), "--output-dir", out_dir] + extra
+        + RUN_FLAGS)
     ids = np.load(os.path.join(out_dir, "tokens.npy")).reshape(-1)
     return [int(i) for i in ids]
 
@@ -115,7 +120,10 @@ def main():
     parser.add_argument("folder")
     parser.add_argument("workdir")
     parser.add_argument("--vision-plan")
+    parser.add_argument("--run-flag", dest="run_flag", action="append", default=[],
+                        help="another moe-run flag, e.g. --run-flag=--devices=2")
     args = parser.parse_args()
+    RUN_FLAGS.extend(args.run_flag)
     ref = np.load(os.path.join(args.folder, "reference.npz"))
     os.makedirs(args.workdir, exist_ok=True)
     vision = []

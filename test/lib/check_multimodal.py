@@ -67,8 +67,9 @@ def generate(args, plan, prompt, vision, work, tokens, images=()):
     """moe-run's greedy ids and per-token logits; the vision inputs it fed
     are in WORK/vision/NAME.npy."""
     os.makedirs(work, exist_ok=True)
-    cmd = [args.moe_run, plan, "--prompt-ids", ",".join(str(int(i)) for i in prompt),
-           "--max-new-tokens", str(tokens), "--threads", "2", "--output-dir", work]
+    cmd = args.launcher.split() + [
+        args.moe_run, plan, "--prompt-ids", ",".join(str(int(i)) for i in prompt),
+        "--max-new-tokens", str(tokens), "--threads", "2", "--output-dir", work] + args.run_flag
     for name, array in vision.items():
         path = os.path.join(work, name + ".npy")
         np.save(path, array)
@@ -380,6 +381,12 @@ def main():
     parser.add_argument("--tokens", type=int, default=6)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--dim", action="append", default=[], help="moec compile --dim NAME=N")
+    parser.add_argument("--compile-flag", dest="compile_flag", action="append", default=[],
+                        help="another moec compile flag, e.g. --compile-flag=--devices=2")
+    parser.add_argument("--run-flag", dest="run_flag", action="append", default=[],
+                        help="another moe-run flag, e.g. --run-flag=--devices=2")
+    parser.add_argument("--launcher", default="",
+                        help="what runs moe-run, e.g. 'mpirun -np 2' (expert-parallel plans)")
     parser.add_argument("--resize-tol", dest="resize_tol", type=float, default=0.05,
                         help="largest |patch diff| of a resized image (8-bit levels over std)")
     parser.add_argument("--jpeg-levels", dest="jpeg_levels", type=float, default=4,
@@ -388,7 +395,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     plan = os.path.join(args.workdir, "mm.plan")
     run([args.moec, "compile", args.folder, "--max-seq", str(args.max_seq), "-o", plan]
-        + [f"--dim={d}" for d in args.dim])
+        + [f"--dim={d}" for d in args.dim] + args.compile_flag)
     info = json.loads(run([args.moec, "inspect", plan, "--json"]))["multimodal"]
     given = set(info["given_inputs"])
     bad = 0

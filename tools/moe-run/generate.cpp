@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <type_traits>
 
 namespace moe_run {
 namespace {
@@ -342,16 +341,18 @@ absl::Status appendDetails(std::string &json, const moert::Plan &plan,
                            GeneratorT &generator, FILE *log) {
   moert::Generator &local = firstGenerator(generator);
   const moert::GenerationDesc &gen = *plan.generation();
-  // Device 0's steps (this rank's under MPI, which only rank 0 writes).
+  // Device 0's steps (this rank's under MPI, which only rank 0 writes). A
+  // multimodal plan's prompt runs through its Prefill stage.
+  bool prefill = gen.hasPrefill || plan.multimodal();
   appendSteps(json, "decode_steps_stats", local.decodeSession().stepStats());
-  if (gen.hasPrefill)
+  if (prefill)
     appendSteps(json, "prefill_steps_stats",
                 local.prefillSession().stepStats());
   MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
   // The prefill and decode sessions share one expert cache (device 0's).
   appendProcessMemory(json);
   std::vector<CachePhase> phases;
-  if (gen.hasPrefill)
+  if (prefill)
     phases.push_back({"prefill ", local.prefillSession().stepStats(), true});
   phases.push_back({"decode ", local.decodeSession().stepStats()});
   return reportExpertCache(json, plan, local.decodeSession(), phases, log);
@@ -392,11 +393,6 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
   std::vector<moert::npy::Array> arrays;
   moert::VisionInputs vision;
   MOERT_RETURN_IF_ERROR(readVisionInputs(plan, args, arrays, vision));
-  if constexpr (!std::is_same_v<GeneratorT, moert::Generator>) {
-    if (!vision.empty())
-      return absl::InvalidArgumentError(
-          "--vision-input needs a multimodal plan of one device");
-  }
   // The exported graphs have a batch of one: the prompts run one after
   // another, each from a clear cache with its own positions, stop ids and
   // sampler (seeded with --seed, so a prompt's tokens do not depend on the
@@ -421,11 +417,8 @@ absl::Status generateWith(GeneratorT &generator, const moert::Plan &plan,
       }
       first = false;
     };
-    absl::StatusOr<std::vector<int64_t>> tokens;
-    if constexpr (std::is_same_v<GeneratorT, moert::Generator>)
-      tokens = generator.generate(prompts[p], vision, options, onToken);
-    else
-      tokens = generator.generate(prompts[p], options, onToken);
+    absl::StatusOr<std::vector<int64_t>> tokens =
+        generator.generate(prompts[p], vision, options, onToken);
     if (!tokens.ok() && fromFile)
       return absl::Status(tokens.status().code(),
                           absl::StrCat(args.promptsFile, ": prompt ", p + 1,

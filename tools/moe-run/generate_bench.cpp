@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <type_traits>
 
 namespace moe_run {
 namespace {
@@ -112,15 +111,7 @@ absl::Status bench(GeneratorT &generator, const moert::Plan &plan,
   moert::VisionInputs vision;
   MOERT_RETURN_IF_ERROR(readVisionInputs(plan, args, arrays, vision));
   auto generate = [&](const std::function<void(int64_t)> &onToken) {
-    if constexpr (std::is_same_v<GeneratorT, moert::Generator>)
-      return generator.generate(prompt, vision, options, onToken);
-    else
-      return vision.empty()
-                 ? generator.generate(prompt, options, onToken)
-                 : absl::StatusOr<std::vector<int64_t>>(
-                       absl::InvalidArgumentError("--vision-input needs a "
-                                                  "multimodal plan of one "
-                                                  "device"));
+    return generator.generate(prompt, vision, options, onToken);
   };
   for (int i = 0; i < run.warmup; ++i)
     MOERT_RETURN_IF_ERROR(generate({}).status());

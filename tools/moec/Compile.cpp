@@ -181,8 +181,6 @@ LogicalResult moec::checkArenaSize(ModuleOp module, const CompileFlags &flags) {
   return success();
 }
 
-/// The tiers of --device-memory, with the loads of --routing-profile read
-/// against `module`'s MoE layers.
 /// Marks the dense matrices that stay f32 though --weight-dtype narrows:
 /// those --keep-f32 names, and every one for the CUDA target (which has no
 /// Linear step); then, with --weight-dtype int4, quantizes the others,
@@ -218,8 +216,9 @@ static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
   return success();
 }
 
-static FailureOr<moec::plan::TierOptions>
-getTierOptions(ModuleOp module, const CompileFlags &flags, uint64_t bytes) {
+FailureOr<moec::plan::TierOptions>
+moec::getTierOptions(ModuleOp module, const CompileFlags &flags,
+                     uint64_t bytes) {
   moec::plan::TierOptions tiers;
   tiers.deviceMemory = bytes;
   tiers.prefetch = flags.tiers.prefetch;
@@ -248,13 +247,11 @@ moec::loadWrittenPlan(ModuleOp module, const std::string &outputPath) {
          << std::string(plan.status().message());
 }
 
-/// Prints (--verbose) and reports (--report, with `extra`'s entries) the
-/// tiers of `plan`, the plan just written, read back from it.
-static LogicalResult reportTiers(ModuleOp module, const CompileFlags &flags,
-                                 const moert::Plan &plan,
-                                 const llvm::StringMap<int64_t> &opsBefore,
-                                 moec::plan::ExpertWeightType expertWeights,
-                                 llvm::json::Object extra = {}) {
+LogicalResult moec::reportTiers(ModuleOp module, const CompileFlags &flags,
+                                const moert::Plan &plan,
+                                const llvm::StringMap<int64_t> &opsBefore,
+                                moec::plan::ExpertWeightType expertWeights,
+                                llvm::json::Object extra) {
   llvm::json::Array devices;
   for (int d = 0; d < plan.numDevices(); ++d) {
     absl::StatusOr<moert::ExpertTiersDesc> tiers = plan.expertTiers(d);

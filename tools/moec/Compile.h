@@ -13,6 +13,8 @@
 #include "compiler/plan/PlanEmitter.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 
 #include <memory>
 
@@ -56,6 +58,20 @@ recordProvenance(const CompileFlags &flags, plan::PlanFinalizer next = {});
 mlir::LogicalResult checkArenaSize(mlir::ModuleOp module,
                                    const CompileFlags &flags);
 
+/// The tiers of --device-memory (`bytes`, 0: none), with the loads of
+/// --routing-profile read against `module`'s MoE layers.
+mlir::FailureOr<plan::TierOptions> getTierOptions(mlir::ModuleOp module,
+                                                  const CompileFlags &flags,
+                                                  uint64_t bytes);
+/// Prints (--verbose) and reports (--report, with `extra`'s entries) the
+/// tiers of `plan`, the plan just written, read back from it; a --prefetch
+/// that reads nothing ahead is an error.
+mlir::LogicalResult reportTiers(mlir::ModuleOp module,
+                                const CompileFlags &flags,
+                                const moert::Plan &plan,
+                                const llvm::StringMap<int64_t> &opsBefore,
+                                plan::ExpertWeightType expertWeights,
+                                llvm::json::Object extra = {});
 /// Loads the plan just written as moe-run will (its checksums aside), so
 /// that a graph the runtime cannot run (an op on a dtype it has no kernel
 /// for, ...) is one error now, naming the step (the model's node), rather

@@ -40,11 +40,15 @@ namespace fb = moert::fb;
 namespace {
 
 /// Compiles `module` with every dynamic dimension bounded by `maxTokens`
-/// unless `bounds` (NAME=N) or the user's --bound say otherwise.
+/// unless `bounds` (NAME=N) or the user's --bound say otherwise. With
+/// `expertParallel` (the decode graph and the language model), for the
+/// devices and placement of the user's --devices and its flags, alike for
+/// both, so that device d serves the same experts in each.
 LogicalResult compileGraph(MLIRContext &context, ModuleOp module,
                            const CompileFlags &flags, int64_t maxTokens,
                            std::vector<std::string> bounds,
-                           CompileProgress &progress) {
+                           CompileProgress &progress,
+                           bool expertParallel = false) {
   module->setAttr("moe.max_tokens",
                   Builder(&context).getI64IntegerAttr(maxTokens));
   plan::CompileOptions options;
@@ -58,6 +62,12 @@ LogicalResult compileGraph(MLIRContext &context, ModuleOp module,
       options.dimBounds.push_back(bound);
   options.fuseAttention = true;
   options.allNearMisses = flags.report.verbose;
+  if (expertParallel) {
+    options.devices = flags.parallel.devices;
+    options.routingProfile = flags.parallel.routingProfile;
+    options.replicateHot = flags.parallel.replicateHot;
+    options.microBatches = flags.parallel.microBatches;
+  }
   PassManager pm(&context);
   plan::buildCompilePipeline(pm, options);
   pm.addInstrumentation(progress.passInstrumentation());
@@ -143,10 +153,6 @@ void noteSymbolicWidths(plan::StageGraph &stage) {
 
 int moec::runMultimodalCompile(const CompileFlags &flags,
                                const MultimodalFolder &folder) {
-  if (flags.parallel.devices > 1 || !flags.tiers.deviceMemory.empty() ||
-      !flags.parallel.routingProfile.empty())
-    return usageError("a multimodal plan runs on one device, untiered: drop "
-                      "--devices, --device-memory and --routing-profile");
   MLIRContext context;
   configureContext(context);
   onnx_import::ModelDiagnosticHandler diagnostics(&context, llvm::errs(),
@@ -263,7 +269,8 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   // reads the last position only; the encoder's patches are the image
   // tokens' merged patches, so at most (max_seq - 1) * merge^2.
   if (failed(compileGraph(context, *decode, flags, maxSeq - 1,
-                          plan::getGenerationBounds(*sig, false), progress)))
+                          plan::getGenerationBounds(*sig, false), progress,
+                          /*expertParallel=*/true)))
     return kFailure;
   int64_t merge = std::max<int64_t>(1, folder.config.spatialMergeSize);
   for (plan::StageGraph &stage : stages) {
@@ -273,7 +280,7 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
     if (stage.role == fb::StageRole::Vision)
       maxTokens = (maxSeq - 1) * merge * merge;
     if (failed(compileGraph(context, stage.module, flags, maxTokens, {},
-                            progress))) {
+                            progress, stage.role == fb::StageRole::Prefill))) {
       if (stage.role == fb::StageRole::Vision)
         noteSymbolicWidths(stage);
       return kFailure;
@@ -297,7 +304,10 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   }
   if (flags.report.verbose)
     plan::printMoeLayers(*decode, llvm::errs(), expertWeights);
-  // The report is the decode graph's, with the stages' names and arenas.
+  // The report is the decode graph's, with the stages' names and arenas
+  // (a tiered plan's also lists its tiers, read back from the plan).
+  uint64_t deviceMemoryBytes = *flags.tiers.getDeviceMemoryBytes();
+  llvm::json::Object extra;
   if (!flags.report.report.empty()) {
     llvm::json::Array stageReports;
     for (const plan::StageGraph &stage : stages) {
@@ -311,25 +321,32 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
           entry["arena_bytes"] = arena.getInt();
       stageReports.push_back(std::move(entry));
     }
-    llvm::json::Object extra{
-        {"multimodal",
-         llvm::json::Object{{"stages", std::move(stageReports)}}}};
-    if (failed(plan::writeReport(*decode, opsBefore, flags.report.report,
+    extra["multimodal"] =
+        llvm::json::Object{{"stages", std::move(stageReports)}};
+    if (!deviceMemoryBytes &&
+        failed(plan::writeReport(*decode, opsBefore, flags.report.report,
                                  expertWeights, std::move(extra))))
       return kFailure;
   }
+  FailureOr<plan::TierOptions> tiers =
+      getTierOptions(*decode, flags, deviceMemoryBytes);
+  if (failed(tiers))
+    return kFailure;
 
   const std::string &outputPath = flags.output.output;
   FailureOr<plan::PlanFinalizer> withProvenance = recordProvenance(flags);
   progress.phase("writing " + outputPath);
   if (failed(withProvenance) ||
       failed(plan::emitMultimodalPlan(*decode, stages, *sig, *mm, outputPath,
-                                      *withProvenance, expertWeights)))
+                                      *withProvenance, expertWeights, *tiers)))
     return kFailure;
   FailureOr<std::unique_ptr<moert::Plan>> written =
       loadWrittenPlan(*decode, outputPath);
   progress.done();
-  if (failed(written))
+  if (failed(written) ||
+      (deviceMemoryBytes &&
+       failed(reportTiers(*decode, flags, **written, opsBefore, expertWeights,
+                          std::move(extra)))))
     return kFailure;
   std::string error;
   if (genai && !copyTokenizerFiles(*folder.genai, outputPath, error)) {

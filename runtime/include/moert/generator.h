@@ -120,6 +120,10 @@ public:
   /// the images do not match, or for more images than the plan takes.
   absl::Status prefill(const std::vector<int64_t> &prompt,
                        const VisionInputs &vision);
+  /// Checks `prompt` and its vision inputs as prefill does, running no
+  /// stage: the errors prefill would give for the arguments themselves.
+  absl::Status checkPrompt(const std::vector<int64_t> &prompt,
+                           const VisionInputs &vision);
   /// Runs `token` at the next position, growing every cache by one.
   absl::Status decode(int64_t token);
   /// The logits of the last position of the last prefill or decode.
@@ -149,8 +153,9 @@ public:
            const std::function<void(int64_t)> &onToken = {});
   const GenerationTimes &times() const { return times_; }
 
-  /// The sessions, for their step statistics. prefillSession() is the
-  /// decode session in a plan without prefill schedules.
+  /// The sessions, for their step statistics. prefillSession() is a
+  /// multimodal plan's Prefill stage, and the decode session in any other
+  /// plan without prefill schedules.
   Session &decodeSession();
   Session &prefillSession();
 

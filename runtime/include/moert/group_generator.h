@@ -15,7 +15,9 @@
 //
 // Under MPI (after mpiInit) every rank calls createMpi and then the same
 // calls with the same arguments; generate checks that the ranks agree on
-// the prompt and the options first, and every rank gets the new tokens.
+// the prompt and the options first, and every rank gets the new tokens. A
+// multimodal plan (docs/multimodal.md) takes the prompt's vision inputs as
+// Generator does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,10 +72,20 @@ public:
   absl::StatusOr<std::vector<int64_t>>
   generate(const std::vector<int64_t> &prompt, const GenerateOptions &options,
            const std::function<void(int64_t)> &onToken = {});
+  /// The same with a multimodal plan's vision inputs (Generator::prefill):
+  /// every device encodes the images itself and runs its own language
+  /// model schedule. Under MPI every rank passes the same inputs (checked).
+  absl::StatusOr<std::vector<int64_t>>
+  generate(const std::vector<int64_t> &prompt, const VisionInputs &vision,
+           const GenerateOptions &options,
+           const std::function<void(int64_t)> &onToken = {});
   /// One lockstep step of every device: the prompt from a clear cache, or
   /// `token` at the next position. Under MPI the ranks must pass the same
   /// prompt and token (checked).
   absl::Status prefill(const std::vector<int64_t> &prompt);
+  /// A multimodal prompt with its vision inputs.
+  absl::Status prefill(const std::vector<int64_t> &prompt,
+                       const VisionInputs &vision);
   absl::Status decode(int64_t token);
   /// Device 0's logits of the last position of the last step (the model's;
   /// under MPI on rank 0, other ranks hold their own device's).

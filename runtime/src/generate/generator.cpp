@@ -136,15 +136,20 @@ Generator::create(const Plan &plan, const SessionOptions &options) {
   }
   if (const MultimodalDesc *mm = plan.multimodal()) {
     impl->mm = mm;
-    for (const detail::ScheduleInfo &stage : planImpl.stageSchedules) {
-      MOERT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                             Session::create(plan, options, stage));
+    // Each device runs every stage: the Prefill stage's schedule of its
+    // own, paging the decode's tiered experts, the others' one schedule.
+    for (size_t s = 0; s < mm->stages.size(); ++s) {
+      bool prefill = static_cast<int>(s) == mm->prefillStage;
+      MOERT_ASSIGN_OR_RETURN(
+          std::unique_ptr<Session> session,
+          Session::create(plan, options, planImpl.stageSchedule(s, device),
+                          prefill ? impl->decode.get() : nullptr));
       impl->stages.push_back(std::move(session));
     }
   }
   const detail::ScheduleInfo &decode = planImpl.schedules[device];
   const detail::ScheduleInfo &prefill =
-      impl->mm          ? planImpl.stageSchedules[impl->mm->prefillStage]
+      impl->mm          ? planImpl.stageSchedule(impl->mm->prefillStage, device)
       : gen->hasPrefill ? planImpl.prefillSchedules[device]
                         : decode;
   for (const CachePairDesc &pair : gen->cache) {
@@ -216,6 +221,8 @@ int Generator::cachesInPlace() const {
 
 Session &Generator::decodeSession() { return *impl_->decode; }
 Session &Generator::prefillSession() {
+  if (impl_->mm)
+    return *impl_->stages[impl_->mm->prefillStage];
   return impl_->prefill ? *impl_->prefill : *impl_->decode;
 }
 

@@ -52,6 +52,19 @@ uint64_t digest(const std::vector<int64_t> &ids,
   return hash;
 }
 
+/// `hash` continued over the names, types, shapes and bytes of `vision`.
+uint64_t digestVision(uint64_t hash, const VisionInputs &vision) {
+  for (const auto &[name, tensor] : vision) {
+    hash = fnv1a(hash, name.data(), name.size() + 1);
+    hash = fnv1a(hash, &tensor.dtype, sizeof(tensor.dtype));
+    uint64_t rank = tensor.shape.size();
+    hash = fnv1a(hash, &rank, sizeof(rank));
+    hash = fnv1a(hash, tensor.shape.data(), rank * sizeof(int64_t));
+    hash = fnv1a(hash, tensor.data, tensor.bytes);
+  }
+  return hash;
+}
+
 void addDeviceStats(DeviceStats &into, const DeviceStats &more) {
   into.comm.exchanges += more.comm.exchanges;
   into.comm.rowsSent += more.comm.rowsSent;
@@ -165,9 +178,14 @@ struct GroupGenerator::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status prefill(const std::vector<int64_t> &prompt) {
-    MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
-    return forEach([&](Generator &g) { return g.prefill(prompt); });
+  absl::Status prefill(const std::vector<int64_t> &prompt,
+                       const VisionInputs &vision) {
+    // Checked once before any device runs, so that a bad prompt or image
+    // leaves the group usable (a device failing in a step aborts it).
+    MOERT_RETURN_IF_ERROR(members[0]->checkPrompt(prompt, vision));
+    return forEach([&](Generator &g) {
+      return plan.multimodal() ? g.prefill(prompt, vision) : g.prefill(prompt);
+    });
   }
 
   absl::Status decode(int64_t token) {
@@ -254,23 +272,43 @@ absl::StatusOr<std::vector<int64_t>>
 GroupGenerator::generate(const std::vector<int64_t> &prompt,
                          const GenerateOptions &options,
                          const std::function<void(int64_t)> &onToken) {
+  return generate(prompt, {}, options, onToken);
+}
+
+absl::StatusOr<std::vector<int64_t>>
+GroupGenerator::generate(const std::vector<int64_t> &prompt,
+                         const VisionInputs &vision,
+                         const GenerateOptions &options,
+                         const std::function<void(int64_t)> &onToken) {
   Impl &g = *impl_;
   MOERT_RETURN_IF_ERROR(detail::checkGenerateOptions(prompt, options, g.gen));
   MOERT_RETURN_IF_ERROR(
-      g.agree(digest(prompt, &options), "prompt or generation options"));
+      g.agree(digestVision(digest(prompt, &options), vision),
+              vision.empty() ? "prompt or generation options"
+                             : "prompt, vision inputs or generation options"));
   detail::GenerationSteps steps;
-  steps.prefill = [&g](const std::vector<int64_t> &ids) {
-    return g.prefill(ids);
+  steps.prefill = [&g, &vision](const std::vector<int64_t> &ids) {
+    return g.prefill(ids, vision);
   };
   steps.decode = [&g](int64_t token) { return g.decode(token); };
   steps.next = [&g](Sampler &sampler) { return g.next(sampler); };
   steps.stop = g.mpi ? g.sharedStop(options) : detail::localStop(options);
-  return detail::runGenerationLoop(prompt, options, steps, onToken, times_);
+  absl::StatusOr<std::vector<int64_t>> tokens =
+      detail::runGenerationLoop(prompt, options, steps, onToken, times_);
+  times_.visionSeconds = g.members[0]->times().visionSeconds;
+  return tokens;
 }
 
 absl::Status GroupGenerator::prefill(const std::vector<int64_t> &prompt) {
-  MOERT_RETURN_IF_ERROR(impl_->agree(digest(prompt, nullptr), "prompt"));
-  return impl_->prefill(prompt);
+  return prefill(prompt, {});
+}
+
+absl::Status GroupGenerator::prefill(const std::vector<int64_t> &prompt,
+                                     const VisionInputs &vision) {
+  MOERT_RETURN_IF_ERROR(
+      impl_->agree(digestVision(digest(prompt, nullptr), vision),
+                   vision.empty() ? "prompt" : "prompt or vision inputs"));
+  return impl_->prefill(prompt, vision);
 }
 
 absl::Status GroupGenerator::decode(int64_t token) {

@@ -405,33 +405,34 @@ runVisionInParts(PromptRun &run, Generator::Impl &impl,
   return absl::OkStatus();
 }
 
-} // namespace
+/// What a prompt's stages need before any of them runs, checked: the
+/// given vision inputs, the images' grids, whether the Vision stages run an
+/// image (or some tiles) at a time, the grid rule's values and the
+/// positions.
+struct PreparedPrompt {
+  std::vector<detail::ImageGrid> grids;
+  bool split = false;
+  std::vector<std::pair<int64_t, int64_t>> tiles;
+  int64_t positionDelta = 0;
+};
 
-absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
-                                const VisionInputs &vision) {
-  Impl &impl = *impl_;
-  if (!impl.mm)
-    return vision.empty() ? prefill(prompt)
-                          : absl::InvalidArgumentError(
-                                "vision inputs need a multimodal plan");
-  const MultimodalDesc &mm = *impl.mm;
-  const GenerationDesc &gen = impl.gen;
-  MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, gen));
-  detail::resetCaches(impl);
-  length_ = 0;
-  times_.visionSeconds = 0;
-  PromptRun run{mm, prompt, {}, false, {}, {}, {}, {}};
+absl::StatusOr<PreparedPrompt> preparePrompt(PromptRun &run,
+                                             Generator::Impl &impl,
+                                             const VisionInputs &vision) {
+  const MultimodalDesc &mm = run.mm;
+  const std::vector<int64_t> &prompt = run.ids;
+  MOERT_RETURN_IF_ERROR(detail::checkPrompt(prompt, impl.gen));
+  PreparedPrompt prepared;
   int64_t imageTokens =
       std::count(prompt.begin(), prompt.end(), mm.imageTokenId);
   MOERT_RETURN_IF_ERROR(checkGiven(run, vision, imageTokens));
-  std::vector<detail::ImageGrid> grids;
-  bool split = false;
   if (run.images && !mm.imageGrid.empty()) {
     MOERT_ASSIGN_OR_RETURN(
-        grids, detail::readImageGrids(mm, *run.given.at(mm.imageGrid)));
-    MOERT_ASSIGN_OR_RETURN(split, oneAtATime(run, grids));
-    if (!split)
-      MOERT_RETURN_IF_ERROR(computeGrid(run, grids));
+        prepared.grids,
+        detail::readImageGrids(mm, *run.given.at(mm.imageGrid)));
+    MOERT_ASSIGN_OR_RETURN(prepared.split, oneAtATime(run, prepared.grids));
+    if (!prepared.split)
+      MOERT_RETURN_IF_ERROR(computeGrid(run, prepared.grids));
   }
   detail::PromptPositions positions;
   if (std::all_of(
@@ -445,10 +446,45 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   } else {
     MOERT_ASSIGN_OR_RETURN(
         positions,
-        detail::computePromptPositions(prompt, mm.imageTokenId, grids,
+        detail::computePromptPositions(prompt, mm.imageTokenId, prepared.grids,
                                        mm.spatialMergeSize, mm.positionRows));
   }
   run.positions = std::move(positions.values);
+  prepared.positionDelta = positions.delta;
+  // A grid plan splits by image (split), one without by tiles (tiles).
+  MOERT_ASSIGN_OR_RETURN(prepared.tiles, tileRuns(run, impl));
+  return prepared;
+}
+
+} // namespace
+
+absl::Status Generator::checkPrompt(const std::vector<int64_t> &prompt,
+                                    const VisionInputs &vision) {
+  if (!impl_->mm)
+    return vision.empty() ? detail::checkPrompt(prompt, impl_->gen)
+                          : absl::InvalidArgumentError(
+                                "vision inputs need a multimodal plan");
+  PromptRun run{*impl_->mm, prompt, {}, false, {}, {}, {}, {}};
+  return preparePrompt(run, *impl_, vision).status();
+}
+
+absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
+                                const VisionInputs &vision) {
+  Impl &impl = *impl_;
+  if (!impl.mm)
+    return vision.empty() ? prefill(prompt)
+                          : absl::InvalidArgumentError(
+                                "vision inputs need a multimodal plan");
+  const MultimodalDesc &mm = *impl.mm;
+  const GenerationDesc &gen = impl.gen;
+  PromptRun run{mm, prompt, {}, false, {}, {}, {}, {}};
+  MOERT_ASSIGN_OR_RETURN(PreparedPrompt prepared,
+                         preparePrompt(run, impl, vision));
+  detail::resetCaches(impl);
+  length_ = 0;
+  times_.visionSeconds = 0;
+  std::vector<detail::ImageGrid> &grids = prepared.grids;
+  bool split = prepared.split;
   if (!run.images && mm.textThroughDecode) {
     // The Prefill stage needs image rows: the decode schedule runs the
     // text, a token at a time, at the rule's positions (delta 0).
@@ -461,8 +497,7 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
     length_ = static_cast<int64_t>(prompt.size());
     return readLogits(decode);
   }
-  // A grid plan splits by image (split), one without by tiles (tiles).
-  MOERT_ASSIGN_OR_RETURN(auto tiles, tileRuns(run, impl));
+  const std::vector<std::pair<int64_t, int64_t>> &tiles = prepared.tiles;
   if (split || !tiles.empty())
     MOERT_RETURN_IF_ERROR(runVisionInParts(
         run, impl, split ? grids : std::vector<detail::ImageGrid>{}, tiles,
@@ -508,7 +543,7 @@ absl::Status Generator::prefill(const std::vector<int64_t> &prompt,
   const float *last =
       static_cast<const float *>(logits.data) + (logits.shape[1] - 1) * vocab;
   logits_.assign(last, last + vocab);
-  impl.positionDelta = positions.delta;
+  impl.positionDelta = prepared.positionDelta;
   length_ = static_cast<int64_t>(prompt.size());
   return absl::OkStatus();
 }

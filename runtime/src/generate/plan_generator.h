@@ -47,17 +47,13 @@ public:
     return single_ ? single_->generate(prompt, options, onToken)
                    : group_->generate(prompt, options, onToken);
   }
-  /// With a multimodal plan's vision inputs (one device only).
+  /// With a multimodal plan's vision inputs.
   absl::StatusOr<std::vector<int64_t>>
   generate(const std::vector<int64_t> &prompt, const VisionInputs &vision,
            const GenerateOptions &options,
            const std::function<void(int64_t)> &onToken = {}) {
-    if (single_)
-      return single_->generate(prompt, vision, options, onToken);
-    if (!vision.empty())
-      return absl::InvalidArgumentError(
-          "vision inputs need a multimodal plan of one device");
-    return group_->generate(prompt, options, onToken);
+    return single_ ? single_->generate(prompt, vision, options, onToken)
+                   : group_->generate(prompt, vision, options, onToken);
   }
   absl::Status prefill(const std::vector<int64_t> &prompt) {
     return single_ ? single_->prefill(prompt) : group_->prefill(prompt);

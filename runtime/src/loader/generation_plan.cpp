@@ -179,7 +179,7 @@ absl::Status validateGeneration(const std::string &source,
     // A multimodal plan's caches start in its Prefill stage (loadStages).
     int prefillStage = multimodal ? impl.multimodal.prefillStage : -1;
     const ScheduleInfo &prefill =
-        prefillStage >= 0 ? impl.stageSchedules[prefillStage]
+        prefillStage >= 0 ? impl.stageSchedule(prefillStage, device)
         : gen.hasPrefill  ? impl.prefillSchedules[device]
                           : decode;
     ScheduleChecker pre(

@@ -344,6 +344,24 @@ absl::Status loadRules(const Diag &mm, const fb::Multimodal &table,
   return absl::OkStatus();
 }
 
+/// Whether `a` and `b` declare the same tensors in the same order.
+bool sameSignature(const std::vector<TensorDesc> &a,
+                   const std::vector<TensorDesc> &b) {
+  auto sameDims = [](const std::vector<DimDesc> &x,
+                     const std::vector<DimDesc> &y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                      [](const DimDesc &p, const DimDesc &q) {
+                        return p.kind == q.kind && p.bound == q.bound &&
+                               p.symbol == q.symbol;
+                      });
+  };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [&](const TensorDesc &x, const TensorDesc &y) {
+                      return x.name == y.name && x.dtype == y.dtype &&
+                             sameDims(x.dims, y.dims);
+                    });
+}
+
 } // namespace
 
 absl::Status loadStages(const Diag &diag, const Layout &layout,
@@ -354,9 +372,12 @@ absl::Status loadStages(const Diag &diag, const Layout &layout,
                       kFormatVersionMinorMultimodal,
                       ", but the file is version ", impl.versionMajor, ".",
                       impl.versionMinor);
-  if (impl.schedules.size() != 1)
-    return mm.invalid("a multimodal plan has one device schedule, not ",
-                      impl.schedules.size());
+  size_t devices = impl.schedules.size();
+  if (devices != 1 && impl.versionMinor < kFormatVersionMinorMultimodalExperts)
+    return mm.invalid("a multimodal plan has one device schedule before "
+                      "format ",
+                      kFormatVersionMajor, ".",
+                      kFormatVersionMinorMultimodalExperts, ", not ", devices);
   const auto *stages = table.stages();
   if (stages->size() == 0 || stages->size() > kMaxStages)
     return mm.invalid(stages->size(), " stages; a multimodal plan has 1 to ",
@@ -385,10 +406,45 @@ absl::Status loadStages(const Diag &diag, const Layout &layout,
       desc.embedStage = static_cast<int>(i);
     if (stage.role == StageRole::Prefill)
       desc.prefillStage = static_cast<int>(i);
-    MOERT_RETURN_IF_ERROR(validateSchedule(
-        at, impl, layout, *fbStage->schedule(), impl.stageSchedules[i]));
-    if (impl.stageSchedules[i].tiers.present)
-      return at.invalid("a stage's schedule is not tiered");
+    // The Prefill stage runs on every device, beside its decode schedule,
+    // whose tiered experts it may page (1.27); every other stage is one
+    // schedule that each device runs.
+    bool prefill = stage.role == StageRole::Prefill;
+    const auto *others = fbStage->other_device_schedules();
+    size_t schedules = 1 + (others ? others->size() : 0);
+    if (schedules != (prefill ? devices : 1))
+      return at.invalid(schedules, " schedules; ",
+                        prefill ? "the Prefill stage has one per device ("
+                                : "a stage other than the Prefill has one (",
+                        prefill ? devices : 1, ")");
+    const ScheduleInfo *decode = prefill ? &impl.schedules[0] : nullptr;
+    MOERT_RETURN_IF_ERROR(validateSchedule(at, impl, layout,
+                                           *fbStage->schedule(),
+                                           impl.stageSchedules[i], decode));
+    if (prefill)
+      impl.prefillStageSchedules.resize(schedules - 1);
+    for (size_t d = 1; d < schedules; ++d) {
+      Diag device = at.nested(absl::StrCat("device ", d));
+      ScheduleInfo &schedule = impl.prefillStageSchedules[d - 1];
+      MOERT_RETURN_IF_ERROR(validateSchedule(device, impl, layout,
+                                             *others->Get(d - 1), schedule,
+                                             &impl.schedules[d]));
+      // The feeds and the caches are the stage's, whichever device runs it.
+      for (bool input : {true, false}) {
+        const auto &mine = input ? schedule.inputDescs : schedule.outputDescs;
+        const auto &first = input ? impl.stageSchedules[i].inputDescs
+                                  : impl.stageSchedules[i].outputDescs;
+        if (!sameSignature(mine, first))
+          return device.invalid("its graph ", input ? "inputs" : "outputs",
+                                " are not device 0's");
+      }
+    }
+    if (impl.stageSchedules[i].tiers.present &&
+        (!prefill || impl.versionMinor < kFormatVersionMinorMultimodalExperts))
+      return at.invalid(prefill
+                            ? "a Prefill stage pages tiered experts from "
+                              "format 1.27"
+                            : "only the Prefill stage pages tiered experts");
     desc.stages.push_back(std::move(stage));
   }
   if (desc.embedStage < 0 || desc.prefillStage < 0)

@@ -383,6 +383,11 @@ absl::Status validateProgram(const Diag &diag, const Layout &layout,
   }
   if (multimodal) {
     MOERT_RETURN_IF_ERROR(detail::loadStages(diag, layout, *multimodal, impl));
+    for (size_t d = 0; d < count; ++d)
+      countSharedResidents(
+          impl.schedules[d],
+          d ? impl.prefillStageSchedules[d - 1]
+            : impl.stageSchedules[impl.multimodal.prefillStage]);
     if (prefillCount)
       return diag.invalid("multimodal: the plan has prefill schedules; its "
                           "prompt runs through its stages");

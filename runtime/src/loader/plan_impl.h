@@ -158,8 +158,30 @@ struct Plan::Impl {
   std::vector<detail::ScheduleInfo> prefillSchedules;
   bool isGeneration = false;
   GenerationDesc generation;
-  /// Multimodal plans (format 1.16): each stage's schedule, in stage order.
+  /// Multimodal plans (format 1.16): each stage's schedule, in stage order
+  /// (an expert-parallel plan's Prefill stage: device 0's).
   std::vector<detail::ScheduleInfo> stageSchedules;
+  /// An expert-parallel multimodal plan (1.27): its Prefill stage's
+  /// schedules of devices 1 to N-1.
+  std::vector<detail::ScheduleInfo> prefillStageSchedules;
+  /// The schedule of multimodal stage `stage` that device `device` runs.
+  const detail::ScheduleInfo &stageSchedule(size_t stage, int device) const {
+    return device > 0 && static_cast<int>(stage) == multimodal.prefillStage
+               ? prefillStageSchedules[device - 1]
+               : stageSchedules[stage];
+  }
+  /// The schedule of `device`, or with `prompt` what runs a prompt there:
+  /// its prefill schedule or a multimodal plan's Prefill stage. Null for no
+  /// such device or prompt schedule.
+  const detail::ScheduleInfo *deviceSchedule(int device, bool prompt) const {
+    if (device < 0 || static_cast<size_t>(device) >= schedules.size())
+      return nullptr;
+    if (!prompt)
+      return &schedules[device];
+    if (isMultimodal)
+      return &stageSchedule(multimodal.prefillStage, device);
+    return prefillSchedules.empty() ? nullptr : &prefillSchedules[device];
+  }
   bool isMultimodal = false;
   MultimodalDesc multimodal;
 

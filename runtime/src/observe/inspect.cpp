@@ -417,10 +417,19 @@ std::string describePlanText(const Plan &plan) {
     describe(impl.schedules[d], absl::StrCat("device ", d));
   for (size_t d = 0; d < impl.prefillSchedules.size(); ++d)
     describe(impl.prefillSchedules[d], absl::StrCat("prefill of device ", d));
-  for (size_t i = 0; i < impl.stageSchedules.size(); ++i)
-    describe(impl.stageSchedules[i],
-             absl::StrCat("stage ", i, " '",
-                          printable(impl.multimodal.stages[i].name), "'"));
+  for (size_t i = 0; i < impl.stageSchedules.size(); ++i) {
+    std::string stage = absl::StrCat(
+        "stage ", i, " '", printable(impl.multimodal.stages[i].name), "'");
+    // An expert-parallel plan's Prefill stage: one schedule per device.
+    if (static_cast<int>(i) != impl.multimodal.prefillStage ||
+        impl.prefillStageSchedules.empty()) {
+      describe(impl.stageSchedules[i], stage);
+      continue;
+    }
+    for (size_t d = 0; d < impl.schedules.size(); ++d)
+      describe(impl.stageSchedule(i, static_cast<int>(d)),
+               absl::StrCat(stage, " of device ", d));
+  }
   return out;
 }
 
@@ -555,9 +564,13 @@ std::string describePlanJson(const Plan &plan) {
         mm->maxImages, absl::StrJoin(given, ", "));
     for (size_t s = 0; s < mm->stages.size(); ++s) {
       const StageDesc &stage = mm->stages[s];
-      absl::StrAppendFormat(&out, "%s{\"name\": %s, \"role\": %s, ",
-                            s ? ", " : "", jsonString(stage.name),
-                            jsonString(stageRoleName(stage.role)));
+      bool everyDevice = static_cast<int>(s) == mm->prefillStage &&
+                         !impl.prefillStageSchedules.empty();
+      absl::StrAppendFormat(
+          &out, "%s{\"name\": %s, \"role\": %s, \"schedules\": %d, ",
+          s ? ", " : "", jsonString(stage.name),
+          jsonString(stageRoleName(stage.role)),
+          everyDevice ? impl.schedules.size() : 1);
       absl::StrAppend(&out, "\"feeds\": [");
       for (size_t f = 0; f < stage.feeds.size(); ++f) {
         const FeedDesc &feed = stage.feeds[f];

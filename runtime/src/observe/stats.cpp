@@ -308,11 +308,11 @@ MoeLayerStats expertParallelLayer(const ScheduleInfo &schedule,
 std::vector<MoeLayerStats> moeLayerStats(const Plan &plan,
                                          const std::vector<StepStats> &steps,
                                          int device, bool prefill) {
-  const auto &schedules =
-      prefill ? plan.impl().prefillSchedules : plan.impl().schedules;
-  if (device < 0 || device >= static_cast<int>(schedules.size()))
+  const Plan::Impl &impl = plan.impl();
+  const detail::ScheduleInfo *schedule = impl.deviceSchedule(device, prefill);
+  if (!schedule)
     return {};
-  return detail::scheduleLayerStats(schedules[device], steps, device);
+  return detail::scheduleLayerStats(*schedule, steps, device);
 }
 
 namespace detail {

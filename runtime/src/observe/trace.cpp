@@ -73,11 +73,11 @@ std::string layerPart(const ScheduleInfo &schedule, const StepInfo &step) {
 std::vector<std::string> traceStepNames(const Plan &plan, int device,
                                         bool prefill) {
   const Plan::Impl &impl = plan.impl();
-  const auto &schedules = prefill ? impl.prefillSchedules : impl.schedules;
+  const ScheduleInfo *found = impl.deviceSchedule(device, prefill);
   std::vector<std::string> names;
-  if (device < 0 || device >= static_cast<int>(schedules.size()))
+  if (!found)
     return names;
-  const ScheduleInfo &schedule = schedules[device];
+  const ScheduleInfo &schedule = *found;
   for (const StepInfo &step : schedule.steps)
     names.push_back(step.def->name);
   std::vector<MoeLayerStats> layers = detail::scheduleLayerStats(

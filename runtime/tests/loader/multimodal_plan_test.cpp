@@ -245,6 +245,18 @@ TEST(MultimodalPlan, RefusesMalformedTables) {
   EXPECT_THAT(
       loadError([](PlanWriter &w) { w.multimodal().image_grid.clear(); }),
       HasSubstr("no image_grid input, which the position rows read"));
+  // A plan of one device: one schedule per stage (format 1.27 counts the
+  // Prefill stage's per device).
+  for (int stage : {0, 2})
+    EXPECT_THAT(
+        loadError([&](PlanWriter &w) {
+          w.multimodal().stages[stage]->other_device_schedules.push_back(
+              std::make_unique<fb::ScheduleT>());
+        }),
+        HasSubstr(stage ? "stage 2 'language_model': 2 schedules; the "
+                          "Prefill stage has one per device (1)"
+                        : "2 schedules; a stage other than the "
+                          "Prefill has one (1)"));
 }
 
 // Tests that a file older than 1.17 with the table is refused.
