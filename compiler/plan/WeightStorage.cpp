@@ -125,19 +125,28 @@ bool isReadByOneLayer(Value w) {
 }
 
 /// The weight operands of the moe.experts ops of `func` that can be paged:
-/// stored weights read by one operand of one op and nothing else.
-llvm::DenseSet<Value> getPagedExpertWeights(func::FuncOp func) {
-  llvm::DenseSet<Value> result;
+/// stored weights read by one operand of one layer's ops and nothing else,
+/// each with its place (the layer, numbered in program order, and the
+/// operand).
+llvm::DenseMap<Value, std::pair<int, unsigned>>
+getPagedExpertWeights(func::FuncOp func) {
+  llvm::DenseMap<Value, std::pair<int, unsigned>> result;
+  llvm::DenseMap<Value, int> layers;
   func.walk([&](moe::ExpertsOp op) {
-    for (Value w : {op.getW1(), op.getB1(), op.getW3(), op.getB3(), op.getW2(),
-                    op.getB2()}) {
-      if (!w || !isReadByOneLayer(w))
+    int layer = layers.try_emplace(op.getW1(), static_cast<int>(layers.size()))
+                    .first->second;
+    for (OpOperand &operand : op->getOpOperands()) {
+      Value w = operand.get();
+      if (!llvm::is_contained({op.getW1(), op.getB1(), op.getW3(), op.getB3(),
+                               op.getW2(), op.getB2()},
+                              w) ||
+          !isReadByOneLayer(w))
         continue;
       Operation *def = w.getDefiningOp();
       auto stack = dyn_cast_or_null<moe::StackOp>(def);
       if (isa_and_nonnull<moe::ConstantOp, moe::ShardOp>(def) ||
           (stack && stack.isWeight()))
-        result.insert(w);
+        result.try_emplace(w, layer, operand.getOperandNumber());
     }
   });
   return result;
@@ -322,10 +331,21 @@ int WeightStorage::getSection(Value value, int section) {
 LogicalResult WeightStorage::emitTiers() {
   if (!pagesExperts || sharesPagedWeights)
     return success();
-  if (tierLayers.empty())
+  if (tierLayers.empty()) {
+    // int4 and int8 builder exports keep their experts block-quantized.
+    bool blockQuantized = false;
+    func.walk([&](moe::ExpertsOp op) {
+      blockQuantized |= isa_and_nonnull<moe::BlockQuantizedConstantOp>(
+          op.getW1().getDefiningOp());
+    });
+    if (blockQuantized)
+      return func.emitError("--device-memory tiers the routed experts' "
+                            "weights, but they are block-quantized (an int4 "
+                            "or int8 export), which tiers do not page");
     return func.emitError("--device-memory tiers the routed experts' "
                           "weights, but no moe.experts op has weights that "
                           "only it reads");
+  }
   if (!state.tiers.loads.empty() &&
       state.tiers.loads.size() != layerOfWeights.size())
     return func.emitError("the routing profile has ")
@@ -423,12 +443,24 @@ bool WeightStorage::reuseWeight(Attribute key, Value result, StringRef name) {
 
 void WeightStorage::recordWeight(Attribute key, Value result) {
   bool isPaged = paged.contains(result);
+  Attribute content =
+      isPaged ? getPagedKey(key, result) : state.getContentKey(key);
   (isPaged ? state.pagedWeights : state.weights)
-      .try_emplace(state.getContentKey(key), schedule.index(),
-                   tensorIds[result]);
+      .try_emplace(content, schedule.index(), tensorIds[result]);
   if (auto it = scaleIds.find(result); it != scaleIds.end())
     (isPaged ? state.pagedScaleWeights : state.scaleWeights)
-        .try_emplace(state.getContentKey(key), schedule.index(), it->second);
+        .try_emplace(content, schedule.index(), it->second);
+}
+
+/// A paged weight's key in PlanState::pagedWeights: its content and its
+/// place, since equal bytes (two layers' zero biases) may be the weights of
+/// different tiered layers, which another schedule must read apart.
+Attribute WeightStorage::getPagedKey(Attribute key, Value result) {
+  auto [layer, operand] = paged.lookup(result);
+  Builder builder(key.getContext());
+  return builder.getArrayAttr({state.getContentKey(key),
+                               builder.getI64IntegerAttr(layer),
+                               builder.getI64IntegerAttr(operand)});
 }
 
 /// Like reuseWeight for every weight: a paged expert weight is never
@@ -442,7 +474,7 @@ FailureOr<bool> WeightStorage::shareWeight(Attribute key, Value result,
     return reuseWeight(key, result, name);
   if (!sharesPagedWeights)
     return false;
-  Attribute content = state.getContentKey(key);
+  Attribute content = getPagedKey(key, result);
   auto it = state.pagedWeights.find(content);
   if (it == state.pagedWeights.end() || it->second.first == schedule.index())
     return emitError(result.getLoc())

@@ -166,6 +166,7 @@ private:
   bool reuseWeight(mlir::Attribute key, mlir::Value result,
                    llvm::StringRef name);
   void recordWeight(mlir::Attribute key, mlir::Value result);
+  mlir::Attribute getPagedKey(mlir::Attribute key, mlir::Value result);
   mlir::FailureOr<bool> shareWeight(mlir::Attribute key, mlir::Value result,
                                     llvm::StringRef name);
   mlir::FailureOr<llvm::ArrayRef<char>> getConstantData(moe::ConstantOp op,
@@ -196,8 +197,9 @@ private:
   /// The block-quantized constants stored packed.
   llvm::DenseMap<mlir::Value, PackedWeight> packedWeights;
   /// Tiered plans: the routed experts' weights written to the paged
-  /// section, and the tiered layers (their steps and expected loads).
-  llvm::DenseSet<mlir::Value> paged;
+  /// section, each with its MoE layer (in program order) and operand, and
+  /// the tiered layers (their steps and expected loads).
+  llvm::DenseMap<mlir::Value, std::pair<int, unsigned>> paged;
   std::vector<moert::ScheduleBuilder::TierLayer> tierLayers;
   /// The MoE layers by their w1 (one moe.experts op per micro-batch), and
   /// the tiered layer of each paged w1.
