@@ -13,7 +13,10 @@ the vision inputs moe-run --save-vision-inputs wrote, and names a bad image.
 A workdir of Llama 4's tiles (tiles4.png, gen_multimodal.py --tiles) checks
 generate(images=) with the 4-tile PNG's path and bytes against moe-run
 --image's ids and load_images against its saved tiles instead.
-Prints one line per check.
+With a second argument, a zoo folder (examples/zoo/vlm/out/NAME) whose
+plan check_multimodal.py compiled into WORKDIR (an expert-parallel one,
+say): generate(images=[its image.png]) gives moe-run --image's ids for the
+reference's `png` prompt. Prints one line per check.
 """
 
 import os
@@ -40,10 +43,24 @@ def check_tiles(work, plan, generator):
     print("python tiles load_images:", "ok" if same else f"MISMATCH {loaded} != {saved}")
 
 
+def check_zoo(work, folder, plan, generator):
+    """The zoo's `png` case: its prompt and image file."""
+    ref = np.load(os.path.join(folder, "generate.npz"))
+    prompt = [int(i) for i in ref["input_ids_png"][0]]
+    want = np.load(os.path.join(work, "png", "tokens.npy")).reshape(-1).tolist()
+    got = generator.generate(prompt, max_new_tokens=len(want),
+                             images=[os.path.join(folder, "image.png")])
+    print(f"python zoo image on {plan.num_devices} devices:",
+          "ok" if got == want else f"MISMATCH {got} != {want}")
+
+
 def main():
     work = sys.argv[1]
     plan = moert.Plan(os.path.join(work, "mm.plan"))
     generator = moert.Generator(plan, threads=2)
+    if len(sys.argv) > 2:
+        check_zoo(work, sys.argv[2], plan, generator)
+        return
     if os.path.exists(os.path.join(work, "tiles4.png")):
         check_tiles(work, plan, generator)
         return
