@@ -637,6 +637,9 @@ void quantProject(const float *x, int64_t n, const BlockQuantMatrix &w,
   }
 #if MOERT_QUANT_AVX2
   if (kernel != QuantKernel::Portable && avx2Shape(w) && hasQuantAvx2()) {
+    if (w.bits == 4 && kernel != QuantKernel::Avx2 && hasQuantAvx512() &&
+        int4ChunkShape(w))
+      return projectInt4Chunks(x, n, w, r0, m, bias, c, ldc);
     if (w.bits == 4)
       return projectInt4(x, n, w, r0, m, bias, c, ldc,
                          kernel != QuantKernel::Avx2 && hasQuantAvx512());

@@ -175,6 +175,18 @@ void projectInt4(const float *x, int64_t n, const BlockQuantMatrix &w,
                  int64_t r0, int64_t m, const float *bias, float *c,
                  int64_t ldc, bool wide);
 
+/// Whether projectInt4Chunks takes `w`: 4-bit codes in blocks of 32, 64 or
+/// a multiple of 128 columns.
+bool int4ChunkShape(const BlockQuantMatrix &w);
+
+/// quantProject's f32 product on the calling thread for 4-bit codes of an
+/// int4ChunkShape, with AVX-512 (only where hasQuantAvx512()): per 32-bit
+/// lane of 64 code bytes the sum of its eight products less its zero
+/// point's share, scaled by its block's scale (kernels/quant_int4_avx512.cpp).
+void projectInt4Chunks(const float *x, int64_t n, const BlockQuantMatrix &w,
+                       int64_t r0, int64_t m, const float *bias, float *c,
+                       int64_t ldc);
+
 /// Whether this CPU runs the AVX-512 VNNI form of the int8 product with
 /// 4-bit codes (kernels/quant_int4_vnni.cpp).
 bool hasQuantVnni();

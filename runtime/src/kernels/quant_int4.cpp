@@ -2,7 +2,9 @@
 //
 // The AVX2+FMA kernel of quantProject for 4-bit codes in blocks of a
 // multiple of 32 with f32 activations (the decode path of
-// onnxruntime-genai's int4 exports), and its AVX-512 form. At one row of
+// onnxruntime-genai's int4 exports), and its AVX-512 form for the block
+// sizes quant_int4_avx512.cpp does not take (not 32, 64 or a multiple of
+// 128). At one row of
 // activations the product is bound by the instructions that turn codes
 // into f32 as much as by memory, so the work per code is cut to the least
 // the formula allows:

@@ -127,12 +127,13 @@ TEST(QuantGemm, ProductsMatchF64) {
 /// blocks at a time), every count of activation rows up to the streamed
 /// limit (rows of x go four at a time), any zero points, f16 scales, and
 /// activations of mixed magnitudes (large and tiny, where the kernels'
-/// rounding follows |x| s (q + z), see expectProduct).
+/// rounding follows |x| s (q + z), see expectProduct), and more than one
+/// tile of weight rows with single rows left over (quant_int4_avx512.cpp).
 TEST(QuantGemm, Int4KernelsMatchF64) {
   const Case shapes[] = {
       {5, 2880, 4, 32}, {3, 2897, 4, 32}, {7, 95, 4, 32},    {2, 32, 4, 32},
       {4, 17, 4, 32},   {6, 520, 4, 64},  {3, 1000, 4, 128}, {5, 300, 4, 96},
-      {3, 263, 4, 32},  {4, 2897, 8, 32}, {3, 263, 8, 16},
+      {3, 263, 4, 32},  {4, 2897, 8, 32}, {3, 263, 8, 16},   {71, 300, 4, 32},
   };
   uint32_t seed = 900;
   for (const Case &s : shapes)
@@ -168,7 +169,7 @@ TEST(QuantGemm, Int4KernelsMatchF64) {
 /// alone or with other rows (the int4 kernels compute every row alike), so
 /// that a sequence decodes the same solo and in a batch.
 TEST(QuantGemm, Int4RowsDoNotDependOnTheirNeighbours) {
-  const Case shapes[] = {{9, 2880, 4, 32}, {5, 263, 4, 64}};
+  const Case shapes[] = {{9, 2880, 4, 32}, {5, 263, 4, 64}, {38, 300, 4, 32}};
   uint32_t seed = 1300;
   for (const Case &s : shapes)
     for (bool zeros : {false, true})
