@@ -247,8 +247,9 @@ MOERT_TARGET_VNNI void rowsVnni(const VnniRowLayout &xp, int64_t i0,
     out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
-/// How far ahead of each weight row's codes weightRowsVnni prefetches
-/// (bench/README.md, "int4 decode, four weight rows at a time").
+/// How far ahead of the codes weightRowsVnni prefetches (bench/README.md,
+/// "int4 decode, four weight rows at a time" and "Prefetching the weight
+/// rows as one stream").
 constexpr int64_t kDecodePrefetchBytes = 8192;
 
 /// rowsVnni<1> for the NW weight rows at `rows` at once (one row of
@@ -267,6 +268,20 @@ MOERT_TARGET_VNNI void weightRowsVnni(const VnniRowLayout &xp,
   const float *sx = xp.laneScales.data();
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const int64_t bytes = rows[0].bytes;
+  // The NW weight rows are consecutive: their codes, and their scales, are
+  // prefetched as one stream each, kDecodePrefetchBytes of codes ahead and
+  // the same share of the scales. (Each row's own stream prefetched ahead
+  // of it read long rows at half the bandwidth: four streams of codes and
+  // four of scales, the scales not prefetched.)
+  const int64_t scaleBytes = Half ? 2 : 4,
+                blockSize = 2 * bytes / rows[0].blocks;
+  const char *codeStream =
+      reinterpret_cast<const char *>(rows[0].codes) + kDecodePrefetchBytes;
+  const char *scaleStream =
+      (Half ? reinterpret_cast<const char *>(rows[0].halves)
+            : reinterpret_cast<const char *>(rows[0].scales)) +
+      kDecodePrefetchBytes * 2 * scaleBytes / blockSize;
+  const int64_t scaleStep = NW * 64 * 2 * scaleBytes / blockSize;
   __m512 acc[NW];
   for (int j = 0; j < NW; ++j)
     acc[j] = _mm512_setzero_ps();
@@ -280,13 +295,15 @@ MOERT_TARGET_VNNI void weightRowsVnni(const VnniRowLayout &xp,
     const __m512i sa8 = _mm512_slli_epi32(sa, 3);
     const __m512 sxc = _mm512_loadu_ps(sx + c * 16);
     const int64_t first = firstBlock[c];
+    if (left >= 64) {
+      for (int j = 0; j < NW; ++j)
+        _mm_prefetch(codeStream + (c * NW + j) * 64, _MM_HINT_T0);
+      _mm_prefetch(scaleStream + c * scaleStep, _MM_HINT_T0);
+    }
     for (int j = 0; j < NW; ++j) {
       const uint8_t *codes = rows[j].codes;
       __m512i v;
       if (left >= 64) {
-        _mm_prefetch(reinterpret_cast<const char *>(codes + c * 64 +
-                                                    kDecodePrefetchBytes),
-                     _MM_HINT_T0);
         v = _mm512_loadu_si512(codes + c * 64);
       } else {
         v = _mm512_maskz_loadu_epi8(~__mmask64(0) >> (64 - left),
