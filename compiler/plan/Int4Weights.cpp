@@ -363,4 +363,18 @@ FailureOr<Int4Summary> quantizeWeightsToInt4(ArrayRef<ModuleOp> modules,
   return first;
 }
 
+int64_t markInt8Activations(ArrayRef<ModuleOp> modules) {
+  int64_t first = 0;
+  for (ModuleOp module : modules) {
+    int64_t marked = 0;
+    module.walk([&](moe::BlockQuantizedConstantOp op) {
+      op.setInt8Activations(true);
+      ++marked;
+    });
+    if (module == modules.front())
+      first = marked;
+  }
+  return first;
+}
+
 } // namespace moec::plan

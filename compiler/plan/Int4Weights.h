@@ -64,6 +64,14 @@ mlir::FailureOr<Int4Summary>
 quantizeWeightsToInt4(llvm::ArrayRef<mlir::ModuleOp> modules,
                       const Int4Options &options);
 
+/// Marks every moe.block_quantized_constant of `modules` (a model's own
+/// block-quantized weights: MatMulNBits, QMoE) int8_activations, as if
+/// every such node had accuracy_level 4: the products that read them
+/// packed quantize their activations to int8 per block and multiply
+/// integers (`moec compile --int8-activations` without --weight-dtype
+/// int4). Returns how many the first module has.
+int64_t markInt8Activations(llvm::ArrayRef<mlir::ModuleOp> modules);
+
 } // namespace moec::plan
 
 #endif // MOEC_COMPILER_PLAN_INT4WEIGHTS_H

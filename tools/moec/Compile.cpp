@@ -188,6 +188,21 @@ LogicalResult moec::checkArenaSize(ModuleOp module, const CompileFlags &flags) {
 static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
                                      const CompileFlags &flags,
                                      llvm::json::Object &report) {
+  if (flags.weights.int8Activations && !flags.weights.isInt4()) {
+    // The model's own block-quantized weights (MatMulNBits, QMoE).
+    int64_t marked = moec::plan::markInt8Activations(modules);
+    if (!marked) {
+      llvm::errs() << "moec: error: --int8-activations quantizes the "
+                      "activations of products with int4 or int8 weights, "
+                      "but the model has none (MatMulNBits, QMoE); use "
+                      "--weight-dtype int4 to make them\n";
+      return failure();
+    }
+    if (flags.report.verbose)
+      llvm::errs() << llvm::formatv(
+          "moec: int8 activations for {0} block-quantized matrices\n", marked);
+    report["int8_activations"] = marked;
+  }
   if (!flags.weights.narrows())
     return success();
   if (failed(moec::plan::keepDenseWeightsWide(modules, flags.weights.keepF32,

@@ -287,6 +287,20 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
     }
   }
   plan::pruneFeeds(stages);
+  // --int8-activations without --weight-dtype int4: the model's own
+  // block-quantized weights.
+  if (flags.weights.int8Activations && !flags.weights.isInt4()) {
+    SmallVector<ModuleOp> modules = {*decode};
+    for (plan::StageGraph &stage : stages)
+      modules.push_back(stage.module);
+    if (!plan::markInt8Activations(modules)) {
+      llvm::errs() << "moec: error: --int8-activations quantizes the "
+                      "activations of products with int4 or int8 weights, "
+                      "but the model has none (MatMulNBits, QMoE); use "
+                      "--weight-dtype int4 to make them\n";
+      return kFailure;
+    }
+  }
   // --weight-dtype narrows the dense matrices of every graph but those
   // --keep-f32 names.
   if (flags.weights.narrows()) {

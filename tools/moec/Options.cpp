@@ -211,8 +211,9 @@ static cl::opt<std::string> weightDtype(
     cl::sub(compileCommand), cl::cat(getMoecCategory()));
 static cl::opt<bool> int8Activations(
     "int8-activations",
-    cl::desc("With --weight-dtype int4: quantize the activations of the int4 "
-             "products to int8 per block of 32 and multiply integers "
+    cl::desc("With --weight-dtype int4, or a model with int4/int8 weights "
+             "(MatMulNBits, QMoE): quantize the activations of their "
+             "products to int8 per block and multiply integers "
              "(onnxruntime's accuracy_level 4, llama.cpp's q8_0 "
              "activations), instead of computing in f32"),
     cl::init(false), cl::sub(compileCommand), cl::cat(getMoecCategory()));
@@ -481,9 +482,10 @@ std::string WeightOptions::verify(const TargetOptions &target) const {
   if (!keepF32.empty() && !narrows())
     return "--keep-f32 keeps matrices that --weight-dtype would narrow; it "
            "needs --weight-dtype bf16, f16, int8 or int4";
-  if (int8Activations && !isInt4())
+  if (int8Activations && narrows() && !isInt4())
     return "--int8-activations quantizes the activations of int4 products; "
-           "it needs --weight-dtype int4";
+           "it needs --weight-dtype int4, or the default f32 with a model "
+           "whose weights are block-quantized (MatMulNBits, QMoE)";
   for (const std::string &name : keepF32)
     if (name.empty())
       return "--keep-f32 has an empty name";

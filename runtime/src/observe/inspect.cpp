@@ -108,8 +108,9 @@ std::string moeLayerText(const ScheduleInfo &s) {
       " experts", experts.size() == 1 ? "" : " each");
 }
 
-/// ", 5 MatMulNBits and 2 Experts steps read int4 blocks of 32" for the
-/// steps that read block-quantized weights packed (format 1.11), or "".
+/// ", 5 MatMulNBits and 2 Experts steps read int4 blocks of 32" (each kind
+/// "with int8 activations" where its products quantize them) for the steps
+/// that read block-quantized weights packed (format 1.11), or "".
 std::string blockQuantText(const ScheduleInfo &s) {
   int matMuls = 0, experts = 0;
   std::vector<std::string> kinds;
@@ -126,7 +127,8 @@ std::string blockQuantText(const ScheduleInfo &s) {
     if (!quant)
       continue;
     std::string kind =
-        absl::StrCat("int", quant->bits(), " blocks of ", quant->block_size());
+        absl::StrCat("int", quant->bits(), " blocks of ", quant->block_size(),
+                     quant->int8_activations() ? " with int8 activations" : "");
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
       kinds.push_back(kind);
   }
