@@ -38,6 +38,11 @@ embedding table's other rows, plus the caches at the mean position) over
 the read bandwidth measured in the same run (compare_ort.py's
 measure_bandwidth). --weight-dtype adds rows of moe-run plans whose expert
 matrices moec narrows (bf16, int8: not the export's numerics).
+--int8-activations adds, for the int4 exports, rows of moe-run plans compiled
+with `moec compile --int8-activations` (every MatMulNBits and QMoE product
+with int8 activations, as accuracy_level 4 on every node would ask: not
+onnxruntime-genai's numerics for the builder's QMoE, which it computes with
+f32 activations).
 """
 
 import argparse
@@ -230,6 +235,9 @@ def main():
     parser.add_argument("--weight-dtype", default="f32",
                         help="moec compile --weight-dtype for moe-run's "
                              "plans (comma-separated: one row each)")
+    parser.add_argument("--int8-activations", action="store_true",
+                        help="also int4 plans with moec compile "
+                             "--int8-activations (one row each)")
     parser.add_argument("--tiny", action="store_true",
                         help="a tiny shape, to check the script itself")
     parser.add_argument("--models",
@@ -260,12 +268,16 @@ def main():
             make(args, precision, level, folder)
         step_bytes = decode_bytes(folder, args.prompt + args.new_tokens // 2)
         genai = {}
-        for dtype in args.weight_dtype.split(","):
-            plan = f"{folder}.{dtype}.plan"
+        variants = [(dtype, False) for dtype in args.weight_dtype.split(",")]
+        if precision == "int4" and args.int8_activations:
+            variants.append(("f32", True))
+        for dtype, int8 in variants:
+            plan = f"{folder}.{dtype}{'.int8' if int8 else ''}.plan"
             subprocess.run([os.path.join(args.build, "bin", "moec"), "compile",
                             folder, "--max-seq",
                             str(args.prompt + args.new_tokens),
-                            "--weight-dtype", dtype, "-o", plan, "--quiet"],
+                            "--weight-dtype", dtype, "-o", plan, "--quiet"] +
+                           (["--int8-activations"] if int8 else []),
                            check=True)
             for threads in threads_list:
                 # Alternating rounds of both runtimes, best of each, so that
@@ -286,7 +298,9 @@ def main():
                 roofline = genai_tg * step_bytes / bandwidth[threads]
                 # An int4 export's weights stay packed whatever
                 # --weight-dtype says (it narrows f32 experts only).
-                storage = "packed int4" if precision == "int4" else dtype
+                storage = ("packed int4" + (", int8 activations" if int8
+                                            else "")
+                           if precision == "int4" else dtype)
                 export = (f"{precision} level {level}" if precision == "int4"
                           else precision)
                 print(f"| {export} | {storage} | {threads} | {ours_pp:.1f} | "
