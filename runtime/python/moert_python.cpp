@@ -590,32 +590,46 @@ PYBIND11_MODULE(moert, m) {
             return multimodalInfo(*mm);
           },
           "A multimodal plan's {image_token_id, spatial_merge_size, "
-          "image_grid, max_images, vision_inputs, image_processor}; None "
-          "for other plans.")
+          "image_grid, max_images, vision_inputs, image_processor, "
+          "tile_size}; None for other plans.")
       .def("__repr__", [](const PyPlan &p) {
         return absl::StrCat("Plan('", p.path, "')");
       });
 
   m.def(
       "load_images",
-      [](const std::shared_ptr<PyPlan> &plan, py::object images) {
+      [](const std::shared_ptr<PyPlan> &plan, py::object images,
+         bool canvases) -> py::object {
         const moert::MultimodalDesc *mm = plan->plan->multimodal();
         if (!mm)
           raise(PyExc_ValueError,
                 absl::StrCat(plan->path, ": images need a multimodal plan"));
-        auto got = loadPyImages(*mm, images);
+        std::vector<moert::ImageTileCanvas> shapes;
+        auto got = loadPyImages(*mm, images, &shapes);
         check(got.status());
         py::dict out;
         for (const moert::NamedTensor &t : *got)
           out[py::str(t.name)] = toNumpy(t);
-        return out;
+        if (!canvases)
+          return std::move(out);
+        py::object layout = py::none();
+        if (mm->imageProcessor.llama4Tiles) {
+          py::list list;
+          for (const moert::ImageTileCanvas &c : shapes)
+            list.append(py::make_tuple(c.rows, c.cols));
+          layout = std::move(list);
+        }
+        return py::make_tuple(out, layout);
       },
-      py::arg("plan"), py::arg("images"),
+      py::arg("plan"), py::arg("images"), py::arg("canvases") = false,
       "The vision inputs {name: numpy array} (the pixel patches and the "
       "grids) of `images`, PNG or JPEG paths or their encoded bytes, by the "
       "plan's image processor (docs/multimodal.md, 'Images'), as "
       "Generator.generate(vision=) takes them; ValueError names a bad "
-      "image.");
+      "image. canvases=True: (vision, canvases), canvases each image's "
+      "(rows, cols) of tiles for Llama 4's processor (a global tile "
+      "follows where rows * cols > 1; its prompt's layout), None for "
+      "other processors.");
 
   py::class_<PySession>(m, "Session",
                         "Runs a plan on the CPU; not thread-safe.")

@@ -21,7 +21,8 @@
 namespace py = pybind11;
 
 absl::StatusOr<std::vector<moert::NamedTensor>>
-loadPyImages(const moert::MultimodalDesc &mm, py::handle images) {
+loadPyImages(const moert::MultimodalDesc &mm, py::handle images,
+             std::vector<moert::ImageTileCanvas> *canvases) {
   if (py::isinstance<py::str>(images) || py::isinstance<py::bytes>(images) ||
       !py::isinstance<py::sequence>(images)) {
     PyErr_SetString(PyExc_TypeError,
@@ -59,8 +60,8 @@ loadPyImages(const moert::MultimodalDesc &mm, py::handle images) {
     return absl::InvalidArgumentError(
         "images: give every image as a path or every image as bytes");
   if (!encoded.empty())
-    return moert::loadEncodedImages(mm, encoded);
-  return moert::loadImages(mm, paths);
+    return moert::loadEncodedImages(mm, encoded, canvases);
+  return moert::loadImages(mm, paths, canvases);
 }
 
 py::object toNumpy(const moert::NamedTensor &tensor) {
@@ -83,6 +84,9 @@ py::dict multimodalInfo(const moert::MultimodalDesc &mm) {
   out["max_images"] = mm.maxImages;
   out["vision_inputs"] = mm.givenInputs;
   out["image_processor"] = mm.hasImageProcessor;
+  out["tile_size"] = mm.hasImageProcessor && mm.imageProcessor.llama4Tiles
+                         ? mm.imageProcessor.patchSize
+                         : int64_t{0};
   return out;
 }
 

@@ -16,16 +16,19 @@
 /// (str or os.PathLike) or of their encoded bytes (bytes, bytearray or
 /// another buffer; named "image K" in errors), all of one kind, by the
 /// plan's image processor (moert::loadImages, moert::loadEncodedImages).
-/// Raises TypeError for another kind of item.
+/// Raises TypeError for another kind of item. Llama 4's processor gives
+/// each image's canvas to `canvases` where given.
 absl::StatusOr<std::vector<moert::NamedTensor>>
-loadPyImages(const moert::MultimodalDesc &mm, pybind11::handle images);
+loadPyImages(const moert::MultimodalDesc &mm, pybind11::handle images,
+             std::vector<moert::ImageTileCanvas> *canvases = nullptr);
 
 /// `tensor` (f32 or i64) as a numpy array of its own.
 pybind11::object toNumpy(const moert::NamedTensor &tensor);
 
 /// A multimodal plan's description for Python (Plan.multimodal): a dict of
 /// image_token_id, spatial_merge_size, image_grid, max_images,
-/// vision_inputs and image_processor (whether it takes images).
+/// vision_inputs, image_processor (whether it takes images) and tile_size
+/// (Llama 4's processor's tile side; 0 for other processors).
 pybind11::dict multimodalInfo(const moert::MultimodalDesc &mm);
 
 /// Generator.generate's vision inputs as one moert::VisionInputs, with the

@@ -12,7 +12,8 @@ gives moe-run --image's ids, and so do the file's bytes; load_images gives
 the vision inputs moe-run --save-vision-inputs wrote, and names a bad image.
 A workdir of Llama 4's tiles (tiles4.png, gen_multimodal.py --tiles) checks
 generate(images=) with the 4-tile PNG's path and bytes against moe-run
---image's ids and load_images against its saved tiles instead.
+--image's ids, load_images against its saved tiles and its canvas
+(canvases=True) against vision_rules.py's instead.
 With a second argument, a zoo folder (examples/zoo/vlm/out/NAME) whose
 plan check_multimodal.py compiled into WORKDIR (an expert-parallel one,
 say): generate(images=[its image.png]) gives moe-run --image's ids for the
@@ -20,11 +21,15 @@ reference's `png` prompt. Prints one line per check.
 """
 
 import os
+import struct
 import sys
 
 import numpy as np
 
 import moert
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vision_rules  # noqa: E402
 
 
 def check_tiles(work, plan, generator):
@@ -41,6 +46,14 @@ def check_tiles(work, plan, generator):
     saved = np.load(os.path.join(work, "tiles4", "vision", "pixel_values.npy"))
     same = sorted(loaded) == ["pixel_values"] and np.array_equal(loaded["pixel_values"], saved)
     print("python tiles load_images:", "ok" if same else f"MISMATCH {loaded} != {saved}")
+    # Its canvas, by the rule in numpy (gen_multimodal.py's processor: at
+    # most 4 tiles), and the same tiles with it.
+    width, height = struct.unpack(">II", data[16:24])
+    tile = plan.multimodal["tile_size"]
+    (ch, cw), _ = vision_rules.llama4_size(height, width, tile, 4)
+    again, canvases = moert.load_images(plan, [data], canvases=True)
+    same = canvases == [(ch // tile, cw // tile)] and np.array_equal(again["pixel_values"], saved)
+    print("python tiles canvases:", "ok" if same else f"MISMATCH {canvases} != {[(ch // tile, cw // tile)]}")
 
 
 def check_zoo(work, folder, plan, generator):
@@ -89,6 +102,10 @@ def main():
                    for n in saved)
         print("python load_images:", "ok" if same and sorted(loaded) == sorted(
             plan.multimodal["vision_inputs"]) else f"MISMATCH {loaded} != {saved}")
+        # A grid processor has no canvases and no tile size.
+        _, canvases = moert.load_images(plan, [data], canvases=True)
+        print("python grid canvases:", "ok" if canvases is None and plan.multimodal["tile_size"] == 0
+              else f"MISMATCH {canvases}")
         for bad in ([data[:50]], [data, png], [3]):
             try:
                 moert.load_images(plan, bad)

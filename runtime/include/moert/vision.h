@@ -32,6 +32,16 @@ struct NamedTensor {
   TensorData view() const { return {dtype, shape, bytes.data(), bytes.size()}; }
 };
 
+/// Where Llama 4's tile rule (docs/multimodal.md, "Llama 4's tiles") put
+/// an image: a canvas of rows x cols tiles, then, where there are several,
+/// the whole image as one more (the global tile). Llama4Processor lays out
+/// the image's prompt tokens by it.
+struct ImageTileCanvas {
+  int64_t rows = 1, cols = 1;
+  /// The image's tiles, the global one included.
+  int64_t tiles() const { return rows * cols > 1 ? rows * cols + 1 : 1; }
+};
+
 /// The grid rule's inputs of every Vision stage of `mm` (the Grid* feeds)
 /// for the images whose (t, h, w) patch grids `grid` holds, i64 [images, 3]:
 /// one tensor per fed input, in stage and feed order. Fails, naming the
@@ -49,8 +59,14 @@ computeGridInputs(const MultimodalDesc &mm, const TensorData &grid);
 /// truncated or unsupported file, an image larger than 2^26 pixels (or a
 /// side over 2^15), or an aspect ratio over 200; also when this runtime
 /// was built without the decoder the file needs (libpng, libjpeg).
+///
+/// Where the processor is Llama 4's (tiles), the pixel values are the
+/// images' tiles f32 [tiles, 3, S, S] and `canvases`, when given, gets each
+/// image's canvas (what its prompt's tokens are laid out by); it is left
+/// empty for other processors.
 absl::StatusOr<std::vector<NamedTensor>>
-loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths);
+loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths,
+           std::vector<ImageTileCanvas> *canvases = nullptr);
 
 /// A PNG or JPEG image's encoded bytes in memory (valid while it is
 /// loaded), and the name its errors give it.
@@ -65,7 +81,8 @@ struct EncodedImage {
 /// image by its `name`; empty or null data is an error too.
 absl::StatusOr<std::vector<NamedTensor>>
 loadEncodedImages(const MultimodalDesc &mm,
-                  const std::vector<EncodedImage> &images);
+                  const std::vector<EncodedImage> &images,
+                  std::vector<ImageTileCanvas> *canvases = nullptr);
 
 /// `tensors` as VisionInputs (views valid while `tensors` lives).
 VisionInputs asVisionInputs(const std::vector<NamedTensor> &tensors);

@@ -294,15 +294,20 @@ smartResize(const std::string &path, int64_t height, int64_t width,
 }
 
 /// Llama 4's tiles of `count` images, f32 [tiles, 3, S, S], the images'
-/// tiles in order (image_tiles.cpp).
+/// tiles in order (image_tiles.cpp); each image's canvas to `canvases`
+/// where given.
 absl::StatusOr<std::vector<NamedTensor>>
 tiles(const ImageProcessorDesc &proc, size_t count,
-      const std::function<absl::StatusOr<Rgb>(size_t)> &decodeImage) {
+      const std::function<absl::StatusOr<Rgb>(size_t)> &decodeImage,
+      std::vector<ImageTileCanvas> *canvases) {
   int64_t s = proc.patchSize, total = 0;
   std::vector<float> values;
   for (size_t k = 0; k < count; ++k) {
     MOERT_ASSIGN_OR_RETURN(Rgb image, decodeImage(k));
-    total += detail::appendImageTiles(proc, image, values);
+    ImageTileCanvas canvas = detail::appendImageTiles(proc, image, values);
+    total += canvas.tiles();
+    if (canvases)
+      canvases->push_back(canvas);
   }
   NamedTensor pixels{proc.pixelInput, DType::F32, {total, 3, s, s}, {}};
   pixels.bytes.assign(reinterpret_cast<const uint8_t *>(values.data()),
@@ -314,18 +319,22 @@ tiles(const ImageProcessorDesc &proc, size_t count,
 }
 
 /// The pixel patches and grids of `count` images, image k decoded by
-/// `decodeImage(k)` and named `nameOf(k)` in errors.
+/// `decodeImage(k)` and named `nameOf(k)` in errors; Llama 4's canvases
+/// to `canvases` where given.
 absl::StatusOr<std::vector<NamedTensor>>
 preprocess(const MultimodalDesc &mm, size_t count,
            const std::function<absl::StatusOr<Rgb>(size_t)> &decodeImage,
-           const std::function<std::string(size_t)> &nameOf) {
+           const std::function<std::string(size_t)> &nameOf,
+           std::vector<ImageTileCanvas> *canvases) {
+  if (canvases)
+    canvases->clear();
   if (!mm.hasImageProcessor)
     return absl::InvalidArgumentError(
         "the plan has no image processor: compile it from a folder with the "
         "model's preprocessor_config.json, or give --vision-input");
   const ImageProcessorDesc &proc = mm.imageProcessor;
   if (proc.llama4Tiles)
-    return tiles(proc, count, decodeImage);
+    return tiles(proc, count, decodeImage, canvases);
   int64_t patch = proc.patchSize, temporal = proc.temporalPatchSize;
   int64_t merge = mm.spatialMergeSize;
   int64_t width = 3 * temporal * patch * patch;
@@ -399,19 +408,21 @@ preprocess(const MultimodalDesc &mm, size_t count,
 } // namespace
 
 absl::StatusOr<std::vector<NamedTensor>>
-loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths) {
+loadImages(const MultimodalDesc &mm, const std::vector<std::string> &paths,
+           std::vector<ImageTileCanvas> *canvases) {
   return preprocess(
       mm, paths.size(),
       [&](size_t k) -> absl::StatusOr<Rgb> {
         MOERT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, readFile(paths[k]));
         return decode(paths[k], bytes.data(), bytes.size(), "file");
       },
-      [&](size_t k) { return paths[k]; });
+      [&](size_t k) { return paths[k]; }, canvases);
 }
 
 absl::StatusOr<std::vector<NamedTensor>>
 loadEncodedImages(const MultimodalDesc &mm,
-                  const std::vector<EncodedImage> &images) {
+                  const std::vector<EncodedImage> &images,
+                  std::vector<ImageTileCanvas> *canvases) {
   for (const EncodedImage &image : images)
     if (!image.data && image.size)
       return absl::InvalidArgumentError(
@@ -421,7 +432,7 @@ loadEncodedImages(const MultimodalDesc &mm,
       [&](size_t k) {
         return decode(images[k].name, images[k].data, images[k].size, "image");
       },
-      [&](size_t k) { return images[k].name; });
+      [&](size_t k) { return images[k].name; }, canvases);
 }
 
 } // namespace moert

@@ -229,8 +229,8 @@ Rgb resizeBilinear(const Rgb &in, int64_t width, int64_t height) {
   return resizeSeparable(in, width, height, bilinearTaps);
 }
 
-int64_t appendImageTiles(const ImageProcessorDesc &proc, const Rgb &image,
-                         std::vector<float> &out) {
+ImageTileCanvas appendImageTiles(const ImageProcessorDesc &proc,
+                                 const Rgb &image, std::vector<float> &out) {
   int64_t s = proc.patchSize;
   TileCanvas canvas = chooseTileCanvas(image.height, image.width, s,
                                        proc.maxTiles, proc.resizeToMaxCanvas);
@@ -248,12 +248,12 @@ int64_t appendImageTiles(const ImageProcessorDesc &proc, const Rgb &image,
             out.push_back(normalise(proc, c, v));
           }
   if (rows * cols == 1)
-    return 1;
+    return {rows, cols};
   Rgb global = resizeBilinear(image, s, s);
   for (int c = 0; c < 3; ++c)
     for (int64_t i = 0; i < s * s; ++i)
       out.push_back(normalise(proc, c, global.pixels[i * 3 + c]));
-  return rows * cols + 1;
+  return {rows, cols};
 }
 
 } // namespace moert::detail

@@ -11,6 +11,7 @@
 #define MOERT_SRC_GENERATE_IMAGE_TILES_H
 
 #include "moert/moert.h"
+#include "moert/vision.h"
 
 #include <cstdint>
 #include <vector>
@@ -59,9 +60,9 @@ Rgb resizeBilinear(const Rgb &in, int64_t width, int64_t height);
 /// Appends the image's tiles, f32 [tiles, 3, S, S] with S =
 /// `proc.patchSize`, to `out` (the canvas's tiles in raster order, then the
 /// whole image as a global tile where there are several); returns the
-/// number of tiles.
-int64_t appendImageTiles(const ImageProcessorDesc &proc, const Rgb &image,
-                         std::vector<float> &out);
+/// canvas.
+ImageTileCanvas appendImageTiles(const ImageProcessorDesc &proc,
+                                 const Rgb &image, std::vector<float> &out);
 
 } // namespace moert::detail
 

@@ -73,7 +73,10 @@ TEST(ImageTiles, TilesPadsAndNormalisesInBfloat16) {
   // the global tile.
   Rgb image{3, 2, std::vector<uint8_t>(18, 100)};
   std::vector<float> out;
-  EXPECT_EQ(appendImageTiles(proc, image, out), 3);
+  ImageTileCanvas canvas = appendImageTiles(proc, image, out);
+  EXPECT_EQ(canvas.rows, 1);
+  EXPECT_EQ(canvas.cols, 2);
+  EXPECT_EQ(canvas.tiles(), 3);
   ASSERT_EQ(out.size(), 3u * 3 * 2 * 2);
   // bf16(bf16(bf16(100 / 255) - 0.5) / 0.5): 0.392156869 -> 0.392578125,
   // -0.107421875, -0.21484375.
