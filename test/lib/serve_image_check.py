@@ -176,6 +176,32 @@ def scenario(server, args, tok, images):
     check(got == want, "after the bad requests the server still serves")
 
 
+def random_pngs(workdir, sizes, seed):
+    """PNGs of random pixels, one per "HxW" of `sizes`, written in workdir."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for size in sizes:
+        h, w = map(int, size.split("x"))
+        path = os.path.join(workdir, f"random_{h}x{w}.png")
+        vision_rules.write_png(path, rng.integers(0, 256, [h, w, 3]))
+        paths.append(path)
+    return paths
+
+
+#: What a failed check raises.
+FAILURES = (Failure, AssertionError, openai.OpenAIError, httpx.HTTPError, KeyError)
+
+
+def report_failure(error, servers):
+    """Prints the failure with the last server's log, kills the servers
+    still running, and returns 1 (the exit status)."""
+    print(f"FAIL {type(error).__name__}: {error}\n--- moe-serve log:\n" + servers[-1].log(), flush=True)
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.kill()
+    return 1
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--plan", required=True)
@@ -191,13 +217,7 @@ def main():
     cut = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:cut])
     os.makedirs(args.workdir, exist_ok=True)
-    images = list(args.image)
-    rng = np.random.default_rng(3)
-    for size in args.size:
-        h, w = map(int, size.split("x"))
-        path = os.path.join(args.workdir, f"random_{h}x{w}.png")
-        vision_rules.write_png(path, rng.integers(0, 256, [h, w, 3]))
-        images.append(path)
+    images = list(args.image) + random_pngs(args.workdir, args.size, 3)
     tok = Tokenizer.from_file(os.path.join(args.tokenizer, "tokenizer.json"))
     servers = []
     try:
@@ -210,12 +230,8 @@ def main():
             servers.append(server)
             bad(server, message(images[:1]), "an image for a text-only plan", "takes no images")
             server.stop()
-    except (Failure, AssertionError, openai.OpenAIError, httpx.HTTPError, KeyError) as e:
-        print(f"FAIL {type(e).__name__}: {e}\n--- moe-serve log:\n" + servers[-1].log(), flush=True)
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-        return 1
+    except FAILURES as e:
+        return report_failure(e, servers)
     print("serve images: ok", flush=True)
     return 0
 

@@ -99,11 +99,12 @@ class Engine:
         """{'running': n, 'waiting': n, 'slots_in_use': n}."""
         raise NotImplementedError
 
-    def load_images(self, images: list) -> dict:
+    def load_images(self, images: list, canvases: bool = False):
         """The vision inputs of encoded PNG or JPEG images by the plan's
-        image processor (moert.load_images); ValueError names a bad one."""
+        image processor (moert.load_images); ValueError names a bad one.
+        canvases: (vision, each image's (rows, cols) of Llama 4's tiles)."""
         import moert
-        return moert.load_images(self._plan, images)
+        return moert.load_images(self._plan, images, canvases=canvases)
 
     def expert_counts(self) -> Optional[list]:
         """Per MoE layer, the tokens each expert was selected for so far:

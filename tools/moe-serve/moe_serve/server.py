@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .engine import EngineClosed, GenerationRequest, QueueFull
 from .images import (DEFAULT_MAX_IMAGE_BYTES, ImageError, image_prompt,
-                     split_images)
+                     split_images, tile_layout)
 from .metrics import Metrics
 from .text import ChatTemplateError, TextModel, TextStream
 
@@ -102,6 +102,9 @@ class Server:
         self.created = int(time.time())
         self._load_engine = load_engine
         self.loaded = threading.Event()
+        #: A plan of Llama 4's tiles: its prompt layout (images.TileLayout),
+        #: or the ImageError that says why images are refused.
+        self.tile_layout = None
 
     def load(self):
         """Loads the plan (on its own thread, while /health says 503)."""
@@ -117,6 +120,15 @@ class Server:
                         "the plan's vocabulary of %d: prompts with the "
                         "others are refused", self.text.vocab_size,
                         engine.vocab_size)
+        mm = engine.multimodal
+        if mm is not None and mm.get("tile_size") and mm["image_processor"]:
+            try:
+                self.tile_layout = tile_layout(self.text.tokenizer,
+                                               self.text.folder, mm)
+            except ImageError as e:
+                self.tile_layout = e
+                log.warning("moe-serve: requests with images will be "
+                            "refused: %s", e)
         self.metrics.engine = engine
         self.engine = engine
         log.info("moe-serve: serving %s: %s", self.model_name, engine.mode)
@@ -222,7 +234,8 @@ class Server:
         ids = self.text.encode(text, special=False)
         try:
             return image_prompt(ids, images, self.engine.multimodal,
-                                self.engine.load_images, self.model_name)
+                                self.engine.load_images, self.model_name,
+                                self.tile_layout)
         except ImageError as e:
             raise _invalid(str(e), "messages") from e
 

@@ -55,6 +55,9 @@ class TextModel:
                 f"{path}: no such file (--tokenizer takes a tokenizer.json "
                 "or a folder with one)")
         self.path = path
+        #: The folder given (where the model's other files may be), or None
+        #: for a tokenizer.json.
+        self.folder = folder
         self.tokenizer = Tokenizer.from_file(path)
         config = {}
         if folder:
