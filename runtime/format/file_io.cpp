@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,6 +154,52 @@ uint64_t physicalMemoryBytes() {
       bytes = bytes ? std::min(bytes, value) : value;
   }
   return bytes;
+}
+
+namespace {
+
+/// The first number in `path` (0 when absent or not a number, as "max").
+uint64_t readNumber(const std::string &path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  return in >> value ? value : 0;
+}
+
+} // namespace
+
+uint64_t processMemoryAvailable() {
+  uint64_t available = 0;
+  {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemAvailable:")
+        available = kib * 1024;
+      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+  }
+  // "N:memory:/path" (v1) or "0::/path" (v2).
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos)
+      continue;
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    uint64_t limit = 0;
+    if (controllers == "memory")
+      limit =
+          readNumber("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+    else if (controllers.empty())
+      for (const char *root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
+        if (uint64_t v = readNumber(root + path + "/memory.max"))
+          limit = limit ? std::min(limit, v) : v;
+    if (limit && (!available || limit < available))
+      available = limit;
+  }
+  return available;
 }
 
 } // namespace moert

@@ -63,6 +63,10 @@ absl::Status writeFile(const std::string &path, const void *data, size_t size);
 /// The machine's physical memory in bytes (0 when it cannot be told).
 uint64_t physicalMemoryBytes();
 
+/// The memory this process may use: MemAvailable of /proc/meminfo, at most
+/// its memory cgroup's limit (v1 or v2); 0 when unknown.
+uint64_t processMemoryAvailable();
+
 } // namespace moert
 
 #endif // MOERT_FILE_IO_H

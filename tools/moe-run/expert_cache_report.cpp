@@ -27,11 +27,12 @@ uint64_t processStatusBytes(const char *field) {
   return kib * 1024;
 }
 
-void appendProcessMemory(std::string &json) {
+void appendProcessMemory(std::string &json, const moert::Plan &plan) {
   absl::StrAppend(
       &json,
       ",\n  \"memory\": {\"peak_rss_bytes\": ", processStatusBytes("VmHWM"),
-      ", \"peak_virtual_bytes\": ", processStatusBytes("VmPeak"), "}");
+      ", \"peak_virtual_bytes\": ", processStatusBytes("VmPeak"),
+      ", \"weight_pages\": \"", plan.onHugePages() ? "huge" : "mapped", "\"}");
 }
 
 absl::Status reportExpertCache(std::string &json, const moert::Plan &plan,

@@ -25,8 +25,9 @@ namespace moe_run {
 uint64_t processStatusBytes(const char *field);
 
 /// Appends `,\n  "memory": {...}`: the peak resident and virtual bytes of
-/// this process (from /proc/self/status; 0 when unknown).
-void appendProcessMemory(std::string &json);
+/// this process (from /proc/self/status; 0 when unknown) and how `plan` is
+/// held ("weight_pages": "huge" or "mapped", moe-run --weight-pages).
+void appendProcessMemory(std::string &json, const moert::Plan &plan);
 
 /// One session's steps to report, its lines prefixed with `phase` ("" or
 /// "decode "); `prefill` when they are the prefill schedule's.

@@ -350,7 +350,7 @@ absl::Status appendDetails(std::string &json, const moert::Plan &plan,
                 local.prefillSession().stepStats());
   MOERT_RETURN_IF_ERROR(appendDevices(json, plan, generator));
   // The prefill and decode sessions share one expert cache (device 0's).
-  appendProcessMemory(json);
+  appendProcessMemory(json, plan);
   std::vector<CachePhase> phases;
   if (prefill)
     phases.push_back({"prefill ", local.prefillSession().stepStats(), true});

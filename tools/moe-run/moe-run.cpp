@@ -64,7 +64,8 @@ using moe_run::Options;
 
 using moe_run::jsonString;
 
-/// The stats' "memory" (peak resident and virtual bytes of this process)
+/// The stats' "memory" (peak resident and virtual bytes of this process,
+/// how the plan is held)
 /// and, for a tiered plan, "expert_cache": the budget, the cache, the hot
 /// set, the read mode and the plan file's read bandwidth measured after the
 /// runs (buffered preads of up to 256 MiB of its paged experts, through the
@@ -72,7 +73,7 @@ using moe_run::jsonString;
 template <typename SessionT>
 absl::Status appendMemory(std::string &json, const moert::Plan &plan,
                           SessionT &session) {
-  moe_run::appendProcessMemory(json);
+  moe_run::appendProcessMemory(json, plan);
   if constexpr (std::is_base_of_v<moert::SessionBase, SessionT>)
     return moe_run::reportExpertCache(json, plan, session,
                                       {{"", session.stepStats()}}, stdout);
@@ -123,10 +124,11 @@ moe_run::Recording recordingFor(const Options &options,
 }
 
 /// Under MPI a rank checksums only its own schedule's weight shards.
-moert::LoadOptions loadOptions() {
-  moert::LoadOptions options;
-  options.device = moert::mpiRank();
-  return options;
+moert::LoadOptions loadOptions(const Options &options) {
+  moert::LoadOptions load;
+  load.device = moert::mpiRank();
+  load.weightPages = options.device.weightPages;
+  return load;
 }
 
 /// Runs a plan's device schedules: all in this process (--devices), or this
@@ -189,8 +191,10 @@ absl::Status runDevices(const Options &options, const moert::Plan &plan,
 
 /// --placement: where each step of each device schedule would run.
 absl::Status printPlacement(const Options &options) {
+  moert::LoadOptions load = loadOptions(options);
+  load.weightPages = moert::LoadOptions::WeightPages::Mapped;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
-                         moert::Plan::load(options.plan, loadOptions()));
+                         moert::Plan::load(options.plan, load));
   bool nccl = options.device.comm == moert::CommKind::Nccl;
   for (int d = 0; d < plan->numDevices(); ++d) {
     MOERT_ASSIGN_OR_RETURN(moert::CudaPlacement placement,
@@ -255,6 +259,7 @@ absl::Status runMain(const Options &options) {
   if (int ranks = moert::mpiWorldSize(); ranks > 0) {
     moert::LoadOptions peek;
     peek.verifyWeightChecksums = false;
+    peek.weightPages = moert::LoadOptions::WeightPages::Mapped;
     MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
                            moert::Plan::load(options.plan, peek));
     if (plan->numDevices() != ranks)
@@ -266,7 +271,7 @@ absl::Status runMain(const Options &options) {
           "; run it with mpirun -np ", plan->numDevices()));
   }
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<moert::Plan> plan,
-                         moert::Plan::load(options.plan, loadOptions()));
+                         moert::Plan::load(options.plan, loadOptions(options)));
   if (options.generate.active) {
     moe_run::GenerationRun run;
     run.threads = options.device.threads;

@@ -61,6 +61,9 @@ struct DeviceOptions {
   int threads = 0;
   double commTimeout = 60;
   moert::CommKind comm = moert::CommKind::Host;
+  /// --weight-pages: how the plan's bytes are held.
+  moert::LoadOptions::WeightPages weightPages =
+      moert::LoadOptions::WeightPages::Auto;
 
   /// The usage error of a flag that needs another backend, or "".
   std::string verify() const;

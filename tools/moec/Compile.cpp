@@ -252,6 +252,7 @@ FailureOr<std::unique_ptr<moert::Plan>>
 moec::loadWrittenPlan(ModuleOp module, const std::string &outputPath) {
   moert::LoadOptions load;
   load.verifyWeightChecksums = false; // Written just now.
+  load.weightPages = moert::LoadOptions::WeightPages::Mapped;
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
       moert::Plan::load(outputPath, load);
   if (plan.ok())

@@ -183,9 +183,11 @@ static int runOps(const DriverOptions &options) {
 
 static int runInspect(const DriverOptions &options) {
   // The runtime's loader validates the whole file first, so a corrupt plan is
-  // reported instead of printed.
+  // reported instead of printed; mapped, since nothing runs.
+  moert::LoadOptions load;
+  load.weightPages = moert::LoadOptions::WeightPages::Mapped;
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
-      moert::Plan::load(options.plan);
+      moert::Plan::load(options.plan, load);
   if (!plan.ok()) {
     llvm::errs() << "moec: error: " << std::string(plan.status().message())
                  << "\n";

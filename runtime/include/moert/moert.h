@@ -311,6 +311,16 @@ struct LoadOptions {
   /// are checksummed, so that a device never reads another's weight shards
   /// (the file is mapped, not read). Every schedule is still validated.
   int device = -1;
+  /// How the plan's bytes are held (docs/cli.md, `moe-run --weight-pages`).
+  /// Mapped: the file mapped in 4 KiB pages, shared with other processes and
+  /// the page cache. Huge: copied into anonymous memory in 2 MiB pages
+  /// where the kernel gives them: a decode step that streams every weight
+  /// misses the TLB once per 2 MiB instead of per 4 KiB. Auto: Huge where
+  /// the copy fits in half the memory this process may use and the kernel
+  /// has transparent huge pages, for a whole plan (not one MPI rank's
+  /// device) of at least 64 MiB; else Mapped.
+  enum class WeightPages { Auto, Mapped, Huge };
+  WeightPages weightPages = WeightPages::Auto;
 };
 
 /// One tiered MoE layer of a schedule (docs/tiered-experts.md): an Experts
@@ -379,6 +389,9 @@ public:
   const std::string &producer() const;
   const std::vector<SymbolDesc> &symbols() const;
   int numDevices() const;
+  /// Whether the plan's bytes were copied into huge pages
+  /// (LoadOptions::weightPages), not mapped from the file.
+  bool onHugePages() const;
   const std::vector<TensorDesc> &inputs(int device = 0) const;
   const std::vector<TensorDesc> &outputs(int device = 0) const;
   size_t numSteps(int device = 0) const;

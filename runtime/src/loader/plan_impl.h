@@ -136,6 +136,9 @@ struct Plan::Impl {
   size_t size = 0;
   void *mapping = nullptr;
   size_t mappingSize = 0;
+  /// Whether `mapping` is an anonymous copy in huge pages (LoadOptions::
+  /// weightPages), not the file's mapping.
+  bool onHugePages = false;
   uint8_t *ownedCopy = nullptr;
   /// The mapped bytes [0, mappedSize) of `data`: the whole file, or (a
   /// tiered plan) up to its first paged section, whose bytes readBytes

@@ -1,6 +1,7 @@
 //===- expert_store.cpp - Bounded caches of paged expert weights ----------===//
 
 #include "tiers/expert_store.h"
+#include "format/file_io.h"
 #include "format/plan_file.h"
 #include "format/tier_assignment.h"
 

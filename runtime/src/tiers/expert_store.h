@@ -56,9 +56,6 @@ const char *expertReadModeName(ExpertReadMode mode);
 /// bench/README.md "A larger-than-RAM model"), else Pread.
 ExpertReadMode chooseExpertReadMode(uint64_t coldBytes, uint64_t budget,
                                     uint64_t available);
-/// The memory this process may use: MemAvailable of /proc/meminfo, at most
-/// its memory cgroup's limit (v1 or v2); 0 when unknown.
-uint64_t processMemoryAvailable();
 
 /// Paging counters of one tiered layer, summed since the last reset.
 using LayerPaging = ExpertCacheCounters;

@@ -149,16 +149,24 @@ TEST(Session, RunsWithEveryTokenCountAndReusesMemory) {
   EXPECT_EQ(stats[2].calls, 6u);
 }
 
-TEST(Session, LoadsFromAFileThroughMmap) {
-  MlpPlan mlp;
+/// Writes `bytes` to a new temporary file; its path, or "" on failure.
+std::string writeTempPlan(const std::vector<uint8_t> &bytes) {
   char path[] = "/tmp/moert_plan_XXXXXX";
   int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, mlp.bytes.data(), mlp.bytes.size()),
-            static_cast<ssize_t>(mlp.bytes.size()));
+  if (fd < 0)
+    return "";
+  bool written = write(fd, bytes.data(), bytes.size()) ==
+                 static_cast<ssize_t>(bytes.size());
   close(fd);
+  return written ? path : "";
+}
+
+TEST(Session, LoadsFromAFileThroughMmap) {
+  MlpPlan mlp;
+  std::string path = writeTempPlan(mlp.bytes);
+  ASSERT_FALSE(path.empty());
   auto plan = Plan::load(path);
-  std::remove(path);
+  std::remove(path.c_str());
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto session = Session::create(**plan);
   ASSERT_TRUE(session.ok());
@@ -170,6 +178,36 @@ TEST(Session, LoadsFromAFileThroughMmap) {
   EXPECT_EQ(y->shape, (std::vector<int64_t>{2, 3}));
   EXPECT_THAT(Plan::load("/nonexistent/plan.bin").status(),
               StatusHas("cannot open"));
+}
+
+// Tests LoadOptions::weightPages: a plan copied into huge pages runs as
+// the mapped file does, and auto maps a plan this small.
+TEST(Session, LoadsIntoHugePages) {
+  MlpPlan mlp;
+  std::string path = writeTempPlan(mlp.bytes);
+  ASSERT_FALSE(path.empty());
+  std::vector<float> x = randomFloats(8, 5);
+  std::vector<std::vector<float>> outputs;
+  using Pages = LoadOptions::WeightPages;
+  for (Pages pages : {Pages::Mapped, Pages::Huge, Pages::Auto}) {
+    LoadOptions options;
+    options.weightPages = pages;
+    auto plan = Plan::load(path, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->onHugePages(), pages == Pages::Huge);
+    auto session = Session::create(**plan);
+    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE(
+        (*session)->setInput("x", DType::F32, {2, 4}, x.data(), 32).ok());
+    ASSERT_TRUE((*session)->run().ok());
+    auto y = (*session)->output("y");
+    ASSERT_TRUE(y.ok());
+    const float *data = static_cast<const float *>(y->data);
+    outputs.emplace_back(data, data + 6);
+  }
+  std::remove(path.c_str());
+  EXPECT_EQ(outputs[1], outputs[0]);
+  EXPECT_EQ(outputs[2], outputs[0]);
 }
 
 TEST(Session, RejectsBadInputsClearly) {

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "expert_network.h"
+#include "format/file_io.h"
 #include "format/plan_file.h"
 #include "format/plan_writer.h"
 #include "format/tier_assignment.h"
@@ -489,7 +490,7 @@ TEST(TieredExperts, AutoReadsDirectWhenTheColdExpertsDoNotFit) {
   EXPECT_EQ(chooseExpertReadMode(0, 4 * G, 3 * G),
             detail::ExpertReadMode::Pread);
   EXPECT_EQ(chooseExpertReadMode(7 * G, G, 0), detail::ExpertReadMode::Pread);
-  EXPECT_GT(detail::processMemoryAvailable(), 0u);
+  EXPECT_GT(processMemoryAvailable(), 0u);
   EXPECT_THAT(detail::parseExpertReadMode("fast").status(),
               StatusHas("must be pread, direct, mmap or auto, not 'fast'"));
 
