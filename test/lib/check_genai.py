@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a generation plan of an onnxruntime-genai export against its references.
 
-  check_genai.py PLAN EXPORT_DIR [--rtol R] [--int8] [--near-ties]
+  check_genai.py PLAN EXPORT_DIR [--rtol R] [--int8] [--near-ties] [--run-flag=F ...]
 
 EXPORT_DIR (examples/zoo/genai/NAME, made by make_genai.py) holds
 reference.json (prompts and onnxruntime-genai's greedy new ids) and logits.npz
@@ -68,6 +68,8 @@ def main():
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--int8", action="store_true")
     parser.add_argument("--near-ties", action="store_true")
+    parser.add_argument("--run-flag", dest="run_flag", action="append", default=[],
+                        help="another moe-run flag, e.g. --run-flag=--devices=2")
     args = parser.parse_args()
     suffix = "_int8" if args.int8 else ""
     reference = json.load(open(os.path.join(args.export_dir,
@@ -83,7 +85,7 @@ def main():
             run = subprocess.run(
                 ["moe-run", args.plan, "--prompt-ids",
                  ",".join(map(str, prompt)), "--max-new-tokens",
-                 str(len(want)), "--output-dir", out],
+                 str(len(want)), "--output-dir", out] + args.run_flag,
                 capture_output=True, text=True)
             if run.returncode != 0:
                 print(f"FAIL prompt of {len(prompt)}: moe-run exited "
