@@ -18,10 +18,15 @@
 //    column blocks of 256 outputs through matmulBlock (oneDNN's matmul:
 //    bf16 for bf16 and int8 where the CPU has AVX512-BF16, f32 where oneDNN
 //    has brgemm), else the widened block through sgemm.
+//  * `tiles`: column blocks of 256 outputs through tileProject
+//    (kernels/tiles.h), the register tiles that the experts run between the
+//    streaming and the GEMM blocks ([N, K] only).
 //  * `sgemm`: f32 only: oneDNN's sgemm of the [K, N] matrix, what a MatMul
 //    step runs, split by columns as parallelSgemm splits a few rows.
 // Enough copies of the matrix are cycled through (about 256 MiB, or COPIES
-// when not 0) that every product reads its weights from memory. Each round
+// when not 0) that every product reads its weights from memory, each copy
+// in transparent huge pages where the kernel grants them (moe-run's plans
+// are, by default). Each round
 // measures the read bandwidth (a max-reduce over 512 MiB on the same
 // threads) and then the product; the best of each over the rounds is
 // printed, with the product's rate of weight bytes as a share of the
@@ -35,6 +40,7 @@
 #include "kernels/common.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
+#include "kernels/tiles.h"
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +49,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <sys/mman.h>
 #include <time.h>
 #include <vector>
 
@@ -54,6 +61,32 @@ using moec::bench::readBandwidth;
 using moec::bench::seconds;
 
 namespace {
+/// Bytes aligned to 2 MiB, advised into transparent huge pages.
+class HugeBuffer {
+public:
+  HugeBuffer() = default;
+  HugeBuffer(const HugeBuffer &) = delete;
+  HugeBuffer &operator=(const HugeBuffer &) = delete;
+  ~HugeBuffer() { std::free(data_); }
+  void allocate(size_t size) {
+    constexpr size_t kHuge = 2 << 20;
+    const size_t rounded = (size + kHuge - 1) / kHuge * kHuge;
+    size_ = size;
+    data_ = static_cast<uint8_t *>(std::aligned_alloc(kHuge, rounded));
+    if (!data_) {
+      std::fprintf(stderr, "out of memory\n");
+      std::exit(1);
+    }
+    madvise(data_, rounded, MADV_HUGEPAGE);
+  }
+  uint8_t *data() { return data_; }
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+
+private:
+  uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
 
 /// Columns per GEMM block, as the experts' wide blocks.
 constexpr int64_t kGemmColumns = 256;
@@ -78,7 +111,7 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s N K [THREADS [f32|bf16|f16|int8 [ROWS[,ROWS...] "
-                 "[auto|8lanes|gemm|sgemm [COPIES [outin|inout]]]]]]\n",
+                 "[auto|8lanes|gemm|tiles|sgemm [COPIES [outin|inout]]]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -92,12 +125,17 @@ int main(int argc, char **argv) {
                        : typeName == "f16"  ? StreamWeights::F16
                        : typeName == "int8" ? StreamWeights::I8
                                             : StreamWeights::F32;
+  if (kernel == "tiles" && moert::detail::tiledRows(type) == 0) {
+    std::fprintf(stderr, "this CPU has no register tiles for %s weights\n",
+                 typeName.c_str());
+    return 2;
+  }
   if (kernel == "sgemm" && type != StreamWeights::F32) {
     std::fprintf(stderr, "sgemm multiplies f32 weights only\n");
     return 2;
   }
-  if (kernel == "8lanes" && inOut) {
-    std::fprintf(stderr, "8lanes is for the [N, K] layout\n");
+  if ((kernel == "8lanes" || kernel == "tiles") && inOut) {
+    std::fprintf(stderr, "%s is for the [N, K] layout\n", kernel.c_str());
     return 2;
   }
   const size_t width = type == StreamWeights::F32  ? 4
@@ -114,9 +152,11 @@ int main(int argc, char **argv) {
   // Random bytes: f32 and 16-bit values from random floats, int8 any byte.
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  std::vector<std::vector<uint8_t>> weights(copies);
+  // Each copy in transparent huge pages where the kernel grants them, as
+  // moe-run holds a plan's weights (--weight-pages auto).
+  std::vector<HugeBuffer> weights(copies);
   for (auto &w : weights) {
-    w.resize(size_t(N) * K * width);
+    w.allocate(size_t(N) * K * width);
     for (size_t i = 0; i < w.size(); i += 4) {
       float v = uniform(rng);
       uint32_t bits;
@@ -141,6 +181,17 @@ int main(int argc, char **argv) {
   std::vector<std::vector<float>> widened(threads);
   // One product of xRows rows with weights w.
   auto product = [&](const uint8_t *w, int64_t xRows) {
+    if (kernel == "tiles") {
+      int64_t blocks = (N + kGemmColumns - 1) / kGemmColumns;
+      pool.parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          int64_t c0 = b * kGemmColumns, m = std::min(kGemmColumns, N - c0);
+          moert::detail::tileProject(x.data(), xRows, K, w, type, c0, m, scale,
+                                     nullptr, y.data() + c0, N);
+        }
+      });
+      return;
+    }
     if (kernel == "gemm") {
       int64_t blocks = (N + kGemmColumns - 1) / kGemmColumns;
       pool.parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {

@@ -32,6 +32,7 @@
 
 #include "kernels/expert_gemm.h"
 #include "kernels/moe_internal.h"
+#include "kernels/tiles.h"
 
 #include <algorithm>
 #include <atomic>
@@ -47,7 +48,9 @@ constexpr int64_t kPartRows = 128;
 /// scale[c0 : c0 + m] for int8 W) + bias[c0 : c0 + m], for a matrix W of
 /// storage `type` with `out` outputs stored as [K, out] (`inOut`) or [out,
 /// K]. Up to streamedRows rows of [out, K] weights stream them ([K, out]
-/// weights with few rows are split along K by runRound instead); otherwise
+/// weights with few rows are split along K by runRound instead), and up to
+/// tiledRows rows multiply them in register tiles (kernels/tiles.h);
+/// otherwise
 /// bf16 and int8 weights run a bf16 matmul block where the CPU has
 /// AVX512-BF16 (kernels/expert_gemm.h), and the rest an sgemm whose
 /// transpose flag is the layout and whose C operand is the bias: f32
@@ -60,6 +63,8 @@ void project(const float *x, int64_t n, int64_t K, const void *w,
              const float *scale, const float *bias, float *c, int64_t ldc) {
   if (!inOut && n <= streamedRows(type, inOut))
     return streamProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
+  if (!inOut && n <= tiledRows(type))
+    return tileProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
   if ((type == StreamWeights::F32 || blockGemmFor(type) == BlockGemm::Bf16) &&
       matmulBlock(x, n, K, w, type, out, inOut, c0, m, scale, bias, c, ldc))
     return;

@@ -7,14 +7,16 @@
 // steps on the widening fallback. A CPU without AVX512-BF16 skips the bf16
 // cases with the reason (the fallback is then what the other tests run); one
 // where oneDNN has no f32 brgemm skips the f32 case. The streaming products
-// of 1 to 9 rows (kernels/stream.h) against the same reference, each row
-// equal to its product alone.
+// of 1 to 9 rows (kernels/stream.h) and the register tiles of 1 to 33 rows
+// (kernels/tiles.h) against the same reference, each row equal to its
+// product alone.
 //
 //===----------------------------------------------------------------------===//
 
 #include "exec/tensor.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
+#include "kernels/tiles.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -324,6 +326,37 @@ std::pair<double, double> rowProduct(const float *x, const Weights &w,
   return {sum, magnitude};
 }
 
+/// Checks product(x [n, K], w, type, columns [c0, c0 + m), scale s, bias
+/// b) into c [n, ldc]: each row equal, bit for bit, to the product of that
+/// row alone; columns past m untouched; each output within 1e-6 of its
+/// terms' magnitude of the f64 product of `used` (x as the kernel
+/// multiplies it) and w's values.
+template <typename Product>
+void checkRowsAlone(Product product, const std::vector<float> &x,
+                    const std::vector<float> &used, int64_t n, int64_t K,
+                    const Weights &w, StreamWeights type, int64_t c0, int64_t m,
+                    const float *s, const float *b, int64_t ldc) {
+  std::vector<float> got(n * ldc, -3.0f);
+  product(x.data(), n, K, w.bytes.data(), type, c0, m, s, b, got.data(), ldc);
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<float> alone(ldc, -3.0f);
+    product(x.data() + r * K, 1, K, w.bytes.data(), type, c0, m, s, b,
+            alone.data(), ldc);
+    for (int64_t j = 0; j < ldc; ++j) {
+      float g = got[r * ldc + j];
+      ASSERT_EQ(g, alone[j]) << r << ", " << j;
+      if (j >= m) {
+        ASSERT_EQ(g, -3.0f);
+        continue;
+      }
+      auto [sum, magnitude] = rowProduct(used.data() + r * K, w, c0 + j, K);
+      double sc = s ? s[c0 + j] : 1.0, bv = b ? b[c0 + j] : 0.0;
+      double bound = 1e-6 * (magnitude * std::fabs(sc) + std::fabs(bv));
+      ASSERT_NEAR(g, sum * sc + bv, bound) << r << ", " << j;
+    }
+  }
+}
+
 TEST(Stream, OneToNineRowsMatchTheReferenceAndEachRowAlone) {
   // streamProject as the experts' column blocks and the Linear step run it,
   // every weight type, 1 to 9 rows (9: two slabs of 8), K = 70 (a scalar
@@ -344,28 +377,49 @@ TEST(Stream, OneToNineRowsMatchTheReferenceAndEachRowAlone) {
         SCOPED_TRACE(
             absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
         std::vector<float> x = randomFloats(n * K, 34 + n);
-        std::vector<float> got(n * ldc, -3.0f);
-        detail::streamProject(x.data(), n, K, w.bytes.data(), type, c0, m, s, b,
-                              got.data(), ldc);
-        for (int64_t r = 0; r < n; ++r) {
-          std::vector<float> alone(ldc, -3.0f);
-          detail::streamProject(x.data() + r * K, 1, K, w.bytes.data(), type,
-                                c0, m, s, b, alone.data(), ldc);
-          for (int64_t j = 0; j < ldc; ++j) {
-            float g = got[r * ldc + j];
-            ASSERT_EQ(g, alone[j]) << r << ", " << j;
-            if (j >= m) {
-              ASSERT_EQ(g, -3.0f);
-              continue;
-            }
-            auto [sum, magnitude] = rowProduct(x.data() + r * K, w, c0 + j, K);
-            double sc = s ? s[c0 + j] : 1.0, bv = b ? b[c0 + j] : 0.0;
-            double bound = 1e-6 * (magnitude * std::fabs(sc) + std::fabs(bv));
-            ASSERT_NEAR(g, sum * sc + bv, bound) << r << ", " << j;
-          }
-        }
+        checkRowsAlone(detail::streamProject, x, x, n, K, w, type, c0, m, s, b,
+                       ldc);
       }
     }
+}
+
+TEST(Tiles, ProductsMatchTheReferenceAndEachRowAlone) {
+  // tileProject as the experts' column blocks run it between the streaming
+  // and the GEMM blocks: f32, bf16 and int8 weights, K = 70 (less than one
+  // step: a masked tail), 1000 (a tail after full steps) and 3001 (three
+  // chunks of K), 150 columns from column 5 (several panels of weight rows,
+  // an odd last tile), 1 to 33 rows (tiles of 8 rows and the rest), with and
+  // without bias and int8 scales, against the f64 product of the values the
+  // kernel multiplies (x rounded to bf16 for bf16 and int8 weights). Each
+  // row equals the product of that row alone, bit for bit, and columns
+  // outside the block are untouched.
+  const int64_t out = 160, c0 = 5, m = 150, ldc = 170;
+  int ran = 0;
+  for (StreamWeights type :
+       {StreamWeights::F32, StreamWeights::BF16, StreamWeights::I8}) {
+    if (detail::tiledRows(type) == 0)
+      continue;
+    ++ran;
+    for (int64_t K : {70, 1000, 3001}) {
+      Weights w = makeWeights(type, out * K, 41);
+      std::vector<float> bias = randomFloats(out, 42),
+                         scale = randomFloats(out, 43);
+      const float *s = type == StreamWeights::I8 ? scale.data() : nullptr;
+      for (int64_t n : {1, 5, 8, 9, 16, 17, 33}) {
+        const float *b = n % 2 ? bias.data() : nullptr;
+        SCOPED_TRACE(
+            absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
+        std::vector<float> x = randomFloats(n * K, 44 + n);
+        std::vector<float> used =
+            type == StreamWeights::F32 ? x : roundedToBf16(x);
+        checkRowsAlone(detail::tileProject, x, used, n, K, w, type, c0, m, s, b,
+                       ldc);
+      }
+    }
+  }
+  if (ran == 0)
+    GTEST_SKIP() << "this CPU has no AVX-512: no register tiles (the "
+                    "experts' blocks run oneDNN's GEMMs)";
 }
 
 TEST(Stream, RowRangesOfOneToEightRowsMatchTheReference) {
