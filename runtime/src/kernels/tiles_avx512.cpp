@@ -36,8 +36,9 @@
 namespace moert::detail {
 namespace {
 
-/// Rows of activations per tile, and weight rows per tile: 16 running
-/// vectors, half of the registers.
+/// Weight rows and rows of activations per tile: 16 running vectors, half
+/// of the registers.
+constexpr int kTileWeights = 2, kTileRows = 8;
 /// Inputs per chunk of K: a tile's 8 rows of x over one chunk are 16 KiB
 /// (bf16) or 32 KiB (f32) of L1; 1024 was faster than 512 for f32 and than
 /// 2048 for bf16 (bench/README.md, "Register tiles for the prompt's
@@ -57,7 +58,6 @@ constexpr int64_t kMostTiledRowsBf16 = 40;
 constexpr int64_t kMostTiledRowsI8 = 40;
 
 #if MOERT_TILES_X86
-/// f32 weights: 16 per step, FMAs with x as it is.
 /// The sum of v's 16 lanes: halves, then quarters, ... (in registers: a
 /// copy through memory here kept a tile's running vectors on the stack).
 MOERT_TILES_BF16 inline float sum16(__m512 v) {
@@ -90,8 +90,8 @@ private:
   std::vector<Line> storage_;
 };
 
+/// f32 weights: 16 per step, FMAs with x as it is.
 struct F32Tiles {
-  static constexpr int kTileWeights = 2, kTileRows = 8;
   using Weight = float;
   using Input = float;
   static constexpr int64_t kStep = 16;
@@ -121,7 +121,6 @@ MOERT_TILES_BF16 inline __m512 bf16Pairs(const uint16_t *p, int64_t left) {
 /// The activations of bf16 and int8 weights: x rounded to bf16, 32 per
 /// step, dot products of pairs.
 struct Bf16Inputs {
-  static constexpr int kTileWeights = 2, kTileRows = 8;
   using Input = uint16_t;
   static constexpr int64_t kStep = 32;
   static MOERT_TILES_BF16 inline __m512 inputs(const uint16_t *x,
@@ -237,7 +236,7 @@ MOERT_TILES_BF16 inline __attribute__((always_inline)) void
 panels(const typename T::Input *x, int64_t n, int64_t K,
        const typename T::Weight *w, int64_t m, const float *scale,
        const float *bias, float *c, int64_t ldc) {
-  constexpr int J = T::kTileWeights, R = T::kTileRows;
+  constexpr int J = kTileWeights, R = kTileRows;
   const int64_t steps = (K + T::kStep - 1) / T::kStep;
   const int64_t rowBytes = K * int64_t(sizeof(typename T::Weight));
   float sums[J * R];
