@@ -3,8 +3,8 @@
 // tileProject (kernels/tiles.h): panels of about 128 KiB of weight rows;
 // within a panel, chunk by chunk of K, tiles of two weight rows by up to
 // eight rows of activations, each summing its 16-lane vectors over the
-// chunk in registers (f32 FMAs, or AVX512-BF16 dot products of bf16 pairs)
-// before one horizontal sum per output. The first pass over the panel
+// chunk in registers (AVX512-BF16 dot products of bf16 pairs) before one
+// horizontal sum per output. The first pass over the panel
 // prefetches the next panel, spread over its steps; the later passes read
 // the panel from L2.
 //
@@ -39,23 +39,18 @@ namespace {
 /// Weight rows and rows of activations per tile: 16 running vectors, half
 /// of the registers.
 constexpr int kTileWeights = 2, kTileRows = 8;
-/// Inputs per chunk of K: a tile's 8 rows of x over one chunk are 16 KiB
-/// (bf16) or 32 KiB (f32) of L1; 1024 was faster than 512 for f32 and than
-/// 2048 for bf16 (bench/README.md, "Register tiles for the prompt's
-/// experts").
+/// Inputs per chunk of K: a tile's 8 rows of x over one chunk are 16 KiB of
+/// L1; 1024 was faster than 2048 (bench/README.md, "Register tiles for the
+/// prompt's experts").
 constexpr int64_t kChunkInputs = 1024;
 /// Bytes of weight rows per panel: in L2 (with the next panel, prefetched)
 /// for the panel's later passes; 128 KiB was faster than 32, 64 and 256 at
 /// K = 1024 and 2816 (bench/README.md, "Register tiles for the prompt's
 /// experts").
 constexpr int64_t kPanelBytes = 128 << 10;
-/// Up to these many rows tileProject ran faster than oneDNN's matmul blocks
-/// (bench/README.md, "Register tiles for the prompt's experts"): f32 FMAs
-/// have half the bf16 dot products' arithmetic, and int8 weights pay for
-/// their widening.
-constexpr int64_t kMostTiledRowsF32 = 12;
-constexpr int64_t kMostTiledRowsBf16 = 40;
-constexpr int64_t kMostTiledRowsI8 = 40;
+/// Up to this many rows tileProject ran faster than oneDNN's matmul blocks
+/// (bench/README.md, "Register tiles for the prompt's experts").
+constexpr int64_t kMostTiledRows = 40;
 
 #if MOERT_TILES_X86
 /// The sum of v's 16 lanes: halves, then quarters, ... (in registers: a
@@ -72,9 +67,6 @@ MOERT_TILES_BF16 inline float sum16(__m512 v) {
 /// A thread's inputs for the tiles, aligned to 64 bytes.
 class AlignedInputs {
 public:
-  float *floats(int64_t count) {
-    return reinterpret_cast<float *>(bytes(count * 4));
-  }
   uint16_t *halves(int64_t count) {
     return reinterpret_cast<uint16_t *>(bytes(count * 2));
   }
@@ -88,25 +80,6 @@ private:
     char bytes[64];
   };
   std::vector<Line> storage_;
-};
-
-/// f32 weights: 16 per step, FMAs with x as it is.
-struct F32Tiles {
-  using Weight = float;
-  using Input = float;
-  static constexpr int64_t kStep = 16;
-  static MOERT_TILES_BF16 inline __m512 weights(const float *w, int64_t left) {
-    return left >= kStep
-               ? _mm512_loadu_ps(w)
-               : _mm512_maskz_loadu_ps(__mmask16((1u << left) - 1), w);
-  }
-  static MOERT_TILES_BF16 inline __m512 inputs(const float *x, int64_t left) {
-    return weights(x, left);
-  }
-  static MOERT_TILES_BF16 inline __m512 product(__m512 acc, __m512 x,
-                                                __m512 w) {
-    return _mm512_fmadd_ps(x, w, acc);
-  }
 };
 
 /// 32 bf16 of x or w, the last step's tail zeros.
@@ -284,14 +257,6 @@ panels(const typename T::Input *x, int64_t n, int64_t K,
   }
 }
 
-// The f32 panels share the bf16 target so that the templates inline into
-// them; they use no bf16 instruction, and run on any AVX-512 CPU.
-MOERT_TILES_BF16 void panelsF32(const float *x, int64_t n, int64_t K,
-                                const float *w, int64_t m, const float *scale,
-                                const float *bias, float *c, int64_t ldc) {
-  panels<F32Tiles>(x, n, K, w, m, scale, bias, c, ldc);
-}
-
 MOERT_TILES_BF16 void panelsBf16(const uint16_t *x, int64_t n, int64_t K,
                                  const uint16_t *w, int64_t m,
                                  const float *scale, const float *bias,
@@ -309,19 +274,12 @@ MOERT_TILES_BF16 void panelsI8(const uint16_t *x, int64_t n, int64_t K,
 } // namespace
 
 int64_t tiledRows(StreamWeights type) {
-  if (batchInvariant())
+  if (batchInvariant() || !MOERT_TILES_X86)
     return 0;
-  switch (type) {
-  case StreamWeights::F32:
-    return MOERT_TILES_X86 && hasAvx512Streams() ? kMostTiledRowsF32 : 0;
-  case StreamWeights::BF16:
-    return MOERT_TILES_X86 && hasBf16Matmul() ? kMostTiledRowsBf16 : 0;
-  case StreamWeights::I8:
-    return MOERT_TILES_X86 && hasBf16Matmul() ? kMostTiledRowsI8 : 0;
-  case StreamWeights::F16:
-    return 0;
-  }
-  return 0;
+  return (type == StreamWeights::BF16 || type == StreamWeights::I8) &&
+                 hasBf16Matmul()
+             ? kMostTiledRows
+             : 0;
 }
 
 void tileProject(const float *x, int64_t n, int64_t K, const void *w,
@@ -332,15 +290,9 @@ void tileProject(const float *x, int64_t n, int64_t K, const void *w,
 #if MOERT_TILES_X86
   const float *s = scale ? scale + c0 : nullptr;
   const float *b = bias ? bias + c0 : nullptr;
-  // x copied (f32) or rounded (bf16) into a buffer aligned to cache lines:
-  // unaligned rows split most of the tiles' loads over two lines.
+  // x rounded to bf16 into a buffer aligned to cache lines: unaligned rows
+  // split most of the tiles' loads over two lines.
   static thread_local AlignedInputs inputs;
-  if (type == StreamWeights::F32) {
-    float *copy = inputs.floats(n * K);
-    std::copy(x, x + n * K, copy);
-    return panelsF32(copy, n, K, static_cast<const float *>(w) + c0 * K, m, s,
-                     b, c, ldc);
-  }
   if (type == StreamWeights::BF16 || type == StreamWeights::I8) {
     uint16_t *rounded = inputs.halves(n * K);
     roundToBf16(x, n * K, rounded);
