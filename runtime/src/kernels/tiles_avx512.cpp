@@ -64,23 +64,19 @@ MOERT_TILES_BF16 inline float sum16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
 
-/// A thread's inputs for the tiles, aligned to 64 bytes.
-class AlignedInputs {
-public:
-  uint16_t *halves(int64_t count) {
-    return reinterpret_cast<uint16_t *>(bytes(count * 2));
-  }
-
-private:
-  void *bytes(int64_t size) {
-    storage_.resize((size + 63) / 64 + 1);
-    return storage_.data();
-  }
+/// x[0, count) rounded to bf16 into the calling thread's buffer, aligned to
+/// cache lines: unaligned rows split most of the tiles' loads over two
+/// lines.
+uint16_t *roundedInputs(const float *x, int64_t count) {
   struct alignas(64) Line {
-    char bytes[64];
+    uint16_t halves[32];
   };
-  std::vector<Line> storage_;
-};
+  static thread_local std::vector<Line> lines;
+  lines.resize((count + 31) / 32);
+  uint16_t *out = lines.data()->halves;
+  roundToBf16(x, count, out);
+  return out;
+}
 
 /// 32 bf16 of x or w, the last step's tail zeros.
 MOERT_TILES_BF16 inline __m512 bf16Pairs(const uint16_t *p, int64_t left) {
@@ -290,19 +286,13 @@ void tileProject(const float *x, int64_t n, int64_t K, const void *w,
 #if MOERT_TILES_X86
   const float *s = scale ? scale + c0 : nullptr;
   const float *b = bias ? bias + c0 : nullptr;
-  // x rounded to bf16 into a buffer aligned to cache lines: unaligned rows
-  // split most of the tiles' loads over two lines.
-  static thread_local AlignedInputs inputs;
-  if (type == StreamWeights::BF16 || type == StreamWeights::I8) {
-    uint16_t *rounded = inputs.halves(n * K);
-    roundToBf16(x, n * K, rounded);
-    if (type == StreamWeights::BF16)
-      return panelsBf16(rounded, n, K,
-                        static_cast<const uint16_t *>(w) + c0 * K, m, s, b, c,
-                        ldc);
-    return panelsI8(rounded, n, K, static_cast<const int8_t *>(w) + c0 * K, m,
-                    s, b, c, ldc);
-  }
+  if (type == StreamWeights::BF16)
+    return panelsBf16(roundedInputs(x, n * K), n, K,
+                      static_cast<const uint16_t *>(w) + c0 * K, m, s, b, c,
+                      ldc);
+  if (type == StreamWeights::I8)
+    return panelsI8(roundedInputs(x, n * K), n, K,
+                    static_cast<const int8_t *>(w) + c0 * K, m, s, b, c, ldc);
 #endif
   // No tiles for this type here (tiledRows is 0): the streaming product.
   streamProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
