@@ -39,6 +39,9 @@ namespace {
 /// Weight rows and rows of activations per tile: 16 running vectors, half
 /// of the registers.
 constexpr int kTileWeights = 2, kTileRows = 8;
+/// Inputs per step: a 64-byte vector of bf16, which AVX512-BF16 multiplies
+/// in pairs.
+constexpr int64_t kStep = 32;
 /// Inputs per chunk of K: a tile's 8 rows of x over one chunk are 16 KiB of
 /// L1; 1024 was faster than 2048 (bench/README.md, "Register tiles for the
 /// prompt's experts").
@@ -87,23 +90,8 @@ MOERT_TILES_BF16 inline __m512 bf16Pairs(const uint16_t *p, int64_t left) {
   return _mm512_castsi512_ps(v);
 }
 
-/// The activations of bf16 and int8 weights: x rounded to bf16, 32 per
-/// step, dot products of pairs.
-struct Bf16Inputs {
-  using Input = uint16_t;
-  static constexpr int64_t kStep = 32;
-  static MOERT_TILES_BF16 inline __m512 inputs(const uint16_t *x,
-                                               int64_t left) {
-    return bf16Pairs(x, left);
-  }
-  static MOERT_TILES_BF16 inline __m512 product(__m512 acc, __m512 x,
-                                                __m512 w) {
-    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
-  }
-};
-
 /// bf16 weights, as stored.
-struct Bf16Tiles : Bf16Inputs {
+struct Bf16Tiles {
   using Weight = uint16_t;
   static MOERT_TILES_BF16 inline __m512 weights(const uint16_t *w,
                                                 int64_t left) {
@@ -112,7 +100,7 @@ struct Bf16Tiles : Bf16Inputs {
 };
 
 /// int8 weights, widened to bf16 (exact) in registers.
-struct I8Tiles : Bf16Inputs {
+struct I8Tiles {
   using Weight = int8_t;
   static MOERT_TILES_BF16 inline __m512 weights(const int8_t *w, int64_t left) {
     __m256i q =
@@ -131,18 +119,18 @@ struct I8Tiles : Bf16Inputs {
 /// One step of tile(): kStep inputs at k (the last step masked to `left`).
 template <typename T, int J, int R>
 MOERT_TILES_BF16 inline __attribute__((always_inline)) void
-step(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
-     int64_t k, int64_t left, __m512 (&acc)[J][R]) {
+step(const uint16_t *x, const typename T::Weight *w, int64_t ld, int64_t k,
+     int64_t left, __m512 (&acc)[J][R]) {
   __m512 wv[J];
 #pragma GCC unroll 16
   for (int a = 0; a < J; ++a)
     wv[a] = T::weights(w + a * ld + k, left);
 #pragma GCC unroll 16
   for (int b = 0; b < R; ++b) {
-    __m512 xv = T::inputs(x + b * ld + k, left);
+    __m512 xv = bf16Pairs(x + b * ld + k, left);
 #pragma GCC unroll 16
     for (int a = 0; a < J; ++a)
-      acc[a][b] = T::product(acc[a][b], xv, wv[a]);
+      acc[a][b] = _mm512_dpbf16_ps(acc[a][b], (__m512bh)xv, (__m512bh)wv[a]);
   }
 }
 
@@ -152,25 +140,25 @@ step(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
 /// keeps its running vectors in registers as a function of its own.
 template <typename T, int J, int R>
 MOERT_TILES_BF16 __attribute__((noinline)) void
-tile(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
-     int64_t len, const char *prefetch, int64_t lines, float *sums) {
+tile(const uint16_t *x, const typename T::Weight *w, int64_t ld, int64_t len,
+     const char *prefetch, int64_t lines, float *sums) {
   __m512 acc[J][R];
 #pragma GCC unroll 16
   for (int a = 0; a < J; ++a)
 #pragma GCC unroll 16
     for (int b = 0; b < R; ++b)
       acc[a][b] = _mm512_setzero_ps();
-  const int64_t full = len / T::kStep * T::kStep;
+  const int64_t full = len / kStep * kStep;
   int64_t k = 0;
   if (prefetch)
-    for (; k < full; k += T::kStep) {
+    for (; k < full; k += kStep) {
       for (int64_t l = 0; l < lines; ++l)
         _mm_prefetch(prefetch + l * 64, _MM_HINT_T0);
       prefetch += lines * 64;
-      step<T, J, R>(x, w, ld, k, T::kStep, acc);
+      step<T, J, R>(x, w, ld, k, kStep, acc);
     }
-  for (; k < full; k += T::kStep)
-    step<T, J, R>(x, w, ld, k, T::kStep, acc);
+  for (; k < full; k += kStep)
+    step<T, J, R>(x, w, ld, k, kStep, acc);
   if (k < len)
     step<T, J, R>(x, w, ld, k, len - k, acc);
 #pragma GCC unroll 16
@@ -183,9 +171,9 @@ tile(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
 /// tile() for j weight rows (1 to J) and r rows of x (1 to R).
 template <typename T, int J, int R>
 MOERT_TILES_BF16 inline __attribute__((always_inline)) void
-anyTile(int j, int64_t r, const typename T::Input *x,
-        const typename T::Weight *w, int64_t ld, int64_t len,
-        const char *prefetch, int64_t lines, float *sums) {
+anyTile(int j, int64_t r, const uint16_t *x, const typename T::Weight *w,
+        int64_t ld, int64_t len, const char *prefetch, int64_t lines,
+        float *sums) {
   if constexpr (J > 1)
     if (j < J)
       return anyTile<T, J - 1, R>(j, r, x, w, ld, len, prefetch, lines, sums);
@@ -202,11 +190,11 @@ anyTile(int j, int64_t r, const typename T::Input *x,
 /// bias.
 template <typename T>
 MOERT_TILES_BF16 inline __attribute__((always_inline)) void
-panels(const typename T::Input *x, int64_t n, int64_t K,
-       const typename T::Weight *w, int64_t m, const float *scale,
-       const float *bias, float *c, int64_t ldc) {
+panels(const uint16_t *x, int64_t n, int64_t K, const typename T::Weight *w,
+       int64_t m, const float *scale, const float *bias, float *c,
+       int64_t ldc) {
   constexpr int J = kTileWeights, R = kTileRows;
-  const int64_t steps = (K + T::kStep - 1) / T::kStep;
+  const int64_t steps = (K + kStep - 1) / kStep;
   const int64_t rowBytes = K * int64_t(sizeof(typename T::Weight));
   float sums[J * R];
   const int64_t panelRows =
@@ -224,7 +212,7 @@ panels(const typename T::Input *x, int64_t n, int64_t K,
                   : nullptr;
     for (int64_t k0 = 0; k0 < K; k0 += kChunkInputs) {
       const int64_t len = std::min(kChunkInputs, K - k0);
-      const int64_t tileLines = (len + T::kStep - 1) / T::kStep * lines * 64;
+      const int64_t tileLines = (len + kStep - 1) / kStep * lines * 64;
       for (int64_t r0 = 0; r0 < n; r0 += R) {
         const int64_t r = std::min<int64_t>(R, n - r0);
         for (int64_t j = p0; j < p0 + rows; j += J) {
