@@ -5,8 +5,9 @@
 // compile --weight-dtype` makes of a MatMul by a constant matrix. Every row
 // of a is one row of the product. A few rows (decoding, and the decode
 // steps of a batch of a few sequences) read each weight once through the
-// streaming kernels (kernels/stream.h), the pool's threads
-// taking contiguous blocks of W's rows; more rows (a prompt) widen blocks of
+// streaming kernels (kernels/stream.h) or the register tiles
+// (kernels/tiles.h), the pool's threads taking contiguous blocks of W's
+// rows; more rows (a prompt) widen blocks of
 // W's rows to f32 and multiply them, each block once for all the rows, with
 // oneDNN's f32 matmul where it has brgemm kernels for the CPU
 // (kernels/expert_gemm.h), else sgemm. The activations stay f32 throughout.
@@ -18,6 +19,7 @@
 #include "kernels/common.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/stream.h"
+#include "kernels/tiles.h"
 
 #include <algorithm>
 #include <vector>
@@ -88,6 +90,17 @@ absl::Status validateLinear(const StepCheck &check) {
   return check.outRank(0, a.rank);
 }
 
+/// Runs body(j0, j1) on one contiguous block of the N weight rows per
+/// thread of `pool` (multiples of kColumnQuantum): each weight byte is read
+/// once, by one thread.
+template <typename Body>
+void forThreadBlocks(ThreadPool &pool, int64_t N, Body body) {
+  const int64_t threads = pool.size();
+  int64_t per = (N + threads - 1) / threads;
+  int64_t grain = (per + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum;
+  pool.parallelFor(N, grain, [&](int64_t j0, int64_t j1) { body(j0, j1); });
+}
+
 absl::Status linearKernel(KernelContext &ctx) {
   const Tensor &a = ctx.in(kA);
   const Tensor &w = ctx.in(kW);
@@ -109,24 +122,32 @@ absl::Status linearKernel(KernelContext &ctx) {
   const float *scales =
       ctx.has(kScales) ? ctx.in(kScales).as<const float>() : nullptr;
   const int64_t threads = ctx.pool().size();
-  // The experts' crossover for [out, K] weights (4 to 8 rows where the CPU
-  // has AVX-512, by weight type; none in batch-invariant mode).
-  if (M <= streamedRows(type, /*inOut=*/false)) {
+  // The experts' crossovers for [out, K] weights: up to 4 to 8 rows (by
+  // weight type, where the CPU has AVX-512) the streaming kernels, then for
+  // f32 weights up to 8 (a batch of sequences decoding) the register tiles,
+  // whose sums are the streaming ones (the narrow types' tiles round x to
+  // bf16, which this step does not); none in batch-invariant mode.
+  const bool streams = M <= streamedRows(type, /*inOut=*/false);
+  if (streams || (type == StreamWeights::F32 && M <= tiledRows(type))) {
     // One contiguous block of weight rows per thread: each weight byte is
     // read once, by one thread.
-    int64_t per = (N + threads - 1) / threads;
-    int64_t grain =
-        (per + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum;
-    ctx.pool().parallelFor(N, grain, [&](int64_t j0, int64_t j1) {
-      streamProject(x, M, K, bytes, type, j0, j1 - j0, scales, nullptr, y + j0,
-                    N);
+    auto *product = streams ? streamProject : tileProject;
+    forThreadBlocks(ctx.pool(), N, [&](int64_t j0, int64_t j1) {
+      product(x, M, K, bytes, type, j0, j1 - j0, scales, nullptr, y + j0, N);
     });
     return absl::OkStatus();
   }
-  // f32 weights need no widening: sgemm reads them as they are.
+  // f32 weights need no widening: oneDNN's f32 matmul reads each thread's
+  // block of weight rows as it is (24% faster than sgemm of the transposed
+  // weights on a 64-token prompt), else sgemm.
   if (type == StreamWeights::F32) {
-    parallelSgemm(ctx.pool(), false, true, M, N, K, 1.0f, x, K,
-                  reinterpret_cast<const float *>(bytes), K, 0.0f, y, N);
+    const auto *w32 = reinterpret_cast<const float *>(bytes);
+    forThreadBlocks(ctx.pool(), N, [&](int64_t j0, int64_t j1) {
+      if (!matmulBlock(x, M, K, w32, type, N, /*inOut=*/false, j0, j1 - j0,
+                       nullptr, nullptr, y + j0, N))
+        sgemm(false, true, M, j1 - j0, K, 1.0f, x, K, w32 + j0 * K, K, 0.0f,
+              y + j0, N);
+    });
     return absl::OkStatus();
   }
   int64_t blocks = (N + kWidenedRows - 1) / kWidenedRows;

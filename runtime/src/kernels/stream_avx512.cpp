@@ -1,14 +1,17 @@
 //===- stream_avx512.cpp - 16-lane streaming products of [out, K] --------===//
 //
-// The AVX-512 entry points of streamProject (kernels/stream.h) for weights
-// stored [out, K]: one weight row at a time in memory order, each 16-lane
-// weight vector feeding up to four rows of x, or, when the rows of x
-// outgrow L1, chunk by chunk through blocks of weight rows. Chosen by CPUID
+// The AVX-512 entry points of streamProject (kernels/stream.h) for 16-bit
+// and int8 weights stored [out, K]: one weight row at a time in memory
+// order, each 16-lane weight vector feeding up to four rows of x, or, when
+// the rows of x outgrow L1, chunk by chunk through blocks of weight rows.
+// f32 weights go to the register tiles (kernels/tiles.h), whose order of
+// summation is then the same for every count of rows. Chosen by CPUID
 // (hasAvx512Streams); the 8-lane kernels and the dispatch are stream.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/stream_vectors.h"
+#include "kernels/tiles.h"
 
 #include <algorithm>
 #include <vector>
@@ -277,12 +280,6 @@ streamOutInRows(const float *x, int64_t n, int64_t K, const void *weights,
 // bf16 is already near memory speed with two threads (bench/README.md,
 // "Kernel measurements behind the CPU kernels' design").
 MOERT_AVX512
-void streamOutInF32Avx512(const float *x, int64_t n, int64_t K, const void *w,
-                          int64_t c0, int64_t m, const float *scale,
-                          const float *bias, float *c, int64_t ldc) {
-  streamOutInRows<F32x16Weights>(x, n, K, w, c0, m, scale, bias, c, ldc);
-}
-MOERT_AVX512
 void streamOutInBf16Avx512(const float *x, int64_t n, int64_t K, const void *w,
                            int64_t c0, int64_t m, const float *scale,
                            const float *bias, float *c, int64_t ldc) {
@@ -309,7 +306,9 @@ void streamOutInAvx512(const float *x, int64_t n, int64_t K, const void *w,
                        int64_t ldc) {
   switch (type) {
   case StreamWeights::F32:
-    return streamOutInF32Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
+    // The register tiles' order, so that a row's sums are the same whether
+    // it streams or shares a tile with others (kernels/tiles.h).
+    return tileProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
   case StreamWeights::BF16:
     return streamOutInBf16Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
   case StreamWeights::F16:

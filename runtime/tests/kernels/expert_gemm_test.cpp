@@ -385,39 +385,53 @@ TEST(Stream, OneToNineRowsMatchTheReferenceAndEachRowAlone) {
 
 TEST(Tiles, ProductsMatchTheReferenceAndEachRowAlone) {
   // tileProject as the experts' column blocks run it between the streaming
-  // and the GEMM blocks: bf16 and int8 weights, K = 70 (less than one
+  // and the GEMM blocks: f32, bf16 and int8 weights, K = 70 (less than one
   // step: a masked tail), 1000 (a tail after full steps) and 3001 (three
   // chunks of K), 150 columns from column 5 (several panels of weight rows,
-  // an odd last tile), 1 to 33 rows (tiles of 8 rows and the rest), with and
-  // without bias and int8 scales, against the f64 product of the values the
-  // kernel multiplies (x rounded to bf16). Each
-  // row equals the product of that row alone, bit for bit, and columns
-  // outside the block are untouched.
+  // an odd last tile), 1 to 33 rows (tiles of 4 or 8 rows and the rest; for
+  // f32 below 32 KiB of x one weight row at a time), with and without bias
+  // and int8 scales, against the f64 product of the values the kernel
+  // multiplies (x as it is for f32, rounded to bf16 otherwise). Each row
+  // equals the product of that row alone, bit for bit, and columns outside
+  // the block are untouched; f32 rows also equal streamProject's product of
+  // the row alone (one order of summation for every count of rows).
   const int64_t out = 160, c0 = 5, m = 150, ldc = 170;
   int ran = 0;
-  EXPECT_EQ(detail::tiledRows(StreamWeights::F32), 0);
   EXPECT_EQ(detail::tiledRows(StreamWeights::F16), 0);
-  for (StreamWeights type : {StreamWeights::BF16, StreamWeights::I8}) {
+  for (StreamWeights type :
+       {StreamWeights::F32, StreamWeights::BF16, StreamWeights::I8}) {
     if (detail::tiledRows(type) == 0)
       continue;
     ++ran;
+    const bool f32 = type == StreamWeights::F32;
     for (int64_t K : {70, 1000, 3001}) {
       Weights w = makeWeights(type, out * K, 41);
       std::vector<float> bias = randomFloats(out, 42),
                          scale = randomFloats(out, 43);
       const float *s = type == StreamWeights::I8 ? scale.data() : nullptr;
-      for (int64_t n : {1, 5, 8, 9, 16, 17, 33}) {
+      for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 33}) {
         const float *b = n % 2 ? bias.data() : nullptr;
         SCOPED_TRACE(
             absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
         std::vector<float> x = randomFloats(n * K, 44 + n);
-        checkRowsAlone(detail::tileProject, x, roundedToBf16(x), n, K, w, type,
-                       c0, m, s, b, ldc);
+        checkRowsAlone(detail::tileProject, x, f32 ? x : roundedToBf16(x), n, K,
+                       w, type, c0, m, s, b, ldc);
+        if (!f32)
+          continue;
+        std::vector<float> tiled(n * ldc), streamed(ldc);
+        detail::tileProject(x.data(), n, K, w.bytes.data(), type, c0, m, s, b,
+                            tiled.data(), ldc);
+        for (int64_t r = 0; r < n; ++r) {
+          detail::streamProject(x.data() + r * K, 1, K, w.bytes.data(), type,
+                                c0, m, s, b, streamed.data(), ldc);
+          for (int64_t j = 0; j < m; ++j)
+            ASSERT_EQ(tiled[r * ldc + j], streamed[j]) << r << ", " << j;
+        }
       }
     }
   }
   if (ran == 0)
-    GTEST_SKIP() << "this CPU has no AVX512-BF16: no register tiles (the "
+    GTEST_SKIP() << "this CPU has no AVX-512: no register tiles (the "
                     "experts' blocks run oneDNN's GEMMs or sgemm)";
 }
 

@@ -1,17 +1,19 @@
 //===- linear_test.cpp - The Linear step ----------------------------------===//
 //
-// Dense matrices narrowed by `moec compile --weight-dtype` (format 1.16): the
-// plan writer stores a MatMul's [K, N] f32 weight transposed, as [N, K] bf16,
-// f16 or int8 with a scale per output channel, and the Linear step multiplies
-// by it. Each weight type's streamed (few rows) and GEMM (more rows: oneDNN's
-// f32 matmul on widened blocks, or sgemm) paths against the f64 product of
-// the stored weights, within f32 accumulation; the load-time checks.
+// Dense matrices narrowed by `moec compile --weight-dtype` (format 1.16), or
+// kept f32: the plan writer stores a MatMul's [K, N] f32 weight transposed,
+// as [N, K] f32, bf16, f16 or int8 with a scale per output channel, and the
+// Linear step multiplies by it. Each weight type's streamed (few rows) and GEMM
+// (more rows: oneDNN's f32 matmul on widened blocks, or sgemm) paths against
+// the f64 product of the stored weights, within f32 accumulation; the load-time
+// checks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "format/float16.h"
 #include "format/plan_writer.h"
 #include "kernels/expert_gemm.h"
+#include "kernels/tiles.h"
 #include "plan_bytes.h"
 #include "test_util.h"
 
@@ -153,6 +155,36 @@ TEST(Linear, EveryWeightTypeMatchesF64) {
   SCOPED_TRACE("sgemm");
   SgemmBlocks sgemm;
   checkEveryWeightType();
+}
+
+TEST(Linear, F32RowsOfABatchEqualTheRowsAlone) {
+  // f32 weights of a batch of up to tiledRows rows (sequences decoding
+  // together) take the register tiles, whose sums are the streaming
+  // kernel's: each row of the batch equals that row run alone, bit for bit,
+  // at 1 and 3 threads, with K past one chunk of the tiles (1500) and with
+  // the activations past L1 (3001, from 3 rows: the tiles' panels).
+  const int64_t most = detail::tiledRows(detail::StreamWeights::F32);
+  if (most == 0)
+    GTEST_SKIP() << "no f32 register tiles on this CPU";
+  uint32_t seed = 900;
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{1500, 70}, {3001, 40}})
+    for (int64_t rows = 2; rows <= most; ++rows)
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << K << "x" << N << " rows " << rows
+                                          << " threads " << threads);
+        Matrix m(K, N, DType::F32, seed++);
+        std::vector<float> a = randomFloats(rows * K, seed++);
+        absl::StatusOr<std::vector<float>> y = runLinear(m, a, rows, threads);
+        ASSERT_TRUE(y.ok()) << y.status();
+        for (int64_t i = 0; i < rows; ++i) {
+          std::vector<float> row(a.begin() + i * K, a.begin() + (i + 1) * K);
+          absl::StatusOr<std::vector<float>> alone =
+              runLinear(m, row, 1, threads);
+          ASSERT_TRUE(alone.ok()) << alone.status();
+          for (int64_t n = 0; n < N; ++n)
+            ASSERT_EQ((*y)[i * N + n], (*alone)[n]) << "row " << i << " " << n;
+        }
+      }
 }
 
 TEST(Linear, StoresTheWeightTransposedAndNarrowed) {
