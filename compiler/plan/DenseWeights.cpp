@@ -113,6 +113,18 @@ llvm::DenseSet<Value> getNarrowableDenseWeights(func::FuncOp func,
   return result;
 }
 
+llvm::DenseSet<Value> getLinearDenseWeights(func::FuncOp func,
+                                            ExpertWeightType type) {
+  if (type != ExpertWeightType::F32)
+    return getNarrowableDenseWeights(func, type);
+  llvm::DenseSet<Value> result;
+  func.walk([&](moe::ConstantOp op) {
+    if (!op->hasAttr(kKeepF32) && isDenseMatrix(op))
+      result.insert(op.getResult());
+  });
+  return result;
+}
+
 llvm::DenseSet<Value> getNarrowableWeights(func::FuncOp func,
                                            ExpertWeightType type) {
   llvm::DenseSet<Value> result = getNarrowableExpertWeights(func, type);

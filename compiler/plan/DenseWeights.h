@@ -32,6 +32,16 @@ inline constexpr int64_t kMinNarrowedDenseElements = 1024;
 llvm::DenseSet<mlir::Value> getNarrowableDenseWeights(mlir::func::FuncOp func,
                                                       ExpertWeightType type);
 
+/// The dense matrices of `func` that the plan stores transposed, [N, K],
+/// for the Linear step: those getNarrowableDenseWeights narrows, and in an
+/// f32 plan the same matrices kept f32, whose rows the CPU then reads in
+/// memory order (kernels/tiles.h) where a decode step through sgemm read
+/// [K, N] at three quarters of the read bandwidth (bench/README.md, "f32
+/// dense matrices as Linear steps"). None where --keep-f32 or the CUDA
+/// target (keepDenseWeightsWide) marks them kept.
+llvm::DenseSet<mlir::Value> getLinearDenseWeights(mlir::func::FuncOp func,
+                                                  ExpertWeightType type);
+
 /// The embedding tables of `func` that `type` narrows (bf16 and f16 only):
 /// f32 rank-2 constants of at least kMinNarrowedDenseElements that only
 /// Gathers along axis 0 read, unless marked kept. The plan stores them

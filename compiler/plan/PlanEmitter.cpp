@@ -264,10 +264,9 @@ private:
     if (isOutIn(op))
       attrs.AsFfnAttrs()->weight_layout = fb::WeightLayout::OutIn;
     rewritePackedStep(op, weights.getPackedWeights(), *kind, inputs, attrs);
-    // A product by a narrowed dense matrix, stored [N, K] (with its int8
-    // scales).
+    // A product by a dense matrix stored [N, K] (with its int8 scales).
     if (auto matMul = dyn_cast<moe::MatMulOp>(op);
-        matMul && weights.isNarrowedDense(matMul.getB())) {
+        matMul && weights.isLinearDense(matMul.getB())) {
       *kind = fb::OpKind::Linear;
       if (std::optional<int32_t> scales = weights.getScales(matMul.getB()))
         inputs.push_back(*scales);

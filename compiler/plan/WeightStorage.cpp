@@ -226,14 +226,16 @@ WeightStorage::WeightStorage(func::FuncOp func, int device, PlanState &state,
                    pagedExperts != PagedExperts::None) {
   narrowed = getNarrowableExpertWeights(func, state.expertWeights);
   transposed = getTransposableExpertWeights(func);
-  // Dense matrices [K, N]: stored [N, K] for the Linear step, int8 with
-  // its channels along the columns as the model has them.
+  // Dense matrices [K, N]: stored [N, K] for the Linear step (narrowed
+  // unless the plan is f32), int8 with its channels along the columns as
+  // the model has them.
   // Embedding tables: narrowed as they are (bf16 / f16 only).
   for (Value w : getNarrowableEmbeddings(func, state.expertWeights))
     narrowed.insert(w);
-  dense = getNarrowableDenseWeights(func, state.expertWeights);
+  dense = getLinearDenseWeights(func, state.expertWeights);
   for (Value w : dense) {
-    narrowed.insert(w);
+    if (state.expertWeights != ExpertWeightType::F32)
+      narrowed.insert(w);
     transposed.insert(w);
     if (state.expertWeights == ExpertWeightType::I8)
       channelDims.try_emplace(w, 2);

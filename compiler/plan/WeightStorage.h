@@ -135,9 +135,9 @@ public:
   /// (getTransposableExpertWeights): its steps run the out_in layout.
   bool isTransposed(mlir::Value w) const { return transposed.contains(w); }
 
-  /// Whether the [K, N] matrix `w` is a narrowed dense matrix, stored [N, K]
-  /// (getNarrowableDenseWeights): its MatMul steps are Linear steps.
-  bool isNarrowedDense(mlir::Value w) const { return dense.contains(w); }
+  /// Whether the [K, N] matrix `w` is a dense matrix stored [N, K]
+  /// (getLinearDenseWeights): its MatMul steps are Linear steps.
+  bool isLinearDense(mlir::Value w) const { return dense.contains(w); }
 
   /// The block-quantized constants stored packed.
   const llvm::DenseMap<mlir::Value, PackedWeight> &getPackedWeights() const {
@@ -188,7 +188,7 @@ private:
   /// The routed experts' [E, in, out] matrices written as [E, out, in], and
   /// the dense matrices.
   llvm::DenseSet<mlir::Value> transposed;
-  /// The narrowed dense matrices, [K, N] written as [N, K].
+  /// The dense matrices of Linear steps, [K, N] written as [N, K].
   llvm::DenseSet<mlir::Value> dense;
   /// For int8 matrices: the dimension of their output channels (1 or 2),
   /// and the tensor of their scales once written.

@@ -181,10 +181,10 @@ LogicalResult moec::checkArenaSize(ModuleOp module, const CompileFlags &flags) {
   return success();
 }
 
-/// Marks the dense matrices that stay f32 though --weight-dtype narrows:
-/// those --keep-f32 names, and every one for the CUDA target (which has no
-/// Linear step); then, with --weight-dtype int4, quantizes the others,
-/// says how many with --verbose and adds it to `report`.
+/// Marks the dense matrices that stay f32 [K, N] MatMul operands: those
+/// --keep-f32 names, and every one for the CUDA target (which has no Linear
+/// step); then, with --weight-dtype int4, quantizes the others, says how
+/// many with --verbose and adds it to `report`.
 static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
                                      const CompileFlags &flags,
                                      llvm::json::Object &report) {
@@ -203,11 +203,13 @@ static LogicalResult keepWeightsWide(ArrayRef<ModuleOp> modules,
           "moec: int8 activations for {0} block-quantized matrices\n", marked);
     report["int8_activations"] = marked;
   }
-  if (!flags.weights.narrows())
-    return success();
+  // The CUDA target has no Linear step: its dense matrices stay [K, N]
+  // MatMul operands, in f32 plans too.
   if (failed(moec::plan::keepDenseWeightsWide(modules, flags.weights.keepF32,
                                               flags.target.isCuda())))
     return failure();
+  if (!flags.weights.narrows())
+    return success();
   if (!flags.weights.isInt4())
     return success();
   moec::plan::Int4Options int4;
