@@ -204,6 +204,23 @@ step(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
 /// of its step (rowsInOrder).
 enum class Ahead { None, Stream, Rows };
 
+/// Reads ahead of step k of tile() as A says.
+template <typename T, int J, Ahead A>
+MOERT_TILES_BF16 inline __attribute__((always_inline)) void
+readAhead(const typename T::Weight *w, int64_t ld, int64_t k,
+          const char *&prefetch, int64_t lines, int64_t rowAhead) {
+  if constexpr (A == Ahead::Stream) {
+    for (int64_t l = 0; l < lines; ++l)
+      _mm_prefetch(prefetch + l * 64, _MM_HINT_T0);
+    prefetch += lines * 64;
+  } else if constexpr (A == Ahead::Rows) {
+#pragma GCC unroll 16
+    for (int a = 0; a < J; ++a)
+      _mm_prefetch(reinterpret_cast<const char *>(w + a * ld + k) + rowAhead,
+                   _MM_HINT_T0);
+  }
+}
+
 /// The steps of tile() over the first `len` inputs: step s adds into
 /// acc[s % T::kSplit], the last one masked to the inputs left.
 template <typename T, int J, int R, Ahead A>
@@ -213,31 +230,23 @@ steps(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
       __m512 (&acc)[T::kSplit][J][R]) {
   constexpr int64_t kStep = T::kStep;
   constexpr int U = T::kSplit;
-  auto readAhead = [&](int64_t k) __attribute__((always_inline)) {
-    if constexpr (A == Ahead::Stream) {
-      for (int64_t l = 0; l < lines; ++l)
-        _mm_prefetch(prefetch + l * 64, _MM_HINT_T0);
-      prefetch += lines * 64;
-    } else if constexpr (A == Ahead::Rows) {
-#pragma GCC unroll 16
-      for (int a = 0; a < J; ++a)
-        _mm_prefetch(reinterpret_cast<const char *>(w + a * ld + k) + rowAhead,
-                     _MM_HINT_T0);
-    }
-  };
   const int64_t full = len / kStep * kStep;
   int64_t k = 0;
   for (; k + U * kStep <= full; k += U * kStep)
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
-      readAhead(k + u * kStep);
+      readAhead<T, J, A>(w, ld, k + u * kStep, prefetch, lines, rowAhead);
       step<T, J, R>(x, w, ld, k + u * kStep, kStep, acc[u]);
     }
-  int u = 0;
-  for (; k < full; k += kStep, ++u)
-    step<T, J, R>(x, w, ld, k, kStep, acc[u]);
-  if (k < len)
-    step<T, J, R>(x, w, ld, k, len - k, acc[u]);
+  if constexpr (U > 1) {
+    int u = 0;
+    for (; k < full; k += kStep, ++u)
+      step<T, J, R>(x, w, ld, k, kStep, acc[u]);
+    if (k < len)
+      step<T, J, R>(x, w, ld, k, len - k, acc[u]);
+  } else if (k < len) {
+    step<T, J, R>(x, w, ld, k, len - k, acc[0]);
+  }
 }
 
 /// The J x R sums of weight rows w[a * ld ...] and input rows x[b * ld ...]
@@ -262,7 +271,7 @@ tile(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
         acc[u][a][b] = _mm512_setzero_ps();
   if (prefetch)
     steps<T, J, R, Ahead::Stream>(x, w, ld, len, prefetch, lines, 0, acc);
-  else if (rowAhead > 0)
+  else if (T::kSplit > 1 && rowAhead > 0)
     steps<T, J, R, Ahead::Rows>(x, w, ld, len, nullptr, 0, rowAhead, acc);
   else
     steps<T, J, R, Ahead::None>(x, w, ld, len, nullptr, 0, 0, acc);
