@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 namespace moert::detail {
 
@@ -42,7 +43,11 @@ public:
       fn(int64_t{0}, n);
       return;
     }
-    run(n, blocks, &thunk<Fn>, &fn);
+    // Fn is a reference type when fn is an lvalue: the thunk calls the
+    // function object itself.
+    using Callable = std::remove_reference_t<Fn>;
+    run(n, blocks, &thunk<Callable>,
+        const_cast<void *>(static_cast<const void *>(std::addressof(fn))));
   }
 
 private:

@@ -98,7 +98,7 @@ void forThreadBlocks(ThreadPool &pool, int64_t N, Body body) {
   const int64_t threads = pool.size();
   int64_t per = (N + threads - 1) / threads;
   int64_t grain = (per + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum;
-  pool.parallelFor(N, grain, [&](int64_t j0, int64_t j1) { body(j0, j1); });
+  pool.parallelFor(N, grain, body);
 }
 
 absl::Status linearKernel(KernelContext &ctx) {
