@@ -42,6 +42,15 @@ llvm_config.add_tool_substitutions(
     [config.moec_tools_dir])
 llvm_config.with_environment("PATH", config.moec_tools_dir, append_path=True)
 
+# AVX-512 (F, BW and VL), where the runtime's f32 products of a few rows
+# take the register tiles, whose sums do not depend on the row count.
+try:
+    cpu_flags = set(open("/proc/cpuinfo").read().split())
+except OSError:
+    cpu_flags = set()
+if {"avx512f", "avx512bw", "avx512vl"} <= cpu_flags:
+    config.available_features.add("avx512")
+
 # The tests under MPI (E2E, Serve, Cuda) need mpirun (Open MPI) on loopback:
 # detected here, so that they run wherever it is installed and are reported
 # unsupported elsewhere; Open MPI refuses root without both variables.

@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "exec/thread_pool.h"
 #include "kernels/batch_invariant.h"
+#include "kernels/tiles.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -252,11 +253,56 @@ absl::Status validateMatMul(const StepCheck &check) {
 // Gemm
 //===----------------------------------------------------------------------===//
 
+/// A Gemm of a few rows by B^T, B an f32 [N, K] matrix (torch's export of
+/// an nn.Linear of 2-D inputs: routers), with alpha 1 and no C or a bias
+/// row C [N] with beta 1, through the register tiles (kernels/tiles.h),
+/// split by columns over the threads: a row's result then does not depend
+/// on the rows beside it, so a router scores a sequence decoding in a batch
+/// as it scores it alone. Returns false, having done nothing, for any other
+/// Gemm.
+bool tiledGemm(KernelContext &ctx, const GemmShapes &g,
+               const fb::GemmAttrs *attrs) {
+  if (g.transA || !g.transB || attrs->alpha() != 1.0f || !hasF32Tiles() ||
+      g.m > tiledRows(StreamWeights::F32))
+    return false;
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  if (a.dtype != DType::F32 || b.dtype != DType::F32)
+    return false;
+  const float *bias = nullptr;
+  if (g.addsC) {
+    const Tensor &c = ctx.in(2);
+    bool row = c.dtype == DType::F32 &&
+               ((c.shape.rank == 1 && c.shape[0] == g.n) ||
+                (c.shape.rank == 2 && c.shape[0] == 1 && c.shape[1] == g.n));
+    if (attrs->beta() != 1.0f || !row)
+      return false;
+    bias = c.as<const float>();
+  }
+  const float *x = a.as<const float>();
+  float *y = g.out->as<float>();
+  auto columns = [&](int64_t j0, int64_t j1) {
+    tileProject(x, g.m, g.k, b.data, StreamWeights::F32, j0, j1 - j0, nullptr,
+                bias, y + j0, g.n);
+  };
+  const int64_t threads = ctx.pool().size();
+  if (threads == 1 || g.m * g.n * g.k < kParallelGemmWork) {
+    columns(0, g.n);
+    return true;
+  }
+  int64_t per = (g.n + threads - 1) / threads;
+  ctx.pool().parallelFor(
+      g.n, (per + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum,
+      columns);
+  return true;
+}
+
 absl::Status gemmKernel(KernelContext &ctx) {
   const auto *attrs = ctx.attrs<fb::GemmAttrs>();
   const Tensor &a = ctx.in(0);
   const Tensor &b = ctx.in(1);
   MOERT_ASSIGN_OR_RETURN(GemmShapes g, planGemm(ctx));
+  if (tiledGemm(ctx, g, attrs))
+    return absl::OkStatus();
   Tensor *out = g.out;
   float beta = 0;
   if (g.addsC) {

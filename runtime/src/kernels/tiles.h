@@ -17,7 +17,8 @@
 // on AVX-512 streamProject's f32 products are these tiles one weight row at
 // a time: a row's sums are the same whether it is alone, streams with a few
 // others or shares a tile (bench/README.md, "f32 tiles in one order for
-// every count of rows").
+// every count of rows"). The experts, the Linear step and Gemms by a
+// transposed matrix (kernels/matmul.cpp) take them up to 8 rows.
 //
 //===----------------------------------------------------------------------===//
 
