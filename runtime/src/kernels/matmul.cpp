@@ -259,11 +259,11 @@ absl::Status validateMatMul(const StepCheck &check) {
 /// split by columns over the threads: a row's result then does not depend
 /// on the rows beside it, so a router scores a sequence decoding in a batch
 /// as it scores it alone. Returns false, having done nothing, for any other
-/// Gemm.
+/// Gemm (and for K = 0, whose result is C alone).
 bool tiledGemm(KernelContext &ctx, const GemmShapes &g,
                const fb::GemmAttrs *attrs) {
-  if (g.transA || !g.transB || attrs->alpha() != 1.0f || !hasF32Tiles() ||
-      g.m > tiledRows(StreamWeights::F32))
+  if (g.transA || !g.transB || attrs->alpha() != 1.0f || g.k == 0 ||
+      !hasF32Tiles() || g.m > tiledRows(StreamWeights::F32))
     return false;
   const Tensor &a = ctx.in(0), &b = ctx.in(1);
   if (a.dtype != DType::F32 || b.dtype != DType::F32)

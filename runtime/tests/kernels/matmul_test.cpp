@@ -162,6 +162,16 @@ TEST(Gemm, FewRowsByTransposedBEqualTheRowsAlone) {
       }
 }
 
+TEST(Gemm, EmptyInnerDimensionGivesTheBias) {
+  // K = 0 by a transposed B: the product is empty, the result C.
+  fb::GemmAttrsT g;
+  g.trans_b = true;
+  Value y = run1(OpKind::Gemm,
+                 {f32({2, 0}, {}), f32({3, 0}, {}), f32({3}, {1, 2, 3})},
+                 {DType::F32, {2, 3}}, attrs(g));
+  expectNear(y, {2, 3}, {1, 2, 3, 1, 2, 3});
+}
+
 TEST(Gemm, BiasThatDoesNotBroadcastIsAnError) {
   fb::GemmAttrsT g;
   auto r = runStep(OpKind::Gemm,
