@@ -124,9 +124,10 @@ absl::Status linearKernel(KernelContext &ctx) {
   const int64_t threads = ctx.pool().size();
   // The experts' crossovers for [out, K] weights: up to 4 to 8 rows (by
   // weight type, where the CPU has AVX-512) the streaming kernels, then for
-  // f32 weights up to 8 (a batch of sequences decoding) the register tiles,
-  // whose sums are the streaming ones (the narrow types' tiles round x to
-  // bf16, which this step does not); none in batch-invariant mode.
+  // f32 weights the register tiles up to tiledRows (up to 8 rows, a batch
+  // of sequences decoding, their sums are the streaming ones; the narrow
+  // types' tiles round x to bf16, which this step does not); none in
+  // batch-invariant mode.
   const bool streams = M <= streamedRows(type, /*inOut=*/false);
   if (streams || (type == StreamWeights::F32 && M <= tiledRows(type))) {
     // One contiguous block of weight rows per thread: each weight byte is

@@ -258,8 +258,8 @@ absl::Status validateMatMul(const StepCheck &check) {
 /// row C [N] with beta 1, through the register tiles (kernels/tiles.h),
 /// split by columns over the threads: a row's result then does not depend
 /// on the rows beside it, so a router scores a sequence decoding in a batch
-/// as it scores it alone. Returns false, having done nothing, for any other
-/// Gemm (and for K = 0, whose result is C alone).
+/// of up to kInvariantRowsF32 as it scores it alone. Returns false, having done
+/// nothing, for any other Gemm (and for K = 0, whose result is C alone).
 bool tiledGemm(KernelContext &ctx, const GemmShapes &g,
                const fb::GemmAttrs *attrs) {
   if (g.transA || !g.transB || attrs->alpha() != 1.0f || g.k == 0 ||

@@ -307,8 +307,12 @@ void streamOutInAvx512(const float *x, int64_t n, int64_t K, const void *w,
   switch (type) {
   case StreamWeights::F32:
     // The register tiles' order, so that a row's sums are the same whether
-    // it streams or shares a tile with others (kernels/tiles.h).
-    return tileProject(x, n, K, w, type, c0, m, scale, bias, c, ldc);
+    // it streams or shares a tile with others (kernels/tiles.h): slabs of
+    // rows that keep it.
+    for (int64_t r0 = 0; r0 < n; r0 += kInvariantRowsF32)
+      tileProject(x + r0 * K, std::min(kInvariantRowsF32, n - r0), K, w, type,
+                  c0, m, scale, bias, c + r0 * ldc, ldc);
+    return;
   case StreamWeights::BF16:
     return streamOutInBf16Avx512(x, n, K, w, c0, m, scale, bias, c, ldc);
   case StreamWeights::F16:

@@ -2,14 +2,15 @@
 //
 // tileProject (kernels/tiles.h): panels of about 128 KiB of weight rows;
 // within a panel, chunk by chunk of K, tiles of two weight rows by up to
-// eight rows of activations (four for f32), each summing its 16-lane
+// eight rows of activations (for f32 four; past kInvariantRowsF32 rows,
+// four weight rows by six in panels of 512 KiB), each summing its 16-lane
 // vectors over the chunk in registers (f32 FMAs into two running vectors,
-// or AVX512-BF16 dot products of bf16 pairs into one) before one horizontal
-// sum per output. The first pass over the panel prefetches the next panel,
-// spread over its steps; the later passes read the panel from L2. f32
-// products whose activations fit in L1 take the weight rows one at a time
-// instead, in memory order, each prefetched ahead (rowsInOrder): the same
-// tiles and so the same sums.
+// or one for the wide tiles; AVX512-BF16 dot products of bf16 pairs into
+// one) before one horizontal sum per output. The first pass over the panel
+// prefetches the next panel, spread over its steps; the later passes read the
+// panel from L2. f32 products whose activations fit in L1 take the weight rows
+// one at a time instead, in memory order, each prefetched ahead (rowsInOrder):
+// the same tiles and so the same sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,7 +47,7 @@ constexpr int64_t kChunkInputs = 1024;
 /// Bytes of weight rows per panel: in L2 (with the next panel, prefetched)
 /// for the panel's later passes; 128 KiB was faster than 32, 64 and 256 at
 /// K = 1024 and 2816 (bench/README.md, "Register tiles for the prompt's
-/// experts").
+/// experts"), except for the wide f32 tiles (F32WideTiles).
 constexpr int64_t kPanelBytes = 128 << 10;
 /// Up to this many rows tileProject ran faster than oneDNN's matmul blocks
 /// (bench/README.md, "Register tiles for the prompt's experts").
@@ -59,9 +60,9 @@ constexpr int64_t kInOrderInputBytes = 32 << 10;
 /// K = 2816: 86% of the read bandwidth, against 74% with none).
 constexpr int64_t kRowAhead = 4096;
 /// f32 FMAs have half the bf16 dot products' arithmetic: oneDNN's blocks
-/// overtake the f32 tiles sooner (bench/README.md, "f32 tiles in one
-/// order for every count of rows").
-constexpr int64_t kMostTiledRowsF32 = 8;
+/// overtake the f32 tiles sooner, past about 16 rows at K = 2816
+/// (bench/README.md, "Wide f32 tiles for a prompt's experts").
+constexpr int64_t kMostTiledRowsF32 = 16;
 
 #if MOERT_TILES_X86
 /// The sum of v's 16 lanes: halves, then quarters, ... (in registers: a
@@ -121,6 +122,7 @@ struct F32Tiles {
   /// the registers.
   static constexpr int kWeights = 2;
   static constexpr int kRows = 4;
+  static constexpr int64_t kPanel = kPanelBytes;
   static MOERT_TILES_BF16 inline __m512 weights(const float *w, int64_t left) {
     return left >= kStep
                ? _mm512_loadu_ps(w)
@@ -135,6 +137,19 @@ struct F32Tiles {
   }
 };
 
+/// f32 weights for more than kInvariantRowsF32 rows of x: one running vector
+/// per output and tiles of 4 weight rows by 6 rows of x, 24 running vectors
+/// fed by 10 loads a step, where F32Tiles' two running vectors per output
+/// allow 8 sums fed by 6. From 9 to 16 rows they run 5-35% faster than
+/// oneDNN's blocks, with panels of 512 KiB (faster than 128 KiB, most at K =
+/// 2816; bench/README.md, "Wide f32 tiles for a prompt's experts").
+struct F32WideTiles : F32Tiles {
+  static constexpr int kSplit = 1;
+  static constexpr int kWeights = 4;
+  static constexpr int kRows = 6;
+  static constexpr int64_t kPanel = 512 << 10;
+};
+
 /// bf16 inputs, 32 a step (a 64-byte vector), which AVX512-BF16 multiplies
 /// in pairs.
 struct Bf16Products {
@@ -144,6 +159,7 @@ struct Bf16Products {
   /// Weight rows and rows of x per tile: 16 running vectors.
   static constexpr int kWeights = 2;
   static constexpr int kRows = 8;
+  static constexpr int64_t kPanel = kPanelBytes;
   static MOERT_TILES_BF16 inline __m512 inputs(const uint16_t *x,
                                                int64_t left) {
     return bf16Pairs(x, left);
@@ -271,7 +287,7 @@ tile(const typename T::Input *x, const typename T::Weight *w, int64_t ld,
         acc[u][a][b] = _mm512_setzero_ps();
   if (prefetch)
     steps<T, J, R, Ahead::Stream>(x, w, ld, len, prefetch, lines, 0, acc);
-  else if (T::kSplit > 1 && rowAhead > 0)
+  else if (rowAhead > 0)
     steps<T, J, R, Ahead::Rows>(x, w, ld, len, nullptr, 0, rowAhead, acc);
   else
     steps<T, J, R, Ahead::None>(x, w, ld, len, nullptr, 0, 0, acc);
@@ -319,9 +335,9 @@ inline void scaleAndBias(int64_t n, int64_t j0, int64_t j1, const float *scale,
 }
 
 /// tileProject on inputs already in T's input type (x [n, K]): panel by
-/// panel of weight rows, chunk by chunk of K (a tile's rows of x over one
-/// chunk stay in L1 while the panel's tiles pass; the panel stays in L2
-/// across the chunks), each chunk's sums added to c, then the scale and
+/// panel of weight rows (T::kPanel bytes), chunk by chunk of K (a tile's rows
+/// of x over one chunk stay in L1 while the panel's tiles pass; the panel stays
+/// in L2 across the chunks), each chunk's sums added to c, then the scale and
 /// bias.
 template <typename T>
 MOERT_TILES_BF16 inline __attribute__((always_inline)) void
@@ -333,8 +349,7 @@ panels(const typename T::Input *x, int64_t n, int64_t K,
   const int64_t steps = (K + kStep - 1) / kStep;
   const int64_t rowBytes = K * int64_t(sizeof(typename T::Weight));
   float sums[J * R];
-  const int64_t panelRows =
-      std::max<int64_t>(J, kPanelBytes / rowBytes / J * J);
+  const int64_t panelRows = std::max<int64_t>(J, T::kPanel / rowBytes / J * J);
   for (int64_t p0 = 0; p0 < m; p0 += panelRows) {
     const int64_t rows = std::min(panelRows, m - p0);
     // The next panel's lines, spread over the steps of the tiles of the
@@ -399,12 +414,15 @@ rowsInOrder(const typename T::Input *x, int64_t n, int64_t K,
 }
 
 // The f32 tiles share the bf16 target so that the templates inline into
-// them; they use no bf16 instruction, and run on any AVX-512 CPU. The weight
-// rows in memory order while x is at most two rows or fits in L1, else by
+// them; they use no bf16 instruction, and run on any AVX-512 CPU. Past
+// kInvariantRowsF32 rows the wide tiles by panels. Up to it the weight rows
+// in memory order while x is at most two rows or fits in L1, else by
 // panels: the same tiles, so the same sums.
 MOERT_TILES_BF16 void tilesF32(const float *x, int64_t n, int64_t K,
                                const float *w, int64_t m, const float *scale,
                                const float *bias, float *c, int64_t ldc) {
+  if (n > kInvariantRowsF32)
+    return panels<F32WideTiles>(x, n, K, w, m, scale, bias, c, ldc);
   if (n <= 2 || n * K * int64_t(sizeof(float)) <= kInOrderInputBytes)
     return rowsInOrder<F32Tiles>(x, n, K, w, m, scale, bias, c, ldc);
   panels<F32Tiles>(x, n, K, w, m, scale, bias, c, ldc);

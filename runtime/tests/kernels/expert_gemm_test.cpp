@@ -328,20 +328,31 @@ std::pair<double, double> rowProduct(const float *x, const Weights &w,
 
 /// Checks product(x [n, K], w, type, columns [c0, c0 + m), scale s, bias
 /// b) into c [n, ldc]: each row equal, bit for bit, to the product of that
-/// row alone; columns past m untouched; each output within 1e-6 of its
-/// terms' magnitude of the f64 product of `used` (x as the kernel
-/// multiplies it) and w's values.
+/// row alone (`rowsAlone`), or else to the product of x with its rows rotated
+/// by one (each row's sums then do not depend on the rows beside it);
+/// columns past m untouched; each output within 1e-6 of its terms'
+/// magnitude of the f64 product of `used` (x as the kernel multiplies it)
+/// and w's values.
 template <typename Product>
 void checkRowsAlone(Product product, const std::vector<float> &x,
                     const std::vector<float> &used, int64_t n, int64_t K,
                     const Weights &w, StreamWeights type, int64_t c0, int64_t m,
-                    const float *s, const float *b, int64_t ldc) {
+                    const float *s, const float *b, int64_t ldc,
+                    bool rowsAlone = true) {
   std::vector<float> got(n * ldc, -3.0f);
   product(x.data(), n, K, w.bytes.data(), type, c0, m, s, b, got.data(), ldc);
+  std::vector<float> rotated(x.size()), others(n * ldc, -3.0f);
+  std::rotate_copy(x.begin(), x.begin() + K, x.end(), rotated.begin());
+  if (!rowsAlone)
+    product(rotated.data(), n, K, w.bytes.data(), type, c0, m, s, b,
+            others.data(), ldc);
   for (int64_t r = 0; r < n; ++r) {
     std::vector<float> alone(ldc, -3.0f);
-    product(x.data() + r * K, 1, K, w.bytes.data(), type, c0, m, s, b,
-            alone.data(), ldc);
+    if (rowsAlone)
+      product(x.data() + r * K, 1, K, w.bytes.data(), type, c0, m, s, b,
+              alone.data(), ldc);
+    else
+      std::copy_n(others.data() + (r + n - 1) % n * ldc, ldc, alone.data());
     for (int64_t j = 0; j < ldc; ++j) {
       float g = got[r * ldc + j];
       ASSERT_EQ(g, alone[j]) << r << ", " << j;
@@ -394,7 +405,9 @@ TEST(Tiles, ProductsMatchTheReferenceAndEachRowAlone) {
   // multiplies (x as it is for f32, rounded to bf16 otherwise). Each row
   // equals the product of that row alone, bit for bit, and columns outside
   // the block are untouched; f32 rows also equal streamProject's product of
-  // the row alone (one order of summation for every count of rows).
+  // the row alone (one order of summation for every count of rows) up to
+  // kInvariantRowsF32 rows. Past it (wide f32 tiles), each row equals the
+  // same row among the others rotated.
   const int64_t out = 160, c0 = 5, m = 150, ldc = 170;
   int ran = 0;
   EXPECT_EQ(detail::tiledRows(StreamWeights::F16), 0);
@@ -414,9 +427,10 @@ TEST(Tiles, ProductsMatchTheReferenceAndEachRowAlone) {
         SCOPED_TRACE(
             absl::StrCat(typeName(type), " K ", K, " ", n, b ? " bias" : ""));
         std::vector<float> x = randomFloats(n * K, 44 + n);
+        const bool wide = f32 && n > detail::kInvariantRowsF32;
         checkRowsAlone(detail::tileProject, x, f32 ? x : roundedToBf16(x), n, K,
-                       w, type, c0, m, s, b, ldc);
-        if (!f32)
+                       w, type, c0, m, s, b, ldc, /*rowsAlone=*/!wide);
+        if (!f32 || wide)
           continue;
         std::vector<float> tiled(n * ldc), streamed(ldc);
         detail::tileProject(x.data(), n, K, w.bytes.data(), type, c0, m, s, b,
