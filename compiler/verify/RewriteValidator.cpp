@@ -15,7 +15,9 @@
 //    referenced, never copied.
 // 2. Lowering. Each function goes through moe-bound-shapes and
 //    moe-plan-memory (bounded by the largest token count) and the plan
-//    emitter into a temporary plan file, which the runtime maps.
+//    emitter into a temporary plan file (in memory), which the runtime
+//    maps. The model's pages that the first side reads stay for the
+//    second, which pages them out as the compile's plan writer does.
 // 3. Running. Both plans run on the runtime's CPU session, one after the
 //    other (so only one side's weights are mapped at a time), on the same
 //    seeded random inputs (normal f32) at 1, 7 and 64 tokens (capped by
@@ -34,6 +36,7 @@
 #include "passes/MatchSupport.h"
 #include "passes/Passes.h"
 
+#include "format/plan_stream.h"
 #include "moert/moert.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -47,6 +50,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -311,8 +315,10 @@ struct TemporaryPlan {
 };
 
 /// Bounds, plans and emits `module`, and opens the plan on a CPU session.
-FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens,
-                        std::string &error) {
+/// `firstSide`: the layer's other side is lowered next, reading the same
+/// weights, so the model's pages this one reads are kept for it.
+FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens, std::string &error,
+                        bool firstSide) {
   MLIRContext *context = module.getContext();
   CapturedDiagnostics diagnostics(context);
   PassManager pm(context);
@@ -326,12 +332,23 @@ FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens,
   if (failed(temporary))
     return failure();
   const std::string &path = temporary->path;
+  // The plan writer pages out each weight's source once written (so that
+  // writing a model larger than memory never holds it all). For the first
+  // side that would make the second side, then the plan itself, read the
+  // layer from the disk again: 3 reads of every rewritten layer instead of
+  // 2 (bench/README.md, "The rewrite validator's reads").
+  std::optional<moert::detail::KeepSourcePages> keep;
+  if (firstSide)
+    keep.emplace();
   if (failed(pm.run(module)) || failed(plan::emitPlan(module, path))) {
     error = "cannot lower the layer: " + diagnostics.text;
     return failure();
   }
   moert::LoadOptions load;
   load.verifyWeightChecksums = false;
+  // A layer runs a few times: its weights are not worth a copy into huge
+  // pages.
+  load.weightPages = moert::LoadOptions::WeightPages::Mapped;
   absl::StatusOr<std::unique_ptr<moert::Plan>> plan =
       moert::Plan::load(std::string(path), load);
   if (!plan.ok()) {
@@ -530,7 +547,8 @@ public:
     {
       OwningOpRef<ModuleOp> module =
           buildFunction(block, arguments, replacementOutputs, replacementOps);
-      FailureOr<Runner> runner = lower(*module, bound, error);
+      FailureOr<Runner> runner =
+          lower(*module, bound, error, /*firstSide=*/true);
       if (failed(runner))
         return "the rewrite: " + error;
       for (int64_t count : counts) {
@@ -567,7 +585,8 @@ public:
 
     OwningOpRef<ModuleOp> module =
         buildFunction(block, arguments, {original}, originalOps);
-    FailureOr<Runner> runner = lower(*module, bound, error);
+    FailureOr<Runner> runner =
+        lower(*module, bound, error, /*firstSide=*/false);
     if (failed(runner))
       return "the original layer: " + error;
     for (const Trial &trial : trials) {

@@ -334,8 +334,16 @@ void release(std::pair<uintptr_t, uintptr_t> pages) {
 
 } // namespace
 
+namespace {
+/// KeepSourcePages objects alive on this thread.
+thread_local int keptPages = 0;
+} // namespace
+
+KeepSourcePages::KeepSourcePages() { ++keptPages; }
+KeepSourcePages::~KeepSourcePages() { --keptPages; }
+
 void releasePages(const void *data, size_t size) {
-  if (size < kMinRangeBytes)
+  if (size < kMinRangeBytes || keptPages > 0)
     return;
   auto begin = reinterpret_cast<uintptr_t>(data);
   release(innerPages(begin, begin + size));

@@ -119,6 +119,17 @@ private:
 /// (under 1 MiB) are not worth the call.
 void releasePages(const void *data, size_t size);
 
+/// While one lives, releasePages on the thread that made it does nothing:
+/// for a writer whose sources are read again right after (the rewrite
+/// validator writes each layer twice, compiler/verify).
+class KeepSourcePages {
+public:
+  KeepSourcePages();
+  ~KeepSourcePages();
+  KeepSourcePages(const KeepSourcePages &) = delete;
+  KeepSourcePages &operator=(const KeepSourcePages &) = delete;
+};
+
 /// Has the kernel read the bytes of `ranges` (the weights' sources, in the
 /// order they are read) into the page cache up to `window` bytes ahead of
 /// the reader, from a thread of its own, so that the disk reads the next

@@ -12,6 +12,12 @@
 #include <cstring>
 #include <random>
 
+#if defined(__linux__)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 namespace moert::testing {
 namespace {
 
@@ -197,6 +203,63 @@ TEST(PlanStream, FileHoldsTheSerializedBytes) {
   EXPECT_GT(written->size(), uint64_t{256} << 20);
   EXPECT_TRUE(*written == *bytes);
 }
+
+#if defined(__linux__)
+/// How many of the pages of [data, data + bytes) are in memory.
+size_t residentPages(const void *data, size_t bytes) {
+  const size_t page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (::mincore(const_cast<void *>(data), bytes, in.data()) != 0)
+    return 0;
+  size_t resident = 0;
+  for (unsigned char flags : in)
+    resident += flags & 1;
+  return resident;
+}
+
+TEST(ReleasePages, PagesOutAMappedFileUnlessKept) {
+  // Two 4 MiB halves of a file, mapped and read: releasePages pages out
+  // the first; under KeepSourcePages it leaves the second in memory (the
+  // rewrite validator's first side keeps a layer's pages for the second).
+  const size_t half = size_t{4} << 20, page = ::sysconf(_SC_PAGESIZE);
+  std::string path = ::testing::TempDir() + "/release_pages_test.bin";
+  {
+    std::vector<uint8_t> bytes(2 * half, 7);
+    FILE *f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    ASSERT_EQ(std::fflush(f), 0);
+    ASSERT_EQ(::fsync(::fileno(f)), 0);
+    std::fclose(f);
+  }
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void *map = ::mmap(nullptr, 2 * half, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  std::remove(path.c_str());
+  ASSERT_NE(map, MAP_FAILED);
+  const auto *data = static_cast<const volatile uint8_t *>(map);
+  unsigned sum = 0;
+  for (size_t at = 0; at < 2 * half; at += page)
+    sum += data[at];
+  EXPECT_EQ(sum, 7 * (2 * half / page));
+  const auto *first = static_cast<const uint8_t *>(map);
+  const auto *second = first + half;
+  ASSERT_EQ(residentPages(second, half), half / page);
+  {
+    detail::KeepSourcePages keep;
+    detail::releasePages(second, half);
+  }
+  EXPECT_EQ(residentPages(second, half), half / page);
+  detail::releasePages(first, half);
+  const size_t left = residentPages(first, half);
+  ::munmap(map, 2 * half);
+  if (left == half / page)
+    GTEST_SKIP() << "this kernel or file system pages nothing out "
+                    "(MADV_PAGEOUT): nothing to keep";
+  EXPECT_LT(left, half / page);
+}
+#endif
 
 } // namespace
 } // namespace moert::testing
