@@ -6,7 +6,7 @@ sequential rates measured in the same run, and its peak RSS.
     .venv/bin/python bench/compile_io_bench.py --work DIR
         [--baseline OTHER_MOEC] [--layers 8 --experts 16 --hidden 1024
         --ffn 2048] [--configs f32,f32-noverify,bf16,int8,tiered]
-        [--repeats 2]
+        [--repeats 2] [--limit 1G]
 
 Builds (once, into --work; never on the CI path) a stack of loop-form MoE
 layers (test/lib/gen_stacked_moe.py; the defaults make 3.0 GiB of f32
@@ -19,7 +19,10 @@ tiered plan at a third of the weights) by each binary in turns, dropping the pag
 compile (all of it as root, else the files under --work) so that the
 model is read from the disk. Each compile
 is timed to its exit and to the end of a `sync` after it (a plan written
-through the page cache is not on the disk when moec exits). The table gives
+through the page cache is not on the disk when moec exits). With --limit,
+each compile runs in a cgroup v1 memory controller of that size, which
+counts the page cache too: a model larger than the memory it may use (the
+peak of the cgroup's usage is a column). The table gives
 per compile the medians of: wall seconds, the disk's bytes read and written
 by the process (getrusage block counts), the nominal I/O rate (model data +
 plan bytes over the wall time to sync), the weights' rate (plan bytes over
@@ -108,12 +111,15 @@ def digest(path):
     return head, h.hexdigest()
 
 
-def compile_once(moec, model, plan, flags):
+def compile_once(moec, model, plan, flags, cgroup=None):
     drop_caches()
     cmd = ["/usr/bin/time", "-f", "%M %I %O", moec, "compile", model,
            "-o", plan] + flags
+    if cgroup:
+        cgroup.reset_peak()
     start = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       preexec_fn=cgroup.join if cgroup else None)
     wall = time.monotonic() - start
     subprocess.run(["sync"], check=True)
     synced = time.monotonic() - start
@@ -125,6 +131,7 @@ def compile_once(moec, model, plan, flags):
     head, rest = digest(plan)
     os.remove(plan)
     return dict(wall=wall, synced=synced, rss=rss * 1024,
+                peak=cgroup.peak() if cgroup else 0,
                 read=blocks_in * 512, written=blocks_out * 512, size=size,
                 head=head, rest=rest)
 
@@ -140,6 +147,9 @@ def main():
     p.add_argument("--ffn", type=int, default=2048)
     p.add_argument("--configs", default="f32,f32-noverify,bf16,int8,tiered")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--limit", help="compile in a cgroup v1 memory "
+                   "controller of this size (page cache included; e.g. 1G "
+                   "for a model larger than that memory; needs root)")
     p.add_argument("--extra", default="",
                    help="flags added to every compile, e.g. "
                         "--no-verify-rewrites")
@@ -164,6 +174,12 @@ def main():
 
     print(f"load average {load()} before the disk measurement")
     write, read, cached = disk_rates(args.work)
+    cgroup = None
+    if args.limit:
+        from larger_than_ram_bench import Cgroup, size_bytes
+        cgroup = Cgroup("moec_compile_io_bench", size_bytes(args.limit))
+        print(f"compiles in a cgroup of {args.limit} (the model's data is "
+              f"{data / 2**30:.2f} GiB)")
     print(f"disk: O_DIRECT write {write:.0f} MB/s, O_DIRECT read {read:.0f} "
           f"MB/s, page-cache read {cached:.0f} MB/s (dd, 8 MiB blocks, "
           "1 GiB)")
@@ -172,7 +188,7 @@ def main():
         flags = configs[name] + args.extra.split()
         for _ in range(args.repeats):
             for label, moec in binaries:
-                r = compile_once(moec, model, plan, flags)
+                r = compile_once(moec, model, plan, flags, cgroup)
                 r["load"] = load()
                 results.setdefault((name, label), []).append(r)
                 print(f"  {name} {label}: {r['wall']:.2f} s, sync "
@@ -180,11 +196,11 @@ def main():
     print()
     print("| config | moec | wall s | to sync s | disk read MB | disk written "
           "MB | I/O MB/s | weights MB/s | vs disk write | peak RSS MB | "
-          "load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "cgroup peak MB | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (name, label), runs in results.items():
         med = {k: statistics.median(r[k] for r in runs)
-               for k in ("wall", "synced", "read", "written", "rss")}
+               for k in ("wall", "synced", "read", "written", "rss", "peak")}
         size = runs[0]["size"]
         io = (data + size) / med["synced"] / 1e6
         weights = size / med["synced"] / 1e6
@@ -192,7 +208,8 @@ def main():
         print(f"| {name} | {label} | {med['wall']:.2f} | {med['synced']:.2f} "
               f"| {med['read'] / 1e6:.0f} | {med['written'] / 1e6:.0f} | "
               f"{io:.0f} | {weights:.0f} | {io / write:.2f} | "
-              f"{med['rss'] / 2**20:.0f} | {loads} |")
+              f"{med['rss'] / 2**20:.0f} | "
+              f"{med['peak'] / 2**20:.0f} | {loads} |")
     failed = False
     for name in args.configs.split(","):
         runs = [results[(name, label)] for label, _ in binaries]
@@ -211,6 +228,8 @@ def main():
                   f"{name}: weight sections identical; the first MiB "
                   f"differs in {diff} bytes (the provenance, when the "
                   "binaries' git commits differ)")
+    if cgroup:
+        cgroup.remove()
     sys.exit(1 if failed else 0)
 
 
