@@ -7,10 +7,11 @@
 // vectors over the chunk in registers (f32 FMAs into two running vectors,
 // or one for the wide tiles; AVX512-BF16 dot products of bf16 pairs into
 // one) before one horizontal sum per output. The first pass over the panel
-// prefetches the next panel, spread over its steps; the later passes read the
-// panel from L2. f32 products whose activations fit in L1 take the weight rows
-// one at a time instead, in memory order, each prefetched ahead (rowsInOrder):
-// the same tiles and so the same sums.
+// (every pass, for the wide tiles) prefetches the next panel, spread over its
+// steps; the later passes read the panel from L2. f32 products whose
+// activations fit in L1 take the weight rows one at a time instead, in memory
+// order, each prefetched ahead (rowsInOrder): the same tiles and so the same
+// sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +61,9 @@ constexpr int64_t kInOrderInputBytes = 32 << 10;
 /// K = 2816: 86% of the read bandwidth, against 74% with none).
 constexpr int64_t kRowAhead = 4096;
 /// f32 FMAs have half the bf16 dot products' arithmetic: oneDNN's blocks
-/// overtake the f32 tiles sooner, past about 16 rows at K = 2816
-/// (bench/README.md, "Wide f32 tiles for a prompt's experts").
-constexpr int64_t kMostTiledRowsF32 = 16;
+/// overtake the (wide) f32 tiles sooner, past about 48 rows at K = 1024 and
+/// 2816 (bench/README.md, "Wide f32 tiles for a prompt's experts").
+constexpr int64_t kMostTiledRowsF32 = 48;
 
 #if MOERT_TILES_X86
 /// The sum of v's 16 lanes: halves, then quarters, ... (in registers: a
@@ -123,6 +124,7 @@ struct F32Tiles {
   static constexpr int kWeights = 2;
   static constexpr int kRows = 4;
   static constexpr int64_t kPanel = kPanelBytes;
+  static constexpr bool kSpreadAhead = false;
   static MOERT_TILES_BF16 inline __m512 weights(const float *w, int64_t left) {
     return left >= kStep
                ? _mm512_loadu_ps(w)
@@ -140,14 +142,17 @@ struct F32Tiles {
 /// f32 weights for more than kInvariantRowsF32 rows of x: one running vector
 /// per output and tiles of 4 weight rows by 6 rows of x, 24 running vectors
 /// fed by 10 loads a step, where F32Tiles' two running vectors per output
-/// allow 8 sums fed by 6. From 9 to 16 rows they run 5-35% faster than
+/// allow 8 sums fed by 6. From 9 to 48 rows they run 4-35% faster than
 /// oneDNN's blocks, with panels of 512 KiB (faster than 128 KiB, most at K =
-/// 2816; bench/README.md, "Wide f32 tiles for a prompt's experts").
+/// 2816) whose successor is prefetched over the passes of every group of
+/// rows of x, not the first alone (5-13% faster from 32 rows;
+/// bench/README.md, "Wide f32 tiles for a prompt's experts").
 struct F32WideTiles : F32Tiles {
   static constexpr int kSplit = 1;
   static constexpr int kWeights = 4;
   static constexpr int kRows = 6;
   static constexpr int64_t kPanel = 512 << 10;
+  static constexpr bool kSpreadAhead = true;
 };
 
 /// bf16 inputs, 32 a step (a 64-byte vector), which AVX512-BF16 multiplies
@@ -160,6 +165,7 @@ struct Bf16Products {
   static constexpr int kWeights = 2;
   static constexpr int kRows = 8;
   static constexpr int64_t kPanel = kPanelBytes;
+  static constexpr bool kSpreadAhead = false;
   static MOERT_TILES_BF16 inline __m512 inputs(const uint16_t *x,
                                                int64_t left) {
     return bf16Pairs(x, left);
@@ -356,8 +362,11 @@ panels(const typename T::Input *x, int64_t n, int64_t K,
     // first rows of x.
     const int64_t nextRows = std::min(panelRows, m - p0 - rows);
     const int64_t tiles = (rows + J - 1) / J;
+    // T::kSpreadAhead: over the passes of every group of rows of x.
+    const int64_t passes = T::kSpreadAhead ? (n + R - 1) / R : 1;
     const int64_t lines =
-        (nextRows * rowBytes / 64 + tiles * steps - 1) / (tiles * steps);
+        (nextRows * rowBytes / 64 + passes * tiles * steps - 1) /
+        (passes * tiles * steps);
     const char *ahead =
         lines > 0 ? reinterpret_cast<const char *>(w + (p0 + rows) * K)
                   : nullptr;
@@ -369,8 +378,9 @@ panels(const typename T::Input *x, int64_t n, int64_t K,
         for (int64_t j = p0; j < p0 + rows; j += J) {
           const int jr = std::min<int64_t>(J, p0 + rows - j);
           anyTile<T, J, R>(jr, r, x + r0 * K + k0, w + j * K + k0, K, len,
-                           r0 == 0 ? ahead : nullptr, lines, 0, sums);
-          if (r0 == 0 && ahead)
+                           r0 == 0 || T::kSpreadAhead ? ahead : nullptr, lines,
+                           0, sums);
+          if ((r0 == 0 || T::kSpreadAhead) && ahead)
             ahead += tileLines;
           for (int a = 0; a < jr; ++a)
             for (int64_t b = 0; b < r; ++b) {
