@@ -111,20 +111,29 @@ MOERT_TILES_BF16 inline __m512 bf16Pairs(const uint16_t *p, int64_t left) {
   return _mm512_castsi512_ps(v);
 }
 
-/// f32 weights: 16 inputs a step, FMAs with x as it is.
-struct F32Tiles {
+/// How a kind of tiles tiles: `Split` running vectors per output (over
+/// alternate steps), `Weights` weight rows by `Rows` rows of x per tile,
+/// panels of `Panel` bytes of weight rows, and whether the next panel's
+/// prefetch is spread over every pass of a panel (`SpreadAhead`) or the
+/// first.
+template <int Split, int Weights, int Rows, int64_t Panel = kPanelBytes,
+          bool SpreadAhead = false>
+struct Tiling {
+  static constexpr int kSplit = Split;
+  static constexpr int kWeights = Weights;
+  static constexpr int kRows = Rows;
+  static constexpr int64_t kPanel = Panel;
+  static constexpr bool kSpreadAhead = SpreadAhead;
+};
+
+/// f32 weights: 16 inputs a step, FMAs with x as it is. Two running vectors
+/// per output, alternate steps (one row of x then has two chains of FMAs
+/// per weight row); tiles of 2 weight rows by 4 rows of x, 2 x 4 x 2
+/// running vectors, half of the registers.
+template <typename Tiles = Tiling<2, 2, 4>> struct F32Products : Tiles {
   using Weight = float;
   using Input = float;
   static constexpr int64_t kStep = 16;
-  /// Two running vectors per output, alternate steps: one row of x then
-  /// has two chains of FMAs per weight row.
-  static constexpr int kSplit = 2;
-  /// Weight rows and rows of x per tile: 2 x 4 x 2 running vectors, half of
-  /// the registers.
-  static constexpr int kWeights = 2;
-  static constexpr int kRows = 4;
-  static constexpr int64_t kPanel = kPanelBytes;
-  static constexpr bool kSpreadAhead = false;
   static MOERT_TILES_BF16 inline __m512 weights(const float *w, int64_t left) {
     return left >= kStep
                ? _mm512_loadu_ps(w)
@@ -139,6 +148,8 @@ struct F32Tiles {
   }
 };
 
+using F32Tiles = F32Products<>;
+
 /// f32 weights for more than kInvariantRowsF32 rows of x: one running vector
 /// per output and tiles of 4 weight rows by 6 rows of x, 24 running vectors
 /// fed by 10 loads a step, where F32Tiles' two running vectors per output
@@ -147,25 +158,13 @@ struct F32Tiles {
 /// 2816) whose successor is prefetched over the passes of every group of
 /// rows of x, not the first alone (5-13% faster from 32 rows;
 /// bench/README.md, "Wide f32 tiles for a prompt's experts").
-struct F32WideTiles : F32Tiles {
-  static constexpr int kSplit = 1;
-  static constexpr int kWeights = 4;
-  static constexpr int kRows = 6;
-  static constexpr int64_t kPanel = 512 << 10;
-  static constexpr bool kSpreadAhead = true;
-};
+using F32WideTiles = F32Products<Tiling<1, 4, 6, (512 << 10), true>>;
 
 /// bf16 inputs, 32 a step (a 64-byte vector), which AVX512-BF16 multiplies
-/// in pairs.
-struct Bf16Products {
+/// in pairs; tiles of 2 weight rows by 8 rows of x, 16 running vectors.
+struct Bf16Products : Tiling<1, 2, 8> {
   using Input = uint16_t;
   static constexpr int64_t kStep = 32;
-  static constexpr int kSplit = 1;
-  /// Weight rows and rows of x per tile: 16 running vectors.
-  static constexpr int kWeights = 2;
-  static constexpr int kRows = 8;
-  static constexpr int64_t kPanel = kPanelBytes;
-  static constexpr bool kSpreadAhead = false;
   static MOERT_TILES_BF16 inline __m512 inputs(const uint16_t *x,
                                                int64_t left) {
     return bf16Pairs(x, left);
