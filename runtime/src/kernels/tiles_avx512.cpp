@@ -153,11 +153,10 @@ using F32Tiles = F32Products<>;
 /// f32 weights for more than kInvariantRowsF32 rows of x: one running vector
 /// per output and tiles of 4 weight rows by 6 rows of x, 24 running vectors
 /// fed by 10 loads a step, where F32Tiles' two running vectors per output
-/// allow 8 sums fed by 6. From 9 to 48 rows they run 4-35% faster than
-/// oneDNN's blocks, with panels of 512 KiB (faster than 128 KiB, most at K =
-/// 2816) whose successor is prefetched over the passes of every group of
-/// rows of x, not the first alone (5-13% faster from 32 rows;
-/// bench/README.md, "Wide f32 tiles for a prompt's experts").
+/// allow 8 sums fed by 6. Panels of 512 KiB, whose successor is prefetched
+/// over the passes of every group of rows of x, not the first alone
+/// (measured against oneDNN's blocks in bench/README.md, "Wide f32 tiles
+/// for a prompt's experts").
 using F32WideTiles = F32Products<Tiling<1, 4, 6, (512 << 10), true>>;
 
 /// bf16 inputs, 32 a step (a 64-byte vector), which AVX512-BF16 multiplies
