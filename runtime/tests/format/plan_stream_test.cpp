@@ -142,10 +142,15 @@ std::vector<float> transposedThroughPlan(std::vector<WeightPiece> pieces,
 }
 
 TEST(PlanStream, TransposesExpertMatrices) {
-  // Shapes with and without whole 8 x 8 blocks; expert 1 split over two
-  // pieces (read through a copy), one of them unaligned.
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{64, 128}, {9, 19}, {16, 3}, {1, 70}}) {
+  // Shapes with and without whole 8 x 8 blocks, and with part of a strip
+  // (16 columns by 64 rows) at the end; expert 1 split over two pieces
+  // (read through a copy), one of them unaligned.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 128},
+                            {9, 19},
+                            {16, 3},
+                            {1, 70},
+                            {136, 40},
+                            {130, 45}}) {
     const int64_t experts = 3, per = rows * cols;
     std::vector<float> values(experts * per);
     for (size_t i = 0; i < values.size(); ++i)
