@@ -353,7 +353,19 @@ TensorReader::mapFile(StringRef path, Location loc) {
   if (!buffer)
     return emitError(loc) << "cannot map external data file '" << path
                           << "': " << buffer.getError().message();
-  std::shared_ptr<llvm::MemoryBuffer> shared = std::move(*buffer);
+  // A mapped file (not a small one read into memory) is declared as such,
+  // so that the plan writer, once it has written a weight, leaves its
+  // pages to the page cache instead of paging them out.
+  std::unique_ptr<llvm::MemoryBuffer> owned = std::move(*buffer);
+  std::shared_ptr<moert::FileMapping> mapping;
+  if (owned->getBufferKind() == llvm::MemoryBuffer::MemoryBuffer_MMap)
+    mapping = std::make_shared<moert::FileMapping>(owned->getBufferStart(),
+                                                   owned->getBufferSize());
+  std::shared_ptr<llvm::MemoryBuffer> shared(
+      owned.release(), [mapping](llvm::MemoryBuffer *file) mutable {
+        mapping.reset();
+        delete file;
+      });
   mappedFiles[path] = shared;
   return shared;
 }

@@ -50,6 +50,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <utility>
@@ -266,11 +267,14 @@ public:
   std::string text;
 };
 
-/// Where a layer's plan is written: a file in memory (memfd) where the
-/// system has one, else in the temporary directory; removed when it goes
-/// (the loaded plan keeps its own mapping). A layer's plan holds a copy of
-/// the layer's weights, which on disk would cost a write and, once the
-/// kernel has written it back, a read of every layer twice over.
+/// Where each side's plan is written in turn: a file in memory (memfd) where
+/// the system has one, else in the temporary directory; removed when it
+/// goes. A layer's plan holds a copy of the layer's weights, which on disk
+/// would cost a write and, once the kernel has written it back, a read of
+/// every layer twice over. Each plan is written over the last in place, so
+/// that the file's pages are allocated once for the largest layer, not
+/// allocated and freed again for every side (bench/README.md, "The rewrite
+/// validator's plans").
 struct TemporaryPlan {
   std::string path;
   int fd = -1;
@@ -314,10 +318,12 @@ struct TemporaryPlan {
   }
 };
 
-/// Bounds, plans and emits `module`, and opens the plan on a CPU session.
-/// `firstSide`: the layer's other side is lowered next, reading the same
-/// weights, so the model's pages this one reads are kept for it.
-FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens, std::string &error,
+/// Bounds, plans and emits `module` into `scratch` (which nothing may map),
+/// and opens the plan on a CPU session. `firstSide`: the layer's other side
+/// is lowered next, reading the same weights, so the model's pages this one
+/// reads are kept for it.
+FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens,
+                        const TemporaryPlan &scratch, std::string &error,
                         bool firstSide) {
   MLIRContext *context = module.getContext();
   CapturedDiagnostics diagnostics(context);
@@ -328,10 +334,7 @@ FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens, std::string &error,
   bounds.dimBounds.push_back(std::string(kBatchSymbol) + "=1");
   funcPM.addPass(createMoeBoundShapes(bounds));
   funcPM.addPass(createMoePlanMemory());
-  FailureOr<TemporaryPlan> temporary = TemporaryPlan::create(error);
-  if (failed(temporary))
-    return failure();
-  const std::string &path = temporary->path;
+  const std::string &path = scratch.path;
   // The plan writer pages out each weight's source once written (so that
   // writing a model larger than memory never holds it all). For the first
   // side that would make the second side, then the plan itself, read the
@@ -340,7 +343,11 @@ FailureOr<Runner> lower(ModuleOp module, int64_t maxTokens, std::string &error,
   std::optional<moert::detail::KeepSourcePages> keep;
   if (firstSide)
     keep.emplace();
-  if (failed(pm.run(module)) || failed(plan::emitPlan(module, path))) {
+  auto inPlace = [](moert::PlanWriter &writer) {
+    writer.setOverwriteInPlace();
+    return success();
+  };
+  if (failed(pm.run(module)) || failed(plan::emitPlan(module, path, inPlace))) {
     error = "cannot lower the layer: " + diagnostics.text;
     return failure();
   }
@@ -530,8 +537,16 @@ public:
 
     // One side at a time, so that only one side's weights are mapped: the
     // rewrite first (its router tells which draws have near-ties), then
-    // the original on the same draws.
+    // the original on the same draws. One layer at a time: both sides are
+    // written to the one scratch file.
     std::string error;
+    std::lock_guard<std::mutex> lock(scratchMutex);
+    if (!scratch) {
+      FailureOr<TemporaryPlan> created = TemporaryPlan::create(error);
+      if (failed(created))
+        return error;
+      scratch.emplace(std::move(*created));
+    }
     int64_t experts = router
                           ? cast<RankedTensorType>(router.getLogits().getType())
                                 .getShape()
@@ -548,7 +563,7 @@ public:
       OwningOpRef<ModuleOp> module =
           buildFunction(block, arguments, replacementOutputs, replacementOps);
       FailureOr<Runner> runner =
-          lower(*module, bound, error, /*firstSide=*/true);
+          lower(*module, bound, *scratch, error, /*firstSide=*/true);
       if (failed(runner))
         return "the rewrite: " + error;
       for (int64_t count : counts) {
@@ -586,7 +601,7 @@ public:
     OwningOpRef<ModuleOp> module =
         buildFunction(block, arguments, {original}, originalOps);
     FailureOr<Runner> runner =
-        lower(*module, bound, error, /*firstSide=*/false);
+        lower(*module, bound, *scratch, error, /*firstSide=*/false);
     if (failed(runner))
       return "the original layer: " + error;
     for (const Trial &trial : trials) {
@@ -617,8 +632,16 @@ public:
     return std::nullopt;
   }
 
+  /// Frees the scratch file (created again if another rewrite comes).
+  void releaseScratch() const {
+    std::lock_guard<std::mutex> lock(scratchMutex);
+    scratch.reset();
+  }
+
 private:
   ValidationOptions options;
+  mutable std::mutex scratchMutex;
+  mutable std::optional<TemporaryPlan> scratch;
 };
 
 } // namespace
@@ -629,6 +652,15 @@ void registerRewriteValidator(MLIRContext &context,
     return;
   auto *dialect = context.getOrLoadDialect<moe::MoeDialect>();
   dialect->addInterface(std::make_unique<Validator>(dialect, options));
+}
+
+void releaseRewriteValidatorMemory(MLIRContext &context) {
+  auto *dialect = context.getLoadedDialect<moe::MoeDialect>();
+  // registerRewriteValidator is the one place a RewriteValidator is made.
+  if (const auto *validator =
+          dialect ? dialect->getRegisteredInterface<RewriteValidator>()
+                  : nullptr)
+    static_cast<const Validator *>(validator)->releaseScratch();
 }
 
 } // namespace moec::verify

@@ -35,6 +35,12 @@ struct ValidationOptions {
 void registerRewriteValidator(mlir::MLIRContext &context,
                               const ValidationOptions &options);
 
+/// Frees what `context`'s validator keeps from one rewrite to the next (the
+/// file in memory that both sides of each layer are written to, the size
+/// of the largest layer): call it once the detectors have run, before the
+/// model's own plan is written.
+void releaseRewriteValidatorMemory(mlir::MLIRContext &context);
+
 } // namespace moec::verify
 
 #endif // MOEC_COMPILER_VERIFY_REWRITEVALIDATOR_H

@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -200,6 +202,42 @@ uint64_t processMemoryAvailable() {
       available = limit;
   }
   return available;
+}
+
+namespace {
+/// The live FileMapping declarations: begin -> end.
+struct FileMappings {
+  std::mutex mutex;
+  std::map<uintptr_t, uintptr_t> ranges;
+};
+
+FileMappings &fileMappings() {
+  static FileMappings *mappings = new FileMappings;
+  return *mappings;
+}
+} // namespace
+
+FileMapping::FileMapping(const void *data, size_t size)
+    : begin_(reinterpret_cast<uintptr_t>(data)) {
+  FileMappings &mappings = fileMappings();
+  std::lock_guard<std::mutex> lock(mappings.mutex);
+  mappings.ranges[begin_] = begin_ + size;
+}
+
+FileMapping::~FileMapping() {
+  FileMappings &mappings = fileMappings();
+  std::lock_guard<std::mutex> lock(mappings.mutex);
+  mappings.ranges.erase(begin_);
+}
+
+bool FileMapping::contains(const void *begin, const void *end) {
+  FileMappings &mappings = fileMappings();
+  std::lock_guard<std::mutex> lock(mappings.mutex);
+  auto it = mappings.ranges.upper_bound(reinterpret_cast<uintptr_t>(begin));
+  if (it == mappings.ranges.begin())
+    return false;
+  --it;
+  return reinterpret_cast<uintptr_t>(end) <= it->second;
 }
 
 } // namespace moert

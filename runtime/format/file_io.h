@@ -67,6 +67,24 @@ uint64_t physicalMemoryBytes();
 /// its memory cgroup's limit (v1 or v2); 0 when unknown.
 uint64_t processMemoryAvailable();
 
+/// Declares [data, data + size) a read-only mapping of a file while it
+/// lives, so that the plan writer's detail::releasePages may drop its pages
+/// from the process and leave them to the page cache (dropping the pages of
+/// anonymous memory would zero them). Destroy it before unmapping.
+class FileMapping {
+public:
+  FileMapping(const void *data, size_t size);
+  ~FileMapping();
+  FileMapping(const FileMapping &) = delete;
+  FileMapping &operator=(const FileMapping &) = delete;
+
+  /// Whether [begin, end) lies inside one declared mapping.
+  static bool contains(const void *begin, const void *end);
+
+private:
+  uintptr_t begin_;
+};
+
 } // namespace moert
 
 #endif // MOERT_FILE_IO_H

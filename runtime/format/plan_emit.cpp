@@ -655,16 +655,22 @@ absl::Status PlanWriter::write(const std::string &path) {
   for (const WeightSection &section : impl_->sections)
     weightBytes += section.size;
   bool direct = weightBytes >= kDirectWriteBytes;
+  bool inPlace = impl_->overwriteInPlace;
   MOERT_ASSIGN_OR_RETURN(std::unique_ptr<detail::FileSink> sink,
-                         detail::FileSink::create(path, direct));
+                         detail::FileSink::create(path, direct, !inPlace));
   absl::Status status = impl_->emit(*sink);
   if (status.ok())
     status = sink->close();
   // A plan that could not be written whole is removed, unless the path is
-  // no regular file (/dev/full, a FIFO): nothing half-written stays behind.
-  if (!status.ok() && sink->regular())
+  // no regular file (/dev/full, a FIFO) or a scratch file written in place:
+  // nothing half-written stays behind.
+  if (!status.ok() && sink->regular() && !inPlace)
     ::unlink(path.c_str());
   return status;
+}
+
+void PlanWriter::setOverwriteInPlace(bool inPlace) {
+  impl_->overwriteInPlace = inPlace;
 }
 
 absl::StatusOr<std::vector<uint8_t>> PlanWriter::serialize() {

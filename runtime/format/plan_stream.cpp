@@ -2,6 +2,8 @@
 
 #include "format/plan_stream.h"
 
+#include "format/file_io.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
@@ -59,9 +61,9 @@ namespace {
 constexpr size_t kDirectAlignment = 4096;
 } // namespace
 
-absl::StatusOr<std::unique_ptr<FileSink>> FileSink::create(std::string path,
-                                                           bool direct) {
-  int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+absl::StatusOr<std::unique_ptr<FileSink>>
+FileSink::create(std::string path, bool direct, bool truncate) {
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0);
 #if defined(O_DIRECT)
   int fd = direct ? ::open(path.c_str(), flags | O_DIRECT, 0666) : -1;
   // File systems without direct I/O (tmpfs) refuse the flag.
@@ -322,21 +324,25 @@ void readIn(std::pair<uintptr_t, uintptr_t> pages) {
 #endif
 }
 
-/// Pages out [first, last): MADV_PAGEOUT never changes the memory's
-/// contents (anonymous pages without swap just stay).
+/// Releases [first, last) (releasePages says how).
 void release(std::pair<uintptr_t, uintptr_t> pages) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
+#if defined(__linux__)
+  if (FileMapping::contains(reinterpret_cast<const void *>(pages.first),
+                            reinterpret_cast<const void *>(pages.second))) {
+    advise(pages, MADV_DONTNEED);
+    return;
+  }
+#if defined(MADV_PAGEOUT)
   advise(pages, MADV_PAGEOUT);
+#endif
 #else
   (void)pages;
 #endif
 }
 
-} // namespace
-
-namespace {
 /// KeepSourcePages objects alive on this thread.
 thread_local int keptPages = 0;
+
 } // namespace
 
 KeepSourcePages::KeepSourcePages() { ++keptPages; }

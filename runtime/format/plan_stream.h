@@ -64,9 +64,11 @@ public:
   static constexpr size_t kDirectBufferBytes = size_t{8} << 20;
   static constexpr int kBuffers = 4;
 
-  /// Creates (truncates) `path`. `direct`: try O_DIRECT.
-  static absl::StatusOr<std::unique_ptr<FileSink>> create(std::string path,
-                                                          bool direct);
+  /// Creates `path`, emptied unless `!truncate` (then written over in
+  /// place, and cut to the bytes written when closed). `direct`: try
+  /// O_DIRECT.
+  static absl::StatusOr<std::unique_ptr<FileSink>>
+  create(std::string path, bool direct, bool truncate = true);
   ~FileSink() override;
   /// Whether the file is a regular file (one that failed is removed).
   bool regular() const { return regular_; }
@@ -111,12 +113,17 @@ private:
 };
 
 /// Advises the kernel that the whole pages inside [data, data + size), just
-/// written to the plan, are not needed again (MADV_PAGEOUT, from the thread
-/// that read them): referenced weights are usually a memory-mapped model,
-/// which writing would otherwise leave resident in full. It never changes
-/// the memory's contents (anonymous pages without swap just stay), so any
-/// referenced buffer may be advised; failure is harmless. Small weights
-/// (under 1 MiB) are not worth the call.
+/// written to the plan, are not needed again by this process: referenced
+/// weights are usually a memory-mapped model, which writing would
+/// otherwise leave resident in full. Inside a mapping declared with
+/// moert::FileMapping (format/file_io.h), the pages are dropped from the
+/// process (MADV_DONTNEED): the page cache keeps them while memory allows, for
+/// the next reader (the plan's writer after the rewrite validator), and
+/// reclaims them without unmapping anything when it needs the memory. Elsewhere
+/// they are paged out (MADV_PAGEOUT, from the thread that read them), which
+/// never changes the memory's contents (anonymous pages without swap just
+/// stay), so any referenced buffer may be advised; failure is harmless. Small
+/// weights (under 1 MiB) are not worth the call.
 void releasePages(const void *data, size_t size);
 
 /// While one lives, releasePages on the thread that made it does nothing:

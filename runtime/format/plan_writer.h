@@ -249,6 +249,11 @@ public:
 
   /// Writes the plan file, streaming weights from their sources.
   absl::Status write(const std::string &path);
+  /// Makes `write` overwrite an existing file in place, then cut it to the
+  /// plan's size, instead of emptying it first: a scratch file written
+  /// again and again (in memory, say) keeps its pages. Nothing may map the
+  /// file while it is written. A write that fails leaves the file.
+  void setOverwriteInPlace(bool inPlace = true);
   /// The plan file's bytes.
   absl::StatusOr<std::vector<uint8_t>> serialize();
 

@@ -140,6 +140,8 @@ struct PlanWriter::Impl {
       firstError = std::move(status);
   }
   absl::Status emit(detail::Sink &sink);
+  /// PlanWriter::setOverwriteInPlace.
+  bool overwriteInPlace = false;
 };
 
 } // namespace moert

@@ -446,6 +446,7 @@ int moec::runCompile(CompileFlags flags) {
     moec::verify::registerRewriteValidator(context, validation);
     if (failed(pm.run(*module)))
       return kFailure;
+    moec::verify::releaseRewriteValidatorMemory(context);
     progress.done();
     llvm::json::Object weightReport;
     if (!options.simplifyOnly &&
@@ -753,6 +754,7 @@ static int runGenerationCompile(const CompileFlags &flags) {
     if (!compiled || failed(checkArenaSize(module, flags)))
       return kFailure;
   }
+  moec::verify::releaseRewriteValidatorMemory(context);
   SmallVector<ModuleOp, 2> modules = {*decode};
   if (prefill)
     modules.push_back(*prefill);

@@ -286,6 +286,7 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
       return kFailure;
     }
   }
+  moec::verify::releaseRewriteValidatorMemory(context);
   plan::pruneFeeds(stages);
   // --int8-activations without --weight-dtype int4: the model's own
   // block-quantized weights.

@@ -7,10 +7,13 @@
 
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #if defined(__linux__)
 #include <fcntl.h>
@@ -82,6 +85,33 @@ TEST(FileSink, WritesWhatAVectorHolds) {
     EXPECT_TRUE(*bytes == expected.bytes) << "direct " << direct;
     std::remove(path.c_str());
   }
+}
+
+TEST(FileSink, OverwritesInPlaceAndEndsWhereTheBytesEnd) {
+  // A file written again without truncation (the rewrite validator's
+  // scratch plan): larger, then smaller, then larger than before, each time
+  // the file is exactly what was fed.
+  std::string path = ::testing::TempDir() + "/plan_stream_in_place.bin";
+  std::mt19937 rng(2);
+  for (size_t size : {FileSink::kDirectBufferBytes * 2 + 77,
+                      FileSink::kDirectBufferBytes + 4097,
+                      FileSink::kDirectBufferBytes * 3 + 5}) {
+    std::vector<uint8_t> data(size);
+    for (uint8_t &byte : data)
+      byte = static_cast<uint8_t>(rng());
+    VectorSink expected;
+    ASSERT_TRUE(feed(expected, data).ok());
+    auto sink = FileSink::create(path, /*direct=*/true, /*truncate=*/false);
+    ASSERT_TRUE(sink.ok()) << sink.status();
+    ASSERT_TRUE(feed(**sink, data).ok());
+    ASSERT_TRUE((*sink)->close().ok());
+    absl::StatusOr<InputFile> file = InputFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(~uint64_t{0});
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_TRUE(*bytes == expected.bytes) << size << " bytes";
+  }
+  std::remove(path.c_str());
 }
 
 TEST(FileSink, ReportsWriteErrors) {
@@ -263,6 +293,80 @@ TEST(ReleasePages, PagesOutAMappedFileUnlessKept) {
     GTEST_SKIP() << "this kernel or file system pages nothing out "
                     "(MADV_PAGEOUT): nothing to keep";
   EXPECT_LT(left, half / page);
+}
+
+/// The kB of `map`'s pages that this process has mapped (smaps' Rss of the
+/// mapping that starts at `map`), or -1 if /proc cannot tell.
+long mappedKiB(const void *map) {
+  std::ifstream smaps("/proc/self/smaps");
+  char start[32];
+  std::snprintf(start, sizeof(start), "%lx-",
+                static_cast<unsigned long>(reinterpret_cast<uintptr_t>(map)));
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.rfind(start, 0) == 0)
+      inside = true;
+    else if (inside && line.rfind("Rss:", 0) == 0)
+      return std::stol(line.substr(4));
+  }
+  return -1;
+}
+
+TEST(ReleasePages, DropsADeclaredFileMappingAndLeavesItCached) {
+  // A file mapped, read and declared a FileMapping: releasePages takes its
+  // pages out of the process (Rss), leaves them in the page cache (mincore
+  // tells the cache's residency for a file) and its bytes unchanged.
+  const size_t bytes = size_t{8} << 20, page = ::sysconf(_SC_PAGESIZE);
+  std::string path = ::testing::TempDir() + "/release_mapping_test.bin";
+  {
+    std::vector<uint8_t> values(bytes, 5);
+    FILE *f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(values.data(), 1, values.size(), f), values.size());
+    std::fclose(f);
+  }
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void *map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  std::remove(path.c_str());
+  ASSERT_NE(map, MAP_FAILED);
+  const auto *data = static_cast<const volatile uint8_t *>(map);
+  auto sum = [&] {
+    unsigned total = 0;
+    for (size_t at = 0; at < bytes; at += page)
+      total += data[at];
+    return total;
+  };
+  EXPECT_EQ(sum(), 5 * (bytes / page));
+  {
+    FileMapping declared(map, bytes);
+    const auto *begin = static_cast<const uint8_t *>(map);
+    EXPECT_TRUE(FileMapping::contains(begin + page, begin + bytes));
+    EXPECT_FALSE(FileMapping::contains(begin + page, begin + bytes + 1));
+    long before = mappedKiB(map);
+    if (before < 0) {
+      ::munmap(map, bytes);
+      GTEST_SKIP() << "no /proc/self/smaps";
+    }
+    EXPECT_EQ(static_cast<size_t>(before), bytes >> 10);
+    detail::releasePages(map, bytes);
+    EXPECT_EQ(mappedKiB(map), 0);
+    EXPECT_EQ(residentPages(map, bytes), bytes / page);
+  }
+  EXPECT_FALSE(FileMapping::contains(static_cast<const uint8_t *>(map),
+                                     static_cast<const uint8_t *>(map) + 1));
+  EXPECT_EQ(sum(), 5 * (bytes / page));
+  ::munmap(map, bytes);
+}
+
+TEST(ReleasePages, KeepsTheBytesOfAnonymousMemory) {
+  // Memory that no FileMapping declares is paged out, never dropped:
+  // dropping anonymous pages would zero them.
+  std::vector<uint8_t> values(size_t{4} << 20, 9);
+  detail::releasePages(values.data(), values.size());
+  EXPECT_TRUE(std::all_of(values.begin(), values.end(),
+                          [](uint8_t v) { return v == 9; }));
 }
 #endif
 
