@@ -62,27 +62,43 @@ absl::Status feed(Sink &sink, const std::vector<uint8_t> &data) {
   return sink.patch(FileSink::kDirectBufferBytes + 5, patch, sizeof(patch));
 }
 
-TEST(FileSink, WritesWhatAVectorHolds) {
-  std::vector<uint8_t> data(FileSink::kDirectBufferBytes * 5 + 12345);
-  std::mt19937 rng(1);
+/// `size` random bytes.
+std::vector<uint8_t> randomBytes(size_t size, std::mt19937 &rng) {
+  std::vector<uint8_t> data(size);
   for (uint8_t &byte : data)
     byte = static_cast<uint8_t>(rng());
+  return data;
+}
+
+/// Feeds `data` to a FileSink at `path` and to a VectorSink, and expects
+/// the file to hold what the vector does.
+void expectFileSinkWrites(const std::string &path,
+                          const std::vector<uint8_t> &data, bool direct,
+                          bool truncate, const std::string &what) {
   VectorSink expected;
   ASSERT_TRUE(feed(expected, data).ok());
   ASSERT_EQ(expected.bytes.size(), data.size());
+  auto sink = FileSink::create(path, direct, truncate);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EXPECT_TRUE((*sink)->regular());
+  ASSERT_TRUE(feed(**sink, data).ok());
+  ASSERT_TRUE((*sink)->close().ok());
+  absl::StatusOr<InputFile> file = InputFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(~uint64_t{0});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_TRUE(*bytes == expected.bytes) << what;
+}
+
+TEST(FileSink, WritesWhatAVectorHolds) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> data =
+      randomBytes(FileSink::kDirectBufferBytes * 5 + 12345, rng);
   // With direct I/O (the last block's padding truncated away) and without.
   for (bool direct : {true, false}) {
     std::string path = ::testing::TempDir() + "/plan_stream_test.bin";
-    auto sink = FileSink::create(path, direct);
-    ASSERT_TRUE(sink.ok()) << sink.status();
-    EXPECT_TRUE((*sink)->regular());
-    ASSERT_TRUE(feed(**sink, data).ok());
-    ASSERT_TRUE((*sink)->close().ok());
-    absl::StatusOr<InputFile> file = InputFile::open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(~uint64_t{0});
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
-    EXPECT_TRUE(*bytes == expected.bytes) << "direct " << direct;
+    expectFileSinkWrites(path, data, direct, /*truncate=*/true,
+                         direct ? "direct" : "buffered");
     std::remove(path.c_str());
   }
 }
@@ -95,22 +111,9 @@ TEST(FileSink, OverwritesInPlaceAndEndsWhereTheBytesEnd) {
   std::mt19937 rng(2);
   for (size_t size : {FileSink::kDirectBufferBytes * 2 + 77,
                       FileSink::kDirectBufferBytes + 4097,
-                      FileSink::kDirectBufferBytes * 3 + 5}) {
-    std::vector<uint8_t> data(size);
-    for (uint8_t &byte : data)
-      byte = static_cast<uint8_t>(rng());
-    VectorSink expected;
-    ASSERT_TRUE(feed(expected, data).ok());
-    auto sink = FileSink::create(path, /*direct=*/true, /*truncate=*/false);
-    ASSERT_TRUE(sink.ok()) << sink.status();
-    ASSERT_TRUE(feed(**sink, data).ok());
-    ASSERT_TRUE((*sink)->close().ok());
-    absl::StatusOr<InputFile> file = InputFile::open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    absl::StatusOr<std::vector<uint8_t>> bytes = file->readAll(~uint64_t{0});
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
-    EXPECT_TRUE(*bytes == expected.bytes) << size << " bytes";
-  }
+                      FileSink::kDirectBufferBytes * 3 + 5})
+    expectFileSinkWrites(path, randomBytes(size, rng), /*direct=*/true,
+                         /*truncate=*/false, std::to_string(size) + " bytes");
   std::remove(path.c_str());
 }
 
