@@ -349,7 +349,7 @@ struct DetectCapacityExpertsPass
           return;
         }
     });
-    for (auto [gather, dispatch] : candidates) {
+    for (auto [gather, dispatch] : lastLayerFirst(candidates)) {
       moe::ArgMaxOp anchor = findCapacityAnchor(dispatch);
       if (!anchor)
         continue;

@@ -489,7 +489,7 @@ struct DetectDenseExpertsPass
         candidates.emplace_back(op, scatter);
     });
     bool changed = false;
-    for (auto [topK, scatter] : candidates) {
+    for (auto [topK, scatter] : lastLayerFirst(candidates)) {
       DenseMatcher matcher(topK, scatter);
       std::optional<Failure> failure = matcher.match();
       LayerGate gate;

@@ -757,7 +757,7 @@ struct DetectExpertsPass
     // remarks wait until every layer is matched.
     SmallVector<std::pair<moe::TopKOp, Failure>> nearMisses;
     llvm::DenseSet<Operation *> inLayer;
-    for (moe::TopKOp topK : candidates) {
+    for (moe::TopKOp topK : lastLayerFirst(candidates)) {
       LoopMatcher matcher(topK);
       if (!matcher.isCandidate())
         continue;
@@ -777,7 +777,7 @@ struct DetectExpertsPass
     // softmax is no router (an empty failure), so it gets no remark.
     SmallVector<moe::ArgMaxOp> argMaxes;
     getOperation().walk([&](moe::ArgMaxOp op) { argMaxes.push_back(op); });
-    for (moe::ArgMaxOp argMax : argMaxes)
+    for (moe::ArgMaxOp argMax : lastLayerFirst(argMaxes))
       detectSwitchLayer(argMax, getArgument());
     // The loop's ops are now dead; erase them so later passes and the plan
     // never see them.

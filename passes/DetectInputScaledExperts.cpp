@@ -249,7 +249,7 @@ struct DetectInputScaledExpertsPass
     SmallVector<moe::ReduceSumOp> candidates;
     getOperation().walk([&](moe::ReduceSumOp op) { candidates.push_back(op); });
     bool changed = false;
-    for (moe::ReduceSumOp sum : candidates) {
+    for (moe::ReduceSumOp sum : lastLayerFirst(candidates)) {
       ScaledMatcher matcher(sum);
       if (!matcher.isCandidate())
         continue;

@@ -496,7 +496,7 @@ struct DetectParallelExpertsPass
     // A layer's sort is a top-k of its own, not a near-miss.
     llvm::DenseSet<Operation *> claimed;
     bool changed = false;
-    for (moe::TopKOp topK : candidates) {
+    for (moe::TopKOp topK : lastLayerFirst(candidates)) {
       if (claimed.contains(topK))
         continue;
       if (!isParallelCandidate(topK))

@@ -515,7 +515,7 @@ struct DetectSegmentExpertsPass
       segment.erase();
       changed = true;
     });
-    for (SegmentLayer &layer : layers) {
+    for (SegmentLayer &layer : lastLayerFirst(layers)) {
       layer.gateUp.segments.clear();
       layer.down.segments.clear();
       changed |= succeeded(rewrite(layer));

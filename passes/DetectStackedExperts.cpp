@@ -306,7 +306,7 @@ struct DetectStackedExpertsPass
     SmallVector<moe::ReduceSumOp> candidates;
     getOperation().walk([&](moe::ReduceSumOp op) { candidates.push_back(op); });
     bool changed = false;
-    for (moe::ReduceSumOp sum : candidates) {
+    for (moe::ReduceSumOp sum : lastLayerFirst(candidates)) {
       StackedMatcher matcher(sum);
       if (!matcher.isCandidate())
         continue;

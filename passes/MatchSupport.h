@@ -27,6 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
+#include <utility>
 
 namespace moec {
 
@@ -215,6 +216,17 @@ inline void corruptRewrite(mlir::Value replacement, mlir::Value tokens) {
     }
     llvm::append_range(worklist, op->getOperands());
   }
+}
+
+/// A detector's candidate layers, collected in program order, in the order
+/// to rewrite them: last layer first. Validating a rewrite reads its
+/// layer's weights (RewriteValidator), and the plan's writer then reads
+/// every layer first to last; rewritten last to first, the first layers
+/// are the ones that a model larger than memory still has in the page
+/// cache when the writer starts (bench/README.md, "The rewrite validator's
+/// plans").
+template <typename Range> auto lastLayerFirst(Range &&candidates) {
+  return llvm::reverse(std::forward<Range>(candidates));
 }
 
 /// Asks the registered RewriteValidator (if any) whether the `replacement`
