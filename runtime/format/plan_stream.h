@@ -70,7 +70,8 @@ public:
   static absl::StatusOr<std::unique_ptr<FileSink>>
   create(std::string path, bool direct, bool truncate = true);
   ~FileSink() override;
-  /// Whether the file is a regular file (one that failed is removed).
+  /// Whether the file is a regular file (PlanWriter::write removes one that
+  /// failed, unless it was written in place).
   bool regular() const { return regular_; }
   absl::Status append(const void *data, size_t size) override;
   absl::Status patch(uint64_t offset, const void *data, size_t size) override;
