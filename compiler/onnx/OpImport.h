@@ -203,6 +203,7 @@ void populateReductionImports(OpImportTable &table);
 void populateTensorImports(OpImportTable &table);
 void populateContribImports(OpImportTable &table);
 void populateContribAttentionImports(OpImportTable &table);
+void populateContribMultiHeadAttentionImports(OpImportTable &table);
 void populateContribRecurrentImports(OpImportTable &table);
 void populateControlFlowImports(OpImportTable &table);
 

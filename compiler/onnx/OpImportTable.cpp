@@ -27,6 +27,7 @@ const OpImportTable &OpImportTable::get() {
     populateTensorImports(table);
     populateContribImports(table);
     populateContribAttentionImports(table);
+    populateContribMultiHeadAttentionImports(table);
     populateContribRecurrentImports(table);
     populateControlFlowImports(table);
     llvm::sort(table.entries, [](const OpImport &a, const OpImport &b) {

@@ -3,9 +3,10 @@
 
   gen_contrib_attention.py VARIANT OUTPUT.onnx
 
-Each model is one com.microsoft node (GroupQueryAttention, RotaryEmbedding,
-MRotaryEmbedding, SkipSimplifiedLayerNormalization, CausalConvWithState,
-LinearAttention, LinearAttentionGate, GatedRMSNorm or GatedAdd) on graph
+Each model is one com.microsoft node (GroupQueryAttention, MultiHeadAttention,
+RotaryEmbedding, MRotaryEmbedding, SkipSimplifiedLayerNormalization,
+CausalConvWithState, LinearAttention, LinearAttentionGate, GatedRMSNorm or
+GatedAdd) on graph
 inputs, the way onnxruntime-genai's builder writes it, with the attributes
 the variant names; test/Import/contrib-attention.test checks the IR moec
 imports and the errors it gives. Whole builder exports are compared with
@@ -52,6 +53,69 @@ def gqa(attrs=None, sinks=True, packed=True, extra_inputs=()):
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
                for n in ("out", "present_key", "present_value")]
     return [node], inputs, outputs, inits
+
+
+def mha(attrs=None, form="self", value_width=H * D, outputs=3,
+        extra_inputs=None):
+    """MultiHeadAttention with H heads of D. form "self": query, key and
+    value [batch, seq, ...] with a bias, past_key/past_value [batch, H,
+    past, D], a key_padding_mask [batch, total] and unidirectional 1;
+    "cross": key and value already as heads [batch, H, kv, D] with an
+    attention_bias [1, H, seq, kv]; "plain": no past, a value width of its
+    own and a per-query key_padding_mask [batch, seq, kv]."""
+    f, i32 = TensorProto.FLOAT, TensorProto.INT32
+    attributes = {"num_heads": H}
+    if form == "self":
+        attributes["unidirectional"] = 1
+    attributes.update(attrs or {})
+    rng = np.random.default_rng(0)
+    inits = []
+    query = helper.make_tensor_value_info("query", f, ["batch", "seq", H * D])
+    if form == "self":
+        inputs = [query,
+                  helper.make_tensor_value_info("key", f,
+                                                ["batch", "seq", H * D]),
+                  helper.make_tensor_value_info("value", f,
+                                                ["batch", "seq", H * D]),
+                  helper.make_tensor_value_info("key_padding_mask", i32,
+                                                ["batch", "total"]),
+                  helper.make_tensor_value_info("past_key", f,
+                                                ["batch", H, "past", D]),
+                  helper.make_tensor_value_info("past_value", f,
+                                                ["batch", H, "past", D])]
+        inits.append(helper.make_tensor(
+            "bias", f, [3 * H * D], rng.standard_normal(3 * H * D)))
+        node_inputs = ["query", "key", "value", "bias", "key_padding_mask",
+                       "", "past_key", "past_value"]
+    elif form == "cross":
+        inputs = [query,
+                  helper.make_tensor_value_info("key", f, ["batch", H, "kv", D]),
+                  helper.make_tensor_value_info("value", f,
+                                                ["batch", H, "kv", D]),
+                  helper.make_tensor_value_info("attention_bias", f,
+                                                [1, H, "seq", "kv"])]
+        node_inputs = ["query", "key", "value", "", "", "attention_bias"]
+    else:
+        inputs = [query,
+                  helper.make_tensor_value_info("key", f,
+                                                ["batch", "kv", H * D]),
+                  helper.make_tensor_value_info("value", f,
+                                                ["batch", "kv", value_width]),
+                  helper.make_tensor_value_info("key_padding_mask", i32,
+                                                ["batch", "seq", "kv"])]
+        node_inputs = ["query", "key", "value", "", "key_padding_mask"]
+    for name, value in (extra_inputs or {}).items():
+        while len(node_inputs) <= value[0]:
+            node_inputs.append("")
+        node_inputs[value[0]] = name
+        inputs.append(helper.make_tensor_value_info(name, value[1], value[2]))
+    names = ["out", "present_key", "present_value", "qk"][:outputs]
+    if form != "self" and outputs == 1:
+        names = ["out"]
+    node = helper.make_node("MultiHeadAttention", node_inputs, names,
+                            domain="com.microsoft", name="mha", **attributes)
+    return [node], inputs, [helper.make_tensor_value_info(n, f, None)
+                            for n in names], inits
 
 
 def rotary(attrs=None, width=H * D, half=D // 2, four_d=False,
@@ -179,6 +243,17 @@ VARIANTS = {
     "gqa-window-zero": lambda: gqa({"local_window_size": 0}),
     "gqa-no-cos": lambda: gqa({"do_rotary": 1}, packed=True,
                               extra_inputs=()),
+    # Small mask_filter_values, so that a masked key keeps some weight and the
+    # padding and causal penalties are seen to add up.
+    "mha": lambda: mha({"mask_filter_value": -3.0}),
+    "mha-cross": lambda: mha({"scale": 0.3}, form="cross", outputs=1),
+    "mha-plain": lambda: mha({"mask_filter_value": -2.0}, form="plain",
+                             value_width=H * 8, outputs=1),
+    "mha-qk": lambda: mha(outputs=4),
+    "mha-key-lengths": lambda: mha(form="plain", outputs=1, extra_inputs={
+        "lengths": (4, TensorProto.INT32, ["batch"])}),
+    "mha-shared-buffer": lambda: mha(extra_inputs={
+        "past_length": (8, TensorProto.INT32, [1])}),
     "rotary": lambda: rotary(),
     # Gemma-4's partial rotary: 2 heads of 32, the first 16 features rotated.
     "rotary-partial": lambda: rotary({"num_heads": 2, "rotary_embedding_dim": 16,
