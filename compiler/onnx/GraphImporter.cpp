@@ -18,6 +18,7 @@ GraphImporter::GraphImporter(const OnnxModel &model, MLIRContext *context,
     : model(model), context(context), builder(context), tensors(model),
       table(OpImportTable::get()), options(options) {
   this->options.positionInput |= options.firstPrompt;
+  tensors.setWidenFloat16(options.widenFloat16);
   pushScope(model.getGraph());
 }
 
@@ -33,12 +34,12 @@ void GraphImporter::pushScope(const onnx::GraphProto &graph) {
 /// symbolic and unknown dimensions are dynamic; a dim_param of digits is
 /// the static size it spells.
 static RankedTensorType getTensorType(const onnx::TypeProto::Tensor &type,
-                                      MLIRContext *context) {
+                                      MLIRContext *context, bool widenFloat16) {
   SmallVector<int64_t> shape;
   for (const onnx::TensorShapeProto::Dimension &dim : type.shape().dim())
     shape.push_back(getStaticDimSize(dim).value_or(ShapedType::kDynamic));
-  return RankedTensorType::get(shape,
-                               convertDataType(context, type.elem_type()));
+  return RankedTensorType::get(
+      shape, convertDataType(context, type.elem_type(), widenFloat16));
 }
 
 DictionaryAttr
@@ -75,7 +76,8 @@ LogicalResult GraphImporter::importSignature(ModuleOp module) {
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   for (const onnx::ValueInfoProto *input : inputs) {
-    argTypes.push_back(getTensorType(input->type().tensor_type(), context));
+    argTypes.push_back(getTensorType(input->type().tensor_type(), context,
+                                     options.widenFloat16));
     argAttrs.push_back(getValueInfoAttrs(*input));
   }
   builder.setInsertionPointToEnd(module.getBody());
@@ -149,7 +151,14 @@ LogicalResult GraphImporter::importNode(const onnx::GraphProto &graph,
   NodeImporter importer(*this, node, model.getNodeLoc(graph, index), *entry);
   if (failed(importer.initialize()))
     return failure();
-  return entry->fn(importer);
+  if (succeeded(entry->fn(importer)))
+    return success();
+  // Most contrib ops import in f32 only.
+  if (!options.widenFloat16 && hasFloat16Signature())
+    emitRemark(model.loc) << "the model's inputs or outputs are float16: "
+                             "`moec compile --widen-f16` imports it as "
+                             "float32";
+  return failure();
 }
 
 LogicalResult GraphImporter::importSubgraph(const onnx::GraphProto &subgraph,
@@ -182,13 +191,15 @@ GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &declaredValue,
     return success();
   const onnx::TypeProto::Tensor &declared = declaredValue.type().tensor_type();
   auto actual = cast<RankedTensorType>(value.getType());
-  Type elementType = convertDataType(context, declared.elem_type());
+  Type elementType =
+      convertDataType(context, declared.elem_type(), options.widenFloat16);
   if (elementType != actual.getElementType())
     return emitError(loc) << "is declared "
                           << getDataTypeName(declared.elem_type())
                           << " but the graph computes " << actual;
   if (declared.has_shape()) {
-    RankedTensorType type = getTensorType(declared, context);
+    RankedTensorType type =
+        getTensorType(declared, context, options.widenFloat16);
     if (failed(verifyCompatibleShape(type.getShape(), actual.getShape())))
       return emitError(loc)
              << "is declared " << type << " but the graph computes " << actual;
@@ -260,7 +271,22 @@ OwningOpRef<ModuleOp> GraphImporter::import() {
     removeUnreadInputs();
     (*module)->setAttr(kPositionsFromInputAttr, UnitAttr::get(context));
   }
+  // The first-prompt import is the same graph a second time.
+  if (options.widenFloat16 && !options.firstPrompt && hasFloat16Signature())
+    emitRemark(model.loc) << "float16 tensors import as float32: the plan "
+                             "computes in float32 from the same values";
   return module;
+}
+
+bool GraphImporter::hasFloat16Signature() const {
+  if (tensors.hasWidenedFloat16())
+    return true;
+  const onnx::GraphProto &graph = model.getGraph();
+  auto isFloat16 = [](const onnx::ValueInfoProto &value) {
+    return value.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT16;
+  };
+  return llvm::any_of(graph.input(), isFloat16) ||
+         llvm::any_of(graph.output(), isFloat16);
 }
 
 Value GraphImporter::getPositionInput() {

@@ -92,6 +92,8 @@ private:
   /// With a position input: removes the ops nothing reads and then the
   /// graph inputs nothing reads.
   void removeUnreadInputs();
+  /// Whether a graph input or output is FLOAT16, or a weight read was.
+  bool hasFloat16Signature() const;
 
   const OnnxModel &model;
   mlir::MLIRContext *context;

@@ -92,6 +92,13 @@ struct ImportOptions {
   /// cannot express (a sliding-window cache, non-causal attention, an
   /// attention bias, positions that cannot come from an input) is an error.
   bool firstPrompt = false;
+  /// Every FLOAT16 tensor imports as f32: weights (widened exactly, held in
+  /// memory of their own at twice their bytes), graph inputs and outputs,
+  /// Cast targets. The plan computes in f32 what the graph computes in
+  /// f16, as onnxruntime's CPU kernels mostly do inside an op; only the
+  /// roundings to f16 between ops are gone. For onnxruntime-genai's fp16
+  /// exports, whose contrib ops moec imports in f32 only.
+  bool widenFloat16 = false;
 };
 
 /// The unit attribute an import with ImportOptions::positionInput sets on

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/onnx/GraphImporter.h"
 #include "compiler/onnx/OpImport.h"
 #include "compiler/onnx/Tensors.h"
 
@@ -95,7 +96,9 @@ static LogicalResult importCast(NodeImporter &node) {
     return node.emitAttributeError("to")
            << (attrs.get("to") ? "has the wrong type; expected INT"
                                : "is missing");
-  Type elementType = convertDataType(node.getContext(), to.getInt());
+  Type elementType =
+      convertDataType(node.getContext(), to.getInt(),
+                      node.getGraphImporter().getOptions().widenFloat16);
   if (!elementType)
     return node.emitAttributeError("to")
            << "unsupported element type " << getDataTypeName(to.getInt());

@@ -4,6 +4,9 @@
 
 #include "compiler/onnx/Model.h"
 #include "format/file_io.h"
+#include "format/float16.h"
+
+#include <cstring>
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
@@ -70,14 +73,14 @@ int64_t moec::onnx_import::getDataTypeSize(int32_t dataType) {
   return info ? info->size : 0;
 }
 
-Type moec::onnx_import::convertDataType(MLIRContext *context,
-                                        int32_t dataType) {
+Type moec::onnx_import::convertDataType(MLIRContext *context, int32_t dataType,
+                                        bool widenFloat16) {
   Builder b(context);
   switch (dataType) {
   case TensorProto::FLOAT:
     return b.getF32Type();
   case TensorProto::FLOAT16:
-    return b.getF16Type();
+    return widenFloat16 ? b.getF32Type() : b.getF16Type();
   case TensorProto::BFLOAT16:
     return b.getBF16Type();
   case TensorProto::DOUBLE:
@@ -187,7 +190,8 @@ FailureOr<TensorReader::Layout>
 TensorReader::getLayout(const TensorProto &tensor, Location loc) {
   Layout layout;
   layout.dataType = tensor.data_type();
-  Type elementType = convertDataType(loc->getContext(), layout.dataType);
+  Type elementType =
+      convertDataType(loc->getContext(), layout.dataType, widenFloat16);
   if (!elementType)
     return emitError(loc) << "unsupported element type "
                           << getDataTypeName(layout.dataType);
@@ -454,6 +458,21 @@ FailureOr<ElementsAttr> TensorReader::read(const TensorProto &tensor,
     owner = *file;
     break;
   }
+  }
+
+  // Widened float16: the f32 of every value, in memory of its own (twice
+  // the file's bytes).
+  if (widenFloat16 && layout->dataType == TensorProto::FLOAT16) {
+    std::vector<char> widened(size_t(layout->numElements) * sizeof(float));
+    for (int64_t i = 0; i < layout->numElements; ++i) {
+      uint16_t half;
+      std::memcpy(&half, bytes.data() + 2 * i, 2);
+      float value = moert::detail::halfToFloat(half);
+      std::memcpy(widened.data() + sizeof(float) * i, &value, sizeof(float));
+    }
+    converted = std::move(widened);
+    bytes = *converted;
+    widenedFloat16 = true;
   }
 
   // Booleans are one byte each in ONNX but bit-packed in dense elements.

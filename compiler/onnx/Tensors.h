@@ -46,7 +46,9 @@ int64_t getDataTypeSize(int32_t dataType);
 
 /// Returns the element type of ONNX data type `dataType`, or a null type when
 /// moec does not support it (strings, complex numbers, 8- and 4-bit floats).
-mlir::Type convertDataType(mlir::MLIRContext *context, int32_t dataType);
+/// With `widenFloat16`, FLOAT16 is f32 (ImportOptions::widenFloat16).
+mlir::Type convertDataType(mlir::MLIRContext *context, int32_t dataType,
+                           bool widenFloat16 = false);
 
 /// Returns the byte size of a tensor of `shape` with `elementSize`-byte
 /// elements, counting dynamic dimensions as 1, or std::nullopt if it does
@@ -59,6 +61,12 @@ class TensorReader {
 public:
   explicit TensorReader(const OnnxModel &model);
   ~TensorReader();
+
+  /// FLOAT16 tensors read as f32 of the same values (exact): see
+  /// ImportOptions::widenFloat16.
+  void setWidenFloat16(bool widen) { widenFloat16 = widen; }
+  /// Whether a FLOAT16 tensor was read as f32.
+  bool hasWidenedFloat16() const { return widenedFloat16; }
 
   /// Checks everything about `tensor` that can be checked without reading its
   /// data: element type, dimensions, that the data holds exactly the declared
@@ -85,6 +93,8 @@ private:
 
   const OnnxModel &model;
   llvm::StringMap<std::shared_ptr<llvm::MemoryBuffer>> mappedFiles;
+  bool widenFloat16 = false;
+  bool widenedFloat16 = false;
 };
 
 } // namespace moec::onnx_import

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks a generation plan of an onnxruntime-genai export against its references.
 
-  check_genai.py PLAN EXPORT_DIR [--rtol R] [--int8] [--near-ties] [--run-flag=F ...]
+  check_genai.py PLAN EXPORT_DIR [--rtol R] [--int8 | --widened] [--near-ties]
+      [--run-flag=F ...]
 
 EXPORT_DIR (examples/zoo/genai/NAME, made by make_genai.py) holds
 reference.json (prompts and onnxruntime-genai's greedy new ids) and logits.npz
@@ -18,6 +19,11 @@ experts), the ids and logits are the transformers model's instead.
 export's references with int8 activations (onnxruntime's accuracy_level 4 on
 every MatMulNBits and QMoE node), for plans of `moec compile
 --int8-activations`.
+
+--widened reads reference_widened.json and logits_widened.npz instead: for an
+fp16 export compiled with `moec compile --widen-f16`, onnxruntime-genai's
+ids and onnxruntime's logits on the graph with every float16 tensor made
+float32 (make_genai.py).
 
 --near-ties is for plans that compute otherwise than the reference on
 purpose (`moec compile --int8-activations` on an export whose products
@@ -67,11 +73,12 @@ def main():
     parser.add_argument("export_dir")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--int8", action="store_true")
+    parser.add_argument("--widened", action="store_true")
     parser.add_argument("--near-ties", action="store_true")
     parser.add_argument("--run-flag", dest="run_flag", action="append", default=[],
                         help="another moe-run flag, e.g. --run-flag=--devices=2")
     args = parser.parse_args()
-    suffix = "_int8" if args.int8 else ""
+    suffix = "_int8" if args.int8 else "_widened" if args.widened else ""
     reference = json.load(open(os.path.join(args.export_dir,
                                             f"reference{suffix}.json")))
     logits = np.load(os.path.join(args.export_dir, f"logits{suffix}.npz"))

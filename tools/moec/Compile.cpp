@@ -416,8 +416,10 @@ int moec::runCompile(CompileFlags flags) {
   MLIRContext &context = session.context;
   CompileProgress &progress = session.progress;
   progress.phase("importing " + modelPath);
+  onnx_import::ImportOptions form;
+  form.widenFloat16 = flags.input.widenFloat16;
   OwningOpRef<ModuleOp> module =
-      onnx_import::importOnnxModel(&context, modelPath);
+      onnx_import::importOnnxModel(&context, modelPath, form);
   if (!module || failed(checkBoundNames(*module, flags)))
     return kFailure;
   (*module)->setAttr("moe.max_tokens",
@@ -600,7 +602,7 @@ getGenerationReport(const moec::plan::GenerationSignature &sig, ModuleOp decode,
 static OwningOpRef<ModuleOp>
 importFirstPrompt(MLIRContext &context, StringRef modelPath, ModuleOp decode,
                   const plan::GenerationSignature &alone,
-                  const ReportOptions &report) {
+                  const ReportOptions &report, bool widenFloat16) {
   auto main = decode.lookupSymbol<func::FuncOp>("main");
   for (const plan::CachePairInfo &pair : alone.cache) {
     if (!pair.state)
@@ -628,6 +630,7 @@ importFirstPrompt(MLIRContext &context, StringRef modelPath, ModuleOp decode,
     });
     onnx_import::ImportOptions form;
     form.firstPrompt = true;
+    form.widenFloat16 = widenFloat16;
     prefill = onnx_import::importOnnxModel(&context, modelPath, form);
   }
   // A graph whose own position_ids drive a rotary outside attention may
@@ -668,13 +671,16 @@ static int runGenerationCompile(const CompileFlags &flags) {
   // graph imported as a first prompt can be the prefill schedule.
   onnx_import::ImportOptions decodeForm;
   decodeForm.positionInput = prefillPath.empty();
+  decodeForm.widenFloat16 = flags.input.widenFloat16;
   OwningOpRef<ModuleOp> decode =
       onnx_import::importOnnxModel(&context, modelPath, decodeForm);
   if (!decode)
     return kFailure;
   OwningOpRef<ModuleOp> prefill;
   if (!prefillPath.empty()) {
-    prefill = onnx_import::importOnnxModel(&context, prefillPath);
+    onnx_import::ImportOptions prefillForm;
+    prefillForm.widenFloat16 = flags.input.widenFloat16;
+    prefill = onnx_import::importOnnxModel(&context, prefillPath, prefillForm);
     if (!prefill)
       return kFailure;
   }
@@ -695,7 +701,8 @@ static int runGenerationCompile(const CompileFlags &flags) {
         *decode, modelPath, ModuleOp(), "", maxSeq);
     if (failed(alone))
       return kFailure;
-    prefill = importFirstPrompt(context, modelPath, *decode, *alone, report);
+    prefill = importFirstPrompt(context, modelPath, *decode, *alone, report,
+                                flags.input.widenFloat16);
     prefillSource = modelPath + " (as a first prompt)";
     search.firstPromptPrefill = true;
   }

@@ -170,6 +170,7 @@ int moec::runMultimodalCompile(const CompileFlags &flags,
   onnx_import::ImportOptions decodeForm, prefillForm;
   decodeForm.positionInput = genai;
   prefillForm.firstPrompt = genai;
+  decodeForm.widenFloat16 = prefillForm.widenFloat16 = flags.input.widenFloat16;
   OwningOpRef<ModuleOp> decode =
       onnx_import::importOnnxModel(&context, folder.decode, decodeForm);
   if (!decode)

@@ -209,6 +209,15 @@ static cl::opt<std::string> weightDtype(
              "default: f32"),
     cl::value_desc("f32|bf16|f16|int8|int4"), cl::init("f32"),
     cl::sub(compileCommand), cl::cat(getMoecCategory()));
+static cl::opt<bool> widenFloat16(
+    "widen-f16",
+    cl::desc("Import every float16 tensor (weights, inputs, outputs, Cast "
+             "targets) as float32, exactly, and compute in float32: for "
+             "float16 models whose ops moec runs in float32 only, such as "
+             "onnxruntime-genai's fp16 exports (the weights take twice their "
+             "bytes in memory while compiling; --weight-dtype f16 stores "
+             "them 16-bit again)"),
+    cl::init(false), cl::sub(compileCommand), cl::cat(getMoecCategory()));
 static cl::opt<bool> int8Activations(
     "int8-activations",
     cl::desc("With --weight-dtype int4, or a model with int4/int8 weights "
@@ -299,6 +308,7 @@ CompileFlags getCompileFlags() {
   CompileFlags flags;
   flags.input.model = modelPath;
   flags.input.prefill = prefillPath;
+  flags.input.widenFloat16 = widenFloat16;
   flags.shapes.maxTokens = maxTokens;
   flags.shapes.maxTokensGiven = maxTokens.getNumOccurrences() > 0;
   flags.shapes.dimBounds.assign(dimBounds.begin(), dimBounds.end());
@@ -636,6 +646,8 @@ CompileFlags::getProvenanceFlags() const {
     flags.emplace_back("keep-f32", llvm::join(weights.keepF32, ","));
   if (weights.int8Activations)
     flags.emplace_back("int8-activations", "1");
+  if (input.widenFloat16)
+    flags.emplace_back("widen-f16", "1");
   flags.emplace_back("device-memory", tiers.deviceMemory);
   flags.emplace_back("prefetch", tiers.prefetch);
   return flags;

@@ -63,6 +63,8 @@ struct InputOptions {
   /// The builder folder being compiled, whose eos ids the plan records and
   /// whose tokenizer files go beside it; empty when compiling a model file.
   std::optional<GenaiFolder> folder;
+  /// --widen-f16 (onnx_import::ImportOptions::widenFloat16).
+  bool widenFloat16 = false;
 };
 
 /// The bounds buffers are planned for: --max-tokens, --bound, --max-seq,

@@ -33,6 +33,14 @@ Exports in TORCH_CHECK (qwen35_moe_fp32) also have their onnxruntime logits
 checked against the transformers model's when made (`torch_check` in
 reference.json).
 
+The fp16 exports (FLOAT16_EXPORTS) also get reference_widened.json and
+logits_widened.npz: onnxruntime-genai's ids and onnxruntime's logits on a
+copy of the graph with every float16 tensor made float32 (what `moec compile
+--widen-f16` computes), which the tests hold moec to at float32 tolerance;
+reference.json keeps the ids of the fp16 export itself. The CUDA
+folder (`-e cuda`, GroupQueryAttention in fp16) runs on onnxruntime-genai's
+CPU provider from a copy whose genai_config.json names no provider.
+
 Weights are drawn with the seed below and scaled up (std 0.2 instead of 0.02)
 so that the top two logits of a step stay apart: a greedy id then depends on
 the model, not on the last bit of a sum.
@@ -273,10 +281,11 @@ def qwen35_moe(out_dir):
 # The transformers release gemma4_moe() exports with.
 GEMMA4_TRANSFORMERS = "5.12.1"
 
-# name -> (checkpoint maker, precision, extra builder options). The builder's
-# default keeps sliding-window layers' caches window-sized
-# (sliding_window_cache: a fixed-size state); gpt_oss_fp32 asks for full
-# caches instead.
+# name -> (checkpoint maker, precision, extra builder options[, execution
+# provider, default cpu]). The builder's default keeps sliding-window layers'
+# caches window-sized (sliding_window_cache: a fixed-size state);
+# gpt_oss_fp32 asks for full caches instead. fp16 on the CPU writes
+# MultiHeadAttention and RotaryEmbedding; for CUDA GroupQueryAttention.
 MODELS = {
     "gpt_oss_fp32": (gpt_oss, "fp32", ["windowed_kv_cache=false"]),
     "gpt_oss_fp32_window_cache": (gpt_oss, "fp32", []),
@@ -286,12 +295,20 @@ MODELS = {
     "lfm2_moe_int4": (lfm2_moe, "int4", ["accuracy_level=1"]),
     "qwen35_moe_fp32": (qwen35_moe, "fp32", []),
     "qwen35_moe_int4": (qwen35_moe, "int4", ["accuracy_level=1"]),
+    "gpt_oss_fp16_cuda": (gpt_oss, "fp16", ["windowed_kv_cache=false"],
+                          "cuda"),
+    "lfm2_moe_fp16": (lfm2_moe, "fp16", []),
 }
+
+# The float16 exports, which also get logits_widened.npz.
+FLOAT16_EXPORTS = {"gpt_oss_fp16_cuda", "lfm2_moe_fp16"}
 
 
 # Exports whose reference is the torch model: onnxruntime's CPU kernels
-# refuse MoE activation_type geglu.
-TORCH_REFERENCE = {"gemma4_moe_fp32"}
+# refuse MoE activation_type geglu; onnxruntime-genai fails on LFM2's fp16
+# export (a buffer of a Cast onnxruntime inserts around MultiHeadAttention,
+# which its CPU kernel runs in float32 only, is reused at another shape).
+TORCH_REFERENCE = {"gemma4_moe_fp32", "lfm2_moe_fp16"}
 
 # Exports whose onnxruntime logits are also checked against the transformers
 # model when made (the builder has built a different model from a tiny
@@ -301,16 +318,97 @@ TORCH_CHECK_RTOL = 1e-4
 
 
 def build(name, hf_dir, out_dir):
-    maker, precision, extra = MODELS[name]
+    maker, precision, extra, *provider = MODELS[name]
+    provider = provider[0] if provider else "cpu"
     maker(hf_dir)
     command = [sys.executable, "-m", "onnxruntime_genai.models.builder",
-               "-m", hf_dir, "-o", out_dir, "-p", precision, "-e", "cpu"]
+               "-m", hf_dir, "-o", out_dir, "-p", precision, "-e", provider]
     if extra:
         command += ["--extra_options"] + extra
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return " ".join(["python -m onnxruntime_genai.models.builder", "-m HF_DIR",
-                     "-o", name, "-p", precision, "-e cpu"] +
+                     "-o", name, "-p", precision, "-e", provider] +
                     (["--extra_options"] + extra if extra else []))
+
+
+def cpu_copy(model_dir, tmp):
+    """A copy of an export whose genai_config.json names no execution
+    provider, so that onnxruntime-genai runs it on the CPU."""
+    copy = os.path.join(tmp, "cpu")
+    shutil.copytree(model_dir, copy)
+    path = os.path.join(copy, "genai_config.json")
+    config = json.load(open(path))
+    config["model"]["decoder"]["session_options"]["provider_options"] = []
+    json.dump(config, open(path, "w"), indent=1)
+    return copy
+
+
+def widen_f16(model_dir, tmp):
+    """A copy of an export whose graph has every float16 tensor as float32:
+    initializers and tensor attributes converted (exactly), inputs, outputs
+    and value infos retyped, Cast to float16 made a Cast to float32."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    copy = os.path.join(tmp, "widened")
+    os.makedirs(copy)
+    config = json.load(open(os.path.join(model_dir, "genai_config.json")))
+    config["model"]["decoder"]["session_options"]["provider_options"] = []
+    json.dump(config, open(os.path.join(copy, "genai_config.json"), "w"))
+    model = onnx.load(os.path.join(model_dir, "model.onnx"))
+
+    def widen(tensor):
+        if tensor.data_type == TensorProto.FLOAT16:
+            values = numpy_helper.to_array(tensor).astype(np.float32)
+            tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
+
+    graph = model.graph
+    for tensor in graph.initializer:
+        widen(tensor)
+    for value in list(graph.input) + list(graph.output) + \
+            list(graph.value_info):
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.name == "to" and attribute.i == TensorProto.FLOAT16:
+                attribute.i = TensorProto.FLOAT
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                widen(attribute.t)
+    onnx.save(model, os.path.join(copy, "model.onnx"))
+    return copy
+
+
+def record_widened(out_dir):
+    """reference_widened.json and logits_widened.npz: reference.json's
+    prompts through the widened graph (widen_f16), onnxruntime-genai's greedy
+    ids and onnxruntime's logits."""
+    import onnxruntime as ort
+    import onnxruntime_genai as og
+
+    reference = json.load(open(os.path.join(out_dir, "reference.json")))
+    cases, logits = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        widened = widen_f16(out_dir, tmp)
+        for i, case in enumerate(reference["cases"]):
+            prompt = case["prompt"]
+            new_ids = greedy(widened, prompt)
+            rows = forward_logits(widened, prompt + new_ids[:-1])
+            logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
+            top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
+            cases.append({"prompt": prompt, "new_ids": new_ids,
+                          "min_top2_gap": float((top2[:, 1] -
+                                                 top2[:, 0]).min())})
+    np.savez_compressed(os.path.join(out_dir, "logits_widened.npz"), **logits)
+    with open(os.path.join(out_dir, "reference_widened.json"), "w") as f:
+        json.dump({"generator": "examples/zoo/genai/make_genai.py",
+                   "graph": "model.onnx with every float16 tensor float32",
+                   "versions": {"onnxruntime-genai": og.__version__,
+                                "onnxruntime": ort.__version__},
+                   "search": f"og.Generator, do_sample false, {NEW_TOKENS} "
+                             "new tokens",
+                   "cases": cases}, f, indent=1)
+        f.write("\n")
 
 
 def greedy(model_dir, prompt):
@@ -357,7 +455,9 @@ def forward_logits(model_dir, ids):
                      head_size if "kv_cache_dim" in d else
                      window if "sliding" in d else 0
                      for d in arg.shape]
-            feeds[arg.name] = np.zeros(shape, np.float32)
+            feeds[arg.name] = np.zeros(
+                shape, np.float16 if arg.type == "tensor(float16)"
+                else np.float32)
         else:
             raise SystemExit(f"{model_dir}: unexpected input {arg.name}")
     outputs = session.run(["logits"], feeds)
@@ -394,6 +494,15 @@ def onnxruntime_refusal(out_dir):
     try:
         forward_logits(out_dir, [3, 4])
     except Exception as error:  # onnxruntime raises its own types
+        return str(error).splitlines()[0][:300]
+    return None
+
+
+def genai_refusal(out_dir):
+    """onnxruntime-genai's error on the export (None when it generates)."""
+    try:
+        greedy(out_dir, [3, 4])
+    except Exception as error:  # onnxruntime-genai raises its own types
         return str(error).splitlines()[0][:300]
     return None
 
@@ -439,7 +548,11 @@ def record(name, out_dir, command, hf_dir=None, check_hf_dir=None):
         if hf_dir:
             new_ids, logits[f"case{i}"] = torch_reference(hf_dir, prompt)
         else:
-            new_ids = greedy(out_dir, prompt)
+            with tempfile.TemporaryDirectory() as tmp:
+                # A CUDA export runs on the CPU provider from a copy.
+                on_cpu = (cpu_copy(out_dir, tmp) if len(MODELS[name]) > 3
+                          else out_dir)
+                new_ids = greedy(on_cpu, prompt)
             rows = forward_logits(out_dir, prompt + new_ids[:-1])
             logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
         # The reference's own consistency: its greedy ids are the argmax of
@@ -470,6 +583,7 @@ def record(name, out_dir, command, hf_dir=None, check_hf_dir=None):
                                f"float32, up to {NEW_TOKENS} new tokens")
         reference["reference"] = "torch"
         reference["onnxruntime"] = onnxruntime_refusal(out_dir)
+        reference["onnxruntime-genai"] = genai_refusal(out_dir)
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
         json.dump(reference, f, indent=1)
         f.write("\n")
@@ -559,6 +673,8 @@ def main():
                    hf_dir if name in TORCH_CHECK else None)
             if name in INT8_REFERENCE:
                 record_int8(out_dir)
+            if name in FLOAT16_EXPORTS:
+                record_widened(out_dir)
         print(f"{name}: {sorted(os.listdir(out_dir))}")
 
 
