@@ -57,6 +57,7 @@ bytes per step over the step's time against the read bandwidth.
 
 import argparse
 import glob
+import importlib
 import json
 import os
 import re
@@ -558,6 +559,8 @@ def main():
     except ImportError:
         run([sys.executable, "-m", "pip", "install", "--target", pydeps,
              "sentencepiece"])
+        # pydeps did not exist when the path's finders were cached.
+        importlib.invalidate_caches()
     hf_dir = os.path.join(args.models, "hf")
     make_checkpoint(hf_dir)
     decode, prefill = export_pair(hf_dir, os.path.join(args.models, "pair"))
