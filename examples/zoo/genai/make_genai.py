@@ -381,28 +381,36 @@ def widen_f16(model_dir, tmp):
 
 def record_widened(out_dir):
     """reference_widened.json and logits_widened.npz: reference.json's
-    prompts through the widened graph (widen_f16), onnxruntime-genai's greedy
-    ids and onnxruntime's logits."""
+    prompts through the widened graph (widen_f16)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        record_graph(out_dir, widen_f16(out_dir, tmp), "_widened",
+                     "model.onnx with every float16 tensor float32")
+
+
+def record_graph(out_dir, graph_dir, suffix, description):
+    """reference{suffix}.json and logits{suffix}.npz of out_dir: its
+    reference.json's prompts through the export in graph_dir (a changed
+    copy), onnxruntime-genai's greedy ids and onnxruntime's one-pass logits
+    over them."""
     import onnxruntime as ort
     import onnxruntime_genai as og
 
     reference = json.load(open(os.path.join(out_dir, "reference.json")))
     cases, logits = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
-        widened = widen_f16(out_dir, tmp)
-        for i, case in enumerate(reference["cases"]):
-            prompt = case["prompt"]
-            new_ids = greedy(widened, prompt)
-            rows = forward_logits(widened, prompt + new_ids[:-1])
-            logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
-            top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
-            cases.append({"prompt": prompt, "new_ids": new_ids,
-                          "min_top2_gap": float((top2[:, 1] -
-                                                 top2[:, 0]).min())})
-    np.savez_compressed(os.path.join(out_dir, "logits_widened.npz"), **logits)
-    with open(os.path.join(out_dir, "reference_widened.json"), "w") as f:
+    for i, case in enumerate(reference["cases"]):
+        prompt = case["prompt"]
+        new_ids = greedy(graph_dir, prompt)
+        rows = forward_logits(graph_dir, prompt + new_ids[:-1])
+        logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
+        top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
+        cases.append({"prompt": prompt, "new_ids": new_ids,
+                      "min_top2_gap": float((top2[:, 1] -
+                                             top2[:, 0]).min())})
+    np.savez_compressed(os.path.join(out_dir, f"logits{suffix}.npz"),
+                        **logits)
+    with open(os.path.join(out_dir, f"reference{suffix}.json"), "w") as f:
         json.dump({"generator": "examples/zoo/genai/make_genai.py",
-                   "graph": "model.onnx with every float16 tensor float32",
+                   "graph": description,
                    "versions": {"onnxruntime-genai": og.__version__,
                                 "onnxruntime": ort.__version__},
                    "search": f"og.Generator, do_sample false, {NEW_TOKENS} "
@@ -604,11 +612,7 @@ def record_int8(out_dir):
     reference.json's prompts through a copy of the folder whose MatMulNBits
     and QMoE nodes all carry accuracy_level 4."""
     import onnx
-    import onnxruntime as ort
-    import onnxruntime_genai as og
 
-    reference = json.load(open(os.path.join(out_dir, "reference.json")))
-    cases, logits = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         # Copies: onnxruntime refuses external data behind a symlink.
         for name in os.listdir(out_dir):
@@ -625,26 +629,9 @@ def record_int8(out_dir):
                 node.attribute.append(
                     onnx.helper.make_attribute("accuracy_level", 4))
         onnx.save(model, os.path.join(tmp, "model.onnx"))
-        for i, case in enumerate(reference["cases"]):
-            prompt = case["prompt"]
-            new_ids = greedy(tmp, prompt)
-            rows = forward_logits(tmp, prompt + new_ids[:-1])
-            logits[f"case{i}"] = rows[len(prompt) - 1:].astype(np.float32)
-            top2 = np.sort(logits[f"case{i}"], axis=-1)[:, -2:]
-            cases.append({"prompt": prompt, "new_ids": new_ids,
-                          "min_top2_gap": float((top2[:, 1] -
-                                                 top2[:, 0]).min())})
-    np.savez_compressed(os.path.join(out_dir, "logits_int8.npz"), **logits)
-    with open(os.path.join(out_dir, "reference_int8.json"), "w") as f:
-        json.dump({"generator": "examples/zoo/genai/make_genai.py",
-                   "graph": "model.onnx with accuracy_level 4 on every "
-                            "MatMulNBits and QMoE node",
-                   "versions": {"onnxruntime-genai": og.__version__,
-                                "onnxruntime": ort.__version__},
-                   "search": f"og.Generator, do_sample false, {NEW_TOKENS} "
-                             "new tokens",
-                   "cases": cases}, f, indent=1)
-        f.write("\n")
+        record_graph(out_dir, tmp, "_int8",
+                     "model.onnx with accuracy_level 4 on every "
+                     "MatMulNBits and QMoE node")
 
 
 def main():
