@@ -108,7 +108,8 @@ def nice(cmd):
 
 
 def make_checkpoint(hf_dir):
-    if os.path.exists(os.path.join(hf_dir, "model.safetensors")):
+    # The tokenizer is written last: a run stopped before it starts over.
+    if os.path.exists(os.path.join(hf_dir, "tokenizer.model")):
         return
     import torch
     from transformers import MixtralConfig, MixtralForCausalLM
