@@ -423,11 +423,12 @@ def scenario_cancel(server, args, tok, cases):
 
 
 def scenario_cancel_frees_slot(server, args, tok, cases):
-    """With one slot (--slots 1): a long request's time to run to the end,
-    then the same request cancelled after its first chunk, and a short one
-    sent at once, which must finish in under half that time: the cancelled
-    sequence stopped and gave up its slot instead of running on to
-    max_tokens unsent."""
+    """With one slot (--slots 1): a long request run to the end, then the
+    same request cancelled after its first chunk, and a short one sent at
+    once, which gets its ids on the one slot. The engine's token counter
+    (not a clock: a loaded machine passes) shows that the cancelled
+    sequence stopped short of max_tokens and gave up its slot instead of
+    running on unsent."""
     client = server.client()
     long = args.long_tokens
     start = time.monotonic()
@@ -436,6 +437,7 @@ def scenario_cancel_frees_slot(server, args, tok, cases):
     full = time.monotonic() - start
     check(c.usage.completion_tokens == long,
           f"a request of {long} ids ran to the end alone")
+    before = server.metrics()["moe_serve_generation_tokens_total"]
     stream = client.completions.create(model=server.model, prompt=[3, 14, 15],
                                        max_tokens=long, temperature=0,
                                        stream=True)
@@ -444,17 +446,19 @@ def scenario_cancel_frees_slot(server, args, tok, cases):
     gone = time.monotonic()
     check(first.choices[0].text is not None, "the same request began; the "
           "client went away after its first chunk")
-    c = complete(client, server.model, cases[0]["prompt"],
-                 max_tokens=len(cases[0]["new_ids"]), temperature=0)
+    short = len(cases[0]["new_ids"])
+    c = complete(client, server.model, cases[0]["prompt"], max_tokens=short,
+                 temperature=0)
     took = time.monotonic() - gone
     check(ids_of(c.choices[0]) == cases[0]["new_ids"],
           "the next request on the one slot got its greedy ids")
+    m = _wait_metric(server, 'moe_serve_requests_total{finish_reason=cancelled}',
+                     1, "cancellation")
+    cancelled = m["moe_serve_generation_tokens_total"] - before - short
     print(f"cancel-frees-slot: {long} ids took {full:.2f} s; the next request "
           f"finished {took:.2f} s after the disconnect", flush=True)
-    check(took < full / 2, "the next request finished before the cancelled "
-          "one would have (in under half its time)")
-    _wait_metric(server, 'moe_serve_requests_total{finish_reason=cancelled}',
-                 1, "cancellation")
+    check(cancelled < long, f"the cancelled request stopped after "
+          f"{cancelled:.0f} of {long} ids and freed its slot")
 
 
 def scenario_queue(server, args, tok, cases):
