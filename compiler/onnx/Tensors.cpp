@@ -463,13 +463,13 @@ FailureOr<ElementsAttr> TensorReader::read(const TensorProto &tensor,
   // Widened float16: the f32 of every value, in memory of its own (twice
   // the file's bytes).
   if (widenFloat16 && layout->dataType == TensorProto::FLOAT16) {
-    std::vector<char> widened(size_t(layout->numElements) * sizeof(float));
-    for (int64_t i = 0; i < layout->numElements; ++i) {
-      uint16_t half;
-      std::memcpy(&half, bytes.data() + 2 * i, 2);
-      float value = moert::detail::halfToFloat(half);
-      std::memcpy(widened.data() + sizeof(float) * i, &value, sizeof(float));
-    }
+    // External data may sit at any offset: the halves are copied aligned.
+    std::vector<uint16_t> halves(layout->numElements);
+    std::memcpy(halves.data(), bytes.data(), halves.size() * 2);
+    std::vector<char> widened(halves.size() * sizeof(float));
+    moert::detail::widenFloats(moert::DType::F16, halves.data(),
+                               layout->numElements,
+                               reinterpret_cast<float *>(widened.data()));
     converted = std::move(widened);
     bytes = *converted;
     widenedFloat16 = true;
